@@ -1,0 +1,8 @@
+"""WSGI entry point: `gunicorn -k gevent app:app` or `flask --app app ...`.
+
+Under gunicorn's gevent worker the worker monkey-patches before loading this module.
+"""
+
+from numi import create_app
+
+app = create_app()

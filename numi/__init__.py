@@ -1,0 +1,50 @@
+"""Numi: a lightweight, self-hosted chat workstation for large language models."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flask import Flask
+
+# Nothing heavy is imported at package import: `numi serve` must monkey-patch first.
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
+    """Build the Flask app: settings from the environment (or `test_config`), extensions,
+    blueprints. Does not touch the network; migrations run in `numi serve` / `numi db upgrade`.
+    """
+    from flask import Flask
+
+    from .config import finalize, load_config
+    from .extensions import db, migrate, sock
+
+    app = Flask(
+        __name__,
+        template_folder=str(ROOT / "templates"),
+        static_folder=str(ROOT / "static"),
+    )
+    config = load_config()
+    if test_config:
+        config.update(test_config)
+    app.config.update(finalize(config))
+    logging.basicConfig(level=app.config["NUMI_LOG_LEVEL"], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    db.init_app(app)
+    migrate.init_app(app, db, directory=str(ROOT / "migrations"), render_as_batch=True)
+    sock.init_app(app)
+    from .database import configure_engine
+
+    with app.app_context():
+        configure_engine(db.engine)
+
+    from .web import register
+
+    register(app)
+    from .turns.manager import TurnManager
+
+    app.extensions["numi.turns"] = TurnManager(app)
+    return app

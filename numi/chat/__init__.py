@@ -1,0 +1,1 @@
+"""Chats: loading, editing, context, compaction, export."""

@@ -1,0 +1,210 @@
+"""Chats and their transcripts: the one place that loads a chat for a user.
+
+Every function takes the owner's user id and filters by it; a missing, deleted or foreign
+chat raises `NotFound` (404), never a permission error that would confirm it exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, or_, select
+
+from ..errors import NotFound, invalid
+from ..extensions import db
+from ..models import Chat, Endpoint, Message, utcnow
+from .. import endpoints as endpoint_store
+
+REASONING_EFFORTS = ("", "none", "minimal", "low", "medium", "high")
+
+
+@dataclass
+class Page:
+    items: list
+    next_cursor: str | None
+
+
+def get_chat(user_id: int, chat_id: str) -> Chat:
+    """The user's live chat `chat_id`, or NotFound."""
+    if not isinstance(chat_id, str) or len(chat_id) > 36:
+        raise NotFound()
+    chat = db.session.execute(
+        select(Chat).where(Chat.id == chat_id, Chat.user_id == user_id, Chat.deleted_at.is_(None))
+    ).scalar_one_or_none()
+    if chat is None:
+        raise NotFound()
+    return chat
+
+
+def list_chats(user_id: int, *, limit: int, cursor: str | None = None, query: str = "") -> Page:
+    """Chats by last activity, newest first, keyset-paginated so 10,000 chats stay fast.
+
+    The cursor is `<updated_at iso>|<id>` of the last chat of the previous page.
+    """
+    stmt = select(Chat).where(Chat.user_id == user_id, Chat.deleted_at.is_(None))
+    if query:
+        escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        stmt = stmt.where(Chat.title.ilike(f"%{escaped}%", escape="\\"))
+    if cursor:
+        updated_at, chat_id = _parse_cursor(cursor)
+        stmt = stmt.where(
+            or_(Chat.updated_at < updated_at, and_(Chat.updated_at == updated_at, Chat.id < chat_id))
+        )
+    stmt = stmt.order_by(Chat.updated_at.desc(), Chat.id.desc()).limit(limit + 1)
+    chats = list(db.session.execute(stmt).scalars())
+    next_cursor = None
+    if len(chats) > limit:
+        chats = chats[:limit]
+        last = chats[-1]
+        next_cursor = f"{last.updated_at.isoformat()}|{last.id}"
+    return Page(chats, next_cursor)
+
+
+def _parse_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        stamp, chat_id = cursor.split("|", 1)
+        return datetime.fromisoformat(stamp), chat_id
+    except ValueError:
+        raise invalid("Malformed cursor.", "invalid_cursor") from None
+
+
+def create_chat(user_id: int, fields: dict[str, Any], limits: dict[str, Any]) -> Chat:
+    """Create a chat from user input (title, endpoint_id, model, settings)."""
+    chat = Chat(user_id=user_id)
+    _apply(chat, user_id, fields, limits)
+    if chat.endpoint_id is None:
+        default = endpoint_store.default_route(user_id)
+        if default:
+            chat.endpoint_id, chat.model = default.id, chat.model or default.default_model
+    db.session.add(chat)
+    db.session.commit()
+    return chat
+
+
+def update_chat(user_id: int, chat_id: str, fields: dict[str, Any], limits: dict[str, Any]) -> Chat:
+    """Apply a partial update; validation happens before anything is written."""
+    chat = get_chat(user_id, chat_id)
+    _apply(chat, user_id, fields, limits)
+    db.session.commit()
+    return chat
+
+
+def delete_chat(user_id: int, chat_id: str) -> None:
+    chat = get_chat(user_id, chat_id)
+    chat.deleted_at = utcnow()
+    db.session.commit()
+
+
+def _apply(chat: Chat, user_id: int, fields: dict[str, Any], limits: dict[str, Any]) -> None:
+    """Validate every field first, then assign: a bad field changes nothing."""
+    updates: dict[str, Any] = {}
+    if "title" in fields:
+        title = _text(fields["title"], "title", limits["NUMI_MAX_TITLE_CHARS"]).strip()
+        updates["title"] = title or "New chat"
+    if "endpoint_id" in fields and fields["endpoint_id"] not in (None, ""):
+        try:
+            endpoint_id = int(fields["endpoint_id"])
+        except (TypeError, ValueError):
+            raise invalid("endpoint_id must be a number.") from None
+        endpoint: Endpoint = endpoint_store.get_endpoint(user_id, endpoint_id)
+        updates["endpoint_id"] = endpoint.id
+    if "model" in fields:
+        model = _text(fields["model"] or "", "model", 200).strip()
+        updates["model"] = model or None
+    settings = dict(chat.settings)
+    if "settings" in fields:
+        if not isinstance(fields["settings"], dict):
+            raise invalid("settings must be an object.")
+        settings.update(validate_settings(fields["settings"], limits))
+    for key in SETTING_KEYS:
+        if key in fields:
+            settings.update(validate_settings({key: fields[key]}, limits))
+    for name, value in updates.items():
+        setattr(chat, name, value)
+    chat.settings = settings
+
+
+SETTING_KEYS = ("system_prompt", "temperature", "max_tokens", "reasoning_effort", "tools")
+
+
+def validate_settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
+    """Check per-chat settings; unknown keys are refused so typos do not pass silently."""
+    clean: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "system_prompt":
+            clean[key] = _text(value or "", "system_prompt", limits["NUMI_MAX_SYSTEM_PROMPT_CHARS"])
+        elif key == "temperature":
+            clean[key] = _number(value, key, 0.0, 2.0, float)
+        elif key == "max_tokens":
+            clean[key] = _number(value, key, 1, 1_000_000, int)
+        elif key == "reasoning_effort":
+            if value not in REASONING_EFFORTS:
+                raise invalid(f"reasoning_effort must be one of: {', '.join(e for e in REASONING_EFFORTS if e)}.")
+            clean[key] = value or None
+        elif key == "tools":
+            if not isinstance(value, list) or not all(isinstance(t, str) and len(t) <= 64 for t in value):
+                raise invalid("tools must be a list of tool names.")
+            clean[key] = value
+        elif key == "fallbacks":
+            clean[key] = _fallbacks(value)
+        elif key in ("auto_compact", "auto_approve"):
+            clean[key] = bool(value)
+        elif key == "workspace":
+            clean[key] = _text(value or "", key, 1000) or None
+        else:
+            raise invalid(f"Unknown setting {key!r}.", "unknown_setting")
+    return clean
+
+
+def _fallbacks(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or len(value) > 5:
+        raise invalid("fallbacks must be a list of at most 5 {endpoint_id, model} objects.")
+    out = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("model"), str):
+            raise invalid("Each fallback needs a model.")
+        out.append({"endpoint_id": item.get("endpoint_id"), "model": item["model"][:200]})
+    return out
+
+
+def _text(value: Any, name: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise invalid(f"{name} must be text.")
+    if len(value) > limit:
+        raise invalid(f"{name} is too long (at most {limit} characters).", "too_long")
+    return value
+
+
+def _number(value: Any, name: str, low: float, high: float, kind: type) -> Any:
+    if value in (None, ""):
+        return None
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise invalid(f"{name} must be a number.") from None
+    if not low <= number <= high:
+        raise invalid(f"{name} must be between {low} and {high}.")
+    return number
+
+
+def list_messages(chat: Chat, *, limit: int, before_id: int | None = None) -> Page:
+    """The newest `limit` live messages before `before_id`, returned oldest first.
+
+    The cursor is the id of the oldest message returned; pass it as `before_id` to load
+    the page above it.
+    """
+    stmt = select(Message).where(Message.chat_id == chat.id, Message.deleted_at.is_(None))
+    if before_id is not None:
+        stmt = stmt.where(Message.id < before_id)
+    rows = list(db.session.execute(stmt.order_by(Message.id.desc()).limit(limit + 1)).scalars())
+    more = len(rows) > limit
+    rows = rows[:limit]
+    rows.reverse()
+    return Page(rows, str(rows[0].id) if more and rows else None)
+
+
+def touch(chat: Chat) -> None:
+    """Move the chat to the top of the sidebar (caller commits)."""
+    chat.updated_at = utcnow()

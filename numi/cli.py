@@ -1,0 +1,277 @@
+"""The `numi` command: serve, db, endpoint, user, token, dev.
+
+gevent monkey-patches the standard library first, before anything else is imported, so
+that sockets, SSL and threads in Flask, SQLAlchemy and the provider SDKs cooperate.
+"""
+
+from gevent import monkey
+
+monkey.patch_all()
+
+import getpass  # noqa: E402
+import logging  # noqa: E402
+import sys  # noqa: E402
+
+import click  # noqa: E402
+
+log = logging.getLogger("numi")
+
+
+def _app():
+    from . import create_app
+
+    return create_app()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main():
+    """Numi: a lightweight, self-hosted chat workstation for LLMs."""
+
+
+@main.command()
+@click.option("--host", help="Address to bind (default NUMI_HOST, 127.0.0.1).")
+@click.option("--port", type=int, help="Port (default NUMI_PORT, 8765).")
+def serve(host, port):
+    """Apply migrations and serve Numi with gevent's WSGI server.
+
+    Equivalent under gunicorn (after `numi db upgrade`):
+    gunicorn -k gevent -w 1 -b 127.0.0.1:8765 app:app
+    """
+    from gevent.pywsgi import WSGIServer
+
+    from .database import upgrade
+    from .endpoints import detect_from_environment
+    from .extensions import db
+
+    app = _app()
+    host = host or app.config["NUMI_HOST"]
+    port = port or app.config["NUMI_PORT"]
+    upgrade(app)
+    if app.config["NUMI_AUTO_ENDPOINTS"]:
+        with app.app_context():
+            for endpoint in detect_from_environment():
+                log.info("added endpoint %s (%s)", endpoint.name, endpoint.base_url)
+            db.session.remove()
+    server = WSGIServer((host, port), app, log=None, error_log=logging.getLogger("numi.wsgi"))
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"Numi is running on http://{shown}:{port}/  (data: {app.config['NUMI_DATA_DIR']})")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+@main.group()
+def db():
+    """Database schema commands."""
+
+
+@db.command("upgrade")
+def db_upgrade():
+    """Apply all pending migrations."""
+    from .database import upgrade
+
+    upgrade(_app())
+    click.echo("Database is up to date.")
+
+
+# --- endpoints -----------------------------------------------------------------------------
+
+
+@main.group()
+def endpoint():
+    """Manage provider endpoints (shared by every user)."""
+
+
+@endpoint.command("add")
+@click.argument("name")
+@click.option("--kind", type=click.Choice(["openai_chat", "openai_responses", "anthropic"]), default="openai_chat", show_default=True)
+@click.option("--base-url", required=True, help="e.g. http://127.0.0.1:11434/v1 or https://api.anthropic.com")
+@click.option("--api-key-env", metavar="VAR", help="Read the API key from this environment variable.")
+@click.option("--api-key-stdin", is_flag=True, help="Read the API key from standard input.")
+@click.option("--default-model", help="Model new chats use.")
+def endpoint_add(name, kind, base_url, api_key_env, api_key_stdin, default_model):
+    """Add a shared endpoint NAME. Keys never go on the command line (shell history)."""
+    import os
+
+    from .endpoints import create_endpoint
+
+    api_key = None
+    if api_key_env:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise click.ClickException(f"{api_key_env} is not set.")
+    elif api_key_stdin:
+        api_key = sys.stdin.readline().strip()
+    fields = {"name": name, "kind": kind, "base_url": base_url, "api_key": api_key, "default_model": default_model}
+    with _context() as app:
+        created = _checked(lambda: create_endpoint(None, fields, max_name=app.config["NUMI_MAX_NAME_CHARS"]))
+        click.echo(f"Added endpoint {created.name} (id {created.id}).")
+
+
+@endpoint.command("list")
+def endpoint_list():
+    """List shared and per-user endpoints."""
+    from sqlalchemy import select
+
+    from .extensions import db as database
+    from .models import Endpoint
+
+    with _context():
+        rows = database.session.execute(
+            select(Endpoint).where(Endpoint.deleted_at.is_(None)).order_by(Endpoint.id)
+        ).scalars()
+        for e in rows:
+            owner = "shared" if e.user_id is None else f"user {e.user_id}"
+            click.echo(f"{e.id}\t{e.name}\t{e.kind}\t{e.base_url}\t{e.default_model or '-'}\t{owner}")
+
+
+@endpoint.command("remove")
+@click.argument("name")
+def endpoint_remove(name):
+    """Remove the shared endpoint NAME."""
+    from .endpoints import find_by_name, remove_endpoint
+
+    with _context():
+        found = find_by_name(None, name)
+        if found is None:
+            raise click.ClickException(f"No shared endpoint named {name!r}.")
+        remove_endpoint(found)
+        click.echo(f"Removed endpoint {name}.")
+
+
+@endpoint.command("models")
+@click.argument("name")
+def endpoint_models(name):
+    """Fetch and list the models of the shared endpoint NAME (also a connection test)."""
+    from .endpoints import find_by_name, models
+
+    with _context():
+        found = find_by_name(None, name)
+        if found is None:
+            raise click.ClickException(f"No shared endpoint named {name!r}.")
+        for model in _checked(lambda: models(found, max_age_seconds=0, refresh=True)):
+            click.echo(model["id"])
+
+
+# --- users and tokens ----------------------------------------------------------------------
+
+
+@main.group()
+def user():
+    """Manage users (multi-user mode)."""
+
+
+@user.command("create")
+@click.argument("username")
+@click.option("--admin", is_flag=True, help="May manage shared endpoints and use workspace tools.")
+@click.option("--password-stdin", is_flag=True, help="Read the password from standard input.")
+def user_create(username, admin, password_stdin):
+    """Create USERNAME; asks for the password unless --password-stdin."""
+    from sqlalchemy import select
+    from werkzeug.security import generate_password_hash
+
+    from .extensions import db as database
+    from .models import User
+
+    if not 1 <= len(username) <= 100:
+        raise click.ClickException("A username has 1 to 100 characters.")
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = getpass.getpass("Password: ")
+        if getpass.getpass("Repeat: ") != password:
+            raise click.ClickException("The passwords differ.")
+    if len(password) < 8:
+        raise click.ClickException("A password has at least 8 characters.")
+    with _context():
+        if database.session.execute(select(User).where(User.username == username)).scalar_one_or_none():
+            raise click.ClickException(f"User {username!r} exists already.")
+        database.session.add(User(username=username, password_hash=generate_password_hash(password), is_admin=admin))
+        database.session.commit()
+        click.echo(f"Created user {username}{' (admin)' if admin else ''}.")
+
+
+@user.command("list")
+def user_list():
+    """List users."""
+    from sqlalchemy import select
+
+    from .extensions import db as database
+    from .models import User
+
+    with _context():
+        for u in database.session.execute(select(User).order_by(User.id)).scalars():
+            click.echo(f"{u.id}\t{u.username}\t{'admin' if u.is_admin else ''}")
+
+
+@main.group()
+def token():
+    """Manage API bearer tokens."""
+
+
+@token.command("create")
+@click.option("--user", "username", required=True, help="The user the token acts as.")
+@click.option("--name", default="api", show_default=True, help="A label for the token.")
+def token_create(username, name):
+    """Create a bearer token for /api/*; it is shown once."""
+    from sqlalchemy import select
+
+    from .extensions import db as database
+    from .models import ApiToken, User
+    from .web.security import hash_token, new_token
+
+    with _context():
+        found = database.session.execute(select(User).where(User.username == username)).scalar_one_or_none()
+        if found is None:
+            raise click.ClickException(f"No user {username!r}.")
+        secret = new_token()
+        database.session.add(ApiToken(user_id=found.id, name=name[:100], token_hash=hash_token(secret)))
+        database.session.commit()
+        click.echo(secret)
+
+
+# --- development ---------------------------------------------------------------------------
+
+
+@main.group()
+def dev():
+    """Tools for demos, development and benchmarks."""
+
+
+@dev.command("fake-provider")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8766, show_default=True)
+@click.option("--tokens-per-second", type=float, default=0, help="Pace of the default answer (0: as fast as possible).")
+def fake_provider(host, port, tokens_per_second):
+    """Run the scripted provider server (OpenAI Chat, Responses and Anthropic wire formats)."""
+    from .testing.server import serve as serve_fake
+
+    click.echo(f"Scripted provider on http://{host}:{port}  (OpenAI base URL: http://{host}:{port}/v1)")
+    serve_fake(host, port, tokens_per_second=tokens_per_second)
+
+
+class _context:
+    """App + app context for a CLI command, with the schema brought up to date."""
+
+    def __enter__(self):
+        from .database import upgrade
+
+        self.app = _app()
+        upgrade(self.app)
+        self.ctx = self.app.app_context()
+        self.ctx.push()
+        return self.app
+
+    def __exit__(self, *exc):
+        self.ctx.pop()
+        return False
+
+
+def _checked(action):
+    from .errors import NumiError
+
+    try:
+        return action()
+    except NumiError as exc:
+        raise click.ClickException(f"{exc.message} ({exc.code})") from None

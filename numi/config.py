@@ -1,0 +1,132 @@
+"""Settings: every knob Numi reads from the environment, with its default and meaning.
+
+`SETTINGS` is the single list of settings. `load_config()` turns the environment into a
+plain dict that `create_app()` puts into `app.config`. The README documents each setting;
+a test fails when one is missing there, so adding a setting here means documenting it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    parse: Callable[[str], Any]
+    help: str
+
+
+def _bool(value: str) -> bool:
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        value = value.strip().lower()
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return value
+
+    return parse
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(item.strip().lower() for item in value.split(",") if item.strip())
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "numi"
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("NUMI_DATA_DIR", None, str, "Directory for the SQLite database, uploads and the generated secret key."),
+    Setting("NUMI_DATABASE_URL", None, str, "SQLAlchemy URL; default is SQLite in the data directory. PostgreSQL: postgresql+psycopg://user@host/db."),
+    Setting("NUMI_HOST", "127.0.0.1", str, "Address `numi serve` binds to."),
+    Setting("NUMI_PORT", 8765, int, "Port `numi serve` listens on."),
+    Setting("NUMI_AUTH", "single", _choice("single", "multi"), "`single`: one local user, no login. `multi`: login page, users, bearer tokens."),
+    Setting("NUMI_SECRET_KEY", None, str, "Signs session cookies. Generated and stored in the data directory when unset."),
+    Setting("NUMI_ALLOWED_HOSTS", (), _csv, "Extra host names accepted in the Host header (comma separated); `*` accepts any. localhost and the bound address are always accepted."),
+    Setting("NUMI_AUTO_ENDPOINTS", True, _bool, "On first start, add endpoints from OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY and a local Ollama."),
+    Setting("NUMI_LOG_LEVEL", "INFO", str, "Python logging level."),
+    Setting("PROMPT_MAX_HISTORY_MESSAGES", 200, int, "Most saved messages loaded into one model request."),
+    Setting("PROMPT_MAX_HISTORY_CHARS", 400_000, int, "Most characters of saved history loaded into one model request."),
+    Setting("NUMI_MAX_REQUEST_BYTES", 32 * 1024 * 1024, int, "Largest HTTP request body accepted (uploads included)."),
+    Setting("NUMI_MAX_MESSAGE_CHARS", 200_000, int, "Longest user message accepted."),
+    Setting("NUMI_MAX_TITLE_CHARS", 200, int, "Longest chat title accepted."),
+    Setting("NUMI_MAX_SYSTEM_PROMPT_CHARS", 50_000, int, "Longest per-chat system prompt accepted."),
+    Setting("NUMI_MAX_NAME_CHARS", 100, int, "Longest endpoint, user or token name accepted."),
+    Setting("NUMI_PAGE_SIZE_CHATS", 50, int, "Chats per page in the sidebar and GET /api/sessions."),
+    Setting("NUMI_PAGE_SIZE_MESSAGES", 50, int, "Messages per page in the chat view and GET /api/history."),
+    Setting("NUMI_MODELS_CACHE_SECONDS", 3600, int, "How long an endpoint's fetched model list is reused."),
+    Setting("NUMI_PROVIDER_TIMEOUT_SECONDS", 600, float, "Read timeout for a provider stream."),
+    Setting("NUMI_PROVIDER_MAX_RETRIES", 2, int, "Retries of rate-limited or failing provider calls, only before any output streamed."),
+    Setting("NUMI_MAX_STEPS", 12, int, "Most model steps (tool rounds) in one turn."),
+    Setting("NUMI_TOOL_TIMEOUT_SECONDS", 60, float, "Time a tool may run before its call fails with a timeout result."),
+    Setting("NUMI_FRAME_INTERVAL_MS", 40, int, "Streaming deltas are coalesced into one WebSocket frame per interval."),
+    Setting("NUMI_RENDER_INTERVAL_MS", 150, int, "Most often the streaming answer is re-rendered as markdown in the HTML view."),
+    Setting("NUMI_TURN_BUFFER_EVENTS", 4000, int, "Events a running turn keeps for reconnecting clients."),
+    Setting("NUMI_TURN_BUFFER_BYTES", 2 * 1024 * 1024, int, "Bytes of events a running turn keeps for reconnecting clients."),
+    Setting("NUMI_SUBSCRIBER_QUEUE", 512, int, "Events queued for one slow client before it is resynced by snapshot."),
+    Setting("NUMI_TURN_RETENTION_SECONDS", 120, int, "How long a finished turn's events stay for late reconnects."),
+    Setting("NUMI_TITLE_MODEL", None, str, "Model for generated chat titles; default is the chat's own model."),
+)
+
+
+def load_config(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Read every setting from `environ` (default: os.environ) into a config dict.
+
+    Raises ValueError naming the variable when a value does not parse.
+    """
+    environ = os.environ if environ is None else environ
+    config: dict[str, Any] = {}
+    for setting in SETTINGS:
+        raw = environ.get(setting.name)
+        if raw is None or raw == "":
+            config[setting.name] = setting.default
+            continue
+        try:
+            config[setting.name] = setting.parse(raw)
+        except ValueError as exc:
+            raise ValueError(f"{setting.name}={raw!r}: {exc}") from None
+    return config
+
+
+def finalize(config: dict[str, Any]) -> dict[str, Any]:
+    """Fill in what depends on other settings: data dir, database URL, secret key."""
+    data_dir = Path(config.get("NUMI_DATA_DIR") or default_data_dir()).expanduser()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config["NUMI_DATA_DIR"] = str(data_dir)
+    if not config.get("NUMI_DATABASE_URL"):
+        config["NUMI_DATABASE_URL"] = f"sqlite:///{data_dir / 'numi.db'}"
+    if not config.get("NUMI_SECRET_KEY"):
+        config["NUMI_SECRET_KEY"] = _persisted_secret(data_dir / "secret_key")
+    config["SECRET_KEY"] = config["NUMI_SECRET_KEY"]
+    config["SQLALCHEMY_DATABASE_URI"] = config["NUMI_DATABASE_URL"]
+    config["MAX_CONTENT_LENGTH"] = config["NUMI_MAX_REQUEST_BYTES"]
+    config.setdefault("SESSION_COOKIE_SAMESITE", "Lax")
+    config.setdefault("SESSION_COOKIE_HTTPONLY", True)
+    return config
+
+
+def _persisted_secret(path: Path) -> str:
+    """Return the secret stored at `path`, creating it (mode 0600) on first use."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    secret = secrets.token_urlsafe(48)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another worker created it between our read and open
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as fh:
+        fh.write(secret)
+    return secret

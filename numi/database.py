@@ -1,0 +1,36 @@
+"""Engine set-up and schema upgrades.
+
+SQLite is tuned for a web server (WAL, busy timeout, foreign keys). PostgreSQL needs nothing
+here. Migrations are Alembic revisions under migrations/, applied by `upgrade()`.
+"""
+
+from __future__ import annotations
+
+from flask import Flask
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+
+def configure_engine(engine: Engine) -> None:
+    """Install per-connection pragmas on SQLite engines; other backends are left as they are."""
+    if engine.dialect.name != "sqlite":
+        return
+
+    @event.listens_for(engine, "connect")
+    def _sqlite_pragmas(dbapi_connection, _record):
+        cursor = dbapi_connection.cursor()
+        # WAL lets readers proceed while the one writer commits; busy_timeout makes a second
+        # writer wait instead of failing at once; foreign keys are off by default in SQLite.
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=10000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+
+def upgrade(app: Flask) -> None:
+    """Bring the database schema to the newest revision."""
+    from flask_migrate import upgrade as alembic_upgrade
+
+    with app.app_context():
+        alembic_upgrade(directory=app.extensions["migrate"].directory)

@@ -1,0 +1,238 @@
+"""Endpoints: the provider connections a user can pick a model from.
+
+An endpoint with `user_id` NULL is shared (added by an admin or auto-detected at first
+start) and visible to every user; the others belong to one user. The API key is stored but
+never leaves this module's callers in a response: serialisers use `Endpoint.to_dict()`,
+which only says whether a key is set.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import urllib.request
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from sqlalchemy import or_, select
+
+from .errors import NotFound, NumiError, invalid
+from .extensions import db
+from .models import ENDPOINT_KINDS, REASONING_POLICIES, Endpoint, utcnow
+
+log = logging.getLogger(__name__)
+
+OLLAMA_URL = "http://127.0.0.1:11434"
+
+
+def visible(user_id: int):
+    """The SQL condition for endpoints `user_id` may see and use."""
+    return (
+        or_(Endpoint.user_id == user_id, Endpoint.user_id.is_(None)),
+        Endpoint.deleted_at.is_(None),
+    )
+
+
+def list_endpoints(user_id: int) -> list[Endpoint]:
+    stmt = select(Endpoint).where(*visible(user_id)).order_by(Endpoint.name, Endpoint.id)
+    return list(db.session.execute(stmt).scalars())
+
+
+def get_endpoint(user_id: int, endpoint_id: int) -> Endpoint:
+    """A live endpoint the user can see, or NotFound."""
+    endpoint = db.session.execute(
+        select(Endpoint).where(Endpoint.id == endpoint_id, *visible(user_id))
+    ).scalar_one_or_none()
+    if endpoint is None:
+        raise NotFound("endpoint")
+    return endpoint
+
+
+def get_managed_endpoint(user_id: int, is_admin: bool, endpoint_id: int) -> Endpoint:
+    """An endpoint the user may change: their own, or a shared one if they are an admin."""
+    endpoint = get_endpoint(user_id, endpoint_id)
+    if endpoint.user_id is None and not is_admin:
+        raise NotFound("endpoint")
+    return endpoint
+
+
+def find_by_name(user_id: int | None, name: str) -> Endpoint | None:
+    cond = [Endpoint.name == name, Endpoint.deleted_at.is_(None)]
+    if user_id is None:
+        cond.append(Endpoint.user_id.is_(None))
+    else:
+        cond.extend(visible(user_id))
+    return db.session.execute(select(Endpoint).where(*cond).limit(1)).scalar_one_or_none()
+
+
+def validate(fields: dict[str, Any], *, max_name: int = 100, partial: bool = False) -> dict[str, Any]:
+    """Check endpoint input; returns the clean values. Raises NumiError on the first problem."""
+    clean: dict[str, Any] = {}
+    if not partial or "name" in fields:
+        name = fields.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise invalid("An endpoint needs a name.")
+        if len(name) > max_name:
+            raise invalid(f"name is too long (at most {max_name} characters).", "too_long")
+        clean["name"] = name.strip()
+    if not partial or "kind" in fields:
+        kind = fields.get("kind")
+        if kind not in ENDPOINT_KINDS:
+            raise invalid(
+                f"Unknown endpoint kind {str(kind)[:40]!r}; use one of {', '.join(ENDPOINT_KINDS)}.",
+                "unknown_kind",
+            )
+        clean["kind"] = kind
+    if not partial or "base_url" in fields:
+        clean["base_url"] = _base_url(fields.get("base_url"))
+    if fields.get("api_key") not in (None, ""):
+        if not isinstance(fields["api_key"], str) or len(fields["api_key"]) > 1000:
+            raise invalid("api_key must be text of at most 1000 characters.")
+        clean["api_key"] = fields["api_key"].strip()
+    if "default_model" in fields:
+        model = fields.get("default_model") or ""
+        if not isinstance(model, str) or len(model) > 200:
+            raise invalid("default_model must be text of at most 200 characters.")
+        clean["default_model"] = model.strip() or None
+    if "reasoning_policy" in fields:
+        if fields["reasoning_policy"] not in REASONING_POLICIES:
+            raise invalid(f"reasoning_policy must be one of {', '.join(REASONING_POLICIES)}.")
+        clean["reasoning_policy"] = fields["reasoning_policy"]
+    if "enabled" in fields:
+        clean["enabled"] = bool(fields["enabled"]) and fields["enabled"] not in ("0", "false", "off")
+    return clean
+
+
+def _base_url(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > 500:
+        raise invalid("base_url must be a URL of at most 500 characters.", "invalid_url")
+    value = value.strip().rstrip("/")
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise invalid("base_url must be an http:// or https:// URL.", "invalid_url")
+    return value
+
+
+def create_endpoint(owner_id: int | None, fields: dict[str, Any], *, max_name: int = 100) -> Endpoint:
+    clean = validate(fields, max_name=max_name)
+    if find_by_name(owner_id, clean["name"]) is not None:
+        raise NumiError("duplicate_name", f"An endpoint named {clean['name']!r} exists already.", 409)
+    endpoint = Endpoint(user_id=owner_id, **clean)
+    db.session.add(endpoint)
+    db.session.commit()
+    return endpoint
+
+
+def update_endpoint(endpoint: Endpoint, fields: dict[str, Any], *, max_name: int = 100) -> Endpoint:
+    clean = validate(fields, max_name=max_name, partial=True)
+    if "base_url" in clean or "kind" in clean or "api_key" in clean:
+        endpoint.models_json, endpoint.models_fetched_at = None, None
+    for key, value in clean.items():
+        setattr(endpoint, key, value)
+    db.session.commit()
+    return endpoint
+
+
+def remove_endpoint(endpoint: Endpoint) -> None:
+    endpoint.deleted_at = utcnow()
+    db.session.commit()
+
+
+def adapter_for(endpoint: Endpoint, *, timeout: float | None = None, max_retries: int | None = None):
+    """A provider adapter for this endpoint (imports the SDK on first use)."""
+    from .providers import get_adapter
+
+    kwargs: dict[str, Any] = {}
+    if timeout is not None:
+        kwargs["timeout"] = timeout
+    if max_retries is not None:
+        kwargs["max_retries"] = max_retries
+    return get_adapter(endpoint.kind, endpoint.base_url, endpoint.api_key, **kwargs)
+
+
+def models(endpoint: Endpoint, *, max_age_seconds: int, refresh: bool = False) -> list[dict]:
+    """The endpoint's model list, fetched from the provider and cached in `models_json`.
+
+    Raises NumiError with the provider's stable code (provider_auth, provider_unavailable,
+    ...) and a message fit to show when the endpoint cannot be reached.
+    """
+    fresh = endpoint.models_fetched_at and utcnow() - endpoint.models_fetched_at < timedelta(
+        seconds=max_age_seconds
+    )
+    if endpoint.models_json and fresh and not refresh:
+        return endpoint.models
+    from .providers.errors import ProviderError
+
+    try:
+        listed = adapter_for(endpoint, timeout=10, max_retries=0).list_models()
+    except ProviderError as exc:
+        raise NumiError(exc.code, exc.message, 502) from None
+    endpoint.models = [_model_dict(m) for m in listed]
+    endpoint.models_fetched_at = utcnow()
+    if not endpoint.default_model and endpoint.models:
+        endpoint.default_model = endpoint.models[0]["id"]
+    db.session.commit()
+    return endpoint.models
+
+
+def _model_dict(info: Any) -> dict[str, Any]:
+    fields = ("id", "context_window", "supports_vision", "supports_tools", "supports_reasoning")
+    return {f: getattr(info, f, None) for f in fields if getattr(info, f, None) is not None}
+
+
+def default_route(user_id: int) -> Endpoint | None:
+    """The endpoint a new chat starts on: the user's first enabled one with a default model."""
+    for endpoint in list_endpoints(user_id):
+        if endpoint.enabled and endpoint.default_model:
+            return endpoint
+    for endpoint in list_endpoints(user_id):
+        if endpoint.enabled:
+            return endpoint
+    return None
+
+
+def detect_from_environment(environ=None) -> list[Endpoint]:
+    """First-start discovery: endpoints from OPENAI_*/ANTHROPIC_* variables and a local Ollama.
+
+    Runs only while no endpoint has ever been added, so a user's removal sticks.
+    """
+    environ = os.environ if environ is None else environ
+    if db.session.execute(select(Endpoint.id).limit(1)).first() is not None:
+        return []
+    found: list[dict[str, Any]] = []
+    if environ.get("OPENAI_API_KEY") or environ.get("OPENAI_BASE_URL"):
+        found.append(
+            {
+                "name": "OpenAI",
+                "kind": "openai_chat",
+                "base_url": environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1",
+                "api_key": environ.get("OPENAI_API_KEY"),
+            }
+        )
+    if environ.get("ANTHROPIC_API_KEY"):
+        found.append(
+            {
+                "name": "Anthropic",
+                "kind": "anthropic",
+                "base_url": environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com",
+                "api_key": environ["ANTHROPIC_API_KEY"],
+            }
+        )
+    if _ollama_answers():
+        found.append({"name": "Ollama", "kind": "openai_chat", "base_url": OLLAMA_URL + "/v1"})
+    created = []
+    for fields in found:
+        try:
+            created.append(create_endpoint(None, fields))
+        except NumiError as exc:
+            log.warning("skipped auto-detected endpoint %s: %s", fields["name"], exc.message)
+    return created
+
+
+def _ollama_answers() -> bool:
+    try:
+        with urllib.request.urlopen(OLLAMA_URL + "/api/version", timeout=0.5) as response:
+            return response.status == 200
+    except OSError:
+        return False

@@ -1,0 +1,40 @@
+"""The one error type that crosses layers: a stable code, a human message, an HTTP status.
+
+Lower layers raise `NumiError`; the web layer renders it as JSON (`{error: {code, message}}`),
+as an HTML fragment, or as a WebSocket/SSE `error` event. The message is shown to the user,
+so it never contains a stack trace, a secret or raw provider output.
+"""
+
+from __future__ import annotations
+
+
+class NumiError(Exception):
+    status = 400
+
+    def __init__(self, code: str, message: str, status: int | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        if status is not None:
+            self.status = status
+
+    def to_dict(self) -> dict:
+        return {"code": self.code, "message": self.message}
+
+
+class NotFound(NumiError):
+    """A missing, deleted or foreign object. Always 404: never reveal that it exists."""
+
+    status = 404
+
+    def __init__(self, what: str = "chat"):
+        super().__init__("not_found", f"No such {what}.", 404)
+
+
+class Conflict(NumiError):
+    status = 409
+
+
+def invalid(message: str, code: str = "invalid_input") -> NumiError:
+    """A 400 for input that fails validation."""
+    return NumiError(code, message, 400)

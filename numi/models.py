@@ -1,0 +1,243 @@
+"""SQLAlchemy models: the data of DESIGN §3.
+
+JSON columns are stored as text (portable across SQLite and PostgreSQL) and exposed through
+typed properties (`message.tool_calls`, `chat.settings`, ...). Chats and messages are
+soft-deleted: `deleted_at` set, row kept; every query filters on it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .extensions import db
+
+
+def utcnow() -> datetime:
+    # Naive UTC: SQLite has no time zones, and naive values compare the same on both backends.
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def new_chat_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _loads(text: str | None, empty: Any) -> Any:
+    if not text:
+        return empty
+    return json.loads(text)
+
+
+def _dumps(value: Any) -> str | None:
+    if value is None or value == [] or value == {}:
+        return None
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def json_property(column: str, empty_factory: type):
+    """A read/write property that (de)serialises the JSON text column `column`."""
+
+    def getter(self):
+        return _loads(getattr(self, column), empty_factory())
+
+    def setter(self, value):
+        setattr(self, column, _dumps(value))
+
+    return property(getter, setter)
+
+
+class User(db.Model):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    username: Mapped[str] = mapped_column(String(100), unique=True)
+    password_hash: Mapped[str | None] = mapped_column(String(255))
+    is_admin: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ApiToken(db.Model):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_used_at: Mapped[datetime | None]
+
+
+ENDPOINT_KINDS = ("openai_chat", "openai_responses", "anthropic")
+REASONING_POLICIES = ("auto", "preserve", "strip")
+
+
+class Endpoint(db.Model):
+    """A provider connection. `user_id` NULL means shared by every user (managed by admins)."""
+
+    __tablename__ = "endpoints"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    kind: Mapped[str] = mapped_column(String(32))
+    base_url: Mapped[str] = mapped_column(String(500))
+    # Never rendered back: templates and API serialisers only ever see `has_api_key`.
+    api_key: Mapped[str | None] = mapped_column(Text)
+    default_model: Mapped[str | None] = mapped_column(String(200))
+    models_json: Mapped[str | None] = mapped_column(Text)
+    models_fetched_at: Mapped[datetime | None]
+    reasoning_policy: Mapped[str] = mapped_column(String(16), default="auto")
+    enabled: Mapped[bool] = mapped_column(default=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    deleted_at: Mapped[datetime | None]
+
+    models = json_property("models_json", list)
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self.api_key)
+
+    @property
+    def model_ids(self) -> list[str]:
+        return [m["id"] if isinstance(m, dict) else str(m) for m in self.models]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "kind": self.kind,
+            "base_url": self.base_url,
+            "default_model": self.default_model,
+            "models": self.model_ids,
+            "reasoning_policy": self.reasoning_policy,
+            "enabled": self.enabled,
+            "shared": self.user_id is None,
+            "has_api_key": self.has_api_key,
+        }
+
+
+class Chat(db.Model):
+    __tablename__ = "chats"
+    __table_args__ = (Index("ix_chats_user_recent", "user_id", "deleted_at", "updated_at", "id"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_chat_id)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    title: Mapped[str] = mapped_column(String(300), default="New chat")
+    endpoint_id: Mapped[int | None] = mapped_column(ForeignKey("endpoints.id", ondelete="SET NULL"))
+    model: Mapped[str | None] = mapped_column(String(200))
+    settings_json: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    deleted_at: Mapped[datetime | None]
+
+    settings = json_property("settings_json", dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "endpoint_id": self.endpoint_id,
+            "model": self.model,
+            "settings": self.settings,
+            "created_at": _iso(self.created_at),
+            "updated_at": _iso(self.updated_at),
+        }
+
+
+class Message(db.Model):
+    __tablename__ = "messages"
+    __table_args__ = (
+        UniqueConstraint("chat_id", "request_id"),
+        Index("ix_messages_chat_id_id", "chat_id", "id"),
+        # Strictly increasing ids on SQLite too: the id orders the transcript.
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str | None] = mapped_column(Text)
+    content_parts_json: Mapped[str | None] = mapped_column(Text)
+    reasoning_content: Mapped[str | None] = mapped_column(Text)
+    reasoning_details_json: Mapped[str | None] = mapped_column(Text)
+    tool_calls_json: Mapped[str | None] = mapped_column(Text)
+    tool_call_id: Mapped[str | None] = mapped_column(String(200))
+    citation_sources_json: Mapped[str | None] = mapped_column(Text)
+    meta_json: Mapped[str | None] = mapped_column(Text)
+    request_id: Mapped[str | None] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    deleted_at: Mapped[datetime | None]
+
+    content_parts = json_property("content_parts_json", list)
+    reasoning_details = json_property("reasoning_details_json", list)
+    tool_calls = json_property("tool_calls_json", list)
+    citation_sources = json_property("citation_sources_json", list)
+    meta = json_property("meta_json", dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "chat_id": self.chat_id,
+            "role": self.role,
+            "content": self.content,
+            "content_parts": self.content_parts,
+            "reasoning_content": self.reasoning_content,
+            "reasoning_details": self.reasoning_details,
+            "tool_calls": self.tool_calls,
+            "tool_call_id": self.tool_call_id,
+            "citation_sources": self.citation_sources,
+            "meta": self.meta,
+            "request_id": self.request_id,
+            "created_at": _iso(self.created_at),
+        }
+
+
+class Attachment(db.Model):
+    __tablename__ = "attachments"
+    __table_args__ = (Index("ix_attachments_user_sha", "user_id", "sha256"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    filename: Mapped[str] = mapped_column(String(255))
+    mime: Mapped[str] = mapped_column(String(100))
+    size: Mapped[int]
+    sha256: Mapped[str] = mapped_column(String(64))
+    storage_path: Mapped[str] = mapped_column(String(500))
+    extracted_text: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "filename": self.filename,
+            "mime": self.mime,
+            "size": self.size,
+            "sha256": self.sha256,
+            "created_at": _iso(self.created_at),
+        }
+
+
+class Checkpoint(db.Model):
+    """A compaction summary: replaces messages up to `through_message_id` in model context."""
+
+    __tablename__ = "checkpoints"
+    __table_args__ = (Index("ix_checkpoints_chat_id_id", "chat_id", "id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    summary: Mapped[str] = mapped_column(Text)
+    through_message_id: Mapped[int]
+    messages_before: Mapped[int] = mapped_column(default=0)
+    messages_after: Mapped[int] = mapped_column(default=0)
+    tokens_before: Mapped[int] = mapped_column(default=0)
+    tokens_after: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() + "Z" if value else None

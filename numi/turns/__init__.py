@@ -1,0 +1,1 @@
+"""Running turns: the TurnManager, per-chat event buffers and subscribers."""

@@ -1,0 +1,107 @@
+"""The JSON API (the routes of the second seed). Errors answer `{error: {code, message}}`."""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, g, jsonify, request
+
+from .. import endpoints as endpoint_store
+from ..chat import chats
+from ..errors import NumiError
+from .inputs import int_arg, request_data
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+
+CHAT_FIELDS = ("title", "endpoint_id", "model", "settings", "system_prompt", "temperature",
+               "max_tokens", "reasoning_effort", "tools")
+
+
+def _chat_fields(data: dict) -> dict:
+    fields = {key: data[key] for key in CHAT_FIELDS if key in data}
+    if "name" in data and "title" not in fields:  # the seed's form field for the title
+        fields["title"] = data["name"]
+    if "selected_endpoint_id" in data and "endpoint_id" not in fields:
+        fields["endpoint_id"] = data["selected_endpoint_id"]
+    return fields
+
+
+@bp.post("/session")
+def create_session():
+    chat = chats.create_chat(g.user.id, _chat_fields(request_data()), current_app.config)
+    return jsonify(chat.to_dict()), 201
+
+
+@bp.get("/sessions")
+def list_sessions():
+    config = current_app.config
+    limit = int_arg("limit", config["NUMI_PAGE_SIZE_CHATS"], low=1, high=500)
+    query = (request.args.get("q") or "")[: config["NUMI_MAX_TITLE_CHARS"]]
+    page = chats.list_chats(g.user.id, limit=limit, cursor=request.args.get("cursor") or None, query=query)
+    return jsonify(sessions=[c.to_dict() for c in page.items], next_cursor=page.next_cursor)
+
+
+@bp.get("/session/<chat_id>")
+def get_session(chat_id: str):
+    return jsonify(chats.get_chat(g.user.id, chat_id).to_dict())
+
+
+@bp.patch("/session/<chat_id>")
+def update_session(chat_id: str):
+    chat = chats.update_chat(g.user.id, chat_id, _chat_fields(request_data()), current_app.config)
+    return jsonify(chat.to_dict())
+
+
+@bp.delete("/session/<chat_id>")
+def delete_session(chat_id: str):
+    if current_app.extensions["numi.turns"].is_running(chat_id):
+        chats.get_chat(g.user.id, chat_id)  # a foreign id stays a 404, not a 409
+        raise NumiError("turn_running", "A turn is running in this chat; stop it first.", 409)
+    chats.delete_chat(g.user.id, chat_id)
+    return jsonify(ok=True)
+
+
+@bp.get("/history/<chat_id>")
+def history(chat_id: str):
+    chat = chats.get_chat(g.user.id, chat_id)
+    limit = int_arg("limit", current_app.config["NUMI_PAGE_SIZE_MESSAGES"], low=1, high=1000)
+    page = chats.list_messages(chat, limit=limit, before_id=int_arg("before", low=1))
+    return jsonify(messages=[m.to_dict() for m in page.items], next_cursor=page.next_cursor)
+
+
+@bp.get("/endpoints")
+def list_endpoints():
+    return jsonify(endpoints=[e.to_dict() for e in endpoint_store.list_endpoints(g.user.id)])
+
+
+@bp.post("/endpoints")
+def add_endpoint():
+    data = request_data()
+    shared = bool(data.pop("shared", False)) and g.user.is_admin
+    endpoint = endpoint_store.create_endpoint(
+        None if shared else g.user.id, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"]
+    )
+    return jsonify(endpoint.to_dict()), 201
+
+
+@bp.patch("/endpoints/<int:endpoint_id>")
+def update_endpoint(endpoint_id: int):
+    endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
+    endpoint_store.update_endpoint(endpoint, request_data(), max_name=current_app.config["NUMI_MAX_NAME_CHARS"])
+    return jsonify(endpoint.to_dict())
+
+
+@bp.delete("/endpoints/<int:endpoint_id>")
+def delete_endpoint(endpoint_id: int):
+    endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
+    endpoint_store.remove_endpoint(endpoint)
+    return jsonify(ok=True)
+
+
+@bp.get("/endpoints/<int:endpoint_id>/models")
+def endpoint_models(endpoint_id: int):
+    endpoint = endpoint_store.get_endpoint(g.user.id, endpoint_id)
+    models = endpoint_store.models(
+        endpoint,
+        max_age_seconds=current_app.config["NUMI_MODELS_CACHE_SECONDS"],
+        refresh=request.args.get("refresh") in ("1", "true"),
+    )
+    return jsonify(models=models, default_model=endpoint.default_model)

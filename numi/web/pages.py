@@ -1,0 +1,207 @@
+"""Server-rendered pages and the HTMX fragments they swap.
+
+The same partial renders inside the full page, as an HTMX response and as a WebSocket push.
+`HX-Request` decides fragment versus page. Every form also works without JavaScript.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
+
+from .. import endpoints as endpoint_store
+from ..chat import chats
+from ..errors import NumiError
+from .inputs import int_arg, request_data
+
+bp = Blueprint("pages", __name__)
+
+
+def _limits():
+    return current_app.config
+
+
+def _is_htmx() -> bool:
+    return bool(request.headers.get("HX-Request"))
+
+
+@bp.get("/healthz")
+def healthz():
+    return {"ok": True}
+
+
+@bp.get("/")
+def index():
+    page = chats.list_chats(g.user.id, limit=current_app.config["NUMI_PAGE_SIZE_CHATS"])
+    return render_template(
+        "chat.html",
+        chat=None,
+        sidebar=page,
+        endpoints=endpoint_store.list_endpoints(g.user.id),
+    )
+
+
+@bp.get("/c/<chat_id>")
+def chat_view(chat_id: str):
+    chat = chats.get_chat(g.user.id, chat_id)
+    config = current_app.config
+    return render_template(
+        "chat.html",
+        chat=chat,
+        sidebar=chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"]),
+        transcript=chats.list_messages(chat, limit=config["NUMI_PAGE_SIZE_MESSAGES"]),
+        endpoints=endpoint_store.list_endpoints(g.user.id),
+        running=current_app.extensions["numi.turns"].is_running(chat.id),
+    )
+
+
+@bp.get("/c/<chat_id>/messages")
+def older_messages(chat_id: str):
+    chat = chats.get_chat(g.user.id, chat_id)
+    page = chats.list_messages(
+        chat, limit=current_app.config["NUMI_PAGE_SIZE_MESSAGES"], before_id=int_arg("before", low=1)
+    )
+    return render_template("partials/_messages_page.html", chat=chat, transcript=page)
+
+
+@bp.get("/chats")
+def chat_list():
+    config = current_app.config
+    query = (request.args.get("q") or "")[: config["NUMI_MAX_TITLE_CHARS"]]
+    page = chats.list_chats(
+        g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"], cursor=request.args.get("cursor") or None, query=query
+    )
+    current = request.args.get("current")
+    if _is_htmx():
+        return render_template("partials/_chat_list_page.html", sidebar=page, query=query, current_id=current)
+    return redirect(url_for("pages.index"))
+
+
+@bp.post("/chats")
+def create_chat():
+    data = request_data()
+    fields = {"title": data.get("title") or "New chat"}
+    if data.get("route"):
+        fields.update(_route(data["route"]))
+    chat = chats.create_chat(g.user.id, fields, _limits())
+    target = url_for("pages.chat_view", chat_id=chat.id)
+    if _is_htmx():
+        return "", 204, {"HX-Location": target}
+    return redirect(target)
+
+
+@bp.get("/c/<chat_id>/rename")
+def rename_form(chat_id: str):
+    chat = chats.get_chat(g.user.id, chat_id)
+    return render_template("partials/_chat_rename.html", chat=chat, current_id=request.args.get("current"))
+
+
+@bp.get("/c/<chat_id>/item")
+def chat_item(chat_id: str):
+    chat = chats.get_chat(g.user.id, chat_id)
+    return render_template("partials/_chat_item.html", chat=chat, current_id=request.args.get("current"))
+
+
+@bp.post("/c/<chat_id>/rename")
+def rename(chat_id: str):
+    chat = chats.update_chat(g.user.id, chat_id, {"title": request_data().get("title", "")}, _limits())
+    if _is_htmx():
+        return render_template("partials/_chat_item.html", chat=chat, current_id=request.args.get("current"))
+    return redirect(url_for("pages.chat_view", chat_id=chat.id))
+
+
+@bp.post("/c/<chat_id>/delete")
+def delete(chat_id: str):
+    _refuse_while_running(chat_id)
+    chats.delete_chat(g.user.id, chat_id)
+    if _is_htmx():
+        headers = {}
+        if request.args.get("current") == chat_id:
+            headers["HX-Location"] = url_for("pages.index")
+        return "", 200, headers
+    return redirect(url_for("pages.index"))
+
+
+@bp.post("/c/<chat_id>/settings")
+def chat_settings(chat_id: str):
+    data = request_data()
+    fields: dict = {}
+    if "route" in data:
+        fields.update(_route(data["route"]))
+    settings = {}
+    for key in ("system_prompt", "temperature", "max_tokens", "reasoning_effort"):
+        if key in data:
+            settings[key] = data[key]
+    if settings:
+        fields["settings"] = settings
+    chat = chats.update_chat(g.user.id, chat_id, fields, _limits())
+    if _is_htmx():
+        return render_template(
+            "partials/_chat_header.html",
+            chat=chat,
+            endpoints=endpoint_store.list_endpoints(g.user.id),
+            saved=True,
+        )
+    return redirect(url_for("pages.chat_view", chat_id=chat.id))
+
+
+def _route(value: str) -> dict:
+    """`<endpoint_id>:<model>` from the model picker."""
+    endpoint_id, _, model = (value or "").partition(":")
+    if not endpoint_id:
+        return {"endpoint_id": None, "model": ""}
+    return {"endpoint_id": endpoint_id, "model": model}
+
+
+def _refuse_while_running(chat_id: str) -> None:
+    if current_app.extensions["numi.turns"].is_running(chat_id):
+        raise NumiError("turn_running", "A turn is running in this chat; stop it first.", 409)
+
+
+# --- settings: endpoints -------------------------------------------------------------------
+
+
+@bp.get("/settings")
+def settings():
+    return render_template(
+        "settings.html",
+        endpoints=endpoint_store.list_endpoints(g.user.id),
+        kinds=("openai_chat", "openai_responses", "anthropic"),
+    )
+
+
+@bp.post("/settings/endpoints")
+def add_endpoint():
+    data = request_data()
+    shared = bool(data.pop("shared", None)) and g.user.is_admin
+    endpoint_store.create_endpoint(
+        None if shared else g.user.id, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"]
+    )
+    return _settings_list_or_redirect()
+
+
+@bp.post("/settings/endpoints/<int:endpoint_id>/delete")
+def remove_endpoint(endpoint_id: int):
+    endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
+    endpoint_store.remove_endpoint(endpoint)
+    return _settings_list_or_redirect()
+
+
+@bp.post("/settings/endpoints/<int:endpoint_id>/models")
+def refresh_models(endpoint_id: int):
+    endpoint = endpoint_store.get_endpoint(g.user.id, endpoint_id)
+    try:
+        endpoint_store.models(
+            endpoint, max_age_seconds=current_app.config["NUMI_MODELS_CACHE_SECONDS"], refresh=True
+        )
+        status = ("ok", f"{len(endpoint.models)} models available.")
+    except NumiError as exc:
+        status = ("error", exc.message)
+    return render_template("partials/_endpoint.html", endpoint=endpoint, status=status)
+
+
+def _settings_list_or_redirect():
+    if _is_htmx():
+        return render_template(
+            "partials/_endpoint_list.html", endpoints=endpoint_store.list_endpoints(g.user.id)
+        )
+    return redirect(url_for("pages.settings"))

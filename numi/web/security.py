@@ -1,0 +1,162 @@
+"""Request guards: Host (DNS rebinding), Origin (CSRF and cross-site WebSocket hijacking),
+who the user is (local user, session cookie or bearer token), and the security headers.
+
+Rules (DESIGN §7):
+- Every request's Host must be the bound host, localhost, or one of NUMI_ALLOWED_HOSTS.
+- A state-changing request or WebSocket upgrade that carries a foreign Origin (or
+  `Sec-Fetch-Site: cross-site`) is refused. Requests without an Origin come from programs,
+  not browsers (browsers always send Origin on cross-site writes), and are allowed.
+- Bearer-token requests carry no ambient credentials, so they skip the Origin check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from urllib.parse import urlsplit
+
+from flask import Flask, current_app, g, redirect, request, session, url_for
+from sqlalchemy import select
+
+from ..errors import NumiError
+from ..extensions import db
+from ..models import ApiToken, User, utcnow
+
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+WILDCARD_BINDS = {"0.0.0.0", "::", ""}
+LOCAL_USERNAME = "local"
+PUBLIC_ENDPOINTS = {"auth.login", "static", "pages.healthz"}
+
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+
+
+def init_app(app: Flask) -> None:
+    app.before_request(_check_host)
+    app.before_request(_identify)
+    app.before_request(_check_origin)
+    app.after_request(_security_headers)
+
+
+def allowed_hosts(config) -> set[str]:
+    hosts = {"localhost", "127.0.0.1", "::1"}
+    bind = config["NUMI_HOST"]
+    if bind not in WILDCARD_BINDS:
+        hosts.add(bind.lower())
+    hosts.update(config["NUMI_ALLOWED_HOSTS"])
+    return hosts
+
+
+def _hostname(host_header: str) -> str:
+    return (urlsplit("//" + host_header).hostname or "").lower()
+
+
+def _check_host():
+    allowed = allowed_hosts(current_app.config)
+    if "*" in allowed:
+        return None
+    if _hostname(request.host) not in allowed:
+        raise NumiError("bad_host", "This host name is not allowed. Add it to NUMI_ALLOWED_HOSTS.", 400)
+    return None
+
+
+def is_websocket_upgrade() -> bool:
+    return request.headers.get("Upgrade", "").lower() == "websocket"
+
+
+def _check_origin():
+    if g.get("via_token"):
+        return None
+    if request.method in SAFE_METHODS and not is_websocket_upgrade():
+        return None
+    origin = request.headers.get("Origin")
+    if origin is not None:
+        parts = urlsplit(origin)
+        if origin == "null" or parts.netloc.lower() != request.host.lower():
+            raise NumiError("bad_origin", "Cross-site request refused.", 403)
+    elif request.headers.get("Sec-Fetch-Site") == "cross-site":
+        raise NumiError("bad_origin", "Cross-site request refused.", 403)
+    return None
+
+
+def _identify():
+    g.user = None
+    g.via_token = False
+    if request.endpoint == "static":
+        return None
+    if current_app.config["NUMI_AUTH"] == "single":
+        g.user = local_user()
+        return None
+    token = _bearer_token()
+    if token is not None:
+        user = user_for_token(token)
+        if user is None:
+            raise NumiError("auth_invalid", "Invalid or revoked API token.", 401)
+        g.user, g.via_token = user, True
+        return None
+    user_id = session.get("user_id")
+    if user_id is not None:
+        g.user = db.session.get(User, user_id)
+    if g.user is None and request.endpoint not in PUBLIC_ENDPOINTS:
+        if request.path.startswith(("/api/", "/ws/")) or request.headers.get("HX-Request"):
+            raise NumiError("auth_required", "Log in first.", 401)
+        return redirect(url_for("auth.login", next=request.full_path if request.query_string else request.path))
+    return None
+
+
+def _bearer_token() -> str | None:
+    header = request.headers.get("Authorization", "")
+    if header.lower().startswith("bearer "):
+        return header[7:].strip()
+    return None
+
+
+def local_user() -> User:
+    """The single-user mode's user, created (as admin) on first use."""
+    cache = current_app.extensions.setdefault("numi.local_user_id", {})
+    user_id = cache.get("id")
+    user = db.session.get(User, user_id) if user_id else None
+    if user is None:
+        user = db.session.execute(select(User).where(User.username == LOCAL_USERNAME)).scalar_one_or_none()
+        if user is None:
+            user = User(username=LOCAL_USERNAME, is_admin=True)
+            db.session.add(user)
+            db.session.commit()
+        cache["id"] = user.id
+    return user
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    return "numi_" + secrets.token_urlsafe(32)
+
+
+def user_for_token(token: str) -> User | None:
+    row = db.session.execute(
+        select(ApiToken).where(ApiToken.token_hash == hash_token(token))
+    ).scalar_one_or_none()
+    if row is None:
+        return None
+    now = utcnow()
+    # Recorded at most once a minute: a write per API call would contend for SQLite's one writer.
+    if row.last_used_at is None or (now - row.last_used_at).total_seconds() > 60:
+        row.last_used_at = now
+        db.session.commit()
+    return db.session.get(User, row.user_id)
+
+
+def _security_headers(response):
+    response.headers.setdefault("Content-Security-Policy", CSP)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("Referrer-Policy", "same-origin")
+    response.headers.setdefault("X-Frame-Options", "DENY")
+    if request.headers.get("HX-Request"):
+        # A fragment and the full page share a URL: keep caches from mixing them up.
+        response.vary.add("HX-Request")
+    return response
