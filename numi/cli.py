@@ -245,7 +245,7 @@ def dev():
 @click.option("--tokens-per-second", type=float, default=0, help="Pace of the default answer (0: as fast as possible).")
 def fake_provider(host, port, tokens_per_second):
     """Run the scripted provider server (OpenAI Chat, Responses and Anthropic wire formats)."""
-    from .testing.server import serve as serve_fake
+    from .testing.__main__ import serve as serve_fake
 
     click.echo(f"Scripted provider on http://{host}:{port}  (OpenAI base URL: http://{host}:{port}/v1)")
     serve_fake(host, port, tokens_per_second=tokens_per_second)

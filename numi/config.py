@@ -77,6 +77,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_SUBSCRIBER_QUEUE", 512, int, "Events queued for one slow client before it is resynced by snapshot."),
     Setting("NUMI_TURN_RETENTION_SECONDS", 120, int, "How long a finished turn's events stay for late reconnects."),
     Setting("NUMI_TITLE_MODEL", None, str, "Model for generated chat titles; default is the chat's own model."),
+    Setting("NUMI_GENERATE_TITLES", True, _bool, "Ask the model for a short title after a chat's first answer (else the first words of the question)."),
+    Setting("NUMI_APPROVAL_TIMEOUT_SECONDS", 300, float, "How long a tool call waits for the user's approval before it counts as denied."),
 )
 
 

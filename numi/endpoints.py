@@ -151,6 +151,25 @@ def adapter_for(endpoint: Endpoint, *, timeout: float | None = None, max_retries
     return get_adapter(endpoint.kind, endpoint.base_url, endpoint.api_key, **kwargs)
 
 
+def cached_adapter(app, kind: str, base_url: str, api_key: str | None):
+    """A provider adapter for turns, kept per endpoint settings so connections are reused
+    (a new SDK client per turn would cost a TCP and TLS handshake each time)."""
+    cache = app.extensions.setdefault("numi.adapters", {})
+    key = (kind, base_url, api_key)
+    adapter = cache.get(key)
+    if adapter is None:
+        from .providers import get_adapter
+
+        adapter = cache[key] = get_adapter(
+            kind,
+            base_url,
+            api_key,
+            timeout=app.config["NUMI_PROVIDER_TIMEOUT_SECONDS"],
+            max_retries=app.config["NUMI_PROVIDER_MAX_RETRIES"],
+        )
+    return adapter
+
+
 def models(endpoint: Endpoint, *, max_age_seconds: int, refresh: bool = False) -> list[dict]:
     """The endpoint's model list, fetched from the provider and cached in `models_json`.
 

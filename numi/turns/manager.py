@@ -1,13 +1,247 @@
-"""TurnManager: the registry of running turns (filled in by the turn runtime)."""
+"""TurnManager: starts turns in greenlets and routes their events to subscribers.
+
+Live turn state lives here, never in the database and never in module globals: one
+manager per app (`app.extensions["numi.turns"]`). At most one turn runs per chat. A turn
+outlives the browser that started it; only `stop()` cancels it. After a restart nothing
+is running: the database is the truth.
+"""
 
 from __future__ import annotations
 
-from flask import Flask
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import gevent
+import gevent.event
+
+from ..errors import NumiError
+from .channel import ChatChannel, Subscription
+
+if TYPE_CHECKING:
+    from flask import Flask
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TurnRequest:
+    """What a client asked for: validated by the web layer before a turn starts."""
+
+    user_id: int
+    chat_id: str
+    message: str
+    attachments: list[int] = field(default_factory=list)
+    request_id: str | None = None
+    timezone: str | None = None
+    tz_offset_minutes: int | None = None
+    is_admin: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class Turn:
+    """A running turn as its producer sees it: emit events, check for cancellation."""
+
+    def __init__(self, manager: "TurnManager", channel: ChatChannel, request: TurnRequest):
+        self.id = uuid.uuid4().hex[:16]
+        self.manager = manager
+        self.channel = channel
+        self.request = request
+        self.cancelled = False
+        self.started_at = time.time()
+        self.greenlet: gevent.Greenlet | None = None
+        self._cancel_callbacks: list[Callable[[], None]] = []
+        self._pending: dict[str, Any] | None = None  # coalesced delta not yet published
+        self._flush_timer: gevent.Greenlet | None = None
+        self.approvals: dict[str, gevent.event.AsyncResult] = {}
+
+    # --- events -----------------------------------------------------------------------------
+
+    def emit(self, type_: str, data: dict[str, Any]) -> dict[str, Any]:
+        """Publish an event now (after any coalesced delta, to keep the order)."""
+        self.flush()
+        return self.channel.publish(self.id, type_, data)
+
+    def emit_delta(self, type_: str, delta: str, step: int) -> None:
+        """Queue a content/reasoning delta; deltas are merged into one event per frame.
+
+        A fast model writes hundreds of tokens a second; one event (and one WebSocket
+        message) per token would cost more than the tokens. Deltas of the same type and
+        step are joined and published at most once per frame interval.
+        """
+        pending = self._pending
+        if pending is not None and (pending["type"] != type_ or pending["step"] != step):
+            self.flush()
+            pending = None
+        if pending is None:
+            self._pending = {"type": type_, "step": step, "delta": delta}
+            interval = self.manager.frame_interval
+            if interval <= 0:
+                self.flush()
+            elif self._flush_timer is None:
+                self._flush_timer = gevent.spawn_later(interval, self._timed_flush)
+        else:
+            pending["delta"] += delta
+
+    def _timed_flush(self) -> None:
+        self._flush_timer = None
+        self.flush()
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, None
+        if self._flush_timer is not None and self._flush_timer is not gevent.getcurrent():
+            self._flush_timer.kill(block=False)
+        self._flush_timer = None
+        if pending is not None:
+            self.channel.publish(self.id, pending["type"], {"delta": pending["delta"], "step": pending["step"]})
+
+    # --- cancellation -------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        if self.cancelled:
+            return
+        self.cancelled = True
+        for callback in tuple(self._cancel_callbacks):
+            try:
+                callback()
+            except Exception:  # closing a stream that is already closed, and the like
+                log.debug("cancel callback failed", exc_info=True)
+        for result in self.approvals.values():
+            if not result.ready():
+                result.set("deny")
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run `callback` when the turn is cancelled; returns a function that unregisters it."""
+        self._cancel_callbacks.append(callback)
+        if self.cancelled:
+            callback()
+        return lambda: self._cancel_callbacks.remove(callback) if callback in self._cancel_callbacks else None
+
+    def wait_for_approval(self, call_id: str, timeout: float) -> str:
+        """Block this greenlet (not the hub) until the user approves or denies, or timeout."""
+        result = self.approvals.setdefault(call_id, gevent.event.AsyncResult())
+        try:
+            return result.get(timeout=timeout)
+        except gevent.Timeout:
+            return "timeout"
+        finally:
+            self.approvals.pop(call_id, None)
 
 
 class TurnManager:
-    def __init__(self, app: Flask):
+    """One per app: the running turns and the chats' live channels."""
+
+    def __init__(self, app: "Flask"):
         self.app = app
+        config = app.config
+        self.frame_interval = config["NUMI_FRAME_INTERVAL_MS"] / 1000.0
+        self.retention = config["NUMI_TURN_RETENTION_SECONDS"]
+        self._channel_options = {
+            "max_events": config["NUMI_TURN_BUFFER_EVENTS"],
+            "max_bytes": config["NUMI_TURN_BUFFER_BYTES"],
+            "queue_size": config["NUMI_SUBSCRIBER_QUEUE"],
+        }
+        self.channels: dict[str, ChatChannel] = {}
+        self.turns: dict[str, Turn] = {}  # chat_id -> running turn
+        self._reaper: gevent.Greenlet | None = None
+        # Which function produces a turn; the agent by default (kept swappable so a later
+        # runtime, e.g. a remote worker, plugs in without touching the web layer).
+        self.producer: Callable[[Turn], None] | None = None
+
+    def channel(self, chat_id: str) -> ChatChannel:
+        channel = self.channels.get(chat_id)
+        if channel is None:
+            channel = self.channels[chat_id] = ChatChannel(chat_id, **self._channel_options)
+        return channel
 
     def is_running(self, chat_id: str) -> bool:
-        return False
+        return chat_id in self.turns
+
+    def get(self, chat_id: str) -> Turn | None:
+        return self.turns.get(chat_id)
+
+    def start(self, request: TurnRequest) -> Turn:
+        """Start a turn for a chat the caller has already checked the user owns."""
+        if request.chat_id in self.turns:
+            raise NumiError("turn_running", "A turn is already running in this chat.", 409)
+        channel = self.channel(request.chat_id)
+        turn = Turn(self, channel, request)
+        channel.begin_turn(turn.id)
+        self.turns[request.chat_id] = turn
+        turn.greenlet = gevent.spawn(self._run, turn)
+        self._ensure_reaper()
+        return turn
+
+    def _run(self, turn: Turn) -> None:
+        producer = self.producer
+        if producer is None:
+            from ..agent.runtime import run_turn
+
+            producer = run_turn
+        try:
+            with self.app.app_context():
+                producer(turn)
+        except Exception:
+            log.exception("turn %s of chat %s crashed", turn.id, turn.request.chat_id)
+            turn.emit("error", {"code": "internal_error", "message": "The turn failed on the server. The log has the details."})
+        finally:
+            self.turns.pop(turn.request.chat_id, None)
+            turn.emit("turn_end", {})
+            after = getattr(turn, "after_end", None)
+            if after is not None:
+                gevent.spawn(self._run_after, turn, after)
+
+    def _run_after(self, turn: Turn, action: Callable[[], None]) -> None:
+        """Work that follows a turn (the title) and publishes on the chat's channel."""
+        try:
+            with self.app.app_context():
+                action()
+        except Exception:
+            log.exception("post-turn work failed for chat %s", turn.request.chat_id)
+
+    def stop(self, chat_id: str) -> bool:
+        """Cancel the chat's running turn; returns whether one was running."""
+        turn = self.turns.get(chat_id)
+        if turn is None:
+            return False
+        turn.cancel()
+        return True
+
+    def approve(self, chat_id: str, call_id: str, decision: str) -> bool:
+        turn = self.turns.get(chat_id)
+        if turn is None:
+            return False
+        result = turn.approvals.get(call_id)
+        if result is None or result.ready():
+            return False
+        result.set("approve" if decision == "approve" else "deny")
+        return True
+
+    def subscribe(self, chat_id: str, last_event_id: int | None = None) -> tuple[Subscription, list[dict]]:
+        return self.channel(chat_id).subscribe(last_event_id)
+
+    def status(self, chat_id: str) -> dict[str, Any]:
+        turn = self.turns.get(chat_id)
+        channel = self.channels.get(chat_id)
+        return {
+            "running": turn is not None,
+            "turn_id": turn.id if turn else (channel.state.turn_id if channel and channel.state else None),
+            "last_event_id": channel.last_event_id if channel else 0,
+            "started_at": turn.started_at if turn else None,
+        }
+
+    def _ensure_reaper(self) -> None:
+        if self._reaper is None or self._reaper.dead:
+            self._reaper = gevent.spawn(self._reap)
+
+    def _reap(self) -> None:
+        """Drop idle channels of finished turns once late reconnects are no longer likely."""
+        while self.channels:
+            gevent.sleep(min(self.retention, 30) or 1)
+            now = time.monotonic()
+            for chat_id, channel in list(self.channels.items()):
+                expired = channel.finished_at is not None and now - channel.finished_at > self.retention
+                if not channel.running and not channel.subscribers and (expired or channel.state is None):
+                    self.channels.pop(chat_id, None)

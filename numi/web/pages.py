@@ -48,9 +48,9 @@ def chat_view(chat_id: str):
         "chat.html",
         chat=chat,
         sidebar=chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"]),
-        transcript=chats.list_messages(chat, limit=config["NUMI_PAGE_SIZE_MESSAGES"]),
         endpoints=endpoint_store.list_endpoints(g.user.id),
         running=current_app.extensions["numi.turns"].is_running(chat.id),
+        **transcript_context(chats.list_messages(chat, limit=config["NUMI_PAGE_SIZE_MESSAGES"])),
     )
 
 
@@ -60,7 +60,40 @@ def older_messages(chat_id: str):
     page = chats.list_messages(
         chat, limit=current_app.config["NUMI_PAGE_SIZE_MESSAGES"], before_id=int_arg("before", low=1)
     )
-    return render_template("partials/_messages_page.html", chat=chat, transcript=page)
+    return render_template("partials/_messages_page.html", chat=chat, **transcript_context(page))
+
+
+def transcript_context(page) -> dict:
+    """A page of messages plus what its templates need to pair tool calls with results."""
+    tool_results = {m.tool_call_id: m for m in page.items if m.role == "tool" and m.tool_call_id}
+    page_call_ids = {call.get("id") for m in page.items if m.role == "assistant" for call in m.tool_calls}
+    return {"transcript": page, "tool_results": tool_results, "page_call_ids": page_call_ids}
+
+
+@bp.post("/c/<chat_id>/retry")
+def retry(chat_id: str):
+    """Answer the chat's last question again (after an error), on the live connection."""
+    from sqlalchemy import select
+
+    from ..extensions import db
+    from ..models import Message
+    from .streams import request_timezone, start_turn
+
+    chat = chats.get_chat(g.user.id, chat_id)
+    last_user = db.session.execute(
+        select(Message).where(Message.chat_id == chat.id, Message.role == "user", Message.deleted_at.is_(None))
+        .order_by(Message.id.desc()).limit(1)
+    ).scalar_one_or_none()
+    if last_user is None:
+        raise NumiError("nothing_to_retry", "There is no question to answer again.", 409)
+    if not last_user.request_id:
+        last_user.request_id = f"retry-{last_user.id}"
+        db.session.commit()
+    start_turn(g.user.id, g.user.is_admin, chat.id, request_timezone({"message": last_user.content or " ", "request_id": last_user.request_id}),
+               current_app.config)
+    if _is_htmx():
+        return "", 204
+    return redirect(url_for("pages.chat_view", chat_id=chat.id))
 
 
 @bp.get("/chats")

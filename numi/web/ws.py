@@ -1,20 +1,36 @@
-"""The WebSocket route `/ws/<chat_id>`: checks happen before the upgrade.
+"""The WebSocket route `/ws/<chat_id>`: one chat's live turns, as HTML (default) or JSON.
 
-The Host, Origin and user checks run in the app's before_request guards (web.security);
-the chat's owner is checked here before flask-sock performs the handshake, so a foreign
-or deleted chat is refused with a plain 404 and no socket is opened.
+Checks happen before the upgrade: the Host, Origin and user guards run in web.security,
+and the chat's owner is checked here in before_request, so a foreign or deleted chat is a
+plain 404 and no socket is opened.
+
+The handler owns its socket. It loops on `ws.receive()` for client messages (`send`,
+`stop`, `resume`, `approve`) while one sender greenlet relays the chat's events; every
+send goes through one lock, since both may write. A closed browser ends the connection,
+never the turn.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 
-from flask import Blueprint, g, request
+import gevent
+from flask import Blueprint, current_app, g, request
+from gevent.lock import Semaphore
 
 from ..chat import chats
-from ..extensions import sock
+from ..errors import NumiError
+from ..extensions import db, sock
+from .fragments import HtmlView
+from .streams import parse_client_message, start_turn
+
+log = logging.getLogger(__name__)
 
 bp = Blueprint("ws", __name__)
+
+# How many queued events one WebSocket message may carry (HTML view).
+MAX_BATCH = 256
 
 
 @bp.before_request
@@ -26,24 +42,126 @@ def _owner_check():
 
 @sock.route("/ws/<chat_id>", bp=bp)
 def chat_socket(ws, chat_id: str):
-    """Loop on client messages; each bad one gets an `error` event and changes nothing."""
-    while True:
-        raw = ws.receive()
-        if raw is None:
-            return
+    Connection(ws, chat_id, as_json=request.args.get("format") == "json").serve()
+
+
+class Connection:
+    """One client socket on one chat."""
+
+    def __init__(self, ws, chat_id: str, *, as_json: bool):
+        self.ws = ws
+        self.chat_id = chat_id
+        self.as_json = as_json
+        self.app = current_app._get_current_object()
+        # Plain values: the request's session is released between messages.
+        self.user_id, self.is_admin = g.user.id, bool(g.user.is_admin)
+        self.manager = self.app.extensions["numi.turns"]
+        self.lock = Semaphore()
+        self.subscription = None
+        self.sender: gevent.Greenlet | None = None
+        self.chat = chats.get_chat(self.user_id, chat_id)
+        db.session.expunge(self.chat)  # the views read its id and title long after this request's query
+        self.view = None
+        db.session.commit()  # end the read transaction: this request may live for hours
+
+    def serve(self) -> None:
         try:
-            message = json.loads(raw)
-        except (TypeError, ValueError):
-            _send_error(ws, "invalid_json", "The message is not valid JSON.")
-            continue
-        if not isinstance(message, dict) or message.get("type") not in CLIENT_TYPES:
-            _send_error(ws, "unknown_type", "Unknown message type.")
-            continue
-        _send_error(ws, "not_available", "Turns are not available yet.")
+            while True:
+                raw = self.ws.receive()
+                if raw is None:
+                    break
+                self.handle(raw)
+        finally:
+            self.unsubscribe()
 
+    def handle(self, raw) -> None:
+        try:
+            message = parse_client_message(raw, self.app.config)
+            kind = message["type"]
+            if kind == "resume":
+                self.subscribe(message.get("last_event_id"), message.get("last_message_id"), message.get("turn_id"))
+            elif kind == "send":
+                if self.subscription is None:
+                    self.subscribe(self.manager.channel(self.chat_id).last_event_id, None, None)
+                start_turn(self.user_id, self.is_admin, self.chat_id, message, self.app.config)
+            elif kind == "stop":
+                self.manager.stop(self.chat_id)
+            elif kind == "approve":
+                if not self.manager.approve(self.chat_id, message["call_id"], message["decision"]):
+                    raise NumiError("no_such_approval", "That tool call is not waiting for approval.", 409)
+        except NumiError as exc:
+            self.send_error(exc.code, exc.message)
+        finally:
+            db.session.remove()
 
-CLIENT_TYPES = ("send", "stop", "resume", "approve")
+    # --- events -----------------------------------------------------------------------------
 
+    def subscribe(self, last_event_id, last_message_id, client_turn_id) -> None:
+        """(Re)start relaying the chat's events after `last_event_id`."""
+        self.unsubscribe()
+        subscription, backlog = self.manager.subscribe(self.chat_id, last_event_id)
+        self.subscription = subscription
+        if not self.as_json:
+            self.view = HtmlView(
+                self.chat,
+                render_interval=self.app.config["NUMI_RENDER_INTERVAL_MS"] / 1000.0,
+                last_message_id=last_message_id or 0,
+                client_turn_id=client_turn_id,
+            )
+        self.sender = gevent.spawn(self._relay, subscription, backlog)
 
-def _send_error(ws, code: str, message: str) -> None:
-    ws.send(json.dumps({"event_id": None, "turn_id": None, "type": "error", "data": {"code": code, "message": message}}))
+    def unsubscribe(self) -> None:
+        if self.subscription is not None:
+            self.subscription.close()
+            self.subscription = None
+        if self.sender is not None and self.sender is not gevent.getcurrent():
+            self.sender.kill(block=False)
+            self.sender = None
+
+    def _relay(self, subscription, backlog) -> None:
+        with self.app.app_context():
+            try:
+                pending = list(backlog)
+                while not subscription.closed:
+                    if not pending:
+                        event = subscription.get()
+                        if event is None:
+                            return
+                        pending.append(event)
+                    if not self.as_json:
+                        # Everything already queued goes out in one message.
+                        while len(pending) < MAX_BATCH and not subscription.queue.empty() and not subscription.resync:
+                            event = subscription.get(timeout=0)
+                            if event is None:
+                                break
+                            pending.append(event)
+                    batch, pending = pending, []
+                    self._send_events(batch)
+            except Exception as exc:  # a closed socket, mostly: the turn goes on regardless
+                if type(exc).__name__ != "ConnectionClosed":
+                    log.exception("relay to a client failed")
+            finally:
+                db.session.remove()
+
+    def _send_events(self, events) -> None:
+        if self.as_json:
+            for event in events:
+                self._send(json.dumps(event, ensure_ascii=False))
+            return
+        parts: list[str] = []
+        for event in events:
+            parts.extend(self.view.render(event))
+        parts.append(self.view.cursor(events[-1]["event_id"]))
+        self._send("".join(parts))
+
+    def send_error(self, code: str, message: str) -> None:
+        event = {"event_id": None, "turn_id": None, "type": "error", "data": {"code": code, "message": message}}
+        if self.as_json:
+            self._send(json.dumps(event))
+        else:
+            view = self.view or HtmlView(self.chat, render_interval=1.0)
+            self._send("".join(view.render(event)))
+
+    def _send(self, data: str) -> None:
+        with self.lock:
+            self.ws.send(data)

@@ -1,0 +1,457 @@
+"""The turn loop (DESIGN §4): save the question, call the model, run tools, repeat.
+
+Save boundaries, exactly:
+- the user message is saved before the model is called (`accepted` carries its id);
+- each model step's assistant message is saved when the step ends, and a step with tool
+  calls is saved before any of its tools runs;
+- tool results stream out as each tool finishes (`tool_end`) and are saved in call order;
+- `done` follows only a final answer without tool calls; the TurnManager emits `turn_end`
+  after this function returns or raises, always.
+
+No database transaction is open while a provider streams or a tool runs: the session is
+released before each model call, and every save is its own short transaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import gevent
+from flask import current_app
+
+from .. import endpoints as endpoint_store
+from ..chat.context import ChatContextService, ChatDeleted, ChatMeta
+from ..errors import NumiError
+from ..models import Endpoint
+from ..turns.manager import Turn
+from .prepare import prepare_messages
+from .tools import Tool, ToolContext, ToolRegistry, default_registry
+from .tools.clock import user_now
+
+log = logging.getLogger(__name__)
+
+MAX_TOOL_RESULT_CHARS = 100_000
+
+
+@dataclass
+class Route:
+    """Which endpoint and model a step calls."""
+
+    endpoint_id: int
+    kind: str
+    base_url: str
+    api_key: str | None
+    model: str
+    reasoning_policy: str = "auto"
+    models: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, endpoint: Endpoint, model: str) -> "Route":
+        return cls(endpoint.id, endpoint.kind, endpoint.base_url, endpoint.api_key, model,
+                   endpoint.reasoning_policy, endpoint.models)
+
+
+@dataclass
+class StepResult:
+    content: str = ""
+    reasoning: str = ""
+    reasoning_details: Any = None
+    tool_calls: list[Any] = field(default_factory=list)  # ToolCallComplete
+    usage: Any = None
+    finish_reason: str | None = None
+    error: Any = None  # StreamError
+    output_started: bool = False
+    ttft_ms: float | None = None
+    started: float = 0.0
+    first_output_at: float | None = None
+    ended: float = 0.0
+
+
+def tool_registry(app) -> ToolRegistry:
+    """The app's tool registry (tests register their own tools on it)."""
+    registry = app.extensions.get("numi.tools")
+    if registry is None:
+        registry = app.extensions["numi.tools"] = default_registry()
+    return registry
+
+
+def adapter_for_route(app, route: Route):
+    return endpoint_store.cached_adapter(app, route.kind, route.base_url, route.api_key)
+
+
+def run_turn(turn: Turn) -> None:
+    """The TurnManager's producer: run one turn to its end."""
+    Agent(turn).run()
+
+
+class Agent:
+    def __init__(self, turn: Turn):
+        self.turn = turn
+        self.request = turn.request
+        self.app = current_app._get_current_object()
+        config = self.app.config
+        self.context = ChatContextService(
+            self.request.chat_id,
+            self.request.user_id,
+            max_messages=config["PROMPT_MAX_HISTORY_MESSAGES"],
+            max_chars=config["PROMPT_MAX_HISTORY_CHARS"],
+        )
+        self.registry = tool_registry(self.app)
+        self.max_steps = config["NUMI_MAX_STEPS"]
+        self.answered = False
+
+    # --- the turn -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except ChatDeleted as exc:
+            self.turn.emit("error", exc.to_dict())
+        except NumiError as exc:
+            self.turn.emit("error", exc.to_dict())
+        finally:
+            self.context.release()
+
+    def _run(self) -> None:
+        turn, req = self.turn, self.request
+        meta = self.context.meta()
+        turn.emit("turn_start", {"history_boundary": self.context.last_message_id()})
+
+        user_message = self.context.find_request(req.request_id) if req.request_id else None
+        if user_message is not None:
+            # A retried send: the question is saved already. If it was answered, the turn
+            # is over; if not (the earlier turn failed before answering), answer it now.
+            turn.emit("accepted", {"message_id": user_message.id, "request_id": req.request_id})
+            answer_id = self._answer_after(user_message.id)
+            if answer_id is not None:
+                turn.emit("done", {"message_id": answer_id})
+                return
+        else:
+            routes = self._routes(meta)  # before saving: no model means nothing to answer with
+            user_message = self.context.save(
+                role="user",
+                content=req.message,
+                request_id=req.request_id,
+                content_parts=[{"type": "attachment", "id": a} for a in req.attachments] or None,
+            )
+            turn.emit("message_saved", {"message_id": user_message.id, "role": "user"})
+            turn.emit("accepted", {"message_id": user_message.id, "request_id": req.request_id})
+            self._loop(meta, routes)
+            return
+        self._loop(meta, self._routes(meta))
+
+    def _answer_after(self, message_id: int) -> int | None:
+        from sqlalchemy import select
+
+        from ..extensions import db
+        from ..models import Message
+
+        return db.session.execute(
+            select(Message.id).where(
+                Message.chat_id == self.request.chat_id,
+                Message.id > message_id,
+                Message.role == "assistant",
+                Message.deleted_at.is_(None),
+            ).order_by(Message.id.desc()).limit(1)
+        ).scalar_one_or_none()
+
+    def _loop(self, meta: ChatMeta, routes: list[Route]) -> None:
+        turn = self.turn
+        settings = meta.settings
+        tools = self.registry.active(settings.get("tools"), is_admin=self.request.is_admin)
+        route_index = 0
+        for step in range(1, self.max_steps + 1):
+            history = self.context.history()
+            route = routes[route_index]
+            self.context.release()
+            result = self._call_model(route, history.messages, settings, tools, step)
+            # Fallback: only while nothing has been shown, move to the next route.
+            while result.error is not None and not result.output_started and not turn.cancelled \
+                    and route_index + 1 < len(routes) and result.error.code != "context_budget":
+                route_index += 1
+                route = routes[route_index]
+                turn.emit("model_route", {"endpoint_id": route.endpoint_id, "model": route.model,
+                                          "reason": result.error.code})
+                result = self._call_model(route, history.messages, settings, tools, step)
+
+            if turn.cancelled:
+                self._save_partial(route, result, step, {"code": "cancelled", "message": "Stopped by the user."})
+                turn.emit("error", {"code": "cancelled", "message": "Stopped."})
+                return
+            if result.error is not None:
+                error = {"code": result.error.code, "message": result.error.message}
+                self._save_partial(route, result, step, error)
+                turn.emit("error", error)
+                return
+
+            message = self._save_step(route, result, step)
+            if not result.tool_calls:
+                turn.emit("done", {"message_id": message.id})
+                self.answered = True
+                self._schedule_title(meta, route)
+                return
+            self._run_tools(result.tool_calls, tools, meta, step)
+            if turn.cancelled:
+                turn.emit("error", {"code": "cancelled", "message": "Stopped."})
+                return
+        turn.emit("error", {"code": "step_limit",
+                            "message": f"Stopped after {self.max_steps} model steps without a final answer."})
+
+    # --- routes -------------------------------------------------------------------------------
+
+    def _routes(self, meta: ChatMeta) -> list[Route]:
+        """The chat's model, then its fallbacks. An empty model or a deleted endpoint is
+        repaired to a route the user can see, and the repair is stored on the chat."""
+        user_id = self.request.user_id
+        routes: list[Route] = []
+        endpoint = None
+        if meta.endpoint_id is not None:
+            try:
+                endpoint = endpoint_store.get_endpoint(user_id, meta.endpoint_id)
+            except NumiError:
+                endpoint = None
+        model = meta.model if endpoint is not None else None
+        if endpoint is not None and not model:
+            model = endpoint.default_model or (endpoint.model_ids[0] if endpoint.models else None)
+        if endpoint is None or not model or not endpoint.enabled:
+            repaired = endpoint_store.default_route(user_id)
+            if repaired is None or not (repaired.default_model or repaired.models):
+                raise NumiError("no_model", "Choose a model for this chat first (Settings → Endpoints).", 400)
+            endpoint = repaired
+            model = repaired.default_model or repaired.model_ids[0]
+            self.context.update_route(endpoint.id, model)
+            self.turn.emit("model_route", {"endpoint_id": endpoint.id, "model": model, "reason": "repaired"})
+        routes.append(Route.of(endpoint, model))
+        for fallback in meta.settings.get("fallbacks") or ():
+            try:
+                fb_endpoint = endpoint_store.get_endpoint(user_id, int(fallback.get("endpoint_id") or endpoint.id))
+            except (NumiError, TypeError, ValueError):
+                continue
+            if fb_endpoint.enabled:
+                routes.append(Route.of(fb_endpoint, fallback["model"]))
+        return routes
+
+    # --- one model call -----------------------------------------------------------------------
+
+    def _system_prompt(self, settings: dict[str, Any]) -> str:
+        now = user_now(self.request.timezone, self.request.tz_offset_minutes)
+        context = f"Current date and time for the user: {now.strftime('%A, %Y-%m-%d %H:%M')} ({now.tzinfo})."
+        prompt = (settings.get("system_prompt") or "").strip()
+        return f"{prompt}\n\n{context}" if prompt else context
+
+    def _call_model(self, route: Route, messages: list[dict], settings: dict[str, Any],
+                    tools: list[Tool], step: int) -> StepResult:
+        from ..providers import ChatRequest, ToolSpec
+        from ..providers.capabilities import capabilities
+        from ..providers.events import (Finish, ReasoningDelta, StreamError, TextDelta,
+                                        ToolCallComplete, ToolCallDelta, Usage)
+
+        reported = next((m for m in route.models if m.get("id") == route.model), None)
+        caps = capabilities(route.model, _model_info(reported) if reported else None)
+        request = ChatRequest(
+            model=route.model,
+            messages=prepare_messages(messages, kind=route.kind, reasoning_policy=route.reasoning_policy,
+                                      model=route.model),
+            tools=[ToolSpec(t.name, t.description, t.parameters) for t in tools] if caps.tools else [],
+            system=self._system_prompt(settings),
+            temperature=settings.get("temperature"),
+            max_tokens=settings.get("max_tokens"),
+            reasoning_effort=settings.get("reasoning_effort"),
+            reasoning=caps.reasoning,
+        )
+        result = StepResult(started=time.monotonic())
+        adapter = adapter_for_route(self.app, route)
+        stream = adapter.stream(request)
+        unregister = self.turn.on_cancel(stream.close)
+        turn = self.turn
+        try:
+            for event in stream:
+                if isinstance(event, TextDelta):
+                    self._mark_output(result)
+                    result.content += event.text
+                    turn.emit_delta("content", event.text, step)
+                elif isinstance(event, ReasoningDelta):
+                    self._mark_output(result)
+                    result.reasoning += event.text
+                    turn.emit_delta("reasoning", event.text, step)
+                elif isinstance(event, ToolCallDelta):
+                    self._mark_output(result)
+                    if event.id and event.name:
+                        turn.emit("tool_preparing", {"call_id": event.id, "name": event.name, "step": step})
+                elif isinstance(event, ToolCallComplete):
+                    self._mark_output(result)
+                    result.tool_calls.append(event)
+                elif isinstance(event, Usage):
+                    result.usage = event
+                elif isinstance(event, Finish):
+                    result.finish_reason = event.reason
+                    result.reasoning_details = event.reasoning_details
+                elif isinstance(event, StreamError):
+                    result.error = event
+                    result.output_started = result.output_started or event.after_output
+        except Exception as exc:  # an adapter bug must not lose the partial answer
+            log.exception("provider stream failed")
+            result.error = StreamError("stream_interrupted", f"The provider stream failed: {type(exc).__name__}.",
+                                       after_output=result.output_started)
+        finally:
+            unregister()
+            stream.close()
+            turn.flush()
+        result.ended = time.monotonic()
+        return result
+
+    @staticmethod
+    def _mark_output(result: StepResult) -> None:
+        if not result.output_started:
+            result.output_started = True
+            result.first_output_at = time.monotonic()
+            result.ttft_ms = round((result.first_output_at - result.started) * 1000, 1)
+
+    # --- saving -------------------------------------------------------------------------------
+
+    def _metrics(self, route: Route, result: StepResult) -> dict[str, Any]:
+        usage = result.usage
+        output_tokens = getattr(usage, "output_tokens", None)
+        streaming_s = result.ended - (result.first_output_at or result.started)
+        return {
+            "ttft_ms": result.ttft_ms,
+            "duration_ms": round((result.ended - result.started) * 1000, 1),
+            "input_tokens": getattr(usage, "input_tokens", None),
+            "output_tokens": output_tokens,
+            "tokens_per_s": round(output_tokens / streaming_s, 1) if output_tokens and streaming_s > 0 else None,
+        }
+
+    def _meta(self, route: Route, result: StepResult, step: int) -> dict[str, Any]:
+        return {
+            "model": route.model,
+            "endpoint_id": route.endpoint_id,
+            "step": step,
+            "turn_id": self.turn.id,
+            "finish_reason": result.finish_reason,
+            "metrics": self._metrics(route, result),
+            "usage": _usage_dict(result.usage),
+        }
+
+    def _save_step(self, route: Route, result: StepResult, step: int):
+        tool_calls = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json or "{}"}}
+            for c in result.tool_calls
+        ]
+        message = self.context.save(
+            role="assistant",
+            content=result.content,
+            reasoning_content=result.reasoning or None,
+            reasoning_details=result.reasoning_details,
+            tool_calls=tool_calls or None,
+            meta=self._meta(route, result, step),
+        )
+        self.turn.emit("message_saved", {"message_id": message.id, "role": "assistant",
+                                         "tool_calls": [c["id"] for c in tool_calls]})
+        self.turn.emit("metrics", {"message_id": message.id, **self._metrics(route, result)})
+        return message
+
+    def _save_partial(self, route: Route, result: StepResult, step: int, error: dict[str, Any]) -> None:
+        """Keep what was shown before a failure or a stop, with the error on the message."""
+        if not (result.content or result.reasoning):
+            return
+        meta = self._meta(route, result, step)
+        meta["error"] = error
+        meta["partial"] = True
+        message = self.context.save(role="assistant", content=result.content,
+                                    reasoning_content=result.reasoning or None, meta=meta)
+        self.turn.emit("message_saved", {"message_id": message.id, "role": "assistant", "tool_calls": []})
+
+    # --- tools --------------------------------------------------------------------------------
+
+    def _run_tools(self, calls: list[Any], tools: list[Tool], meta: ChatMeta, step: int) -> None:
+        """Run the step's calls concurrently; report each as it ends; save in call order."""
+        available = {tool.name: tool for tool in tools}
+        context = ToolContext(
+            user_id=self.request.user_id, chat_id=self.request.chat_id, is_admin=self.request.is_admin,
+            timezone=self.request.timezone, tz_offset_minutes=self.request.tz_offset_minutes,
+            workspace=meta.settings.get("workspace"), settings=meta.settings,
+        )
+        results: dict[str, tuple[bool, str]] = {}
+        greenlets = [gevent.spawn(self._run_one, call, available.get(call.name), context, results)
+                     for call in calls]
+        # Running tools finish even when the turn is stopped: their effects cannot be undone.
+        gevent.joinall(greenlets)
+        for call in calls:
+            ok, text = results.get(call.id, (False, "The tool did not report a result."))
+            message = self.context.save(role="tool", tool_call_id=call.id, content=text,
+                                        meta={"tool": call.name, "ok": ok, "step": step})
+            self.turn.emit("message_saved", {"message_id": message.id, "role": "tool", "tool_call_id": call.id})
+
+    def _run_one(self, call: Any, tool: Tool | None, context: ToolContext,
+                 results: dict[str, tuple[bool, str]]) -> None:
+        turn = self.turn
+        arguments = call.arguments if call.arguments is not None else {}
+        started = time.monotonic()
+        if tool is None:
+            ok, text = False, f"Error: there is no tool named {call.name!r} in this chat."
+        elif call.arguments_error:
+            ok, text = False, f"Error: the arguments are not valid JSON ({call.arguments_error}). Call the tool again with a JSON object."
+        elif turn.cancelled:
+            ok, text = False, "The call did not run: the user stopped the turn."
+        else:
+            decision = "approve"
+            if tool.needs_approval and not context.settings.get("auto_approve"):
+                turn.emit("tool_approval", {"call_id": call.id, "name": call.name, "arguments": arguments})
+                decision = turn.wait_for_approval(call.id, self.app.config["NUMI_APPROVAL_TIMEOUT_SECONDS"])
+            if decision != "approve":
+                ok, text = False, ("The user denied this call." if decision == "deny"
+                                   else "No approval arrived in time; the call was not run.")
+            else:
+                turn.emit("tool_start", {"call_id": call.id, "name": call.name, "arguments": arguments})
+                ok, text = self._execute(tool, arguments, context)
+        duration_ms = round((time.monotonic() - started) * 1000, 1)
+        results[call.id] = (ok, text)
+        turn.emit("tool_end", {"call_id": call.id, "name": call.name, "ok": ok, "result": text,
+                               "duration_ms": duration_ms})
+
+    def _execute(self, tool: Tool, arguments: dict, context: ToolContext) -> tuple[bool, str]:
+        timeout = tool.timeout or self.app.config["NUMI_TOOL_TIMEOUT_SECONDS"]
+        try:
+            with gevent.Timeout(timeout):
+                with self.app.app_context():
+                    value = tool.run(arguments, context)
+        except gevent.Timeout:
+            return False, f"Error: the tool timed out after {timeout:g} s."
+        except Exception as exc:
+            log.info("tool %s failed: %r", tool.name, exc)
+            return False, f"Error: {type(exc).__name__}: {str(exc)[:500]}"
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        if len(text) > MAX_TOOL_RESULT_CHARS:
+            text = text[:MAX_TOOL_RESULT_CHARS] + f"\n[... cut: {len(text) - MAX_TOOL_RESULT_CHARS} more characters]"
+        return True, text
+
+    # --- title --------------------------------------------------------------------------------
+
+    def _schedule_title(self, meta: ChatMeta, route: Route) -> None:
+        if meta.title != "New chat":
+            return
+        from ..chat.titles import generate_title
+
+        self.turn.after_end = lambda: generate_title(
+            self.app, self.turn.channel, self.turn.id, self.request.user_id, self.request.chat_id,
+            endpoint_store.cached_adapter(self.app, route.kind, route.base_url, route.api_key),
+            self.app.config["NUMI_TITLE_MODEL"] or route.model,
+        )
+
+
+def _model_info(reported: dict):
+    from ..providers.events import ModelInfo
+
+    fields = {k: reported.get(k) for k in ("context_window", "supports_vision", "supports_tools", "supports_reasoning")}
+    return ModelInfo(id=reported["id"], **fields)
+
+
+def _usage_dict(usage: Any) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    return {k: v for k, v in dataclasses.asdict(usage).items() if v is not None}

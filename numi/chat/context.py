@@ -1,0 +1,214 @@
+"""ChatContextService: the bridge between stored messages and the history a model sees.
+
+It loads the chat's settings and its recent history (bounded by
+PROMPT_MAX_HISTORY_MESSAGES and PROMPT_MAX_HISTORY_CHARS, in whole turns so a request never
+starts with an orphan tool result), converts rows to the internal message dicts the agent
+works with, and saves new messages. Loading is bounded: it reads at most the newest
+`max_messages + 1` rows, however long the chat.
+
+The service caches chat metadata and loaded history for its own lifetime (one turn);
+saving a message invalidates the history cache, refreshing settings the metadata cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+
+from ..errors import NumiError
+from ..extensions import db
+from ..models import Chat, Checkpoint, Message, utcnow
+
+OMITTED_NOTICE = (
+    "Earlier messages of this conversation were left out to fit the context budget. "
+    "Do not assume details from them; ask the user if something seems missing."
+)
+
+
+class ChatDeleted(NumiError):
+    def __init__(self) -> None:
+        super().__init__("chat_deleted", "This chat was deleted while the turn was running.", 410)
+
+
+@dataclass
+class ChatMeta:
+    """A plain copy of the chat row: safe to use after the session is gone."""
+
+    id: str
+    user_id: int
+    title: str
+    endpoint_id: int | None
+    model: str | None
+    settings: dict[str, Any]
+
+
+@dataclass
+class History:
+    messages: list[dict[str, Any]]
+    omitted: int
+    checkpoint_id: int | None
+    total_chars: int
+
+
+class ChatContextService:
+    def __init__(self, chat_id: str, user_id: int, *, max_messages: int, max_chars: int):
+        self.chat_id = chat_id
+        self.user_id = user_id
+        self.max_messages = max_messages
+        self.max_chars = max_chars
+        self._meta: ChatMeta | None = None
+        self._history: History | None = None
+
+    # --- metadata ---------------------------------------------------------------------------
+
+    def meta(self) -> ChatMeta:
+        if self._meta is None:
+            chat = self._live_chat()
+            self._meta = ChatMeta(chat.id, chat.user_id, chat.title, chat.endpoint_id, chat.model, chat.settings)
+        return self._meta
+
+    def refresh_meta(self) -> None:
+        self._meta = None
+
+    def update_route(self, endpoint_id: int, model: str) -> None:
+        """Store a repaired model route on the chat."""
+        chat = self._live_chat()
+        chat.endpoint_id, chat.model = endpoint_id, model
+        db.session.commit()
+        self.refresh_meta()
+
+    def _live_chat(self) -> Chat:
+        chat = db.session.execute(
+            select(Chat).where(Chat.id == self.chat_id, Chat.user_id == self.user_id, Chat.deleted_at.is_(None))
+        ).scalar_one_or_none()
+        if chat is None:
+            raise ChatDeleted()
+        return chat
+
+    # --- history ----------------------------------------------------------------------------
+
+    def history(self) -> History:
+        """The history to send: checkpoint summary, then the newest whole turns in budget."""
+        if self._history is None:
+            self._history = self._load_history()
+        return self._history
+
+    def _load_history(self) -> History:
+        checkpoint = db.session.execute(
+            select(Checkpoint).where(Checkpoint.chat_id == self.chat_id).order_by(Checkpoint.id.desc()).limit(1)
+        ).scalar_one_or_none()
+        stmt = select(Message).where(Message.chat_id == self.chat_id, Message.deleted_at.is_(None))
+        if checkpoint is not None:
+            stmt = stmt.where(Message.id > checkpoint.through_message_id)
+        rows = list(db.session.execute(stmt.order_by(Message.id.desc()).limit(self.max_messages + 1)).scalars())
+        truncated = len(rows) > self.max_messages
+        rows = rows[: self.max_messages]
+        rows.reverse()
+        turns = _group_turns([to_internal(row) for row in rows])
+        if truncated and turns:
+            turns = turns[1:]  # the oldest group may be cut mid-turn by the row limit
+        kept: list[list[dict[str, Any]]] = []
+        chars = 0
+        for group in reversed(turns):
+            size = sum(_chars(m) for m in group)
+            if kept and (chars + size > self.max_chars):
+                break
+            if not kept and size > self.max_chars:
+                raise NumiError(
+                    "context_budget",
+                    "The latest message is too long for the context budget. Compact the chat, "
+                    "remove an attachment, or raise PROMPT_MAX_HISTORY_CHARS.",
+                    413,
+                )
+            kept.append(group)
+            chars += size
+        kept.reverse()
+        messages = [m for group in kept for m in group]
+        omitted = len(rows) - len(messages) + (1 if truncated else 0)
+        prefix: list[dict[str, Any]] = []
+        if checkpoint is not None:
+            prefix.append({"role": "user", "content": f"Summary of the earlier conversation:\n{checkpoint.summary}", "_checkpoint": checkpoint.id})
+            prefix.append({"role": "assistant", "content": "Understood; I will continue from that summary.", "_checkpoint": checkpoint.id})
+        if omitted:
+            prefix.append({"role": "user", "content": OMITTED_NOTICE, "_notice": True})
+            prefix.append({"role": "assistant", "content": "Understood.", "_notice": True})
+        return History(prefix + messages, omitted, checkpoint.id if checkpoint else None, chars)
+
+    def invalidate_history(self) -> None:
+        self._history = None
+
+    # --- saving -----------------------------------------------------------------------------
+
+    def find_request(self, request_id: str) -> Message | None:
+        return db.session.execute(
+            select(Message).where(Message.chat_id == self.chat_id, Message.request_id == request_id)
+        ).scalar_one_or_none()
+
+    def last_message_id(self) -> int | None:
+        return db.session.execute(
+            select(Message.id).where(Message.chat_id == self.chat_id).order_by(Message.id.desc()).limit(1)
+        ).scalar_one_or_none()
+
+    def save(self, **fields: Any) -> Message:
+        """Insert one message in its own short transaction; the chat moves to the top.
+
+        Raises ChatDeleted (and writes nothing) when the chat was deleted meanwhile.
+        """
+        try:
+            chat = self._live_chat()
+            message = Message(chat_id=self.chat_id, **{k: v for k, v in fields.items() if k in _COLUMNS})
+            for name in ("content_parts", "reasoning_details", "tool_calls", "citation_sources", "meta"):
+                if name in fields:
+                    setattr(message, name, fields[name])
+            chat.updated_at = utcnow()
+            db.session.add(message)
+            db.session.commit()
+        except Exception:
+            db.session.rollback()
+            raise
+        self.invalidate_history()
+        return message
+
+    def release(self) -> None:
+        """End the current transaction and return the connection (before a provider streams)."""
+        db.session.remove()
+
+
+_COLUMNS = {"role", "content", "reasoning_content", "tool_call_id", "request_id"}
+
+
+def to_internal(row: Message) -> dict[str, Any]:
+    """A stored message as the agent's OpenAI-like dict (JSON columns decoded)."""
+    message: dict[str, Any] = {"role": row.role, "content": row.content or "", "_db_id": row.id}
+    if row.tool_calls:
+        message["tool_calls"] = row.tool_calls
+    if row.tool_call_id:
+        message["tool_call_id"] = row.tool_call_id
+    if row.reasoning_content:
+        message["reasoning_content"] = row.reasoning_content
+    if row.reasoning_details:
+        message["reasoning_details"] = row.reasoning_details
+    if row.content_parts:
+        message["_content_parts"] = row.content_parts
+    return message
+
+
+def _group_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Split into groups that each start at a user message (assistant/tool stay with it)."""
+    groups: list[list[dict[str, Any]]] = []
+    for message in messages:
+        if message["role"] == "user" or not groups:
+            groups.append([message])
+        else:
+            groups[-1].append(message)
+    # A group that does not start with a user message is a fragment cut off by the limit.
+    return [g for g in groups if g[0]["role"] == "user"]
+
+
+def _chars(message: dict[str, Any]) -> int:
+    size = len(message.get("content") or "")
+    for call in message.get("tool_calls") or ():
+        size += len(str(call.get("function", {}).get("arguments", "")))
+    return size

@@ -1,0 +1,225 @@
+"""A chat's live event channel: event ids, the running turn's buffer, and subscribers.
+
+One `ChatChannel` per chat with live activity. Events are `{event_id, turn_id, type, data}`
+dicts; `event_id` increases by one per chat across turns. The running (or recently
+finished) turn keeps its events in a buffer bounded by count and bytes; a subscriber that
+reconnects with its last event id gets what it missed from the buffer, or, when that has
+been dropped, a `snapshot` of the turn so far.
+
+A slow subscriber never slows the producer: `publish()` never blocks. Each subscriber has a
+bounded queue; when it overflows, the queue is cleared and the subscriber is marked to
+resync, and its next read yields a snapshot followed by live events.
+
+Everything here runs in greenlets of one process; publish() does no I/O and never yields,
+so it needs no locks.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from gevent.event import Event
+from gevent.queue import Empty, Queue
+
+TERMINAL = "turn_end"
+
+
+@dataclass
+class TurnState:
+    """What a snapshot shows: the part of the turn not yet saved as a message, plus ids."""
+
+    turn_id: str
+    history_boundary: int | None = None
+    step: int = 0
+    content: str = ""
+    reasoning: str = ""
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # call_id -> card state
+    pending_approvals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    saved_message_ids: list[int] = field(default_factory=list)
+    finished: bool = False
+    error: dict[str, Any] | None = None
+
+    def apply(self, type_: str, data: dict[str, Any]) -> None:
+        """Fold one event into the state (the same rules the HTML view follows)."""
+        if type_ in ("content", "reasoning"):
+            if data.get("step", self.step) != self.step:
+                self.step, self.content, self.reasoning = data["step"], "", ""
+            if type_ == "content":
+                self.content += data["delta"]
+            else:
+                self.reasoning += data["delta"]
+        elif type_ == "tool_preparing":
+            self.tools.setdefault(data["call_id"], {"call_id": data["call_id"], "name": data["name"], "status": "preparing"})
+        elif type_ == "tool_approval":
+            self.pending_approvals[data["call_id"]] = data
+            self.tools.setdefault(data["call_id"], {"call_id": data["call_id"], "name": data["name"]})["status"] = "approval"
+        elif type_ == "tool_start":
+            self.pending_approvals.pop(data["call_id"], None)
+            card = self.tools.setdefault(data["call_id"], {"call_id": data["call_id"], "name": data["name"]})
+            card.update(status="running", arguments=data.get("arguments"))
+        elif type_ == "tool_end":
+            card = self.tools.setdefault(data["call_id"], {"call_id": data["call_id"], "name": data["name"]})
+            card.update(status="done" if data.get("ok") else "failed", result=data.get("result"),
+                        duration_ms=data.get("duration_ms"))
+        elif type_ == "message_saved":
+            # The step's text now lives in a saved message: the live part starts over.
+            self.saved_message_ids.append(data["message_id"])
+            if data.get("role") == "assistant":
+                self.content, self.reasoning = "", ""
+            if data.get("role") == "tool":
+                self.tools.pop(data.get("tool_call_id"), None)
+            if data.get("role") == "assistant" and data.get("tool_calls"):
+                for call_id in data["tool_calls"]:
+                    self.tools.setdefault(call_id, {"call_id": call_id, "status": "preparing"})
+        elif type_ == "error":
+            self.error = data
+        elif type_ == TERMINAL:
+            self.finished = True
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "turn_id": self.turn_id,
+            "history_boundary": self.history_boundary,
+            "step": self.step,
+            "content": self.content,
+            "reasoning": self.reasoning,
+            "tools": list(self.tools.values()),
+            "pending_approvals": list(self.pending_approvals.values()),
+            "saved_message_ids": list(self.saved_message_ids),
+            "finished": self.finished,
+        }
+
+
+class Subscription:
+    """One client's view of a channel: iterate it for events (blocking, gevent-friendly)."""
+
+    def __init__(self, channel: "ChatChannel", maxsize: int):
+        self.channel = channel
+        self.queue: Queue = Queue(maxsize=maxsize)
+        self.resync = False
+        self.closed = False
+
+    def deliver(self, event: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        try:
+            self.queue.put_nowait(event)
+        except Exception:  # gevent.queue.Full: drop the backlog, catch up by snapshot
+            self.resync = True
+            while True:
+                try:
+                    self.queue.get_nowait()
+                except Empty:
+                    break
+
+    def get(self, timeout: float | None = None) -> dict[str, Any] | None:
+        """The next event, a snapshot after an overflow, or None on timeout/close."""
+        if self.resync:
+            self.resync = False
+            return self.channel.snapshot_event()
+        try:
+            event = self.queue.get(timeout=timeout)
+        except Empty:
+            return None
+        if event is None:
+            return None
+        if self.resync:  # overflowed while we waited: this event may be stale
+            self.resync = False
+            return self.channel.snapshot_event()
+        return event
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.channel.unsubscribe(self)
+            try:
+                self.queue.put_nowait(None)
+            except Exception:
+                pass
+
+
+class ChatChannel:
+    """Live events of one chat."""
+
+    def __init__(self, chat_id: str, *, max_events: int, max_bytes: int, queue_size: int):
+        self.chat_id = chat_id
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+        self.queue_size = queue_size
+        # Ids start from the clock so they keep increasing for a chat whose channel was
+        # dropped and made again (or across a restart): a client's last id stays older.
+        self.last_event_id = int(time.time() * 1000)
+        self.buffer: deque[tuple[dict[str, Any], int]] = deque()
+        self.buffer_bytes = 0
+        self.dropped_through = 0  # highest event id evicted from the buffer
+        self.state: TurnState | None = None
+        self.subscribers: set[Subscription] = set()
+        self.running = False
+        self.finished_at: float | None = None
+        self.idle = Event()
+        self.idle.set()
+
+    # --- producer side --------------------------------------------------------------------
+
+    def begin_turn(self, turn_id: str) -> None:
+        self.buffer.clear()
+        self.buffer_bytes = 0
+        self.dropped_through = self.last_event_id
+        self.state = TurnState(turn_id=turn_id)
+        self.running = True
+        self.finished_at = None
+        self.idle.clear()
+
+    def publish(self, turn_id: str | None, type_: str, data: dict[str, Any]) -> dict[str, Any]:
+        """Number the event, keep it in the buffer, hand it to every subscriber."""
+        self.last_event_id += 1
+        event = {"event_id": self.last_event_id, "turn_id": turn_id, "type": type_, "data": data}
+        if self.state is not None and turn_id == self.state.turn_id:
+            self.state.apply(type_, data)
+        size = len(json.dumps(data, ensure_ascii=False)) + 64
+        self.buffer.append((event, size))
+        self.buffer_bytes += size
+        while self.buffer and (len(self.buffer) > self.max_events or self.buffer_bytes > self.max_bytes):
+            old, old_size = self.buffer.popleft()
+            self.buffer_bytes -= old_size
+            self.dropped_through = old["event_id"]
+        for subscriber in tuple(self.subscribers):
+            subscriber.deliver(event)
+        if type_ == TERMINAL:
+            self.running = False
+            self.finished_at = time.monotonic()
+            self.idle.set()
+        return event
+
+    # --- consumer side --------------------------------------------------------------------
+
+    def subscribe(self, last_event_id: int | None = None) -> tuple[Subscription, list[dict[str, Any]]]:
+        """A new subscription plus what the client missed since `last_event_id`.
+
+        With no last event id the client has only what the database shows, so a running
+        turn is sent as a snapshot. With one that the buffer still covers, the missed
+        events are replayed exactly; otherwise a snapshot replaces them.
+        """
+        subscription = Subscription(self, self.queue_size)
+        self.subscribers.add(subscription)
+        backlog: list[dict[str, Any]] = []
+        if last_event_id is not None and last_event_id >= self.last_event_id:
+            return subscription, backlog
+        if last_event_id is not None and last_event_id >= self.dropped_through:
+            backlog = [event for event, _ in self.buffer if event["event_id"] > last_event_id]
+        elif self.state is not None:
+            backlog = [self.snapshot_event()]
+        return subscription, backlog
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        self.subscribers.discard(subscription)
+
+    def snapshot_event(self) -> dict[str, Any]:
+        """A synthetic event standing for everything up to `last_event_id`."""
+        data = self.state.snapshot() if self.state else {}
+        turn_id = self.state.turn_id if self.state else None
+        return {"event_id": self.last_event_id, "turn_id": turn_id, "type": "snapshot", "data": data}

@@ -1,0 +1,224 @@
+"""Turn events -> HTML fragments for the default WebSocket view (one instance per client).
+
+Every fragment is a top-level element with `hx-swap-oob`, swapped by id (DOM ids follow
+the data: `turn-{turn_id}`, `msg-{id}`, `tool-{call_id}`). Streaming text is appended as
+escaped plain text between renders and re-rendered as markdown at a bounded rate
+(NUMI_RENDER_INTERVAL_MS), never once per token; the final server-rendered message
+replaces it when the step is saved. Untrusted text reaches HTML only through templates
+(autoescaped) and render_markdown (sanitised).
+"""
+
+from __future__ import annotations
+
+import time
+from functools import lru_cache
+from typing import Any
+
+from flask import render_template
+from sqlalchemy import select
+
+from ..extensions import db
+from ..models import Message
+from ..render import render_markdown
+
+
+@lru_cache(maxsize=128)
+def _markdown(text: str):
+    # Several clients of one turn render the same text at the same moment.
+    return render_markdown(text)
+
+
+class HtmlView:
+    """Renders one client's events. Keeps just enough state to redraw the live part."""
+
+    def __init__(self, chat, *, render_interval: float, last_message_id: int = 0, client_turn_id: str | None = None):
+        self.chat = chat
+        self.render_interval = render_interval
+        self.last_message_id = last_message_id
+        self.turn_id: str | None = client_turn_id
+        self.has_container = client_turn_id is not None
+        self.has_container_on_client = self.has_container
+        self.step = 0
+        self.content = ""
+        self.reasoning = ""
+        self.preparing: dict[str, dict[str, Any]] = {}
+        self.last_render = 0.0
+        self.running = False
+        self.request_id: str | None = None
+
+    # --- entry point ------------------------------------------------------------------------
+
+    def render(self, event: dict[str, Any]) -> list[str]:
+        handler = getattr(self, "_on_" + event["type"], None)
+        if handler is None:
+            return []
+        return handler(event.get("turn_id"), event["data"]) or []
+
+    def cursor(self, event_id: int) -> str:
+        return render_template("partials/_event_cursor.html", event_id=event_id)
+
+    # --- events -----------------------------------------------------------------------------
+
+    def _on_turn_start(self, turn_id, data):
+        self._reset(turn_id)
+        self.running = True
+        return [self._container(turn_id), self._controls()]
+
+    def _on_accepted(self, turn_id, data):
+        self.request_id = data.get("request_id")
+        return []
+
+    def _on_message_saved(self, turn_id, data):
+        out = []
+        if data.get("role") == "assistant":
+            self.content, self.reasoning, self.preparing = "", "", {}
+            out.append(self._live(turn_id))
+        message = self._load(data["message_id"])
+        if message is not None:
+            out.append(self._insert_message(turn_id, message))
+        return out
+
+    def _on_content(self, turn_id, data):
+        return self._delta(turn_id, data, "content")
+
+    def _on_reasoning(self, turn_id, data):
+        return self._delta(turn_id, data, "reasoning")
+
+    def _delta(self, turn_id, data, kind):
+        if data.get("step", self.step) != self.step:
+            self.step, self.content, self.reasoning = data["step"], "", ""
+            self.last_render = 0.0
+        first = not (self.content or self.reasoning)
+        if kind == "content":
+            self.content += data["delta"]
+        else:
+            self.reasoning += data["delta"]
+        now = time.monotonic()
+        # A bigger answer costs more to render: stretch the interval with its size.
+        interval = self.render_interval * (1 + len(self.content) // 20000)
+        if first or now - self.last_render >= interval:
+            self.last_render = now
+            return [self._live(turn_id)]
+        return [render_template("partials/_turn_tail.html", turn_id=turn_id, kind=kind, delta=data["delta"])]
+
+    def _on_tool_preparing(self, turn_id, data):
+        self.preparing[data["call_id"]] = {"call_id": data["call_id"], "name": data["name"], "status": "preparing"}
+        return [self._live(turn_id)]
+
+    def _on_tool_approval(self, turn_id, data):
+        card = {"call_id": data["call_id"], "name": data["name"], "status": "approval", "arguments": data.get("arguments")}
+        return [render_template("partials/_tool_card.html", card=card, oob=True)]
+
+    def _on_tool_start(self, turn_id, data):
+        card = {"call_id": data["call_id"], "name": data["name"], "status": "running", "arguments": data.get("arguments")}
+        return [render_template("partials/_tool_card.html", card=card, oob=True)]
+
+    def _on_tool_end(self, turn_id, data):
+        card = {"call_id": data["call_id"], "name": data["name"], "status": "done" if data.get("ok") else "failed",
+                "result": data.get("result"), "duration_ms": data.get("duration_ms")}
+        return [render_template("partials/_tool_card.html", card=card, oob=True)]
+
+    def _on_metrics(self, turn_id, data):
+        return [render_template("partials/_metrics.html", message_id=data["message_id"], metrics=data, oob=True)]
+
+    def _on_model_route(self, turn_id, data):
+        return [render_template("partials/_turn_notice.html", turn_id=turn_id,
+                                text=f"Using {data.get('model')} ({data.get('reason')}).")]
+
+    def _on_context_trimmed(self, turn_id, data):
+        return [render_template("partials/_turn_notice.html", turn_id=turn_id,
+                                text="Older messages were left out of this request to fit the context.")]
+
+    def _on_error(self, turn_id, data):
+        if turn_id is None:
+            return [render_template("partials/_toast.html", code=data.get("code"), message=data.get("message"), oob=True)]
+        return [render_template("partials/_turn_error.html", turn_id=turn_id, chat=self.chat,
+                                code=data.get("code"), message=data.get("message"))]
+
+    def _on_turn_end(self, turn_id, data):
+        self.running = False
+        self.content, self.reasoning, self.preparing = "", "", {}
+        return [render_template("partials/_turn_live.html", turn_id=turn_id, delete=True), self._controls()]
+
+    def _on_title_update(self, turn_id, data):
+        self.chat.title = data["title"]
+        return [render_template("partials/_chat_item.html", chat=self.chat, current_id=self.chat.id, oob=True),
+                render_template("partials/_chat_title.html", chat=self.chat, oob=True)]
+
+    def _on_snapshot(self, turn_id, data):
+        if not data:
+            return []
+        out = []
+        self.has_container_on_client = turn_id == self.turn_id and self.has_container
+        if not self.has_container_on_client:
+            self._reset(turn_id)
+            if not data.get("finished"):
+                out.append(self._container(turn_id))
+                self.has_container_on_client = True
+        missing = [i for i in data.get("saved_message_ids", []) if i > self.last_message_id]
+        # A finished turn the page never saw has no container there: its messages go last.
+        target = None if not data.get("finished") or self.has_container_on_client else "#transcript"
+        for message in self._load_many(missing):
+            out.append(self._insert_message(turn_id, message, target=target))
+        self.running = not data.get("finished")
+        self.step = data.get("step", 0)
+        self.content, self.reasoning = data.get("content", ""), data.get("reasoning", "")
+        self.preparing = {t["call_id"]: t for t in data.get("tools", []) if t.get("status") == "preparing"}
+        for tool in data.get("tools", []):
+            if tool.get("status") in ("approval", "running", "done", "failed"):
+                out.append(render_template("partials/_tool_card.html", card=tool, oob=True))
+        if self.running:
+            out.append(self._live(turn_id))
+        out.append(self._controls())
+        return out
+
+    # --- pieces -----------------------------------------------------------------------------
+
+    def _reset(self, turn_id):
+        self.turn_id = turn_id
+        self.has_container = True
+        self.step, self.content, self.reasoning, self.preparing = 0, "", "", {}
+        self.last_render = 0.0
+
+    def _container(self, turn_id):
+        return render_template("partials/_turn.html", turn_id=turn_id)
+
+    def _controls(self):
+        return render_template("partials/_composer_controls.html", chat=self.chat, running=self.running, oob=True)
+
+    def _live(self, turn_id):
+        return render_template(
+            "partials/_turn_live.html",
+            turn_id=turn_id,
+            content_html=_markdown(self.content) if self.content else "",
+            reasoning_html=_markdown(self.reasoning) if self.reasoning else "",
+            streaming_reasoning=bool(self.reasoning) and not self.content,
+            tools=list(self.preparing.values()),
+        )
+
+    def _insert_message(self, turn_id, message, target=None):
+        """A saved message, placed before the live part (or last in the turn, or `target`)."""
+        self.last_message_id = max(self.last_message_id, message.id)
+        if message.role == "tool" and target is None:
+            return ""  # its result is already on the tool card (tool_end)
+        if target is not None:
+            swap = f"beforeend:{target}"
+        elif self.running:
+            swap = f"beforebegin:#turn-{turn_id}-live"
+        else:
+            swap = f"beforeend:#turn-{turn_id}"
+        return render_template("partials/_message_oob.html", message=message, swap=swap)
+
+    def _load(self, message_id: int) -> Message | None:
+        found = self._load_many([message_id])
+        return found[0] if found else None
+
+    def _load_many(self, ids: list[int]) -> list[Message]:
+        if not ids:
+            return []
+        rows = db.session.execute(
+            select(Message).where(Message.id.in_(ids), Message.chat_id == self.chat.id, Message.deleted_at.is_(None))
+            .order_by(Message.id)
+        ).scalars().all()
+        db.session.commit()  # end the read transaction: this connection may live for hours
+        return list(rows)
