@@ -44,7 +44,18 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     from .web import register
 
     register(app)
+    from .agent.tools import default_registry
     from .turns.manager import TurnManager
 
     app.extensions["numi.turns"] = TurnManager(app)
+    app.extensions["numi.tools"] = default_registry()
+    _load_plugins(app)
     return app
+
+
+def _load_plugins(app: "Flask") -> None:
+    """Call `register(app)` of each module named in NUMI_PLUGINS (tools, routes, ...)."""
+    import importlib
+
+    for name in app.config["NUMI_PLUGINS"]:
+        importlib.import_module(name).register(app)

@@ -56,6 +56,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_ALLOWED_HOSTS", (), _csv, "Extra host names accepted in the Host header (comma separated); `*` accepts any. localhost and the bound address are always accepted."),
     Setting("NUMI_AUTO_ENDPOINTS", True, _bool, "On first start, add endpoints from OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY and a local Ollama."),
     Setting("NUMI_LOG_LEVEL", "INFO", str, "Python logging level."),
+    Setting("NUMI_PLUGINS", (), lambda v: tuple(i.strip() for i in v.split(",") if i.strip()), "Python modules (comma separated) whose `register(app)` is called at start-up, e.g. to add tools."),
     Setting("PROMPT_MAX_HISTORY_MESSAGES", 200, int, "Most saved messages loaded into one model request."),
     Setting("PROMPT_MAX_HISTORY_CHARS", 400_000, int, "Most characters of saved history loaded into one model request."),
     Setting("NUMI_MAX_REQUEST_BYTES", 32 * 1024 * 1024, int, "Largest HTTP request body accepted (uploads included)."),

@@ -30,7 +30,7 @@ from ..errors import NumiError
 from ..models import Endpoint
 from ..turns.manager import Turn
 from .prepare import prepare_messages
-from .tools import Tool, ToolContext, ToolRegistry, default_registry
+from .tools import Tool, ToolContext, ToolRegistry
 from .tools.clock import user_now
 
 log = logging.getLogger(__name__)
@@ -73,11 +73,8 @@ class StepResult:
 
 
 def tool_registry(app) -> ToolRegistry:
-    """The app's tool registry (tests register their own tools on it)."""
-    registry = app.extensions.get("numi.tools")
-    if registry is None:
-        registry = app.extensions["numi.tools"] = default_registry()
-    return registry
+    """The app's tool registry (plugins and tests register their own tools on it)."""
+    return app.extensions["numi.tools"]
 
 
 def adapter_for_route(app, route: Route):
@@ -216,14 +213,12 @@ class Agent:
             except NumiError:
                 endpoint = None
         model = meta.model if endpoint is not None else None
-        if endpoint is not None and not model:
-            model = endpoint.default_model or (endpoint.model_ids[0] if endpoint.models else None)
-        if endpoint is None or not model or not endpoint.enabled:
-            repaired = endpoint_store.default_route(user_id)
-            if repaired is None or not (repaired.default_model or repaired.models):
+        if endpoint is None or not endpoint.enabled or not model:
+            if endpoint is None or not endpoint.enabled:
+                endpoint = endpoint_store.default_route(user_id)
+            model = (endpoint.default_model or (endpoint.model_ids[0] if endpoint.models else None)) if endpoint else None
+            if endpoint is None or not model:
                 raise NumiError("no_model", "Choose a model for this chat first (Settings → Endpoints).", 400)
-            endpoint = repaired
-            model = repaired.default_model or repaired.model_ids[0]
             self.context.update_route(endpoint.id, model)
             self.turn.emit("model_route", {"endpoint_id": endpoint.id, "model": model, "reason": "repaired"})
         routes.append(Route.of(endpoint, model))

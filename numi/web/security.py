@@ -67,16 +67,33 @@ def is_websocket_upgrade() -> bool:
     return request.headers.get("Upgrade", "").lower() == "websocket"
 
 
+def same_origin(origin: str, host_header: str) -> bool:
+    """Whether a browser Origin names this server as reached through `host_header`.
+
+    Some WebSocket clients send a Host without the port; then the host names must match
+    (the Host check has already made sure the name is one of ours).
+    """
+    if origin == "null":
+        return False
+    parts = urlsplit(origin)
+    host = urlsplit("//" + host_header)
+    try:
+        origin_port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
+    except ValueError:
+        return False
+    if (parts.hostname or "").lower() != (host.hostname or "").lower():
+        return False
+    return host.port is None or host.port == origin_port
+
+
 def _check_origin():
     if g.get("via_token"):
         return None
     if request.method in SAFE_METHODS and not is_websocket_upgrade():
         return None
     origin = request.headers.get("Origin")
-    if origin is not None:
-        parts = urlsplit(origin)
-        if origin == "null" or parts.netloc.lower() != request.host.lower():
-            raise NumiError("bad_origin", "Cross-site request refused.", 403)
+    if origin is not None and not same_origin(origin, request.host):
+        raise NumiError("bad_origin", "Cross-site request refused.", 403)
     elif request.headers.get("Sec-Fetch-Site") == "cross-site":
         raise NumiError("bad_origin", "Cross-site request refused.", 403)
     return None

@@ -1,0 +1,30 @@
+"""A NUMI_PLUGINS module for the live server in turn tests: tools with known behaviour."""
+
+from __future__ import annotations
+
+import gevent
+
+from numi.agent.tools import Tool
+
+
+def _sleep(arguments, context):
+    gevent.sleep(float(arguments.get("seconds", 0.1)))
+    return f"slept {arguments.get('seconds')}s: {arguments.get('label', '')}"
+
+
+def _fail(arguments, context):
+    raise RuntimeError("the tool broke on purpose")
+
+
+def _echo(arguments, context):
+    return {"echo": arguments}
+
+
+def register(app):
+    tools = app.extensions["numi.tools"]
+    schema = {"type": "object", "properties": {"seconds": {"type": "number"}, "label": {"type": "string"}}}
+    tools.register(Tool("sleepy", "Sleep for some seconds.", schema, _sleep))
+    tools.register(Tool("broken", "Always fails.", {"type": "object", "properties": {}}, _fail))
+    tools.register(Tool("echo", "Echo the arguments.", {"type": "object", "properties": {}}, _echo))
+    tools.register(Tool("slow_timeout", "Sleeps past its timeout.", schema, _sleep, timeout=0.2))
+    tools.register(Tool("guarded", "Needs approval.", schema, _echo, needs_approval=True))
