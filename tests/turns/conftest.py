@@ -189,7 +189,7 @@ class SSE:
     def events(self) -> Iterator[dict]:
         buffer: dict[str, str] = {}
         while True:
-            line = self.response.fp.readline()
+            line = self.response.readline()
             if not line:
                 return
             line = line.decode().rstrip("\n")
