@@ -247,7 +247,6 @@ def fake_provider(host, port, tokens_per_second):
     """Run the scripted provider server (OpenAI Chat, Responses and Anthropic wire formats)."""
     from .testing.__main__ import serve as serve_fake
 
-    click.echo(f"Scripted provider on http://{host}:{port}  (OpenAI base URL: http://{host}:{port}/v1)")
     serve_fake(host, port, tokens_per_second=tokens_per_second)
 
 

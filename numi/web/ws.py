@@ -16,7 +16,7 @@ import json
 import logging
 
 import gevent
-from flask import Blueprint, current_app, g, request
+from flask import Blueprint, copy_current_request_context, current_app, g, request
 from gevent.lock import Semaphore
 
 from ..chat import chats
@@ -108,7 +108,9 @@ class Connection:
                 last_message_id=last_message_id or 0,
                 client_turn_id=client_turn_id,
             )
-        self.sender = gevent.spawn(self._relay, subscription, backlog)
+        # A copy of this request's context: templates build URLs, and the sender greenlet
+        # gets its own app context (and so its own database session).
+        self.sender = gevent.spawn(copy_current_request_context(self._relay), subscription, backlog)
 
     def unsubscribe(self) -> None:
         if self.subscription is not None:
@@ -119,7 +121,7 @@ class Connection:
             self.sender = None
 
     def _relay(self, subscription, backlog) -> None:
-        with self.app.app_context():
+        if True:
             try:
                 pending = list(backlog)
                 while not subscription.closed:

@@ -1,23 +1,14 @@
 """Fixtures for turn tests: a live `numi serve` subprocess wired to the scripted provider,
-and small real clients (WebSocket via simple-websocket, SSE via http.client)."""
+and real clients (see turn_support.py)."""
 
 from __future__ import annotations
 
-import http.client
-import json
-import sqlite3
-import sys
-import time
-import urllib.request
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
-from simple_websocket import Client
 
-from numi.testing import Scenario, ScriptedProvider
-
-HERE = Path(__file__).resolve().parent
+from numi.testing import ScriptedProvider
+from turn_support import Api, Socket, make_chat, turn_server_env
 
 
 @pytest.fixture(scope="session")
@@ -33,53 +24,10 @@ def scripted(provider: ScriptedProvider) -> Iterator[ScriptedProvider]:
     provider.release()
 
 
-def turn_server_env(**extra: Any) -> dict[str, str]:
-    env = {
-        "NUMI_PLUGINS": "plugin_tools",
-        "PYTHONPATH": str(HERE),
-        "NUMI_GENERATE_TITLES": "0",
-        "NUMI_FRAME_INTERVAL_MS": "10",
-        "NUMI_PROVIDER_MAX_RETRIES": "0",
-        "NUMI_TURN_RETENTION_SECONDS": "30",
-    }
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
-
-
 @pytest.fixture(scope="module")
 def server(live_server_factory):
     """A live server for turn tests (module scope; chats keep tests apart)."""
     return live_server_factory(**turn_server_env())
-
-
-class Api:
-    """A tiny JSON client for the server's HTTP API."""
-
-    def __init__(self, base: str):
-        self.base = base
-
-    def call(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json", **(headers or {})})
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                raw = response.read()
-                return response.status, json.loads(raw) if raw else None
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
-            return exc.code, json.loads(raw) if raw else None
-
-    def post(self, path, body=None):
-        return self.call("POST", path, body)
-
-    def get(self, path):
-        return self.call("GET", path)
-
-    def history(self, chat_id: str) -> list[dict]:
-        status, body = self.get(f"/api/history/{chat_id}?limit=1000")
-        assert status == 200, body
-        return body["messages"]
 
 
 @pytest.fixture
@@ -87,64 +35,9 @@ def api(server) -> Api:
     return Api(server.url)
 
 
-def make_chat(api: Api, provider: ScriptedProvider, *, kind: str = "openai_chat", model: str = "fake-model",
-              settings: dict | None = None, name: str | None = None) -> dict:
-    base_url = provider.anthropic_base_url if kind == "anthropic" else provider.openai_base_url
-    status, endpoints = api.get("/api/endpoints")
-    endpoint_name = name or f"scripted-{kind}"
-    endpoint = next((e for e in endpoints["endpoints"] if e["name"] == endpoint_name), None)
-    if endpoint is None:
-        status, endpoint = api.post("/api/endpoints", {"name": endpoint_name, "kind": kind, "base_url": base_url,
-                                                       "api_key": "test-key", "default_model": model})
-        assert status == 201, endpoint
-    status, chat = api.post("/api/session", {"endpoint_id": endpoint["id"], "model": model, "settings": settings or {}})
-    assert status == 201, chat
-    chat["endpoint"] = endpoint
-    return chat
-
-
 @pytest.fixture
 def chat(api, scripted):
     return make_chat(api, scripted)
-
-
-class Socket:
-    """A real WebSocket client on /ws/<chat_id> (JSON view unless html=True)."""
-
-    def __init__(self, server, chat_id: str, *, html: bool = False):
-        suffix = "" if html else "?format=json"
-        self.ws = Client.connect(f"ws://127.0.0.1:{server.port}/ws/{chat_id}{suffix}",
-                                 headers={"Origin": server.url})
-        self.html = html
-        self.frames: list[str] = []
-
-    def send(self, **message) -> None:
-        self.ws.send(json.dumps(message))
-
-    def receive(self, timeout: float = 10) -> Any:
-        raw = self.ws.receive(timeout=timeout)
-        if raw is None:
-            raise TimeoutError("no message from the server in time")
-        self.frames.append(raw)
-        return raw if self.html else json.loads(raw)
-
-    def events_until(self, kind: str = "turn_end", timeout: float = 15) -> list[dict]:
-        events = []
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"no {kind} event; got {[e['type'] for e in events]}")
-            event = self.receive(timeout=left)
-            events.append(event)
-            if event["type"] == kind:
-                return events
-
-    def close(self) -> None:
-        try:
-            self.ws.close()
-        except Exception:
-            pass
 
 
 @pytest.fixture
@@ -159,47 +52,3 @@ def sockets(server):
     yield open_socket
     for sock in opened:
         sock.close()
-
-
-def types(events: list[dict]) -> list[str]:
-    return [e["type"] for e in events]
-
-
-def of_type(events: list[dict], kind: str) -> list[dict]:
-    return [e for e in events if e["type"] == kind]
-
-
-def db_rows(server, sql: str, *params) -> list[tuple]:
-    """Read the live server's SQLite database directly (the database is the truth)."""
-    path = server.database_url.removeprefix("sqlite:///")
-    with sqlite3.connect(path, timeout=10) as connection:
-        return connection.execute(sql, params).fetchall()
-
-
-class SSE:
-    """A minimal Server-Sent Events client over http.client."""
-
-    def __init__(self, server, method: str, path: str, body: Any = None, headers: dict | None = None):
-        self.connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=15)
-        data = json.dumps(body) if body is not None else None
-        self.connection.request(method, path, body=data,
-                                headers={"Content-Type": "application/json", **(headers or {})})
-        self.response = self.connection.getresponse()
-
-    def events(self) -> Iterator[dict]:
-        buffer: dict[str, str] = {}
-        while True:
-            line = self.response.readline()
-            if not line:
-                return
-            line = line.decode().rstrip("\n")
-            if not line:
-                if "data" in buffer:
-                    yield json.loads(buffer["data"])
-                buffer = {}
-            elif not line.startswith(":"):
-                name, _, value = line.partition(": ")
-                buffer[name] = value
-
-    def close(self):
-        self.connection.close()

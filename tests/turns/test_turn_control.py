@@ -9,7 +9,7 @@ import pytest
 
 from numi.testing import Scenario
 
-from conftest import SSE, Api, Socket, db_rows, make_chat, of_type, turn_server_env, types
+from turn_support import SSE, Api, Socket, db_rows, make_chat, of_type, turn_server_env, types
 
 
 def test_stop_during_streaming_keeps_the_partial_answer(api, scripted, chat, sockets):
@@ -123,7 +123,7 @@ def test_kill_minus_nine_mid_turn_leaves_only_saved_boundaries(live_server_facto
 
 
 def test_sse_stream_status_stop_and_resume(server, api, scripted, chat):
-    scripted.enqueue(Scenario().text("a b c d e f g h i j k l", chunks=12).delay(0.08))
+    scripted.enqueue(Scenario().text(" ".join("abcdefghijklmnopqrstuvwxyz" * 2), chunks=52).delay(0.1))
     stream = SSE(server, "POST", "/api/chat_stream", {"message": "SSE please", "session": chat["id"]})
     assert stream.response.status == 200
     assert stream.response.getheader("Content-Type").startswith("text/event-stream")

@@ -10,7 +10,7 @@ import pytest
 
 from numi.testing import Scenario
 
-from conftest import db_rows, make_chat, of_type, types
+from turn_support import db_rows, make_chat, of_type, types
 
 
 def test_plain_answer_is_saved_at_the_boundaries(server, api, scripted, chat, sockets):
@@ -135,7 +135,7 @@ def test_invalid_tool_arguments_become_a_tool_error(api, scripted, sockets):
 
 
 def test_step_limit_ends_a_runaway_loop(live_server_factory, scripted):
-    from conftest import Api, Socket, turn_server_env
+    from turn_support import Api, Socket, turn_server_env
 
     server = live_server_factory(**turn_server_env(NUMI_MAX_STEPS=2))
     api = Api(server.url)
@@ -246,7 +246,7 @@ def test_chat_deleted_mid_turn_ends_cleanly_and_recreates_nothing(server, api, s
 
 
 def test_title_update_follows_the_first_answer(live_server_factory, scripted):
-    from conftest import Api, Socket, turn_server_env
+    from turn_support import Api, Socket, turn_server_env
 
     server = live_server_factory(**turn_server_env(NUMI_GENERATE_TITLES=1))
     api = Api(server.url)

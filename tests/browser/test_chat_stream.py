@@ -1,0 +1,118 @@
+"""Real headless Chromium: send, watch tokens stream, reload mid-turn, continue, stop."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from numi.testing import Scenario, ScriptedProvider
+
+# The live-server helpers of the turn tests (a plain module, not a conftest).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "turns"))
+from turn_support import Api, make_chat, turn_server_env  # noqa: E402
+
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("Chromium is missing in CI: install Debian's chromium package")
+        pytest.skip("Chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def provider():
+    with ScriptedProvider() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def stream_server(live_server_factory):
+    return live_server_factory(**turn_server_env(NUMI_RENDER_INTERVAL_MS=100))
+
+
+def _page(browser, errors):
+    page = browser.new_page()
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    return page
+
+
+def test_send_stream_reload_mid_turn_and_stop(browser, provider, stream_server):
+    api = Api(stream_server.url)
+    chat = make_chat(api, provider)
+    words = [f"word{i}" for i in range(80)]
+    provider.enqueue(Scenario().text(" ".join(words), chunks=80).delay(0.1))
+    errors: list[str] = []
+    page = _page(browser, errors)
+    page.goto(f"{stream_server.url}/c/{chat['id']}")
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    page.fill("#composer-input", "Tell me **eighty** words")
+    page.press("#composer-input", "Enter")
+
+    # Tokens appear while the model is still writing.
+    page.wait_for_function("() => (document.querySelector('.turn-live .msg-body')?.textContent || '').includes('word5')")
+    assert page.locator("#stop-button").is_visible()
+    assert page.locator(".msg-user .msg-body").first.inner_text().strip() == "Tell me **eighty** words"
+
+    # Reload mid-turn: the saved question is there once and the answer keeps streaming.
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    page.wait_for_function("() => (document.querySelector('.turn-live .msg-body')?.textContent || '').includes('word30')",
+                           timeout=15000)
+    assert page.locator(".msg-user").count() == 1
+    assert page.locator("#stop-button").is_visible()
+
+    page.click("#stop-button")
+    page.wait_for_selector(".turn-error[data-code=cancelled]")
+    page.wait_for_selector("#send-button")
+    saved = api.history(chat["id"])[-1]
+    assert saved["role"] == "assistant" and saved["meta"]["error"]["code"] == "cancelled"
+    assert "word30" in saved["content"] and "word79" not in saved["content"]
+    # The partial answer is on the page as a saved, rendered message.
+    assert page.locator(f"#msg-{saved['id']} .msg-body").inner_text().startswith("word0 word1")
+
+    real_errors = [e for e in errors if "WebSocket" not in e]
+    assert real_errors == []
+    page.close()
+
+
+def test_a_finished_answer_renders_markdown_and_metrics(browser, provider, stream_server):
+    api = Api(stream_server.url)
+    chat = make_chat(api, provider)
+    provider.enqueue(Scenario().reasoning("Consider the question.").text("Here is **bold** and `code`.", chunks=4).usage(9, 8))
+    errors: list[str] = []
+    page = _page(browser, errors)
+    page.goto(f"{stream_server.url}/c/{chat['id']}")
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    page.fill("#composer-input", "Format something")
+    page.click("#send-button")
+    page.wait_for_selector("article.msg-assistant .msg-body strong")
+    page.wait_for_selector("#send-button")
+    answer = api.history(chat["id"])[-1]
+    body = page.locator(f"#msg-{answer['id']}-body")
+    body.wait_for()
+    assert body.locator("strong").inner_text() == "bold"
+    assert body.locator("code").inner_text() == "code"
+    assert "8 out" in page.locator(f"#msg-{answer['id']}-metrics").inner_text()
+    assert page.locator(f"#msg-{answer['id']} .reasoning summary").inner_text().startswith("Reasoning")
+    assert [e for e in errors if "WebSocket" not in e] == []
+    page.close()
