@@ -45,6 +45,7 @@ class HtmlView:
         self.last_render = 0.0
         self.running = False
         self.request_id: str | None = None
+        self.models: dict[int, str] = {}  # message id -> model, for its metrics line
 
     # --- entry point ------------------------------------------------------------------------
 
@@ -119,7 +120,8 @@ class HtmlView:
         return [render_template("partials/_tool_card.html", card=card, oob=True)]
 
     def _on_metrics(self, turn_id, data):
-        return [render_template("partials/_metrics.html", message_id=data["message_id"], metrics=data, oob=True)]
+        return [render_template("partials/_metrics.html", message_id=data["message_id"], metrics=data,
+                                model=self.models.get(data["message_id"]), oob=True)]
 
     def _on_model_route(self, turn_id, data):
         return [render_template("partials/_turn_notice.html", turn_id=turn_id,
@@ -199,6 +201,8 @@ class HtmlView:
     def _insert_message(self, turn_id, message, target=None):
         """A saved message, placed before the live part (or last in the turn, or `target`)."""
         self.last_message_id = max(self.last_message_id, message.id)
+        if message.role == "assistant":
+            self.models[message.id] = message.meta.get("model")
         if message.role == "tool" and target is None:
             return ""  # its result is already on the tool card (tool_end)
         if target is not None:
