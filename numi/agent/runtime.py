@@ -265,7 +265,12 @@ class Agent:
         unregister = self.turn.on_cancel(stream.close)
         turn = self.turn
         try:
-            for event in stream:
+            for count, event in enumerate(stream, 1):
+                if count % 16 == 0:
+                    # A fast stream arrives faster than it is read: without a pause the
+                    # producer would keep the hub until the answer ends, and clients and
+                    # other turns would see nothing meanwhile.
+                    gevent.sleep(0)
                 if isinstance(event, TextDelta):
                     self._mark_output(result)
                     result.content += event.text

@@ -1,0 +1,72 @@
+"""A live Numi for benchmarks: `numi serve` in a subprocess on loopback, a fresh data
+directory, an endpoint pointing at the scripted provider, and a small JSON API client."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LiveNumi:
+    def __init__(self, **env: str):
+        self.port = free_port()
+        self.data_dir = tempfile.mkdtemp(prefix="numi-bench-")
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("NUMI_")}
+        self.env.update(NUMI_DATA_DIR=self.data_dir, NUMI_PORT=str(self.port), NUMI_AUTO_ENDPOINTS="0",
+                        NUMI_LOG_LEVEL="WARNING", NUMI_GENERATE_TITLES="0")
+        self.env.update({k: str(v) for k, v in env.items()})
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> float:
+        """Start the server; returns seconds from process start to the first HTTP 200."""
+        numi = Path(sys.executable).with_name("numi")
+        started = time.perf_counter()
+        self.proc = subprocess.Popen([str(numi), "serve"], env=self.env, cwd=ROOT,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1):
+                    return time.perf_counter() - started
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("numi serve exited")
+                time.sleep(0.005)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def post(self, path: str, body: dict) -> dict:
+        request = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(request) as response:
+            return json.loads(response.read())
+
+    def chat_on(self, base_url: str, kind: str = "openai_chat", model: str = "bench-model") -> str:
+        endpoint = self.post("/api/endpoints", {"name": f"bench-{kind}-{time.time_ns()}", "kind": kind,
+                                                "base_url": base_url, "api_key": "bench", "default_model": model})
+        return self.post("/api/session", {"endpoint_id": endpoint["id"], "model": model})["id"]
+
+    def __enter__(self) -> "LiveNumi":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

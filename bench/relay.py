@@ -1,0 +1,88 @@
+"""Relay cost of one fast stream: WebSocket messages, bytes per token and throughput,
+with and without coalescing (NUMI_FRAME_INTERVAL_MS), for the HTML and JSON views.
+
+    python bench/relay.py [--tokens 2000] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from simple_websocket import Client  # noqa: E402
+
+from live import LiveNumi  # noqa: E402
+from numi.testing import Scenario, ScriptedProvider  # noqa: E402
+
+
+def one_run(numi: LiveNumi, provider: ScriptedProvider, tokens: int, html: bool) -> dict:
+    chat_id = numi.chat_on(provider.openai_base_url)
+    provider.enqueue(Scenario().text("tok " * tokens, chunks=tokens))
+    suffix = "" if html else "?format=json"
+    ws = Client.connect(f"ws://127.0.0.1:{numi.port}/ws/{chat_id}{suffix}", headers={"Origin": numi.url})
+    if html:
+        ws.send(json.dumps({"type": "resume", "last_event_id": None, "last_message_id": 0}))
+    started = time.perf_counter()
+    ws.send(json.dumps({"type": "send", "message": "go"}))
+    messages = size = 0
+    first = None
+    while True:
+        raw = ws.receive(timeout=60)
+        messages += 1
+        size += len(raw.encode())
+        if first is None:
+            first = time.perf_counter()
+        if (html and 'data-running="0"' in raw) or (not html and '"type": "turn_end"' in raw):
+            break
+    elapsed = time.perf_counter() - started
+    ws.close()
+    return {"messages": messages, "bytes_per_token": size / tokens, "messages_per_s": messages / elapsed,
+            "tokens_per_s": tokens / elapsed, "seconds": elapsed}
+
+
+def direct_tokens_per_second(provider: ScriptedProvider, tokens: int) -> float:
+    """The same stream consumed by the SDK directly: the ceiling for the relay."""
+    from numi.providers import ChatRequest, get_adapter
+    from numi.providers.events import TextDelta
+
+    adapter = get_adapter("openai_chat", provider.openai_base_url, "bench")
+    provider.enqueue(Scenario().text("tok " * tokens, chunks=tokens))
+    started = time.perf_counter()
+    count = sum(1 for e in adapter.stream(ChatRequest(model="bench-model", messages=[{"role": "user", "content": "go"}]))
+                if isinstance(e, TextDelta))
+    assert count == tokens
+    return tokens / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tokens", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    rows = []
+    with ScriptedProvider() as provider:
+        direct = statistics.median(direct_tokens_per_second(provider, args.tokens) for _ in range(args.runs))
+        for interval in (0, 40):
+            with LiveNumi(NUMI_FRAME_INTERVAL_MS=interval) as numi:
+                one_run(numi, provider, 50, html=False)  # warm up: SDK import, connections
+                for html in (False, True):
+                    runs = [one_run(numi, provider, args.tokens, html) for _ in range(args.runs)]
+                    rows.append((interval, "html" if html else "json", runs))
+    print(f"One fast stream of {args.tokens} tokens, median of {args.runs} runs "
+          f"(SDK reading the stream directly: {direct:,.0f} tokens/s)\n")
+    print("| frame interval | view | WS messages | messages/s | bytes/token | tokens/s | ratio to direct |")
+    print("|---|---|---|---|---|---|---|")
+    for interval, view, runs in rows:
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        print(f"| {interval} ms | {view} | {med['messages']:.0f} | {med['messages_per_s']:.0f} | "
+              f"{med['bytes_per_token']:.1f} | {med['tokens_per_s']:,.0f} | {med['tokens_per_s'] / direct:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
