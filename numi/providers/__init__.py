@@ -1,0 +1,98 @@
+"""Provider adapters: one per wire protocol, behind one neutral interface.
+
+    adapter = get_adapter("anthropic", "https://api.anthropic.com", key)
+    for event in adapter.stream(ChatRequest(model=..., messages=...)):
+        ...   # TextDelta, ReasoningDelta, ToolCallDelta, ToolCallComplete, Usage,
+              # then exactly one Finish or StreamError
+
+Importing this package is cheap: the openai and anthropic SDKs are imported only when
+an adapter first builds its client (a stream or a model listing).
+"""
+
+from __future__ import annotations
+
+from .base import ProviderAdapter, ProviderStream, RetryPolicy
+from .capabilities import Capabilities, capabilities
+from .errors import ProviderError
+from .events import (
+    ChatRequest,
+    Finish,
+    ModelInfo,
+    ReasoningDelta,
+    StreamError,
+    StreamEvent,
+    TextDelta,
+    ToolCallComplete,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+)
+
+KINDS = ("openai_chat", "openai_responses", "anthropic")
+
+
+def adapter_class(kind: str) -> type[ProviderAdapter]:
+    """The adapter class for an endpoint kind (its capability attributes are readable
+    without building a client). Raises ProviderError("bad_request") for unknown kinds."""
+    # Imported here so that `import numi.providers` stays light.
+    if kind == "openai_chat":
+        from .openai_chat import OpenAIChatAdapter
+
+        return OpenAIChatAdapter
+    if kind == "openai_responses":
+        from .openai_responses import OpenAIResponsesAdapter
+
+        return OpenAIResponsesAdapter
+    if kind == "anthropic":
+        from .anthropic_messages import AnthropicAdapter
+
+        return AnthropicAdapter
+    raise ProviderError(
+        "bad_request", f"Unknown endpoint kind {kind!r}; expected one of {', '.join(KINDS)}"
+    )
+
+
+def get_adapter(
+    kind: str,
+    base_url: str,
+    api_key: str | None,
+    *,
+    timeout: float = 600.0,
+    connect_timeout: float = 10.0,
+    max_retries: int = 2,
+    retry: RetryPolicy | None = None,
+) -> ProviderAdapter:
+    """An adapter for an endpoint. `timeout` is the longest wait for data on a stream;
+    `max_retries` (or a full `retry` policy) bounds retries before any output."""
+    return adapter_class(kind)(
+        base_url,
+        api_key,
+        timeout=timeout,
+        connect_timeout=connect_timeout,
+        max_retries=max_retries,
+        retry=retry,
+    )
+
+
+__all__ = [
+    "KINDS",
+    "Capabilities",
+    "ChatRequest",
+    "Finish",
+    "ModelInfo",
+    "ProviderAdapter",
+    "ProviderError",
+    "ProviderStream",
+    "ReasoningDelta",
+    "RetryPolicy",
+    "StreamError",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallComplete",
+    "ToolCallDelta",
+    "ToolSpec",
+    "Usage",
+    "adapter_class",
+    "capabilities",
+    "get_adapter",
+]

@@ -1,0 +1,286 @@
+"""Anthropic Messages API. PROTOCOLS §3.
+
+The system prompt is top level; tool results travel as `tool_result` blocks at the start
+of the next user message; images are base64 source blocks. Thinking and
+redacted_thinking blocks are collected complete and unmodified (text and signature) into
+the step's reasoning envelope, and replayed first in their assistant message (§3.4).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from .base import ProviderAdapter
+from .errors import interrupted
+from .events import (
+    ChatRequest,
+    Finish,
+    ModelInfo,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    Usage,
+)
+from .parts import image_base64, iter_parts, plain_text
+from .toolcalls import ToolCallAssembler, parse_arguments
+
+_STOP = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
+
+# Thinking budgets for a reasoning effort when no explicit budget was set.
+EFFORT_BUDGETS = {"low": 2048, "medium": 8192, "high": 24576}
+_TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
+
+
+class AnthropicAdapter(ProviderAdapter):
+    """POST {base}/v1/messages with stream=true."""
+
+    kind = "anthropic"
+
+    def _make_client(self) -> Any:
+        import anthropic
+
+        return anthropic.Anthropic(
+            base_url=self.base_url,
+            api_key=self.api_key or "no-key",
+            timeout=self.sdk_timeout(),
+            max_retries=0,  # retries happen in ProviderStream, before any output
+        )
+
+    def _list_models(self, client: Any) -> list[ModelInfo]:
+        return [_model_info(model) for model in client.models.list()]
+
+    def _open(self, client: Any, request: ChatRequest) -> Any:
+        body = self.build_body(request)
+        return client.messages.create(
+            model=body.pop("model"),
+            max_tokens=body.pop("max_tokens"),
+            messages=body.pop("messages"),
+            stream=True,
+            extra_body=body,
+        )
+
+    def build_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body for a request (without `stream`)."""
+        system_parts = [request.system] if request.system else []
+        system_parts += [
+            plain_text(m.get("content")) for m in request.messages if m["role"] == "system"
+        ]
+        body: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": request.max_tokens or default_max_tokens(request.model),
+            "messages": anthropic_messages(request.messages),
+        }
+        if system_parts:
+            body["system"] = "\n\n".join(part for part in system_parts if part)
+        if request.tools:
+            body["tools"] = [
+                {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": tool.parameters,
+                }
+                for tool in request.tools
+            ]
+            if request.tool_choice in _TOOL_CHOICE:
+                body["tool_choice"] = _TOOL_CHOICE[request.tool_choice]
+        budget = request.reasoning_budget or EFFORT_BUDGETS.get(request.reasoning_effort or "")
+        if budget:
+            budget = max(1024, budget)
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            # The budget must be below max_tokens; room is left for the answer itself.
+            if body["max_tokens"] <= budget:
+                body["max_tokens"] = budget + 4096
+            # With thinking on, the API refuses temperature changes.
+        elif request.temperature is not None:
+            body["temperature"] = request.temperature
+        body.update(request.extra)
+        return body
+
+    def _events(self, sdk_stream: Any, request: ChatRequest) -> Iterator[StreamEvent]:
+        tools = ToolCallAssembler()
+        thinking: dict[int, dict[str, Any]] = {}
+        input_tokens = output_tokens = cached = None
+        raw_reason: str | None = None
+
+        for event in sdk_stream:
+            kind = event.type
+            if kind == "content_block_delta":
+                delta = event.delta
+                if delta.type == "text_delta":
+                    yield TextDelta(delta.text)
+                elif delta.type == "thinking_delta":
+                    thinking[event.index]["thinking"] += delta.thinking
+                    yield ReasoningDelta(delta.thinking)
+                elif delta.type == "signature_delta":
+                    thinking[event.index]["signature"] = delta.signature
+                elif delta.type == "input_json_delta" and delta.partial_json:
+                    yield tools.add(event.index, fragment=delta.partial_json)
+            elif kind == "content_block_start":
+                block = event.content_block
+                if block.type == "thinking":
+                    thinking[event.index] = {
+                        "type": "thinking",
+                        "thinking": block.thinking or "",
+                        "signature": block.signature or "",
+                    }
+                elif block.type == "redacted_thinking":
+                    thinking[event.index] = {"type": "redacted_thinking", "data": block.data}
+                elif block.type == "tool_use":
+                    yield tools.add(event.index, id=block.id, name=block.name)
+            elif kind == "content_block_stop":
+                done = tools.complete(event.index)
+                if done:
+                    yield done
+            elif kind == "message_start":
+                usage = event.message.usage
+                input_tokens = usage.input_tokens
+                cached = getattr(usage, "cache_read_input_tokens", None)
+            elif kind == "message_delta":
+                raw_reason = event.delta.stop_reason or raw_reason
+                if event.usage:
+                    output_tokens = event.usage.output_tokens
+                    input_tokens = getattr(event.usage, "input_tokens", None) or input_tokens
+            elif kind == "message_stop":
+                yield from tools.complete_all()
+                yield Usage(
+                    input_tokens=input_tokens,
+                    output_tokens=output_tokens,
+                    cached_input_tokens=cached,
+                )
+                items = [thinking[index] for index in sorted(thinking)]
+                envelope = (
+                    {"format": "anthropic", "model": request.model, "items": items}
+                    if items
+                    else None
+                )
+                yield Finish(_STOP.get(raw_reason or "", "other"), raw_reason, envelope)
+                return
+        raise interrupted("the stream ended before the message stopped")
+
+
+def default_max_tokens(model: str) -> int:
+    """Anthropic requires max_tokens. Claude 3 (not 3.5/3.7) models cap output at 4096."""
+    legacy = model.startswith("claude-3-") and not model.startswith(("claude-3-5", "claude-3-7"))
+    return 4096 if legacy else 8192
+
+
+def anthropic_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Internal messages as alternating user/assistant messages of blocks. Tool results
+    open the next user message (the API demands them first); same-role neighbours merge."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role = message["role"]
+        if role == "system":
+            continue  # moved to the top-level system prompt
+        if role == "tool":
+            blocks = [_tool_result(message)]
+            role = "user"
+        elif role == "assistant":
+            blocks = _assistant_blocks(message)
+        else:
+            blocks = _user_blocks(message.get("content"))
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            previous = out[-1]["content"]
+            if role == "user" and blocks[0]["type"] == "tool_result":
+                # Keep every tool_result ahead of text that arrived before it.
+                results = [b for b in previous if b["type"] == "tool_result"]
+                others = [b for b in previous if b["type"] != "tool_result"]
+                out[-1]["content"] = results + blocks + others
+            else:
+                previous.extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+def _user_blocks(content: Any) -> list[dict[str, Any]]:
+    blocks = []
+    for part in iter_parts(content):
+        if part.get("type") == "image":
+            blocks.append(
+                {
+                    "type": "image",
+                    "source": {
+                        "type": "base64",
+                        "media_type": part.get("mime") or "image/png",
+                        "data": image_base64(part),
+                    },
+                }
+            )
+        elif part.get("type") == "text" and part.get("text"):
+            blocks.append({"type": "text", "text": part["text"]})  # empty text blocks are a 400
+    return blocks
+
+
+def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    envelope = message.get("reasoning_details")
+    if isinstance(envelope, dict) and envelope.get("format") == "anthropic":
+        # Replayed first, byte for byte; unsigned thinking would be rejected.
+        for item in envelope.get("items") or ():
+            if (item.get("type") == "thinking" and item.get("signature")) or (
+                item.get("type") == "redacted_thinking" and item.get("data")
+            ):
+                blocks.append(dict(item))
+    text = plain_text(message.get("content"))
+    if text:
+        blocks.append({"type": "text", "text": text})
+    for call in message.get("tool_calls") or ():
+        arguments, _error = parse_arguments(call["function"].get("arguments") or "")
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call["id"],
+                "name": call["function"]["name"],
+                "input": arguments or {},
+            }
+        )
+    return blocks
+
+
+def _tool_result(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    text = (
+        content
+        if isinstance(content, str)
+        else plain_text(content)
+        if isinstance(content, list)
+        else json.dumps(content)
+    )
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": message.get("tool_call_id"),
+        "content": text,
+    }
+    if message.get("is_error"):
+        block["is_error"] = True
+    return block
+
+
+def _model_info(model: Any) -> ModelInfo:
+    capabilities = getattr(model, "capabilities", None)
+
+    def supported(name: str) -> bool | None:
+        value = getattr(capabilities, name, None) if capabilities is not None else None
+        return getattr(value, "supported", None) if value is not None else None
+
+    return ModelInfo(
+        id=model.id,
+        display_name=getattr(model, "display_name", None),
+        context_window=getattr(model, "max_input_tokens", None),
+        max_output_tokens=getattr(model, "max_tokens", None),
+        supports_vision=supported("image_input"),
+        supports_tools=True,
+        supports_reasoning=supported("thinking"),
+    )

@@ -1,0 +1,332 @@
+"""OpenAI Chat Completions: OpenAI itself and every OpenAI-compatible server
+(Ollama, llama.cpp, vLLM, LM Studio, OpenRouter, DeepSeek). PROTOCOLS §1.
+
+Server quirks handled here:
+- reasoning text arrives as `delta.reasoning_content` (DeepSeek, llama.cpp, old vLLM) or
+  `delta.reasoning` (Ollama, current vLLM, OpenRouter); which one is remembered in the
+  reasoning envelope so it can be sent back in the same field;
+- OpenRouter's typed `reasoning_details` fragments are merged by `index` and returned
+  unmodified for replay;
+- `<think>…</think>` at the start of `content` (llama.cpp `--reasoning-format none`,
+  models served without a reasoning parser) is shown as reasoning;
+- tool-call `id`/`name` repeated on every delta are taken once; a missing `index` falls
+  back to the position in the delta; a missing id is invented;
+- `finish_reason: "stop"` on a step that produced tool calls (some Ollama builds) is
+  reported as `tool_calls`; unknown reasons (DeepSeek `insufficient_system_resource`)
+  become `other`;
+- `max_completion_tokens` goes to api.openai.com only; other servers get `max_tokens`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from .errors import from_stream_error, interrupted
+from .events import (
+    ChatRequest,
+    Finish,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    Usage,
+)
+from .openai_base import OpenAIAdapterBase
+from .parts import image_data_url, iter_parts, plain_text
+from .toolcalls import ToolCallAssembler
+
+_FINISH = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
+
+
+class OpenAIChatAdapter(OpenAIAdapterBase):
+    """POST {base}/chat/completions with stream=true."""
+
+    kind = "openai_chat"
+    needs_key = False  # local servers run without one
+
+    def _open(self, client: Any, request: ChatRequest) -> Any:
+        body = self.build_body(request)
+        return client.chat.completions.create(
+            model=body.pop("model"), messages=body.pop("messages"), stream=True, extra_body=body
+        )
+
+    def build_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body for a request (without `stream`)."""
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.extend(chat_message(message) for message in request.messages)
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": messages,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.parameters,
+                    },
+                }
+                for tool in request.tools
+            ]
+            if request.tool_choice:
+                body["tool_choice"] = request.tool_choice
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            # OpenAI's reasoning models reject max_tokens; many compatible servers only
+            # know max_tokens.
+            key = "max_completion_tokens" if self.is_openai_proper else "max_tokens"
+            body[key] = request.max_tokens
+        if request.reasoning_effort:
+            body["reasoning_effort"] = request.reasoning_effort
+        body.update(request.extra)
+        return body
+
+    def _events(self, sdk_stream: Any, request: ChatRequest) -> Iterator[StreamEvent]:
+        tools = ToolCallAssembler()
+        reasoning = _ReasoningCollector()
+        think = _ThinkTagSplitter()
+        usage: Usage | None = None
+        raw_reason: str | None = None
+
+        for chunk in sdk_stream:
+            if chunk.usage:
+                usage = _usage(chunk.usage)
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            delta = choice.delta
+            extras = (delta.model_extra or {}) if delta is not None else {}
+            if delta is not None:
+                text = reasoning.add(extras)
+                if text:
+                    yield ReasoningDelta(text)
+                if delta.content:
+                    for is_reasoning, piece in think.feed(delta.content):
+                        yield ReasoningDelta(piece) if is_reasoning else TextDelta(piece)
+                for position, call in enumerate(delta.tool_calls or ()):
+                    index = call.index if getattr(call, "index", None) is not None else position
+                    function = call.function
+                    yield tools.add(
+                        index,
+                        id=call.id,
+                        name=function.name if function else None,
+                        fragment=(function.arguments or "") if function else "",
+                    )
+            if choice.finish_reason:
+                raw_reason = choice.finish_reason
+                if raw_reason == "error":  # OpenRouter marks a failed choice this way
+                    raise from_stream_error(
+                        extras.get("error") or {"message": "The provider failed"}
+                    )
+
+        if raw_reason is None:
+            raise interrupted("the stream ended before the model finished")
+        for is_reasoning, piece in think.flush():
+            yield ReasoningDelta(piece) if is_reasoning else TextDelta(piece)
+        had_tool_calls = tools.count > 0
+        yield from tools.complete_all()
+        if usage:
+            yield usage
+        reason = _FINISH.get(raw_reason, "other")
+        if had_tool_calls and reason in ("stop", "other"):
+            reason = "tool_calls"
+        yield Finish(reason, raw_reason, reasoning.envelope(request.model))
+
+
+def chat_message(message: dict[str, Any]) -> dict[str, Any]:
+    """One internal message in Chat Completions shape."""
+    role = message["role"]
+    content = message.get("content")
+    if role == "tool":
+        text = (
+            content
+            if isinstance(content, str)
+            else plain_text(content)
+            if isinstance(content, list)
+            else json.dumps(content)
+        )
+        return {"role": "tool", "tool_call_id": message.get("tool_call_id"), "content": text}
+    if role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": plain_text(content) or None}
+        if message.get("tool_calls"):
+            out["tool_calls"] = [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {
+                        "name": call["function"]["name"],
+                        "arguments": call["function"].get("arguments") or "{}",
+                    },
+                }
+                for call in message["tool_calls"]
+            ]
+        elif out["content"] is None:
+            out["content"] = ""
+        out.update(_replayed_reasoning(message))
+        return out
+    if role == "system":
+        return {"role": "system", "content": plain_text(content)}
+    return {"role": role, "content": _user_content(content)}
+
+
+def _user_content(content: Any) -> Any:
+    parts = list(iter_parts(content))
+    if not any(part.get("type") == "image" for part in parts):
+        # A plain string: servers without vision support often reject part lists.
+        return "\n\n".join(part.get("text", "") for part in parts)
+    wire = []
+    for part in parts:
+        if part.get("type") == "image":
+            wire.append({"type": "image_url", "image_url": {"url": image_data_url(part)}})
+        elif part.get("type") == "text":
+            wire.append({"type": "text", "text": part.get("text", "")})
+    return wire
+
+
+def _replayed_reasoning(message: dict[str, Any]) -> dict[str, Any]:
+    """The reasoning fields prepare_messages() left on an assistant message, in the
+    field this kind of server reads: OpenRouter's details array unmodified, else the text
+    in the field the server streamed it in."""
+    envelope = message.get("reasoning_details")
+    text = message.get("reasoning_content")
+    fields: dict[str, Any] = {}
+    if (
+        isinstance(envelope, dict)
+        and envelope.get("format") == "openrouter"
+        and envelope.get("items")
+    ):
+        fields["reasoning_details"] = envelope["items"]
+        return fields
+    if text:
+        field = envelope.get("field") if isinstance(envelope, dict) else None
+        fields[field or "reasoning_content"] = text
+    return fields
+
+
+def _usage(raw: Any) -> Usage:
+    completion_details = getattr(raw, "completion_tokens_details", None)
+    prompt_details = getattr(raw, "prompt_tokens_details", None)
+    return Usage(
+        input_tokens=raw.prompt_tokens,
+        output_tokens=raw.completion_tokens,
+        reasoning_tokens=getattr(completion_details, "reasoning_tokens", None),
+        cached_input_tokens=getattr(prompt_details, "cached_tokens", None),
+    )
+
+
+class _ReasoningCollector:
+    """Reads the reasoning extras of each delta; builds the envelope at the end."""
+
+    def __init__(self) -> None:
+        self.field: str | None = None
+        self.details: dict[int, dict[str, Any]] = {}
+
+    def add(self, extras: dict[str, Any]) -> str:
+        """Take one delta's extras; return reasoning text to show."""
+        text = ""
+        for field in ("reasoning_content", "reasoning"):
+            value = extras.get(field)
+            if isinstance(value, str) and value:
+                self.field = self.field or field
+                text = value
+                break
+        details = extras.get("reasoning_details")
+        if isinstance(details, list):
+            shown = self._merge(details)
+            text = text or shown
+        return text
+
+    def _merge(self, fragments: list[Any]) -> str:
+        """Merge OpenRouter detail fragments by index: text and summary concatenate;
+        signature and encrypted data keep the last non-empty value."""
+        shown = ""
+        for position, fragment in enumerate(fragments):
+            if not isinstance(fragment, dict):
+                continue
+            index = fragment.get("index", position)
+            item = self.details.setdefault(index, {})
+            for key, value in fragment.items():
+                if key in ("text", "summary") and isinstance(value, str):
+                    item[key] = item.get(key, "") + value
+                    shown += value
+                elif value not in (None, ""):
+                    item[key] = value
+        return shown
+
+    def envelope(self, model: str) -> dict[str, Any] | None:
+        if self.details:
+            return {
+                "format": "openrouter",
+                "model": model,
+                "field": self.field or "reasoning",
+                "items": [self.details[index] for index in sorted(self.details)],
+            }
+        if self.field:
+            return {"format": "openai_chat", "model": model, "field": self.field, "items": []}
+        return None
+
+
+class _ThinkTagSplitter:
+    """Routes a leading `<think>…</think>` in content to reasoning. Only a block at the
+    very start counts, so a model writing about the tag mid-answer is left alone."""
+
+    OPEN, CLOSE = "<think>", "</think>"
+
+    def __init__(self) -> None:
+        self._state = "start"  # start -> thinking -> text
+        self._buffer = ""
+
+    def feed(self, text: str) -> Iterator[tuple[bool, str]]:
+        if self._state == "text":
+            yield False, text
+            return
+        self._buffer += text
+        if self._state == "start":
+            stripped = self._buffer.lstrip()
+            if len(stripped) < len(self.OPEN) and self.OPEN.startswith(stripped):
+                return  # could still become "<think>"
+            if not stripped.startswith(self.OPEN):
+                self._state, pending, self._buffer = "text", self._buffer, ""
+                yield False, pending
+                return
+            self._state = "thinking"
+            self._buffer = stripped[len(self.OPEN) :]
+        end = self._buffer.find(self.CLOSE)
+        if end >= 0:
+            thought, rest = self._buffer[:end], self._buffer[end + len(self.CLOSE) :].lstrip("\n")
+            self._state, self._buffer = "text", ""
+            if thought:
+                yield True, thought
+            if rest:
+                yield False, rest
+            return
+        # Hold back a tail that might be the start of "</think>".
+        keep = next(
+            (n for n in range(len(self.CLOSE) - 1, 0, -1) if self._buffer.endswith(self.CLOSE[:n])),
+            0,
+        )
+        ready, self._buffer = (
+            self._buffer[: len(self._buffer) - keep],
+            self._buffer[len(self._buffer) - keep :],
+        )
+        if ready:
+            yield True, ready
+
+    def flush(self) -> Iterator[tuple[bool, str]]:
+        """What is still held back when the stream ends."""
+        pending, self._buffer = self._buffer, ""
+        if pending:
+            yield self._state == "thinking", pending

@@ -1,0 +1,204 @@
+"""OpenAI Responses API, used statelessly (`store: false`). PROTOCOLS §2.
+
+Each request carries the whole conversation as input items. Reasoning items come back
+with `encrypted_content` (we ask for it with `include`) and are returned in the step's
+reasoning envelope exactly as received, to be replayed before the function calls they
+preceded (§2.4).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from .errors import from_stream_error, interrupted
+from .events import ChatRequest, Finish, ReasoningDelta, StreamEvent, TextDelta, Usage
+from .openai_base import OpenAIAdapterBase
+from .parts import image_data_url, iter_parts, plain_text
+from .toolcalls import ToolCallAssembler
+
+_INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
+
+
+class OpenAIResponsesAdapter(OpenAIAdapterBase):
+    """POST {base}/responses with stream=true."""
+
+    kind = "openai_responses"
+
+    def _open(self, client: Any, request: ChatRequest) -> Any:
+        body = self.build_body(request)
+        return client.responses.create(
+            model=body.pop("model"), input=body.pop("input"), stream=True, extra_body=body
+        )
+
+    def build_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body for a request (without `stream`)."""
+        body: dict[str, Any] = {
+            "model": request.model,
+            "input": [item for message in request.messages for item in input_items(message)],
+            "store": False,
+        }
+        if request.system:
+            body["instructions"] = request.system
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                    # Non-strict: strict mode demands additionalProperties:false and every
+                    # property required, which user tool schemas rarely satisfy.
+                    "strict": False,
+                }
+                for tool in request.tools
+            ]
+            if request.tool_choice:
+                body["tool_choice"] = request.tool_choice
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            body["max_output_tokens"] = request.max_tokens
+        if request.reasoning_effort or request.reasoning:
+            # Only for reasoning models: others answer 400 to encrypted-content requests.
+            body["include"] = ["reasoning.encrypted_content"]
+            body["reasoning"] = {"summary": "auto"}
+            if request.reasoning_effort:
+                body["reasoning"]["effort"] = request.reasoning_effort
+        body.update(request.extra)
+        return body
+
+    def _events(self, sdk_stream: Any, request: ChatRequest) -> Iterator[StreamEvent]:
+        tools = ToolCallAssembler()
+        reasoning_items: list[dict[str, Any]] = []
+        had_tool_calls = False
+
+        for event in sdk_stream:
+            kind = event.type
+            if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+                if event.delta:
+                    yield TextDelta(event.delta)
+            elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+                if event.delta:
+                    yield ReasoningDelta(event.delta)
+            elif kind == "response.reasoning_summary_part.added" and event.summary_index > 0:
+                yield ReasoningDelta("\n\n")  # keep separate summary parts apart
+            elif kind == "response.output_item.added" and event.item.type == "function_call":
+                had_tool_calls = True
+                yield tools.add(event.output_index, id=event.item.call_id, name=event.item.name)
+            elif kind == "response.function_call_arguments.delta":
+                yield tools.add(event.output_index, fragment=event.delta)
+            elif kind == "response.output_item.done":
+                item = event.item
+                if item.type == "function_call":
+                    # The item in .done is authoritative (PROTOCOLS §2.3).
+                    tools.add(event.output_index, id=item.call_id, name=item.name)
+                    tools.set_arguments(event.output_index, item.arguments or "")
+                    done = tools.complete(event.output_index)
+                    if done:
+                        yield done
+                elif item.type == "reasoning":
+                    reasoning_items.append(item.to_dict())
+            elif kind == "error":
+                # The documented flat shape is yielded by the SDK, not raised.
+                raise from_stream_error({"error": {"message": event.message, "code": event.code}})
+            elif kind == "response.failed":
+                error = event.response.error
+                raise from_stream_error(
+                    {"error": error.to_dict() if error else {"message": "The response failed"}}
+                )
+            elif kind in ("response.completed", "response.incomplete"):
+                yield from tools.complete_all()
+                usage = event.response.usage
+                if usage:
+                    yield _usage(usage)
+                if kind == "response.incomplete":
+                    details = event.response.incomplete_details
+                    raw = getattr(details, "reason", None) or "incomplete"
+                    reason = _INCOMPLETE.get(raw, "other")
+                else:
+                    raw = "completed"
+                    reason = "tool_calls" if had_tool_calls else "stop"
+                envelope = (
+                    {"format": "openai_responses", "model": request.model, "items": reasoning_items}
+                    if reasoning_items
+                    else None
+                )
+                yield Finish(reason, raw, envelope)
+                return
+        raise interrupted("the stream ended before the response completed")
+
+
+def input_items(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """One internal message as Responses input items."""
+    role = message["role"]
+    content = message.get("content")
+    if role == "tool":
+        output = (
+            content
+            if isinstance(content, str)
+            else plain_text(content)
+            if isinstance(content, list)
+            else json.dumps(content)
+        )
+        return [
+            {
+                "type": "function_call_output",
+                "call_id": message.get("tool_call_id"),
+                "output": output,
+            }
+        ]
+    if role == "assistant":
+        items: list[dict[str, Any]] = list(_replayed_reasoning(message))
+        text = plain_text(content)
+        if text:
+            items.append(
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": text}],
+                }
+            )
+        for call in message.get("tool_calls") or ():
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call["id"],
+                    "name": call["function"]["name"],
+                    "arguments": call["function"].get("arguments") or "{}",
+                }
+            )
+        return items
+    parts = []
+    for part in iter_parts(content):
+        if part.get("type") == "image":
+            parts.append(
+                {"type": "input_image", "image_url": image_data_url(part), "detail": "auto"}
+            )
+        elif part.get("type") == "text":
+            parts.append({"type": "input_text", "text": part.get("text", "")})
+    return [{"type": "message", "role": role, "content": parts}]
+
+
+def _replayed_reasoning(message: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    envelope = message.get("reasoning_details")
+    if not isinstance(envelope, dict) or envelope.get("format") != "openai_responses":
+        return
+    for item in envelope.get("items") or ():
+        # Under store:false a reasoning item without its encrypted content is a 404.
+        if item.get("type") == "reasoning" and item.get("encrypted_content"):
+            yield item
+
+
+def _usage(raw: Any) -> Usage:
+    return Usage(
+        input_tokens=raw.input_tokens,
+        output_tokens=raw.output_tokens,
+        reasoning_tokens=getattr(
+            getattr(raw, "output_tokens_details", None), "reasoning_tokens", None
+        ),
+        cached_input_tokens=getattr(
+            getattr(raw, "input_tokens_details", None), "cached_tokens", None
+        ),
+    )

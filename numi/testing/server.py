@@ -1,0 +1,362 @@
+"""ScriptedProvider: a real HTTP server on loopback speaking all three wire protocols.
+
+    with ScriptedProvider() as provider:
+        provider.enqueue(Scenario().text("Hello", chunks=3))
+        client = OpenAI(base_url=provider.openai_base_url, api_key="test")
+        ...
+        provider.requests[-1].body["messages"]        # what was sent
+
+Routes: POST /v1/chat/completions, /v1/responses, /v1/messages (also without /v1);
+GET /v1/models (Anthropic's shape when the request has an `anthropic-version` header).
+
+Which scenario answers a request: the next one enqueued for its model
+(`enqueue(s, model="m")`), else the next one enqueued for any model, else
+`default_scenario(request)`. The built-in default, used when the queue is empty, is a
+short text answer that quotes the last user message ("Scripted reply: …"), so demos and
+smoke tests work without scripting anything.
+
+The server is stdlib `ThreadingHTTPServer`, one thread per connection, so it runs alike
+in a plain process and under gevent's monkey patching (where threads are greenlets).
+Frames are pre-encoded before the response starts and each one is written straight to
+the socket as one HTTP chunk, so pacing (`Scenario.delay`) is what the client sees.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from .conversation import last_user_text
+from .scenario import Drop, Pause, Scenario, Stall
+from .wire import error_body, model_list, render
+
+DEFAULT_MODELS = [
+    {"id": "scripted-model", "context_length": 32768},
+    {"id": "scripted-reasoning", "context_length": 131072},
+]
+
+
+@dataclass
+class RecordedRequest:
+    """A request as the server received it."""
+
+    method: str
+    path: str
+    headers: dict[str, str]  # names lower-cased
+    body: Any  # parsed JSON, or None
+    protocol: str | None  # openai_chat | openai_responses | anthropic | None (GET)
+    finished: threading.Event = field(default_factory=threading.Event, repr=False)
+    disconnected: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def model(self) -> str | None:
+        return self.body.get("model") if isinstance(self.body, dict) else None
+
+    @property
+    def api_key(self) -> str | None:
+        if "x-api-key" in self.headers:
+            return self.headers["x-api-key"]
+        auth = self.headers.get("authorization", "")
+        return auth[7:] if auth.lower().startswith("bearer ") else None
+
+
+def echo_scenario(request: RecordedRequest) -> Scenario:
+    """The answer when nothing is enqueued: quotes the last user message."""
+    said = last_user_text(request.protocol, request.body)[:200]
+    return (
+        Scenario()
+        .text(f"Scripted reply: {said}" if said else "Scripted reply.", chunks=3)
+        .usage(10, 5)
+    )
+
+
+class ScriptedProvider:
+    """The scripted provider server. Start it (or use it as a context manager), point an
+    SDK at `openai_base_url` / `anthropic_base_url`, enqueue scenarios, read `requests`."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        models: list[dict[str, Any]] | None = None,
+        api_key: str | None = None,
+        default_scenario: Callable[[RecordedRequest], Scenario] | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.models = models if models is not None else list(DEFAULT_MODELS)
+        self.api_key = api_key  # when set, other keys get a 401 in the protocol's shape
+        self.default_scenario = default_scenario or echo_scenario
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[Scenario] = deque()
+        self._model_queues: dict[str, deque[Scenario]] = {}
+        self._changed = threading.Condition()
+        self._released = threading.Event()
+        self._stopping = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> ScriptedProvider:
+        """Bind (port 0 = a free port) and serve in a background thread."""
+        self._server = _Server((self.host, self.port), _Handler)
+        self._server.provider = self
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def wait(self) -> None:
+        """Block until the server stops (Ctrl-C in the calling thread interrupts)."""
+        while self._thread is not None and self._thread.is_alive():
+            self._thread.join(0.5)
+
+    def stop(self) -> None:
+        """Stop serving; stalled and paced streams end at once."""
+        self._stopping.set()
+        self._released.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> ScriptedProvider:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self.url  # the anthropic SDK adds /v1 itself
+
+    # --- scripting ----------------------------------------------------------------------
+
+    def enqueue(self, *scenarios: Scenario, model: str | None = None) -> None:
+        """Queue answers, first in first out; with `model`, only for that model."""
+        with self._changed:
+            queue = self._model_queues.setdefault(model, deque()) if model else self._queue
+            queue.extend(scenarios)
+
+    def release(self) -> None:
+        """Let every stalled stream (now and later, until reset) continue."""
+        self._released.set()
+
+    def reset(self) -> None:
+        """Forget queued scenarios and recorded requests; re-arm stalls."""
+        with self._changed:
+            self._queue.clear()
+            self._model_queues.clear()
+            self.requests.clear()
+            self._released.clear()
+
+    def wait_for_requests(self, count: int, timeout: float = 5.0) -> RecordedRequest:
+        """Block until `count` requests have arrived; return the count-th (1-based)."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: len(self.requests) >= count, timeout):
+                raise TimeoutError(f"expected {count} requests, got {len(self.requests)}")
+            return self.requests[count - 1]
+
+    @property
+    def last_request(self) -> RecordedRequest:
+        return self.requests[-1]
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._changed:
+            self.requests.append(request)
+            self._changed.notify_all()
+
+    def _next_scenario(self, request: RecordedRequest) -> Scenario:
+        with self._changed:
+            queue = self._model_queues.get(request.model or "")
+            if queue:
+                return queue.popleft()
+            if self._queue:
+                return self._queue.popleft()
+        return self.default_scenario(request)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256  # benchmarks open 100+ streams at once
+    provider: ScriptedProvider
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client hanging up (a cancelled stream) is expected, not worth a traceback
+
+
+_ROUTES = {
+    "/chat/completions": "openai_chat",
+    "/responses": "openai_responses",
+    "/messages": "anthropic",
+}
+
+
+def _route(path: str) -> str:
+    """The path without query and without the optional /v1 prefix."""
+    path = path.split("?", 1)[0].rstrip("/")
+    return path[3:] if path.startswith("/v1/") else path
+
+
+def _protocol_for(path: str) -> str | None:
+    return _ROUTES.get(_route(path))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # quiet: tests and benchmarks read the recorded requests instead
+
+    @property
+    def provider(self) -> ScriptedProvider:
+        return self.server.provider
+
+    def _new_record(self, body: Any, protocol: str | None) -> RecordedRequest:
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        record = RecordedRequest(self.command, self.path, headers, body, protocol)
+        self.provider._record(record)
+        return record
+
+    def _authorised(self, record: RecordedRequest) -> bool:
+        return self.provider.api_key is None or record.api_key == self.provider.api_key
+
+    def do_GET(self) -> None:
+        record = self._new_record(None, None)
+        try:
+            anthropic = "anthropic-version" in record.headers
+            protocol = "anthropic" if anthropic else "openai_chat"
+            if _route(self.path) != "/models":
+                self._send_json(404, error_body(protocol, "bad_request", "Not found"))
+            elif not self._authorised(record):
+                self._send_json(401, error_body(protocol, "auth"))
+            else:
+                self._send_json(200, model_list(protocol, self.provider.models))
+        finally:
+            record.finished.set()
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        protocol = _protocol_for(self.path)
+        record = self._new_record(body, protocol)
+        try:
+            if protocol is None:
+                self._send_json(
+                    404, error_body("openai_chat", "bad_request", f"No route {self.path}")
+                )
+                return
+            if not self._authorised(record):
+                self._send_json(401, error_body(protocol, "auth"))
+                return
+            scenario = self.provider._next_scenario(record)
+            if scenario.error is not None:
+                self._send_error(protocol, scenario)
+            else:
+                self._stream(render(scenario, protocol, record.model or "scripted-model"), record)
+        finally:
+            record.finished.set()
+
+    def _send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        if isinstance(body, str):  # e.g. a proxy's HTML error page
+            data, content_type = body.encode(), "text/html"
+        else:
+            data, content_type = json.dumps(body).encode(), "application/json"
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_error(self, protocol: str, scenario: Scenario) -> None:
+        error = scenario.error
+        assert error is not None
+        headers = {}
+        if error.retry_after is not None:
+            headers["retry-after"] = f"{error.retry_after:g}"
+            headers["retry-after-ms"] = str(int(error.retry_after * 1000))
+        body = (
+            error.body
+            if error.body is not None
+            else error_body(protocol, error.kind, error.message)
+        )
+        self._send_json(error.status, body, headers)
+
+    def _stream(self, frames: list[Any], record: RecordedRequest) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        stopping = self.provider._stopping
+        write = self.wfile.write
+        try:
+            for frame in frames:
+                if isinstance(frame, bytes):
+                    write(b"%x\r\n%b\r\n" % (len(frame), frame))
+                elif isinstance(frame, Pause):
+                    if stopping.wait(frame.seconds):
+                        break
+                elif isinstance(frame, Stall):
+                    if not self._wait_while_stalled(record):
+                        return
+                elif isinstance(frame, Drop):
+                    self._drop()
+                    return
+            write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            record.disconnected.set()
+            self.close_connection = True
+
+    def _wait_while_stalled(self, record: RecordedRequest) -> bool:
+        """Hold the stream until released; False when the client went away meanwhile."""
+        while not self.provider._released.wait(0.02):
+            if self._client_gone():
+                record.disconnected.set()
+                self.close_connection = True
+                return False
+        return not self.provider._stopping.is_set()
+
+    def _client_gone(self) -> bool:
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        if not readable:
+            return False
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    def _drop(self) -> None:
+        """End the connection in the middle of the chunked body."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
