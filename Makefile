@@ -1,0 +1,54 @@
+# Two commands from a clean clone: `make run` and `make test` (see README.md).
+# Needs only python3 (3.11+) with pip; everything else goes into .venv.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip --disable-pip-version-check -q
+PYTEST_ARGS ?=
+
+.PHONY: run test bench browser
+
+## run: set up .venv and start Numi on 127.0.0.1:$${NUMI_PORT:-8765}
+run: $(VENV)/.installed
+	$(BIN)/numi serve
+
+## test: set up .venv with the test extras (and Debian's chromium when root) and run pytest
+test: $(VENV)/.installed-test browser
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## bench: run the benchmarks when they exist
+bench: $(VENV)/.installed-test
+	@if [ -f bench/run.py ]; then $(BIN)/python bench/run.py; else echo "no bench/run.py yet"; fi
+
+# The venv itself. Debian's python3 without python3-venv cannot create one with pip inside:
+# then create it without pip and let the system pip install into it (pip >= 22.3).
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV) && $(PYTHON) -m venv --without-pip $(VENV); }
+	@$(BIN)/python -m pip --version >/dev/null 2>&1 || \
+		{ echo "venv has no pip; using $(PYTHON)'s pip"; touch $(VENV)/.system-pip; }
+
+# Stamps keyed on pyproject.toml: dependencies are reinstalled when it changes.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(call pip_install,-e .)
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(call pip_install,-e '.[test]')
+	touch $@ $(VENV)/.installed
+
+define pip_install
+	if [ -f $(VENV)/.system-pip ]; then \
+		$(PYTHON) -m pip --disable-pip-version-check -q --python $(BIN)/python install $(1); \
+	else $(PIP) install $(1); fi
+endef
+
+# The browser test drives Debian's chromium. Installed here when missing and we are root
+# (as in CI); otherwise the browser test skips, or fails when CI=true.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing chromium (apt-get)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else echo "chromium not found and not root: the browser test will skip (or fail with CI=true)"; fi; \
+	fi

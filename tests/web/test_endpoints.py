@@ -1,0 +1,95 @@
+"""Endpoints: added through the API and the settings page; the API key never comes back."""
+
+from __future__ import annotations
+
+import socket
+
+from numi.extensions import db
+from numi.models import Endpoint
+
+SECRET = "sk-test-SECRET-never-shown-4f9a2c"
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_api_key_is_never_rendered_back(client, app):
+    created = client.post(
+        "/api/endpoints",
+        json={"name": "Paid", "kind": "openai_chat", "base_url": "https://api.example.test/v1",
+              "api_key": SECRET, "default_model": "gpt-x"},
+    )
+    assert created.status_code == 201
+    endpoint = created.get_json()
+    assert endpoint["has_api_key"] is True and "api_key" not in endpoint
+    form = client.post(
+        "/settings/endpoints",
+        data={"name": "Paid form", "kind": "anthropic", "base_url": "https://api.anthropic.example.test",
+              "api_key": SECRET + "-form"},
+    )
+    assert form.status_code == 302
+    with app.app_context():  # stored, so the check below is not vacuous
+        assert {e.api_key for e in db.session.execute(db.select(Endpoint)).scalars()} == {SECRET, SECRET + "-form"}
+
+    chat = client.post("/api/session", json={"endpoint_id": endpoint["id"]}).get_json()
+    hx = {"HX-Request": "true"}
+    responses = {
+        "created": created,
+        "list": client.get("/api/endpoints"),
+        "patched": client.patch(f"/api/endpoints/{endpoint['id']}", json={"default_model": "gpt-y"}),
+        "session": client.get(f"/api/session/{chat['id']}"),
+        "sessions": client.get("/api/sessions"),
+        "index": client.get("/"),
+        "chat page": client.get(f"/c/{chat['id']}"),
+        "settings": client.get("/settings"),
+        "settings fragment": client.post(
+            "/settings/endpoints", headers=hx,
+            data={"name": "Third", "kind": "openai_responses", "base_url": "https://x.example.test/v1", "api_key": SECRET},
+        ),
+        "header fragment": client.post(f"/c/{chat['id']}/settings", data={"system_prompt": "x"}, headers=hx),
+    }
+    for name, response in responses.items():
+        assert response.status_code in (200, 201), name
+        body = response.get_data(as_text=True)
+        assert SECRET not in body, f"API key leaked in {name}"
+        assert "sk-test" not in body, f"part of the API key leaked in {name}"
+    assert "Paid form" in responses["settings"].get_data(as_text=True)
+    assert "key set" in responses["settings"].get_data(as_text=True)
+
+
+def test_list_and_remove(client):
+    for name in ("B local", "A local"):
+        assert client.post(
+            "/api/endpoints", json={"name": name, "kind": "openai_chat", "base_url": "http://127.0.0.1:11434/v1"}
+        ).status_code == 201
+    listed = client.get("/api/endpoints").get_json()["endpoints"]
+    assert [e["name"] for e in listed] == ["A local", "B local"]
+    assert {"id", "name", "kind", "base_url", "default_model"} <= set(listed[0])
+    duplicate = client.post(
+        "/api/endpoints", json={"name": "A local", "kind": "openai_chat", "base_url": "http://127.0.0.1:1/v1"}
+    )
+    assert duplicate.status_code == 409 and duplicate.get_json()["error"]["code"] == "duplicate_name"
+    removed = client.post(f"/settings/endpoints/{listed[0]['id']}/delete", headers={"HX-Request": "true"})
+    assert removed.status_code == 200 and "A local" not in removed.get_data(as_text=True)
+    assert [e["name"] for e in client.get("/api/endpoints").get_json()["endpoints"]] == ["B local"]
+
+
+def test_unreachable_endpoint_gives_a_clear_error(client):
+    port = _closed_port()
+    endpoint = client.post(
+        "/api/endpoints", json={"name": "Nobody home", "kind": "openai_chat", "base_url": f"http://127.0.0.1:{port}/v1"}
+    ).get_json()
+    response = client.get(f"/api/endpoints/{endpoint['id']}/models")
+    assert 400 <= response.status_code < 600 and response.status_code != 500
+    error = response.get_json()["error"]
+    assert error["code"] == "provider_unavailable"
+    assert error["message"] and "Traceback" not in error["message"]
+    # The settings page's "Test & refresh models" button shows the message in place.
+    fragment = client.post(f"/settings/endpoints/{endpoint['id']}/models", headers={"HX-Request": "true"})
+    assert fragment.status_code == 200
+    html = fragment.get_data(as_text=True)
+    assert "status-error" in html and "Traceback" not in html

@@ -1,0 +1,176 @@
+"""Two users in multi-user mode: user B gets 404 for every route that names user A's objects.
+
+The table is built from the app's url_map, so a new route with an id in its path is covered
+the day it is added. A route argument this file does not know fails the test: add it to
+`ID_ARGUMENTS` (how to get user A's object of that kind) before shipping the route.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from numi.extensions import db
+from numi.models import Chat, Endpoint, Message, utcnow
+
+WS_HEADERS = {
+    "Upgrade": "websocket",
+    "Connection": "Upgrade",
+    "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    "Sec-WebSocket-Version": "13",
+}
+# Route arguments that name an object, and the key of user A's object of that kind.
+ID_ARGUMENTS = {"chat_id": "chat_id", "endpoint_id": "endpoint_id"}
+# Route arguments that name no owned object (nothing to isolate).
+FREE_ARGUMENTS = {"filename"}
+# Bodies that make a state-changing request valid apart from the foreign id, so a 404
+# cannot come from a validation error that happens first.
+BODIES = {
+    "pages.rename": {"title": "stolen"},
+    "pages.chat_settings": {"system_prompt": "stolen"},
+    "api.update_session": {"title": "stolen"},
+    "api.update_endpoint": {"name": "stolen"},
+}
+
+
+@pytest.fixture
+def owned(multi_app, users):
+    """User A's chat (with a message) and private endpoint."""
+    a = users["a"]
+    with multi_app.app_context():
+        endpoint = Endpoint(user_id=a.id, name="alice endpoint", kind="openai_chat", base_url="http://127.0.0.1:9/v1")
+        endpoint.models = [{"id": "m"}]  # a fresh cached list: no network needed
+        endpoint.models_fetched_at = utcnow()
+        db.session.add(endpoint)
+        db.session.flush()
+        chat = Chat(user_id=a.id, title="alice secret chat", endpoint_id=endpoint.id, model="m")
+        db.session.add(chat)
+        db.session.flush()
+        db.session.add(Message(chat_id=chat.id, role="user", content="alice private message"))
+        db.session.commit()
+        return {"chat_id": chat.id, "endpoint_id": endpoint.id}
+
+
+def id_routes(app):
+    """(rule, method, endpoint) for every route whose path names an owned object."""
+    routes = []
+    for rule in app.url_map.iter_rules():
+        arguments = set(rule.arguments) - FREE_ARGUMENTS
+        if not arguments:
+            continue
+        unknown = arguments - set(ID_ARGUMENTS)
+        assert not unknown, (
+            f"route {rule.rule} has argument(s) {unknown} that tests/web/test_isolation.py does not "
+            "know: add them to ID_ARGUMENTS so user B's access to user A's objects is tested"
+        )
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+            routes.append((rule, method))
+    return routes
+
+
+def _url(rule, ids) -> str:
+    return rule.build({name: ids[ID_ARGUMENTS[name]] for name in rule.arguments if name in ID_ARGUMENTS})[1]
+
+
+def _state(app, ids):
+    with app.app_context():
+        db.session.expire_all()
+        chat = db.session.get(Chat, ids["chat_id"])
+        endpoint = db.session.get(Endpoint, ids["endpoint_id"])
+        return (chat.title, chat.settings_json, chat.deleted_at, endpoint.name, endpoint.deleted_at,
+                endpoint.models_json, db.session.query(Message).count())
+
+
+def _request(client, method, url, endpoint_name, headers=None):
+    headers = dict(headers or {})
+    if endpoint_name.startswith("ws."):
+        headers.update(WS_HEADERS)
+    body = BODIES.get(endpoint_name)
+    if url.startswith("/api/"):
+        return client.open(url, method=method, json=body, headers=headers)
+    return client.open(url, method=method, data=body, headers=headers)
+
+
+def test_the_table_covers_the_known_routes(multi_app):
+    covered = {rule.endpoint for rule, _ in id_routes(multi_app)}
+    # Not vacuous: the routes of the foundation are all found.
+    assert {"pages.chat_view", "pages.older_messages", "pages.rename", "pages.delete", "pages.chat_settings",
+            "pages.remove_endpoint", "pages.refresh_models", "api.get_session", "api.update_session",
+            "api.delete_session", "api.history", "api.update_endpoint", "api.delete_endpoint",
+            "api.endpoint_models", "ws.chat_socket"} <= covered
+
+
+@pytest.mark.parametrize("how", ["session", "htmx", "token"])
+def test_user_b_gets_404_for_every_route_with_user_a_ids(multi_app, users, owned, client_b, how):
+    before = _state(multi_app, owned)
+    headers = {"HX-Request": "true"} if how == "htmx" else {}
+    client = client_b
+    if how == "token":
+        client = multi_app.test_client()
+        headers = users["b"].auth_header
+    checked = 0
+    for rule, method in id_routes(multi_app):
+        url = _url(rule, owned)
+        response = _request(client, method, url, rule.endpoint, headers)
+        assert response.status_code == 404, f"{method} {url} as user B ({how}): {response.status_code}"
+        body = response.get_data(as_text=True)
+        assert "alice" not in body, f"{method} {url} leaked user A's data"
+        if url.startswith("/api/"):
+            assert response.get_json()["error"]["code"] == "not_found"
+        checked += 1
+    assert checked >= 15
+    assert _state(multi_app, owned) == before, "a request by user B changed user A's data"
+
+
+def test_user_a_reaches_the_same_routes(multi_app, owned, client_a):
+    """The control: the GET routes answer user A, so B's 404s come from the owner check."""
+    for rule, method in id_routes(multi_app):
+        if method != "GET" or rule.endpoint.startswith("ws."):
+            continue
+        url = _url(rule, owned)
+        response = client_a.get(url, headers={"HX-Request": "true"})
+        assert 200 <= response.status_code < 300, f"GET {url} as user A: {response.status_code}"
+    assert "alice private message" in client_a.get(f"/c/{owned['chat_id']}").get_data(as_text=True)
+
+
+def test_lists_and_ids_in_bodies_never_show_user_a_objects(multi_app, users, owned, client_b):
+    hx = {"HX-Request": "true"}
+    for url, headers in (("/", {}), ("/settings", {}), ("/chats", hx), ("/chats?q=alice", hx),
+                         ("/api/sessions", {}), ("/api/sessions?q=secret", {}), ("/api/endpoints", {})):
+        response = client_b.get(url, headers=headers)
+        assert response.status_code == 200, url
+        assert "alice" not in response.get_data(as_text=True), url
+
+    # Naming A's endpoint in a body is a 404 too, and creates or changes nothing.
+    own_chat = client_b.post("/api/session", json={"title": "bob chat"}).get_json()
+    before = _state(multi_app, owned)
+    endpoint_id = owned["endpoint_id"]
+    attempts = [
+        client_b.post("/api/session", json={"endpoint_id": endpoint_id}),
+        client_b.post("/api/session", data={"name": "x", "selected_endpoint_id": str(endpoint_id)}),
+        client_b.patch(f"/api/session/{own_chat['id']}", json={"endpoint_id": endpoint_id}),
+        client_b.post("/chats", data={"route": f"{endpoint_id}:m"}),
+        client_b.post(f"/c/{own_chat['id']}/settings", data={"route": f"{endpoint_id}:m"}),
+    ]
+    for response in attempts:
+        assert response.status_code == 404, response.get_data(as_text=True)
+    assert [s["title"] for s in client_b.get("/api/sessions").get_json()["sessions"]] == ["bob chat"]
+    assert client_b.get(f"/api/session/{own_chat['id']}").get_json()["endpoint_id"] is None
+    assert _state(multi_app, owned) == before
+
+
+def test_shared_endpoints_are_visible_but_only_admins_change_them(multi_app, users, client_b):
+    with multi_app.app_context():
+        shared = Endpoint(user_id=None, name="Shared one", kind="openai_chat", base_url="http://127.0.0.1:9/v1")
+        db.session.add(shared)
+        db.session.commit()
+        shared_id = shared.id
+    assert [e["name"] for e in client_b.get("/api/endpoints").get_json()["endpoints"]] == ["Shared one"]
+    assert client_b.delete(f"/api/endpoints/{shared_id}").status_code == 404
+    assert client_b.patch(f"/api/endpoints/{shared_id}", json={"name": "mine"}).status_code == 404
+    assert client_b.post(f"/settings/endpoints/{shared_id}/delete").status_code == 404
+    # A non-admin cannot create a shared endpoint either: "shared" is ignored.
+    created = client_b.post(
+        "/api/endpoints", json={"name": "try shared", "kind": "openai_chat", "base_url": "http://127.0.0.1:9/v1", "shared": True}
+    ).get_json()
+    assert created["shared"] is False
+    assert [e["name"] for e in client_b.get("/api/endpoints").get_json()["endpoints"]] == ["Shared one", "try shared"]

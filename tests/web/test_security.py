@@ -1,0 +1,183 @@
+"""Host, Origin and login checks: DNS rebinding, CSRF, cross-site WebSocket hijacking."""
+
+from __future__ import annotations
+
+import pytest
+
+from numi.extensions import db
+from numi.models import Chat
+
+WS_HEADERS = {
+    "Upgrade": "websocket",
+    "Connection": "Upgrade",
+    "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    "Sec-WebSocket-Version": "13",
+}
+
+
+def _chat_rows(app):
+    with app.app_context():
+        db.session.expire_all()
+        return [(c.id, c.title, c.deleted_at) for c in db.session.execute(db.select(Chat).order_by(Chat.id)).scalars()]
+
+
+def _writes(chat_id: str):
+    """Every kind of state-changing request, with a valid body."""
+    return [
+        ("POST", "/api/session", {"json": {"title": "evil"}}),
+        ("PATCH", f"/api/session/{chat_id}", {"json": {"title": "evil"}}),
+        ("DELETE", f"/api/session/{chat_id}", {}),
+        ("POST", "/api/endpoints", {"json": {"name": "evil", "kind": "openai_chat", "base_url": "http://127.0.0.1:9"}}),
+        ("POST", "/chats", {"data": {"title": "evil"}}),
+        ("POST", f"/c/{chat_id}/rename", {"data": {"title": "evil"}}),
+        ("POST", f"/c/{chat_id}/delete", {}),
+        ("POST", f"/c/{chat_id}/settings", {"data": {"system_prompt": "evil"}}),
+        ("POST", "/settings/endpoints", {"data": {"name": "evil", "kind": "openai_chat", "base_url": "http://127.0.0.1:9"}}),
+    ]
+
+
+@pytest.mark.parametrize("host", ["evil.example", "attacker.localhost.evil", "127.0.0.2", "localhost.evil:8765"])
+def test_foreign_host_is_refused(sqlite_client, host):
+    for url in ("/", "/api/sessions", "/healthz", "/settings"):
+        response = sqlite_client.get(url, headers={"Host": host})
+        assert response.status_code == 400, url
+    response = sqlite_client.get("/api/sessions", headers={"Host": host})
+    assert response.get_json()["error"]["code"] == "bad_host"
+
+
+def test_local_hosts_and_configured_hosts_are_accepted(make_app):
+    app = make_app(NUMI_ALLOWED_HOSTS=("numi.lan",))
+    client = app.test_client()
+    for host in ("localhost", "localhost:8765", "127.0.0.1:8765", "[::1]:8765", "numi.lan", "NUMI.LAN:80"):
+        assert client.get("/api/sessions", headers={"Host": host}).status_code == 200, host
+    assert client.get("/api/sessions", headers={"Host": "other.lan"}).status_code == 400
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://evil.example"},
+        {"Origin": "null"},
+        # Another local site on another port (browsers send the port in Host and Origin).
+        {"Origin": "http://localhost:9999", "Host": "localhost:8765"},
+        {"Sec-Fetch-Site": "cross-site"},
+    ],
+    # Only host:port is compared, not the scheme: behind a TLS proxy the browser's Origin is
+    # https while the app sees http, and only our own host can serve pages for our host name.
+    ids=["foreign", "null", "other-port", "sec-fetch-site"],
+)
+def test_cross_site_writes_are_refused_and_change_nothing(app, client, headers):
+    chat_id = client.post("/api/session", json={"title": "mine"}).get_json()["id"]
+    before = _chat_rows(app)
+    for method, url, kwargs in _writes(chat_id):
+        response = client.open(url, method=method, headers=headers, **kwargs)
+        assert response.status_code == 403, f"{method} {url}"
+        if url.startswith("/api/"):
+            assert response.get_json()["error"]["code"] == "bad_origin"
+    assert _chat_rows(app) == before
+    assert client.get("/api/endpoints").get_json()["endpoints"] == []
+
+
+def test_same_origin_writes_are_accepted(sqlite_client):
+    response = sqlite_client.post(
+        "/api/session", json={"title": "ok"}, headers={"Origin": "http://localhost", "Sec-Fetch-Site": "same-origin"}
+    )
+    assert response.status_code == 201
+    response = sqlite_client.post(
+        "/api/session", json={"title": "ok"}, headers={"Origin": "http://127.0.0.1:8765", "Host": "127.0.0.1:8765"}
+    )
+    assert response.status_code == 201
+
+
+def test_websocket_upgrade_with_a_foreign_origin_is_refused(sqlite_client):
+    chat_id = sqlite_client.post("/api/session", json={}).get_json()["id"]
+    for origin in ("http://evil.example", "null"):
+        response = sqlite_client.get(f"/ws/{chat_id}", headers={**WS_HEADERS, "Origin": origin})
+        assert response.status_code == 403
+        assert response.headers.get("Upgrade") is None
+
+
+def test_pages_send_a_strict_content_security_policy(sqlite_client):
+    response = sqlite_client.get("/")
+    csp = response.headers["Content-Security-Policy"]
+    script_src = next(part for part in csp.split(";") if part.strip().startswith("script-src"))
+    assert "'unsafe-inline'" not in script_src and "'unsafe-eval'" not in script_src
+    assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    assert '"allowEval":false' in response.get_data(as_text=True)
+
+
+# --- multi-user mode -----------------------------------------------------------------------
+
+
+def test_login_is_required(multi_app, users):
+    client = multi_app.test_client()
+    for url in ("/", "/settings", "/chats"):
+        response = client.get(url)
+        assert response.status_code == 302 and "/login" in response.headers["Location"], url
+    for method, url in (("GET", "/api/sessions"), ("POST", "/api/session"), ("GET", "/api/endpoints")):
+        response = client.open(url, method=method, json={})
+        assert response.status_code == 401
+        assert response.get_json()["error"]["code"] == "auth_required"
+    assert client.get("/", headers={"HX-Request": "true"}).status_code == 401
+    assert client.get("/ws/whatever", headers=WS_HEADERS).status_code == 401
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/login").status_code == 200
+
+
+def test_wrong_password_and_unknown_user_are_refused_alike(multi_app, users):
+    client = multi_app.test_client()
+    wrong = client.post("/login", data={"username": "alice", "password": "wrong password"})
+    unknown = client.post("/login", data={"username": "nobody", "password": "wrong password"})
+    for response in (wrong, unknown):
+        assert response.status_code == 401
+        assert "Wrong username or password." in response.get_data(as_text=True)
+    assert client.get("/api/sessions").status_code == 401
+
+
+def test_login_then_logout(multi_app, users, login):
+    client = multi_app.test_client()
+    response = login(client, users["a"], next_url="/settings")
+    assert response.headers["Location"] == "/settings"
+    assert client.get("/api/sessions").status_code == 200
+    assert "Log out alice" in client.get("/").get_data(as_text=True)
+    client.post("/logout")
+    assert client.get("/api/sessions").status_code == 401
+
+
+@pytest.mark.parametrize(
+    "target", ["//evil.example/", "https://evil.example/", "/\\evil.example", "javascript:alert(1)", "http:evil.example"]
+)
+def test_login_next_never_leaves_the_site(multi_app, users, target):
+    from urllib.parse import quote
+
+    client = multi_app.test_client()
+    response = client.post(f"/login?next={quote(target)}", data={"username": "alice", "password": users["a"].password})
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/"
+
+
+def test_bearer_tokens_work_for_the_api_and_skip_the_origin_check(multi_app, users):
+    client = multi_app.test_client()
+    auth = users["a"].auth_header
+    created = client.post("/api/session", json={"title": "by token"}, headers={**auth, "Origin": "http://tool.example"})
+    assert created.status_code == 201
+    assert [s["title"] for s in client.get("/api/sessions", headers=auth).get_json()["sessions"]] == ["by token"]
+    bad = client.get("/api/sessions", headers={"Authorization": "Bearer numi_not-a-real-token"})
+    assert bad.status_code == 401 and bad.get_json()["error"]["code"] == "auth_invalid"
+    # The token is user A's: user B's token does not see the chat.
+    assert client.get("/api/sessions", headers=users["b"].auth_header).get_json()["sessions"] == []
+
+
+def test_session_cookie_writes_still_need_a_same_site_origin(multi_app, users, login):
+    client = multi_app.test_client()
+    login(client, users["a"])
+    refused = client.post("/api/session", json={"title": "csrf"}, headers={"Origin": "http://evil.example"})
+    assert refused.status_code == 403
+    assert client.get("/api/sessions").get_json()["sessions"] == []
+    # The login form itself refuses a cross-site post (login CSRF).
+    other = multi_app.test_client()
+    response = other.post(
+        "/login", data={"username": "alice", "password": users["a"].password}, headers={"Origin": "http://evil.example"}
+    )
+    assert response.status_code == 403
