@@ -231,6 +231,51 @@ def token_create(username, name):
         click.echo(secret)
 
 
+# --- export --------------------------------------------------------------------------------
+
+
+@main.command("export")
+@click.option("--all", "directory", required=True, type=click.Path(file_okay=False, writable=True),
+              metavar="DIR", help="Write every live chat into DIR/<user>/ (one file per chat).")
+@click.option("--user", "username", help="Only this user's chats.")
+@click.option("--fmt", type=click.Choice(["json", "md", "txt", "html"]), default="json", show_default=True,
+              help="json re-imports losslessly (POST /api/import or Settings → Import).")
+def export_all(directory, username, fmt):
+    """Export chats to files, for backups."""
+    from pathlib import Path
+
+    from sqlalchemy import select
+
+    from .chat.export import export_filename, render_export
+    from .extensions import db as database
+    from .models import Chat, User
+
+    with _context():
+        stmt = select(User).order_by(User.id)
+        if username:
+            stmt = stmt.where(User.username == username)
+        found = list(database.session.execute(stmt).scalars())
+        if username and not found:
+            raise click.ClickException(f"No user {username!r}.")
+        total = 0
+        for owner in found:
+            chats = database.session.execute(
+                select(Chat).where(Chat.user_id == owner.id, Chat.deleted_at.is_(None)).order_by(Chat.created_at, Chat.id)
+            ).scalars().all()
+            if not chats:
+                continue
+            folder = Path(directory) / export_filename(owner.username, fmt).rsplit(".", 1)[0]
+            folder.mkdir(parents=True, exist_ok=True)
+            for chat in chats:
+                exported = render_export(owner.id, chat, fmt)
+                # The id keeps two chats with one title apart and makes reruns overwrite, not pile up.
+                stem = exported.filename.rsplit(".", 1)[0]
+                (folder / f"{stem}-{chat.id[:8]}.{fmt}").write_text(exported.body, encoding="utf-8")
+                total += 1
+            database.session.expunge_all()
+        click.echo(f"Exported {total} chat{'' if total == 1 else 's'} to {directory}.")
+
+
 # --- development ---------------------------------------------------------------------------
 
 

@@ -143,19 +143,22 @@ class Agent:
         self._loop(meta, self._routes(meta))
 
     def _answer_after(self, message_id: int) -> int | None:
+        """The id of a complete answer saved after the question, if any (partial answers
+        and error placeholders do not count: a retry answers again)."""
         from sqlalchemy import select
 
         from ..extensions import db
         from ..models import Message
 
-        return db.session.execute(
-            select(Message.id).where(
+        rows = db.session.execute(
+            select(Message).where(
                 Message.chat_id == self.request.chat_id,
                 Message.id > message_id,
                 Message.role == "assistant",
                 Message.deleted_at.is_(None),
-            ).order_by(Message.id.desc()).limit(1)
-        ).scalar_one_or_none()
+            ).order_by(Message.id.desc()).limit(20)
+        ).scalars()
+        return next((row.id for row in rows if not row.meta.get("partial")), None)
 
     def _loop(self, meta: ChatMeta, routes: list[Route]) -> None:
         turn = self.turn
@@ -177,7 +180,8 @@ class Agent:
                 result = self._call_model(route, history.messages, settings, tools, step)
 
             if turn.cancelled:
-                self._save_partial(route, result, step, {"code": "cancelled", "message": "Stopped by the user."})
+                self._save_partial(route, result, step, {"code": "cancelled", "message": "Stopped by the user."},
+                                   keep_empty=False)
                 turn.emit("error", {"code": "cancelled", "message": "Stopped."})
                 return
             if result.error is not None:
@@ -355,9 +359,15 @@ class Agent:
         self.turn.emit("metrics", {"message_id": message.id, **self._metrics(route, result)})
         return message
 
-    def _save_partial(self, route: Route, result: StepResult, step: int, error: dict[str, Any]) -> None:
-        """Keep what was shown before a failure or a stop, with the error on the message."""
-        if not (result.content or result.reasoning):
+    def _save_partial(self, route: Route, result: StepResult, step: int, error: dict[str, Any],
+                      *, keep_empty: bool = True) -> None:
+        """Keep what was shown before a failure or a stop, with the error on the message.
+
+        A failure before any output is kept too, as an empty answer carrying the error, so
+        the transcript still shows it (with Retry) after a reload; history loading leaves
+        such placeholders out of model requests.
+        """
+        if not (result.content or result.reasoning) and not keep_empty:
             return
         meta = self._meta(route, result, step)
         meta["error"] = error

@@ -106,6 +106,7 @@ class ChatContextService:
         truncated = len(rows) > self.max_messages
         rows = rows[: self.max_messages]
         rows.reverse()
+        rows = [row for row in rows if not _is_error_placeholder(row)]
         turns = _group_turns([to_internal(row) for row in rows])
         if truncated and turns:
             turns = turns[1:]  # the oldest group may be cut mid-turn by the row limit
@@ -193,6 +194,11 @@ def to_internal(row: Message) -> dict[str, Any]:
     if row.content_parts:
         message["_content_parts"] = row.content_parts
     return message
+
+
+def _is_error_placeholder(row: Message) -> bool:
+    """An answer that failed before any output: shown in the transcript, never sent."""
+    return row.role == "assistant" and not row.content and not row.tool_calls_json and not row.reasoning_content
 
 
 def _group_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

@@ -7,7 +7,7 @@ from flask import Flask
 
 def register(app: Flask) -> None:
     """Register blueprints, request guards, error handlers and template helpers."""
-    from . import api, auth, errors, pages, security, streams, ws
+    from . import api, auth, errors, pages, security, streams, transfer, ws
     from ..render import render_markdown
 
     security.init_app(app)
@@ -16,6 +16,7 @@ def register(app: Flask) -> None:
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(streams.bp)
+    app.register_blueprint(transfer.bp)
     app.register_blueprint(ws.bp)
     app.jinja_env.filters["markdown"] = render_markdown
     app.jinja_env.globals["asset_version"] = "1"

@@ -46,6 +46,7 @@ class HtmlView:
         self.running = False
         self.request_id: str | None = None
         self.models: dict[int, str] = {}  # message id -> model, for its metrics line
+        self.saved_error: str | None = None  # error code on the message just inserted
 
     # --- entry point ------------------------------------------------------------------------
 
@@ -132,6 +133,9 @@ class HtmlView:
                                 text="Older messages were left out of this request to fit the context.")]
 
     def _on_error(self, turn_id, data):
+        if self.saved_error == data.get("code"):
+            self.saved_error = None
+            return []  # the saved message shows this error already
         if turn_id is None:
             return [render_template("partials/_toast.html", code=data.get("code"), message=data.get("message"), oob=True)]
         return [render_template("partials/_turn_error.html", turn_id=turn_id, chat=self.chat,
@@ -203,6 +207,8 @@ class HtmlView:
         self.last_message_id = max(self.last_message_id, message.id)
         if message.role == "assistant":
             self.models[message.id] = message.meta.get("model")
+            error = message.meta.get("error")
+            self.saved_error = error.get("code") if isinstance(error, dict) else None
         if message.role == "tool" and target is None:
             return ""  # its result is already on the tool card (tool_end)
         if target is not None:

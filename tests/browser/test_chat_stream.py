@@ -82,7 +82,7 @@ def test_send_stream_reload_mid_turn_and_stop(browser, provider, stream_server):
     assert page.locator("#stop-button").is_visible()
 
     page.click("#stop-button")
-    page.wait_for_selector(".turn-error[data-code=cancelled]")
+    page.wait_for_selector(".msg-error[data-code=cancelled]")
     page.wait_for_selector("#send-button")
     saved = api.history(chat["id"])[-1]
     assert saved["role"] == "assistant" and saved["meta"]["error"]["code"] == "cancelled"

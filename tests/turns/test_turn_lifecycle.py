@@ -178,8 +178,12 @@ def test_a_failed_request_is_answered_when_retried(api, scripted, chat, sockets)
     ws.send(type="send", message="Try me", request_id="flaky")
     retried = ws.events_until("turn_end")
     assert "done" in types(retried)
-    assert [(m["role"], m["content"]) for m in api.history(chat["id"])] == [
-        ("user", "Try me"), ("assistant", "Second time lucky.")]
+    messages = api.history(chat["id"])
+    assert [(m["role"], m["content"]) for m in messages] == [
+        ("user", "Try me"), ("assistant", ""), ("assistant", "Second time lucky.")]
+    # The failure stays on the transcript, with its code, but is never sent to the model.
+    assert messages[1]["meta"]["error"]["code"] == "provider_unavailable" and messages[1]["meta"]["partial"]
+    assert [m["role"] for m in scripted.requests[-1].body["messages"]] == ["system", "user"]
 
 
 def test_failure_before_output_falls_back_to_the_next_model(api, scripted, sockets):

@@ -1,0 +1,335 @@
+"""Importing chats from export files into new chats owned by the importing user.
+
+An importer turns one recognised file format into neutral `ImportedChat`s; `import_chats`
+detects the format, lets its importer validate and convert the whole file first, then
+writes every chat in one transaction. A malformed file raises `NumiError("invalid_import")`
+naming the bad field, and nothing is written.
+
+Only Numi's own JSON export (`numi.chat`, version 1) is read today. The ChatGPT data export
+(conversations.json) and Open WebUI's chat export are recognised so the user gets a clear
+answer; their importers plug into `IMPORTERS` with the same two methods.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from sqlalchemy import select
+
+from .. import endpoints as endpoint_store
+from ..errors import NumiError
+from ..extensions import db
+from ..models import Attachment, Chat, Endpoint, Message, utcnow
+from .chats import SETTING_KEYS, validate_settings
+from .export import ATTACHMENT_INFO_KEY, FORMAT_TAG, FORMAT_VERSION
+
+ROLES = ("system", "user", "assistant", "tool")
+# Settings that only make sense on the machine and account they were made on.
+DROPPED_SETTINGS = ("workspace",)
+KNOWN_SETTINGS = (*SETTING_KEYS, "fallbacks", "auto_compact", "auto_approve")
+
+
+def invalid_import(message: str) -> NumiError:
+    return NumiError("invalid_import", message, 400)
+
+
+@dataclass
+class ImportedChat:
+    """A chat read from a file, validated, not yet stored."""
+
+    title: str
+    model: str | None = None
+    endpoint: dict[str, Any] | None = None  # {"id", "name"} as the file knew it: a hint only
+    settings: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+
+class ChatImporter(Protocol):
+    """One file format. `parse` validates everything and raises `invalid_import` on the first problem."""
+
+    name: str
+
+    def detect(self, document: Any) -> bool: ...
+
+    def parse(self, document: Any, limits: dict[str, Any]) -> list[ImportedChat]: ...
+
+
+def parse_upload(raw: bytes | str) -> Any:
+    """The decoded JSON of an uploaded file or request body."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise invalid_import("The file is not UTF-8 text.") from None
+    if not raw.strip():
+        raise invalid_import("The file is empty.")
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise invalid_import(f"The file is not valid JSON (line {exc.lineno}, column {exc.colno}).") from None
+
+
+def import_chats(user_id: int, document: Any, limits: dict[str, Any]) -> list[Chat]:
+    """Create new chats for `user_id` from a decoded export file; all of them or none."""
+    importer = detect_format(document)
+    imported = importer.parse(document, limits)
+    if not imported:
+        raise invalid_import("The file holds no chat.")
+    try:
+        chats = [_store(user_id, item) for item in imported]
+        db.session.commit()
+    except Exception:
+        db.session.rollback()
+        raise
+    return chats
+
+
+def detect_format(document: Any) -> ChatImporter:
+    for importer in IMPORTERS:
+        if importer.detect(document):
+            return importer
+    if isinstance(document, list) and document and isinstance(document[0], dict):
+        first = document[0]
+        if "mapping" in first:
+            raise invalid_import("ChatGPT exports (conversations.json) cannot be imported yet.")
+        if "chat" in first and isinstance(first.get("chat"), dict):
+            raise invalid_import("Open WebUI exports cannot be imported yet.")
+    if isinstance(document, dict) and document.get("format") == FORMAT_TAG:
+        raise invalid_import(
+            f"This Numi export has version {document.get('version')!r}; this Numi reads version {FORMAT_VERSION}."
+        )
+    raise invalid_import(f"Unrecognised file: expected a Numi chat export (format {FORMAT_TAG!r}).")
+
+
+# --- Numi's own format ---------------------------------------------------------------------
+
+
+class NumiImporter:
+    """The `numi.chat` JSON document written by `numi.chat.export` (lossless)."""
+
+    name = "numi"
+
+    def detect(self, document: Any) -> bool:
+        return (isinstance(document, dict) and document.get("format") == FORMAT_TAG
+                and document.get("version") == FORMAT_VERSION)
+
+    def parse(self, document: Any, limits: dict[str, Any]) -> list[ImportedChat]:
+        chat = _field(document, "chat", dict, "")
+        messages = _field(document, "messages", list, "")
+        title = _optional(chat, "title", str, "chat.") or "Imported chat"
+        imported = ImportedChat(
+            title=title.strip()[: limits["NUMI_MAX_TITLE_CHARS"]] or "Imported chat",
+            model=_text_limit(_optional(chat, "model", str, "chat."), 200, "chat.model"),
+            endpoint=_endpoint_hint(chat.get("endpoint")),
+            settings=_settings(_optional(chat, "settings", dict, "chat.") or {}, limits),
+            created_at=_time(chat.get("created_at"), "chat.created_at"),
+        )
+        seen_calls: set[str] = set()
+        seen_requests: set[str] = set()
+        for index, raw in enumerate(messages):
+            imported.messages.append(_message(raw, f"messages[{index}]", seen_calls, seen_requests))
+        return [imported]
+
+
+IMPORTERS: list[ChatImporter] = [NumiImporter()]
+
+
+def _message(raw: Any, where: str, seen_calls: set[str], seen_requests: set[str]) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise invalid_import(f"{where} must be an object.")
+    prefix = where + "."
+    role = _field(raw, "role", str, prefix)
+    if role not in ROLES:
+        raise invalid_import(f"{where}.role must be one of: {', '.join(ROLES)}.")
+    out: dict[str, Any] = {
+        "role": role,
+        "content": _optional(raw, "content", str, prefix),
+        "content_parts": [_part(p, f"{where}.content_parts[{i}]")
+                          for i, p in enumerate(_optional(raw, "content_parts", list, prefix) or [])],
+        "reasoning_content": _optional(raw, "reasoning_content", str, prefix),
+        "reasoning_details": _optional(raw, "reasoning_details", list, prefix) or [],
+        "tool_calls": _optional(raw, "tool_calls", list, prefix) or [],
+        "tool_call_id": _text_limit(_optional(raw, "tool_call_id", str, prefix), 200, f"{where}.tool_call_id"),
+        "citation_sources": _optional(raw, "citation_sources", list, prefix) or [],
+        "meta": _optional(raw, "meta", dict, prefix) or {},
+        "request_id": _text_limit(_optional(raw, "request_id", str, prefix), 100, f"{where}.request_id"),
+        "created_at": _time(raw.get("created_at"), f"{where}.created_at"),
+    }
+    if out["tool_calls"] and role != "assistant":
+        raise invalid_import(f"{where}: only assistant messages have tool_calls.")
+    for i, call in enumerate(out["tool_calls"]):
+        if not isinstance(call, dict) or not isinstance(call.get("id"), str) or not call["id"]:
+            raise invalid_import(f"{where}.tool_calls[{i}] needs a text id.")
+        if len(call["id"]) > 200:
+            raise invalid_import(f"{where}.tool_calls[{i}].id is too long.")
+        seen_calls.add(call["id"])
+    if role == "tool":
+        if not out["tool_call_id"]:
+            raise invalid_import(f"{where}: a tool result needs its tool_call_id.")
+        if out["tool_call_id"] not in seen_calls:
+            raise invalid_import(f"{where}: tool result for call {out['tool_call_id']!r} has no earlier tool call.")
+    if out["request_id"] is not None:
+        # (chat_id, request_id) is unique: a repeated id in a hand-made file is dropped, not fatal.
+        if out["request_id"] in seen_requests:
+            out["request_id"] = None
+        else:
+            seen_requests.add(out["request_id"])
+    return out
+
+
+def _part(part: Any, where: str) -> dict[str, Any]:
+    if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+        raise invalid_import(f"{where} must be an object with a text type.")
+    if part["type"] == "attachment":
+        if not isinstance(part.get("id"), int) or isinstance(part.get("id"), bool):
+            raise invalid_import(f"{where}.id must be a number.")
+        info = part.get(ATTACHMENT_INFO_KEY)
+        if info is not None and not isinstance(info, dict):
+            raise invalid_import(f"{where}.{ATTACHMENT_INFO_KEY} must be an object.")
+    return part
+
+
+def _settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
+    known = {k: v for k, v in raw.items() if k in KNOWN_SETTINGS and k not in DROPPED_SETTINGS}
+    try:
+        return validate_settings(known, limits)
+    except NumiError as exc:
+        raise invalid_import(f"chat.settings: {exc.message}") from None
+
+
+def _endpoint_hint(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise invalid_import("chat.endpoint must be an object or null.")
+    return {"id": value.get("id") if isinstance(value.get("id"), int) else None,
+            "name": value.get("name") if isinstance(value.get("name"), str) else None}
+
+
+def _field(container: Any, name: str, kind: type, prefix: str) -> Any:
+    if not isinstance(container, dict):
+        raise invalid_import(f"{prefix.rstrip('.') or 'The file'} must be an object.")
+    if name not in container:
+        raise invalid_import(f"{prefix}{name} is missing.")
+    value = container[name]
+    if not isinstance(value, kind) or isinstance(value, bool) != (kind is bool):
+        raise invalid_import(f"{prefix}{name} must be {_KIND_NAMES[kind]}.")
+    return value
+
+
+def _optional(container: dict[str, Any], name: str, kind: type, prefix: str) -> Any:
+    if container.get(name) is None:
+        return None
+    return _field(container, name, kind, prefix)
+
+
+_KIND_NAMES = {str: "text", list: "a list", dict: "an object", int: "a number", bool: "true or false"}
+
+
+def _text_limit(value: str | None, limit: int, where: str) -> str | None:
+    if value is not None and len(value) > limit:
+        raise invalid_import(f"{where} is too long (at most {limit} characters).")
+    return value
+
+
+def _time(value: Any, where: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise invalid_import(f"{where} must be an ISO date and time.")
+    try:
+        stamp = datetime.fromisoformat(value.removesuffix("Z"))
+    except ValueError:
+        raise invalid_import(f"{where} must be an ISO date and time.") from None
+    # Stored naive UTC, like every other time in the database.
+    return stamp if stamp.tzinfo is None else stamp.astimezone(UTC).replace(tzinfo=None)
+
+
+# --- storing -------------------------------------------------------------------------------
+
+
+def _store(user_id: int, item: ImportedChat) -> Chat:
+    endpoint, model = _route(user_id, item)
+    now = utcnow()
+    chat = Chat(user_id=user_id, title=item.title, endpoint_id=endpoint.id if endpoint else None, model=model,
+                created_at=item.created_at or now, updated_at=now)
+    chat.settings = item.settings
+    db.session.add(chat)
+    db.session.flush()
+    owned = _owned_attachments(user_id, item.messages)
+    for fields in item.messages:
+        message = Message(
+            chat_id=chat.id, role=fields["role"], content=fields["content"],
+            reasoning_content=fields["reasoning_content"], tool_call_id=fields["tool_call_id"],
+            request_id=fields["request_id"], created_at=fields["created_at"] or now,
+        )
+        message.content_parts = [_attachment_part(p, owned) for p in fields["content_parts"]]
+        message.reasoning_details = fields["reasoning_details"]
+        message.tool_calls = fields["tool_calls"]
+        message.citation_sources = fields["citation_sources"]
+        message.meta = fields["meta"]
+        db.session.add(message)
+        # One flush per message: ids are assigned in transcript order on every backend.
+        db.session.flush()
+    return chat
+
+
+def _route(user_id: int, item: ImportedChat) -> tuple[Endpoint | None, str | None]:
+    """The file's endpoint when this user can see it (same id and name, or same name);
+    otherwise the user's default route, keeping the model if that endpoint offers it."""
+    hint = item.endpoint or {}
+    if hint.get("id") is not None:
+        try:
+            endpoint = endpoint_store.get_endpoint(user_id, hint["id"])
+            if endpoint.name == hint.get("name"):
+                return endpoint, item.model
+        except NumiError:
+            pass
+    if hint.get("name"):
+        endpoint = endpoint_store.find_by_name(user_id, hint["name"])
+        if endpoint is not None:
+            return endpoint, item.model
+    default = endpoint_store.default_route(user_id)
+    if default is None:
+        return None, item.model
+    if item.model and (item.model in default.model_ids or item.model == default.default_model):
+        return default, item.model
+    return default, default.default_model or item.model
+
+
+def _owned_attachments(user_id: int, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    parts = [p for m in messages for p in m["content_parts"] if p["type"] == "attachment"]
+    if not parts:
+        return {"by_id": {}, "by_sha": {}}
+    ids = {p["id"] for p in parts}
+    shas = {p[ATTACHMENT_INFO_KEY].get("sha256") for p in parts if isinstance(p.get(ATTACHMENT_INFO_KEY), dict)}
+    rows = db.session.execute(
+        select(Attachment).where(Attachment.user_id == user_id,
+                                 Attachment.id.in_(ids) | Attachment.sha256.in_({s for s in shas if isinstance(s, str)}))
+    ).scalars()
+    found: dict[str, dict] = {"by_id": {}, "by_sha": {}}
+    for row in rows:
+        found["by_id"][row.id] = row
+        found["by_sha"].setdefault(row.sha256, row)
+    return found
+
+
+def _attachment_part(part: dict[str, Any], owned: dict[str, Any]) -> dict[str, Any]:
+    """An attachment reference the importing user owns; anything else becomes a text note,
+    never a reference to another user's file."""
+    if part["type"] != "attachment":
+        return part
+    info = part.get(ATTACHMENT_INFO_KEY) if isinstance(part.get(ATTACHMENT_INFO_KEY), dict) else {}
+    clean = {k: v for k, v in part.items() if k != ATTACHMENT_INFO_KEY}
+    row = owned["by_id"].get(part["id"])
+    if row is not None and (not info.get("sha256") or info["sha256"] == row.sha256):
+        return clean
+    row = owned["by_sha"].get(info.get("sha256"))
+    if row is not None:
+        return {**clean, "id": row.id}
+    name = info.get("filename") if isinstance(info.get("filename"), str) else f"#{part['id']}"
+    return {"type": "text", "text": f"[attachment not available: {name}]"}

@@ -1,0 +1,45 @@
+"""Moving chats in and out: export downloads, the JSON import route and the Import form."""
+
+from __future__ import annotations
+
+import io
+
+from flask import Blueprint, current_app, g, jsonify, redirect, request, send_file, url_for
+
+from ..chat import importer
+from ..chat.export import export_chat
+from ..errors import invalid
+
+bp = Blueprint("transfer", __name__)
+
+
+@bp.get("/api/session/<chat_id>/export")
+def export_session(chat_id: str):
+    exported = export_chat(g.user.id, chat_id, request.args.get("fmt", "md"))
+    return send_file(
+        io.BytesIO(exported.body.encode("utf-8")), mimetype=exported.mimetype,
+        as_attachment=True, download_name=exported.filename, max_age=0,
+    )
+
+
+@bp.post("/api/import")
+def import_session():
+    created = importer.import_chats(g.user.id, _uploaded_document(), current_app.config)
+    return jsonify(chat=created[0].to_dict(), chats=[c.to_dict() for c in created]), 201
+
+
+@bp.post("/import")
+def import_page():
+    """The Import form: a multipart upload; a bad file shows the error page or toast."""
+    created = importer.import_chats(g.user.id, _uploaded_document(), current_app.config)
+    return redirect(url_for("pages.chat_view", chat_id=created[0].id), code=303)
+
+
+def _uploaded_document():
+    """The decoded JSON of the multipart field "file", or of the raw body."""
+    if request.mimetype == "multipart/form-data":
+        upload = request.files.get("file")
+        if upload is None or not upload.filename:
+            raise invalid("Choose an export file to import.", "invalid_import")
+        return importer.parse_upload(upload.read())
+    return importer.parse_upload(request.get_data(cache=False))
