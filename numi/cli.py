@@ -144,7 +144,7 @@ def endpoint_remove(name):
 @click.argument("name")
 def endpoint_models(name):
     """Fetch and list the models of the shared endpoint NAME (also a connection test)."""
-    from .endpoints import find_by_name, models
+    from .endpoints import find_by_name, missing_default_model, models
 
     with _context():
         found = find_by_name(None, name)
@@ -152,6 +152,9 @@ def endpoint_models(name):
             raise click.ClickException(f"No shared endpoint named {name!r}.")
         for model in _checked(lambda: models(found, max_age_seconds=0, refresh=True)):
             click.echo(model["id"])
+        problem = missing_default_model(found)
+        if problem:
+            raise click.ClickException(problem)
 
 
 # --- users and tokens ----------------------------------------------------------------------

@@ -200,6 +200,28 @@ def _model_dict(info: Any) -> dict[str, Any]:
     return {f: getattr(info, f, None) for f in fields if getattr(info, f, None) is not None}
 
 
+def model_capabilities(endpoint: Endpoint, model_id: str):
+    """What a model can do (vision, tools, reasoning, context window): as the endpoint's
+    model list reports it, else from the table of known families, else defaults."""
+    from .providers.capabilities import capabilities
+    from .providers.events import ModelInfo
+
+    reported = next((m for m in endpoint.models if isinstance(m, dict) and m.get("id") == model_id), None)
+    info = None
+    if reported:
+        info = ModelInfo(id=model_id, **{k: reported.get(k) for k in
+                                          ("context_window", "supports_vision", "supports_tools", "supports_reasoning")})
+    return capabilities(model_id, info)
+
+
+def missing_default_model(endpoint: Endpoint) -> str | None:
+    """A message when the endpoint's listed models do not include its default model."""
+    ids = endpoint.model_ids
+    if endpoint.default_model and ids and endpoint.default_model not in ids:
+        return f"{endpoint.base_url} does not offer the model {endpoint.default_model!r}."
+    return None
+
+
 def default_route(user_id: int) -> Endpoint | None:
     """The endpoint a new chat starts on: the user's first enabled one with a default model."""
     for endpoint in list_endpoints(user_id):

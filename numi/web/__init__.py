@@ -18,5 +18,8 @@ def register(app: Flask) -> None:
     app.register_blueprint(streams.bp)
     app.register_blueprint(transfer.bp)
     app.register_blueprint(ws.bp)
+    from ..endpoints import model_capabilities
+
     app.jinja_env.filters["markdown"] = render_markdown
+    app.jinja_env.globals["model_capabilities"] = model_capabilities
     app.jinja_env.globals["asset_version"] = "1"

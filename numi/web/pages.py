@@ -226,7 +226,8 @@ def refresh_models(endpoint_id: int):
         endpoint_store.models(
             endpoint, max_age_seconds=current_app.config["NUMI_MODELS_CACHE_SECONDS"], refresh=True
         )
-        status = ("ok", f"{len(endpoint.models)} models available.")
+        problem = endpoint_store.missing_default_model(endpoint)
+        status = ("error", problem) if problem else ("ok", f"Connected: {len(endpoint.models)} models available.")
     except NumiError as exc:
         status = ("error", exc.message)
     return render_template("partials/_endpoint.html", endpoint=endpoint, status=status)
