@@ -23,7 +23,7 @@ from .events import (
     TextDelta,
     Usage,
 )
-from .parts import image_base64, iter_parts, plain_text
+from .parts import image_base64, iter_parts, plain_text, tool_result_text
 from .toolcalls import ToolCallAssembler, parse_arguments
 
 _STOP = {
@@ -251,13 +251,7 @@ def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _tool_result(message: dict[str, Any]) -> dict[str, Any]:
     content = message.get("content")
-    text = (
-        content
-        if isinstance(content, str)
-        else plain_text(content)
-        if isinstance(content, list)
-        else json.dumps(content)
-    )
+    text = tool_result_text(content)
     block: dict[str, Any] = {
         "type": "tool_result",
         "tool_use_id": message.get("tool_call_id"),

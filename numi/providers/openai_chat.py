@@ -33,7 +33,7 @@ from .events import (
     Usage,
 )
 from .openai_base import OpenAIAdapterBase
-from .parts import image_data_url, iter_parts, plain_text
+from .parts import image_data_url, iter_parts, plain_text, tool_result_text
 from .toolcalls import ToolCallAssembler
 
 _FINISH = {
@@ -151,13 +151,7 @@ def chat_message(message: dict[str, Any]) -> dict[str, Any]:
     role = message["role"]
     content = message.get("content")
     if role == "tool":
-        text = (
-            content
-            if isinstance(content, str)
-            else plain_text(content)
-            if isinstance(content, list)
-            else json.dumps(content)
-        )
+        text = tool_result_text(content)
         return {"role": "tool", "tool_call_id": message.get("tool_call_id"), "content": text}
     if role == "assistant":
         out: dict[str, Any] = {"role": "assistant", "content": plain_text(content) or None}

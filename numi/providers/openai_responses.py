@@ -15,7 +15,7 @@ from typing import Any
 from .errors import from_stream_error, interrupted
 from .events import ChatRequest, Finish, ReasoningDelta, StreamEvent, TextDelta, Usage
 from .openai_base import OpenAIAdapterBase
-from .parts import image_data_url, iter_parts, plain_text
+from .parts import image_data_url, iter_parts, plain_text, tool_result_text
 from .toolcalls import ToolCallAssembler
 
 _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
@@ -135,13 +135,7 @@ def input_items(message: dict[str, Any]) -> list[dict[str, Any]]:
     role = message["role"]
     content = message.get("content")
     if role == "tool":
-        output = (
-            content
-            if isinstance(content, str)
-            else plain_text(content)
-            if isinstance(content, list)
-            else json.dumps(content)
-        )
+        output = tool_result_text(content)
         return [
             {
                 "type": "function_call_output",

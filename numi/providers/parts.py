@@ -12,6 +12,7 @@ Image bytes become base64 only here, at request time; data URLs are never stored
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -60,3 +61,13 @@ def image_data_url(part: dict[str, Any]) -> str:
     if part.get("url"):  # an https URL given by the user, passed through
         return part["url"]
     return f"data:{part.get('mime') or 'image/png'};base64,{image_base64(part)}"
+
+
+def tool_result_text(content: Any) -> str:
+    """A tool result's content as the text every protocol sends back: strings as they
+    are, content parts flattened, anything else as JSON."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return plain_text(content)
+    return json.dumps(content)
