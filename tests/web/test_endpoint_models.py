@@ -36,3 +36,26 @@ def test_test_button_names_a_default_model_the_endpoint_lacks(sqlite_client, pro
     page = sqlite_client.post(f"/settings/endpoints/{endpoint['id']}/models", headers={"HX-Request": "true"})
     text = page.get_data(as_text=True)
     assert "does not offer the model" in text and "no-such-model" in text
+
+
+def test_first_start_adds_endpoints_from_the_environment_once(sqlite_app):
+    from numi.endpoints import detect_from_environment, list_endpoints
+    from numi.extensions import db
+    from numi.web.security import local_user
+
+    environ = {"OPENAI_API_KEY": "sk-env-secret", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+               "ANTHROPIC_API_KEY": "sk-ant-secret"}
+    with sqlite_app.test_request_context():
+        found = detect_from_environment(environ)
+        assert {(e.name, e.kind, e.base_url) for e in found} >= {
+            ("OpenAI", "openai_chat", "http://127.0.0.1:9/v1"),
+            ("Anthropic", "anthropic", "https://api.anthropic.com"),
+        }
+        assert all(e.user_id is None for e in found), "discovered endpoints are shared"
+        user = local_user()
+        assert {e.name for e in list_endpoints(user.id)} >= {"OpenAI", "Anthropic"}
+        # A second start adds nothing: a user's removal sticks.
+        assert detect_from_environment(environ) == []
+        db.session.remove()
+    page = sqlite_app.test_client().get("/settings").get_data(as_text=True)
+    assert "OpenAI" in page and "sk-env-secret" not in page and "sk-ant-secret" not in page
