@@ -5,6 +5,8 @@ from flask import current_app
 
 from alembic import context
 
+from numi.database import include_object
+
 # this is the Alembic Config object, which provides
 # access to the values within the .ini file in use.
 config = context.config
@@ -88,6 +90,7 @@ def run_migrations_online():
                 logger.info('No changes in schema detected.')
 
     conf_args = current_app.extensions['migrate'].configure_args
+    conf_args.setdefault("include_object", include_object)
     if conf_args.get("process_revision_directives") is None:
         conf_args["process_revision_directives"] = process_revision_directives
 

@@ -34,3 +34,19 @@ def upgrade(app: Flask) -> None:
 
     with app.app_context():
         alembic_upgrade(directory=app.extensions["migrate"].directory)
+
+
+# Full-text search indexes (SQLite FTS5 virtual tables and their shadow tables, or
+# PostgreSQL tsvector tables) are created by hand-written SQL in migrations, not by models.
+# Their names start with this prefix so schema comparison leaves them out.
+SEARCH_INDEX_PREFIX = "fts_"
+
+
+def include_object(obj, name, type_, reflected, compare_to) -> bool:
+    """Alembic filter: compare everything but the search indexes."""
+    if type_ == "table" and name and name.startswith(SEARCH_INDEX_PREFIX):
+        return False
+    table = getattr(obj, "table", None)
+    if type_ in ("index", "column") and table is not None and table.name.startswith(SEARCH_INDEX_PREFIX):
+        return False
+    return True

@@ -6,13 +6,15 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
+from numi.database import include_object
 from numi.extensions import db
 
 
 def test_upgrade_to_head_matches_the_models(app):
     with app.app_context():
         with db.engine.connect() as conn:
-            context = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True})
+            context = MigrationContext.configure(conn, opts={
+                "compare_type": True, "compare_server_default": True, "include_object": include_object})
             diffs = compare_metadata(context, db.metadata)
             tables = set(sa.inspect(conn).get_table_names())
     assert diffs == [], f"migrations differ from numi/models.py; run `flask db migrate`: {diffs}"
