@@ -44,7 +44,7 @@ SEARCH_INDEX_PREFIX = "fts_"
 
 def include_object(obj, name, type_, reflected, compare_to) -> bool:
     """Alembic filter: compare everything but the search indexes."""
-    if type_ == "table" and name and name.startswith(SEARCH_INDEX_PREFIX):
+    if type_ in ("table", "index") and name and name.startswith(SEARCH_INDEX_PREFIX):
         return False
     table = getattr(obj, "table", None)
     if type_ in ("index", "column") and table is not None and table.name.startswith(SEARCH_INDEX_PREFIX):
