@@ -4,5 +4,7 @@ Under gunicorn's gevent worker the worker monkey-patches before loading this mod
 """
 
 from numi import create_app
+from numi.database import enable_migrations
 
 app = create_app()
+enable_migrations(app)  # `flask --app app db ...` (migrate, upgrade, heads)

@@ -20,7 +20,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     from flask import Flask
 
     from .config import finalize, load_config
-    from .extensions import db, migrate, sock
+    from .extensions import db, sock
 
     app = Flask(
         __name__,
@@ -34,7 +34,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     logging.basicConfig(level=app.config["NUMI_LOG_LEVEL"], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     db.init_app(app)
-    migrate.init_app(app, db, directory=str(ROOT / "migrations"), render_as_batch=True)
     sock.init_app(app)
     from .database import configure_engine
 

@@ -6,8 +6,11 @@ here. Migrations are Alembic revisions under migrations/, applied by `upgrade()`
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from flask import Flask
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 
 
@@ -28,12 +31,59 @@ def configure_engine(engine: Engine) -> None:
         cursor.close()
 
 
-def upgrade(app: Flask) -> None:
-    """Bring the database schema to the newest revision."""
-    from flask_migrate import upgrade as alembic_upgrade
+MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def enable_migrations(app: Flask):
+    """Bind Flask-Migrate (for `flask db ...` and upgrades); imports Alembic."""
+    if "migrate" not in app.extensions:
+        from flask_migrate import Migrate
+
+        from .extensions import db
+
+        Migrate(app, db, directory=str(MIGRATIONS), render_as_batch=True)
+    return app.extensions["migrate"]
+
+
+def head_revisions() -> set[str]:
+    """The newest revision ids, read from the revision files without importing Alembic."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (MIGRATIONS / "versions").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        found = re.search(r"^revision\s*=\s*['\"]([^'\"]+)['\"]", text, re.M)
+        down = re.search(r"^down_revision\s*=\s*(.+)$", text, re.M)
+        if found:
+            revisions.add(found.group(1))
+        if down:
+            parents.update(re.findall(r"['\"]([^'\"]+)['\"]", down.group(1)))
+    return revisions - parents
+
+
+def is_current(app: Flask) -> bool:
+    """Whether the database is at the newest revision (a cheap check before Alembic)."""
+    from .extensions import db
 
     with app.app_context():
-        alembic_upgrade(directory=app.extensions["migrate"].directory)
+        try:
+            with db.engine.connect() as connection:
+                stored = {row[0] for row in connection.execute(text("SELECT version_num FROM alembic_version"))}
+        except Exception:  # no alembic_version table yet: a new database
+            return False
+        finally:
+            db.session.remove()
+    return bool(stored) and stored == head_revisions()
+
+
+def upgrade(app: Flask) -> None:
+    """Bring the database schema to the newest revision (Alembic runs only when needed)."""
+    if is_current(app):
+        return
+    from flask_migrate import upgrade as alembic_upgrade
+
+    directory = enable_migrations(app).directory
+    with app.app_context():
+        alembic_upgrade(directory=directory)
 
 
 # Full-text search indexes (SQLite FTS5 virtual tables and their shadow tables, or

@@ -160,6 +160,8 @@ def cached_adapter(app, kind: str, base_url: str, api_key: str | None):
     if adapter is None:
         from .providers import get_adapter
 
+        _import_sdk_off_hub(kind)
+
         adapter = cache[key] = get_adapter(
             kind,
             base_url,
@@ -168,6 +170,27 @@ def cached_adapter(app, kind: str, base_url: str, api_key: str | None):
             max_retries=app.config["NUMI_PROVIDER_MAX_RETRIES"],
         )
     return adapter
+
+
+SDK_MODULES = {"openai_chat": "openai", "openai_responses": "openai", "anthropic": "anthropic"}
+
+
+def _import_sdk_off_hub(kind: str) -> None:
+    """Import the provider SDK in a native thread the first time a turn needs it.
+
+    Importing openai or anthropic takes most of a second of pure CPU; done in the gevent
+    hub it would freeze every other request and stream for that long. In a thread of
+    gevent's pool the hub keeps running (the GIL is shared) and only this turn waits.
+    """
+    import importlib
+    import sys
+
+    module = SDK_MODULES.get(kind)
+    if module is None or module in sys.modules:
+        return
+    import gevent
+
+    gevent.get_hub().threadpool.apply(importlib.import_module, (module,))
 
 
 def models(endpoint: Endpoint, *, max_age_seconds: int, refresh: bool = False) -> list[dict]:

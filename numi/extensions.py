@@ -1,6 +1,6 @@
 """Flask extensions, created unbound here and bound in create_app()."""
 
-from flask_migrate import Migrate
+
 from flask_sock import Sock
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import MetaData
@@ -21,5 +21,6 @@ class Base(DeclarativeBase):
 
 
 db = SQLAlchemy(model_class=Base)
-migrate = Migrate()
 sock = Sock()
+# Flask-Migrate (Alembic) is bound on demand by numi.database.enable_migrations(): start-up
+# skips importing Alembic when the schema is already current.

@@ -27,13 +27,15 @@ def test_upgrade_to_head_matches_the_models(app):
 def test_upgrade_is_idempotent_and_records_head(app):
     from alembic.script import ScriptDirectory
 
-    from numi.database import upgrade
+    from numi.database import enable_migrations, head_revisions, is_current, upgrade
 
     upgrade(app)  # a second run (every `numi serve` start) changes nothing
+    assert is_current(app)
+    migrate = enable_migrations(app)
     with app.app_context():
-        directory = app.extensions["migrate"].directory
-        config = app.extensions["migrate"].migrate.get_config(directory)
+        config = migrate.migrate.get_config(migrate.directory)
         head = ScriptDirectory.from_config(config).get_current_head()
+        assert head_revisions() == {head}, "the fast start-up check reads the same head as Alembic"
         with db.engine.connect() as conn:
             current = MigrationContext.configure(conn).get_current_revision()
     assert head is not None and current == head
