@@ -17,9 +17,9 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-test browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## bench: run the benchmarks when they exist
-bench: $(VENV)/.installed-test
-	@if [ -f bench/run.py ]; then $(BIN)/python bench/run.py; else echo "no bench/run.py yet"; fi
+## bench: run the benchmarks (BENCH="startup memory" for some); results in bench/results/
+bench: $(VENV)/.installed-test browser
+	$(BIN)/python bench/run.py $(BENCH)
 
 # The venv itself. Debian's python3 without python3-venv cannot create one with pip inside:
 # then create it without pip and let the system pip install into it (pip >= 22.3).

@@ -60,6 +60,27 @@ def direct_tokens_per_second(provider: ScriptedProvider, tokens: int) -> float:
     return tokens / (time.perf_counter() - started)
 
 
+def measure(tokens: int = 2000, runs: int = 3) -> list[dict]:
+    """Rows for bench/run.py: relay throughput as a ratio to the SDK reading directly."""
+    from stats import row
+
+    out = []
+    with ScriptedProvider() as provider:
+        with LiveNumi(NUMI_FRAME_INTERVAL_MS=40) as numi:
+            one_run(numi, provider, 50, html=False)
+            for html in (False, True):
+                ratios, sizes = [], []
+                for _ in range(runs):
+                    direct = direct_tokens_per_second(provider, tokens)
+                    result = one_run(numi, provider, tokens, html)
+                    ratios.append(result["tokens_per_s"] / direct)
+                    sizes.append(result["bytes_per_token"])
+                view = "HTML" if html else "JSON"
+                out.append(row("relay throughput", f"{view} view, {tokens} tokens: ratio to the SDK directly",
+                               ratios, "", "≥ 0.8", note=f"{sorted(sizes)[len(sizes) // 2]:.1f} bytes/token"))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tokens", type=int, default=2000)

@@ -27,6 +27,7 @@ import json
 import select
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,6 +55,11 @@ class RecordedRequest:
     protocol: str | None  # openai_chat | openai_responses | anthropic | None (GET)
     finished: threading.Event = field(default_factory=threading.Event, repr=False)
     disconnected: threading.Event = field(default_factory=threading.Event, repr=False)
+    # time.perf_counter() when the request arrived, and after each paced delta (a frame
+    # that follows a per-chunk delay) was written: benchmarks in the same process measure
+    # turn overhead and added latency with them.
+    received_at: float = field(default_factory=time.perf_counter, repr=False)
+    delta_times: list[float] = field(default_factory=list, repr=False)
 
     @property
     def model(self) -> str | None:
@@ -317,11 +323,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         stopping = self.provider._stopping
         write = self.wfile.write
+        stamp = record.delta_times.append
+        clock = time.perf_counter
+        paced = False
         try:
             for frame in frames:
                 if isinstance(frame, bytes):
                     write(b"%x\r\n%b\r\n" % (len(frame), frame))
+                    if paced:
+                        stamp(clock())
+                        paced = False
                 elif isinstance(frame, Pause):
+                    paced = True
                     if stopping.wait(frame.seconds):
                         break
                 elif isinstance(frame, Stall):

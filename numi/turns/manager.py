@@ -55,6 +55,7 @@ class Turn:
         self._cancel_callbacks: list[Callable[[], None]] = []
         self._pending: dict[str, Any] | None = None  # coalesced delta not yet published
         self._flush_timer: gevent.Greenlet | None = None
+        self._last_delta_at = 0.0  # monotonic time the last delta event went out
         self.approvals: dict[str, gevent.event.AsyncResult] = {}
 
     # --- events -----------------------------------------------------------------------------
@@ -68,22 +69,25 @@ class Turn:
         """Queue a content/reasoning delta; deltas are merged into one event per frame.
 
         A fast model writes hundreds of tokens a second; one event (and one WebSocket
-        message) per token would cost more than the tokens. Deltas of the same type and
-        step are joined and published at most once per frame interval.
+        message) per token would cost more than the tokens. So deltas of the same type and
+        step are published at most once per frame interval. The interval throttles rather
+        than delays: a delta arriving after a quiet interval goes out at once, so a slow
+        model's tokens are not held back.
         """
         pending = self._pending
         if pending is not None and (pending["type"] != type_ or pending["step"] != step):
             self.flush()
             pending = None
-        if pending is None:
-            self._pending = {"type": type_, "step": step, "delta": delta}
-            interval = self.manager.frame_interval
-            if interval <= 0:
-                self.flush()
-            elif self._flush_timer is None:
-                self._flush_timer = gevent.spawn_later(interval, self._timed_flush)
-        else:
+        if pending is not None:
             pending["delta"] += delta
+            return
+        self._pending = {"type": type_, "step": step, "delta": delta}
+        interval = self.manager.frame_interval
+        wait = self._last_delta_at + interval - time.monotonic()
+        if interval <= 0 or wait <= 0:
+            self.flush()
+        elif self._flush_timer is None:
+            self._flush_timer = gevent.spawn_later(wait, self._timed_flush)
 
     def _timed_flush(self) -> None:
         self._flush_timer = None
@@ -95,6 +99,7 @@ class Turn:
             self._flush_timer.kill(block=False)
         self._flush_timer = None
         if pending is not None:
+            self._last_delta_at = time.monotonic()
             self.channel.publish(self.id, pending["type"], {"delta": pending["delta"], "step": pending["step"]})
 
     # --- cancellation -------------------------------------------------------------------------

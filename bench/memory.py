@@ -1,0 +1,49 @@
+"""Memory: server RSS 10 s after ready, and after turns on all three adapters."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from simple_websocket import Client
+
+from live import LiveNumi
+from numi.testing import Scenario, ScriptedProvider
+from stats import row
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def run_turn(numi: LiveNumi, chat_id: str, provider: ScriptedProvider, scenario: Scenario) -> None:
+    provider.enqueue(scenario)
+    ws = Client.connect(f"ws://127.0.0.1:{numi.port}/ws/{chat_id}?format=json", headers={"Origin": numi.url})
+    ws.send(json.dumps({"type": "send", "message": "Hello there"}))
+    while True:
+        event = json.loads(ws.receive(timeout=30))
+        if event["type"] == "turn_end":
+            break
+    ws.close()
+
+
+def measure(settle: float = 10.0) -> list[dict]:
+    idle, busy = [], []
+    with ScriptedProvider() as provider, LiveNumi() as numi:
+        time.sleep(settle)
+        idle.append(rss_mib(numi.proc.pid))
+        for kind in ("openai_chat", "openai_responses", "anthropic"):
+            base = provider.anthropic_base_url if kind == "anthropic" else provider.openai_base_url
+            chat_id = numi.chat_on(base, kind=kind)
+            for _ in range(3):
+                run_turn(numi, chat_id, provider, Scenario().reasoning("Thinking.").text("word " * 200, chunks=50))
+        time.sleep(1)
+        busy.append(rss_mib(numi.proc.pid))
+    return [
+        row("memory", "idle RSS (10 s after ready)", idle, "MiB", "≤ 90 MiB"),
+        row("memory", "RSS after turns on all three adapters", busy, "MiB", "≤ 160 MiB"),
+    ]

@@ -1,0 +1,94 @@
+"""Pages: first-load weight of the chat page in headless Chromium, and server time and SQL
+queries for a 5,000-message chat page and a sidebar over 10,000 chats."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import uuid
+from datetime import datetime, timedelta
+
+from live import LiveNumi
+from stats import row
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def page_weight() -> list[dict]:
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        return [row("page weight", "chat page (chromium missing)", [], "")]
+    from playwright.sync_api import sync_playwright
+
+    with LiveNumi() as numi:
+        chat_id = numi.post("/api/session", {"title": "Weight"})["id"]
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+            page = browser.new_page()
+            finished = []
+            page.on("requestfinished", lambda request: finished.append(request))
+            page.goto(f"{numi.url}/c/{chat_id}", wait_until="networkidle")
+            assets = [r for r in finished if r.resource_type != "websocket"]
+            total = 0
+            for request in assets:
+                sizes = request.sizes()
+                total += sizes["responseBodySize"] + sizes["responseHeadersSize"]
+            browser.close()
+    return [
+        row("page weight", "chat page, first load: bytes", [total / 1000], "KB", "≤ 150 KB"),
+        row("page weight", "chat page, first load: requests", [len(assets)], "", "≤ 10"),
+    ]
+
+
+def long_chat(runs: int = 7) -> list[dict]:
+    from sqlalchemy import event, insert
+
+    from numi import create_app
+    from numi.database import upgrade
+    from numi.extensions import db
+    from numi.models import Chat, Message
+    from numi.web.security import local_user
+
+    data_dir = tempfile.mkdtemp(prefix="numi-bench-pages-")
+    app = create_app({"NUMI_DATA_DIR": data_dir, "NUMI_LOG_LEVEL": "WARNING"})
+    upgrade(app)
+    with app.test_request_context():
+        user_id = local_user().id
+        base = datetime.utcnow()
+        chats = [{"id": str(uuid.uuid4()), "user_id": user_id, "title": f"Chat {i}", "settings_json": None,
+                  "created_at": base - timedelta(minutes=i), "updated_at": base - timedelta(minutes=i)}
+                 for i in range(10_000)]
+        db.session.execute(insert(Chat), chats)
+        long_id = chats[0]["id"]
+        db.session.execute(insert(Message), [
+            {"chat_id": long_id, "role": "user" if i % 2 == 0 else "assistant",
+             "content": f"Message {i}: **markdown** with `code` and a [link](https://example.org).\n\n- a\n- b",
+             "created_at": base} for i in range(5000)])
+        db.session.commit()
+        queries = {"count": 0}
+        event.listen(db.engine, "before_cursor_execute", lambda *a, **k: queries.__setitem__("count", queries["count"] + 1))
+    client = app.test_client()
+    results = []
+    for label, url, headers, target in (
+        ("chat page of 5,000 messages", f"/c/{long_id}", {}, "≤ 100 ms"),
+        ("sidebar over 10,000 chats", "/chats", {"HX-Request": "true"}, "≤ 50 ms"),
+    ):
+        times, counts = [], []
+        client.get(url, headers=headers)  # warm templates
+        for _ in range(runs):
+            queries["count"] = 0
+            started = time.perf_counter()
+            response = client.get(url, headers=headers)
+            times.append((time.perf_counter() - started) * 1000)
+            counts.append(queries["count"])
+            assert response.status_code == 200
+        results.append(row("long chat", f"server time, {label}", times, "ms", target))
+        results.append(row("long chat", f"SQL queries, {label}", counts, "", "constant"))
+    shutil.rmtree(data_dir, ignore_errors=True)
+    return results
+
+
+def measure() -> list[dict]:
+    return page_weight() + long_chat()

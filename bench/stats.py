@@ -1,0 +1,28 @@
+"""Summaries for benchmark rows: median with min and max, percentiles."""
+
+from __future__ import annotations
+
+import statistics
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def row(benchmark: str, metric: str, values: list[float], unit: str, target: str = "", note: str = "") -> dict:
+    """One result line: the median of `values`, with min and max and the run count."""
+    return {
+        "benchmark": benchmark,
+        "metric": metric,
+        "median": statistics.median(values) if values else float("nan"),
+        "min": min(values) if values else float("nan"),
+        "max": max(values) if values else float("nan"),
+        "runs": len(values),
+        "unit": unit,
+        "target": target,
+        "note": note,
+    }
