@@ -53,9 +53,10 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
 
     def _open(self, client: Any, request: ChatRequest) -> Any:
         body = self.build_body(request)
-        return client.chat.completions.create(
-            model=body.pop("model"), messages=body.pop("messages"), stream=True, extra_body=body
-        )
+        # The long lists go through extra_body, which the SDK sends as they are: its typed
+        # transform of `messages` costs about 30 ms for 200 messages on every call, and
+        # build_body() has already produced the exact wire format.
+        return client.chat.completions.create(model=body.pop("model"), messages=[], stream=True, extra_body=body)
 
     def build_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body for a request (without `stream`)."""

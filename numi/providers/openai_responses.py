@@ -28,9 +28,10 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
 
     def _open(self, client: Any, request: ChatRequest) -> Any:
         body = self.build_body(request)
-        return client.responses.create(
-            model=body.pop("model"), input=body.pop("input"), stream=True, extra_body=body
-        )
+        # The long lists go through extra_body, which the SDK sends as they are: its typed
+        # transform of `input` costs about 30 ms for 200 items on every call, and
+        # build_body() has already produced the exact wire format.
+        return client.responses.create(model=body.pop("model"), input=[], stream=True, extra_body=body)
 
     def build_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body for a request (without `stream`)."""
