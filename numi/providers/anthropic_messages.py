@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .base import ProviderAdapter
-from .errors import interrupted
+from .errors import from_stream_error, interrupted
 from .events import (
     ChatRequest,
     Finish,
@@ -24,6 +24,7 @@ from .events import (
     Usage,
 )
 from .parts import image_base64, iter_parts, plain_text, tool_result_text
+from .sse import SSEStream
 from .toolcalls import ToolCallAssembler, parse_arguments
 
 _STOP = {
@@ -62,9 +63,16 @@ class AnthropicAdapter(ProviderAdapter):
         body = self.build_body(request)
         # The long lists go through extra_body, which the SDK sends as they are: its typed
         # transform of `messages` costs about 30 ms for 200 messages on every call, and
-        # build_body() has already produced the exact wire format.
-        return client.messages.create(
-            model=body.pop("model"), max_tokens=body.pop("max_tokens"), messages=[], stream=True, extra_body=body
+        # build_body() has already produced the exact wire format. Likewise the answer is
+        # read as plain dicts (sse.py), not as the SDK's typed event objects.
+        return SSEStream.open(
+            client.messages.with_streaming_response.create(
+                model=body.pop("model"),
+                max_tokens=body.pop("max_tokens"),
+                messages=[],
+                stream=True,
+                extra_body=body,
+            )
         )
 
     def build_body(self, request: ChatRequest) -> dict[str, Any]:
@@ -110,44 +118,49 @@ class AnthropicAdapter(ProviderAdapter):
         input_tokens = output_tokens = cached = None
         raw_reason: str | None = None
 
-        for event in sdk_stream:
-            kind = event.type
+        for name, event in sdk_stream:
+            kind = event.get("type")
+            if name == "error" or kind == "error":
+                # An error inside the 200 stream, e.g. overloaded_error (PROTOCOLS §4.3).
+                raise from_stream_error(event, api_key=self.api_key)
             if kind == "content_block_delta":
-                delta = event.delta
-                if delta.type == "text_delta":
-                    yield TextDelta(delta.text)
-                elif delta.type == "thinking_delta":
-                    thinking[event.index]["thinking"] += delta.thinking
-                    yield ReasoningDelta(delta.thinking)
-                elif delta.type == "signature_delta":
-                    thinking[event.index]["signature"] = delta.signature
-                elif delta.type == "input_json_delta" and delta.partial_json:
-                    yield tools.add(event.index, fragment=delta.partial_json)
+                delta, index = event["delta"], event.get("index")
+                delta_type = delta.get("type")
+                if delta_type == "text_delta":
+                    yield TextDelta(delta["text"])
+                elif delta_type == "thinking_delta":
+                    thinking[index]["thinking"] += delta["thinking"]
+                    yield ReasoningDelta(delta["thinking"])
+                elif delta_type == "signature_delta":
+                    thinking[index]["signature"] = delta["signature"]
+                elif delta_type == "input_json_delta" and delta.get("partial_json"):
+                    yield tools.add(index, fragment=delta["partial_json"])
             elif kind == "content_block_start":
-                block = event.content_block
-                if block.type == "thinking":
-                    thinking[event.index] = {
+                block, index = event["content_block"], event.get("index")
+                if block.get("type") == "thinking":
+                    thinking[index] = {
                         "type": "thinking",
-                        "thinking": block.thinking or "",
-                        "signature": block.signature or "",
+                        "thinking": block.get("thinking") or "",
+                        "signature": block.get("signature") or "",
                     }
-                elif block.type == "redacted_thinking":
-                    thinking[event.index] = {"type": "redacted_thinking", "data": block.data}
-                elif block.type == "tool_use":
-                    yield tools.add(event.index, id=block.id, name=block.name)
+                elif block.get("type") == "redacted_thinking":
+                    thinking[index] = {"type": "redacted_thinking", "data": block.get("data")}
+                elif block.get("type") == "tool_use":
+                    yield tools.add(index, id=block.get("id"), name=block.get("name"))
             elif kind == "content_block_stop":
-                done = tools.complete(event.index)
+                done = tools.complete(event.get("index"))
                 if done:
                     yield done
             elif kind == "message_start":
-                usage = event.message.usage
-                input_tokens = usage.input_tokens
-                cached = getattr(usage, "cache_read_input_tokens", None)
+                usage = event["message"].get("usage") or {}
+                input_tokens = usage.get("input_tokens")
+                cached = usage.get("cache_read_input_tokens")
             elif kind == "message_delta":
-                raw_reason = event.delta.stop_reason or raw_reason
-                if event.usage:
-                    output_tokens = event.usage.output_tokens
-                    input_tokens = getattr(event.usage, "input_tokens", None) or input_tokens
+                raw_reason = (event.get("delta") or {}).get("stop_reason") or raw_reason
+                usage = event.get("usage")
+                if usage:
+                    output_tokens = usage.get("output_tokens")
+                    input_tokens = usage.get("input_tokens") or input_tokens
             elif kind == "message_stop":
                 yield from tools.complete_all()
                 yield Usage(

@@ -4,10 +4,11 @@ An adapter subclass supplies three things:
 
 - ``_make_client()``  build its SDK client (SDKs are imported here, lazily: importing
   openai or anthropic costs most of a second, the web app must start faster);
-- ``_open(client, request)``  send the request and return the SDK's raw stream (an object
-  with ``.response``, the httpx2 response, and iteration over parsed events);
+- ``_open(client, request)``  send the request and return the open stream: an
+  ``sse.SSEStream`` (``.response``, the httpx2 response; iteration over
+  ``(event name, JSON data)`` pairs as plain dicts; ``close()``);
 - ``_events(sdk_stream, request)``  translate that stream into neutral events, raising
-  ``ProviderError`` (or letting SDK exceptions through) on failure.
+  ``ProviderError`` (or letting SDK and httpx2 exceptions through) on failure.
 
 ``ProviderStream`` runs that, and owns the rules that must be the same for every
 protocol:

@@ -34,6 +34,7 @@ from .events import (
 )
 from .openai_base import OpenAIAdapterBase
 from .parts import image_data_url, iter_parts, plain_text, tool_result_text
+from .sse import SSEStream
 from .toolcalls import ToolCallAssembler
 
 _FINISH = {
@@ -55,8 +56,13 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
         body = self.build_body(request)
         # The long lists go through extra_body, which the SDK sends as they are: its typed
         # transform of `messages` costs about 30 ms for 200 messages on every call, and
-        # build_body() has already produced the exact wire format.
-        return client.chat.completions.create(model=body.pop("model"), messages=[], stream=True, extra_body=body)
+        # build_body() has already produced the exact wire format. Likewise the answer is
+        # read as plain dicts (sse.py), not as the SDK's typed event objects.
+        return SSEStream.open(
+            client.chat.completions.with_streaming_response.create(
+                model=body.pop("model"), messages=[], stream=True, extra_body=body
+            )
+        )
 
     def build_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body for a request (without `stream`)."""
@@ -102,35 +108,36 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
         usage: Usage | None = None
         raw_reason: str | None = None
 
-        for chunk in sdk_stream:
-            if chunk.usage:
-                usage = _usage(chunk.usage)
-            if not chunk.choices:
+        for _name, chunk in sdk_stream:
+            if chunk.get("error"):  # an error inside the 200 stream (vLLM, OpenRouter…)
+                raise from_stream_error({"error": chunk["error"]}, api_key=self.api_key)
+            if chunk.get("usage"):
+                usage = _usage(chunk["usage"])
+            if not chunk.get("choices"):
                 continue
-            choice = chunk.choices[0]
-            delta = choice.delta
-            extras = (delta.model_extra or {}) if delta is not None else {}
-            if delta is not None:
-                text = reasoning.add(extras)
-                if text:
-                    yield ReasoningDelta(text)
-                if delta.content:
-                    for is_reasoning, piece in think.feed(delta.content):
-                        yield ReasoningDelta(piece) if is_reasoning else TextDelta(piece)
-                for position, call in enumerate(delta.tool_calls or ()):
-                    index = call.index if getattr(call, "index", None) is not None else position
-                    function = call.function
-                    yield tools.add(
-                        index,
-                        id=call.id,
-                        name=function.name if function else None,
-                        fragment=(function.arguments or "") if function else "",
-                    )
-            if choice.finish_reason:
-                raw_reason = choice.finish_reason
+            choice = chunk["choices"][0]
+            delta = choice.get("delta") or {}
+            text = reasoning.add(delta)
+            if text:
+                yield ReasoningDelta(text)
+            if delta.get("content"):
+                for is_reasoning, piece in think.feed(delta["content"]):
+                    yield ReasoningDelta(piece) if is_reasoning else TextDelta(piece)
+            for position, call in enumerate(delta.get("tool_calls") or ()):
+                index = call.get("index")
+                function = call.get("function") or {}
+                yield tools.add(
+                    position if index is None else index,
+                    id=call.get("id"),
+                    name=function.get("name"),
+                    fragment=function.get("arguments") or "",
+                )
+            if choice.get("finish_reason"):
+                raw_reason = choice["finish_reason"]
                 if raw_reason == "error":  # OpenRouter marks a failed choice this way
                     raise from_stream_error(
-                        extras.get("error") or {"message": "The provider failed"}
+                        delta.get("error") or {"message": "The provider failed"},
+                        api_key=self.api_key,
                     )
 
         if raw_reason is None:
@@ -211,14 +218,14 @@ def _replayed_reasoning(message: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _usage(raw: Any) -> Usage:
-    completion_details = getattr(raw, "completion_tokens_details", None)
-    prompt_details = getattr(raw, "prompt_tokens_details", None)
+def _usage(raw: dict[str, Any]) -> Usage:
+    completion_details = raw.get("completion_tokens_details") or {}
+    prompt_details = raw.get("prompt_tokens_details") or {}
     return Usage(
-        input_tokens=raw.prompt_tokens,
-        output_tokens=raw.completion_tokens,
-        reasoning_tokens=getattr(completion_details, "reasoning_tokens", None),
-        cached_input_tokens=getattr(prompt_details, "cached_tokens", None),
+        input_tokens=raw.get("prompt_tokens"),
+        output_tokens=raw.get("completion_tokens"),
+        reasoning_tokens=completion_details.get("reasoning_tokens"),
+        cached_input_tokens=prompt_details.get("cached_tokens"),
     )
 
 
@@ -229,16 +236,16 @@ class _ReasoningCollector:
         self.field: str | None = None
         self.details: dict[int, dict[str, Any]] = {}
 
-    def add(self, extras: dict[str, Any]) -> str:
-        """Take one delta's extras; return reasoning text to show."""
+    def add(self, delta: dict[str, Any]) -> str:
+        """Take one delta's reasoning fields; return reasoning text to show."""
         text = ""
         for field in ("reasoning_content", "reasoning"):
-            value = extras.get(field)
+            value = delta.get(field)
             if isinstance(value, str) and value:
                 self.field = self.field or field
                 text = value
                 break
-        details = extras.get("reasoning_details")
+        details = delta.get("reasoning_details")
         if isinstance(details, list):
             shown = self._merge(details)
             text = text or shown

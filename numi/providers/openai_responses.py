@@ -16,6 +16,7 @@ from .errors import from_stream_error, interrupted
 from .events import ChatRequest, Finish, ReasoningDelta, StreamEvent, TextDelta, Usage
 from .openai_base import OpenAIAdapterBase
 from .parts import image_data_url, iter_parts, plain_text, tool_result_text
+from .sse import SSEStream
 from .toolcalls import ToolCallAssembler
 
 _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
@@ -30,8 +31,13 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
         body = self.build_body(request)
         # The long lists go through extra_body, which the SDK sends as they are: its typed
         # transform of `input` costs about 30 ms for 200 items on every call, and
-        # build_body() has already produced the exact wire format.
-        return client.responses.create(model=body.pop("model"), input=[], stream=True, extra_body=body)
+        # build_body() has already produced the exact wire format. Likewise the answer is
+        # read as plain dicts (sse.py), not as the SDK's typed event objects.
+        return SSEStream.open(
+            client.responses.with_streaming_response.create(
+                model=body.pop("model"), input=[], stream=True, extra_body=body
+            )
+        )
 
     def build_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body for a request (without `stream`)."""
@@ -75,48 +81,60 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
         reasoning_items: list[dict[str, Any]] = []
         had_tool_calls = False
 
-        for event in sdk_stream:
-            kind = event.type
+        for _name, event in sdk_stream:
+            kind = event.get("type")
+            if event.get("error"):
+                # An error object at the top level: `{"type": "error", "error": {…}}`.
+                raise from_stream_error({"error": event["error"]}, api_key=self.api_key)
             if kind == "response.output_text.delta" or kind == "response.refusal.delta":
-                if event.delta:
-                    yield TextDelta(event.delta)
+                if event.get("delta"):
+                    yield TextDelta(event["delta"])
             elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-                if event.delta:
-                    yield ReasoningDelta(event.delta)
-            elif kind == "response.reasoning_summary_part.added" and event.summary_index > 0:
-                yield ReasoningDelta("\n\n")  # keep separate summary parts apart
-            elif kind == "response.output_item.added" and event.item.type == "function_call":
-                had_tool_calls = True
-                yield tools.add(event.output_index, id=event.item.call_id, name=event.item.name)
+                if event.get("delta"):
+                    yield ReasoningDelta(event["delta"])
+            elif kind == "response.reasoning_summary_part.added":
+                if (event.get("summary_index") or 0) > 0:
+                    yield ReasoningDelta("\n\n")  # keep separate summary parts apart
+            elif kind == "response.output_item.added":
+                item = event.get("item") or {}
+                if item.get("type") == "function_call":
+                    had_tool_calls = True
+                    yield tools.add(
+                        event.get("output_index"), id=item.get("call_id"), name=item.get("name")
+                    )
             elif kind == "response.function_call_arguments.delta":
-                yield tools.add(event.output_index, fragment=event.delta)
+                yield tools.add(event.get("output_index"), fragment=event.get("delta") or "")
             elif kind == "response.output_item.done":
-                item = event.item
-                if item.type == "function_call":
+                item = event.get("item") or {}
+                if item.get("type") == "function_call":
                     # The item in .done is authoritative (PROTOCOLS §2.3).
-                    tools.add(event.output_index, id=item.call_id, name=item.name)
-                    tools.set_arguments(event.output_index, item.arguments or "")
-                    done = tools.complete(event.output_index)
+                    index = event.get("output_index")
+                    tools.add(index, id=item.get("call_id"), name=item.get("name"))
+                    tools.set_arguments(index, item.get("arguments") or "")
+                    done = tools.complete(index)
                     if done:
                         yield done
-                elif item.type == "reasoning":
-                    reasoning_items.append(item.to_dict())
+                elif item.get("type") == "reasoning":
+                    reasoning_items.append(item)  # stored exactly as received
             elif kind == "error":
-                # The documented flat shape is yielded by the SDK, not raised.
-                raise from_stream_error({"error": {"message": event.message, "code": event.code}})
-            elif kind == "response.failed":
-                error = event.response.error
+                # The documented flat shape: `{"type": "error", "code", "message", …}`.
                 raise from_stream_error(
-                    {"error": error.to_dict() if error else {"message": "The response failed"}}
+                    {"error": {"message": event.get("message"), "code": event.get("code")}},
+                    api_key=self.api_key,
+                )
+            elif kind == "response.failed":
+                error = (event.get("response") or {}).get("error")
+                raise from_stream_error(
+                    {"error": error or {"message": "The response failed"}}, api_key=self.api_key
                 )
             elif kind in ("response.completed", "response.incomplete"):
+                response = event.get("response") or {}
                 yield from tools.complete_all()
-                usage = event.response.usage
-                if usage:
-                    yield _usage(usage)
+                if response.get("usage"):
+                    yield _usage(response["usage"])
                 if kind == "response.incomplete":
-                    details = event.response.incomplete_details
-                    raw = getattr(details, "reason", None) or "incomplete"
+                    details = response.get("incomplete_details") or {}
+                    raw = details.get("reason") or "incomplete"
                     reason = _INCOMPLETE.get(raw, "other")
                 else:
                     raw = "completed"
@@ -186,14 +204,10 @@ def _replayed_reasoning(message: dict[str, Any]) -> Iterator[dict[str, Any]]:
             yield item
 
 
-def _usage(raw: Any) -> Usage:
+def _usage(raw: dict[str, Any]) -> Usage:
     return Usage(
-        input_tokens=raw.input_tokens,
-        output_tokens=raw.output_tokens,
-        reasoning_tokens=getattr(
-            getattr(raw, "output_tokens_details", None), "reasoning_tokens", None
-        ),
-        cached_input_tokens=getattr(
-            getattr(raw, "input_tokens_details", None), "cached_tokens", None
-        ),
+        input_tokens=raw.get("input_tokens"),
+        output_tokens=raw.get("output_tokens"),
+        reasoning_tokens=(raw.get("output_tokens_details") or {}).get("reasoning_tokens"),
+        cached_input_tokens=(raw.get("input_tokens_details") or {}).get("cached_tokens"),
     )
