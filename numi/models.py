@@ -241,3 +241,52 @@ class Checkpoint(db.Model):
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() + "Z" if value else None
+
+
+class ToolSettings(db.Model):
+    """A user's settings for tools that reach outside Numi (the web search backend, fetch limits)."""
+
+    __tablename__ = "tool_settings"
+
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    settings_json: Mapped[str | None] = mapped_column(Text)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    settings = json_property("settings_json", dict)
+
+
+class DocumentIndex(db.Model):
+    """Search-indexing state of one uploaded document (its chunks live in fts_document_chunks)."""
+
+    __tablename__ = "document_index"
+
+    attachment_id: Mapped[int] = mapped_column(ForeignKey("attachments.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    status: Mapped[str] = mapped_column(String(16), default="pending")  # pending|indexing|done|error
+    chunks: Mapped[int] = mapped_column(default=0)  # chunks indexed so far
+    chunks_total: Mapped[int] = mapped_column(default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    indexed_at: Mapped[datetime | None]
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class McpServer(db.Model):
+    """A user's MCP server: Streamable HTTP by URL, or (admins only) stdio by command."""
+
+    __tablename__ = "mcp_servers"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    transport: Mapped[str] = mapped_column(String(16))  # "http" | "stdio"
+    url: Mapped[str | None] = mapped_column(String(500))
+    command: Mapped[str | None] = mapped_column(String(500))
+    args_json: Mapped[str | None] = mapped_column(Text)
+    env_json: Mapped[str | None] = mapped_column(Text)
+    enabled: Mapped[bool] = mapped_column(default=True)
+    always_approve: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    deleted_at: Mapped[datetime | None]
+
+    args = json_property("args_json", list)
+    env = json_property("env_json", dict)
