@@ -30,7 +30,7 @@ from ..errors import NumiError
 from ..models import Endpoint
 from ..turns.manager import Turn
 from .prepare import prepare_messages
-from .tools import Tool, ToolContext, ToolRegistry
+from .tools import Tool, ToolContext, ToolRegistry, ToolResult
 from .tools.clock import user_now
 
 log = logging.getLogger(__name__)
@@ -101,6 +101,12 @@ class Agent:
         self.registry = tool_registry(self.app)
         self.max_steps = config["NUMI_MAX_STEPS"]
         self.answered = False
+        self.sources: list[dict[str, Any]] = []  # cited by tools this turn; numbered [1], [2], ...
+        # Context management (compaction, trimming, overflow recovery): once each per turn.
+        self._compacted = False
+        self._overflow_retried = False
+        self._context_metrics: dict[str, Any] = {}
+        self._parts_cache: dict[tuple[int, bool], list[dict]] = {}
 
     # --- the turn -----------------------------------------------------------------------------
 
@@ -130,6 +136,7 @@ class Agent:
                 return
         else:
             routes = self._routes(meta)  # before saving: no model means nothing to answer with
+            self._check_attachments(routes[0])  # before saving: a missing file or a blind model
             user_message = self.context.save(
                 role="user",
                 content=req.message,
@@ -163,13 +170,15 @@ class Agent:
     def _loop(self, meta: ChatMeta, routes: list[Route]) -> None:
         turn = self.turn
         settings = meta.settings
-        tools = self.registry.active(settings.get("tools"), is_admin=self.request.is_admin)
+        tools = self.registry.active(settings.get("tools"), is_admin=self.request.is_admin,
+                                     user_id=self.request.user_id)  # + the user's MCP tools
         route_index = 0
         for step in range(1, self.max_steps + 1):
-            history = self.context.history()
             route = routes[route_index]
+            messages = self._context_messages(meta, route)
             self.context.release()
-            result = self._call_model(route, history.messages, settings, tools, step)
+            result = self._call_model(route, messages, settings, tools, step)
+            result = self._recover_overflow(meta, route, result, tools, step)
             # Fallback: only while nothing has been shown, move to the next route.
             while result.error is not None and not result.output_started and not turn.cancelled \
                     and route_index + 1 < len(routes) and result.error.code != "context_budget":
@@ -177,7 +186,9 @@ class Agent:
                 route = routes[route_index]
                 turn.emit("model_route", {"endpoint_id": route.endpoint_id, "model": route.model,
                                           "reason": result.error.code})
-                result = self._call_model(route, history.messages, settings, tools, step)
+                messages = self._context_messages(meta, route, allow_compact=False)
+                self.context.release()
+                result = self._call_model(route, messages, settings, tools, step)
 
             if turn.cancelled:
                 self._save_partial(route, result, step, {"code": "cancelled", "message": "Stopped by the user."},
@@ -328,6 +339,7 @@ class Agent:
             "input_tokens": getattr(usage, "input_tokens", None),
             "output_tokens": output_tokens,
             "tokens_per_s": round(output_tokens / streaming_s, 1) if output_tokens and streaming_s > 0 else None,
+            **self._context_metrics,
         }
 
     def _meta(self, route: Route, result: StepResult, step: int) -> dict[str, Any]:
@@ -353,6 +365,8 @@ class Agent:
             reasoning_details=result.reasoning_details,
             tool_calls=tool_calls or None,
             meta=self._meta(route, result, step),
+            # The final answer carries the sources the turn's tools cited.
+            citation_sources=list(self.sources) if self.sources and not tool_calls else None,
         )
         self.turn.emit("message_saved", {"message_id": message.id, "role": "assistant",
                                          "tool_calls": [c["id"] for c in tool_calls]})
@@ -435,10 +449,169 @@ class Agent:
         except Exception as exc:
             log.info("tool %s failed: %r", tool.name, exc)
             return False, f"Error: {type(exc).__name__}: {str(exc)[:500]}"
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        if isinstance(value, ToolResult):
+            text = self._cite(value)
+        else:
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
         if len(text) > MAX_TOOL_RESULT_CHARS:
             text = text[:MAX_TOOL_RESULT_CHARS] + f"\n[... cut: {len(text) - MAX_TOOL_RESULT_CHARS} more characters]"
         return True, text
+
+    # --- context: attachments, compaction, trimming, overflow recovery (issue 5) --------------
+
+    def _capabilities(self, route: Route):
+        from ..providers.capabilities import capabilities
+
+        reported = next((m for m in route.models if m.get("id") == route.model), None)
+        return capabilities(route.model, _model_info(reported) if reported else None)
+
+    def _check_attachments(self, route: Route) -> None:
+        """Refuse, before the question is saved, attachments that vanished or images for a
+        model that cannot see them."""
+        from ..chat.attachments import is_image, owned_rows
+
+        if not self.request.attachments:
+            return
+        rows = owned_rows(self.request.user_id, list(self.request.attachments), self.app.config["NUMI_DATA_DIR"])
+        if any(is_image(row) for row in rows) and not self._capabilities(route).vision:
+            raise NumiError("model_cannot_see",
+                            f"{route.model} cannot see images. Choose a model with vision, or remove the image.", 400)
+
+    def _auto_compact_enabled(self, meta: ChatMeta) -> bool:
+        value = meta.settings.get("auto_compact")
+        return self.app.config["NUMI_AUTO_COMPACT"] if value is None else bool(value)
+
+    def _context_limit(self, route: Route) -> int:
+        config = self.app.config
+        window = self._capabilities(route).context_window or config["NUMI_DEFAULT_CONTEXT_WINDOW"]
+        return max(1, int(window * config["NUMI_AUTO_COMPACT_FRACTION"]))
+
+    def _context_messages(self, meta: ChatMeta, route: Route, *, limit: int | None = None,
+                          allow_compact: bool = True) -> list[dict]:
+        """The messages of the next request: the loaded history, compacted first when it
+        nears the model's window (auto-compaction), else trimmed, with attachments rebuilt."""
+        from ..chat.context import estimate_tokens
+
+        system = self._system_prompt(meta.settings)
+        limit = limit or self._context_limit(route)
+        history = self.context.history()
+        estimate = estimate_tokens(history.messages, system)
+        if estimate > limit and allow_compact and not self._compacted and self._auto_compact_enabled(meta):
+            if self._compact(route, "auto"):
+                history = self.context.history()
+                estimate = estimate_tokens(history.messages, system)
+        messages = history.messages
+        if estimate > limit:
+            messages = self._trim(messages, limit, system)
+        return self._expand_attachments(messages, self._capabilities(route).vision)
+
+    def _compact(self, route: Route, reason: str) -> bool:
+        """Compact now with the turn's model; False when there is nothing older or it failed
+        (the caller then trims instead)."""
+        from ..chat.compaction import compact
+
+        self._compacted = True
+        self.turn.emit("context_compacting", {"reason": reason})
+        try:
+            checkpoint = compact(self.context, adapter_for_route(self.app, route),
+                                 self.app.config["NUMI_COMPACT_MODEL"] or route.model, self.app.config,
+                                 on_cancel=self.turn.on_cancel)
+        except NumiError as exc:
+            log.info("compaction (%s) skipped: %s", reason, exc.code)
+            self.turn.emit("context_compacted", {"reason": reason, "ok": False, "code": exc.code})
+            return False
+        data = {"reason": reason, "ok": True, "checkpoint_id": checkpoint.id,
+                "messages_before": checkpoint.messages_before, "messages_after": checkpoint.messages_after,
+                "tokens_before": checkpoint.tokens_before, "tokens_after": checkpoint.tokens_after}
+        self._context_metrics["context_compacted"] = {k: data[k] for k in ("messages_before", "messages_after")}
+        self.turn.emit("context_compacted", data)
+        return True
+
+    def _trim(self, messages: list[dict], limit: int, system: str) -> list[dict]:
+        """Drop the oldest whole turns from this request only (never the newest turn) until
+        the estimate fits `limit`; report `context_trimmed` and keep the counts in metrics."""
+        from ..chat.context import OMITTED_NOTICE, _group_turns, estimate_tokens
+
+        prefix = [m for m in messages if m.get("_checkpoint") or m.get("_notice")]
+        groups = _group_turns([m for m in messages if not (m.get("_checkpoint") or m.get("_notice"))])
+        notice = [] if any(m.get("_notice") for m in prefix) else [
+            {"role": "user", "content": OMITTED_NOTICE, "_notice": True},
+            {"role": "assistant", "content": "Understood.", "_notice": True}]
+        dropped = 0
+        while len(groups) > 1 and estimate_tokens(prefix + notice + [m for g in groups for m in g], system) > limit:
+            dropped += len(groups.pop(0))
+        if not dropped:
+            return messages
+        trimmed = prefix + notice + [m for g in groups for m in g]
+        before, after = len(messages), len(trimmed)
+        self._context_metrics["context_trimmed"] = {"before": before, "after": after}
+        self.turn.emit("context_trimmed", {"before": before, "after": after, "dropped": dropped})
+        return trimmed
+
+    def _expand_attachments(self, messages: list[dict], vision: bool) -> list[dict]:
+        """Rebuild attached files as content parts for this request only (image bytes are
+        read from disk now; nothing of this is stored)."""
+        from ..chat.attachments import attachments_by_id, message_attachment_ids, model_parts
+
+        wanted = [i for m in messages for i in message_attachment_ids(m.get("_content_parts"))
+                  if (i, vision) not in self._parts_cache]
+        if wanted:
+            rows = {i: a for i, a in attachments_by_id(wanted).items() if a.user_id == self.request.user_id}
+            for i in wanted:
+                self._parts_cache[(i, vision)] = model_parts(
+                    self.app.config["NUMI_DATA_DIR"], [rows[i]] if i in rows else [], vision=vision,
+                    max_side=self.app.config["NUMI_IMAGE_MAX_SIDE"]) if i in rows else [
+                    {"type": "text", "text": "[an attached file is no longer available]"}]
+        out = []
+        for message in messages:
+            ids = message_attachment_ids(message.get("_content_parts"))
+            if ids:
+                message = dict(message)
+                text = message.get("content") or ""
+                parts = [{"type": "text", "text": text}] if text else []
+                for i in ids:
+                    parts.extend(self._parts_cache[(i, vision)])
+                message["content"] = parts
+            out.append(message)
+        return out
+
+    def _recover_overflow(self, meta: ChatMeta, route: Route, result: StepResult, tools: list[Tool],
+                          step: int) -> StepResult:
+        """A context_overflow before any output: compact (or trim) once and call again.
+        Only once per turn, so a model that keeps refusing cannot make this loop."""
+        from ..chat.context import estimate_tokens
+
+        if (result.error is None or result.error.code != "context_overflow" or result.output_started
+                or self.turn.cancelled or self._overflow_retried):
+            return result
+        self._overflow_retried = True
+        compacted = (not self._compacted and self._auto_compact_enabled(meta) and self._compact(route, "overflow"))
+        history = self.context.history()
+        estimate = estimate_tokens(history.messages, self._system_prompt(meta.settings))
+        # Our estimate was too low for this model: after compaction aim for the normal
+        # limit; without it, halve what was sent.
+        limit = min(self._context_limit(route), max(1, estimate // 2)) if not compacted else None
+        messages = self._context_messages(meta, route, limit=limit, allow_compact=False)
+        self.context.release()
+        self.turn.emit("context_retry", {"reason": "context_overflow", "compacted": compacted})
+        return self._call_model(route, messages, meta.settings, tools, step)
+
+    def _cite(self, result: ToolResult) -> str:
+        """Number a tool's sources across the turn (the same URL keeps its number) and
+        return the text the model reads: `[n] title (url)` before each passage."""
+        parts = [result.text] if result.text else []
+        for source in result.sources:
+            url = source.get("url") if isinstance(source.get("url"), str) else None
+            title = str(source.get("title") or url or "Untitled")[:300]
+            number = next((s["n"] for s in self.sources if url and s.get("url") == url), None)
+            if number is None:
+                number = len(self.sources) + 1
+                saved = {"n": number, "title": title, "url": url}
+                saved.update({k: v for k, v in source.items() if k not in ("content", "title", "url", "n")
+                              and isinstance(v, str | int | float | bool | None)})
+                self.sources.append(saved)
+            parts.append(f"[{number}] {title}" + (f" ({url})" if url else "") + f"\n{source.get('content') or ''}".rstrip())
+        return "\n\n".join(parts)
 
     # --- title --------------------------------------------------------------------------------
 

@@ -96,9 +96,7 @@ class ChatContextService:
         return self._history
 
     def _load_history(self) -> History:
-        checkpoint = db.session.execute(
-            select(Checkpoint).where(Checkpoint.chat_id == self.chat_id).order_by(Checkpoint.id.desc()).limit(1)
-        ).scalar_one_or_none()
+        checkpoint = self.latest_checkpoint()
         stmt = select(Message).where(Message.chat_id == self.chat_id, Message.deleted_at.is_(None))
         if checkpoint is not None:
             stmt = stmt.where(Message.id > checkpoint.through_message_id)
@@ -106,10 +104,14 @@ class ChatContextService:
         truncated = len(rows) > self.max_messages
         rows = rows[: self.max_messages]
         rows.reverse()
+        loaded = len(rows)
         rows = [row for row in rows if not _is_error_placeholder(row)]
-        turns = _group_turns([to_internal(row) for row in rows])
-        if truncated and turns:
-            turns = turns[1:]  # the oldest group may be cut mid-turn by the row limit
+        placeholders = loaded - len(rows)
+        internal = [to_internal(row) for row in rows]
+        _count_attachments(internal)
+        turns = _group_turns(internal)
+        # A group cut by the row limit starts with an assistant or tool row; _group_turns
+        # has dropped it already. A group that starts with its user row is whole.
         kept: list[list[dict[str, Any]]] = []
         chars = 0
         for group in reversed(turns):
@@ -127,7 +129,14 @@ class ChatContextService:
             chars += size
         kept.reverse()
         messages = [m for group in kept for m in group]
-        omitted = len(rows) - len(messages) + (1 if truncated else 0)
+        omitted = len(rows) - len(messages)
+        if truncated:  # exact: count what the row limit left unread (one indexed count)
+            from sqlalchemy import func
+
+            total = db.session.execute(
+                select(func.count()).select_from(stmt.order_by(None).subquery())
+            ).scalar_one()
+            omitted = total - len(messages) - placeholders
         prefix: list[dict[str, Any]] = []
         if checkpoint is not None:
             prefix.append({"role": "user", "content": f"Summary of the earlier conversation:\n{checkpoint.summary}", "_checkpoint": checkpoint.id})
@@ -139,6 +148,29 @@ class ChatContextService:
 
     def invalidate_history(self) -> None:
         self._history = None
+
+    def latest_checkpoint(self) -> Checkpoint | None:
+        """The newest valid checkpoint: its boundary message still exists in the transcript
+        (an edit that deleted the boundary makes a checkpoint stale, and an older one applies)."""
+        live = select(Message.id).where(Message.chat_id == self.chat_id, Message.deleted_at.is_(None),
+                                        Message.id == Checkpoint.through_message_id)
+        return db.session.execute(
+            select(Checkpoint).where(Checkpoint.chat_id == self.chat_id, live.exists())
+            .order_by(Checkpoint.id.desc()).limit(1)
+        ).scalar_one_or_none()
+
+    def save_checkpoint(self, **fields: Any) -> Checkpoint:
+        """Store a compaction checkpoint (its own short transaction); the history reloads."""
+        try:
+            self._live_chat()
+            checkpoint = Checkpoint(chat_id=self.chat_id, **fields)
+            db.session.add(checkpoint)
+            db.session.commit()
+        except Exception:
+            db.session.rollback()
+            raise
+        self.invalidate_history()
+        return checkpoint
 
     # --- saving -----------------------------------------------------------------------------
 
@@ -213,8 +245,38 @@ def _group_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return [g for g in groups if g[0]["role"] == "user"]
 
 
+def _count_attachments(messages: list[dict[str, Any]]) -> None:
+    """Note on each message how many characters its attachments add (one query)."""
+    from .attachments import message_attachment_ids, text_sizes
+
+    ids = [i for m in messages for i in message_attachment_ids(m.get("_content_parts"))]
+    if not ids:
+        return
+    sizes = text_sizes(ids)
+    for message in messages:
+        own = message_attachment_ids(message.get("_content_parts"))
+        if own:
+            message["_attachment_chars"] = sum(sizes.get(i, 0) for i in own)
+
+
+def estimate_tokens(messages: list[dict[str, Any]], system: str = "") -> int:
+    """A provider-neutral prompt size estimate: about four characters per token, plus a
+    few tokens of framing per message."""
+    return (len(system) + sum(_chars(m) for m in messages)) // 4 + 4 * len(messages)
+
+
+def message_chars(message: dict[str, Any]) -> int:
+    """Characters a message contributes to a prompt (content, tool arguments, attachments)."""
+    return _chars(message)
+
+
 def _chars(message: dict[str, Any]) -> int:
-    size = len(message.get("content") or "")
+    content = message.get("content")
+    if isinstance(content, list):  # content parts built at request time
+        size = sum(len(p.get("text") or "") if p.get("type") != "image" else 4000 for p in content
+                   if isinstance(p, dict))
+    else:
+        size = len(content or "") + message.get("_attachment_chars", 0)
     for call in message.get("tool_calls") or ():
         size += len(str(call.get("function", {}).get("arguments", "")))
     return size

@@ -128,6 +128,19 @@ class HtmlView:
         return [render_template("partials/_turn_notice.html", turn_id=turn_id,
                                 text=f"Using {data.get('model')} ({data.get('reason')}).")]
 
+    def _on_context_compacting(self, turn_id, data):
+        return [render_template("partials/_turn_notice.html", turn_id=turn_id,
+                                text="Summarising earlier messages to fit the context…")]
+
+    def _on_context_compacted(self, turn_id, data):
+        text = ("Earlier messages were summarised." if data.get("ok", True)
+                else "Summarising failed; older messages are left out of this request instead.")
+        return [render_template("partials/_turn_notice.html", turn_id=turn_id, text=text)]
+
+    def _on_context_retry(self, turn_id, data):
+        return [render_template("partials/_turn_notice.html", turn_id=turn_id,
+                                text="The model's context was full; retrying with a shorter history.")]
+
     def _on_context_trimmed(self, turn_id, data):
         return [render_template("partials/_turn_notice.html", turn_id=turn_id,
                                 text="Older messages were left out of this request to fit the context.")]
@@ -170,9 +183,15 @@ class HtmlView:
         self.step = data.get("step", 0)
         self.content, self.reasoning = data.get("content", ""), data.get("reasoning", "")
         self.preparing = {t["call_id"]: t for t in data.get("tools", []) if t.get("status") == "preparing"}
+        # A pending approval keeps its arguments (the exact command) so a reloaded page can
+        # show what it is asked to approve.
+        pending = {a["call_id"]: a for a in data.get("pending_approvals", []) if a.get("call_id")}
         for tool in data.get("tools", []):
             if tool.get("status") in ("approval", "running", "done", "failed"):
-                out.append(render_template("partials/_tool_card.html", card=tool, oob=True))
+                card = dict(tool)
+                if card.get("status") == "approval" and card.get("arguments") is None and card["call_id"] in pending:
+                    card["arguments"] = pending[card["call_id"]].get("arguments")
+                out.append(render_template("partials/_tool_card.html", card=card, oob=True))
         if self.running:
             out.append(self._live(turn_id))
         out.append(self._controls())

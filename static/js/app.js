@@ -131,3 +131,117 @@
     if (input) input.focus();
   });
 })();
+
+// --- attachments: picker, drag and drop, paste (issue 5) ---------------------------------
+// Each file is uploaded at once (POST /api/upload); its chip carries a hidden
+// `attachments` input, so the composer's ws-send includes the ids. Names are set with
+// textContent only: a file name is untrusted text.
+(function () {
+  "use strict";
+
+  function composer() { return document.getElementById("composer"); }
+  function chips() { return document.getElementById("composer-attachments"); }
+
+  function addChip(text, className) {
+    var li = document.createElement("li");
+    li.className = "attachment-chip " + (className || "");
+    var name = document.createElement("span");
+    name.className = "attachment-name";
+    name.textContent = text;
+    li.appendChild(name);
+    chips().appendChild(li);
+    return li;
+  }
+
+  function uploaded(li, attachment) {
+    li.classList.remove("uploading");
+    li.dataset.attachmentId = String(attachment.id);
+    var size = document.createElement("span");
+    size.className = "attachment-size";
+    size.textContent = attachment.size < 1024 ? attachment.size + " bytes" : (attachment.size / 1024).toFixed(1) + " KB";
+    li.appendChild(size);
+    var input = document.createElement("input");
+    input.type = "hidden";
+    input.name = "attachments";
+    input.value = String(attachment.id);
+    li.appendChild(input);
+    var remove = document.createElement("button");
+    remove.type = "button";
+    remove.className = "attachment-remove";
+    remove.setAttribute("aria-label", "Remove attachment");
+    remove.textContent = "×";
+    li.appendChild(remove);
+  }
+
+  function upload(files) {
+    var form = composer();
+    if (!form || !chips() || !files) return;
+    Array.prototype.forEach.call(files, function (file) {
+      var li = addChip(file.name || "file", "uploading");
+      var body = new FormData();
+      body.append("file", file, file.name || "pasted");
+      fetch(form.dataset.uploadUrl, { method: "POST", body: body, credentials: "same-origin" })
+        .then(function (response) {
+          return response.json().then(function (data) { return { ok: response.ok, data: data }; });
+        })
+        .then(function (result) {
+          if (!result.ok) throw new Error((result.data && result.data.error && result.data.error.message) || "Upload failed.");
+          uploaded(li, result.data.attachments[0]);
+        })
+        .catch(function (error) {
+          li.classList.remove("uploading");
+          li.classList.add("failed");
+          li.querySelector(".attachment-name").textContent = (file.name || "file") + ": " + error.message;
+          setTimeout(function () { li.remove(); }, 8000);
+        });
+    });
+  }
+
+  document.addEventListener("change", function (event) {
+    if (event.target && event.target.id === "composer-file") {
+      upload(event.target.files);
+      event.target.value = "";
+    }
+  });
+  document.addEventListener("click", function (event) {
+    var remove = event.target.closest && event.target.closest(".attachment-remove");
+    if (remove) remove.closest(".attachment-chip").remove();
+  });
+  document.addEventListener("dragover", function (event) {
+    if (composer() && event.dataTransfer && Array.prototype.indexOf.call(event.dataTransfer.types, "Files") >= 0) {
+      event.preventDefault();
+      composer().classList.add("drop-target");
+    }
+  });
+  document.addEventListener("dragleave", function () {
+    if (composer()) composer().classList.remove("drop-target");
+  });
+  document.addEventListener("drop", function (event) {
+    if (!composer() || !event.dataTransfer || !event.dataTransfer.files.length) return;
+    event.preventDefault();
+    composer().classList.remove("drop-target");
+    upload(event.dataTransfer.files);
+  });
+  document.addEventListener("paste", function (event) {
+    if (!event.target || event.target.id !== "composer-input" || !event.clipboardData) return;
+    var files = event.clipboardData.files;
+    if (files && files.length) {
+      event.preventDefault();
+      upload(files);
+    }
+  });
+
+  // A send carries the ids as numbers; an upload still running holds the send back.
+  document.addEventListener("htmx:wsConfigSend", function (event) {
+    var params = event.detail.parameters;
+    if (params.type !== "send" || event.defaultPrevented) return;
+    var box = chips();
+    if (box && box.querySelector(".uploading")) {
+      event.preventDefault();
+      return;
+    }
+    var ids = params.attachments === undefined ? [] : [].concat(params.attachments);
+    params.attachments = ids.map(function (id) { return parseInt(id, 10); });
+    if (box) box.textContent = "";
+  });
+})();

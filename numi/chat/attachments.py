@@ -1,0 +1,386 @@
+"""Attachments: uploaded files, stored once by content hash, owned by the uploader.
+
+Files live under ``<NUMI_DATA_DIR>/uploads/<sha[:2]>/<sha>``; the `attachments` row holds
+the name, type, size, hash and (for text, code and PDF files) the extracted text. A message
+refers to its files by id in ``content_parts_json`` (``{"type": "attachment", "id": N}``);
+the bytes a model sees are rebuilt at request time by `model_parts()`, so no image data
+or data URL ever reaches the messages table.
+
+`owned_attachments()` is the one ownership check: a send, and any transcript edit that
+would delete rows, calls it before anything changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import mimetypes
+import os
+from pathlib import Path
+from typing import Any
+
+import gevent
+from sqlalchemy import func, select
+
+from ..errors import NotFound, NumiError, invalid
+from ..extensions import db
+from ..models import Attachment
+
+log = logging.getLogger(__name__)
+
+MAX_PER_MESSAGE = 20
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+# Rough token cost of one image part, for budgets (providers charge ~1-1.6k per image).
+IMAGE_CHARS_ESTIMATE = 4000
+THUMBNAIL_SIDE = 160
+
+# Code and markup files that browsers label oddly (or not at all) but are plain text.
+TEXT_EXTENSIONS = {
+    ".txt", ".md", ".markdown", ".rst", ".csv", ".tsv", ".json", ".jsonl", ".yaml", ".yml", ".toml",
+    ".ini", ".cfg", ".conf", ".xml", ".html", ".htm", ".css", ".js", ".mjs", ".ts", ".tsx", ".jsx",
+    ".py", ".pyi", ".rb", ".go", ".rs", ".java", ".kt", ".c", ".h", ".cc", ".cpp", ".hpp", ".cs",
+    ".php", ".pl", ".sh", ".bash", ".zsh", ".sql", ".r", ".swift", ".scala", ".lua", ".tex", ".log",
+    ".diff", ".patch", ".env", ".dockerfile", ".gitignore", ".vue", ".svelte", ".ipynb",
+}
+
+
+# --- ownership ------------------------------------------------------------------------------
+
+
+def attachment_ids(value: Any) -> list[int]:
+    """Attachment ids from a request: a list of ints or digit strings (HTML forms send
+    strings; one value arrives as a bare string). Raises invalid_input otherwise."""
+    if value in (None, "", []):
+        return []
+    if isinstance(value, int | str) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, list) or len(value) > MAX_PER_MESSAGE:
+        raise invalid(f"attachments must be a list of at most {MAX_PER_MESSAGE} attachment ids.")
+    ids: list[int] = []
+    for item in value:
+        if isinstance(item, str) and item.isdigit() and len(item) < 18:
+            item = int(item)
+        if not isinstance(item, int) or isinstance(item, bool) or item < 1:
+            raise invalid(f"attachments must be a list of at most {MAX_PER_MESSAGE} attachment ids.")
+        if item not in ids:
+            ids.append(item)
+    return ids
+
+
+def owned_attachments(user_id: int, value: Any, data_dir: str | None = None) -> list[int]:
+    """The checked attachment ids of a request (`value`: ids or digit strings), if the user
+    owns every one and every file is still on disk.
+
+    Raises invalid_input for a malformed value and NumiError("attachment_missing", 404)
+    for a missing or foreign id or a file gone from disk, before the caller changes
+    anything: the send path (numi.web.streams) and transcript edits both call this first.
+    `data_dir` defaults to the current app's NUMI_DATA_DIR.
+    """
+    ids = attachment_ids(value)
+    return [a.id for a in owned_rows(user_id, ids, data_dir)]
+
+
+def owned_rows(user_id: int, ids: list[int], data_dir: str | None = None) -> list[Attachment]:
+    """Like `owned_attachments()`, for checked ids, returning the rows in `ids` order."""
+    if not ids:
+        return []
+    if data_dir is None:
+        from flask import current_app
+
+        data_dir = current_app.config["NUMI_DATA_DIR"]
+    rows = {a.id: a for a in db.session.execute(
+        select(Attachment).where(Attachment.id.in_(ids), Attachment.user_id == user_id)
+    ).scalars()}
+    missing = [i for i in ids if i not in rows or not file_path(data_dir, rows[i]).is_file()]
+    if missing:
+        raise NumiError("attachment_missing",
+                        "An attached file is missing or not yours; remove it and try again.", 404)
+    return [rows[i] for i in ids]
+
+
+def get_attachment(user_id: int, attachment_id: int) -> Attachment:
+    """One of the user's attachments; 404 for a missing or foreign id."""
+    row = db.session.execute(
+        select(Attachment).where(Attachment.id == attachment_id, Attachment.user_id == user_id)
+    ).scalar_one_or_none()
+    if row is None:
+        raise NotFound("attachment")
+    return row
+
+
+def message_attachment_ids(content_parts: Any) -> list[int]:
+    """The attachment ids a message's content parts refer to."""
+    return [p["id"] for p in content_parts or () if isinstance(p, dict) and p.get("type") == "attachment"
+            and isinstance(p.get("id"), int)]
+
+
+def attachments_by_id(ids: list[int]) -> dict[int, Attachment]:
+    if not ids:
+        return {}
+    return {a.id: a for a in db.session.execute(select(Attachment).where(Attachment.id.in_(ids))).scalars()}
+
+
+def text_sizes(ids: list[int]) -> dict[int, int]:
+    """Characters each attachment adds to a prompt (images: a fixed estimate), in one query
+    that does not load the texts themselves."""
+    if not ids:
+        return {}
+    rows = db.session.execute(
+        select(Attachment.id, Attachment.mime, func.length(Attachment.extracted_text)).where(Attachment.id.in_(ids))
+    ).all()
+    return {i: (IMAGE_CHARS_ESTIMATE if mime in IMAGE_TYPES else (length or 0)) for i, mime, length in rows}
+
+
+# --- storing --------------------------------------------------------------------------------
+
+
+def file_path(data_dir: str, attachment: Attachment) -> Path:
+    return Path(data_dir) / attachment.storage_path
+
+
+def store_upload(config, user_id: int, filename: str, declared_mime: str | None, data: bytes) -> Attachment:
+    """Check and store one upload; returns its (possibly existing) attachment row.
+
+    The same user uploading the same bytes under the same name gets the same row; the
+    file itself is stored once per content hash whatever the number of owners.
+    """
+    filename = _clean_filename(filename)
+    if not data:
+        raise invalid("The file is empty.", "empty_file")
+    limit = config["NUMI_UPLOAD_MAX_BYTES"]
+    if len(data) > limit:
+        raise NumiError("file_too_large", f"The file is larger than {limit // (1024 * 1024) or limit} "
+                        f"{'MB' if limit >= 1024 * 1024 else 'bytes'}.", 413)
+    mime = detect_type(filename, declared_mime, data)
+    if not type_allowed(mime, config["NUMI_UPLOAD_TYPES"]):
+        raise NumiError("file_type", f"Files of type {mime} cannot be attached.", 415)
+    extracted = _extract_text(mime, data, config["NUMI_ATTACHMENT_MAX_TEXT_CHARS"])
+    sha = hashlib.sha256(data).hexdigest()
+    existing = db.session.execute(
+        select(Attachment).where(Attachment.user_id == user_id, Attachment.sha256 == sha,
+                                 Attachment.filename == filename)
+    ).scalars().first()
+    relative = f"uploads/{sha[:2]}/{sha}"
+    _write_once(Path(config["NUMI_DATA_DIR"]) / relative, data)
+    if existing is not None:
+        return existing
+    row = Attachment(user_id=user_id, filename=filename, mime=mime, size=len(data), sha256=sha,
+                     storage_path=relative, extracted_text=extracted)
+    db.session.add(row)
+    db.session.commit()
+    return row
+
+
+def _clean_filename(name: str | None) -> str:
+    name = os.path.basename((name or "").replace("\\", "/")).strip()
+    name = "".join(ch for ch in name if ch.isprintable())[:200]
+    return name or "file"
+
+
+def _write_once(path: Path, data: bytes) -> None:
+    if path.is_file():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)  # atomic: a concurrent upload of the same bytes sees a whole file
+
+
+def detect_type(filename: str, declared: str | None, data: bytes) -> str:
+    """The attachment's MIME type from its bytes first, then its name: the browser's
+    label is only a hint (a .png that is really HTML must not pass as an image)."""
+    head = data[:16]
+    if head.startswith(b"%PDF-"):
+        return "application/pdf"
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if head[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    extension = os.path.splitext(filename.lower())[1]
+    if _looks_textual(data):
+        if extension == ".json":
+            return "application/json"
+        guessed = mimetypes.guess_type(filename)[0] or (declared or "")
+        if guessed.startswith("text/"):
+            return guessed
+        return "text/plain"
+    return (declared or mimetypes.guess_type(filename)[0] or "application/octet-stream").split(";")[0].strip().lower()
+
+
+def _looks_textual(data: bytes) -> bool:
+    sample = data[:8192]
+    if b"\x00" in sample:
+        return False
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start >= len(sample) - 3  # a multi-byte character cut by the sample
+    return True
+
+
+def type_allowed(mime: str, allowed: tuple[str, ...]) -> bool:
+    return any(mime == a or (a.endswith("/") and mime.startswith(a)) for a in allowed)
+
+
+def is_image(attachment: Attachment) -> bool:
+    return attachment.mime in IMAGE_TYPES
+
+
+def _extract_text(mime: str, data: bytes, limit: int) -> str | None:
+    if mime == "application/pdf":
+        # pypdf is pure Python: run it in a thread so a big PDF does not stall the hub.
+        text = gevent.get_hub().threadpool.apply(pdf_text, (data,))
+    elif mime.startswith("text/") or mime == "application/json":
+        text = data.decode("utf-8", "replace")
+    else:
+        return None
+    if len(text) > limit:
+        text = text[:limit] + f"\n[... cut: {len(text) - limit} more characters]"
+    return text
+
+
+def pdf_text(data: bytes) -> str:
+    """The text of a PDF, page by page. Raises NumiError("pdf_unreadable") for a broken file."""
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            raise NumiError("pdf_unreadable", "The PDF is encrypted; attach an unlocked copy.", 415)
+        pages = [(page.extract_text() or "").strip() for page in reader.pages]
+    except NumiError:
+        raise
+    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
+        log.info("unreadable PDF: %r", exc)
+        raise NumiError("pdf_unreadable", "The PDF could not be read.", 415) from None
+    return "\n\n".join(f"[page {n}]\n{text}" for n, text in enumerate(pages, 1) if text)
+
+
+# --- images ---------------------------------------------------------------------------------
+
+
+def image_bytes(data_dir: str, attachment: Attachment, max_side: int) -> tuple[str, bytes]:
+    """(mime, bytes) of an image fit for a model: downscaled so its longer side is at most
+    `max_side`, cached next to the original. Without Pillow the original is sent."""
+    original = file_path(data_dir, attachment)
+    try:
+        from PIL import Image  # noqa: F401  (optional extra "images")
+    except ImportError:
+        return attachment.mime, original.read_bytes()
+    cached = original.with_name(f"{original.name}.max{max_side}")
+    if cached.is_file():
+        data = cached.read_bytes()
+        return _sniff_image(data) or attachment.mime, data
+    mime, data = gevent.get_hub().threadpool.apply(_downscale, (original.read_bytes(), attachment.mime, max_side))
+    _write_once(cached, data)
+    return mime, data
+
+
+def _sniff_image(data: bytes) -> str | None:
+    mime = detect_type("", None, data)
+    return mime if mime in IMAGE_TYPES else None
+
+
+def _downscale(data: bytes, mime: str, max_side: int) -> tuple[str, bytes]:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        if max(image.size) <= max_side:
+            return mime, data
+        image.thumbnail((max_side, max_side))
+        out = io.BytesIO()
+        if mime == "image/jpeg":
+            image.convert("RGB").save(out, "JPEG", quality=88)
+            return "image/jpeg", out.getvalue()
+        image.save(out, "PNG")
+        return "image/png", out.getvalue()
+
+
+def thumbnail(data_dir: str, attachment: Attachment) -> bytes | None:
+    """A small PNG of an image attachment (cached), or None without Pillow."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return None
+    original = file_path(data_dir, attachment)
+    cached = original.with_name(f"{original.name}.thumb.png")
+    if cached.is_file():
+        return cached.read_bytes()
+
+    def make() -> bytes:
+        with Image.open(original) as image:
+            image.thumbnail((THUMBNAIL_SIDE, THUMBNAIL_SIDE))
+            out = io.BytesIO()
+            image.convert("RGBA").save(out, "PNG")
+            return out.getvalue()
+
+    data = gevent.get_hub().threadpool.apply(make)
+    _write_once(cached, data)
+    return data
+
+
+# --- what the model sees --------------------------------------------------------------------
+
+
+def model_parts(data_dir: str, attachments: list[Attachment], *, vision: bool, max_side: int) -> list[dict[str, Any]]:
+    """Content parts for a model request: documents as text, images as image parts
+    (bytes, never a data URL), or a short note when the model cannot see or a file is gone."""
+    parts: list[dict[str, Any]] = []
+    for attachment in attachments:
+        path = file_path(data_dir, attachment)
+        if is_image(attachment):
+            if not vision:
+                parts.append({"type": "text", "text": f"[image {attachment.filename!r} left out: this model cannot see images]"})
+            elif not path.is_file():
+                parts.append({"type": "text", "text": f"[image {attachment.filename!r} is no longer available]"})
+            else:
+                mime, data = image_bytes(data_dir, attachment, max_side)
+                parts.append({"type": "image", "mime": mime, "data": data})
+        elif attachment.extracted_text is not None:
+            parts.append({"type": "document", "name": attachment.filename, "text": attachment.extracted_text})
+        else:
+            parts.append({"type": "text", "text": f"[file {attachment.filename!r} ({attachment.mime}) cannot be read by the model]"})
+    return parts
+
+
+# --- templates ------------------------------------------------------------------------------
+
+
+def template_attachments(message) -> list[Attachment]:
+    """The attachments a saved message shows (chips, thumbnails); scoped to the message's
+    chat owner. One query per message with attachments, none otherwise."""
+    ids = message_attachment_ids(message.content_parts) if message.content_parts_json else []
+    if not ids:
+        return []
+    from ..models import Chat
+
+    rows = db.session.execute(
+        select(Attachment).join(Chat, Chat.user_id == Attachment.user_id)
+        .where(Chat.id == message.chat_id, Attachment.id.in_(ids))
+    ).scalars()
+    by_id = {a.id: a for a in rows}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def template_checkpoints(chat_id: str) -> dict[int, Any]:
+    """The chat's checkpoints by boundary message id, for transcript dividers."""
+    from ..models import Checkpoint
+
+    rows = db.session.execute(
+        select(Checkpoint).where(Checkpoint.chat_id == chat_id).order_by(Checkpoint.id)
+    ).scalars()
+    return {c.through_message_id: c for c in rows}
+
+
+def human_size(size: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size}"

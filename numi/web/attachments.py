@@ -1,0 +1,87 @@
+"""Attachment routes: upload, owner-only download, thumbnails.
+
+    POST /api/upload                        multipart `file` (one or more) -> 201 {attachments: [...]}
+    GET  /api/attachments/<id>              the file, to its owner only (404 for anyone else)
+    GET  /api/attachments/<id>/thumbnail    a small PNG of an image attachment
+
+Downloads always go out with `nosniff` and, except images, as `attachment`, so an
+uploaded HTML or SVG file can never run as a page of this site.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, Response, current_app, g, jsonify, request, send_file
+
+from ..chat import attachments as store
+from ..errors import NotFound, invalid
+
+log = logging.getLogger(__name__)
+
+bp = Blueprint("attachments", __name__, url_prefix="/api")
+
+
+@bp.post("/upload")
+def upload():
+    files = request.files.getlist("file") or request.files.getlist("files")
+    if not files:
+        raise invalid("Choose a file to upload (multipart field `file`).", "no_file")
+    if len(files) > store.MAX_PER_MESSAGE:
+        raise invalid(f"At most {store.MAX_PER_MESSAGE} files at once.", "too_many_files")
+    config = current_app.config
+    saved = []
+    for item in files:
+        # Read one byte past the limit: enough to know it is too large, no more.
+        data = item.stream.read(config["NUMI_UPLOAD_MAX_BYTES"] + 1)
+        saved.append(store.store_upload(config, g.user.id, item.filename or "", item.mimetype, data))
+    for attachment in saved:
+        _schedule_indexing(attachment.id)
+    return jsonify(attachments=[_describe(a) for a in saved]), 201
+
+
+def _describe(attachment) -> dict:
+    data = attachment.to_dict()
+    data["is_image"] = store.is_image(attachment)
+    data["url"] = f"/api/attachments/{attachment.id}"
+    if data["is_image"]:
+        data["thumbnail_url"] = f"/api/attachments/{attachment.id}/thumbnail"
+    return data
+
+
+def _schedule_indexing(attachment_id: int) -> None:
+    """Hand a new upload to document search (issue 7), when that module is installed."""
+    try:
+        from ..agent.tools.documents import schedule_indexing
+    except ImportError:
+        return
+    try:
+        schedule_indexing(current_app._get_current_object(), attachment_id)
+    except Exception:  # indexing is a background nicety: the upload itself succeeded
+        log.exception("could not schedule indexing of attachment %s", attachment_id)
+
+
+@bp.get("/attachments/<int:attachment_id>")
+def download(attachment_id: int):
+    attachment = store.get_attachment(g.user.id, attachment_id)
+    path = store.file_path(current_app.config["NUMI_DATA_DIR"], attachment)
+    if not path.is_file():
+        raise NotFound("file")
+    inline = store.is_image(attachment) and request.args.get("download") is None
+    response = send_file(path, mimetype=attachment.mime, as_attachment=not inline,
+                         download_name=attachment.filename, conditional=True, max_age=0)
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Cache-Control"] = "private, no-cache"
+    return response
+
+
+@bp.get("/attachments/<int:attachment_id>/thumbnail")
+def thumbnail(attachment_id: int):
+    attachment = store.get_attachment(g.user.id, attachment_id)
+    if not store.is_image(attachment) or not store.file_path(current_app.config["NUMI_DATA_DIR"], attachment).is_file():
+        raise NotFound("thumbnail")
+    data = store.thumbnail(current_app.config["NUMI_DATA_DIR"], attachment)
+    if data is None:  # no Pillow: the original is small enough for a browser to scale
+        return download(attachment_id)
+    return Response(data, mimetype="image/png",
+                    headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=86400"})

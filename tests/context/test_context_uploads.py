@@ -1,0 +1,115 @@
+"""Uploads through the real app: limits, types, PDF text, storage by hash, owner-only download."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from context_support import minimal_pdf, png
+
+
+def post_file(client, name, data, mime="application/octet-stream"):
+    return client.post("/api/upload", data={"file": (io.BytesIO(data), name, mime)},
+                       content_type="multipart/form-data")
+
+
+def test_text_upload_is_stored_once_by_hash_and_deduplicated(app, client):
+    first = post_file(client, "notes.md", b"# Notes\nremember the milk\n", "text/markdown")
+    assert first.status_code == 201, first.get_json()
+    item = first.get_json()["attachments"][0]
+    assert item["filename"] == "notes.md" and item["size"] == 26 and item["mime"] == "text/markdown"
+    again = post_file(client, "notes.md", b"# Notes\nremember the milk\n", "text/markdown")
+    assert again.get_json()["attachments"][0]["id"] == item["id"]
+    renamed = post_file(client, "copy.md", b"# Notes\nremember the milk\n", "text/markdown")
+    assert renamed.get_json()["attachments"][0]["id"] != item["id"]
+    uploads = Path(app.config["NUMI_DATA_DIR"]) / "uploads"
+    files = [p for p in uploads.rglob("*") if p.is_file()]
+    assert [p.name for p in files] == [item["sha256"]], "one file per content hash"
+    with app.app_context():
+        from numi.extensions import db
+        from numi.models import Attachment
+
+        assert db.session.get(Attachment, item["id"]).extracted_text.endswith("remember the milk\n")
+
+
+def test_code_file_counts_as_text(client):
+    response = post_file(client, "main.py", b"print('hi')\n", "application/x-python")
+    assert response.status_code == 201
+    assert response.get_json()["attachments"][0]["mime"].startswith("text/")
+
+
+def test_pdf_text_is_extracted_from_a_real_pdf(app, client):
+    response = post_file(client, "report.pdf", minimal_pdf("Quarterly numbers 4711"), "application/pdf")
+    assert response.status_code == 201, response.get_json()
+    item = response.get_json()["attachments"][0]
+    assert item["mime"] == "application/pdf"
+    with app.app_context():
+        from numi.extensions import db
+        from numi.models import Attachment
+
+        text = db.session.get(Attachment, item["id"]).extracted_text
+    assert "Quarterly numbers 4711" in text
+
+
+def test_broken_pdf_is_refused(client):
+    response = post_file(client, "broken.pdf", b"%PDF-1.4\nthis is not a pdf at all", "application/pdf")
+    assert response.status_code == 415
+    assert response.get_json()["error"]["code"] == "pdf_unreadable"
+
+
+def test_limits_size_type_and_empty(make_app):
+    app = make_app(NUMI_UPLOAD_MAX_BYTES=100)
+    client = app.test_client()
+    too_big = post_file(client, "big.txt", b"a" * 101, "text/plain")
+    assert too_big.status_code == 413 and too_big.get_json()["error"]["code"] == "file_too_large"
+    exactly = post_file(client, "ok.txt", b"a" * 100, "text/plain")
+    assert exactly.status_code == 201
+    zipped = post_file(client, "a.zip", b"PK\x03\x04" + b"\x00" * 20, "application/zip")
+    assert zipped.status_code == 415 and zipped.get_json()["error"]["code"] == "file_type"
+    empty = post_file(client, "e.txt", b"", "text/plain")
+    assert empty.status_code == 400 and empty.get_json()["error"]["code"] == "empty_file"
+    none = client.post("/api/upload", data={}, content_type="multipart/form-data")
+    assert none.status_code == 400 and none.get_json()["error"]["code"] == "no_file"
+    with app.app_context():
+        from numi.extensions import db
+        from numi.models import Attachment
+
+        assert db.session.query(Attachment).count() == 1, "refused uploads store nothing"
+
+
+def test_a_label_does_not_make_html_an_image(client):
+    response = post_file(client, "cat.png", b"<html><script>alert(1)</script></html>", "image/png")
+    assert response.status_code == 201
+    assert response.get_json()["attachments"][0]["mime"] == "text/plain"
+
+
+def test_download_is_owner_only(client_a, client_b):
+    item = post_file(client_a, "secret.txt", b"top secret", "text/plain").get_json()["attachments"][0]
+    own = client_a.get(f"/api/attachments/{item['id']}")
+    assert own.status_code == 200 and own.data == b"top secret"
+    assert own.headers["X-Content-Type-Options"] == "nosniff"
+    assert own.headers["Content-Disposition"].startswith("attachment")
+    foreign = client_b.get(f"/api/attachments/{item['id']}")
+    assert foreign.status_code == 404 and foreign.get_json()["error"]["code"] == "not_found"
+    assert client_b.get(f"/api/attachments/{item['id']}/thumbnail").status_code == 404
+    assert client_b.get("/api/attachments/999999").status_code == 404
+
+
+def test_image_thumbnail_and_downscale(app, client):
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    item = post_file(client, "wide.png", png(3000, 1000), "image/png").get_json()["attachments"][0]
+    assert item["is_image"] and item["thumbnail_url"]
+    thumb = client.get(item["thumbnail_url"])
+    assert thumb.status_code == 200 and thumb.mimetype == "image/png"
+    assert max(Image.open(io.BytesIO(thumb.data)).size) <= 160
+    with app.app_context():
+        from numi.chat.attachments import image_bytes
+        from numi.extensions import db
+        from numi.models import Attachment
+
+        mime, data = image_bytes(app.config["NUMI_DATA_DIR"], db.session.get(Attachment, item["id"]), 1568)
+    assert mime == "image/png" and Image.open(io.BytesIO(data)).size == (1568, 523)
