@@ -5,9 +5,11 @@ detects the format, lets its importer validate and convert the whole file first,
 writes every chat in one transaction. A malformed file raises `NumiError("invalid_import")`
 naming the bad field, and nothing is written.
 
-Only Numi's own JSON export (`numi.chat`, version 1) is read today. The ChatGPT data export
-(conversations.json) and Open WebUI's chat export are recognised so the user gets a clear
-answer; their importers plug into `IMPORTERS` with the same two methods.
+Formats: Numi's own JSON export (`numi.chat`, version 1, lossless); the ChatGPT data export
+(conversations.json: the current branch of each conversation's `mapping` tree); Open WebUI's
+chat export (the `history` tree's current branch, or its flat `messages` list). Foreign
+formats keep what Numi can show: text, reasoning, tool use as readable text, and a
+reference line for each image or file (their bytes are not in those exports).
 """
 
 from __future__ import annotations
@@ -92,17 +94,12 @@ def detect_format(document: Any) -> ChatImporter:
     for importer in IMPORTERS:
         if importer.detect(document):
             return importer
-    if isinstance(document, list) and document and isinstance(document[0], dict):
-        first = document[0]
-        if "mapping" in first:
-            raise invalid_import("ChatGPT exports (conversations.json) cannot be imported yet.")
-        if "chat" in first and isinstance(first.get("chat"), dict):
-            raise invalid_import("Open WebUI exports cannot be imported yet.")
     if isinstance(document, dict) and document.get("format") == FORMAT_TAG:
         raise invalid_import(
             f"This Numi export has version {document.get('version')!r}; this Numi reads version {FORMAT_VERSION}."
         )
-    raise invalid_import(f"Unrecognised file: expected a Numi chat export (format {FORMAT_TAG!r}).")
+    raise invalid_import(f"Unrecognised file: expected a Numi chat export (format {FORMAT_TAG!r}), "
+                         "a ChatGPT conversations.json or an Open WebUI chat export.")
 
 
 # --- Numi's own format ---------------------------------------------------------------------
@@ -135,7 +132,6 @@ class NumiImporter:
         return [imported]
 
 
-IMPORTERS: list[ChatImporter] = [NumiImporter()]
 
 
 def _message(raw: Any, where: str, seen_calls: set[str], seen_requests: set[str]) -> dict[str, Any]:
@@ -333,3 +329,9 @@ def _attachment_part(part: dict[str, Any], owned: dict[str, Any]) -> dict[str, A
         return {**clean, "id": row.id}
     name = info.get("filename") if isinstance(info.get("filename"), str) else f"#{part['id']}"
     return {"type": "text", "text": f"[attachment not available: {name}]"}
+
+
+# The foreign formats live in their own module; it uses the helpers above.
+from .import_formats import ChatGPTImporter, OpenWebUIImporter  # noqa: E402
+
+IMPORTERS: list[ChatImporter] = [NumiImporter(), ChatGPTImporter(), OpenWebUIImporter()]

@@ -1,0 +1,275 @@
+"""Transcript edits: edit a question, regenerate an answer, delete messages, fork, outline.
+
+Rules every function here keeps:
+- nothing changes while a turn runs in the chat (409 `turn_running`): the running turn
+  would save its answer into a transcript that no longer has its question;
+- every check (ownership, message, attachments, route) happens before the first write, and
+  the writes of one operation are one transaction: a failed request changes nothing;
+- removing is a soft delete (`deleted_at`), like everywhere else, and never leaves an
+  assistant step's tool call without its result or a tool result without its call;
+- later compaction checkpoints that summarise removed messages are dropped, since their
+  summary would bring the removed text back into the model's context.
+
+Starting the regenerated turn is the web layer's job (`numi.web.streams.start_turn` with
+`regeneration_payload()`): the agent sees the question's request id, finds the question
+saved and unanswered, and answers it without saving a new one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import delete, select, update
+
+from ..errors import NotFound, NumiError, invalid
+from ..extensions import db
+from ..models import Chat, Checkpoint, Message, utcnow
+from . import chats
+from .attachments import owned_attachments
+
+TOPIC_CHARS = 120
+DELETE_SCOPES = ("message", "turn")
+
+
+@dataclass
+class Topic:
+    """One turn of a chat in its outline: the question's id and first line."""
+
+    message_id: int
+    title: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"message_id": self.message_id, "title": self.title}
+
+
+def ensure_idle(chat_id: str) -> None:
+    """Refuse a change to a chat whose turn is running."""
+    if current_app.extensions["numi.turns"].is_running(chat_id):
+        raise NumiError("turn_running", "A turn is running in this chat; stop it or wait for the answer first.", 409)
+
+
+def get_message(chat: Chat, message_id: Any) -> Message:
+    """The chat's live message `message_id`, or NotFound (the chat is already the user's)."""
+    if not isinstance(message_id, int) or isinstance(message_id, bool):
+        raise NotFound("message")
+    message = db.session.execute(
+        select(Message).where(Message.id == message_id, Message.chat_id == chat.id, Message.deleted_at.is_(None))
+    ).scalar_one_or_none()
+    if message is None:
+        raise NotFound("message")
+    return message
+
+
+def edit_message(user_id: int, chat_id: str, message_id: int, text: Any, attachments: Any, limits) -> Message:
+    """Replace a question's text and attachments and drop everything after it.
+
+    Returns the edited question (with a request id) ready for `regeneration_payload()`.
+    """
+    chat = chats.get_chat(user_id, chat_id)
+    message = get_message(chat, message_id)
+    ensure_idle(chat.id)
+    if message.role != "user":
+        raise invalid("Only your own messages can be edited; regenerate an answer instead.", "not_editable")
+    if not isinstance(text, str):
+        raise invalid("text must be text.")
+    if len(text) > limits["NUMI_MAX_MESSAGE_CHARS"]:
+        raise invalid(f"The message is too long (at most {limits['NUMI_MAX_MESSAGE_CHARS']} characters).", "too_long")
+    ids = owned_attachments(user_id, attachments)  # before any row changes
+    if not text.strip() and not ids:
+        raise invalid("Write a message first.", "empty_message")
+    try:
+        _remove_after(chat, message.id)
+        message.content = text
+        kept = [p for p in message.content_parts if p.get("type") != "attachment"]
+        message.content_parts = kept + [{"type": "attachment", "id": a} for a in ids]
+        meta = dict(message.meta)
+        meta["edited_at"] = utcnow().isoformat() + "Z"
+        message.meta = meta
+        _ensure_request_id(message)
+        chats.touch(chat)
+        db.session.commit()
+    except Exception:
+        db.session.rollback()
+        raise
+    return message
+
+
+def prepare_regenerate(user_id: int, chat_id: str, route: dict[str, Any] | None, limits) -> Message:
+    """Drop the last answer (everything after the last question) to answer it again,
+    optionally on another endpoint/model (`route`: {endpoint_id, model}), stored first."""
+    chat = chats.get_chat(user_id, chat_id)
+    ensure_idle(chat.id)
+    question = db.session.execute(
+        select(Message).where(Message.chat_id == chat.id, Message.role == "user", Message.deleted_at.is_(None))
+        .order_by(Message.id.desc()).limit(1)
+    ).scalar_one_or_none()
+    if question is None:
+        raise NumiError("nothing_to_regenerate", "There is no question to answer again.", 409)
+    if route:
+        chats.update_chat(user_id, chat.id, route, limits)  # validates everything before writing
+    try:
+        _remove_after(chat, question.id)
+        _ensure_request_id(question)
+        db.session.commit()
+    except Exception:
+        db.session.rollback()
+        raise
+    return question
+
+
+def regeneration_payload(question: Message) -> dict[str, Any]:
+    """The `start_turn` payload that answers the saved `question` again."""
+    return {"message": question.content or " ", "request_id": question.request_id}
+
+
+def delete_messages(user_id: int, chat_id: str, message_id: int, scope: str = "message") -> list[int]:
+    """Soft-delete a message (scope "message") or its whole turn (scope "turn").
+
+    A message is widened to keep tool calls paired: an assistant step goes with its tool
+    results, and a tool result takes its whole step (call and every result) with it.
+    Returns the ids removed.
+    """
+    if scope not in DELETE_SCOPES:
+        raise invalid(f"scope must be one of: {', '.join(DELETE_SCOPES)}.")
+    chat = chats.get_chat(user_id, chat_id)
+    target = get_message(chat, message_id)
+    ensure_idle(chat.id)
+    if scope == "turn":
+        ids = _turn_ids(chat, target)
+    elif target.role == "tool":
+        step = _step_of(chat, target)
+        ids = [target.id] if step is None else _step_ids(chat, step)
+    elif target.role == "assistant" and target.tool_calls:
+        ids = _step_ids(chat, target)
+    else:
+        ids = [target.id]
+    try:
+        db.session.execute(update(Message).where(Message.id.in_(ids)).values(deleted_at=utcnow()))
+        _drop_checkpoints(chat, min(ids))
+        db.session.commit()
+    except Exception:
+        db.session.rollback()
+        raise
+    return sorted(ids)
+
+
+def fork_chat(user_id: int, chat_id: str, message_id: int) -> Chat:
+    """A new chat with the transcript up to and including `message_id`.
+
+    Attachments are shared by reference (same ids, same owner); request ids are not copied
+    (they belong to the original chat's sends). A fork at an assistant step with tool calls
+    takes that step's results too, so the fork starts consistent.
+    """
+    chat = chats.get_chat(user_id, chat_id)
+    target = get_message(chat, message_id)
+    rows = list(db.session.execute(
+        select(Message).where(Message.chat_id == chat.id, Message.deleted_at.is_(None), Message.id <= target.id)
+        .order_by(Message.id)
+    ).scalars())
+    calls = {c.get("id") for row in rows if row.role == "assistant" for c in row.tool_calls}
+    answered = {row.tool_call_id for row in rows if row.role == "tool"}
+    missing = calls - answered
+    if missing:
+        rows += list(db.session.execute(
+            select(Message).where(Message.chat_id == chat.id, Message.deleted_at.is_(None), Message.id > target.id,
+                                  Message.role == "tool", Message.tool_call_id.in_(missing)).order_by(Message.id)
+        ).scalars())
+    fork = Chat(user_id=user_id, title=f"{chat.title} (fork)"[:300], endpoint_id=chat.endpoint_id, model=chat.model,
+                settings_json=chat.settings_json)
+    try:
+        db.session.add(fork)
+        db.session.flush()
+        for row in rows:
+            db.session.add(Message(
+                chat_id=fork.id, role=row.role, content=row.content, content_parts_json=row.content_parts_json,
+                reasoning_content=row.reasoning_content, reasoning_details_json=row.reasoning_details_json,
+                tool_calls_json=row.tool_calls_json, tool_call_id=row.tool_call_id,
+                citation_sources_json=row.citation_sources_json, meta_json=row.meta_json, created_at=row.created_at,
+            ))
+            db.session.flush()  # ids in transcript order on every backend
+        db.session.commit()
+    except Exception:
+        db.session.rollback()
+        raise
+    return fork
+
+
+def topics(user_id: int, chat_id: str) -> list[Topic]:
+    """The chat's outline: one entry per question, its first non-empty line."""
+    chat = chats.get_chat(user_id, chat_id)
+    rows = db.session.execute(
+        select(Message.id, Message.content).where(
+            Message.chat_id == chat.id, Message.role == "user", Message.deleted_at.is_(None)
+        ).order_by(Message.id)
+    )
+    return [Topic(row.id, first_line(row.content)) for row in rows]
+
+
+def first_line(content: str | None) -> str:
+    """The first non-empty line of a message, cut to TOPIC_CHARS."""
+    line = next((ln.strip() for ln in (content or "").splitlines() if ln.strip()), "")
+    if not line:
+        return "(attachments only)"
+    return line if len(line) <= TOPIC_CHARS else line[: TOPIC_CHARS - 1].rstrip() + "…"
+
+
+# --- internals ------------------------------------------------------------------------------
+
+
+def _remove_after(chat: Chat, message_id: int) -> None:
+    db.session.execute(
+        update(Message).where(Message.chat_id == chat.id, Message.id > message_id, Message.deleted_at.is_(None))
+        .values(deleted_at=utcnow())
+    )
+    _drop_checkpoints(chat, message_id)
+
+
+def _drop_checkpoints(chat: Chat, first_removed_id: int) -> None:
+    # A summary through a removed message would bring the removed text back to the model.
+    db.session.execute(
+        delete(Checkpoint).where(Checkpoint.chat_id == chat.id, Checkpoint.through_message_id >= first_removed_id)
+    )
+
+
+def _ensure_request_id(message: Message) -> None:
+    if not message.request_id:
+        message.request_id = f"edit-{message.id}"
+
+
+def _step_of(chat: Chat, result: Message) -> Message | None:
+    """The live assistant step whose tool call `result` answers."""
+    steps = db.session.execute(
+        select(Message).where(Message.chat_id == chat.id, Message.role == "assistant", Message.deleted_at.is_(None),
+                              Message.id < result.id, Message.tool_calls_json.is_not(None))
+        .order_by(Message.id.desc()).limit(50)
+    ).scalars()
+    return next((s for s in steps if any(c.get("id") == result.tool_call_id for c in s.tool_calls)), None)
+
+
+def _step_ids(chat: Chat, step: Message) -> list[int]:
+    call_ids = [c.get("id") for c in step.tool_calls if c.get("id")]
+    results = db.session.execute(
+        select(Message.id).where(Message.chat_id == chat.id, Message.role == "tool", Message.deleted_at.is_(None),
+                                 Message.id > step.id, Message.tool_call_id.in_(call_ids))
+    ).scalars() if call_ids else []
+    return [step.id, *results]
+
+
+def _turn_ids(chat: Chat, target: Message) -> list[int]:
+    """The question at or before `target` and everything up to the next question."""
+    live = (Message.chat_id == chat.id, Message.deleted_at.is_(None))
+    start = target.id if target.role == "user" else db.session.execute(
+        select(Message.id).where(*live, Message.role == "user", Message.id < target.id)
+        .order_by(Message.id.desc()).limit(1)
+    ).scalar_one_or_none()
+    if start is None:  # answers before any question (an imported transcript): from the top
+        start = db.session.execute(select(Message.id).where(*live).order_by(Message.id).limit(1)).scalar_one()
+    end = db.session.execute(
+        select(Message.id).where(*live, Message.role == "user", Message.id > start).order_by(Message.id).limit(1)
+    ).scalar_one_or_none()
+    stmt = select(Message.id).where(*live, Message.id >= start)
+    if end is not None:
+        stmt = stmt.where(Message.id < end)
+    return list(db.session.execute(stmt).scalars())

@@ -1,0 +1,199 @@
+"""Transcript routes: edit, regenerate, delete, fork, the topic outline, and search.
+
+HTML (HTMX) and JSON routes share the domain functions of `numi.chat.edits` and
+`numi.chat.search`. After an edit or a regenerate the HTMX response is the refreshed
+transcript (swapped into #transcript) and the turn starts only once that response has been
+sent: the turn's first event appends its live container to #transcript over the
+WebSocket, and starting earlier could let the swap wipe that container out.
+
+    GET  /c/<chat>/messages/<id>            one message (cancel an edit)
+    GET  /c/<chat>/messages/<id>/edit       the inline edit form of a question
+    POST /c/<chat>/messages/<id>/edit       save the edit, regenerate from there
+    POST /c/<chat>/regenerate               answer the last question again (route optional)
+    POST /c/<chat>/messages/<id>/delete     delete a message (scope=message) or its turn
+    POST /c/<chat>/messages/<id>/fork       new chat with the transcript up to the message
+    GET  /c/<chat>/topics                   outline of the chat's turns
+    GET  /search?q=&mode=titles|messages    the sidebar's search results
+and the JSON twins under /api/session/<chat>/... and GET /api/search.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
+
+from ..chat import chats, edits
+from ..chat import search as chat_search
+from ..errors import NumiError, invalid
+from .inputs import int_arg, request_data
+from .pages import _route, transcript_context
+from .streams import request_timezone, start_turn
+
+log = logging.getLogger(__name__)
+
+bp = Blueprint("transcript", __name__)
+
+
+def _is_htmx() -> bool:
+    return bool(request.headers.get("HX-Request"))
+
+
+def _attachment_field(data: dict[str, Any]) -> Any:
+    """Attachment ids from JSON (a list) or a form (repeated `attachments` fields)."""
+    if request.mimetype == "application/json":
+        return data.get("attachments")
+    return [v for v in request.form.getlist("attachments") if v != ""]
+
+
+def _route_fields(data: dict[str, Any]) -> dict[str, Any] | None:
+    if data.get("route"):
+        return _route(data["route"])
+    fields = {k: data[k] for k in ("endpoint_id", "model") if data.get(k) not in (None, "")}
+    return fields or None
+
+
+def _refreshed_transcript(chat_id: str, *, start_payload: dict[str, Any] | None = None):
+    """The HTMX answer after a change: the transcript again; then start the turn, if any."""
+    chat = chats.get_chat(g.user.id, chat_id)
+    page = chats.list_messages(chat, limit=current_app.config["NUMI_PAGE_SIZE_MESSAGES"])
+    response = current_app.make_response(
+        render_template("partials/_edit_transcript.html", chat=chat, **transcript_context(page))
+    )
+    if start_payload is not None:
+        app = current_app._get_current_object()
+        user_id, is_admin = g.user.id, g.user.is_admin
+
+        def start_after_response():
+            with app.app_context():
+                try:
+                    start_turn(user_id, is_admin, chat_id, start_payload, app.config)
+                except NumiError as exc:
+                    log.warning("regeneration of chat %s did not start: %s", chat_id, exc.code)
+
+        response.call_on_close(start_after_response)
+    return response
+
+
+def _after_change(chat_id: str, payload: dict[str, Any] | None, status: int = 202, **body):
+    """Finish an edit/regenerate/delete for whichever client asked."""
+    if _is_htmx():
+        return _refreshed_transcript(chat_id, start_payload=payload)
+    turn = None
+    if payload is not None:
+        turn = start_turn(g.user.id, g.user.is_admin, chat_id, payload, current_app.config)
+    if request.path.startswith("/api/"):
+        return jsonify(turn_id=turn.id if turn else None, **body), status
+    return redirect(url_for("pages.chat_view", chat_id=chat_id), code=303)
+
+
+# --- edit ---------------------------------------------------------------------------------
+
+
+@bp.get("/c/<chat_id>/messages/<int:message_id>")
+def message_view(chat_id: str, message_id: int):
+    chat = chats.get_chat(g.user.id, chat_id)
+    message = edits.get_message(chat, message_id)
+    return render_template("partials/_message.html", message=message, chat=chat)
+
+
+@bp.get("/c/<chat_id>/messages/<int:message_id>/edit")
+def edit_form(chat_id: str, message_id: int):
+    chat = chats.get_chat(g.user.id, chat_id)
+    message = edits.get_message(chat, message_id)
+    if message.role != "user":
+        raise invalid("Only your own messages can be edited; regenerate an answer instead.", "not_editable")
+    return render_template("partials/_edit_form.html", message=message, chat=chat)
+
+
+@bp.post("/c/<chat_id>/messages/<int:message_id>/edit")
+@bp.post("/api/session/<chat_id>/messages/<int:message_id>/edit", endpoint="api_edit")
+def edit(chat_id: str, message_id: int):
+    data = request_data()
+    text = data.get("text", data.get("message"))
+    message = edits.edit_message(g.user.id, chat_id, message_id, text, _attachment_field(data), current_app.config)
+    payload = request_timezone(edits.regeneration_payload(message))
+    return _after_change(chat_id, payload, message=message.to_dict())
+
+
+# --- regenerate ---------------------------------------------------------------------------
+
+
+@bp.post("/c/<chat_id>/regenerate")
+@bp.post("/api/session/<chat_id>/regenerate", endpoint="api_regenerate")
+def regenerate(chat_id: str):
+    data = request_data()
+    question = edits.prepare_regenerate(g.user.id, chat_id, _route_fields(data), current_app.config)
+    payload = request_timezone(edits.regeneration_payload(question))
+    return _after_change(chat_id, payload, message=question.to_dict())
+
+
+# --- delete and fork ----------------------------------------------------------------------
+
+
+@bp.post("/c/<chat_id>/messages/<int:message_id>/delete")
+@bp.delete("/api/session/<chat_id>/messages/<int:message_id>", endpoint="api_delete_message")
+def delete_message(chat_id: str, message_id: int):
+    data = request_data()
+    scope = request.args.get("scope") or data.get("scope") or "message"
+    removed = edits.delete_messages(g.user.id, chat_id, message_id, scope)
+    return _after_change(chat_id, None, status=200, deleted=removed)
+
+
+@bp.post("/c/<chat_id>/messages/<int:message_id>/fork")
+@bp.post("/api/session/<chat_id>/messages/<int:message_id>/fork", endpoint="api_fork")
+def fork(chat_id: str, message_id: int):
+    forked = edits.fork_chat(g.user.id, chat_id, message_id)
+    if request.path.startswith("/api/"):
+        return jsonify(forked.to_dict()), 201
+    target = url_for("pages.chat_view", chat_id=forked.id)
+    if _is_htmx():
+        return "", 204, {"HX-Location": target}
+    return redirect(target, code=303)
+
+
+# --- outline ------------------------------------------------------------------------------
+
+
+@bp.get("/c/<chat_id>/topics")
+def topics(chat_id: str):
+    chat = chats.get_chat(g.user.id, chat_id)
+    items = edits.topics(g.user.id, chat_id)
+    if _is_htmx():
+        return render_template("partials/_topic_list.html", chat=chat, topics=items)
+    return render_template("topics.html", chat=chat, topics=items)
+
+
+@bp.get("/api/session/<chat_id>/topics")
+def topics_json(chat_id: str):
+    return jsonify(topics=[t.to_dict() for t in edits.topics(g.user.id, chat_id)])
+
+
+# --- search -------------------------------------------------------------------------------
+
+
+@bp.get("/search")
+def search():
+    config = current_app.config
+    query = (request.args.get("q") or "")[: chat_search.MAX_QUERY_CHARS]
+    current = request.args.get("current") or ""
+    if request.args.get("mode") != "messages" or not query.strip():
+        # Title mode is the chat list filtered by title, the same list /chats gives.
+        page = chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"], query=query)
+        template = "partials/_chat_list_page.html"
+        if _is_htmx():
+            return render_template(template, sidebar=page, query=query, current_id=current)
+        return render_template("search.html", results=None, query=query, sidebar=page, current_id=current)
+    results = chat_search.search(g.user.id, query, limit=config["NUMI_PAGE_SIZE_CHATS"])
+    if _is_htmx():
+        return render_template("partials/_search_results.html", results=results, current_id=current)
+    return render_template("search.html", results=results, query=query, current_id=current)
+
+
+@bp.get("/api/search")
+def search_json():
+    results = chat_search.search(g.user.id, request.args.get("q") or "", limit=int_arg("limit", 20, low=1, high=100))
+    return jsonify(query=results.query, engine=results.engine,
+                   chats=[{"id": c.id, "title": c.title} for c in results.chats],
+                   messages=[m.to_dict() for m in results.messages])

@@ -1,0 +1,87 @@
+"""Fixtures for transcript tests: the turn tests' live-server helpers, and rows built
+directly in an in-process app's database."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from numi.testing import ScriptedProvider
+
+# The live-server helpers of the turn tests (a plain module, not a conftest).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "turns"))
+from turn_support import Api, turn_server_env  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def transcript_provider() -> Iterator[ScriptedProvider]:
+    with ScriptedProvider() as server:
+        yield server
+
+
+@pytest.fixture
+def scripted(transcript_provider: ScriptedProvider) -> Iterator[ScriptedProvider]:
+    transcript_provider.reset()
+    yield transcript_provider
+    transcript_provider.release()
+
+
+@pytest.fixture(scope="module")
+def server(live_server_factory):
+    return live_server_factory(**turn_server_env())
+
+
+@pytest.fixture
+def api(server) -> Api:
+    return Api(server.url)
+
+
+@pytest.fixture
+def rows(multi_app):
+    """Build messages in user A's or B's chats: rows(user_id, [(role, content, extra), ...])."""
+    from numi.extensions import db
+    from numi.models import Chat, Message
+
+    def build(user_id: int, messages, *, title: str = "A chat", chat_id: str | None = None) -> tuple[str, list[int]]:
+        with multi_app.app_context():
+            if chat_id is None:
+                chat = Chat(user_id=user_id, title=title)
+                db.session.add(chat)
+                db.session.flush()
+                chat_id = chat.id
+            ids = []
+            for item in messages:
+                role, content, extra = (*item, {})[:3]
+                message = Message(chat_id=chat_id, role=role, content=content,
+                                  tool_call_id=extra.get("tool_call_id"), request_id=extra.get("request_id"))
+                for name in ("tool_calls", "content_parts", "meta"):
+                    if name in extra:
+                        setattr(message, name, extra[name])
+                db.session.add(message)
+                db.session.flush()
+                ids.append(message.id)
+            db.session.commit()
+            return chat_id, ids
+
+    return build
+
+
+def live_rows(app, chat_id: str) -> list[tuple]:
+    """(id, role, content, tool_call_id) of the chat's live messages, in order."""
+    from sqlalchemy import select
+
+    from numi.extensions import db
+    from numi.models import Message
+
+    with app.app_context():
+        return [tuple(r) for r in db.session.execute(
+            select(Message.id, Message.role, Message.content, Message.tool_call_id)
+            .where(Message.chat_id == chat_id, Message.deleted_at.is_(None)).order_by(Message.id))]
+
+
+@pytest.fixture
+def live(multi_app):
+    return lambda chat_id: live_rows(multi_app, chat_id)

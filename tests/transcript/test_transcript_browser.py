@@ -1,0 +1,119 @@
+"""Real headless Chromium: edit a question and watch the new answer stream in; fork a chat;
+delete a turn (with the confirmation); the topic outline; search from the sidebar."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from numi.testing import Scenario
+from turn_support import Socket, make_chat
+
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("Chromium is missing in CI: install Debian's chromium package")
+        pytest.skip("Chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def _page(browser, errors):
+    page = browser.new_page()
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    return page
+
+
+def _ask(server, chat_id, text):
+    socket = Socket(server, chat_id)
+    socket.send(type="send", message=text, request_id=f"b-{text}")
+    socket.events_until("turn_end")
+    socket.close()
+
+
+def test_edit_and_regenerate_then_fork_in_the_browser(browser, server, api, scripted):
+    chat = make_chat(api, scripted)
+    scripted.enqueue(Scenario().text("Rome is the capital."), Scenario().text("Tuscany is lovely."))
+    _ask(server, chat["id"], "Capital of Italy?")
+    _ask(server, chat["id"], "Best region?")
+    history = api.history(chat["id"])
+    question = history[0]
+
+    errors: list[str] = []
+    page = _page(browser, errors)
+    page.goto(f"{server.url}/c/{chat['id']}")
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    assert page.locator("article.msg").count() == 4
+    # Regenerate is offered on the last answer only.
+    assert page.locator(".action-regenerate").count() == 2
+    assert page.locator(".action-regenerate:visible").count() == 1
+
+    # Edit the first question inline; the answer streams over the page's WebSocket.
+    scripted.enqueue(Scenario().text("Madrid is the capital of Spain.", chunks=6).delay(0.05))
+    page.click(f"#msg-{question['id']} .action-edit")
+    page.wait_for_selector(f"#msg-{question['id']}-edit")
+    page.fill(f"#msg-{question['id']}-edit", "Capital of <Spain>?")
+    page.click(f"#msg-{question['id']} button[type=submit]")
+    page.wait_for_function("() => document.body.innerText.includes('Madrid is the capital of Spain.')", timeout=15000)
+    page.wait_for_function("() => !document.body.innerText.includes('Tuscany')")
+    assert page.locator(f"#msg-{question['id']} .msg-body").inner_text().strip() == "Capital of <Spain>?"
+    assert "Best region?" not in page.locator("#transcript").inner_text()
+    page.wait_for_selector("#send-button")
+    history = api.history(chat["id"])
+    assert [(m["role"], m["content"]) for m in history] == [
+        ("user", "Capital of <Spain>?"), ("assistant", "Madrid is the capital of Spain.")]
+
+    # After a reload the saved answer has its actions; fork at it.
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    answer = history[1]
+    assert page.locator(f"#msg-{answer['id']} .action-regenerate").is_visible()
+    page.click(f"#msg-{answer['id']} .action-fork button")
+    page.wait_for_url(lambda url: chat["id"] not in url and "/c/" in url)
+    page.wait_for_selector("article.msg-assistant")
+    assert "(fork)" in page.title()
+    assert [page.locator("article.msg .msg-body").nth(i).inner_text().strip() for i in range(2)] == [
+        "Capital of <Spain>?", "Madrid is the capital of Spain."]
+    forked_id = page.url.rsplit("/", 1)[-1].split("#")[0]
+    assert [m["content"] for m in api.history(forked_id)] == ["Capital of <Spain>?", "Madrid is the capital of Spain."]
+
+    # Delete the turn in the fork: a confirmation, then the transcript updates in place.
+    page.on("dialog", lambda dialog: dialog.accept())
+    first = api.history(forked_id)[0]
+    page.click(f"#msg-{first['id']} .action-delete button")
+    page.wait_for_function("() => document.querySelectorAll('article.msg').length === 0")
+    assert api.history(forked_id) == []
+    assert len(api.history(chat["id"])) == 2  # the original keeps its transcript
+
+    # Search from the sidebar: messages mode, highlighted snippet, jump to the message.
+    page.goto(f"{server.url}/c/{chat['id']}")
+    page.check(".search-mode input[value=messages]")
+    page.fill(".chat-search", "madrid")
+    page.wait_for_selector(".search-hit mark")
+    assert page.locator(".search-hit mark").first.inner_text().lower() == "madrid"
+    page.click(".search-hit a")
+    page.wait_for_url(f"**#msg-{answer['id']}")
+
+    # The outline of the chat.
+    page.click("#topics summary")
+    page.wait_for_selector("#topics .topic-list a")
+    assert page.locator("#topics .topic-list a").first.inner_text() == "Capital of <Spain>?"
+    assert [e for e in errors if "WebSocket" not in e] == []
+    page.close()
