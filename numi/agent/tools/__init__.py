@@ -28,6 +28,20 @@ class ToolContext:
 
 
 @dataclass
+class ToolResult:
+    """A tool's answer that cites sources (web pages, documents).
+
+    `sources` are dicts with `title`, `url` (http/https, or None for a document) and
+    `content` (the passage the model reads; not stored). The runtime numbers them across
+    the turn, shows the model `[n] title (url)` before each passage, and saves them (without
+    `content`) as the final answer's `citation_sources`.
+    """
+
+    text: str
+    sources: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
 class Tool:
     name: str
     description: str
@@ -41,6 +55,7 @@ class Tool:
 class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._providers: list[Callable[[int, bool, list[str] | None], list[Tool]]] = []
 
     def register(self, tool: Tool) -> Tool:
         self._tools[tool.name] = tool
@@ -55,18 +70,61 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return sorted(self._tools)
 
-    def active(self, enabled: list[str] | None, *, is_admin: bool) -> list[Tool]:
-        """The tools a chat has turned on that this user may use, in a stable order."""
+    def active(self, enabled: list[str] | None, *, is_admin: bool, user_id: int | None = None) -> list[Tool]:
+        """The tools a chat has turned on that this user may use, in a stable order.
+
+        With `user_id`, the registered providers add that user's dynamic tools (e.g. the
+        tools of their MCP servers) that `enabled` names.
+        """
         if not enabled:
             return []
         tools = [self._tools[name] for name in enabled if name in self._tools]
+        if user_id is not None:
+            tools += self._provided(user_id, is_admin, list(enabled))
         return [tool for tool in tools if is_admin or not tool.admin_only]
+
+    # --- per-user dynamic tools -----------------------------------------------------------
+    # A provider is `provider(user_id, is_admin, enabled) -> list[Tool]`: the tools of that
+    # user that `enabled` (a chat's tool names; None: all, for settings pages) turns on. Its
+    # tools are looked up per turn, so they can come and go without touching the registry.
+    # A failing provider is logged and skipped: one broken MCP server must not end a turn.
+
+    def add_provider(self, provider: Callable[[int, bool, list[str] | None], list[Tool]]) -> None:
+        if provider not in self._providers:
+            self._providers.append(provider)
+
+    def available(self, user_id: int, *, is_admin: bool) -> list[Tool]:
+        """Every tool this user could turn on: the registered ones, then their dynamic ones."""
+        tools = [self._tools[name] for name in sorted(self._tools)]
+        tools += self._provided(user_id, is_admin, None)
+        return [tool for tool in tools if is_admin or not tool.admin_only]
+
+    def _provided(self, user_id: int, is_admin: bool, enabled: list[str] | None) -> list[Tool]:
+        import logging
+
+        tools: list[Tool] = []
+        for provider in self._providers:
+            try:
+                tools += provider(user_id, is_admin, enabled)
+            except Exception:
+                logging.getLogger(__name__).exception("tool provider %r failed", provider)
+        return tools
 
 
 def default_registry() -> ToolRegistry:
     """The tools Numi ships with."""
+    from .bash import BASH
     from .clock import CURRENT_TIME
+    from .web import FETCH_PAGE, WEB_SEARCH
+    from .workspace import WORKSPACE_TOOLS
 
     registry = ToolRegistry()
     registry.register(CURRENT_TIME)
+    for tool in (WEB_SEARCH, FETCH_PAGE, *WORKSPACE_TOOLS, BASH):
+        registry.register(tool)
+    from .documents import SEARCH_DOCUMENTS
+    from .mcp import provide_tools
+
+    registry.register(SEARCH_DOCUMENTS)
+    registry.add_provider(provide_tools)  # each user's MCP servers' tools, per turn
     return registry

@@ -1,0 +1,445 @@
+"""MCP servers: a user's Model Context Protocol servers and their tools, per turn.
+
+- A server is a McpServer row: Streamable HTTP by URL (anyone), or stdio by command
+  (admins only: it runs a program on the Numi host). Its tools appear to the model as
+  `mcp__<server>__<tool>` with the server's own JSON Schemas; a chat turns on one tool by
+  that name, or every tool of a server with `mcp__<server>`.
+- Calls go through the official `mcp` Python SDK (the optional extra `numi[mcp]`). The
+  SDK is asyncio; Numi runs under gevent. Each SDK session runs in a real OS thread from
+  gevent's threadpool with its own fresh event loop (`asyncio.run`), so the hub is never
+  blocked and asyncio never meets gevent's loop. Every session has a time limit.
+- Tool lists are cached per server for NUMI_MCP_TOOLS_CACHE_SECONDS; calls open a session
+  per call (stateless: nothing to leak when a turn ends or the server restarts).
+- Approval: a tool needs the user's approval when its server marks it destructive
+  (annotations.destructiveHint) or the user set the server to always ask.
+- stdio servers get the SDK's minimal environment (PATH, HOME, ...) plus the env the admin
+  set for that server: Numi's own secrets never reach them.
+
+The tools reach turns through a provider on the tool registry (see ToolRegistry.add_provider).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import logging
+import re
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import gevent
+from flask import current_app
+from sqlalchemy import select
+
+from ...errors import NumiError, invalid
+from ...extensions import db
+from ...models import McpServer, utcnow
+from . import Tool, ToolContext
+
+log = logging.getLogger(__name__)
+
+PREFIX = "mcp__"
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+MAX_TOOLS_PER_SERVER = 100
+MAX_RESULT_CHARS = 100_000
+CACHE_KEY = "numi.mcp_tools_cache"
+INSTALL_HINT = "pip install 'numi[mcp]'"
+
+
+def sdk_available() -> bool:
+    """Whether the optional `mcp` SDK is installed."""
+    return importlib.util.find_spec("mcp") is not None
+
+
+# --- servers (owner-scoped) ----------------------------------------------------------------
+
+
+def list_servers(user_id: int) -> list[McpServer]:
+    return list(db.session.execute(
+        select(McpServer).where(McpServer.user_id == user_id, McpServer.deleted_at.is_(None)).order_by(McpServer.id)
+    ).scalars())
+
+
+def get_server(user_id: int, server_id: int) -> McpServer:
+    """One of this user's servers; a foreign or deleted id is a 404."""
+    server = db.session.get(McpServer, server_id)
+    if server is None or server.user_id != user_id or server.deleted_at is not None:
+        raise NumiError("not_found", "No such MCP server.", 404)
+    return server
+
+
+def _flag(value: Any) -> bool:
+    return value in (True, 1) or (isinstance(value, str) and value.strip().lower() in ("1", "true", "on", "yes"))
+
+
+def create_server(user_id: int, is_admin: bool, data: dict[str, Any]) -> McpServer:
+    """Validate and add a server. Every bad field is a 400 with a stable code; nothing is saved."""
+    name = data.get("name")
+    if not isinstance(name, str) or not NAME_PATTERN.match(name.strip()):
+        raise invalid("The name must be 1–32 lowercase letters, digits, '-' or '_' (it prefixes the tool names).",
+                      "invalid_name")
+    name = name.strip()
+    if any(s.name == name for s in list_servers(user_id)):
+        raise NumiError("duplicate_name", f"You already have an MCP server named {name!r}.", 409)
+    transport = data.get("transport") or "http"
+    server = McpServer(user_id=user_id, name=name, transport=transport,
+                       always_approve=_flag(data.get("always_approve")), enabled=True)
+    if transport == "http":
+        url = data.get("url")
+        parts = urlsplit(url.strip()) if isinstance(url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or len(url) > 500:
+            raise invalid("The URL must be an http:// or https:// address (at most 500 characters).", "invalid_url")
+        server.url = url.strip()
+    elif transport == "stdio":
+        if not is_admin:
+            raise NumiError("forbidden", "Only an administrator can add a stdio MCP server (it runs a program on the server).", 403)
+        command = data.get("command")
+        if not isinstance(command, str) or not command.strip() or len(command) > 500:
+            raise invalid("Give the command that starts the server.", "invalid_command")
+        server.command = command.strip()
+        server.args = _string_list(data.get("args"), "args")
+        env = data.get("env") or {}
+        if isinstance(env, str):
+            env = _env_lines(env)
+        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            raise invalid("env must map names to text values.", "invalid_env")
+        server.env = env
+    else:
+        raise invalid("transport must be http or stdio.", "invalid_transport")
+    db.session.add(server)
+    db.session.commit()
+    return server
+
+
+def _string_list(value: Any, field: str) -> list[str]:
+    if value in (None, ""):
+        return []
+    if isinstance(value, str):
+        value = value.split()  # the form's field: arguments separated by spaces
+    if not isinstance(value, list) or len(value) > 50 or not all(isinstance(v, str) for v in value):
+        raise invalid(f"{field} must be a list of at most 50 text arguments.", f"invalid_{field}")
+    return value
+
+
+def _env_lines(value: str) -> dict[str, str]:
+    env = {}
+    for line in value.splitlines():
+        if line.strip():
+            key, sep, val = line.partition("=")
+            if not sep or not key.strip():
+                raise invalid("env lines must look like NAME=value.", "invalid_env")
+            env[key.strip()] = val.strip()
+    return env
+
+
+def remove_server(server: McpServer) -> None:
+    server.deleted_at = utcnow()
+    db.session.commit()
+    _forget(server.id)
+
+
+def server_dict(server: McpServer) -> dict[str, Any]:
+    return {"id": server.id, "name": server.name, "transport": server.transport, "url": server.url,
+            "command": server.command, "args": server.args, "enabled": server.enabled,
+            "always_approve": server.always_approve}
+
+
+# --- the SDK, in a thread -------------------------------------------------------------------
+
+
+def _in_thread(factory, timeout: float) -> Any:
+    """Run the coroutine `factory()` to its end on a fresh event loop in a real OS thread.
+
+    The calling greenlet waits without blocking the hub; the time limit is enforced inside
+    the loop (asyncio.wait_for), so the session and its transport are closed when it fires.
+    """
+    async def bounded():
+        return await asyncio.wait_for(factory(), timeout)
+
+    def run():
+        return asyncio.run(bounded())
+
+    try:
+        return gevent.get_hub().threadpool.spawn(run).get()
+    except (asyncio.TimeoutError, TimeoutError):
+        raise McpError(f"the MCP server did not answer within {timeout:g} s") from None
+
+
+class McpError(Exception):
+    pass
+
+
+def _session_factory(spec: dict[str, Any], action):
+    """A coroutine factory: connect with the SDK, initialize, run `action(session)`."""
+    async def go():
+        from mcp import ClientSession
+
+        if spec["transport"] == "stdio":
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            transport = stdio_client(StdioServerParameters(command=spec["command"], args=spec["args"],
+                                                           env=spec["env"] or None))
+        else:
+            from mcp.client.streamable_http import streamable_http_client
+
+            transport = streamable_http_client(spec["url"])
+        async with transport as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                return await action(session)
+
+    return go
+
+
+def _spec(server: McpServer) -> dict[str, Any]:
+    # Plain values: the thread must not touch the database session or the ORM object.
+    return {"id": server.id, "transport": server.transport, "url": server.url, "command": server.command,
+            "args": server.args, "env": server.env}
+
+
+def _attr(obj: Any, *names: str, default: Any = None) -> Any:
+    # mcp 2 uses snake_case attributes, mcp 1 camelCase: read either.
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is not None:
+            return value
+    return default
+
+
+def fetch_tools(spec: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
+    """The server's tools as plain dicts (name, description, input_schema, destructive)."""
+    if not sdk_available():
+        raise McpError(f"the MCP SDK is not installed ({INSTALL_HINT})")
+    return _run_session(spec, {"op": "list"}, timeout)
+
+
+async def _list_tools(session) -> list[dict[str, Any]]:
+    tools, cursor = [], None
+    for _ in range(10):  # pages
+        if cursor:
+            from mcp.types import PaginatedRequestParams
+
+            result = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
+        else:
+            result = await session.list_tools()
+        tools += result.tools
+        cursor = _attr(result, "next_cursor", "nextCursor")
+        if not cursor or len(tools) >= MAX_TOOLS_PER_SERVER:
+            break
+    out = []
+    for tool in tools[:MAX_TOOLS_PER_SERVER]:
+        annotations = getattr(tool, "annotations", None)
+        schema = _attr(tool, "input_schema", "inputSchema", default={}) or {}
+        out.append({"name": tool.name, "description": tool.description or "",
+                    "input_schema": schema if isinstance(schema, dict) else {},
+                    "destructive": bool(_attr(annotations, "destructive_hint", "destructiveHint", default=False))})
+    return out
+
+
+def _action(request: dict[str, Any]):
+    async def action(session):
+        if request["op"] == "list":
+            return await _list_tools(session)
+        return _result_text(await session.call_tool(request["name"], request["arguments"]))
+
+    return action
+
+
+def _run_session(spec: dict[str, Any], request: dict[str, Any], timeout: float) -> Any:
+    """One SDK session doing `request`; plain data back.
+
+    HTTP sessions run in a threadpool thread. stdio sessions run in a small child process
+    (`python -m numi.agent.tools.mcp`): asyncio must start the server's process itself, and
+    under gevent's monkey-patching a subprocess can only be started from the hub's thread.
+    """
+    try:
+        if spec["transport"] == "stdio" and _gevent_patched():
+            return _in_bridge(spec, request, timeout)
+        return _in_thread(_session_factory(spec, _action(request)), timeout)
+    except McpError:
+        raise
+    except Exception as exc:
+        raise McpError(_describe(exc)) from None
+
+
+def _gevent_patched() -> bool:
+    from gevent import monkey
+
+    return monkey.is_module_patched("subprocess")
+
+
+def _in_bridge(spec: dict[str, Any], request: dict[str, Any], timeout: float) -> Any:
+    import os
+    import sys
+
+    from gevent import subprocess as gsubprocess
+
+    # The bridge needs Python's own variables, never Numi's settings or provider keys.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("NUMI_", "OPENAI_", "ANTHROPIC_")) and "KEY" not in k and "TOKEN" not in k
+           and "SECRET" not in k and "PASSWORD" not in k}
+    payload = json.dumps({"spec": spec, "request": request, "timeout": timeout})
+    try:
+        done = gsubprocess.run([sys.executable, "-m", "numi.agent.tools.mcp"], input=payload.encode(),
+                               capture_output=True, timeout=timeout + 10, env=env)
+    except gsubprocess.TimeoutExpired:
+        raise McpError(f"the MCP server did not answer within {timeout:g} s") from None
+    try:
+        answer = json.loads(done.stdout.decode() or "{}")
+    except ValueError:
+        answer = {}
+    if "error" in answer or "result" not in answer:
+        raise McpError(answer.get("error") or f"the MCP bridge failed: {done.stderr.decode()[-300:]}")
+    return answer["result"]
+
+
+def _bridge_main() -> None:
+    """`python -m numi.agent.tools.mcp`: run one session from the JSON on stdin (no gevent here)."""
+    import sys
+
+    job = json.loads(sys.stdin.read())
+    try:
+        result = asyncio.run(asyncio.wait_for(_session_factory(job["spec"], _action(job["request"]))(), job["timeout"]))
+        print(json.dumps({"result": result}))
+    except (asyncio.TimeoutError, TimeoutError):
+        print(json.dumps({"error": f"the MCP server did not answer within {job['timeout']:g} s"}))
+    except BaseException as exc:  # report, do not crash: the parent reads stdout
+        print(json.dumps({"error": _describe(exc)}))
+
+
+def call_tool(spec: dict[str, Any], tool_name: str, arguments: dict[str, Any], timeout: float) -> str:
+    """Call one tool; its result as text (an error result raises McpError)."""
+    outcome = _run_session(spec, {"op": "call", "name": tool_name, "arguments": arguments}, timeout)
+    if outcome["is_error"]:
+        raise McpError(outcome["text"] or "the tool reported an error")
+    return outcome["text"][:MAX_RESULT_CHARS]
+
+
+def _result_text(result: Any) -> dict[str, Any]:
+    parts = []
+    for item in getattr(result, "content", None) or ():
+        kind = getattr(item, "type", "")
+        if kind == "text":
+            parts.append(item.text)
+        elif kind == "resource":
+            resource = getattr(item, "resource", None)
+            parts.append(getattr(resource, "text", None) or f"[resource {getattr(resource, 'uri', '')}]")
+        else:
+            parts.append(f"[{kind or 'content'} omitted]")
+    structured = _attr(result, "structured_content", "structuredContent")
+    text = "\n".join(parts) if parts else (json.dumps(structured, ensure_ascii=False) if structured else "")
+    return {"text": text, "is_error": bool(_attr(result, "is_error", "isError", default=False))}
+
+
+def _describe(exc: BaseException) -> str:
+    # anyio wraps failures in exception groups: name the first real cause.
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
+# --- tools for a turn ----------------------------------------------------------------------
+
+
+def _cache() -> dict[int, tuple[float, list[dict[str, Any]]]]:
+    return current_app.extensions.setdefault(CACHE_KEY, {})
+
+
+def _forget(server_id: int) -> None:
+    current_app.extensions.get(CACHE_KEY, {}).pop(server_id, None)
+
+
+def server_tools(server: McpServer, *, refresh: bool = False) -> list[dict[str, Any]]:
+    """The server's tools, from the short cache when fresh."""
+    config = current_app.config
+    cached = _cache().get(server.id)
+    if cached and not refresh and time.monotonic() - cached[0] < config["NUMI_MCP_TOOLS_CACHE_SECONDS"]:
+        return cached[1]
+    tools = fetch_tools(_spec(server), config["NUMI_MCP_TIMEOUT_SECONDS"])
+    _cache()[server.id] = (time.monotonic(), tools)
+    return tools
+
+
+def tool_name(server_name: str, name: str) -> str:
+    """The model-facing name: `mcp__<server>__<tool>`, reduced to what every provider accepts."""
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", name)
+    return f"{PREFIX}{server_name}__{safe}"[:64]
+
+
+def _make_tool(server: McpServer, info: dict[str, Any]) -> Tool:
+    spec = _spec(server)
+    remote_name = info["name"]
+    timeout = float(current_app.config["NUMI_MCP_TIMEOUT_SECONDS"])
+
+    def run(arguments: dict[str, Any], context: ToolContext) -> str:
+        try:
+            return call_tool(spec, remote_name, arguments, timeout)
+        except McpError as exc:
+            return f"Error from MCP server {server.name!r}: {exc}"
+
+    schema = info["input_schema"] or {"type": "object", "properties": {}}
+    return Tool(
+        name=tool_name(server.name, remote_name),
+        description=(f"[MCP {server.name}] " + (info["description"] or remote_name))[:1024],
+        parameters=schema,
+        run=run,
+        needs_approval=bool(server.always_approve or info["destructive"]),
+        admin_only=server.transport == "stdio",
+        timeout=timeout + 5,  # the SDK's own limit fires first and closes the session
+    )
+
+
+def _wanted(server_name: str, enabled: list[str] | None) -> set[str] | None:
+    """None: every tool of the server; a set: those names; empty: none."""
+    if enabled is None:
+        return None
+    prefix = f"{PREFIX}{server_name}"
+    if prefix in enabled:
+        return None
+    return {name for name in enabled if name.startswith(prefix + "__")}
+
+
+def provide_tools(user_id: int, is_admin: bool, enabled: list[str] | None) -> list[Tool]:
+    """The registry provider: this user's MCP tools that `enabled` turns on (None: all)."""
+    if enabled is not None and not any(name.startswith(PREFIX) for name in enabled):
+        return []  # the common case: no MCP in this chat, no database query
+    if not sdk_available():
+        return []
+    tools: list[Tool] = []
+    for server in list_servers(user_id):
+        if not server.enabled or (server.transport == "stdio" and not is_admin):
+            continue
+        wanted = _wanted(server.name, enabled)
+        if wanted is not None and not wanted:
+            continue
+        try:
+            infos = server_tools(server)
+        except McpError as exc:
+            log.info("MCP server %s (user %s) unavailable: %s", server.name, user_id, exc)
+            continue
+        for info in infos:
+            tool = _make_tool(server, info)
+            if wanted is None or tool.name in wanted:
+                tools.append(tool)
+    return tools
+
+
+def test_server(server: McpServer) -> tuple[bool, str]:
+    """Connect and list the tools: (ok, a sentence for the settings page)."""
+    if not sdk_available():
+        return False, f"The MCP SDK is not installed: {INSTALL_HINT}"
+    try:
+        tools = server_tools(server, refresh=True)
+    except McpError as exc:
+        return False, f"Could not connect: {exc}"
+    names = ", ".join(t["name"] for t in tools[:20]) or "none"
+    return True, f"Connected: {len(tools)} tool{'s' if len(tools) != 1 else ''} ({names})."
+
+
+test_server.__test__ = False  # not a pytest test, despite the name
+
+
+if __name__ == "__main__":
+    _bridge_main()

@@ -1,0 +1,82 @@
+"""Real headless Chromium: a bash approval survives a reload, Approve runs the command."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from numi.testing import Scenario
+from turn_support import Api, make_chat, turn_server_env
+
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("Chromium is missing in CI: install Debian's chromium package")
+        pytest.skip("Chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def approval_server(live_server_factory):
+    return live_server_factory(**turn_server_env(NUMI_APPROVAL_TIMEOUT_SECONDS="60"))
+
+
+def open_chat(browser, server, chat, errors):
+    page = browser.new_page()
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{server.url}/c/{chat['id']}")
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    return page
+
+
+@pytest.mark.parametrize("decision", ["Approve", "Deny"])
+def test_approval_survives_reload(browser, scripted, approval_server, tmp_path, decision):
+    command = "echo '<b>made</b>' > made.txt && cat made.txt"
+    chat = make_chat(Api(approval_server.url), scripted, settings={"tools": ["bash"], "workspace": str(tmp_path)})
+    scripted.enqueue(Scenario().tool_call("bash", {"command": command}, id="call_bash"))
+    scripted.enqueue(Scenario().text("All **done**."))
+    errors: list[str] = []
+    page = open_chat(browser, approval_server, chat, errors)
+    page.fill("#composer-input", "Make the file")
+    page.press("#composer-input", "Enter")
+    card = page.locator("#tool-call_bash")
+    card.locator("button", has_text="Approve").wait_for()
+    assert card.locator(".tool-command").inner_text() == command
+
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    card = page.locator("#tool-call_bash")
+    card.locator("button", has_text=decision).wait_for(timeout=10000)
+    assert card.locator(".tool-command").inner_text() == command, "the command is shown again after a reload"
+    assert not (tmp_path / "made.txt").exists()
+
+    card.locator("button", has_text=decision).click()
+    page.wait_for_function("() => [...document.querySelectorAll('.msg-assistant .msg-body')]"
+                           ".some(b => b.textContent.includes('All done.'))", timeout=15000)
+    result = page.locator("#tool-call_bash .tool-output").text_content().strip()
+    if decision == "Approve":
+        assert "<b>made</b>" in result and (tmp_path / "made.txt").exists()
+    else:
+        assert result == "The user denied this call." and not (tmp_path / "made.txt").exists()
+    assert page.locator("#tool-call_bash button").count() == 0
+    assert page.locator("b", has_text="made").count() == 0, "tool output is text, not markup"
+    assert not errors, errors
+    page.close()
