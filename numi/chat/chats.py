@@ -6,15 +6,16 @@ chat raises `NotFound` (404), never a permission error that would confirm it exi
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, or_, select
 
-from ..errors import NotFound, invalid
+from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
-from ..models import Chat, Endpoint, Message, utcnow
+from ..models import Chat, Endpoint, Message, User, utcnow
 from .. import endpoints as endpoint_store
 
 REASONING_EFFORTS = ("", "none", "minimal", "low", "medium", "high")
@@ -121,12 +122,17 @@ def _apply(chat: Chat, user_id: int, fields: dict[str, Any], limits: dict[str, A
     for key in SETTING_KEYS:
         if key in fields:
             settings.update(validate_settings({key: fields[key]}, limits))
+    if settings.get("workspace") and settings.get("workspace") != chat.settings.get("workspace"):
+        # Workspace files and bash act on the server's disk: the admin's (or single user's) only.
+        user = db.session.get(User, user_id)
+        if user is None or not user.is_admin:
+            raise NumiError("admin_only", "Only an administrator can give a chat a workspace directory.", 403)
     for name, value in updates.items():
         setattr(chat, name, value)
     chat.settings = settings
 
 
-SETTING_KEYS = ("system_prompt", "temperature", "max_tokens", "reasoning_effort", "tools")
+SETTING_KEYS = ("system_prompt", "temperature", "max_tokens", "reasoning_effort", "tools", "workspace", "auto_approve")
 
 
 def validate_settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
@@ -152,10 +158,23 @@ def validate_settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, 
         elif key in ("auto_compact", "auto_approve"):
             clean[key] = bool(value)
         elif key == "workspace":
-            clean[key] = _text(value or "", key, 1000) or None
+            clean[key] = _workspace(value)
         else:
             raise invalid(f"Unknown setting {key!r}.", "unknown_setting")
     return clean
+
+
+def _workspace(value: Any) -> str | None:
+    """A workspace is an existing directory, stored as its real path (symlinks resolved)."""
+    path = _text(value or "", "workspace", 1000).strip()
+    if not path:
+        return None
+    if not os.path.isabs(path):
+        raise invalid("The workspace must be an absolute path, like /home/me/project.", "invalid_workspace")
+    real = os.path.realpath(path)
+    if not os.path.isdir(real):
+        raise invalid("The workspace must be an existing directory.", "invalid_workspace")
+    return real
 
 
 def _fallbacks(value: Any) -> list[dict[str, Any]]:

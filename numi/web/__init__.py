@@ -7,7 +7,7 @@ from flask import Flask
 
 def register(app: Flask) -> None:
     """Register blueprints, request guards, error handlers and template helpers."""
-    from . import api, auth, errors, pages, security, streams, transfer, ws
+    from . import api, auth, errors, pages, security, streams, transcript, transfer, ws
     from ..render import render_markdown
 
     security.init_app(app)
@@ -17,7 +17,21 @@ def register(app: Flask) -> None:
     app.register_blueprint(api.bp)
     app.register_blueprint(streams.bp)
     app.register_blueprint(transfer.bp)
+    app.register_blueprint(transcript.bp)
     app.register_blueprint(ws.bp)
+    from . import integrations  # document search and MCP server settings
+
+    app.register_blueprint(integrations.bp)
+    integrations.init_app(app)
+    from . import attachments as attachment_routes, context as context_routes
+
+    app.register_blueprint(attachment_routes.bp)
+    app.register_blueprint(context_routes.bp)
+    from ..chat.attachments import human_size, template_attachments, template_checkpoints
+
+    app.jinja_env.globals["message_attachments"] = template_attachments
+    app.jinja_env.globals["chat_checkpoints"] = template_checkpoints
+    app.jinja_env.filters["human_size"] = human_size
     from ..endpoints import model_capabilities
 
     app.jinja_env.filters["markdown"] = render_markdown

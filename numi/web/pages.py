@@ -164,6 +164,7 @@ def chat_settings(chat_id: str):
     for key in ("system_prompt", "temperature", "max_tokens", "reasoning_effort"):
         if key in data:
             settings[key] = data[key]
+    settings.update(_tool_settings(data))
     if settings:
         fields["settings"] = settings
     chat = chats.update_chat(g.user.id, chat_id, fields, _limits())
@@ -175,6 +176,50 @@ def chat_settings(chat_id: str):
             saved=True,
         )
     return redirect(url_for("pages.chat_view", chat_id=chat.id))
+
+
+def _tool_settings(data: dict) -> dict:
+    """The tools part of the chat settings form (or JSON body): which tools, the workspace,
+    auto-approve. A form marks its tool checkboxes with `tools_shown`, so an empty list
+    (every box unticked) is told apart from a form without them."""
+    out: dict = {}
+    is_form = request.mimetype != "application/json"
+    if is_form and "tools_shown" in request.form:
+        out["tools"] = [name for name in request.form.getlist("tools") if name]
+        out["auto_approve"] = request.form.get("auto_approve") in ("1", "on", "true")
+    elif not is_form:
+        for key in ("tools", "auto_approve"):
+            if key in data:
+                out[key] = data[key]
+    if "workspace" in data:
+        out["workspace"] = data["workspace"]
+    return out
+
+
+@bp.app_template_global("chat_tool_choices")
+def chat_tool_choices() -> list[dict]:
+    """The tools the signed-in user may turn on in a chat, with labels for the settings form."""
+    registry = current_app.extensions["numi.tools"]
+    if hasattr(registry, "available"):
+        tools = registry.available(g.user.id, is_admin=g.user.is_admin)
+    else:
+        tools = registry.active(registry.names(), is_admin=g.user.is_admin)
+    return [{"name": t.name, "label": TOOL_LABELS.get(t.name, t.name), "description": t.description,
+             "admin_only": t.admin_only} for t in tools]
+
+
+TOOL_LABELS = {
+    "current_time": "Current time",
+    "web_search": "Web search",
+    "fetch_page": "Fetch web pages",
+    "list_files": "Workspace: list files",
+    "read_file": "Workspace: read files",
+    "search_files": "Workspace: search files",
+    "write_file": "Workspace: write files",
+    "patch_file": "Workspace: patch files",
+    "bash": "Bash commands (asks first)",
+    "search_documents": "Search my documents",
+}
 
 
 def _route(value: str) -> dict:
@@ -195,11 +240,26 @@ def _refuse_while_running(chat_id: str) -> None:
 
 @bp.get("/settings")
 def settings():
+    from ..agent.tools import web
+
     return render_template(
         "settings.html",
         endpoints=endpoint_store.list_endpoints(g.user.id),
         kinds=("openai_chat", "openai_responses", "anthropic"),
+        web_settings=web.load_settings(g.user.id),
     )
+
+
+@bp.post("/settings/web-search")
+def web_search_settings():
+    """Save the user's web search backend and fetch address rules."""
+    from ..agent.tools import web
+
+    data = request_data()
+    saved = web.save_settings(g.user.id, data)
+    if _is_htmx():
+        return render_template("partials/_web_settings.html", web_settings=saved, saved=True)
+    return redirect(url_for("pages.settings"))
 
 
 @bp.post("/settings/endpoints")

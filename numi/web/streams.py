@@ -17,12 +17,10 @@ import json
 from typing import Any
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, stream_with_context
-from sqlalchemy import select
 
 from ..chat import chats
 from ..errors import NumiError, invalid
 from ..extensions import db
-from ..models import Attachment
 from ..turns.manager import TurnRequest
 from .inputs import request_data
 
@@ -103,16 +101,9 @@ def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, An
 
 def _attachment_ids(user_id: int, value: Any) -> list[int]:
     """Attachment ids the user owns; a missing or foreign id fails before anything is saved."""
-    if value in (None, "", []):
-        return []
-    if not isinstance(value, list) or len(value) > 20 or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        raise invalid("attachments must be a list of at most 20 attachment ids.")
-    found = set(db.session.execute(
-        select(Attachment.id).where(Attachment.id.in_(value), Attachment.user_id == user_id)
-    ).scalars())
-    if found != set(value):
-        raise NumiError("attachment_missing", "An attached file is missing or not yours; remove it and try again.", 404)
-    return list(value)
+    from ..chat.attachments import owned_attachments
+
+    return owned_attachments(user_id, value)
 
 
 def request_timezone(payload: dict[str, Any]) -> dict[str, Any]:
@@ -172,6 +163,7 @@ def chat_stream():
         fields["endpoint_id"] = data["selected_endpoint_id"]
     if data.get("model"):
         fields["model"] = data["model"]
+    fields.update(_tool_fields(chat, data))
     if fields:
         if current_app.extensions["numi.turns"].is_running(chat.id):
             raise NumiError("turn_running", "A turn is already running in this chat.", 409)
@@ -180,6 +172,35 @@ def chat_stream():
     last_event_id = manager.channel(chat.id).last_event_id
     start_turn(g.user.id, g.user.is_admin, chat.id, data, current_app.config)
     return _follow(chat.id, last_event_id)
+
+
+WEB_TOOLS = ("web_search", "fetch_page")
+WORKSPACE_TOOLS = ("list_files", "read_file", "search_files", "write_file", "patch_file")
+
+
+def _tool_fields(chat, data: dict[str, Any]) -> dict[str, Any]:
+    """The seed's allow_web_search / allow_bash / workspace fields as chat settings: each
+    turns its tools on or off in the chat (and stays so, like the chosen model)."""
+    tools = list(chat.settings.get("tools") or [])
+    before = list(tools)
+
+    def switch(names: tuple[str, ...], on: Any) -> None:
+        nonlocal tools
+        if on is None:
+            return
+        if not isinstance(on, bool):
+            raise invalid("allow_web_search and allow_bash must be true or false.")
+        tools = [t for t in tools if t not in names] + (list(names) if on else [])
+
+    switch(WEB_TOOLS, data.get("allow_web_search"))
+    switch(("bash",), data.get("allow_bash"))
+    fields: dict[str, Any] = {}
+    if "workspace" in data:
+        fields["workspace"] = data["workspace"]
+        switch(WORKSPACE_TOOLS, bool(data["workspace"]))
+    if tools != before:
+        fields["tools"] = tools
+    return fields
 
 
 @bp.get("/chat/resume/<chat_id>")

@@ -7,10 +7,14 @@ the day it is added. A route argument this file does not know fails the test: ad
 
 from __future__ import annotations
 
+import struct
+import zlib
+from pathlib import Path
+
 import pytest
 
 from numi.extensions import db
-from numi.models import Chat, Endpoint, Message, utcnow
+from numi.models import Attachment, Chat, Endpoint, McpServer, Message, utcnow
 
 WS_HEADERS = {
     "Upgrade": "websocket",
@@ -19,12 +23,15 @@ WS_HEADERS = {
     "Sec-WebSocket-Version": "13",
 }
 # Route arguments that name an object, and the key of user A's object of that kind.
-ID_ARGUMENTS = {"chat_id": "chat_id", "endpoint_id": "endpoint_id"}
+ID_ARGUMENTS = {"chat_id": "chat_id", "endpoint_id": "endpoint_id", "attachment_id": "attachment_id",
+                "message_id": "message_id", "server_id": "server_id"}
 # Route arguments that name no owned object (nothing to isolate).
 FREE_ARGUMENTS = {"filename"}
 # Bodies that make a state-changing request valid apart from the foreign id, so a 404
 # cannot come from a validation error that happens first.
 BODIES = {
+    "transcript.edit": {"text": "stolen"},
+    "transcript.api_edit": {"text": "stolen"},
     "pages.rename": {"title": "stolen"},
     "pages.chat_settings": {"system_prompt": "stolen"},
     "api.update_session": {"title": "stolen"},
@@ -45,9 +52,30 @@ def owned(multi_app, users):
         chat = Chat(user_id=a.id, title="alice secret chat", endpoint_id=endpoint.id, model="m")
         db.session.add(chat)
         db.session.flush()
-        db.session.add(Message(chat_id=chat.id, role="user", content="alice private message"))
+        message = Message(chat_id=chat.id, role="user", content="alice private message")
+        db.session.add(message)
+        # A real 1x1 PNG on disk, so user A's download and thumbnail routes answer (the control).
+        png = _tiny_png()
+        path = Path(multi_app.config["NUMI_DATA_DIR"]) / "uploads" / "00" / ("0" * 64)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(png)
+        attachment = Attachment(user_id=a.id, filename="alice.png", mime="image/png", size=len(png), sha256="0" * 64,
+                                storage_path="uploads/00/" + "0" * 64)
+        db.session.add(attachment)
+        # A closed loopback port: user A's "test" answers quickly with a connection error.
+        server = McpServer(user_id=a.id, name="alice-tools", transport="http", url="http://127.0.0.1:9/mcp")
+        db.session.add(server)
         db.session.commit()
-        return {"chat_id": chat.id, "endpoint_id": endpoint.id}
+        return {"chat_id": chat.id, "endpoint_id": endpoint.id, "attachment_id": attachment.id,
+                "message_id": message.id, "server_id": server.id}
+
+
+def _tiny_png() -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
 
 
 def id_routes(app):
