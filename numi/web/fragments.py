@@ -157,7 +157,9 @@ class HtmlView:
     def _on_turn_end(self, turn_id, data):
         self.running = False
         self.content, self.reasoning, self.preparing = "", "", {}
-        return [render_template("partials/_turn_live.html", turn_id=turn_id, delete=True), self._controls()]
+        return [render_template("partials/_turn_live.html", turn_id=turn_id, delete=True), self._controls(),
+                # The turn changed the context: the header's gauge loads its estimate again.
+                render_template("partials/_context_gauge.html", chat=self.chat, oob=True)]
 
     def _on_title_update(self, turn_id, data):
         self.chat.title = data["title"]

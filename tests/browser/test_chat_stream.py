@@ -103,6 +103,8 @@ def test_a_finished_answer_renders_markdown_and_metrics(browser, provider, strea
     page = _page(browser, errors)
     page.goto(f"{stream_server.url}/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
+    page.wait_for_selector("#context-gauge meter")
+    before = float(page.get_attribute("#context-gauge meter", "value"))
     page.fill("#composer-input", "Format something")
     page.click("#send-button")
     page.wait_for_selector("article.msg-assistant .msg-body strong")
@@ -114,5 +116,8 @@ def test_a_finished_answer_renders_markdown_and_metrics(browser, provider, strea
     assert body.locator("code").inner_text() == "code"
     assert "8 out" in page.locator(f"#msg-{answer['id']}-metrics").inner_text()
     assert page.locator(f"#msg-{answer['id']} .reasoning summary").inner_text().startswith("Reasoning")
+    # The finished turn refreshes the context gauge in the header.
+    page.wait_for_function(
+        f"() => parseFloat(document.querySelector('#context-gauge meter')?.getAttribute('value') || '0') > {before}")
     assert [e for e in errors if "WebSocket" not in e] == []
     page.close()
