@@ -21,7 +21,7 @@ def measure() -> list[dict]:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "-q"]
         subprocess.run([*pip, "install", str(ROOT)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        listed = subprocess.run([*pip, "list", "--format=freeze"], check=True, capture_output=True, text=True).stdout
+        listed = subprocess.run([*pip[:-1], "list", "--format=freeze"], check=True, capture_output=True, text=True).stdout
         dists = [line for line in listed.splitlines() if line.strip()]
         size = _size_mb(venv)
     return [

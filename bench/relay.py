@@ -70,8 +70,11 @@ def direct_tokens_per_second(provider: ScriptedProvider, tokens: int) -> float:
     return float(output.strip())
 
 
-def measure(tokens: int = 2000, runs: int = 3) -> list[dict]:
-    """Rows for bench/run.py: relay throughput as a ratio to the SDK reading directly."""
+def measure(tokens: int = 10000, runs: int = 3) -> list[dict]:
+    """Rows for bench/run.py: relay throughput as a ratio to the SDK reading directly.
+
+    A long stream, so that a turn's fixed costs (saving the question and the answer) do
+    not stand in for throughput."""
     from stats import row
 
     out = []
