@@ -224,6 +224,21 @@ def list_messages(chat: Chat, *, limit: int, before_id: int | None = None) -> Pa
     return Page(rows, str(rows[0].id) if more and rows else None)
 
 
+def list_messages_around(chat: Chat, message_id: int, *, limit: int) -> tuple[Page, bool]:
+    """A page of live messages that ends a little after `message_id` (a search hit or an
+    outline entry), so the page can open on it. Returns the page (its cursor loads older
+    messages as usual) and whether newer messages exist beyond it."""
+    after = max(1, limit // 5)
+    newer = list(db.session.execute(
+        select(Message).where(Message.chat_id == chat.id, Message.deleted_at.is_(None), Message.id > message_id)
+        .order_by(Message.id).limit(after + 1)
+    ).scalars())
+    has_newer = len(newer) > after
+    newer = newer[:after]
+    page = list_messages(chat, limit=limit - len(newer), before_id=message_id + 1)
+    return Page(page.items + newer, page.next_cursor), has_newer
+
+
 def touch(chat: Chat) -> None:
     """Move the chat to the top of the sidebar (caller commits)."""
     chat.updated_at = utcnow()

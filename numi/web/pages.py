@@ -44,13 +44,20 @@ def index():
 def chat_view(chat_id: str):
     chat = chats.get_chat(g.user.id, chat_id)
     config = current_app.config
+    at = int_arg("at", low=1)  # open on a message (search hit, outline) instead of the end
+    has_newer = False
+    if at is not None:
+        page, has_newer = chats.list_messages_around(chat, at, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
+    else:
+        page = chats.list_messages(chat, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
     return render_template(
         "chat.html",
         chat=chat,
         sidebar=chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"]),
         endpoints=endpoint_store.list_endpoints(g.user.id),
         running=current_app.extensions["numi.turns"].is_running(chat.id),
-        **transcript_context(chats.list_messages(chat, limit=config["NUMI_PAGE_SIZE_MESSAGES"])),
+        has_newer=has_newer,
+        **transcript_context(page),
     )
 
 

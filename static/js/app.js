@@ -126,7 +126,15 @@
 
   // Open a chat at its newest message.
   document.addEventListener("DOMContentLoaded", function () {
-    scrollToBottom();
+    // A link to one message (search hit, outline) opens on it; otherwise at the newest.
+    var target = location.hash.indexOf("#msg-") === 0 && document.getElementById(location.hash.slice(1));
+    if (target) {
+      stickToBottom = false;
+      target.scrollIntoView({block: "center"});
+      target.classList.add("jumped");
+    } else {
+      scrollToBottom();
+    }
     var input = document.getElementById("composer-input");
     if (input) input.focus();
   });

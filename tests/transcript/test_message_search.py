@@ -60,7 +60,7 @@ def test_results_partial_escapes_text_and_marks_hits(multi_app, users, client_a,
     assert "<mark>needle</mark>" in html
     assert "<script>" not in html and "<img" not in html and "<b>bold" not in html
     assert "&gt;" in html  # the markup shows as text (ts_headline may cut the snippet around it)
-    assert f'href="/c/{chat_id}#msg-{ids[0]}"' in html
+    assert f'href="/c/{chat_id}?at={ids[0]}#msg-{ids[0]}"' in html
     assert xss.html_problems(html) == []
     # Title mode gives the ordinary chat list.
     titles = client_a.get("/search", query_string={"q": "needle", "mode": "titles"}, headers=HX).get_data(as_text=True)

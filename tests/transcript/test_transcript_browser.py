@@ -110,6 +110,7 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser, server, api, scri
     assert page.locator(".search-hit mark").first.inner_text().lower() == "madrid"
     page.click(".search-hit a")
     page.wait_for_url(f"**#msg-{answer['id']}")
+    page.wait_for_selector(f"#msg-{answer['id']}.jumped")  # opened on the hit, highlighted
 
     # The outline of the chat.
     page.click("#topics summary")
