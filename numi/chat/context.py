@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from ..errors import NumiError
 from ..extensions import db
@@ -190,13 +190,24 @@ class ChatContextService:
         Raises ChatDeleted (and writes nothing) when the chat was deleted meanwhile.
         """
         try:
-            chat = self._live_chat()
+            # One UPDATE both moves the chat to the top and proves it is still live.
+            touched = db.session.execute(
+                update(Chat)
+                .where(Chat.id == self.chat_id, Chat.user_id == self.user_id, Chat.deleted_at.is_(None))
+                .values(updated_at=utcnow())
+                .execution_options(synchronize_session=False)
+            ).rowcount
+            if touched != 1:
+                raise ChatDeleted()
             message = Message(chat_id=self.chat_id, **{k: v for k, v in fields.items() if k in _COLUMNS})
             for name in ("content_parts", "reasoning_details", "tool_calls", "citation_sources", "meta"):
                 if name in fields:
                     setattr(message, name, fields[name])
-            chat.updated_at = utcnow()
             db.session.add(message)
+            db.session.flush()
+            # Detached before the commit, it keeps its loaded values: callers read its id
+            # and fields without a refresh query.
+            db.session.expunge(message)
             db.session.commit()
         except Exception:
             db.session.rollback()
