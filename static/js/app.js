@@ -150,14 +150,14 @@
   function composer() { return document.getElementById("composer"); }
   function chips() { return document.getElementById("composer-attachments"); }
 
-  function addChip(text, className) {
+  function addChip(text, className, list) {
     var li = document.createElement("li");
     li.className = "attachment-chip " + (className || "");
     var name = document.createElement("span");
     name.className = "attachment-name";
     name.textContent = text;
     li.appendChild(name);
-    chips().appendChild(li);
+    (list || chips()).appendChild(li);
     return li;
   }
 
@@ -181,14 +181,18 @@
     li.appendChild(remove);
   }
 
-  function upload(files) {
+  // `list` and `url`: the chip list and upload URL of another form (an edited message);
+  // by default the composer's.
+  function upload(files, list, url) {
     var form = composer();
-    if (!form || !chips() || !files) return;
+    list = list || chips();
+    url = url || (form && form.dataset.uploadUrl);
+    if (!list || !url || !files) return;
     Array.prototype.forEach.call(files, function (file) {
-      var li = addChip(file.name || "file", "uploading");
+      var li = addChip(file.name || "file", "uploading", list);
       var body = new FormData();
       body.append("file", file, file.name || "pasted");
-      fetch(form.dataset.uploadUrl, { method: "POST", body: body, credentials: "same-origin" })
+      fetch(url, { method: "POST", body: body, credentials: "same-origin" })
         .then(function (response) {
           return response.json().then(function (data) { return { ok: response.ok, data: data }; });
         })
@@ -208,6 +212,10 @@
   document.addEventListener("change", function (event) {
     if (event.target && event.target.id === "composer-file") {
       upload(event.target.files);
+      event.target.value = "";
+    } else if (event.target && event.target.classList && event.target.classList.contains("attach-input")) {
+      var form = event.target.closest("form");
+      upload(event.target.files, form && form.querySelector(".attach-chips"), event.target.dataset.uploadUrl);
       event.target.value = "";
     }
   });

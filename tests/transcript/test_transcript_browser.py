@@ -3,6 +3,8 @@ delete a turn (with the confirmation); the topic outline; search from the sideba
 
 from __future__ import annotations
 
+import json
+
 import os
 import shutil
 
@@ -70,6 +72,10 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser, server, api, scri
     page.click(f"#msg-{question['id']} .action-edit")
     page.wait_for_selector(f"#msg-{question['id']}-edit")
     page.fill(f"#msg-{question['id']}-edit", "Capital of <Spain>?")
+    # Add a file to the edited question, through the same upload the composer uses.
+    page.set_input_files(f"#msg-{question['id']} .attach-input",
+                         files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"Spain notes: Madrid."}])
+    page.wait_for_selector(f"#msg-{question['id']} .attach-chips .attachment-chip[data-attachment-id]")
     page.click(f"#msg-{question['id']} button[type=submit]")
     page.wait_for_function("() => document.body.innerText.includes('Madrid is the capital of Spain.')", timeout=15000)
     page.wait_for_function("() => !document.body.innerText.includes('Tuscany')")
@@ -79,6 +85,8 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser, server, api, scri
     history = api.history(chat["id"])
     assert [(m["role"], m["content"]) for m in history] == [
         ("user", "Capital of <Spain>?"), ("assistant", "Madrid is the capital of Spain.")]
+    assert [p["type"] for p in history[0]["content_parts"]] == ["attachment"]
+    assert "Spain notes: Madrid." in json.dumps(scripted.requests[-1].body), "the added file reached the model"
 
     # After a reload the saved answer has its actions; fork at it.
     page.reload()
