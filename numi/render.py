@@ -11,6 +11,7 @@ to leak the conversation through an image fetch, and a link needs a click.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import nh3
@@ -84,6 +85,26 @@ def render_markdown(text: str | None) -> Markup:
     if not text:
         return Markup("")
     return Markup(sanitize(_parser().render(text)))
+
+
+# A citation marker as the model writes it: "[3]", not part of a link, a reference
+# definition, an index expression (a[3]) or a footnote.
+_CITATION = re.compile(r"(?<![\w\]\[`!])\[(\d{1,3})\](?![(\[:])")
+
+
+def render_cited(text: str | None, sources: list | None) -> Markup:
+    """Render an answer whose text cites sources as [1], [2], ...: each marker whose source
+    has an http(s) URL becomes a markdown link to it before rendering, so the sanitiser
+    sees it like any other link."""
+    urls = {}
+    for index, source in enumerate(sources or (), 1):
+        if isinstance(source, dict) and isinstance(source.get("url"), str):
+            url = source["url"]
+            if url.lower().startswith(("http://", "https://")) and not any(c in url for c in " <>()"):
+                urls[str(source.get("n") or index)] = url
+    if text and urls:
+        text = _CITATION.sub(lambda m: f"[[{m.group(1)}]]({urls[m.group(1)]})" if m.group(1) in urls else m.group(0), text)
+    return render_markdown(text)
 
 
 def highlight_css() -> str:
