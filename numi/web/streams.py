@@ -179,8 +179,9 @@ WORKSPACE_TOOLS = ("list_files", "read_file", "search_files", "write_file", "pat
 
 
 def _tool_fields(chat, data: dict[str, Any]) -> dict[str, Any]:
-    """The seed's allow_web_search / allow_bash / workspace fields as chat settings: each
-    turns its tools on or off in the chat (and stays so, like the chosen model)."""
+    """The seed's allow_web_search / allow_bash / use_rag / workspace fields as chat
+    settings: each turns its tools on or off in the chat (and stays so, like the chosen
+    model)."""
     tools = list(chat.settings.get("tools") or [])
     before = list(tools)
 
@@ -189,11 +190,12 @@ def _tool_fields(chat, data: dict[str, Any]) -> dict[str, Any]:
         if on is None:
             return
         if not isinstance(on, bool):
-            raise invalid("allow_web_search and allow_bash must be true or false.")
+            raise invalid("allow_web_search, allow_bash and use_rag must be true or false.")
         tools = [t for t in tools if t not in names] + (list(names) if on else [])
 
     switch(WEB_TOOLS, data.get("allow_web_search"))
     switch(("bash",), data.get("allow_bash"))
+    switch(("search_documents",), data.get("use_rag"))
     fields: dict[str, Any] = {}
     if "workspace" in data:
         fields["workspace"] = data["workspace"]

@@ -159,7 +159,8 @@ def test_chat_stream_fields_turn_tools_on(server, scripted, workspace):
     scripted.enqueue(Scenario().tool_call("bash", {"command": "echo mapped"}))
     scripted.enqueue(Scenario().text("Finished."))
     stream = SSE(server, "POST", "/api/chat_stream", {"session": chat["id"], "message": "go", "allow_bash": True,
-                                                      "allow_web_search": False, "workspace": str(workspace)})
+                                                      "allow_web_search": False, "use_rag": True,
+                                                      "workspace": str(workspace)})
     try:
         events = []
         for event in stream.events():
@@ -169,9 +170,10 @@ def test_chat_stream_fields_turn_tools_on(server, scripted, workspace):
     finally:
         stream.close()
     assert tool_result(events) == "[exit code 0]\nmapped\n"
-    # The model only gets the schemas of the chat's tools: bash and the workspace files, no web.
+    # The model only gets the schemas of the chat's tools: bash, the workspace files and
+    # document search, no web.
     assert sorted(t["function"]["name"] for t in scripted.requests[0].body["tools"]) == \
-        ["bash", "list_files", "patch_file", "read_file", "search_files", "write_file"]
+        ["bash", "list_files", "patch_file", "read_file", "search_documents", "search_files", "write_file"]
     status, saved = api.get(f"/api/session/{chat['id']}")
     assert saved["settings"]["workspace"] == str(workspace.resolve())
     assert "web_search" not in saved["settings"]["tools"] and "bash" in saved["settings"]["tools"]
