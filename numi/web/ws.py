@@ -18,6 +18,7 @@ import logging
 import gevent
 from flask import Blueprint, copy_current_request_context, current_app, g, request
 from gevent.lock import Semaphore
+from simple_websocket import ConnectionClosed
 
 from ..chat import chats
 from ..errors import NumiError
@@ -121,29 +122,30 @@ class Connection:
             self.sender = None
 
     def _relay(self, subscription, backlog) -> None:
-        if True:
-            try:
-                pending = list(backlog)
-                while not subscription.closed:
-                    if not pending:
-                        event = subscription.get()
+        """Send the backlog, then live events, until the subscription closes."""
+        try:
+            pending = list(backlog)
+            while not subscription.closed:
+                if not pending:
+                    event = subscription.get()
+                    if event is None:
+                        return
+                    pending.append(event)
+                if not self.as_json:
+                    # Everything already queued goes out in one message.
+                    while len(pending) < MAX_BATCH and not subscription.queue.empty() and not subscription.resync:
+                        event = subscription.get(timeout=0)
                         if event is None:
-                            return
+                            break
                         pending.append(event)
-                    if not self.as_json:
-                        # Everything already queued goes out in one message.
-                        while len(pending) < MAX_BATCH and not subscription.queue.empty() and not subscription.resync:
-                            event = subscription.get(timeout=0)
-                            if event is None:
-                                break
-                            pending.append(event)
-                    batch, pending = pending, []
-                    self._send_events(batch)
-            except Exception as exc:  # a closed socket, mostly: the turn goes on regardless
-                if type(exc).__name__ != "ConnectionClosed":
-                    log.exception("relay to a client failed")
-            finally:
-                db.session.remove()
+                batch, pending = pending, []
+                self._send_events(batch)
+        except ConnectionClosed:
+            pass  # the browser went away; the turn goes on regardless
+        except Exception:
+            log.exception("relay to a client failed")
+        finally:
+            db.session.remove()
 
     def _send_events(self, events) -> None:
         if self.as_json:
