@@ -576,3 +576,81 @@ def xss():
     from types import SimpleNamespace
 
     return SimpleNamespace(inputs=HOSTILE_INPUTS, html_problems=html_problems, page_outline=page_outline)
+
+
+# --- the scripted provider and a browser, shared by every folder --------------------------
+
+
+@pytest.fixture(scope="session")
+def provider():
+    """One scripted provider server (all three wire protocols) for the whole run."""
+    from numi.testing import ScriptedProvider
+
+    with ScriptedProvider() as server:
+        yield server
+
+
+@pytest.fixture
+def scripted(provider):
+    """The scripted provider, emptied for this test; stalled streams are released after."""
+    provider.reset()
+    yield provider
+    provider.release()
+
+
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Debian Chromium driven by Playwright; missing Chromium skips, or fails in CI."""
+    path = chromium_path()
+    if path is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("Chromium is missing in CI: install Debian's chromium package")
+        pytest.skip("Chromium is not installed (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+# --- a live server wired to the scripted provider (turn, context, transcript, tool tests) --
+
+
+@pytest.fixture(scope="module")
+def server(live_server_factory):
+    """A live `numi serve` with the turn tests' tools (module scope; chats keep tests apart)."""
+    from turn_support import turn_server_env
+
+    return live_server_factory(**turn_server_env())
+
+
+@pytest.fixture
+def api(server):
+    """A JSON client for `server`'s HTTP API."""
+    from turn_support import Api
+
+    return Api(server.url)
+
+
+@pytest.fixture
+def sockets(server):
+    """`sockets(chat_id, html=False)` opens a real WebSocket client; all are closed after."""
+    from turn_support import Socket
+
+    opened = []
+
+    def open_socket(chat_id: str, **kwargs):
+        sock = Socket(server, chat_id, **kwargs)
+        opened.append(sock)
+        return sock
+
+    yield open_socket
+    for sock in opened:
+        sock.close()

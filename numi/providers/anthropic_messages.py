@@ -8,7 +8,6 @@ the step's reasoning envelope, and replayed first in their assistant message (§
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 

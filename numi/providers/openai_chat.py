@@ -19,7 +19,6 @@ Server quirks handled here:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 

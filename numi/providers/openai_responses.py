@@ -8,7 +8,6 @@ preceded (§2.4).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 

@@ -2,46 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
-from numi.testing import Scenario, ScriptedProvider
+from numi.testing import Scenario
 
-# The live-server helpers of the turn tests (a plain module, not a conftest).
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "turns"))
-from turn_support import Api, make_chat, turn_server_env  # noqa: E402
+from turn_support import Api, make_chat, turn_server_env
 
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture(scope="module")
-def browser():
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("Chromium is missing in CI: install Debian's chromium package")
-        pytest.skip("Chromium is not installed")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture(scope="module")
-def provider():
-    with ScriptedProvider() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

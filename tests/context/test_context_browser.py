@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sqlite3
 
 import pytest
@@ -12,27 +10,9 @@ import pytest
 from numi.testing import Scenario
 from turn_support import Api, db_rows, make_chat, turn_server_env
 
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 
 pytestmark = pytest.mark.browser
 
-
-@pytest.fixture(scope="module")
-def browser():
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("Chromium is missing in CI: install Debian's chromium package")
-        pytest.skip("Chromium is not installed")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from numi.testing import Scenario
-from turn_support import Api, db_rows, make_chat, of_type, turn_server_env, types
+from turn_support import db_rows, make_chat, of_type, turn_server_env, types
 
 from context_support import minimal_pdf, png, upload
 

@@ -14,7 +14,6 @@ from numi.agent.tools.documents import (SEARCH_DOCUMENTS, chunk_text, document_r
                                         schedule_indexing, search, wait_for_indexing)
 from numi.extensions import db
 from numi.models import Attachment, DocumentIndex, User
-from rag_mcp_support import rag_mcp_provider, scripted  # noqa: F401  (fixtures)
 
 CORPUS = {
     "gardening.txt": "Tomatoes need full sun and regular watering.\n\nPrune the side shoots of tomato plants weekly.",

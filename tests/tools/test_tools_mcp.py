@@ -15,7 +15,6 @@ import time
 
 import pytest
 
-from rag_mcp_support import rag_mcp_provider, scripted  # noqa: F401  (fixtures)
 
 pytest.importorskip("mcp", reason="the MCP SDK is the optional extra numi[mcp] (in numi[test])")
 

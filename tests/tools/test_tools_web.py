@@ -152,7 +152,7 @@ def test_cited_answer_saved_rendered_and_exported(server, scripted, web):
     # The model saw numbered sources; the fetched page kept the number its search result had.
     tool_texts = [m["content"] for m in scripted.requests[-1].body["messages"] if m.get("role") == "tool"]
     assert tool_texts[0].count("[1] Otters and otters") == 1 and "[2] " in tool_texts[0]
-    assert tool_texts[1].startswith("Fetched") and f"[1] " in tool_texts[1]
+    assert tool_texts[1].startswith("Fetched") and "[1] " in tool_texts[1]
     assert "Sea otters hold hands while they sleep" in tool_texts[1]
     assert "10.255.255.1" in tool_texts[2] and "Refused" in tool_texts[2]
     assert not any("10.255.255.1" in r for r in web.requests), "nothing was sent to the private address"

@@ -1,42 +1,9 @@
-"""Fixtures for transcript tests: the turn tests' live-server helpers, and rows built
-directly in an in-process app's database."""
+"""Fixtures for transcript tests: rows built directly in an in-process app's database (the
+live server and the scripted provider come from tests/conftest.py)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from typing import Iterator
-
 import pytest
-
-from numi.testing import ScriptedProvider
-
-# The live-server helpers of the turn tests (a plain module, not a conftest).
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "turns"))
-from turn_support import Api, turn_server_env  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def transcript_provider() -> Iterator[ScriptedProvider]:
-    with ScriptedProvider() as server:
-        yield server
-
-
-@pytest.fixture
-def scripted(transcript_provider: ScriptedProvider) -> Iterator[ScriptedProvider]:
-    transcript_provider.reset()
-    yield transcript_provider
-    transcript_provider.release()
-
-
-@pytest.fixture(scope="module")
-def server(live_server_factory):
-    return live_server_factory(**turn_server_env())
-
-
-@pytest.fixture
-def api(server) -> Api:
-    return Api(server.url)
 
 
 @pytest.fixture

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 
 from numi.testing import Scenario
 
-from turn_support import SSE, Api, Socket, db_rows, make_chat, of_type, turn_server_env, types
+from turn_support import SSE, Api, Socket, make_chat, of_type, turn_server_env, types
 
 
 def test_stop_during_streaming_keeps_the_partial_answer(api, scripted, chat, sockets):

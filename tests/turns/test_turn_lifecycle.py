@@ -3,10 +3,7 @@ the real wire protocols through the real SDKs, and a real WebSocket client (JSON
 
 from __future__ import annotations
 
-import json
-import time
 
-import pytest
 
 from numi.testing import Scenario
 

@@ -16,13 +16,14 @@ from simple_websocket import Client
 
 from numi.testing import ScriptedProvider
 
-HERE = Path(__file__).resolve().parent
+# The NUMI_PLUGINS module with the turn tests' tools lives in tests/turns/.
+PLUGINS = Path(__file__).resolve().parent / "turns"
 
 
 def turn_server_env(**extra: Any) -> dict[str, str]:
     env = {
         "NUMI_PLUGINS": "plugin_tools",
-        "PYTHONPATH": str(HERE),
+        "PYTHONPATH": str(PLUGINS),
         "NUMI_GENERATE_TITLES": "0",
         "NUMI_FRAME_INTERVAL_MS": "10",
         "NUMI_PROVIDER_MAX_RETRIES": "0",
