@@ -177,6 +177,10 @@ class Agent:
             route = routes[route_index]
             messages = self._context_messages(meta, route)
             self.context.release()
+            # Let streams already running relay what they have before this turn spends
+            # more CPU on its request: when many turns start at once, their tokens would
+            # otherwise wait behind every start.
+            gevent.sleep(0)
             result = self._call_model(route, messages, settings, tools, step)
             result = self._recover_overflow(meta, route, result, tools, step)
             # Fallback: only while nothing has been shown, move to the next route.
@@ -201,6 +205,7 @@ class Agent:
                 turn.emit("error", error)
                 return
 
+            gevent.sleep(0)  # as before the call: other turns' tokens first, then this save
             message = self._save_step(route, result, step)
             if not result.tool_calls:
                 turn.emit("done", {"message_id": message.id})
