@@ -139,18 +139,6 @@ def remove_endpoint(endpoint: Endpoint) -> None:
     db.session.commit()
 
 
-def adapter_for(endpoint: Endpoint, *, timeout: float | None = None, max_retries: int | None = None):
-    """A provider adapter for this endpoint (imports the SDK on first use)."""
-    from .providers import get_adapter
-
-    kwargs: dict[str, Any] = {}
-    if timeout is not None:
-        kwargs["timeout"] = timeout
-    if max_retries is not None:
-        kwargs["max_retries"] = max_retries
-    return get_adapter(endpoint.kind, endpoint.base_url, endpoint.api_key, **kwargs)
-
-
 def cached_adapter(app, kind: str, base_url: str, api_key: str | None):
     """A provider adapter for turns, kept per endpoint settings so connections are reused
     (a new SDK client per turn would cost a TCP and TLS handshake each time)."""
@@ -207,7 +195,11 @@ def models(endpoint: Endpoint, *, max_age_seconds: int, refresh: bool = False) -
     from .providers.errors import ProviderError
 
     try:
-        listed = adapter_for(endpoint, timeout=10, max_retries=0).list_models()
+        from .providers import get_adapter
+
+        _import_sdk_off_hub(endpoint.kind)
+        adapter = get_adapter(endpoint.kind, endpoint.base_url, endpoint.api_key, timeout=10, max_retries=0)
+        listed = adapter.list_models()
     except ProviderError as exc:
         raise NumiError(exc.code, exc.message, 502) from None
     endpoint.models = [_model_dict(m) for m in listed]

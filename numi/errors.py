@@ -31,10 +31,6 @@ class NotFound(NumiError):
         super().__init__("not_found", f"No such {what}.", 404)
 
 
-class Conflict(NumiError):
-    status = 409
-
-
 def invalid(message: str, code: str = "invalid_input") -> NumiError:
     """A 400 for input that fails validation."""
     return NumiError(code, message, 400)
