@@ -164,6 +164,10 @@ class TurnManager:
     def is_running(self, chat_id: str) -> bool:
         return chat_id in self.turns
 
+    def running_among(self, chat_ids) -> set[str]:
+        """Which of `chat_ids` have a running turn: one call for a page of the sidebar."""
+        return {chat_id for chat_id in chat_ids if chat_id in self.turns}
+
     def get(self, chat_id: str) -> Turn | None:
         return self.turns.get(chat_id)
 

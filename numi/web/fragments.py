@@ -47,6 +47,10 @@ class HtmlView:
         self.request_id: str | None = None
         self.models: dict[int, str] = {}  # message id -> model, for its metrics line
         self.saved_error: str | None = None  # error code on the message just inserted
+        # This client sent a message whose turn has not accepted it yet: an error now is a
+        # refused send, shown beside the composer (which still holds the text), not a turn error.
+        self.pending_send = False
+        self.unaccepted_turn: str | None = None  # started here, its question not saved yet
 
     # --- entry point ------------------------------------------------------------------------
 
@@ -63,12 +67,16 @@ class HtmlView:
 
     def _on_turn_start(self, turn_id, data):
         self._reset(turn_id)
+        self.unaccepted_turn = turn_id
         self.running = True
         return [self._container(turn_id), self._controls()]
 
     def _on_accepted(self, turn_id, data):
         self.request_id = data.get("request_id")
-        return []
+        self.unaccepted_turn = None
+        self.pending_send = False
+        # Tells the composer its send was saved: it clears its text, chips and draft.
+        return [render_template("partials/_composer_feedback.html", accepted=data.get("request_id") or "")]
 
     def _on_message_saved(self, turn_id, data):
         out = []
@@ -149,10 +157,15 @@ class HtmlView:
         if self.saved_error == data.get("code"):
             self.saved_error = None
             return []  # the saved message shows this error already
+        refused = turn_id is None or turn_id == self.unaccepted_turn
+        if refused and self.pending_send:
+            self.pending_send = False
+            return [render_template("partials/_composer_feedback.html", code=data.get("code"), message=data.get("message"))]
         if turn_id is None:
             return [render_template("partials/_toast.html", code=data.get("code"), message=data.get("message"), oob=True)]
         return [render_template("partials/_turn_error.html", turn_id=turn_id, chat=self.chat,
-                                code=data.get("code"), message=data.get("message"))]
+                                code=data.get("code"), message=data.get("message"),
+                                retry=turn_id != self.unaccepted_turn)]
 
     def _on_turn_end(self, turn_id, data):
         self.running = False

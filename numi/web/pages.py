@@ -6,11 +6,14 @@ The same partial renders inside the full page, as an HTMX response and as a WebS
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
+from datetime import timedelta
+
+from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
 
 from .. import endpoints as endpoint_store
 from ..chat import chats
 from ..errors import NumiError
+from ..models import utcnow
 from .inputs import int_arg, request_data
 
 bp = Blueprint("pages", __name__)
@@ -112,8 +115,32 @@ def chat_list():
     )
     current = request.args.get("current")
     if _is_htmx():
-        return render_template("partials/_chat_list_page.html", sidebar=page, query=query, current_id=current)
+        # `group`: the date group the previous page ended in, so its header is not repeated.
+        return render_template("partials/_chat_list_page.html", sidebar=page, query=query, current_id=current,
+                               group_before=(request.args.get("group") or "")[:40])
     return redirect(url_for("pages.index"))
+
+
+@bp.get("/chats/running")
+def running_chats():
+    """Which of the listed chats (`ids`, comma-separated, the sidebar's page) are answering:
+    the sidebar polls this to mark chats whose turn runs in the background."""
+    ids = [i for i in (request.args.get("ids") or "").split(",") if i][:500]
+    owned = chats.owned_chat_ids(g.user.id, ids)
+    running = current_app.extensions["numi.turns"].running_among(owned)
+    return jsonify(running=sorted(running))
+
+
+@bp.app_template_global("chat_group")
+def chat_group(chat) -> str:
+    """The sidebar's date group of a chat, in the browser's time zone (the `numi_tz` cookie,
+    minutes east of UTC, set by sidebar.js; UTC until it is known)."""
+    try:
+        offset = max(-16 * 60, min(16 * 60, int(request.cookies.get("numi_tz", "0"))))
+    except ValueError:
+        offset = 0
+    shift = timedelta(minutes=offset)
+    return chats.date_group(chat.updated_at + shift, utcnow() + shift)
 
 
 @bp.post("/chats")
@@ -122,7 +149,14 @@ def create_chat():
     fields = {"title": data.get("title") or "New chat"}
     if data.get("route"):
         fields.update(_route(data["route"]))
-    chat = chats.create_chat(g.user.id, fields, _limits())
+    # "+ New chat" reuses the user's empty chat, if one is left, instead of adding another:
+    # clicking it twice never leaves empty chats behind in the sidebar.
+    chat = chats.newest_empty_chat(g.user.id) if fields["title"] == "New chat" else None
+    if chat is None:
+        chat = chats.create_chat(g.user.id, fields, _limits())
+    else:
+        chat = chats.update_chat(g.user.id, chat.id, fields, _limits())
+        chats.touch_chat(chat)
     target = url_for("pages.chat_view", chat_id=chat.id)
     if _is_htmx():
         return "", 204, {"HX-Location": target}
@@ -145,7 +179,10 @@ def chat_item(chat_id: str):
 def rename(chat_id: str):
     chat = chats.update_chat(g.user.id, chat_id, {"title": request_data().get("title", "")}, _limits())
     if _is_htmx():
-        return render_template("partials/_chat_item.html", chat=chat, current_id=request.args.get("current"))
+        current = request.args.get("current")
+        # The current chat's header title follows (and, through it, the tab title).
+        return render_template("partials/_chat_item.html", chat=chat, current_id=current) + (
+            render_template("partials/_chat_title.html", chat=chat, oob=True) if current == chat.id else "")
     return redirect(url_for("pages.chat_view", chat_id=chat.id))
 
 
@@ -153,12 +190,15 @@ def rename(chat_id: str):
 def delete(chat_id: str):
     _refuse_while_running(chat_id)
     chats.delete_chat(g.user.id, chat_id)
+    # Deleting the open chat opens the next one (the newest left), not a dead URL.
+    following = chats.list_chats(g.user.id, limit=1).items
+    target = url_for("pages.chat_view", chat_id=following[0].id) if following else url_for("pages.index")
     if _is_htmx():
         headers = {}
         if request.args.get("current") == chat_id:
-            headers["HX-Location"] = url_for("pages.index")
+            headers["HX-Location"] = target
         return "", 200, headers
-    return redirect(url_for("pages.index"))
+    return redirect(target)
 
 
 @bp.post("/c/<chat_id>/settings")
@@ -180,7 +220,8 @@ def chat_settings(chat_id: str):
             "partials/_chat_header.html",
             chat=chat,
             endpoints=endpoint_store.list_endpoints(g.user.id),
-            saved=True,
+            # The header's model picker saves too, but must not open the Settings panel.
+            saved=data.get("source") != "picker",
         )
     return redirect(url_for("pages.chat_view", chat_id=chat.id))
 

@@ -84,6 +84,8 @@ class Connection:
             elif kind == "send":
                 if self.subscription is None:
                     self.subscribe(self.manager.channel(self.chat_id).last_event_id, None, None)
+                if self.view is not None:
+                    self.view.pending_send = True
                 start_turn(self.user_id, self.is_admin, self.chat_id, message, self.app.config)
             elif kind == "stop":
                 self.manager.stop(self.chat_id)

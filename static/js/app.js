@@ -1,31 +1,44 @@
-// Numi's one small script: what HTML and htmx cannot do on their own — the resume cursor,
-// Enter to send, autoscroll, the connection indicator. No eval, no inline handlers (the
-// page's CSP forbids both). Everything else is htmx and server-rendered fragments.
+// The live chat page: the connection (resume cursor, state, "Reconnecting…" banner), the
+// transcript's scrolling (follow the answer, older pages one at a time, jump to latest),
+// announcing finished answers to screen readers, and the tab title following the chat's
+// title. The composer, sidebar and shortcuts have their own modules; `Numi` is what they
+// share. No eval, no inline handlers: the page's CSP forbids both.
 (function () {
   "use strict";
 
+  var Numi = window.Numi = window.Numi || {};
   var stickToBottom = true;
+  var bannerTimer = null;
 
   function transcript() { return document.getElementById("transcript"); }
-  function isRunning() {
+  Numi.isRunning = function () {
     var controls = document.getElementById("composer-controls");
-    return controls && controls.getAttribute("data-running") === "1";
-  }
-  function setConnection(state) {
-    var dot = document.getElementById("connection");
-    if (dot) dot.setAttribute("data-state", state);
-    document.body.setAttribute("data-connection", state);
-  }
-  function newRequestId() {
-    if (window.crypto && crypto.randomUUID) return crypto.randomUUID();
-    return "r-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2);
-  }
-  function scrollToBottom() {
+    return !!controls && controls.getAttribute("data-running") === "1";
+  };
+  Numi.narrow = function () { return window.matchMedia("(max-width: 760px)").matches; };
+  Numi.scrollToBottom = function () {
     var t = transcript();
+    stickToBottom = true;
     if (t) t.scrollTop = t.scrollHeight;
-  }
+    showJump(false);
+  };
 
   // --- the live connection ---------------------------------------------------------------
+
+  function setConnection(state) {
+    var dot = document.getElementById("connection");
+    if (dot) {
+      dot.setAttribute("data-state", state);
+      dot.setAttribute("aria-label", "Live connection: " + (state === "open" ? "connected" : state === "closed" ? "lost, reconnecting" : "connecting"));
+    }
+    document.body.setAttribute("data-connection", state);
+    var banner = document.getElementById("connection-banner");
+    if (!banner) return;
+    clearTimeout(bannerTimer);
+    // A short blip is not worth a banner; a lost connection for a second and more is.
+    if (state === "closed") bannerTimer = setTimeout(function () { banner.hidden = false; }, 1000);
+    else if (state === "open") banner.hidden = true;
+  }
 
   // On every (re)connect, tell the server what this page already shows, so it replays
   // exactly the missed events (or a snapshot of the running turn).
@@ -50,61 +63,138 @@
   });
   document.addEventListener("htmx:wsClose", function () { setConnection("closed"); });
   document.addEventListener("htmx:wsError", function () { setConnection("closed"); });
-  document.addEventListener("htmx:wsConnecting", function () { setConnection("connecting"); });
-
-  // A send gets a request id (so a retried send is recognised) and the user's time zone.
-  document.addEventListener("htmx:wsConfigSend", function (event) {
-    var params = event.detail.parameters;
-    if (params.type !== "send") return;
-    var input = document.getElementById("composer-input");
-    if (!params.message || !params.message.trim() || isRunning()) {
-      event.preventDefault();
-      return;
-    }
-    params.request_id = newRequestId();
-    try { params.timezone = Intl.DateTimeFormat().resolvedOptions().timeZone; } catch (e) { /* old browser */ }
-    params.tz_offset = -new Date().getTimezoneOffset();
-    delete event.detail.headers;
-    if (input) input.value = "";
-    stickToBottom = true;
+  document.addEventListener("htmx:wsConnecting", function () {
+    if (document.body.getAttribute("data-connection") !== "closed") setConnection("connecting");
   });
+
+  // Stop and approve carry only what they need, not the composer's text.
   document.addEventListener("htmx:wsConfigSend", function (event) {
-    // Stop and approve carry only what they need, not the composer's text.
     var params = event.detail.parameters;
     if (params.type === "stop" || params.type === "approve") {
       delete params.message;
+      delete params.attachments;
       delete event.detail.headers;
+    } else if (params.type === "send") {
+      stickToBottom = true;
     }
   });
 
-  // Follow the answer while the reader is at the bottom; stop when they scroll up.
+  // --- scrolling --------------------------------------------------------------------------
+
+  function distanceFromBottom(t) { return t.scrollHeight - t.scrollTop - t.clientHeight; }
+  function showJump(visible) {
+    var button = document.getElementById("jump-latest");
+    if (button) button.hidden = !visible;
+  }
+
+  // Follow the answer while the reader is at the bottom; leave them alone when they scroll
+  // up, and offer the way back.
   document.addEventListener("scroll", function (event) {
     var t = event.target;
-    if (t && t.id === "transcript") {
-      stickToBottom = t.scrollHeight - t.scrollTop - t.clientHeight < 80;
-    }
+    if (!t || t.id !== "transcript") return;
+    var distance = distanceFromBottom(t);
+    stickToBottom = distance < 80;
+    showJump(distance > 200);
+    loadOlderIfNear(t);
   }, true);
   document.addEventListener("htmx:wsAfterMessage", function () {
-    if (stickToBottom) scrollToBottom();
+    var t = transcript();
+    if (!t) return;
+    if (stickToBottom) t.scrollTop = t.scrollHeight;
+    else showJump(distanceFromBottom(t) > 200);
+    announceFinished();
+  });
+  document.addEventListener("click", function (event) {
+    if (event.target.closest && event.target.closest("#jump-latest")) {
+      Numi.scrollToBottom();
+      var input = document.getElementById("composer-input");
+      if (input) input.focus({preventScroll: true});
+    }
   });
 
-  // Enter sends, Shift+Enter makes a new line.
-  document.addEventListener("keydown", function (event) {
-    if (event.target && event.target.id === "composer-input" && event.key === "Enter" &&
-        !event.shiftKey && !event.isComposing) {
-      event.preventDefault();
-      var form = document.getElementById("composer");
-      if (form && !isRunning()) form.requestSubmit();
-      return;
+  // Older messages: one page when the reader nears the top, keeping what they read in place
+  // (the sentinel is triggered from here, not by `intersect`, which would chain every page).
+  var olderAnchor = null;
+  function loadOlderIfNear(t) {
+    var sentinel = t.querySelector(":scope > .load-older");
+    if (!sentinel || olderAnchor || t.scrollTop > 400) return;
+    var anchor = sentinel.nextElementSibling;
+    olderAnchor = {el: anchor, top: anchor ? anchor.getBoundingClientRect().top : 0};
+    window.htmx.trigger(sentinel, "numi:older");
+  }
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var elt = event.detail.requestConfig && event.detail.requestConfig.elt;
+    if (!olderAnchor || !elt || !elt.classList.contains("load-older")) return;
+    var t = transcript();
+    if (t && olderAnchor.el && olderAnchor.el.isConnected) {
+      t.scrollTop += olderAnchor.el.getBoundingClientRect().top - olderAnchor.top;
     }
-    if (event.key === "Escape") {
-      var rename = event.target.closest && event.target.closest(".rename-form");
-      if (rename) {
-        var cancel = rename.querySelector(".rename-cancel");
-        if (cancel) cancel.click();
-      }
-    }
+    markAnnounced();
+    olderAnchor = null;
+    // A page that does not fill the screen yet cannot be scrolled: load the next one.
+    if (t && t.scrollHeight <= t.clientHeight) loadOlderIfNear(t);
   });
+  document.addEventListener("htmx:responseError", function (event) {
+    var elt = event.detail.requestConfig && event.detail.requestConfig.elt;
+    if (elt && elt.classList.contains("load-older")) olderAnchor = null;
+  });
+
+  // --- screen readers: each answer once, when it is complete -------------------------------
+
+  function markAnnounced() {
+    document.querySelectorAll("#transcript .msg-assistant[data-message-id]").forEach(function (el) {
+      el.setAttribute("data-announced", "");
+    });
+  }
+  function announceFinished() {
+    var fresh = document.querySelectorAll("#transcript .msg-assistant[data-message-id]:not([data-announced])");
+    if (!fresh.length) return;
+    var region = document.getElementById("answer-announcer");
+    var texts = [];
+    fresh.forEach(function (el) {
+      el.setAttribute("data-announced", "");
+      var body = el.querySelector(".msg-body");
+      if (body && body.textContent.trim()) texts.push(body.textContent.trim());
+    });
+    if (region && texts.length) region.textContent = "Answer: " + texts.join("\n").slice(0, 4000);
+  }
+
+  // --- the tab title follows the chat's title (auto-title, rename, other tabs) -------------
+
+  var channel = window.BroadcastChannel ? new BroadcastChannel("numi-chats") : null;
+  var shownTitle = null;
+  function currentChatId() { var t = transcript(); return t ? t.getAttribute("data-chat-id") : null; }
+  function applyTitle(chatId, title) {
+    document.querySelectorAll("#chat-" + CSS.escape(chatId) + " .chat-link-title").forEach(function (el) {
+      if (el.textContent !== title) el.textContent = title;
+    });
+    if (chatId !== currentChatId()) return;
+    var heading = document.getElementById("chat-title");
+    if (heading && heading.textContent !== title) { heading.textContent = title; heading.title = title; }
+    shownTitle = title;
+    document.title = title + " · Numi";
+  }
+  Numi.broadcastTitle = function (chatId, title) {
+    if (channel && chatId && title) channel.postMessage({type: "title", chat: chatId, title: title});
+  };
+  function syncTitle() {
+    var heading = document.getElementById("chat-title");
+    var chatId = currentChatId();
+    if (!heading || !chatId) return;
+    var title = heading.textContent.trim();
+    if (title && title !== shownTitle) {
+      applyTitle(chatId, title);
+      Numi.broadcastTitle(chatId, title);
+    }
+  }
+  if (channel) {
+    channel.onmessage = function (event) {
+      var data = event.data || {};
+      if (data.type === "title" && typeof data.chat === "string" && typeof data.title === "string") applyTitle(data.chat, data.title);
+    };
+  }
+  document.addEventListener("htmx:wsAfterMessage", syncTitle);
+  document.addEventListener("htmx:afterSettle", syncTitle);
 
   // --- small things -----------------------------------------------------------------------
 
@@ -118,146 +208,32 @@
     }
   });
 
-  // Focus a rename field when it appears.
-  document.addEventListener("htmx:load", function (event) {
-    var input = event.detail.elt.querySelector && event.detail.elt.querySelector(".rename-form input[name=title]");
-    if (input) { input.focus(); input.select(); }
-  });
+  // The on-screen keyboard shrinks the visual viewport (iOS does not resize the layout):
+  // the page takes the visible height, so the composer stays above the keyboard.
+  if (window.visualViewport) {
+    var fit = function () {
+      document.documentElement.style.setProperty("--app-height", window.visualViewport.height + "px");
+    };
+    window.visualViewport.addEventListener("resize", fit);
+    fit();
+  }
 
-  // Open a chat at its newest message.
+  // Open a chat at its newest message, or on the one a link names (search hit, outline).
   document.addEventListener("DOMContentLoaded", function () {
-    // A link to one message (search hit, outline) opens on it; otherwise at the newest.
+    markAnnounced();
+    shownTitle = (document.getElementById("chat-title") || {}).textContent || null;
     var target = location.hash.indexOf("#msg-") === 0 && document.getElementById(location.hash.slice(1));
     if (target) {
       stickToBottom = false;
       target.scrollIntoView({block: "center"});
       target.classList.add("jumped");
     } else {
-      scrollToBottom();
+      Numi.scrollToBottom();
     }
+    var t = transcript();
+    if (t && t.scrollHeight <= t.clientHeight) loadOlderIfNear(t);
+    // On a phone, focusing would pop the keyboard over the page at once.
     var input = document.getElementById("composer-input");
-    if (input) input.focus();
-  });
-})();
-
-// --- attachments: picker, drag and drop, paste (issue 5) ---------------------------------
-// Each file is uploaded at once (POST /api/upload); its chip carries a hidden
-// `attachments` input, so the composer's ws-send includes the ids. Names are set with
-// textContent only: a file name is untrusted text.
-(function () {
-  "use strict";
-
-  function composer() { return document.getElementById("composer"); }
-  function chips() { return document.getElementById("composer-attachments"); }
-
-  function addChip(text, className, list) {
-    var li = document.createElement("li");
-    li.className = "attachment-chip " + (className || "");
-    var name = document.createElement("span");
-    name.className = "attachment-name";
-    name.textContent = text;
-    li.appendChild(name);
-    (list || chips()).appendChild(li);
-    return li;
-  }
-
-  function uploaded(li, attachment) {
-    li.classList.remove("uploading");
-    li.dataset.attachmentId = String(attachment.id);
-    var size = document.createElement("span");
-    size.className = "attachment-size";
-    size.textContent = attachment.size < 1024 ? attachment.size + " bytes" : (attachment.size / 1024).toFixed(1) + " KB";
-    li.appendChild(size);
-    var input = document.createElement("input");
-    input.type = "hidden";
-    input.name = "attachments";
-    input.value = String(attachment.id);
-    li.appendChild(input);
-    var remove = document.createElement("button");
-    remove.type = "button";
-    remove.className = "attachment-remove";
-    remove.setAttribute("aria-label", "Remove attachment");
-    remove.textContent = "×";
-    li.appendChild(remove);
-  }
-
-  // `list` and `url`: the chip list and upload URL of another form (an edited message);
-  // by default the composer's.
-  function upload(files, list, url) {
-    var form = composer();
-    list = list || chips();
-    url = url || (form && form.dataset.uploadUrl);
-    if (!list || !url || !files) return;
-    Array.prototype.forEach.call(files, function (file) {
-      var li = addChip(file.name || "file", "uploading", list);
-      var body = new FormData();
-      body.append("file", file, file.name || "pasted");
-      fetch(url, { method: "POST", body: body, credentials: "same-origin" })
-        .then(function (response) {
-          return response.json().then(function (data) { return { ok: response.ok, data: data }; });
-        })
-        .then(function (result) {
-          if (!result.ok) throw new Error((result.data && result.data.error && result.data.error.message) || "Upload failed.");
-          uploaded(li, result.data.attachments[0]);
-        })
-        .catch(function (error) {
-          li.classList.remove("uploading");
-          li.classList.add("failed");
-          li.querySelector(".attachment-name").textContent = (file.name || "file") + ": " + error.message;
-          setTimeout(function () { li.remove(); }, 8000);
-        });
-    });
-  }
-
-  document.addEventListener("change", function (event) {
-    if (event.target && event.target.id === "composer-file") {
-      upload(event.target.files);
-      event.target.value = "";
-    } else if (event.target && event.target.classList && event.target.classList.contains("attach-input")) {
-      var form = event.target.closest("form");
-      upload(event.target.files, form && form.querySelector(".attach-chips"), event.target.dataset.uploadUrl);
-      event.target.value = "";
-    }
-  });
-  document.addEventListener("click", function (event) {
-    var remove = event.target.closest && event.target.closest(".attachment-remove");
-    if (remove) remove.closest(".attachment-chip").remove();
-  });
-  document.addEventListener("dragover", function (event) {
-    if (composer() && event.dataTransfer && Array.prototype.indexOf.call(event.dataTransfer.types, "Files") >= 0) {
-      event.preventDefault();
-      composer().classList.add("drop-target");
-    }
-  });
-  document.addEventListener("dragleave", function () {
-    if (composer()) composer().classList.remove("drop-target");
-  });
-  document.addEventListener("drop", function (event) {
-    if (!composer() || !event.dataTransfer || !event.dataTransfer.files.length) return;
-    event.preventDefault();
-    composer().classList.remove("drop-target");
-    upload(event.dataTransfer.files);
-  });
-  document.addEventListener("paste", function (event) {
-    if (!event.target || event.target.id !== "composer-input" || !event.clipboardData) return;
-    var files = event.clipboardData.files;
-    if (files && files.length) {
-      event.preventDefault();
-      upload(files);
-    }
-  });
-
-  // A send carries the ids as numbers; an upload still running holds the send back.
-  document.addEventListener("htmx:wsConfigSend", function (event) {
-    var params = event.detail.parameters;
-    if (params.type !== "send" || event.defaultPrevented) return;
-    var box = chips();
-    if (box && box.querySelector(".uploading")) {
-      event.preventDefault();
-      return;
-    }
-    var ids = params.attachments === undefined ? [] : [].concat(params.attachments);
-    params.attachments = ids.map(function (id) { return parseInt(id, 10); });
-    if (box) box.textContent = "";
+    if (input && !Numi.narrow()) input.focus({preventScroll: true});
   });
 })();
