@@ -97,12 +97,15 @@ def test_the_token_form_works_without_javascript_and_escapes_what_it_shows(sqlit
     form = re.search(r'<form method="post" action="/token"[^>]*>(.*?)</form>', html, re.S)
     assert form, html
     assert 'name="token"' in form.group(1) and 'type="password"' in form.group(1)
-    assert "<script>alert(1)" not in html and "&lt;script&gt;" in html
+    assert 'name="next"' in form.group(1) and "<script>alert(1)" not in html
     assert "<script>" not in re.sub(r'<script src="[^"]+" defer></script>', "", html)  # no inline script
     assert "'unsafe-inline'" not in asked.headers["Content-Security-Policy"]
 
-    wrong = browser.post("/token", data={"token": "guess", "next": "/settings"}, headers={"Origin": "http://localhost"})
-    assert wrong.status_code == 401 and "not right" in wrong.get_data(as_text=True)
+    hostile = '/settings"><script>alert(1)</script>'
+    wrong = browser.post("/token", data={"token": "guess", "next": hostile}, headers={"Origin": "http://localhost"})
+    html = wrong.get_data(as_text=True)
+    assert wrong.status_code == 401 and "not right" in html
+    assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)" in html
     assert browser.get_cookie("session") is None
 
     right = browser.post("/token", data={"token": ACCESS_TOKEN, "next": "/settings"},
@@ -231,7 +234,10 @@ def test_serve_prints_the_url_with_a_generated_token_kept_across_restarts(live_s
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
     url = f"http://127.0.0.1:{server.port}/?token={token}"
     assert url in server.log()
-    assert _status(url) == 200
+    # The printed link is one click to a working page: the cookie follows the redirect.
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    assert _status(url, opener=opener) == 200
+    assert _status(server.url + "/settings", opener=opener) == 200
     server.restart()
     assert stored.read_text().strip() == token
     assert server.log().count(url) == 2
