@@ -270,3 +270,28 @@ def test_numi_open_opens_the_browser_at_the_url_with_the_token(live_server, tmp_
     while not opened.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert opened.read_text().strip() == expected
+
+
+@pytest.mark.browser
+def test_chromium_pastes_the_token_once_without_javascript_and_the_cookie_carries_it(browser, live_server):
+    from turn_support import Api
+
+    chat = Api(live_server.url, token=live_server.token).post("/api/session", {"title": "pasted here"})[1]
+    page = browser.new_page(java_script_enabled=False)
+    try:
+        assert page.goto(f"{live_server.url}/c/{chat['id']}").status == 401
+        page.fill('input[name="token"]', live_server.token)
+        page.click('button[type="submit"]')
+        page.wait_for_url(f"{live_server.url}/c/{chat['id']}")
+        assert "pasted here" in page.content()
+        assert page.goto(f"{live_server.url}/settings").status == 200
+    finally:
+        page.close()
+    # The printed link: the token leaves the address bar, the page's WebSocket connects.
+    page = browser.new_page()
+    try:
+        page.goto(live_server.auth_url(f"/c/{chat['id']}"))
+        assert page.url == f"{live_server.url}/c/{chat['id']}"
+        page.wait_for_selector("#connection[data-state=open]", state="attached")
+    finally:
+        page.close()
