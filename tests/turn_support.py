@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import sqlite3
 import time
 import urllib.error
@@ -27,7 +28,9 @@ PLUGINS = Path(__file__).resolve().parent / "turns"
 def turn_server_env(**extra: Any) -> dict[str, str]:
     env = {
         "NUMI_PLUGINS": "plugin_tools",
-        "PYTHONPATH": str(PLUGINS),
+        # The plugins, then this checkout: the server runs the code under test, not whatever
+        # `numi` the virtualenv's editable install points at.
+        "PYTHONPATH": os.pathsep.join([str(PLUGINS), str(PLUGINS.parent.parent)]),
         "NUMI_GENERATE_TITLES": "0",
         "NUMI_FRAME_INTERVAL_MS": "10",
         "NUMI_PROVIDER_MAX_RETRIES": "0",

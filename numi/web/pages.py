@@ -196,7 +196,7 @@ def delete(chat_id: str):
     if _is_htmx():
         headers = {}
         if request.args.get("current") == chat_id:
-            headers["HX-Location"] = target
+            headers["HX-Redirect"] = target  # a fresh page: its own socket and title
         return "", 200, headers
     return redirect(target)
 

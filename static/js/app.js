@@ -112,32 +112,26 @@
     }
   });
 
-  // Older messages: one page when the reader nears the top, keeping what they read in place
-  // (the sentinel is triggered from here, not by `intersect`, which would chain every page).
-  var olderAnchor = null;
+  // Older messages: one page when the reader nears the top, keeping what they read in place.
+  var loadingOlder = false;
   function loadOlderIfNear(t) {
     var sentinel = t.querySelector(":scope > .load-older");
-    if (!sentinel || olderAnchor || t.scrollTop > 400) return;
-    var anchor = sentinel.nextElementSibling;
-    olderAnchor = {el: anchor, top: anchor ? anchor.getBoundingClientRect().top : 0};
-    window.htmx.trigger(sentinel, "numi:older");
+    if (!sentinel || loadingOlder || t.scrollTop > 400) return;
+    loadingOlder = true;
+    fetch(sentinel.getAttribute("data-older-url"), {headers: {"HX-Request": "true"}, credentials: "same-origin"})
+      .then(function (response) { if (!response.ok) throw new Error(response.status); return response.text(); })
+      .then(function (html) {
+        var anchor = sentinel.nextElementSibling;
+        var before = anchor ? anchor.getBoundingClientRect().top : 0;
+        window.htmx.swap(sentinel, html, {swapStyle: "outerHTML"});
+        if (anchor) t.scrollTop += anchor.getBoundingClientRect().top - before;
+        markAnnounced();
+        loadingOlder = false;
+        // A page that does not fill the screen cannot be scrolled: load the next one.
+        if (t.scrollHeight <= t.clientHeight) loadOlderIfNear(t);
+      })
+      .catch(function () { setTimeout(function () { loadingOlder = false; }, 3000); });
   }
-  document.addEventListener("htmx:afterSettle", function (event) {
-    var elt = event.detail.requestConfig && event.detail.requestConfig.elt;
-    if (!olderAnchor || !elt || !elt.classList.contains("load-older")) return;
-    var t = transcript();
-    if (t && olderAnchor.el && olderAnchor.el.isConnected) {
-      t.scrollTop += olderAnchor.el.getBoundingClientRect().top - olderAnchor.top;
-    }
-    markAnnounced();
-    olderAnchor = null;
-    // A page that does not fill the screen yet cannot be scrolled: load the next one.
-    if (t && t.scrollHeight <= t.clientHeight) loadOlderIfNear(t);
-  });
-  document.addEventListener("htmx:responseError", function (event) {
-    var elt = event.detail.requestConfig && event.detail.requestConfig.elt;
-    if (elt && elt.classList.contains("load-older")) olderAnchor = null;
-  });
 
   // --- screen readers: each answer once, when it is complete -------------------------------
 
