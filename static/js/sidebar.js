@@ -32,8 +32,6 @@
     if (backdrop) backdrop.hidden = false;
     if (menuButton()) menuButton().setAttribute("aria-expanded", "true");
     if (main) main.inert = true;  // what is behind the drawer cannot be reached
-    nav.setAttribute("role", "dialog");
-    nav.setAttribute("aria-modal", "true");
     var target = focusTarget || nav.querySelector(".chat-item.current .chat-link") || nav.querySelector("#new-chat");
     // The drawer slides in; focus once it is visible.
     requestAnimationFrame(function () { if (target) target.focus(); });
@@ -46,7 +44,6 @@
     var backdrop = document.getElementById("drawer-backdrop");
     if (backdrop) backdrop.hidden = true;
     if (main) main.inert = false;
-    if (nav) { nav.removeAttribute("role"); nav.removeAttribute("aria-modal"); }
     if (menuButton()) {
       menuButton().setAttribute("aria-expanded", "false");
       if (returnFocus !== false) menuButton().focus();

@@ -534,3 +534,72 @@ def test_the_model_picker_does_not_open_settings(open_page, api, scripted, size,
     assert not page.locator(".chat-settings .settings-form").is_visible()
     assert api.get(f"/api/session/{chat['id']}")[1]["model"] == other.split(":", 1)[1]
     assert page.errors == []
+
+
+# --- item 8: accessibility -------------------------------------------------------------------
+
+
+def serious_violations(page) -> list[str]:
+    """axe-core's serious and critical findings on the page as it is now."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page)
+    return [f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:5]}"
+            for v in results.response["violations"] if v.get("impact") in ("serious", "critical")]
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_axe_finds_no_serious_problems_in_any_view(open_page, api, scripted, size, scheme):
+    model = unique_model()
+    chat = make_chat(api, scripted, model=model)
+    scripted.enqueue(
+        Scenario().text("## A heading\n\nSome **bold** text, `code`, and a [link](https://example.org).\n\n"
+                        "```python\nprint('hi')\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n- one\n- two"),
+        Scenario().text(" ".join(f"token{i}" for i in range(300)), chunks=300).delay(0.05),
+        model=model)
+    page = open_page(size, scheme)
+    found = {"home": serious_violations(page)}
+    open_chat(page, chat["id"])
+    send(page, "Show me some formatting")
+    page.locator("article.msg-assistant .msg-body table").wait_for()
+    page.locator("#send-button").wait_for()
+    found["chat, finished"] = serious_violations(page)
+    send(page, "Now a long one")
+    page.locator(".turn-live .msg-body", has_text="token5").wait_for()
+    found["chat, mid-stream"] = serious_violations(page)
+    page.click("#stop-button")
+    page.locator("#send-button").wait_for()
+    if size == "phone":
+        page.click("#menu-button")
+        page.wait_for_function("() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0")
+        found["drawer"] = serious_violations(page)
+        page.keyboard.press("Escape")
+    page.click(".chat-settings summary")
+    found["chat settings"] = serious_violations(page)
+    page.goto("/settings")
+    found["settings"] = serious_violations(page)
+    assert {view: problems for view, problems in found.items() if problems} == {}
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_screen_readers_hear_finished_answers_and_find_landmarks(open_page, api, scripted, size, scheme):
+    model = unique_model()
+    chat = make_chat(api, scripted, model=model)
+    scripted.enqueue(Scenario().text("First part. " * 5 + "The end.", chunks=30).delay(0.03), model=model)
+    page = open_page(size, scheme)
+    open_chat(page, chat["id"])
+    assert page.get_by_role("main").count() == 1
+    reveal_sidebar(page, size)
+    assert page.get_by_role("navigation", name="Chats").count() == 1
+    if size == "phone":
+        page.keyboard.press("Escape")
+    region = page.locator("#answer-announcer")
+    assert region.get_attribute("aria-live") == "polite"
+    send(page, "Talk to me")
+    page.locator(".turn-live .msg-body", has_text="First part.").wait_for()
+    assert region.inner_text() == ""  # nothing while tokens stream
+    page.locator("#send-button").wait_for()
+    page.wait_for_function("() => document.querySelector('#answer-announcer').textContent.includes('The end.')")
+    assert page.errors == []
