@@ -1,233 +1,199 @@
-// The live chat page: the connection (resume cursor, state, "Reconnecting…" banner), the
-// transcript's scrolling (follow the answer, older pages one at a time, jump to latest),
-// announcing finished answers to screen readers, and the tab title following the chat's
-// title. The composer, sidebar and shortcuts have their own modules; `Numi` is what they
-// share. No eval, no inline handlers: the page's CSP forbids both.
+// The live chat page: connection (resume cursor, state, "Reconnecting…" banner), scrolling
+// (follow the answer, older pages one at a time, jump to latest), announcing finished
+// answers, and the tab title following the chat's title. `Numi` is what the other modules
+// (composer, sidebar, shortcuts) share. No eval, no inline handlers (CSP).
 (function () {
   "use strict";
 
   var Numi = window.Numi = window.Numi || {};
-  var stickToBottom = true;
-  var bannerTimer = null;
+  var stick = true, bannerTimer = null, loadingOlder = false, shownTitle = null;
+  var on = document.addEventListener.bind(document);
+  function $(id) { return document.getElementById(id); }
 
-  function transcript() { return document.getElementById("transcript"); }
   Numi.isRunning = function () {
-    var controls = document.getElementById("composer-controls");
-    return !!controls && controls.getAttribute("data-running") === "1";
+    var c = $("composer-controls");
+    return !!c && c.getAttribute("data-running") === "1";
   };
-  Numi.narrow = function () { return window.matchMedia("(max-width: 760px)").matches; };
+  Numi.narrow = function () { return matchMedia("(max-width: 760px)").matches; };
   Numi.scrollToBottom = function () {
-    var t = transcript();
-    stickToBottom = true;
+    var t = $("transcript");
+    stick = true;
     if (t) t.scrollTop = t.scrollHeight;
     showJump(false);
   };
 
-  // --- the live connection ---------------------------------------------------------------
+  // --- connection -------------------------------------------------------------------------
 
   function setConnection(state) {
-    var dot = document.getElementById("connection");
+    var dot = $("connection"), banner = $("connection-banner");
     if (dot) {
       dot.setAttribute("data-state", state);
-      dot.setAttribute("aria-label", "Live connection: " + (state === "open" ? "connected" : state === "closed" ? "lost, reconnecting" : "connecting"));
+      dot.setAttribute("aria-label", "Live connection: " + ({open: "connected", closed: "lost, reconnecting"}[state] || "connecting"));
     }
     document.body.setAttribute("data-connection", state);
-    var banner = document.getElementById("connection-banner");
     if (!banner) return;
     clearTimeout(bannerTimer);
-    // A short blip is not worth a banner; a lost connection for a second and more is.
+    // A blip is not worth a banner; a connection lost for a second is.
     if (state === "closed") bannerTimer = setTimeout(function () { banner.hidden = false; }, 1000);
     else if (state === "open") banner.hidden = true;
   }
 
-  // On every (re)connect, tell the server what this page already shows, so it replays
-  // exactly the missed events (or a snapshot of the running turn).
-  document.addEventListener("htmx:wsOpen", function (event) {
-    var cursor = document.getElementById("event-cursor");
-    var lastEventId = cursor ? cursor.getAttribute("data-event-id") : "";
-    var lastMessageId = 0;
+  // On every (re)connect, say what the page shows, so the server replays exactly what it missed.
+  on("htmx:wsOpen", function (event) {
+    var cursor = $("event-cursor"), last = 0;
     document.querySelectorAll("#transcript [data-message-id]").forEach(function (el) {
-      var id = parseInt(el.getAttribute("data-message-id"), 10);
-      if (id > lastMessageId) lastMessageId = id;
+      last = Math.max(last, parseInt(el.getAttribute("data-message-id"), 10) || 0);
     });
     var turns = document.querySelectorAll("#transcript .turn[data-turn-id]");
-    var lastTurn = turns.length ? turns[turns.length - 1] : null;
-    var liveTurn = lastTurn && lastTurn.querySelector(".turn-live") ? lastTurn.getAttribute("data-turn-id") : null;
+    var turn = turns.length ? turns[turns.length - 1] : null;
     event.detail.socketWrapper.sendImmediately(JSON.stringify({
       type: "resume",
-      last_event_id: lastEventId || null,
-      last_message_id: lastMessageId,
-      turn_id: liveTurn
+      last_event_id: (cursor && cursor.getAttribute("data-event-id")) || null,
+      last_message_id: last,
+      turn_id: turn && turn.querySelector(".turn-live") ? turn.getAttribute("data-turn-id") : null
     }));
     setConnection("open");
   });
-  document.addEventListener("htmx:wsClose", function () { setConnection("closed"); });
-  document.addEventListener("htmx:wsError", function () { setConnection("closed"); });
-  document.addEventListener("htmx:wsConnecting", function () {
+  on("htmx:wsClose", function () { setConnection("closed"); });
+  on("htmx:wsError", function () { setConnection("closed"); });
+  on("htmx:wsConnecting", function () {
     if (document.body.getAttribute("data-connection") !== "closed") setConnection("connecting");
   });
 
   // Stop and approve carry only what they need, not the composer's text.
-  document.addEventListener("htmx:wsConfigSend", function (event) {
-    var params = event.detail.parameters;
-    if (params.type === "stop" || params.type === "approve") {
-      delete params.message;
-      delete params.attachments;
+  on("htmx:wsConfigSend", function (event) {
+    var p = event.detail.parameters;
+    if (p.type === "stop" || p.type === "approve") {
+      delete p.message;
+      delete p.attachments;
       delete event.detail.headers;
-    } else if (params.type === "send") {
-      stickToBottom = true;
+    } else if (p.type === "send") {
+      stick = true;
     }
   });
 
   // --- scrolling --------------------------------------------------------------------------
 
-  function distanceFromBottom(t) { return t.scrollHeight - t.scrollTop - t.clientHeight; }
-  function showJump(visible) {
-    var button = document.getElementById("jump-latest");
-    if (button) button.hidden = !visible;
-  }
+  function fromBottom(t) { return t.scrollHeight - t.scrollTop - t.clientHeight; }
+  function showJump(visible) { var b = $("jump-latest"); if (b) b.hidden = !visible; }
 
-  // Follow the answer while the reader is at the bottom; leave them alone when they scroll
-  // up, and offer the way back.
-  document.addEventListener("scroll", function (event) {
+  // Follow the answer while the reader is at the bottom; when they scroll up, leave them be
+  // and offer the way back.
+  on("scroll", function (event) {
     var t = event.target;
     if (!t || t.id !== "transcript") return;
-    var distance = distanceFromBottom(t);
-    stickToBottom = distance < 80;
-    showJump(distance > 200);
+    stick = fromBottom(t) < 80;
+    showJump(fromBottom(t) > 200);
     loadOlderIfNear(t);
   }, true);
-  document.addEventListener("htmx:wsAfterMessage", function () {
-    var t = transcript();
+  on("htmx:wsAfterMessage", function () {
+    var t = $("transcript");
     if (!t) return;
-    if (stickToBottom) t.scrollTop = t.scrollHeight;
-    else showJump(distanceFromBottom(t) > 200);
+    if (stick) t.scrollTop = t.scrollHeight;
+    else showJump(fromBottom(t) > 200);
     announceFinished();
+    syncTitle();
   });
-  document.addEventListener("click", function (event) {
-    if (event.target.closest && event.target.closest("#jump-latest")) {
-      Numi.scrollToBottom();
-      var input = document.getElementById("composer-input");
-      if (input) input.focus({preventScroll: true});
-    }
+  on("click", function (event) {
+    if (!event.target.closest || !event.target.closest("#jump-latest")) return;
+    Numi.scrollToBottom();
+    if ($("composer-input")) $("composer-input").focus({preventScroll: true});
   });
 
-  // Older messages: one page when the reader nears the top, keeping what they read in place.
-  var loadingOlder = false;
+  // Older messages: one page as the reader nears the top, what they read kept in place.
   function loadOlderIfNear(t) {
     var sentinel = t.querySelector(":scope > .load-older");
     if (!sentinel || loadingOlder || t.scrollTop > 400) return;
     loadingOlder = true;
     fetch(sentinel.getAttribute("data-older-url"), {headers: {"HX-Request": "true"}, credentials: "same-origin"})
-      .then(function (response) { if (!response.ok) throw new Error(response.status); return response.text(); })
+      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
       .then(function (html) {
-        var anchor = sentinel.nextElementSibling;
-        var before = anchor ? anchor.getBoundingClientRect().top : 0;
+        var anchor = sentinel.nextElementSibling, before = anchor ? anchor.getBoundingClientRect().top : 0;
         window.htmx.swap(sentinel, html, {swapStyle: "outerHTML"});
         if (anchor) t.scrollTop += anchor.getBoundingClientRect().top - before;
         markAnnounced();
         loadingOlder = false;
-        // A page that does not fill the screen cannot be scrolled: load the next one.
-        if (t.scrollHeight <= t.clientHeight) loadOlderIfNear(t);
+        if (t.scrollHeight <= t.clientHeight) loadOlderIfNear(t);  // not scrollable yet
       })
       .catch(function () { setTimeout(function () { loadingOlder = false; }, 3000); });
   }
 
-  // --- screen readers: each answer once, when it is complete -------------------------------
+  // --- screen readers hear each answer once, complete (not every token) ------------------
 
+  var ANSWERS = "#transcript .msg-assistant[data-message-id]";
   function markAnnounced() {
-    document.querySelectorAll("#transcript .msg-assistant[data-message-id]").forEach(function (el) {
-      el.setAttribute("data-announced", "");
-    });
+    document.querySelectorAll(ANSWERS).forEach(function (el) { el.setAttribute("data-announced", ""); });
   }
   function announceFinished() {
-    var fresh = document.querySelectorAll("#transcript .msg-assistant[data-message-id]:not([data-announced])");
-    if (!fresh.length) return;
-    var region = document.getElementById("answer-announcer");
     var texts = [];
-    fresh.forEach(function (el) {
+    document.querySelectorAll(ANSWERS + ":not([data-announced])").forEach(function (el) {
       el.setAttribute("data-announced", "");
       var body = el.querySelector(".msg-body");
       if (body && body.textContent.trim()) texts.push(body.textContent.trim());
     });
-    if (region && texts.length) region.textContent = "Answer: " + texts.join("\n").slice(0, 4000);
+    if (texts.length && $("answer-announcer")) $("answer-announcer").textContent = "Answer: " + texts.join("\n").slice(0, 4000);
   }
 
-  // --- the tab title follows the chat's title (auto-title, rename, other tabs) -------------
+  // --- the tab title follows the chat's title: auto-title, rename, other tabs -------------
 
   var channel = window.BroadcastChannel ? new BroadcastChannel("numi-chats") : null;
-  var shownTitle = null;
-  function currentChatId() { var t = transcript(); return t ? t.getAttribute("data-chat-id") : null; }
-  function applyTitle(chatId, title) {
-    document.querySelectorAll("#chat-" + CSS.escape(chatId) + " .chat-link-title").forEach(function (el) {
+  function chatId() { var t = $("transcript"); return t && t.getAttribute("data-chat-id"); }
+  function applyTitle(id, title) {
+    document.querySelectorAll("#chat-" + CSS.escape(id) + " .chat-link-title").forEach(function (el) {
       if (el.textContent !== title) el.textContent = title;
     });
-    if (chatId !== currentChatId()) return;
-    var heading = document.getElementById("chat-title");
-    if (heading && heading.textContent !== title) { heading.textContent = title; heading.title = title; }
+    var heading = $("chat-title");
+    if (id !== chatId() || !heading) return;
+    if (heading.textContent !== title) heading.textContent = heading.title = title;
     shownTitle = title;
     document.title = title + " · Numi";
   }
-  Numi.broadcastTitle = function (chatId, title) {
-    if (channel && chatId && title) channel.postMessage({type: "title", chat: chatId, title: title});
+  Numi.broadcastTitle = function (id, title) {
+    if (channel && id && title) channel.postMessage({type: "title", chat: id, title: title});
   };
   function syncTitle() {
-    var heading = document.getElementById("chat-title");
-    var chatId = currentChatId();
-    if (!heading || !chatId) return;
-    var title = heading.textContent.trim();
-    if (title && title !== shownTitle) {
-      applyTitle(chatId, title);
-      Numi.broadcastTitle(chatId, title);
-    }
+    var heading = $("chat-title"), title = heading && heading.textContent.trim();
+    if (!title || title === shownTitle) return;
+    applyTitle(chatId(), title);
+    Numi.broadcastTitle(chatId(), title);
   }
-  if (channel) {
-    channel.onmessage = function (event) {
-      var data = event.data || {};
-      if (data.type === "title" && typeof data.chat === "string" && typeof data.title === "string") applyTitle(data.chat, data.title);
-    };
-  }
-  document.addEventListener("htmx:wsAfterMessage", syncTitle);
-  document.addEventListener("htmx:afterSettle", syncTitle);
+  if (channel) channel.onmessage = function (event) {
+    var d = event.data || {};
+    if (d.type === "title" && typeof d.chat === "string" && typeof d.title === "string") applyTitle(d.chat, d.title);
+  };
+  on("htmx:afterSettle", syncTitle);
 
   // --- small things -----------------------------------------------------------------------
 
-  // Toasts disappear after a while.
-  document.addEventListener("htmx:afterSwap", function (event) {
-    if (event.detail.target && event.detail.target.id === "toasts") {
-      var toasts = event.detail.target;
-      setTimeout(function () {
-        if (toasts.firstElementChild) toasts.firstElementChild.remove();
-      }, 6000);
-    }
+  on("htmx:afterSwap", function (event) {  // toasts go away after a while
+    var toasts = event.detail.target;
+    if (toasts && toasts.id === "toasts") setTimeout(function () {
+      if (toasts.firstElementChild) toasts.firstElementChild.remove();
+    }, 6000);
   });
 
-  // The on-screen keyboard shrinks the visual viewport (iOS does not resize the layout):
-  // the page takes the visible height, so the composer stays above the keyboard.
+  // The on-screen keyboard shrinks the visual viewport (iOS keeps the layout size): the page
+  // takes the visible height, so the composer stays above the keyboard.
   if (window.visualViewport) {
-    var fit = function () {
-      document.documentElement.style.setProperty("--app-height", window.visualViewport.height + "px");
-    };
-    window.visualViewport.addEventListener("resize", fit);
+    var fit = function () { document.documentElement.style.setProperty("--app-height", visualViewport.height + "px"); };
+    visualViewport.addEventListener("resize", fit);
     fit();
   }
 
-  // Open a chat at its newest message, or on the one a link names (search hit, outline).
-  document.addEventListener("DOMContentLoaded", function () {
+  // Open at the newest message, or on the one a link names (search hit, outline).
+  on("DOMContentLoaded", function () {
     markAnnounced();
-    shownTitle = (document.getElementById("chat-title") || {}).textContent || null;
-    var target = location.hash.indexOf("#msg-") === 0 && document.getElementById(location.hash.slice(1));
+    shownTitle = $("chat-title") ? $("chat-title").textContent.trim() : null;
+    var target = location.hash.indexOf("#msg-") === 0 && $(location.hash.slice(1)), t = $("transcript");
     if (target) {
-      stickToBottom = false;
+      stick = false;
       target.scrollIntoView({block: "center"});
       target.classList.add("jumped");
     } else {
       Numi.scrollToBottom();
     }
-    var t = transcript();
     if (t && t.scrollHeight <= t.clientHeight) loadOlderIfNear(t);
-    // On a phone, focusing would pop the keyboard over the page at once.
-    var input = document.getElementById("composer-input");
-    if (input && !Numi.narrow()) input.focus({preventScroll: true});
+    // On a phone, focus would pop the keyboard over the page.
+    if ($("composer-input") && !Numi.narrow()) $("composer-input").focus({preventScroll: true});
   });
 })();

@@ -1,91 +1,67 @@
-// The sidebar: the drawer on narrow screens (focus kept inside, Esc and an outside tap close
-// it and return focus to the menu button), the current chat scrolled into view, and the
-// "answering" mark on chats whose turn runs in the background (polled, one request per
-// page of ids). Infinite scroll and date groups are server-rendered (_chat_list_page.html).
+// The sidebar: a drawer on narrow screens (focus kept inside; Esc or an outside tap closes it
+// and focus returns to the menu button), the current chat in view, and the "answering" mark
+// on chats whose turn runs in the background (polled, one request per page of ids).
+// Infinite scroll and date groups are server-rendered (_chat_list_page.html).
 (function () {
   "use strict";
 
   var Numi = window.Numi = window.Numi || {};
-  var POLL_MS = 4000;
-  var PAGE = 100;
+  var on = document.addEventListener.bind(document);
+  function $(id) { return document.getElementById(id); }
 
-  // Date groups (Today, Yesterday, ...) are made on the server in the browser's time zone.
+  // Date groups (Today, Yesterday, ...) are made on the server, in the browser's time zone.
   document.cookie = "numi_tz=" + (-new Date().getTimezoneOffset()) + "; path=/; SameSite=Lax; max-age=31536000";
 
-  function sidebar() { return document.getElementById("sidebar"); }
-  function menuButton() { return document.getElementById("menu-button"); }
   function layout() { return document.querySelector(".layout"); }
-  function focusables(root) {
-    return Array.prototype.filter.call(
-      root.querySelectorAll("a[href], button:not([disabled]), input:not([type=hidden]):not([disabled]), select, textarea, summary, [tabindex]:not([tabindex='-1'])"),
-      function (el) { return el.offsetParent !== null || el === document.activeElement; });
+  function setOpen(open) {
+    var backdrop = $("drawer-backdrop"), main = $("main"), menu = $("menu-button");
+    layout().classList.toggle("drawer-open", open);
+    if (backdrop) backdrop.hidden = !open;
+    if (main) main.inert = open;  // what is behind the drawer cannot be reached
+    if (menu) menu.setAttribute("aria-expanded", String(open));
   }
-
-  // --- the drawer -------------------------------------------------------------------------
-
-  Numi.drawerOpen = function () { var l = layout(); return !!l && l.classList.contains("drawer-open"); };
+  Numi.drawerOpen = function () { return !!layout() && layout().classList.contains("drawer-open"); };
   Numi.openDrawer = function (focusTarget) {
-    var l = layout(), nav = sidebar(), main = document.getElementById("main");
-    if (!l || !nav) return;
-    l.classList.add("drawer-open");
-    var backdrop = document.getElementById("drawer-backdrop");
-    if (backdrop) backdrop.hidden = false;
-    if (menuButton()) menuButton().setAttribute("aria-expanded", "true");
-    if (main) main.inert = true;  // what is behind the drawer cannot be reached
-    var target = focusTarget || nav.querySelector(".chat-item.current .chat-link") || nav.querySelector("#new-chat");
-    // The drawer slides in; focus once it is visible.
-    requestAnimationFrame(function () { if (target) target.focus(); });
-    scrollCurrentIntoView();
+    if (!layout() || !$("sidebar")) return;
+    setOpen(true);
+    var target = focusTarget || document.querySelector("#chat-list .current .chat-link") || $("new-chat");
+    requestAnimationFrame(function () { target.focus(); });
+    currentIntoView();
   };
   Numi.closeDrawer = function (returnFocus) {
-    var l = layout(), nav = sidebar(), main = document.getElementById("main");
-    if (!l || !l.classList.contains("drawer-open")) return;
-    l.classList.remove("drawer-open");
-    var backdrop = document.getElementById("drawer-backdrop");
-    if (backdrop) backdrop.hidden = true;
-    if (main) main.inert = false;
-    if (menuButton()) {
-      menuButton().setAttribute("aria-expanded", "false");
-      if (returnFocus !== false) menuButton().focus();
-    }
+    if (!Numi.drawerOpen()) return;
+    setOpen(false);
+    if (returnFocus !== false && $("menu-button")) $("menu-button").focus();
   };
 
-  document.addEventListener("click", function (event) {
-    var target = event.target;
-    if (!target.closest) return;
-    if (target.closest("#menu-button")) Numi.openDrawer();
-    else if (target.closest("#drawer-close") || target.closest("#drawer-backdrop")) Numi.closeDrawer();
+  on("click", function (event) {
+    var t = event.target.closest ? event.target : null;
+    if (t && t.closest("#menu-button")) Numi.openDrawer();
+    else if (t && (t.closest("#drawer-close") || t.closest("#drawer-backdrop"))) Numi.closeDrawer();
   });
-  document.addEventListener("keydown", function (event) {
+  on("keydown", function (event) {
+    var nav = $("sidebar");
     if (!Numi.drawerOpen()) return;
-    var nav = sidebar();
     if (event.key === "Escape" && !event.target.closest(".rename-form")) {
       event.preventDefault();
       event.stopImmediatePropagation();
       Numi.closeDrawer();
-    } else if (event.key === "Tab" && nav) {
-      var items = focusables(nav);
-      if (!items.length) return;
-      var first = items[0], last = items[items.length - 1];
-      if (event.shiftKey && (document.activeElement === first || !nav.contains(document.activeElement))) {
+    } else if (event.key === "Tab") {  // Tab and Shift+Tab go round inside the drawer
+      var items = Array.prototype.filter.call(nav.querySelectorAll("a[href], button, input:not([type=hidden]), summary"),
+        function (el) { return el.offsetParent !== null; });
+      var edge = items[event.shiftKey ? 0 : items.length - 1];
+      if (items.length && (document.activeElement === edge || !nav.contains(document.activeElement))) {
         event.preventDefault();
-        last.focus();
-      } else if (!event.shiftKey && (document.activeElement === last || !nav.contains(document.activeElement))) {
-        event.preventDefault();
-        first.focus();
+        items[event.shiftKey ? items.length - 1 : 0].focus();
       }
     }
   }, true);
-  // Back to a wide screen: the drawer is the plain sidebar again.
-  window.matchMedia("(max-width: 760px)").addEventListener("change", function (event) {
-    if (!event.matches) Numi.closeDrawer(false);
+  matchMedia("(max-width: 760px)").addEventListener("change", function (event) {
+    if (!event.matches) Numi.closeDrawer(false);  // a wide screen has no drawer
   });
 
-  // --- the current chat in view -----------------------------------------------------------
-
-  function scrollCurrentIntoView() {
-    var list = document.getElementById("chat-list");
-    var current = list && list.querySelector(".chat-item.current");
+  function currentIntoView() {
+    var list = $("chat-list"), current = list && list.querySelector(".current");
     if (!current) return;
     var top = current.offsetTop - list.offsetTop;
     if (top < list.scrollTop || top + current.offsetHeight > list.scrollTop + list.clientHeight) {
@@ -97,34 +73,31 @@
 
   function mark(item, running) {
     var el = item.querySelector(".answering-mark");
-    if (el && el.hidden === running) el.hidden = !running;
+    if (el) el.hidden = !running;
   }
   function poll() {
     if (document.visibilityState !== "visible") return;
     var items = Array.prototype.slice.call(document.querySelectorAll("#chat-list .chat-item[data-chat-id]"));
-    for (var i = 0; i < items.length; i += PAGE) {
-      (function (page) {
-        var ids = page.map(function (item) { return item.getAttribute("data-chat-id"); });
-        fetch("/chats/running?ids=" + encodeURIComponent(ids.join(",")), {credentials: "same-origin"})
-          .then(function (response) { return response.ok ? response.json() : null; })
-          .then(function (data) {
-            if (!data || !Array.isArray(data.running)) return;
-            page.forEach(function (item) { mark(item, data.running.indexOf(item.getAttribute("data-chat-id")) >= 0); });
-          })
-          .catch(function () { /* offline: the next poll tries again */ });
-      })(items.slice(i, i + PAGE));
-    }
+    for (var i = 0; i < items.length; i += 100) (function (page) {
+      var ids = page.map(function (item) { return item.getAttribute("data-chat-id"); });
+      fetch("/chats/running?ids=" + encodeURIComponent(ids.join(",")), {credentials: "same-origin"})
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (data) {
+          if (data && Array.isArray(data.running)) page.forEach(function (item, n) { mark(item, data.running.indexOf(ids[n]) >= 0); });
+        })
+        .catch(function () { /* offline: the next poll tries again */ });
+    })(items.slice(i, i + 100));
   }
   // The open chat's own turn shows at once, from its live connection.
-  document.addEventListener("htmx:wsAfterMessage", function () {
+  on("htmx:wsAfterMessage", function () {
     var current = document.querySelector("#chat-list .chat-item.current");
     if (current) mark(current, Numi.isRunning());
   });
 
-  document.addEventListener("DOMContentLoaded", function () {
-    scrollCurrentIntoView();
+  on("DOMContentLoaded", function () {
+    currentIntoView();
     poll();
-    setInterval(poll, POLL_MS);
-    document.addEventListener("visibilitychange", poll);
+    setInterval(poll, 4000);
+    on("visibilitychange", poll);
   });
 })();
