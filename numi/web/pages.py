@@ -32,6 +32,11 @@ def healthz():
     return {"ok": True}
 
 
+def _running_ids(page) -> set[str]:
+    """Which chats of a sidebar page are answering (one TurnManager call per page)."""
+    return current_app.extensions["numi.turns"].running_among([chat.id for chat in page.items])
+
+
 @bp.get("/")
 def index():
     page = chats.list_chats(g.user.id, limit=current_app.config["NUMI_PAGE_SIZE_CHATS"])
@@ -39,6 +44,7 @@ def index():
         "chat.html",
         chat=None,
         sidebar=page,
+        running_ids=_running_ids(page),
         endpoints=endpoint_store.list_endpoints(g.user.id),
     )
 
@@ -53,10 +59,12 @@ def chat_view(chat_id: str):
         page, has_newer = chats.list_messages_around(chat, at, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
     else:
         page = chats.list_messages(chat, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
+    sidebar = chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"])
     return render_template(
         "chat.html",
         chat=chat,
-        sidebar=chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"]),
+        sidebar=sidebar,
+        running_ids=_running_ids(sidebar),
         endpoints=endpoint_store.list_endpoints(g.user.id),
         running=current_app.extensions["numi.turns"].is_running(chat.id),
         has_newer=has_newer,
@@ -117,7 +125,7 @@ def chat_list():
     if _is_htmx():
         # `group`: the date group the previous page ended in, so its header is not repeated.
         return render_template("partials/_chat_list_page.html", sidebar=page, query=query, current_id=current,
-                               group_before=(request.args.get("group") or "")[:40])
+                               running_ids=_running_ids(page), group_before=(request.args.get("group") or "")[:40])
     return redirect(url_for("pages.index"))
 
 

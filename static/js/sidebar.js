@@ -96,8 +96,7 @@
 
   on("DOMContentLoaded", function () {
     currentIntoView();
-    poll();
-    setInterval(poll, 4000);
+    setInterval(poll, 4000);  // the page came with the marks of its first load
     on("visibilitychange", poll);
   });
 })();

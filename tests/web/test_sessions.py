@@ -125,9 +125,9 @@ def test_pages_create_rename_delete(client):
     page = client.get(chat_url)
     assert page.status_code == 200 and "New chat" in page.get_data(as_text=True)
 
-    # HTMX create answers a client-side redirect.
+    # HTMX create answers a client-side redirect: to the same empty chat, not one more.
     htmx = client.post("/chats", headers={"HX-Request": "true"})
-    assert htmx.status_code == 204 and htmx.headers["HX-Location"].startswith("/c/")
+    assert htmx.status_code == 204 and htmx.headers["HX-Location"] == chat_url
 
     form = client.get(f"/c/{chat_id}/rename", headers={"HX-Request": "true"}).get_data(as_text=True)
     assert 'name="title"' in form
@@ -137,7 +137,7 @@ def test_pages_create_rename_delete(client):
     assert "Renamed inline" in client.get("/").get_data(as_text=True)
 
     deleted = client.post(f"/c/{chat_id}/delete?current={chat_id}", headers={"HX-Request": "true"})
-    assert deleted.status_code == 200 and deleted.headers["HX-Location"] == "/"
+    assert deleted.status_code == 200 and deleted.headers["HX-Redirect"] == "/"  # no chat left to open
     assert client.get(chat_url).status_code == 404
     assert "Renamed inline" not in client.get("/").get_data(as_text=True)
 
@@ -161,12 +161,12 @@ def test_sidebar_loads_more_on_scroll(client, app):
         client.post("/api/session", json={"title": f"side {n}"})
     page = client.get("/").get_data(as_text=True)
     assert page.count('class="chat-item') == 3
-    assert 'hx-trigger="revealed"' in page
+    assert 'hx-trigger="intersect once"' in page  # the list scrolls in its own box
     import re
 
     more = re.search(r'hx-get="(/chats\?[^"]+)"', page).group(1).replace("&amp;", "&")
     rest = client.get(more, headers={"HX-Request": "true"}).get_data(as_text=True)
-    assert rest.count('class="chat-item') == 2 and "revealed" not in rest
+    assert rest.count('class="chat-item') == 2 and "intersect" not in rest
 
 
 def test_model_picker_uses_the_endpoint(client):
