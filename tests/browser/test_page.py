@@ -39,25 +39,31 @@ def api(site):
 
 
 @pytest.fixture
-def open_page(browser, site):
-    """`open_page(size, scheme)`: a signed-in page in a fresh context; console errors and
-    CSP violations are collected on `page.errors` and must stay empty."""
+def open_page_on(browser):
+    """`open_page_on(server, size, scheme)`: a signed-in page in a fresh context; console
+    errors and CSP violations are collected on `page.errors` and must stay empty."""
     contexts = []
 
-    def opener(size: str, scheme: str, path: str = "/"):
-        context = browser.new_context(viewport=SIZES[size], color_scheme=scheme, base_url=site.url)
+    def opener(server, size: str, scheme: str, path: str = "/"):
+        context = browser.new_context(viewport=SIZES[size], color_scheme=scheme, base_url=server.url)
         contexts.append(context)
         page = context.new_page()
         page.set_default_timeout(10_000)
         page.errors = []
         page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" and "WebSocket" not in m.text else None)
         page.on("pageerror", lambda e: page.errors.append(str(e)))
-        page.goto(site.auth_url(path))
+        page.goto(server.auth_url(path))
         return page
 
     yield opener
     for context in contexts:
         context.close()
+
+
+@pytest.fixture
+def open_page(open_page_on, site):
+    """`open_page(size, scheme)`: `open_page_on` the module's server."""
+    return lambda size, scheme, path="/": open_page_on(site, size, scheme, path)
 
 
 def unique_model() -> str:
@@ -380,14 +386,19 @@ def test_keyboard_stop_edit_shortcuts_and_menus(open_page, api, scripted, size, 
     page.locator(".msg-error[data-code=cancelled]").nth(1).wait_for()
     page.locator("#send-button").wait_for()
 
-    # `?` lists the shortcuts; closing the dialog returns focus to where it was.
-    page.locator("#chat-title").click()
+    # `?` lists the shortcuts (not while typing); closing the dialog returns focus to its opener.
+    page.focus("#composer-input")
+    page.keyboard.press("?")
+    assert page.input_value("#composer-input") == "?"
+    page.fill("#composer-input", "")
+    page.focus(".chat-export summary")
     page.keyboard.press("?")
     dialog = page.get_by_role("dialog", name="Keyboard shortcuts")
     dialog.wait_for()
     assert "Ctrl/⌘ + K" in dialog.inner_text()
     page.keyboard.press("Escape")
     dialog.wait_for(state="hidden")
+    assert page.evaluate("() => document.activeElement.textContent.trim()") == "Export"
 
     # Export menu: Esc closes it and focus returns to its button; an outside click closes it.
     page.click(".chat-export summary")
@@ -603,3 +614,20 @@ def test_screen_readers_hear_finished_answers_and_find_landmarks(open_page, api,
     page.locator("#send-button").wait_for()
     page.wait_for_function("() => document.querySelector('#answer-announcer').textContent.includes('The end.')")
     assert page.errors == []
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_a_lost_connection_shows_reconnecting_until_it_is_back(open_page_on, live_server_factory, size, scheme):
+    server = live_server_factory(**turn_server_env())
+    status, chat = Api(server.url, token=server.token).post("/api/session", {"title": "Flaky line"})
+    assert status == 201
+    page = open_page_on(server, size, scheme)
+    open_chat(page, chat["id"])
+    banner = page.get_by_role("status").filter(has_text="Reconnecting…")
+    assert not banner.is_visible()
+    server.stop()
+    banner.wait_for()
+    server.start()
+    banner.wait_for(state="hidden", timeout=30_000)  # the socket retries with a backoff
+    assert page.locator("#connection").get_attribute("data-state") == "open"
+    server.stop()
