@@ -1,7 +1,5 @@
-// The live chat page: connection (resume cursor, state, "Reconnecting…" banner), scrolling
-// (follow the answer, older pages one at a time, jump to latest), announcing finished
-// answers, and the tab title following the chat's title. `Numi` is what the other modules
-// (composer, sidebar, shortcuts) share. No eval, no inline handlers (CSP).
+// The live page: connection and resume, scrolling, older pages, announcements, the tab
+// title. `Numi` holds what the other modules share. No eval, no inline handlers (CSP).
 (function () {
   "use strict";
 
@@ -22,8 +20,6 @@
     showJump(false);
   };
 
-  // --- connection -------------------------------------------------------------------------
-
   function setConnection(state) {
     var dot = $("connection"), banner = $("connection-banner");
     if (dot) {
@@ -33,12 +29,11 @@
     document.body.setAttribute("data-connection", state);
     if (!banner) return;
     clearTimeout(bannerTimer);
-    // A blip is not worth a banner; a connection lost for a second is.
     if (state === "closed") bannerTimer = setTimeout(function () { banner.hidden = false; }, 1000);
     else if (state === "open") banner.hidden = true;
   }
 
-  // On every (re)connect, say what the page shows, so the server replays exactly what it missed.
+  // Each (re)connect says what the page shows; the server replays what it missed.
   on("htmx:wsOpen", function (event) {
     var cursor = $("event-cursor"), last = 0;
     document.querySelectorAll("#transcript [data-message-id]").forEach(function (el) {
@@ -72,13 +67,10 @@
     }
   });
 
-  // --- scrolling --------------------------------------------------------------------------
-
   function fromBottom(t) { return t.scrollHeight - t.scrollTop - t.clientHeight; }
   function showJump(visible) { var b = $("jump-latest"); if (b) b.hidden = !visible; }
 
-  // Follow the answer while the reader is at the bottom; when they scroll up, leave them be
-  // and offer the way back.
+  // Follow the answer at the bottom; scrolled up, leave the reader be and offer a way back.
   on("scroll", function (event) {
     var t = event.target;
     if (!t || t.id !== "transcript") return;
@@ -100,7 +92,7 @@
     if ($("composer-input")) $("composer-input").focus({preventScroll: true});
   });
 
-  // Older messages: one page as the reader nears the top, what they read kept in place.
+  // Older messages: one page near the top, the reading position kept.
   function loadOlderIfNear(t) {
     var sentinel = t.querySelector(":scope > .load-older");
     if (!sentinel || loadingOlder || t.scrollTop > 400) return;
@@ -118,7 +110,7 @@
       .catch(function () { setTimeout(function () { loadingOlder = false; }, 3000); });
   }
 
-  // --- screen readers hear each answer once, complete (not every token) ------------------
+  // --- each answer announced once, complete ---
 
   var ANSWERS = "#transcript .msg-assistant[data-message-id]";
   function markAnnounced() {
@@ -134,7 +126,7 @@
     if (texts.length && $("answer-announcer")) $("answer-announcer").textContent = "Answer: " + texts.join("\n").slice(0, 4000);
   }
 
-  // --- the tab title follows the chat's title: auto-title, rename, other tabs -------------
+  // --- the tab title follows the chat's title (auto-title, rename, other tabs) ---
 
   var channel = window.BroadcastChannel ? new BroadcastChannel("numi-chats") : null;
   function chatId() { var t = $("transcript"); return t && t.getAttribute("data-chat-id"); }
@@ -163,8 +155,6 @@
   };
   on("htmx:afterSettle", syncTitle);
 
-  // --- small things -----------------------------------------------------------------------
-
   on("htmx:afterSwap", function (event) {  // toasts go away after a while
     var toasts = event.detail.target;
     if (toasts && toasts.id === "toasts") setTimeout(function () {
@@ -172,15 +162,13 @@
     }, 6000);
   });
 
-  // The on-screen keyboard shrinks the visual viewport (iOS keeps the layout size): the page
-  // takes the visible height, so the composer stays above the keyboard.
+  // The page takes the visible height: the composer stays above an on-screen keyboard.
   if (window.visualViewport) {
     var fit = function () { document.documentElement.style.setProperty("--app-height", visualViewport.height + "px"); };
     visualViewport.addEventListener("resize", fit);
     fit();
   }
 
-  // Open at the newest message, or on the one a link names (search hit, outline).
   on("DOMContentLoaded", function () {
     markAnnounced();
     shownTitle = $("chat-title") ? $("chat-title").textContent.trim() : null;
@@ -193,7 +181,6 @@
       Numi.scrollToBottom();
     }
     if (t && t.scrollHeight <= t.clientHeight) loadOlderIfNear(t);
-    // On a phone, focus would pop the keyboard over the page.
     if ($("composer-input") && !Numi.narrow()) $("composer-input").focus({preventScroll: true});
   });
 })();

@@ -1,7 +1,5 @@
-// The composer never loses what was typed: text and chips stay until the server accepts the
-// send (#composer-feedback says `accepted`, or why it refused), and a draft per chat
-// (localStorage) survives navigation and reloads. It grows with its text, sends on Enter and
-// uploads files picked, dropped or pasted. File names are untrusted: textContent only.
+// The composer keeps text and chips until the server accepts the send (#composer-feedback),
+// keeps a draft per chat, grows, and uploads files. File names are untrusted: textContent.
 (function () {
   "use strict";
 
@@ -14,7 +12,6 @@
   function chips() { return $("composer-attachments"); }
   function draftKey() { return form() && "numi:draft:" + form().getAttribute("data-chat-id"); }
 
-  // Up to 40 % of the visible height, then the box scrolls.
   function grow() {
     var el = input();
     if (!el) return;
@@ -22,8 +19,6 @@
     el.style.height = "auto";
     el.style.height = Math.min(el.scrollHeight + 2, Math.round(visible * 0.4)) + "px";
   }
-
-  // --- drafts -----------------------------------------------------------------------------
 
   function saveDraft() {
     var key = draftKey(), list = [], text = input() ? input().value : "";
@@ -55,8 +50,6 @@
     grow();
   }
 
-  // --- sending ----------------------------------------------------------------------------
-
   function release() { pending = null; clearTimeout(pendingTimer); }
 
   on("htmx:wsConfigSend", function (event) {
@@ -76,8 +69,7 @@
     pendingTimer = setTimeout(release, 30000);  // no word at all: let the person try again
   });
 
-  // The server's word: accepted empties the composer; a refusal leaves text and chips, with
-  // the reason beside them.
+  // Accepted empties the composer; a refusal leaves it as it was, the reason beside it.
   on("htmx:wsAfterMessage", function () {
     var feedback = $("composer-feedback"), accepted = feedback && feedback.getAttribute("data-accepted");
     if (accepted) {
@@ -97,8 +89,6 @@
   });
   on("input", function (event) { if (event.target.id === "composer-input") { grow(); saveDraft(); } });
   addEventListener("resize", grow);
-
-  // --- attachments ------------------------------------------------------------------------
 
   function el(tag, className, text) {
     var node = document.createElement(tag);
@@ -136,7 +126,7 @@
     li.appendChild(remove);
   }
 
-  // `list` and `url`: another form's chips and upload URL (an edited message); else the composer's.
+  // `list`, `url`: an edit form's chips and upload URL; by default the composer's.
   function upload(files, list, url) {
     var own = !list;
     list = list || chips();

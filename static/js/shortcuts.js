@@ -1,7 +1,5 @@
-// Keyboard shortcuts, menus and where focus goes. Esc stops the answer (or closes what is
-// open), Ctrl/Cmd+Shift+O starts a chat, Ctrl/Cmd+K searches, ArrowUp in an empty composer
-// edits the last question, `?` lists the shortcuts. Menus (<details class="menu">) close on
-// Esc and an outside click; closing a menu or the dialog gives focus back to its opener.
+// Keyboard shortcuts (listed in _shortcuts_dialog.html), menus that close on Esc and an
+// outside click, and focus that goes back to an opener or on to the next natural control.
 (function () {
   "use strict";
 

@@ -1,7 +1,5 @@
-// The sidebar: a drawer on narrow screens (focus kept inside; Esc or an outside tap closes it
-// and focus returns to the menu button), the current chat in view, and the "answering" mark
-// on chats whose turn runs in the background (polled, one request per page of ids).
-// Infinite scroll and date groups are server-rendered (_chat_list_page.html).
+// The sidebar: the drawer on narrow screens, the current chat in view, "answering" marks
+// (polled, one request per 100 ids). Paging and date groups are server-rendered.
 (function () {
   "use strict";
 
@@ -9,7 +7,7 @@
   var on = document.addEventListener.bind(document);
   function $(id) { return document.getElementById(id); }
 
-  // Date groups (Today, Yesterday, ...) are made on the server, in the browser's time zone.
+  // Date groups are made on the server, in this time zone.
   document.cookie = "numi_tz=" + (-new Date().getTimezoneOffset()) + "; path=/; SameSite=Lax; max-age=31536000";
 
   function layout() { return document.querySelector(".layout"); }
@@ -68,8 +66,6 @@
       list.scrollTop = top - list.clientHeight / 2;
     }
   }
-
-  // --- "answering" marks ------------------------------------------------------------------
 
   function mark(item, running) {
     var el = item.querySelector(".answering-mark");
