@@ -78,6 +78,17 @@ def date_group(moment: datetime, now: datetime) -> str:
     return f"{moment:%B %Y}"
 
 
+def chats_listed_before(user_id: int, chat: Chat) -> int:
+    """How many chats the sidebar lists above `chat` (one counting query)."""
+    from sqlalchemy import func
+
+    return db.session.execute(
+        select(func.count()).select_from(Chat).where(
+            Chat.user_id == user_id, Chat.deleted_at.is_(None),
+            or_(Chat.updated_at > chat.updated_at, and_(Chat.updated_at == chat.updated_at, Chat.id > chat.id)))
+    ).scalar_one()
+
+
 def newest_empty_chat(user_id: int) -> Chat | None:
     """The user's newest live chat without a live message and with its first title: what
     "+ New chat" reuses instead of leaving one more empty chat behind."""

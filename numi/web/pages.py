@@ -59,7 +59,11 @@ def chat_view(chat_id: str):
         page, has_newer = chats.list_messages_around(chat, at, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
     else:
         page = chats.list_messages(chat, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
-    sidebar = chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"])
+    # The open chat is in the sidebar even when it is older than the first page: as many
+    # pages as it takes, up to ten.
+    size = config["NUMI_PAGE_SIZE_CHATS"]
+    pages = min(10, chats.chats_listed_before(g.user.id, chat) // size + 1)
+    sidebar = chats.list_chats(g.user.id, limit=size * pages)
     return render_template(
         "chat.html",
         chat=chat,
