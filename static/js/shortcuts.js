@@ -75,13 +75,24 @@
       edit.setSelectionRange(edit.value.length, edit.value.length);
     }
   });
-  // A swap took away the focused element: its replacement's natural control gets focus.
-  on("htmx:afterSettle", function (event) {
+  // A rename or an edit put back its item: focus goes to the item's natural control (the
+  // focused field is gone) and other tabs hear the chat's new title.
+  var swapFrom = null;
+  on("htmx:beforeRequest", function (event) {
+    var item = event.detail.elt.closest && event.detail.elt.closest(".chat-item, .msg-editing");
+    swapFrom = item && item.id;
+  });
+  on("htmx:load", function (event) {
     var elt = event.detail.elt, target;
-    if (!focusLost() || !elt || !elt.querySelector) return;
-    if (elt.matches(".chat-item")) target = elt.querySelector(".chat-link");
-    else if (elt.matches(".msg-user")) target = elt.querySelector(".action-edit");
-    if (target) target.focus();
+    if (!swapFrom || elt.id !== swapFrom || elt.matches(".editing, .msg-editing")) return;
+    swapFrom = null;
+    if (elt.matches(".chat-item")) {
+      target = elt.querySelector(".chat-link");
+      Numi.broadcastTitle(elt.getAttribute("data-chat-id"), elt.querySelector(".chat-link-title").textContent);
+    } else {
+      target = elt.querySelector(".action-edit");
+    }
+    if (target && focusLost()) target.focus();
   });
   // Stop (or the answer ending) replaces the focused button: focus goes to the composer.
   on("htmx:wsBeforeMessage", function () {

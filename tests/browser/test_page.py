@@ -449,6 +449,8 @@ def test_titles_follow_auto_title_rename_and_other_tabs(open_page, api, scripted
     field.fill("Lisbon in May")
     field.press("Enter")
     page.wait_for_function("() => document.title === 'Lisbon in May · Numi'")
+    # The field is gone; focus is on the renamed chat's link, not lost.
+    page.wait_for_function("() => document.activeElement.classList.contains('chat-link')")
     assert page.locator("#chat-title").inner_text() == "Lisbon in May"
     other_tab.wait_for_function("() => document.title === 'Lisbon in May · Numi'")
     assert other_tab.locator("#chat-title").inner_text() == "Lisbon in May"
