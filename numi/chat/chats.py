@@ -132,7 +132,8 @@ def _apply(chat: Chat, user_id: int, fields: dict[str, Any], limits: dict[str, A
     chat.settings = settings
 
 
-SETTING_KEYS = ("system_prompt", "temperature", "max_tokens", "reasoning_effort", "tools", "workspace", "auto_approve")
+SETTING_KEYS = ("system_prompt", "temperature", "max_tokens", "reasoning_effort", "tools", "workspace", "auto_approve",
+                "tool_policy")
 
 
 def validate_settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
@@ -155,6 +156,8 @@ def validate_settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, 
             clean[key] = value
         elif key == "fallbacks":
             clean[key] = _fallbacks(value)
+        elif key == "tool_policy":
+            clean[key] = _tool_policy(value)
         elif key in ("auto_compact", "auto_approve"):
             clean[key] = bool(value)
         elif key == "workspace":
@@ -175,6 +178,18 @@ def _workspace(value: Any) -> str | None:
     if not os.path.isdir(real):
         raise invalid("The workspace must be an existing directory.", "invalid_workspace")
     return real
+
+
+TOOL_POLICIES = ("ask", "auto")
+
+
+def _tool_policy(value: Any) -> dict[str, str]:
+    """`{tool name: "ask" | "auto"}`: per tool, whether its calls wait for the user
+    (agent/approvals.py applies it)."""
+    if not isinstance(value, dict) or len(value) > 200 or not all(
+            isinstance(name, str) and 0 < len(name) <= 64 and policy in TOOL_POLICIES for name, policy in value.items()):
+        raise invalid("tool_policy must map tool names to \"ask\" or \"auto\".")
+    return dict(value)
 
 
 def _fallbacks(value: Any) -> list[dict[str, Any]]:

@@ -98,7 +98,7 @@ def api_test_mcp_server(server_id: int):
     tools = []
     if ok:
         tools = [{"name": mcp.tool_name(server.name, t["name"]), "description": t["description"],
-                  "needs_approval": bool(server.always_approve or t["destructive"])}
+                  "needs_approval": mcp.needs_approval(server, t)}
                  for t in mcp.server_tools(server)]
     return jsonify({"ok": ok, "message": message, "tools": tools})
 

@@ -41,7 +41,7 @@ def run_turn(server, chat, command, *, decision=None, html=False):
         events = socket.events_until("tool_approval")
         approval = events[-1]["data"]
         assert approval["name"] == "bash" and approval["arguments"] == {"command": command}
-        socket.send(type="approve", call_id=approval["call_id"], decision=decision)
+        socket.send(type="approve", call_id=approval["call_id"], digest=approval["digest"], decision=decision)
         return events + socket.events_until("turn_end", timeout=20)
     finally:
         socket.close()

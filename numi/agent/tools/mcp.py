@@ -10,8 +10,10 @@
   blocked and asyncio never meets gevent's loop. Every session has a time limit.
 - Tool lists are cached per server for NUMI_MCP_TOOLS_CACHE_SECONDS; calls open a session
   per call (stateless: nothing to leak when a turn ends or the server restarts).
-- Approval: a tool needs the user's approval when its server marks it destructive
-  (annotations.destructiveHint) or the user set the server to always ask.
+- Approval: a tool asks the user first (policy `ask`, agent/approvals.py) unless its
+  server marks it read-only (annotations.readOnlyHint, and not destructiveHint): the MCP
+  spec's own default for an unmarked tool is "may be destructive". A server the user set to
+  always ask asks for every tool.
 - stdio servers get the SDK's minimal environment (PATH, HOME, ...) plus the env the admin
   set for that server: Numi's own secrets never reach them.
 
@@ -234,8 +236,19 @@ async def _list_tools(session) -> list[dict[str, Any]]:
         schema = _attr(tool, "input_schema", "inputSchema", default={}) or {}
         out.append({"name": tool.name, "description": tool.description or "",
                     "input_schema": schema if isinstance(schema, dict) else {},
-                    "destructive": bool(_attr(annotations, "destructive_hint", "destructiveHint", default=False))})
+                    "destructive": not _read_only(annotations)})
     return out
+
+
+def _read_only(annotations: Any) -> bool:
+    """Whether the server marks a tool read-only (and not destructive at the same time)."""
+    return (_attr(annotations, "read_only_hint", "readOnlyHint", default=False) is True
+            and _attr(annotations, "destructive_hint", "destructiveHint", default=False) is not True)
+
+
+def needs_approval(server: McpServer, info: dict[str, Any]) -> bool:
+    """The tool's default policy is `ask`: it may change things, or the server always asks."""
+    return bool(server.always_approve or info["destructive"])
 
 
 def _action(request: dict[str, Any]):
@@ -385,7 +398,7 @@ def _make_tool(server: McpServer, info: dict[str, Any]) -> Tool:
         description=(f"[MCP {server.name}] " + (info["description"] or remote_name))[:1024],
         parameters=schema,
         run=run,
-        needs_approval=bool(server.always_approve or info["destructive"]),
+        needs_approval=needs_approval(server, info),
         admin_only=server.transport == "stdio",
         timeout=timeout + 5,  # the SDK's own limit fires first and closes the session
     )

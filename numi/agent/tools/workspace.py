@@ -250,10 +250,10 @@ WORKSPACE_TOOLS = [
          _guarded(_search_files), admin_only=True),
     Tool("write_file", "Create or replace a text file in the workspace with the given content.",
          {"type": "object", "properties": {"path": _PATH, "content": {"type": "string"}}, "required": ["path", "content"]},
-         _guarded(_write_file), admin_only=True),
+         _guarded(_write_file), admin_only=True, needs_approval=True),
     Tool("patch_file", "Replace an exact string in a workspace file (must be unique unless replace_all).",
          {"type": "object", "properties": {"path": _PATH, "old_string": {"type": "string"}, "new_string": {"type": "string"},
                                            "replace_all": {"type": "boolean"}},
           "required": ["path", "old_string", "new_string"]},
-         _guarded(_patch_file), admin_only=True),
+         _guarded(_patch_file), admin_only=True, needs_approval=True),
 ]
