@@ -50,11 +50,12 @@ class Route:
     model: str
     reasoning_policy: str = "auto"
     models: list[dict] = field(default_factory=list)
+    guarded: bool = False  # a non-admin's own endpoint: requests pass the address guard
 
     @classmethod
     def of(cls, endpoint: Endpoint, model: str) -> "Route":
         return cls(endpoint.id, endpoint.kind, endpoint.base_url, endpoint.api_key, model,
-                   endpoint.reasoning_policy, endpoint.models)
+                   endpoint.reasoning_policy, endpoint.models, endpoint_store.guarded(endpoint))
 
 
 @dataclass
@@ -92,7 +93,7 @@ def tool_registry(app) -> ToolRegistry:
 
 
 def adapter_for_route(app, route: Route):
-    return endpoint_store.cached_adapter(app, route.kind, route.base_url, route.api_key)
+    return endpoint_store.cached_adapter(app, route.kind, route.base_url, route.api_key, route.guarded)
 
 
 def run_turn(turn: Turn) -> None:
@@ -255,10 +256,12 @@ class Agent:
                 raise NumiError("no_model", "Choose a model for this chat first (Settings → Endpoints).", 400)
             self.context.update_route(endpoint.id, model)
             self.turn.emit("model_route", {"endpoint_id": endpoint.id, "model": model, "reason": "repaired"})
+        endpoint_store.check_address(endpoint)  # a clear refusal; the transport checks every request too
         routes.append(Route.of(endpoint, model))
         for fallback in meta.settings.get("fallbacks") or ():
             try:
                 fb_endpoint = endpoint_store.get_endpoint(user_id, int(fallback.get("endpoint_id") or endpoint.id))
+                endpoint_store.check_address(fb_endpoint)
             except (NumiError, TypeError, ValueError):
                 continue
             if fb_endpoint.enabled:
@@ -653,7 +656,7 @@ class Agent:
 
         self.turn.after_end = lambda: generate_title(
             self.app, self.turn.channel, self.turn.id, self.request.user_id, self.request.chat_id,
-            endpoint_store.cached_adapter(self.app, route.kind, route.base_url, route.api_key),
+            adapter_for_route(self.app, route),
             self.app.config["NUMI_TITLE_MODEL"] or route.model,
         )
 

@@ -267,7 +267,7 @@ def web_search_settings():
     from ..agent.tools import web
 
     data = request_data()
-    saved = web.save_settings(g.user.id, data)
+    saved = web.save_settings(g.user.id, data, is_admin=g.user.is_admin)
     if _is_htmx():
         return render_template("partials/_web_settings.html", web_settings=saved, saved=True)
     return redirect(url_for("pages.settings"))

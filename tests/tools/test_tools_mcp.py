@@ -180,14 +180,14 @@ def test_stdio_mcp_server_in_a_full_turn_without_numi_secrets(mcp_server, script
 
 
 def test_mcp_server_settings_are_validated_and_owner_scoped(multi_app, client_a, client_b):
-    ok = client_a.post("/api/mcp_servers", json={"name": "remote", "url": "http://127.0.0.1:9/mcp"})
+    ok = client_a.post("/api/mcp_servers", json={"name": "remote", "url": "http://mcp.invalid/mcp"})
     assert ok.status_code == 201
     server_id = ok.get_json()["id"]
     bad = [
-        ({"name": "Bad Name!", "url": "http://127.0.0.1:9/mcp"}, "invalid_name"),
+        ({"name": "Bad Name!", "url": "http://mcp.invalid/mcp"}, "invalid_name"),
         ({"name": "x", "url": "ftp://example.invalid/"}, "invalid_url"),
         ({"name": "x", "transport": "carrier-pigeon"}, "invalid_transport"),
-        ({"name": "remote", "url": "http://127.0.0.1:9/mcp"}, "duplicate_name"),
+        ({"name": "remote", "url": "http://mcp.invalid/mcp"}, "duplicate_name"),
         ({"name": "prog", "transport": "stdio", "command": "rm"}, "forbidden"),  # not an admin
     ]
     for body, code in bad:
