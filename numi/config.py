@@ -135,6 +135,14 @@ def finalize(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+def touches_data_dir(path: str, data_dir: str) -> bool:
+    """Whether `path` is the data directory, lies inside it, or contains it (real paths:
+    symlinks resolved). The data directory holds numi.db (every user's chats, endpoint
+    keys) and the secret key, so no workspace may reach it."""
+    path, data_dir = os.path.realpath(path), os.path.realpath(data_dir)
+    return os.path.commonpath([path, data_dir]) in (path, data_dir)
+
+
 def _persisted_secret(path: Path) -> str:
     """Return the secret stored at `path`, creating it (mode 0600) on first use."""
     try:

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import and_, or_, select
 
+from ..config import touches_data_dir
 from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
 from ..models import Chat, Endpoint, Message, User, utcnow
@@ -161,14 +162,15 @@ def validate_settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, 
         elif key in ("auto_compact", "auto_approve"):
             clean[key] = bool(value)
         elif key == "workspace":
-            clean[key] = _workspace(value)
+            clean[key] = _workspace(value, limits.get("NUMI_DATA_DIR"))
         else:
             raise invalid(f"Unknown setting {key!r}.", "unknown_setting")
     return clean
 
 
-def _workspace(value: Any) -> str | None:
-    """A workspace is an existing directory, stored as its real path (symlinks resolved)."""
+def _workspace(value: Any, data_dir: str | None = None) -> str | None:
+    """A workspace is an existing directory, stored as its real path (symlinks resolved),
+    that neither is, lies in, nor contains Numi's data directory."""
     path = _text(value or "", "workspace", 1000).strip()
     if not path:
         return None
@@ -177,6 +179,9 @@ def _workspace(value: Any) -> str | None:
     real = os.path.realpath(path)
     if not os.path.isdir(real):
         raise invalid("The workspace must be an existing directory.", "invalid_workspace")
+    if data_dir and touches_data_dir(real, data_dir):
+        raise invalid("The workspace may not be, contain or lie inside Numi's data directory (it holds the "
+                      "database and the secret key).", "workspace_data_dir")
     return real
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import gevent
 from flask import current_app
 
+from ...config import touches_data_dir
 from . import Tool, ToolContext
 
 MAX_LIST_ENTRIES = 500
@@ -39,6 +40,10 @@ def workspace_root(context: ToolContext) -> str:
     root = os.path.realpath(context.workspace)
     if not os.path.isdir(root):
         raise WorkspaceError("The chat's workspace directory does not exist any more.")
+    if touches_data_dir(root, current_app.config["NUMI_DATA_DIR"]):
+        # Checked when the workspace is set, and again here: the data directory may have
+        # moved, or the setting predates the rule.
+        raise WorkspaceError("Refused: the workspace is, contains or lies inside Numi's data directory.")
     return root
 
 
