@@ -52,7 +52,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_HOST", "127.0.0.1", str, "Address `numi serve` binds to."),
     Setting("NUMI_PORT", 8765, int, "Port `numi serve` listens on."),
     Setting("NUMI_AUTH", "single", _choice("single", "multi"), "`single`: one local user, no login. `multi`: login page, users, bearer tokens."),
-    Setting("NUMI_SECRET_KEY", None, str, "Signs session cookies. Generated and stored in the data directory when unset."),
+    Setting("NUMI_SECRET_KEY", None, str, "Signs session cookies; the key that encrypts stored API keys is derived from it (changing it makes them unreadable). Generated and stored in the data directory when unset."),
     Setting("NUMI_ALLOWED_HOSTS", (), _csv, "Extra host names accepted in the Host header (comma separated); `*` accepts any. localhost and the bound address are always accepted."),
     Setting("NUMI_AUTO_ENDPOINTS", True, _bool, "On first start, add endpoints from OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY and a local Ollama."),
     Setting("NUMI_LOG_LEVEL", "INFO", str, "Python logging level."),

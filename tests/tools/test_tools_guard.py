@@ -156,3 +156,28 @@ def test_every_redirect_an_endpoint_follows_is_checked(sqlite_app, web):
     assert "127.0.0.2" not in refused.value.message
     with pytest.raises(addresses.AddressRefused):
         addresses.check_url(f"http://127.0.0.2:{web.page.server_address[1]}/", policy)
+
+
+def test_the_mcp_transport_checks_every_redirect_too(web):
+    """The asyncio transport the MCP SDK gets, in an OS thread with its own event loop as
+    MCP sessions run: the allowed first hop answers, the redirect to 127.0.0.2 is refused."""
+    import asyncio
+
+    import gevent
+    import httpx2
+
+    from numi import addresses
+
+    policy = addresses.AddressPolicy(allowed_hosts=("127.0.0.1",))
+
+    async def fetch(path):
+        async with httpx2.AsyncClient(transport=addresses.guarded_async_transport(policy),
+                                      follow_redirects=True) as client:
+            return await client.get(f"{web.page_url}{path}")
+
+    def run(path):
+        return asyncio.run(fetch(path))
+
+    assert b"Otters hold hands" in gevent.get_hub().threadpool.apply(run, ("/to-article",)).content
+    with pytest.raises(addresses.AddressRefused):
+        gevent.get_hub().threadpool.apply(run, ("/to-other-loopback",))
