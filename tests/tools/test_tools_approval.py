@@ -159,12 +159,14 @@ def test_tool_policy_is_validated(server, scripted, tmp_path):
 
 
 def test_settings_form_sets_the_policy_per_tool(sqlite_client, tmp_path):
+    workspace = tmp_path / "ws"  # beside the app's data directory (tmp_path/data), not around it
+    workspace.mkdir()
     chat = sqlite_client.post("/api/session", json={}).json
     page = sqlite_client.get(f"/c/{chat['id']}").get_data(as_text=True)
     assert 'name="policy_bash"' in page and 'name="policy_write_file"' in page
     response = sqlite_client.post(f"/c/{chat['id']}/settings", headers={"HX-Request": "true"},
                                   data={"tools_shown": "1", "tools": ["bash", "write_file"],
-                                        "policy_write_file": "auto", "policy_bash": "", "workspace": str(tmp_path)})
+                                        "policy_write_file": "auto", "policy_bash": "", "workspace": str(workspace)})
     assert response.status_code == 200
     assert '<option value="auto" selected>' in response.get_data(as_text=True)
     settings = sqlite_client.get(f"/api/session/{chat['id']}").json["settings"]

@@ -139,14 +139,19 @@ def test_encoded_forms_of_secrets_are_masked_too(server, scripted, workspace):
     from urllib.parse import quote
 
     chat = bash_chat(server, scripted, workspace, auto_approve=True)
-    command = ("for name in WEBHOOK_SECRET DEPLOY_SECRET NUMI_SECRET_KEY; do "
-               "v=$(tr '\\0' '\\n' < /proc/$PPID/environ | sed -n \"s/^$name=//p\"); "
-               "printf %s \"$v\" | base64 -w0; echo; printf 'x%s' \"$v\" | base64 -w0; echo; "
-               "printf 'xy%s' \"$v\" | base64 -w0; echo; printf %s \"$v\" | od -An -tx1 | tr -d ' \\n'; echo; "
-               "python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=\"\"))' \"$v\"; done")
+    command = "python3 encode_secrets.py $PPID"
+    (workspace / "encode_secrets.py").write_text(
+        "import base64, sys, urllib.parse\n"
+        "env = dict(line.split(b'=', 1) for line in open(f'/proc/{sys.argv[1]}/environ', 'rb').read().split(b'\\0')"
+        " if b'=' in line)\n"
+        "for name in (b'WEBHOOK_SECRET', b'DEPLOY_SECRET', b'NUMI_SECRET_KEY'):\n"
+        "    v = env[name]\n"
+        "    for prefix in (b'', b'x', b'xy'):\n"
+        "        print(base64.b64encode(prefix + v).decode())\n"
+        "    print(v.hex(), urllib.parse.quote(v, safe=''))\n")
     script(scripted, command)
     result = tool_result(run_turn(server, chat, command))
-    assert result.startswith("[exit code 0]") and "[secret hidden]" in result
+    assert result.startswith("[exit code 0]") and "[secret hidden]" in result, result
     for name in ("WEBHOOK_SECRET", "DEPLOY_SECRET", "NUMI_SECRET_KEY"):
         value = SECRETS[name].encode()
         for form in (base64.b64encode(value), base64.b64encode(b"x" + value)[4:-4],
