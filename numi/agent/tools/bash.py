@@ -44,9 +44,10 @@ def child_environment(workspace: str) -> dict[str, str]:
 def secret_values() -> list[str]:
     """Values of this process's secret-looking variables and app keys, to mask in output."""
     values = {v for k, v in os.environ.items() if SECRET_NAME.search(k) and len(v) >= 8}
-    secret_key = current_app.config.get("SECRET_KEY")
-    if isinstance(secret_key, str) and len(secret_key) >= 8:
-        values.add(secret_key)
+    for name in ("SECRET_KEY", "NUMI_ACCESS_TOKEN"):  # also when generated into the data directory
+        value = current_app.config.get(name)
+        if isinstance(value, str) and len(value) >= 8:
+            values.add(value)
     return sorted(values, key=len, reverse=True)
 
 
