@@ -83,9 +83,9 @@ def unseal(value: str, secret_key: str | None = None) -> str:
 
 
 def seal_plaintext_keys(app) -> int:
-    """Seal every endpoint API key still stored as plaintext; returns how many. Idempotent,
-    and safe when several processes start at once (each row is updated only while it
-    still holds the plaintext that was read)."""
+    """Seal every endpoint API key (and Brave Search key in the web tool settings) still
+    stored as plaintext; returns how many. Idempotent, and safe when several processes
+    start at once (each row is updated only while it still holds what was read)."""
     from sqlalchemy import text
 
     from .extensions import db
@@ -99,9 +99,32 @@ def seal_plaintext_keys(app) -> int:
             for endpoint_id, plaintext in rows:
                 db.session.execute(text("UPDATE endpoints SET api_key = :sealed WHERE id = :id AND api_key = :old"),
                                    {"sealed": seal(plaintext, secret_key), "id": endpoint_id, "old": plaintext})
+            rows += _seal_search_keys(db, text, secret_key)
             db.session.commit()
         finally:
             db.session.remove()
     if rows:
-        log.info("sealed %d endpoint API key(s) stored as plaintext", len(rows))
+        log.info("sealed %d API key(s) stored as plaintext", len(rows))
     return len(rows)
+
+
+def _seal_search_keys(db, text, secret_key: str) -> list:
+    """The Brave Search keys inside `tool_settings.settings_json` (a few rows at most)."""
+    import json
+
+    rows = db.session.execute(text(
+        "SELECT user_id, settings_json FROM tool_settings WHERE settings_json LIKE '%brave_api_key%'")).all()
+    sealed = []
+    for user_id, raw in rows:
+        try:
+            settings = json.loads(raw)
+        except ValueError:
+            continue
+        key = settings.get("brave_api_key") if isinstance(settings, dict) else None
+        if not isinstance(key, str) or not key or is_sealed(key):
+            continue
+        settings["brave_api_key"] = seal(key, secret_key)
+        db.session.execute(text("UPDATE tool_settings SET settings_json = :new WHERE user_id = :id "
+                                "AND settings_json = :old"), {"new": json.dumps(settings), "id": user_id, "old": raw})
+        sealed.append(user_id)
+    return sealed

@@ -111,7 +111,9 @@ def save_settings(user_id: int, raw: dict[str, Any], is_admin: bool = True) -> d
     if raw.get("clear_brave_api_key"):
         settings.pop("brave_api_key", None)
     elif key and key.strip():
-        settings["brave_api_key"] = key.strip()
+        from ...crypto import seal
+
+        settings["brave_api_key"] = seal(key.strip())  # stored sealed, like endpoint keys
     if backend == "brave" and not settings.get("brave_api_key"):
         db.session.rollback()
         raise invalid("Brave Search needs an API key.", "missing_key")
@@ -332,7 +334,7 @@ def _web_search(arguments: dict, context: ToolContext) -> ToolResult | str:
             page = guarded_get(f"{BRAVE_URL}?{urlencode({'q': query, 'count': count})}", settings,
                                max_bytes=max_bytes, timeout=timeout,
                                headers={"Accept": "application/json",
-                                        "X-Subscription-Token": settings.get("brave_api_key") or ""})
+                                        "X-Subscription-Token": brave_key(settings)})
             web = _json(page).get("web") or {}
             results = [{"title": r.get("title"), "url": r.get("url"), "content": r.get("description")}
                        for r in web.get("results") or [] if isinstance(r, dict)]
@@ -353,6 +355,14 @@ def _web_search(arguments: dict, context: ToolContext) -> ToolResult | str:
     if not sources:
         return f"No results for {query!r}."
     return ToolResult(f"Search results for {query!r} (cite them by number, like [1]):", sources)
+
+
+def brave_key(settings: dict[str, Any]) -> str:
+    """The user's Brave Search key in plaintext (stored sealed; legacy plaintext reads too)."""
+    from ...crypto import unseal
+
+    stored = settings.get("brave_api_key")
+    return unseal(stored) if isinstance(stored, str) and stored else ""
 
 
 def _json(page: Page) -> dict[str, Any]:
