@@ -319,7 +319,7 @@ class Agent:
                     turn.emit_delta("reasoning", event.text, step)
                 elif isinstance(event, ToolCallDelta):
                     self._mark_output(result)
-                    call_id = call_ids.setdefault(event.index, new_call_id())
+                    call_id = call_ids.get(event.index) or call_ids.setdefault(event.index, new_call_id())
                     if event.name:
                         turn.emit("tool_preparing", {"call_id": call_id, "name": event.name, "step": step})
                 elif isinstance(event, ToolCallComplete):
