@@ -181,3 +181,28 @@ def test_the_mcp_transport_checks_every_redirect_too(web):
     assert b"Otters hold hands" in gevent.get_hub().threadpool.apply(run, ("/to-article",)).content
     with pytest.raises(addresses.AddressRefused):
         gevent.get_hub().threadpool.apply(run, ("/to-other-loopback",))
+
+
+def test_a_turn_on_a_stored_loopback_endpoint_of_a_non_admin_is_refused(multi_app, users):
+    """The check at use in a turn: the agent refuses the route before calling the model."""
+    from numi.chat import chats
+    from numi.turns.manager import TurnRequest
+
+    port = closed_port()
+    with multi_app.app_context():
+        endpoint = Endpoint(user_id=users["a"].id, name="sneaky", kind="openai_chat",
+                            base_url=f"http://127.0.0.1:{port}/v1", default_model="m")
+        db.session.add(endpoint)
+        db.session.commit()
+        chat = chats.create_chat(users["a"].id, {"endpoint_id": endpoint.id, "model": "m"}, multi_app.config)
+        chat_id = chat.id
+    manager = multi_app.extensions["numi.turns"]
+    subscription, _ = manager.subscribe(chat_id)
+    manager.start(TurnRequest(user_id=users["a"].id, chat_id=chat_id, message="hello"))
+    events = []
+    while not events or events[-1]["type"] != "turn_end":
+        event = subscription.get(timeout=20)
+        assert event is not None, [e["type"] for e in events]
+        events.append(event)
+    [error] = [e["data"] for e in events if e["type"] == "error"]
+    assert error["code"] == "address_refused" and str(port) not in error["message"]
