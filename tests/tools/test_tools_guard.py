@@ -38,6 +38,9 @@ def test_a_non_admin_cannot_switch_the_guard_off(multi_app, users, client_a, adm
         assert db.session.get(ToolSettings, users["a"].id) is None, "a refused save stores nothing"
     page = client_a.get("/settings").get_data(as_text=True)
     assert 'name="allow_private"' not in page and 'name="allowed_hosts"' not in page
+    internal = client_a.post("/settings/web-search", json={"search_backend": "searxng",
+                                                           "searxng_url": "http://127.0.0.1:8888"})
+    assert internal.status_code == 400 and "administrators" in internal.get_data(as_text=True)
     # Ordinary settings still save for a non-admin; an admin may allow private hosts.
     assert client_a.post("/settings/web-search", data={"search_backend": ""}).status_code in (200, 302)
     assert admin_client.post("/settings/web-search", data={"allowed_hosts": "127.0.0.1"}).status_code in (200, 302)

@@ -32,7 +32,7 @@ from urllib.parse import urlencode, urljoin, urlsplit
 import gevent
 from flask import current_app
 
-from ...addresses import AddressPolicy, AddressRefused, check_host
+from ...addresses import AddressPolicy, AddressRefused, check_host, check_url
 from ...errors import NumiError, invalid
 from . import Tool, ToolContext, ToolResult
 
@@ -97,6 +97,11 @@ def save_settings(user_id: int, raw: dict[str, Any], is_admin: bool = True) -> d
             raise invalid(f"{host!r} is not a host name or address.", "invalid_host")
     if not is_admin and (_truthy(raw.get("allow_private")) or hosts):
         raise NumiError("admin_only", "Only an administrator can allow private or local addresses.", 403)
+    if not is_admin and searxng_url:
+        try:
+            check_url(searxng_url, resolvable=False)
+        except AddressRefused as exc:
+            raise exc.to_error() from None
     key = raw.get("brave_api_key")
     if key is not None and (not isinstance(key, str) or len(key) > 200):
         raise invalid("The API key is too long.", "too_long")
