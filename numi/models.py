@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .extensions import db
 
@@ -58,6 +58,8 @@ class User(db.Model):
     username: Mapped[str] = mapped_column(String(100), unique=True)
     password_hash: Mapped[str | None] = mapped_column(String(255))
     is_admin: Mapped[bool] = mapped_column(default=False)
+    # "system", "light" or "dark": rendered on <html data-theme> so it applies before first paint.
+    theme: Mapped[str] = mapped_column(String(8), default="system", server_default="system")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -137,7 +139,12 @@ class Endpoint(db.Model):
 
 class Chat(db.Model):
     __tablename__ = "chats"
-    __table_args__ = (Index("ix_chats_user_recent", "user_id", "deleted_at", "updated_at", "id"),)
+    __table_args__ = (
+        Index("ix_chats_user_recent", "user_id", "deleted_at", "updated_at", "id"),
+        # The sidebar: live, not archived, not pinned, by last activity (equality on the
+        # leading columns, so the keyset page is one index range scan).
+        Index("ix_chats_user_sidebar", "user_id", "deleted_at", "archived_at", "pinned_at", "updated_at", "id"),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_chat_id)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
@@ -147,9 +154,19 @@ class Chat(db.Model):
     settings_json: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    pinned_at: Mapped[datetime | None]
+    archived_at: Mapped[datetime | None]
     deleted_at: Mapped[datetime | None]
 
+    # Lists load these with selectinload (one query per page, whatever its length).
+    tag_rows: Mapped[list[ChatTag]] = relationship(
+        cascade="all, delete-orphan", lazy="select", passive_deletes=True)
+
     settings = json_property("settings_json", dict)
+
+    @property
+    def tags(self) -> list[str]:
+        return sorted((row.tag for row in self.tag_rows), key=str.casefold)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -158,9 +175,24 @@ class Chat(db.Model):
             "endpoint_id": self.endpoint_id,
             "model": self.model,
             "settings": self.settings,
+            "pinned": self.pinned_at is not None,
+            "archived": self.archived_at is not None,
+            "tags": self.tags,
             "created_at": _iso(self.created_at),
             "updated_at": _iso(self.updated_at),
         }
+
+
+class ChatTag(db.Model):
+    """One tag of a chat. A table, not a JSON column: the sidebar filter is an index lookup
+    by (user, tag), and `user_id` keeps every tag query scoped to its owner."""
+
+    __tablename__ = "chat_tags"
+    __table_args__ = (Index("ix_chat_tags_user_tag", "user_id", "tag", "chat_id"),)
+
+    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(40), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
 
 
 class Message(db.Model):

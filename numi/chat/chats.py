@@ -7,16 +7,17 @@ chat raises `NotFound` (404), never a permission error that would confirm it exi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import selectinload
 
 from ..config import touches_data_dir
 from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
-from ..models import Chat, Endpoint, Message, User, utcnow
+from ..models import Chat, ChatTag, Endpoint, Message, User, utcnow
 from .. import endpoints as endpoint_store
 
 REASONING_EFFORTS = ("", "none", "minimal", "low", "medium", "high")
@@ -26,6 +27,10 @@ REASONING_EFFORTS = ("", "none", "minimal", "low", "medium", "high")
 class Page:
     items: list
     next_cursor: str | None
+    pinned: list = field(default_factory=list)  # the sidebar's first page: its Pinned group
+
+
+PINNED_LIMIT = 100
 
 
 def get_chat(user_id: int, chat_id: str) -> Chat:
@@ -40,28 +45,45 @@ def get_chat(user_id: int, chat_id: str) -> Chat:
     return chat
 
 
-def list_chats(user_id: int, *, limit: int, cursor: str | None = None, query: str = "") -> Page:
+def list_chats(user_id: int, *, limit: int, cursor: str | None = None, query: str = "", tag: str = "",
+               view: str = "sidebar") -> Page:
     """Chats by last activity, newest first, keyset-paginated so 10,000 chats stay fast.
 
-    The cursor is `<updated_at iso>|<id>` of the last chat of the previous page.
+    `view` "sidebar": neither archived nor pinned (the first page carries the pinned chats
+    in `pinned`); "archived": the archived chats; "all": every live chat. A title `query` searches every live chat,
+    archived and pinned ones included. `tag` keeps the chats with that tag. Tags come with
+    the chats (one query per list). The cursor is `<updated_at iso>|<id>` of the last chat
+    of the previous page.
     """
     stmt = select(Chat).where(Chat.user_id == user_id, Chat.deleted_at.is_(None))
+    if tag:
+        stmt = stmt.where(Chat.id.in_(select(ChatTag.chat_id).where(ChatTag.user_id == user_id, ChatTag.tag == tag)))
+    pinned: list[Chat] = []
     if query:
         escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         stmt = stmt.where(Chat.title.ilike(f"%{escaped}%", escape="\\"))
+    elif view == "archived":
+        stmt = stmt.where(Chat.archived_at.is_not(None))
+    elif view != "all":
+        if not cursor:
+            pinned = list(db.session.execute(
+                stmt.where(Chat.archived_at.is_(None), Chat.pinned_at.is_not(None))
+                .options(selectinload(Chat.tag_rows)).order_by(Chat.pinned_at.desc(), Chat.id).limit(PINNED_LIMIT)
+            ).scalars())
+        stmt = stmt.where(Chat.archived_at.is_(None), Chat.pinned_at.is_(None))
     if cursor:
         updated_at, chat_id = _parse_cursor(cursor)
         stmt = stmt.where(
             or_(Chat.updated_at < updated_at, and_(Chat.updated_at == updated_at, Chat.id < chat_id))
         )
-    stmt = stmt.order_by(Chat.updated_at.desc(), Chat.id.desc()).limit(limit + 1)
+    stmt = stmt.options(selectinload(Chat.tag_rows)).order_by(Chat.updated_at.desc(), Chat.id.desc()).limit(limit + 1)
     chats = list(db.session.execute(stmt).scalars())
     next_cursor = None
     if len(chats) > limit:
         chats = chats[:limit]
         last = chats[-1]
         next_cursor = f"{last.updated_at.isoformat()}|{last.id}"
-    return Page(chats, next_cursor)
+    return Page(chats, next_cursor, pinned)
 
 
 def date_group(moment: datetime, now: datetime) -> str:
@@ -85,7 +107,7 @@ def chats_listed_before(user_id: int, chat: Chat) -> int:
 
     return db.session.execute(
         select(func.count()).select_from(Chat).where(
-            Chat.user_id == user_id, Chat.deleted_at.is_(None),
+            Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.archived_at.is_(None), Chat.pinned_at.is_(None),
             or_(Chat.updated_at > chat.updated_at, and_(Chat.updated_at == chat.updated_at, Chat.id > chat.id)))
     ).scalar_one()
 
@@ -95,7 +117,8 @@ def newest_empty_chat(user_id: int) -> Chat | None:
     "+ New chat" reuses instead of leaving one more empty chat behind."""
     has_message = select(Message.id).where(Message.chat_id == Chat.id, Message.deleted_at.is_(None)).exists()
     return db.session.execute(
-        select(Chat).where(Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.title == "New chat", ~has_message)
+        select(Chat).where(Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.archived_at.is_(None),
+                           Chat.title == "New chat", ~has_message)
         .order_by(Chat.updated_at.desc(), Chat.id.desc()).limit(1)
     ).scalar_one_or_none()
 

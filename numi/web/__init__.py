@@ -7,7 +7,7 @@ from flask import Flask
 
 def register(app: Flask) -> None:
     """Register blueprints, request guards, error handlers and template helpers."""
-    from . import access, api, auth, errors, pages, security, streams, transcript, transfer, ws
+    from . import access, api, auth, errors, organising, pages, security, streams, transcript, transfer, ws
     from ..render import render_cited, render_markdown
 
     security.init_app(app)
@@ -15,6 +15,7 @@ def register(app: Flask) -> None:
     app.register_blueprint(auth.bp)
     app.register_blueprint(access.bp)
     app.register_blueprint(pages.bp)
+    app.register_blueprint(organising.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(streams.bp)
     app.register_blueprint(transfer.bp)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from flask import Blueprint, current_app, g, jsonify, request
 
 from .. import endpoints as endpoint_store
-from ..chat import chats
+from ..chat import chats, organising
 from ..errors import NumiError
+from ..extensions import db
 from .inputs import int_arg, request_data
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -35,8 +36,17 @@ def list_sessions():
     config = current_app.config
     limit = int_arg("limit", config["NUMI_PAGE_SIZE_CHATS"], low=1, high=500)
     query = (request.args.get("q") or "")[: config["NUMI_MAX_TITLE_CHARS"]]
-    page = chats.list_chats(g.user.id, limit=limit, cursor=request.args.get("cursor") or None, query=query)
-    return jsonify(sessions=[c.to_dict() for c in page.items], next_cursor=page.next_cursor)
+    # view: "all" (every live chat, the default), "sidebar" (pinned ones apart in `pinned`,
+    # archived ones left out) or "archived"; tag: only chats with that tag.
+    view = request.args.get("view") or "all"
+    if view not in ("all", "sidebar", "archived"):
+        raise NumiError("invalid_view", "view must be all, sidebar or archived.", 400)
+    page = chats.list_chats(g.user.id, limit=limit, cursor=request.args.get("cursor") or None, query=query,
+                            tag=(request.args.get("tag") or "")[:organising.MAX_TAG_CHARS], view=view)
+    body = {"sessions": [c.to_dict() for c in page.items], "next_cursor": page.next_cursor}
+    if view == "sidebar":
+        body["pinned"] = [c.to_dict() for c in page.pinned]
+    return jsonify(body)
 
 
 @bp.get("/session/<chat_id>")
@@ -46,7 +56,11 @@ def get_session(chat_id: str):
 
 @bp.patch("/session/<chat_id>")
 def update_session(chat_id: str):
-    chat = chats.update_chat(g.user.id, chat_id, _chat_fields(request_data()), current_app.config)
+    data = request_data()
+    changes = organising.validate(data)  # pinned, archived, tags: checked before anything is written
+    chat = chats.update_chat(g.user.id, chat_id, _chat_fields(data), current_app.config)
+    organising.apply(g.user.id, chat, changes)
+    db.session.commit()
     return jsonify(chat.to_dict())
 
 

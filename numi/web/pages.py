@@ -12,8 +12,9 @@ from flask import Blueprint, current_app, g, jsonify, redirect, render_template,
 
 from .. import endpoints as endpoint_store
 from ..agent.approvals import default_policy
-from ..chat import chats
+from ..chat import chats, organising
 from ..errors import NumiError
+from ..extensions import db
 from ..models import utcnow
 from .inputs import int_arg, request_data
 
@@ -35,7 +36,7 @@ def healthz():
 
 def _running_ids(page) -> set[str]:
     """Which chats of a sidebar page are answering (one TurnManager call per page)."""
-    return current_app.extensions["numi.turns"].running_among([chat.id for chat in page.items])
+    return current_app.extensions["numi.turns"].running_among([chat.id for chat in page.pinned + page.items])
 
 
 @bp.get("/")
@@ -47,6 +48,7 @@ def index():
         sidebar=page,
         running_ids=_running_ids(page),
         endpoints=endpoint_store.list_endpoints(g.user.id),
+        tags=organising.user_tags(g.user.id),
     )
 
 
@@ -71,6 +73,7 @@ def chat_view(chat_id: str):
         sidebar=sidebar,
         running_ids=_running_ids(sidebar),
         endpoints=endpoint_store.list_endpoints(g.user.id),
+        tags=organising.user_tags(g.user.id),
         running=current_app.extensions["numi.turns"].is_running(chat.id),
         has_newer=has_newer,
         **transcript_context(page),
@@ -123,13 +126,15 @@ def retry(chat_id: str):
 def chat_list():
     config = current_app.config
     query = (request.args.get("q") or "")[: config["NUMI_MAX_TITLE_CHARS"]]
+    tag = (request.args.get("tag") or "")[:organising.MAX_TAG_CHARS]
     page = chats.list_chats(
-        g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"], cursor=request.args.get("cursor") or None, query=query
+        g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"], cursor=request.args.get("cursor") or None, query=query,
+        tag=tag,
     )
     current = request.args.get("current")
     if _is_htmx():
         # `group`: the date group the previous page ended in, so its header is not repeated.
-        return render_template("partials/_chat_list_page.html", sidebar=page, query=query, current_id=current,
+        return render_template("partials/_chat_list_page.html", sidebar=page, query=query, current_id=current, tag=tag,
                                running_ids=_running_ids(page), group_before=(request.args.get("group") or "")[:40])
     return redirect(url_for("pages.index"))
 
@@ -190,7 +195,13 @@ def chat_item(chat_id: str):
 
 @bp.post("/c/<chat_id>/rename")
 def rename(chat_id: str):
-    chat = chats.update_chat(g.user.id, chat_id, {"title": request_data().get("title", "")}, _limits())
+    data = request_data()
+    # The inline editor edits the title and the tags; both are checked before either is saved.
+    changes = organising.validate({"tags": data["tags"] or ""} if "tags" in data else {})
+    chat = chats.update_chat(g.user.id, chat_id, {"title": data.get("title", "")}, _limits())
+    if changes:
+        organising.apply(g.user.id, chat, changes)
+        db.session.commit()
     if _is_htmx():
         current = request.args.get("current")
         # The current chat's header title follows (and, through it, the tab title).
@@ -204,7 +215,8 @@ def delete(chat_id: str):
     _refuse_while_running(chat_id)
     chats.delete_chat(g.user.id, chat_id)
     # Deleting the open chat opens the next one (the newest left), not a dead URL.
-    following = chats.list_chats(g.user.id, limit=1).items
+    first = chats.list_chats(g.user.id, limit=1)
+    following = first.pinned + first.items
     target = url_for("pages.chat_view", chat_id=following[0].id) if following else url_for("pages.index")
     if _is_htmx():
         headers = {}

@@ -180,10 +180,13 @@ def search():
     current = request.args.get("current") or ""
     if request.args.get("mode") != "messages" or not query.strip():
         # Title mode is the chat list filtered by title, the same list /chats gives.
-        page = chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"], query=query)
+        tag = (request.args.get("tag") or "")[:40]
+        page = chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"], query=query, tag=tag)
         template = "partials/_chat_list_page.html"
         if _is_htmx():
-            return render_template(template, sidebar=page, query=query, current_id=current)
+            running = current_app.extensions["numi.turns"].running_among([c.id for c in page.pinned + page.items])
+            return render_template(template, sidebar=page, query=query, current_id=current, tag=tag,
+                                   running_ids=running)
         return render_template("search.html", results=None, query=query, sidebar=page, current_id=current)
     results = chat_search.search(g.user.id, query, limit=config["NUMI_PAGE_SIZE_CHATS"])
     if _is_htmx():

@@ -1,0 +1,133 @@
+"""Routes for organising chats (pins, archive, tags, bulk actions with undo) and the theme.
+
+    POST /c/<chat>/organise     pinned=0|1, archived=0|1 (HTMX: the list, or an Undo toast)
+    POST /chats/bulk            action=pin|unpin|archive|unarchive|delete|restore, ids=...
+    GET  /archived              the Archived view (restore or delete)
+    POST /settings/appearance   theme=system|light|dark
+and the JSON twins: PATCH /api/session/<chat> (pinned, archived, tags, in api.py),
+POST /api/sessions/bulk, GET /api/tags, GET|PATCH /api/preferences ({theme}).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
+
+from ..chat import chats, organising
+from ..errors import invalid
+from ..extensions import db
+from .inputs import request_data
+
+bp = Blueprint("organising", __name__)
+
+THEMES = ("system", "light", "dark")
+# What the undo toast says after each action, and the action that undoes it.
+DONE = {"archive": ("archived", "unarchive"), "delete": ("deleted", "restore")}
+
+
+def _is_htmx() -> bool:
+    return bool(request.headers.get("HX-Request"))
+
+
+def _flag(value) -> bool:
+    if value in ("1", "true", "on", True):
+        return True
+    if value in ("0", "false", "off", "", False):
+        return False
+    raise invalid("Expected 0 or 1.")
+
+
+def sidebar_list(current_id: str | None = None, tag: str = ""):
+    """The sidebar list's first page, as #chat-list's content."""
+    page = chats.list_chats(g.user.id, limit=current_app.config["NUMI_PAGE_SIZE_CHATS"], tag=tag)
+    running = current_app.extensions["numi.turns"].running_among([c.id for c in page.pinned + page.items])
+    return render_template("partials/_chat_list_page.html", sidebar=page, current_id=current_id, tag=tag,
+                           running_ids=running, group_before="")
+
+
+def _undo_toast(action: str, changed: list[str], current_id: str | None):
+    """The answer to an archive or delete: the chats leave the list, a toast offers Undo."""
+    word, undo = DONE[action]
+    return render_template("partials/_undo_toast.html", changed=changed, word=word, undo=undo,
+                           current_id=current_id, toast_id=f"toast-{uuid.uuid4().hex[:12]}")
+
+
+@bp.post("/c/<chat_id>/organise")
+def organise(chat_id: str):
+    data = request_data()
+    fields = {key: _flag(data[key]) for key in ("pinned", "archived") if key in data}
+    if "tags" in data:
+        fields["tags"] = data["tags"]
+    chat = organising.organise(g.user.id, chat_id, fields)
+    current = request.args.get("current")
+    if not _is_htmx():
+        back = request.referrer if (request.referrer or "").startswith(request.host_url) else None
+        return redirect(back or url_for("pages.chat_view", chat_id=chat.id))
+    if fields.get("archived") is True:
+        return _undo_toast("archive", [chat.id], current)
+    if request.args.get("view") == "archived":
+        return ""  # restored: the row leaves the Archived view
+    return sidebar_list(current)
+
+
+@bp.post("/chats/bulk")
+def bulk_html():
+    action = request.form.get("action")
+    ids = request.form.getlist("ids")
+    current = request.form.get("current")
+    running = current_app.extensions["numi.turns"].running_among(ids) if action == "delete" else frozenset()
+    changed = organising.bulk(g.user.id, action, ids, running)
+    if not _is_htmx():
+        return redirect(url_for("pages.index"))
+    if action in DONE:
+        return _undo_toast(action, changed, current)
+    # An undo (or a bulk pin): the list again, and the toast that offered it goes.
+    return sidebar_list(current) + render_template("partials/_toast_gone.html", toast_id=request.form.get("toast", ""))
+
+
+@bp.get("/archived")
+def archived():
+    config = current_app.config
+    page = chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"], cursor=request.args.get("cursor") or None,
+                            view="archived")
+    return render_template("archived.html", page=page)
+
+
+def _save_theme(theme) -> None:
+    if theme not in THEMES:
+        raise invalid(f"theme must be one of: {', '.join(THEMES)}.", "invalid_theme")
+    g.user.theme = theme
+    db.session.commit()
+
+
+@bp.post("/settings/appearance")
+def appearance():
+    # A full reload follows, so the new theme is on <html> before the page paints.
+    _save_theme(request_data().get("theme"))
+    return redirect(url_for("pages.settings"))
+
+
+# --- JSON ---------------------------------------------------------------------------------
+
+
+@bp.post("/api/sessions/bulk")
+def bulk_json():
+    data = request_data()
+    ids = data.get("ids")
+    running = (current_app.extensions["numi.turns"].running_among([i for i in ids if isinstance(i, str)])
+               if data.get("action") == "delete" and isinstance(ids, list) else frozenset())
+    changed = organising.bulk(g.user.id, data.get("action"), ids, running)
+    return jsonify(action=data["action"], changed=changed)
+
+
+@bp.route("/api/preferences", methods=["GET", "PATCH"])
+def preferences_json():
+    if request.method == "PATCH":
+        _save_theme(request_data().get("theme"))
+    return jsonify(theme=g.user.theme)
+
+
+@bp.get("/api/tags")
+def tags_json():
+    return jsonify(tags=organising.user_tags(g.user.id))
