@@ -1,0 +1,279 @@
+"""Organising chats, the theme and background answers in real headless Chromium, at
+1280×800 and 390×844: pin and unpin, archive and restore through the Archived view, the tag
+filter, multi-select with Undo, the theme applied from the first paint, and a desktop
+notification (the browser's Notification API, recorded by an init script) when an answer
+finishes in a chat that is not in view, with its unread mark cleared once opened."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from numi.testing import Scenario
+
+from turn_support import Api, Socket, make_chat, turn_server_env
+
+pytestmark = pytest.mark.browser
+
+SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+LOOKS = [pytest.param("desktop", "light", id="desktop-light"), pytest.param("phone", "dark", id="phone-dark")]
+SHOTS = "/tmp/numi-organise"
+
+# Records what the page asks of the browser's Notification API (permission is granted to
+# the context); nothing of ours is replaced.
+RECORD_NOTIFICATIONS = """
+(() => {
+  const Real = window.Notification;
+  window.__notes = [];
+  function Recorded(title, options) { window.__notes.push({title, body: options && options.body}); this.close = () => {}; }
+  Object.defineProperty(Recorded, "permission", {get: () => Real.permission});
+  Recorded.requestPermission = (...args) => Real.requestPermission(...args);
+  window.Notification = Recorded;
+})();
+"""
+
+
+@pytest.fixture(scope="module")
+def site(live_server_factory):
+    return live_server_factory(**turn_server_env())
+
+
+@pytest.fixture
+def api(site):
+    return Api(site.url, token=site.token)
+
+
+@pytest.fixture
+def open_page(browser, site):
+    """`open_page(size, scheme)`: a signed-in page in a fresh context; console errors (CSP
+    violations among them) are collected on `page.errors`."""
+    contexts = []
+
+    def opener(size: str, scheme: str, path: str = "/", notifications: bool = False):
+        context = browser.new_context(viewport=SIZES[size], color_scheme=scheme, base_url=site.url)
+        contexts.append(context)
+        if notifications:
+            context.grant_permissions(["notifications"], origin=site.url)
+            context.add_init_script(RECORD_NOTIFICATIONS)
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        page.errors = []
+        page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" and "WebSocket" not in m.text else None)
+        page.on("pageerror", lambda e: page.errors.append(str(e)))
+        page.on("dialog", lambda d: d.accept())
+        page.goto(site.auth_url(path))
+        return page
+
+    yield opener
+    for context in contexts:
+        context.close()
+
+
+def reveal_sidebar(page, size: str) -> None:
+    if size == "phone" and not page.evaluate("() => document.querySelector('.layout').classList.contains('drawer-open')"):
+        page.click("#menu-button")
+        page.wait_for_function("() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0")
+
+
+def chat_action(page, chat_id: str, label: str) -> None:
+    """Click one of a chat's actions (shown on hover on a desktop, always on a phone)."""
+    item = page.locator(f"#chat-{chat_id}")
+    item.hover()
+    item.get_by_role("button", name=label).click()
+
+
+def titles(page) -> list[str]:
+    return page.locator("#chat-list .chat-link-title").all_inner_texts()
+
+
+def new_titled_chat(api, title: str) -> str:
+    status, chat = api.post("/api/session", {"title": title})
+    assert status == 201
+    return chat["id"]
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=f"{SHOTS}-{name}.png")
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_pin_archive_restore_and_tag_filter(open_page, api, size, scheme):
+    mark = uuid.uuid4().hex[:6]
+    first = new_titled_chat(api, f"Recipes {mark}")
+    second = new_titled_chat(api, f"Taxes {mark}")
+    third = new_titled_chat(api, f"Trip {mark}")
+    api.call("PATCH", f"/api/session/{second}", {"tags": [f"money-{mark}"]})
+    page = open_page(size, scheme)
+    reveal_sidebar(page, size)
+
+    chat_action(page, first, f"Pin “Recipes {mark}”")
+    pinned = page.locator("#chat-list .chat-item.pinned")
+    pinned.first.wait_for()
+    assert page.locator("#chat-list .chat-group-title").first.inner_text() == "Pinned"
+    assert pinned.first.inner_text().startswith(f"Recipes {mark}")
+    shot(page, f"pinned-{size}-{scheme}")
+
+    chat_action(page, third, f"Archive “Trip {mark}”")
+    page.locator(f"#chat-{third}").wait_for(state="detached")
+    assert page.get_by_role("status").filter(has_text="1 chat archived.").is_visible()
+
+    # The tag filter shows only the tagged chat.
+    page.reload()
+    reveal_sidebar(page, size)
+    page.select_option(".tag-filter", f"money-{mark}")
+    page.wait_for_function(f"() => !document.querySelector('#chat-{first}')")
+    assert [t for t in titles(page) if mark in t] == [f"Taxes {mark}"]
+    assert page.locator(f"#chat-{second} .chat-tag").inner_text() == f"money-{mark}"
+    shot(page, f"tag-filter-{size}-{scheme}")
+
+    # The Archived view lists the archived chat; Restore brings it back to the sidebar.
+    page.goto("/archived")
+    row = page.locator(f"#archived-{third}")
+    assert row.is_visible() and f"Recipes {mark}" not in page.locator("#archived-list").inner_text()
+    shot(page, f"archived-{size}-{scheme}")
+    row.get_by_role("button", name=f"Restore “Trip {mark}”").click()
+    row.wait_for(state="detached")
+    page.goto("/")
+    reveal_sidebar(page, size)
+    assert f"Trip {mark}" in titles(page)
+
+    chat_action(page, first, f"Unpin “Recipes {mark}”")
+    page.wait_for_function(f"() => !document.querySelector('#chat-{first}.pinned')")
+    assert page.locator("#chat-list .chat-item.pinned").count() == 0
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_multi_select_archive_and_delete_with_undo(open_page, api, size, scheme):
+    mark = uuid.uuid4().hex[:6]
+    ids = [new_titled_chat(api, f"Bulk {i} {mark}") for i in range(3)]
+    page = open_page(size, scheme)
+    reveal_sidebar(page, size)
+    assert not page.locator(f"#chat-{ids[0]} .chat-select").is_visible()
+    page.get_by_label("Select chats").check()
+    for chat_id in ids[:2]:
+        page.get_by_label(f"Select “{page.locator(f'#chat-{chat_id} .chat-link-title').inner_text()}”").check()
+    shot(page, f"select-{size}-{scheme}")
+    page.get_by_role("button", name="Archive", exact=True).click()
+    for chat_id in ids[:2]:
+        page.locator(f"#chat-{chat_id}").wait_for(state="detached")
+    toast = page.locator(".toast-undo").filter(has_text="2 chats archived.")
+    assert toast.is_visible()
+    shot(page, f"undo-{size}-{scheme}")
+    toast.get_by_role("button", name="Undo").click()
+    for chat_id in ids[:2]:
+        page.locator(f"#chat-{chat_id}").wait_for()
+    toast.wait_for(state="detached")
+    assert api.get("/api/sessions?view=archived")[1]["sessions"] == []
+
+    reveal_sidebar(page, size)
+    page.get_by_label("Select chats").check()
+    page.get_by_label(f"Select “Bulk 2 {mark}”").check()
+    page.get_by_role("button", name="Delete", exact=True).click()
+    page.locator(f"#chat-{ids[2]}").wait_for(state="detached")
+    assert api.get(f"/api/session/{ids[2]}")[0] == 404
+    page.locator(".toast-undo").filter(has_text="1 chat deleted.").get_by_role("button", name="Undo").click()
+    page.locator(f"#chat-{ids[2]}").wait_for()
+    assert api.get(f"/api/session/{ids[2]}")[0] == 200
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+@pytest.mark.parametrize("system,chosen,expected", [
+    ("light", "dark", "rgb(33, 33, 33)"),
+    ("dark", "light", "rgb(255, 255, 255)"),
+    ("dark", "system", "rgb(33, 33, 33)"),
+])
+def test_theme_applies_from_the_first_paint(open_page, site, size, system, chosen, expected):
+    page = open_page(size, system, "/settings")
+    page.get_by_label({"dark": "Dark", "light": "Light", "system": "Same as the system"}[chosen]).check()
+    page.get_by_role("button", name="Save theme").click()
+    page.wait_for_url("**/settings")
+    # The served HTML carries the theme (no script decides it) ...
+    response = page.goto("/")
+    assert f'<html lang="en" data-theme="{chosen}">' in response.text()
+    # ... and the first frame already has its colours: record the background on the first
+    # animation frame of a fresh navigation.
+    page.add_init_script("requestAnimationFrame(() => { window.__firstBg = getComputedStyle(document.body).backgroundColor; })")
+    page.goto("/")
+    page.wait_for_function("() => window.__firstBg !== undefined")
+    assert page.evaluate("window.__firstBg") == expected
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") == expected
+    shot(page, f"theme-{chosen}-on-{system}-{size}")
+    page.goto("/settings")
+    page.get_by_label("Same as the system").check()  # leave the module's user as it was
+    page.get_by_role("button", name="Save theme").click()
+    page.wait_for_url("**/settings")
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_a_background_answer_notifies_and_stays_unread_until_opened(open_page, api, scripted, site, size, scheme):
+    model = f"org-{uuid.uuid4().hex[:8]}"
+    busy = make_chat(api, scripted, model=model)
+    shown = make_chat(api, scripted, model=model)
+    api.call("PATCH", f"/api/session/{busy['id']}", {"title": f"Background {model}"})
+    scripted.enqueue(Scenario().text("Working on it").stall().text(" — done."), model=model)
+
+    page = open_page(size, scheme, "/settings", notifications=True)
+    toggle = page.get_by_label("Desktop notification when an answer finishes in a chat or tab I am not looking at")
+    toggle.check()
+    page.get_by_text("Notifications are on in this browser.").wait_for()
+    page.goto(f"/c/{shown['id']}")
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    reveal_sidebar(page, size)
+    answering = page.locator(f"#chat-{busy['id']} .answering-mark")
+
+    sock = Socket(site, busy["id"])
+    try:
+        sock.send(type="send", message="Take your time", request_id=uuid.uuid4().hex)
+        answering.wait_for(state="visible")
+        scripted.release()
+        sock.events_until("turn_end")
+    finally:
+        sock.close()
+    answering.wait_for(state="hidden")
+    page.wait_for_function("() => window.__notes.length === 1")
+    assert page.evaluate("window.__notes") == [{"title": "Answer ready", "body": f"Background {model}"}]
+    unread = page.locator(f"#chat-{busy['id']} .unread-mark")
+    assert unread.is_visible()
+    shot(page, f"unread-{size}-{scheme}")
+
+    page.locator(f"#chat-{busy['id']} .chat-link").click()
+    page.wait_for_url(f"**/c/{busy['id']}")
+    reveal_sidebar(page, size)
+    assert page.locator(f"#chat-{busy['id']}").get_attribute("class").split().count("unread") == 0
+    assert not page.locator(f"#chat-{busy['id']} .unread-mark").is_visible()
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_no_notification_for_the_chat_in_view_but_one_when_the_tab_is_hidden(open_page, api, scripted, size, scheme):
+    model = f"org-{uuid.uuid4().hex[:8]}"
+    chat = make_chat(api, scripted, model=model)
+    scripted.enqueue(Scenario().text("Seen as it came."), Scenario().text("Finished while").stall().text(" away."), model=model)
+    page = open_page(size, scheme, "/settings", notifications=True)
+    page.get_by_label("Desktop notification when an answer finishes in a chat or tab I am not looking at").check()
+    page.get_by_text("Notifications are on in this browser.").wait_for()
+    page.goto(f"/c/{chat['id']}")
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+
+    page.fill("#composer-input", "First")
+    page.press("#composer-input", "Enter")
+    page.locator("#transcript").get_by_text("Seen as it came.").wait_for()
+    page.wait_for_function("() => document.querySelector('#composer-controls').getAttribute('data-running') !== '1'")
+    assert page.evaluate("window.__notes") == []
+
+    # The tab goes to the background (the browser's visibility API says so), then it ends.
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    page.fill("#composer-input", "Second")
+    page.press("#composer-input", "Enter")
+    page.locator("#transcript").get_by_text("Finished while").wait_for()
+    page.evaluate("""() => { Object.defineProperty(document, 'hidden', {configurable: true, get: () => true});
+        Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'hidden'}); }""")
+    scripted.release()
+    page.wait_for_function("() => window.__notes.length === 1")
+    assert page.evaluate("window.__notes[0].title") == "Answer ready"
+    assert page.errors == []
