@@ -1,5 +1,6 @@
 """Pages: first-load weight of the chat page in headless Chromium, and server time and SQL
-queries for a 5,000-message chat page and a sidebar over 10,000 chats."""
+queries for a 5,000-message chat page and a sidebar over 10,000 chats (with pins, archived
+chats and tags: the sidebar, its tag filter and the Archived view)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def long_chat(runs: int = 7) -> list[dict]:
     from numi import create_app
     from numi.database import upgrade
     from numi.extensions import db
-    from numi.models import Chat, Message
+    from numi.models import Chat, ChatTag, Message
     from numi.web.security import local_user
 
     data_dir = tempfile.mkdtemp(prefix="numi-bench-pages-")
@@ -60,10 +61,14 @@ def long_chat(runs: int = 7) -> list[dict]:
     with app.test_request_context():
         user_id = local_user().id
         base = datetime.utcnow()
+        # Every 500th chat pinned (20), every 5th archived, every 3rd tagged (three tags in turn).
         chats = [{"id": str(uuid.uuid4()), "user_id": user_id, "title": f"Chat {i}", "settings_json": None,
-                  "created_at": base - timedelta(minutes=i), "updated_at": base - timedelta(minutes=i)}
+                  "created_at": base - timedelta(minutes=i), "updated_at": base - timedelta(minutes=i),
+                  "pinned_at": base if i % 500 == 1 else None, "archived_at": base if i % 5 == 4 else None}
                  for i in range(10_000)]
         db.session.execute(insert(Chat), chats)
+        db.session.execute(insert(ChatTag), [{"chat_id": chat["id"], "user_id": user_id, "tag": f"tag {i % 9 // 3}"}
+                                             for i, chat in enumerate(chats) if i % 3 == 0])
         long_id = chats[0]["id"]
         db.session.execute(insert(Message), [
             {"chat_id": long_id, "role": "user" if i % 2 == 0 else "assistant",
@@ -78,6 +83,8 @@ def long_chat(runs: int = 7) -> list[dict]:
     for label, url, headers, target in (
         ("chat page of 5,000 messages", f"/c/{long_id}", {}, "≤ 100 ms"),
         ("sidebar over 10,000 chats", "/chats", {"HX-Request": "true"}, "≤ 50 ms"),
+        ("sidebar over 10,000 chats, tag filter", "/search?q=&mode=titles&tag=tag%201", {"HX-Request": "true"}, "≤ 50 ms"),
+        ("Archived view over 10,000 chats", "/archived", {}, "≤ 50 ms"),
     ):
         times, counts = [], []
         client.get(url, headers=headers)  # warm templates
