@@ -63,7 +63,7 @@
       delete p.attachments;
       delete event.detail.headers;
     } else if (p.type === "send") {
-      stick = true;
+      Numi.scrollToBottom();
     }
   });
 
@@ -78,6 +78,11 @@
     showJump(fromBottom(t) > 200);
     loadOlderIfNear(t);
   }, true);
+  // Where the reader is when a frame arrives decides (a scroll event may still be on its way).
+  on("htmx:wsBeforeMessage", function () {
+    var t = $("transcript");
+    if (t) stick = fromBottom(t) < 80;
+  });
   on("htmx:wsAfterMessage", function () {
     var t = $("transcript");
     if (!t) return;
