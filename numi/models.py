@@ -166,7 +166,15 @@ class Chat(db.Model):
 
     @property
     def tags(self) -> list[str]:
-        return sorted((row.tag for row in self.tag_rows), key=str.casefold)
+        """The chat's tags, sorted. Lists preload them; a chat held outside its session (the
+        live view's) reads them with one query instead of lazy-loading a detached relation."""
+        from sqlalchemy import inspect, select
+
+        if "tag_rows" not in inspect(self).unloaded:
+            tags = [row.tag for row in self.tag_rows]
+        else:
+            tags = list(db.session.execute(select(ChatTag.tag).where(ChatTag.chat_id == self.id)).scalars())
+        return sorted(tags, key=str.casefold)
 
     def to_dict(self) -> dict[str, Any]:
         return {
