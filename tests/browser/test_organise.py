@@ -277,3 +277,36 @@ def test_no_notification_for_the_chat_in_view_but_one_when_the_tab_is_hidden(ope
     page.wait_for_function("() => window.__notes.length === 1")
     assert page.evaluate("window.__notes[0].title") == "Answer ready"
     assert page.errors == []
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_axe_finds_no_serious_problems_in_the_new_views(open_page, api, size, theme):
+    from test_page import serious_violations  # the page's axe helper (same directory)
+
+    mark = uuid.uuid4().hex[:6]
+    pinned, tagged, archived = (new_titled_chat(api, f"{name} {mark}") for name in ("Pinned", "Tagged", "Archived"))
+    api.call("PATCH", f"/api/session/{pinned}", {"pinned": True})
+    api.call("PATCH", f"/api/session/{tagged}", {"tags": ["axe"]})
+    api.call("PATCH", f"/api/session/{archived}", {"archived": True})
+    page = open_page(size, "light" if theme == "dark" else "dark", "/settings")  # the choice beats the system's
+    page.get_by_label(theme.title()).check()
+    page.get_by_role("button", name="Save theme").click()
+    page.wait_for_url("**/settings")
+    try:
+        assert serious_violations(page) == []
+        page.goto("/archived")
+        assert serious_violations(page) == []
+        page.goto("/")
+        reveal_sidebar(page, size)
+        page.evaluate(f"() => localStorage.setItem('numi:unread', JSON.stringify(['{tagged}']))")
+        page.reload()
+        reveal_sidebar(page, size)
+        page.get_by_label("Select chats").check()
+        assert page.locator(f"#chat-{tagged}.unread .unread-mark").is_visible()
+        shot(page, f"axe-sidebar-{size}-{theme}")
+        assert serious_violations(page) == []
+    finally:
+        api.call("PATCH", "/api/preferences", {"theme": "system"})
+        api.post("/api/sessions/bulk", {"action": "delete", "ids": [pinned, tagged, archived]})
+    assert page.errors == []
