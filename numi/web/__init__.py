@@ -7,13 +7,14 @@ from flask import Flask
 
 def register(app: Flask) -> None:
     """Register blueprints, request guards, error handlers and template helpers."""
-    from . import api, assets, auth, errors, pages, security, streams, transcript, transfer, ws
+    from . import access, api, assets, auth, errors, pages, security, streams, transcript, transfer, ws
     from ..render import render_blocks, render_cited, render_markdown
 
     security.init_app(app)
     assets.init_app(app)
     errors.init_app(app)
     app.register_blueprint(auth.bp)
+    app.register_blueprint(access.bp)
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(streams.bp)
