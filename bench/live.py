@@ -27,8 +27,9 @@ class LiveNumi:
         self.port = free_port()
         self.data_dir = tempfile.mkdtemp(prefix="numi-bench-")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("NUMI_")}
+        # NUMI_AUTH=none: no access token on loopback, so every client here stays a plain one.
         self.env.update(NUMI_DATA_DIR=self.data_dir, NUMI_PORT=str(self.port), NUMI_AUTO_ENDPOINTS="0",
-                        NUMI_LOG_LEVEL="WARNING", NUMI_GENERATE_TITLES="0")
+                        NUMI_LOG_LEVEL="WARNING", NUMI_GENERATE_TITLES="0", NUMI_AUTH="none")
         self.env.update({k: str(v) for k, v in env.items()})
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None

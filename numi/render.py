@@ -198,26 +198,39 @@ def _mathml(latex: str, place: str) -> str:
     return f'<span class="math-display">{mathml}</span>' if place == "display" else mathml
 
 
-def _highlight(code: str, lang: str, _attrs) -> str:
-    from pygments import highlight
-    from pygments.formatters import HtmlFormatter
+@lru_cache(maxsize=64)
+def _lexer(name: str):
+    # Looking a lexer up scans the installed plugins: once per language, not per code block.
     from pygments.lexers import get_lexer_by_name
     from pygments.util import ClassNotFound
 
     try:
-        lexer = get_lexer_by_name(lang.strip().split()[0], stripall=False) if lang.strip() else None
+        return get_lexer_by_name(name, stripall=False)
     except ClassNotFound:
-        lexer = None
+        return None
+
+
+@lru_cache(maxsize=1)
+def _formatter():
+    from pygments.formatters import HtmlFormatter
+
+    return HtmlFormatter(nowrap=True, classprefix="hl-")
+
+
+def _highlight(code: str, lang: str, _attrs) -> str:
+    from pygments import highlight
+
+    lexer = _lexer(lang.strip().split()[0][:40]) if lang.strip() else None
     if lexer is None:
         return ""  # markdown-it escapes and wraps the code itself
-    body = highlight(code, lexer, HtmlFormatter(nowrap=True, classprefix="hl-"))
+    body = highlight(code, lexer, _formatter())
     return f'<pre class="code"><code class="language-{escape(lexer.aliases[0] if lexer.aliases else "")}">{body}</code></pre>'
 
 
-def sanitize(html: str) -> str:
-    """Run the allow-list sanitiser over HTML that may hold untrusted parts."""
-    return nh3.clean(
-        html,
+@lru_cache(maxsize=1)
+def _cleaner() -> nh3.Cleaner:
+    # Built once: converting the allow-lists on every call costs more than the cleaning.
+    return nh3.Cleaner(
         tags=ALLOWED_TAGS,
         attributes=ALLOWED_ATTRIBUTES,
         url_schemes=URL_SCHEMES,
@@ -225,6 +238,11 @@ def sanitize(html: str) -> str:
         set_tag_attribute_values={"a": {"target": "_blank"}},
         strip_comments=True,
     )
+
+
+def sanitize(html: str) -> str:
+    """Run the allow-list sanitiser over HTML that may hold untrusted parts."""
+    return _cleaner().clean(html)
 
 
 def highlight_css() -> str:
@@ -354,9 +372,10 @@ class StreamRender:
             done_lines = groups[commit][2]
             done = "\n".join(lines[:done_lines]) + "\n"
             # The definitions in the completed part, without the open tail's (still typed).
-            done_env = {"references": dict(self.references)}
-            _parser().parse(done, done_env)
-            self.references = done_env["references"]
+            if "]:" in done:
+                done_env = {"references": dict(self.references)}
+                _parser().parse(done, done_env)
+                self.references = done_env["references"]
             self.offset += len(done)
         if definitions != self.rendered_with:
             # A new (or still changing) reference definition may change earlier blocks.
