@@ -320,11 +320,6 @@ def cite(text: str, sources: list | None) -> str:
     return text
 
 
-def render_cited(text: str | None, sources: list | None) -> Markup:
-    """Render an answer whose text cites sources as [1], [2], ... (see `cite`)."""
-    return render_markdown(cite(text, sources) if text else text)
-
-
 # --- streaming -----------------------------------------------------------------------------
 
 # A block that opens math which may close after a blank line: never committed while open.

@@ -74,11 +74,9 @@ def test_empty_input():
 
 
 def test_citation_markers_link_to_their_sources():
-    from numi.render import render_cited
-
     sources = [{"n": 1, "title": "Docs", "url": "https://example.org/a"},
                {"n": 2, "title": "Local", "url": "javascript:alert(1)"}]
-    html = str(render_cited("Paris is big [1]. Also [2], and `a[1]` or x[1] stay. See [3].", sources))
+    html = "".join(block.html for block in render_blocks("Paris is big [1]. Also [2], and `a[1]` or x[1] stay. See [3].", sources))
     assert '<a href="https://example.org/a" target="_blank" rel="noopener noreferrer nofollow">[1]</a>' in html
     assert "javascript" not in html, "a source without an http(s) URL is not linked"
     assert "[2]" in html and "[3]" in html

@@ -8,7 +8,7 @@ from flask import Flask
 def register(app: Flask) -> None:
     """Register blueprints, request guards, error handlers and template helpers."""
     from . import access, api, assets, auth, errors, pages, security, streams, transcript, transfer, ws
-    from ..render import render_blocks, render_cited, render_markdown
+    from ..render import render_blocks, render_markdown
 
     security.init_app(app)
     assets.init_app(app)
@@ -37,7 +37,6 @@ def register(app: Flask) -> None:
     from ..endpoints import model_capabilities
 
     app.jinja_env.filters["markdown"] = render_markdown
-    app.jinja_env.filters["markdown_cited"] = render_cited
     app.jinja_env.filters["markdown_blocks"] = render_blocks
     app.jinja_env.globals["model_capabilities"] = model_capabilities
     app.jinja_env.globals["asset_version"] = "1"
