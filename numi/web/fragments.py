@@ -16,6 +16,7 @@ from typing import Any
 from flask import render_template
 from sqlalchemy import select
 
+from .. import endpoints as endpoint_store
 from ..extensions import db
 from ..models import Message
 from ..render import StreamRender
@@ -241,7 +242,12 @@ class HtmlView:
             swap = f"beforebegin:#turn-{turn_id}-live"
         else:
             swap = f"beforeend:#turn-{turn_id}"
-        return render_template("partials/_message_oob.html", message=message, swap=swap)
+        extra = {}
+        if message.role == "assistant" and not message.tool_calls:
+            # As the page renders it: "Regenerate" offers the other models too.
+            extra = {"chat": self.chat, "endpoints": endpoint_store.list_endpoints(self.chat.user_id)}
+            db.session.commit()  # end the read transaction: this connection may live for hours
+        return render_template("partials/_message_oob.html", message=message, swap=swap, **extra)
 
     def _load(self, message_id: int) -> Message | None:
         found = self._load_many([message_id])
