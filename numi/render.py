@@ -335,7 +335,8 @@ class StreamRender:
     line: from then on nothing written later can change it (CommonMark never reopens a
     closed block), except reference-link definitions, which are handled by re-rendering
     the completed blocks once when the definitions change (`Frame.reset`). Work per call
-    is proportional to the open tail, not to the whole text.
+    is proportional to the open tail, not to the whole text. Line breaks must be "\n"
+    (the view normalises them), so that lines count as the parser counts them.
     """
 
     def __init__(self):

@@ -22,6 +22,11 @@ from ..models import Message
 from ..render import StreamRender
 
 
+def _newlines(text: str) -> str:
+    # One kind of line break: StreamRender counts lines as the markdown parser does.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 class HtmlView:
     """Renders one client's events. Keeps just enough state to redraw the live part."""
 
@@ -82,10 +87,10 @@ class HtmlView:
     def _delta(self, turn_id, data, kind):
         if data.get("step", self.step) != self.step:
             self.step, self.content, self.reasoning, self.renders = data["step"], "", "", {}
-        # The live part is drawn whole when its layout changes: the first text of a step,
-        # or the answer starting after reasoning (which then folds away).
-        redraw = not self.content and (kind == "content" or not self.reasoning)
-        delta = data["delta"].replace("\r\n", "\n").replace("\r", "\n")
+        # The live part is drawn whole when its layout changes: the first reasoning or answer
+        # text of a step (the answer starting folds the reasoning away).
+        redraw = not (self.content if kind == "content" else self.reasoning)
+        delta = _newlines(data["delta"])
         if kind == "content":
             self.content += delta
         else:
@@ -181,7 +186,7 @@ class HtmlView:
             out.append(self._insert_message(turn_id, message, target=target))
         self.running = not data.get("finished")
         self.step = data.get("step", 0)
-        self.content, self.reasoning = data.get("content", ""), data.get("reasoning", "")
+        self.content, self.reasoning = _newlines(data.get("content", "")), _newlines(data.get("reasoning", ""))
         self.renders = {}
         self.preparing = {t["call_id"]: t for t in data.get("tools", []) if t.get("status") == "preparing"}
         # A pending approval keeps its arguments (the exact command) so a reloaded page can
