@@ -322,8 +322,17 @@ def cite(text: str, sources: list | None) -> str:
 
 # --- streaming -----------------------------------------------------------------------------
 
-# A block that opens math which may close after a blank line: never committed while open.
-_MATH_OPENING = re.compile(r"\s*(\\\[|\\begin\{|\$\$)")
+# A line opening display math. Math that is still open can close later and take in the
+# lines (even blocks) after it, so a block holding such a line stays open.
+_MATH_OPENING = re.compile(r"^ {0,3}(\\\[|\\begin\{|\$\$)", re.MULTILINE)
+_MATH_CLOSERS = {"\\[": "\\]", "\\begin{": "\\end{", "$$": "$$"}
+_SETTLED_TOKENS = {"math_block", "amsmath", "bracket_math_block", "fence", "code_block"}
+
+
+def _math_left_open(source: str) -> bool:
+    """Whether a line of `source` opens display math that does not close after it."""
+    return any(source.find(_MATH_CLOSERS[match.group(1)], match.end()) < 0
+               for match in _MATH_OPENING.finditer(source))
 
 
 class StreamRender:
@@ -356,8 +365,8 @@ class StreamRender:
         for index in range(1, len(groups)):
             if groups[index][2] >= finished_lines:
                 break
-            first = tokens[groups[index - 1][0]]
-            if first.type == "paragraph_open" and _MATH_OPENING.match(lines[groups[index - 1][2]]):
+            first, start = tokens[groups[index - 1][0]], groups[index - 1][2]
+            if first.type not in _SETTLED_TOKENS and _math_left_open("\n".join(lines[start:groups[index][2]])):
                 break  # math opened but not closed yet: a later line may still close it
             commit = index
         definitions = env["references"]

@@ -292,3 +292,33 @@ def test_a_list_is_not_completed_before_its_next_item_is_known():
     assert render.blocks == []
     frame = render.feed("1. a\n\n2. b\n\nx\n")
     assert frame.completed and "<li>" in frame.completed[0].html and frame.completed[0].html.count("<li>") == 2
+
+
+# Snippets that stress block boundaries: lists that may continue after a blank line,
+# setext underlines, tables, fences, math that opens in one block and closes later.
+SNIPPETS = ["para one\n", "para two with *em*\n", "\n", "\n\n", "- a\n", "- b\n", "  cont\n", "1. x\n", "2. y\n",
+            "3) z\n", "```py\n", "```\n", "code()\n", "    indented\n", "Title\n", "---\n", "===\n", "| a | b |\n",
+            "|---|:-:|\n", "| 1 | 2 |\n", "$$\n", "\\frac{1}{2}\n", "\\[\n", "\\]\n", "\\begin{align}\n", "a&=b\n",
+            "\\end{align}\n", "> quote\n", "[r]: https://e.org/r\n", "see [r] and [x][r]\n", "[^1]: note\n",
+            "text[^1]\n", "* * *\n", "10. ten\n", "    \n", "- [ ] t\n", "$a$ and \\(b\\)\n", "~~~\n", "# H\n",
+            "  - nested\n"]
+
+
+def test_streamed_blocks_equal_the_full_render_for_random_documents():
+    import random
+
+    rng = random.Random(11)
+    for _ in range(60):
+        text = "".join(rng.choice(SNIPPETS) for _ in range(rng.randint(5, 25)))
+        step = rng.randint(1, 4)
+        _stream(text, [*range(step, len(text), step), len(text)])
+
+
+def test_closed_math_and_code_do_not_hold_later_blocks_open():
+    text = "$$x$$ is shown inline.\n\n```latex\n\\begin{align}\n```\n\nNext.\n\nLast\n"
+    render = StreamRender()
+    render.feed(text)
+    assert [b.kind for b in render.blocks] == ["text", "code", "text"] and len(render.open) == 1
+    held = StreamRender()
+    held.feed("Before\n\\begin{align}\na\n\nAfter.\n\nLast")
+    assert held.blocks == [], "open math may still close and take in what follows"
