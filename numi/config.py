@@ -84,7 +84,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_MCP_TIMEOUT_SECONDS", 30, float, "Time limit for one MCP server session (listing tools or one tool call)."),
     Setting("NUMI_MCP_TOOLS_CACHE_SECONDS", 60, int, "How long a server's MCP tool list is reused before it is fetched again."),
     Setting("NUMI_FRAME_INTERVAL_MS", 40, int, "Streaming deltas are coalesced into one WebSocket frame per interval."),
-    Setting("NUMI_RENDER_INTERVAL_MS", 150, int, "Most often the streaming answer is re-rendered as markdown in the HTML view."),
     Setting("NUMI_TURN_BUFFER_EVENTS", 4000, int, "Events a running turn keeps for reconnecting clients."),
     Setting("NUMI_TURN_BUFFER_BYTES", 2 * 1024 * 1024, int, "Bytes of events a running turn keeps for reconnecting clients."),
     Setting("NUMI_SUBSCRIBER_QUEUE", 512, int, "Events queued for one slow client before it is resynced by snapshot."),

@@ -108,7 +108,6 @@ class Connection:
         if not self.as_json:
             self.view = HtmlView(
                 self.chat,
-                render_interval=self.app.config["NUMI_RENDER_INTERVAL_MS"] / 1000.0,
                 last_message_id=last_message_id or 0,
                 client_turn_id=client_turn_id,
             )
@@ -166,7 +165,7 @@ class Connection:
         if self.as_json:
             self._send(json.dumps(event))
         else:
-            view = self.view or HtmlView(self.chat, render_interval=1.0)
+            view = self.view or HtmlView(self.chat)
             self._send("".join(view.render(event)))
 
     def _send(self, data: str) -> None:

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def stream_server(live_server_factory):
-    return live_server_factory(**turn_server_env(NUMI_RENDER_INTERVAL_MS=100))
+    return live_server_factory(**turn_server_env())
 
 
 def _page(browser, server, errors):
