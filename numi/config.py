@@ -73,6 +73,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_MAX_TITLE_CHARS", 200, int, "Longest chat title accepted."),
     Setting("NUMI_MAX_SYSTEM_PROMPT_CHARS", 50_000, int, "Longest per-chat system prompt accepted."),
     Setting("NUMI_MAX_NAME_CHARS", 100, int, "Longest endpoint, user or token name accepted."),
+    Setting("NUMI_MAX_JSON_DEPTH", 64, int, "Deepest nesting of arrays and objects accepted in a JSON body, import file or WebSocket message."),
     Setting("NUMI_PAGE_SIZE_CHATS", 50, int, "Chats per page in the sidebar and GET /api/sessions."),
     Setting("NUMI_PAGE_SIZE_MESSAGES", 50, int, "Messages per page in the chat view and GET /api/history."),
     Setting("NUMI_MODELS_CACHE_SECONDS", 3600, int, "How long an endpoint's fetched model list is reused."),

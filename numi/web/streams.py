@@ -22,7 +22,7 @@ from ..chat import chats
 from ..errors import NumiError, invalid
 from ..extensions import db
 from ..turns.manager import TurnRequest
-from .inputs import request_data
+from .inputs import decode_json, event_id_value, request_data
 
 bp = Blueprint("streams", __name__, url_prefix="/api")
 
@@ -36,10 +36,7 @@ def parse_client_message(raw: Any, config) -> dict[str, Any]:
         raw = raw.decode("utf-8", "replace")
     if not isinstance(raw, str) or len(raw) > config["NUMI_MAX_MESSAGE_CHARS"] * 2 + 65536:
         raise invalid("The message is too large.", "too_large")
-    try:
-        message = json.loads(raw)
-    except ValueError:
-        raise invalid("The message is not valid JSON.", "invalid_json") from None
+    message = decode_json(raw, max_depth=config["NUMI_MAX_JSON_DEPTH"], subject="The message")
     if not isinstance(message, dict):
         raise invalid("The message must be a JSON object.", "invalid_json")
     kind = message.get("type")
@@ -47,13 +44,7 @@ def parse_client_message(raw: Any, config) -> dict[str, Any]:
         raise invalid("Unknown message type.", "unknown_type")
     if kind == "resume":
         for key in ("last_event_id", "last_message_id"):
-            value = message.get(key)
-            if value in (None, ""):
-                message[key] = None
-            elif not isinstance(value, int | str) or not str(value).isdigit():
-                raise invalid(f"{key} must be a whole number.")
-            else:
-                message[key] = int(value)
+            message[key] = event_id_value(message.get(key), key)
         turn_id = message.get("turn_id")
         message["turn_id"] = turn_id if isinstance(turn_id, str) and turn_id.isalnum() and len(turn_id) <= 32 else None
     if kind == "approve":
@@ -209,8 +200,7 @@ def _tool_fields(chat, data: dict[str, Any]) -> dict[str, Any]:
 def resume(chat_id: str):
     chats.get_chat(g.user.id, chat_id)
     manager = current_app.extensions["numi.turns"]
-    raw = request.headers.get("Last-Event-ID") or request.args.get("last_event_id")
-    last_event_id = int(raw) if raw and raw.isdigit() else None
+    last_event_id = event_id_value(request.headers.get("Last-Event-ID") or request.args.get("last_event_id"))
     status = manager.status(chat_id)
     channel = manager.channels.get(chat_id)
     if not status["running"] and (channel is None or (last_event_id or 0) >= channel.last_event_id):

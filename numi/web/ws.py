@@ -92,6 +92,11 @@ class Connection:
                     raise NumiError("no_such_approval", "That tool call is not waiting for approval.", 409)
         except NumiError as exc:
             self.send_error(exc.code, exc.message)
+        except Exception:
+            # A bug in handling one message must not drop the socket (and the page's stream).
+            log.exception("handling a WebSocket message failed")
+            db.session.rollback()
+            self.send_error("internal_error", "Something went wrong on the server. The log has the details.")
         finally:
             db.session.remove()
 
