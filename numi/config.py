@@ -78,6 +78,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_PAGE_SIZE_MESSAGES", 50, int, "Messages per page in the chat view and GET /api/history."),
     Setting("NUMI_MODELS_CACHE_SECONDS", 3600, int, "How long an endpoint's fetched model list is reused."),
     Setting("NUMI_PROVIDER_TIMEOUT_SECONDS", 600, float, "Read timeout for a provider stream."),
+    Setting("NUMI_PROVIDER_IDLE_SECONDS", 300, float, "A provider stream that sends no token, reasoning or tool delta for this long (keep-alive comments do not count) ends with `provider_timeout`; 0 turns the deadline off."),
     Setting("NUMI_PROVIDER_MAX_RETRIES", 2, int, "Retries of rate-limited or failing provider calls, only before any output streamed."),
     Setting("NUMI_MAX_STEPS", 12, int, "Most model steps (tool rounds) in one turn."),
     Setting("NUMI_TOOL_TIMEOUT_SECONDS", 60, float, "Time a tool may run before its call fails with a timeout result."),

@@ -150,8 +150,9 @@ class Agent:
         self._loop(meta, self._routes(meta))
 
     def _answer_after(self, message_id: int) -> int | None:
-        """The id of a complete answer saved after the question, if any (partial answers
-        and error placeholders do not count: a retry answers again)."""
+        """The id of a complete answer saved after the question, if any. Partial answers,
+        error placeholders and steps that only called tools do not count: the turn
+        stopped before its final answer, so a retry goes on from what was saved."""
         from sqlalchemy import select
 
         from ..extensions import db
@@ -165,7 +166,7 @@ class Agent:
                 Message.deleted_at.is_(None),
             ).order_by(Message.id.desc()).limit(20)
         ).scalars()
-        return next((row.id for row in rows if not row.meta.get("partial")), None)
+        return next((row.id for row in rows if not row.meta.get("partial") and not row.tool_calls), None)
 
     def _loop(self, meta: ChatMeta, routes: list[Route]) -> None:
         turn = self.turn
@@ -433,8 +434,10 @@ class Agent:
                 turn.emit("tool_approval", {"call_id": call.id, "name": call.name, "arguments": arguments})
                 decision = turn.wait_for_approval(call.id, self.app.config["NUMI_APPROVAL_TIMEOUT_SECONDS"])
             if decision != "approve":
-                ok, text = False, ("The user denied this call." if decision == "deny"
-                                   else "No approval arrived in time; the call was not run.")
+                ok, text = False, {
+                    "deny": "The user denied this call.",
+                    "stopped": "The call did not run: the user stopped the turn.",
+                }.get(decision, "No approval arrived in time; the call was not run.")
             else:
                 turn.emit("tool_start", {"call_id": call.id, "name": call.name, "arguments": arguments})
                 ok, text = self._execute(tool, arguments, context)

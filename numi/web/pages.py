@@ -50,13 +50,16 @@ def chat_view(chat_id: str):
         page, has_newer = chats.list_messages_around(chat, at, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
     else:
         page = chats.list_messages(chat, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
+    running = current_app.extensions["numi.turns"].is_running(chat.id)
     return render_template(
         "chat.html",
         chat=chat,
         sidebar=chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"]),
         endpoints=endpoint_store.list_endpoints(g.user.id),
-        running=current_app.extensions["numi.turns"].is_running(chat.id),
+        running=running,
         has_newer=has_newer,
+        interrupted=not running and not has_newer and interrupted_turn(page.items),
+        stale_calls=not running,
         **transcript_context(page),
     )
 
@@ -67,7 +70,23 @@ def older_messages(chat_id: str):
     page = chats.list_messages(
         chat, limit=current_app.config["NUMI_PAGE_SIZE_MESSAGES"], before_id=int_arg("before", low=1)
     )
-    return render_template("partials/_messages_page.html", chat=chat, **transcript_context(page))
+    running = current_app.extensions["numi.turns"].is_running(chat.id)
+    return render_template("partials/_messages_page.html", chat=chat, stale_calls=not running,
+                           **transcript_context(page))
+
+
+def interrupted_turn(messages) -> bool:
+    """Whether the newest turn stopped without a final answer while no turn is running.
+
+    A turn that fails saves its error on a message (shown with Retry); only a server that
+    stopped mid-turn (a crash, a kill, a restart) leaves the transcript ending on the
+    question, on a step that called tools, or on a tool result. Nothing is marked at
+    start-up: the transcript itself says it, whenever the chat is opened.
+    """
+    if not messages:
+        return False
+    last = messages[-1]
+    return last.role in ("user", "tool") or (last.role == "assistant" and bool(last.tool_calls))
 
 
 def transcript_context(page) -> dict:

@@ -66,6 +66,8 @@ def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, An
         request_id = None
     elif not isinstance(request_id, str) or len(request_id) > 100:
         raise invalid("request_id must be text of at most 100 characters.")
+    if request_id is not None:
+        _check_request_reuse(chat_id, request_id, message)
     attachments = _attachment_ids(user_id, payload.get("attachments"))
     timezone = payload.get("timezone")
     timezone = timezone if isinstance(timezone, str) and len(timezone) <= 64 else None
@@ -88,6 +90,21 @@ def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, An
         is_admin=is_admin,
     )
     return current_app.extensions["numi.turns"].start(turn_request)
+
+
+def _check_request_reuse(chat_id: str, request_id: str, message: str) -> None:
+    """A resent request_id is a retry of the same question; with other text it is a
+    client bug that would silently get the old answer, so it is refused."""
+    from sqlalchemy import select
+
+    from ..models import Message
+
+    saved = db.session.execute(
+        select(Message.content).where(Message.chat_id == chat_id, Message.request_id == request_id)
+    ).first()
+    if saved is not None and (saved.content or "").strip() != message.strip():
+        raise NumiError("request_id_reused",
+                        "This request_id was used for another message; send a new request_id.", 409)
 
 
 def _attachment_ids(user_id: int, value: Any) -> list[int]:
@@ -123,8 +140,9 @@ def _follow(chat_id: str, last_event_id: int | None, *, until_turn_end: bool = T
             yield ": numi\n\n"  # first bytes now, so proxies and clients see the stream open
             for event in backlog:
                 yield _sse(event)
-                if until_turn_end and event["type"] == "turn_end":
-                    return
+                if until_turn_end and (event["type"] == "turn_end" or (
+                        event["type"] == "snapshot" and event["data"].get("finished"))):
+                    return  # a finished turn has nothing more to send
             while True:
                 event = subscription.get(timeout=SSE_KEEPALIVE_SECONDS)
                 if event is None:
@@ -203,7 +221,8 @@ def resume(chat_id: str):
     last_event_id = event_id_value(request.headers.get("Last-Event-ID") or request.args.get("last_event_id"))
     status = manager.status(chat_id)
     channel = manager.channels.get(chat_id)
-    if not status["running"] and (channel is None or (last_event_id or 0) >= channel.last_event_id):
+    if not status["running"] and (channel is None or channel.state is None
+                                  or (last_event_id or 0) >= channel.last_event_id):
         return Response(status=204)  # nothing to resume: the database has it all
     db.session.commit()
     return _follow(chat_id, last_event_id)
