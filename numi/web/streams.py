@@ -167,11 +167,7 @@ def chat_stream():
     if not isinstance(chat_id, str):
         raise invalid("Name the chat: session (its id).", "missing_session")
     chat = chats.get_chat(g.user.id, chat_id)
-    fields = {}
-    if data.get("selected_endpoint_id") not in (None, ""):
-        fields["endpoint_id"] = data["selected_endpoint_id"]
-    if data.get("model"):
-        fields["model"] = data["model"]
+    fields = _route_fields(data)
     fields.update(_tool_fields(chat, data))
     if fields:
         if current_app.extensions["numi.turns"].is_running(chat.id):
@@ -181,6 +177,28 @@ def chat_stream():
     last_event_id = manager.channel(chat.id).last_event_id
     start_turn(g.user.id, g.user.is_admin, chat.id, data, current_app.config)
     return _follow(chat.id, last_event_id)
+
+
+def _route_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """The seed's selected_endpoint_id and model as chat fields. An endpoint that is gone
+    (deleted, or never the user's) is repaired like a chat's saved one: the turn runs on
+    the chat's route, or the default one, instead of failing with a 404."""
+    from .. import endpoints as endpoint_store
+    from ..errors import NotFound
+
+    fields: dict[str, Any] = {}
+    selected = data.get("selected_endpoint_id")
+    if selected not in (None, ""):
+        if isinstance(selected, bool) or not isinstance(selected, int | str) or not str(selected).isdecimal() \
+                or len(str(selected)) > 18:
+            raise invalid("selected_endpoint_id must be a number.")
+        try:
+            fields["endpoint_id"] = endpoint_store.get_endpoint(g.user.id, int(selected)).id
+        except NotFound:
+            return {}  # the model named with it belonged to the missing endpoint too
+    if data.get("model"):
+        fields["model"] = data["model"]
+    return fields
 
 
 WEB_TOOLS = ("web_search", "fetch_page")

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from numi.agent.tools import ToolContext
+from numi.agent.tools import ToolContext, ToolFailure
 from numi.agent.tools.workspace import WORKSPACE_TOOLS
 
 TOOLS = {tool.name: tool for tool in WORKSPACE_TOOLS}
@@ -32,8 +32,12 @@ def tree(tmp_path):
 
 
 def call(app, name, arguments, ws, *, is_admin=True):
-    with app.app_context():
-        return TOOLS[name].run(arguments, ToolContext(user_id=1, chat_id="c", is_admin=is_admin, workspace=str(ws)))
+    """What the model reads: the tool's result, or the text of a failure it reports."""
+    try:
+        with app.app_context():
+            return TOOLS[name].run(arguments, ToolContext(user_id=1, chat_id="c", is_admin=is_admin, workspace=str(ws)))
+    except ToolFailure as failure:
+        return failure.text
 
 
 @pytest.mark.parametrize("path", ["../outside/secret.txt", "/etc/passwd", "src/../../outside/secret.txt",

@@ -161,3 +161,24 @@ def test_resuming_a_finished_turn_by_sse_sends_the_snapshot_and_ends(server, api
         stream.close()
     assert [e["type"] for e in events] == ["snapshot"]
     assert events[0]["data"]["finished"] is True
+
+
+def test_chat_stream_with_a_deleted_selected_endpoint_repairs_the_route(server, api, scripted, chat):
+    status, gone = api.post("/api/endpoints", {"name": "soon gone", "kind": "openai_chat",
+                                               "base_url": scripted.openai_base_url, "default_model": "x"})
+    assert status == 201
+    assert api.call("DELETE", f"/api/endpoints/{gone['id']}")[0] == 200
+    scripted.enqueue(Scenario().text("Answered on a valid route."))
+    stream = SSE(server, "POST", "/api/chat_stream", {"session": chat["id"], "message": "hello",
+                                                      "selected_endpoint_id": str(gone["id"]), "model": "x"})
+    try:
+        assert stream.response.status == 200
+        events = list(stream.events())
+    finally:
+        stream.close()
+    assert "done" in types(events) and "error" not in types(events)
+    answer = api.history(chat["id"])[-1]
+    assert answer["content"] == "Answered on a valid route."
+    assert answer["meta"]["endpoint_id"] == chat["endpoint"]["id"] and answer["meta"]["model"] == "fake-model"
+    status, body = api.post("/api/chat_stream", {"session": chat["id"], "message": "x", "selected_endpoint_id": "²"})
+    assert status == 400 and body["error"]["code"] == "invalid_input"

@@ -17,7 +17,7 @@ from typing import Any
 import gevent
 from flask import current_app
 
-from . import Tool, ToolContext
+from . import Tool, ToolContext, ToolFailure
 
 MAX_LIST_ENTRIES = 500
 MAX_SEARCH_MATCHES = 200
@@ -28,6 +28,10 @@ SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", ".mypy_cache", ".py
 
 class WorkspaceError(Exception):
     """A refused path or file; its message is the tool result."""
+
+    def __init__(self, message: str, code: str = "workspace_error"):
+        super().__init__(message)
+        self.code = code
 
 
 def workspace_root(context: ToolContext) -> str:
@@ -50,7 +54,7 @@ def confined(root: str, path: Any) -> str:
         raise WorkspaceError("The path must be text.")
     resolved = os.path.realpath(os.path.join(root, path))
     if os.path.commonpath([root, resolved]) != root:
-        raise WorkspaceError(f"Refused: {path!r} is outside the workspace.")
+        raise WorkspaceError(f"Refused: {path!r} is outside the workspace.", "outside_workspace")
     return resolved
 
 
@@ -83,7 +87,7 @@ def _guarded(run):
         try:
             return run(arguments, workspace_root(context))
         except WorkspaceError as exc:
-            return f"Error: {exc}"
+            raise ToolFailure(exc.code, f"Error: {exc}") from None
     return wrapper
 
 
