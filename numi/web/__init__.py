@@ -7,13 +7,14 @@ from flask import Flask
 
 def register(app: Flask) -> None:
     """Register blueprints, request guards, error handlers and template helpers."""
-    from . import api, auth, errors, inputs, pages, security, streams, transcript, transfer, ws
+    from . import access, api, auth, errors, inputs, pages, security, streams, transcript, transfer, ws
     from ..render import render_cited, render_markdown
 
     security.init_app(app)
     errors.init_app(app)
     app.before_request(inputs.check_query_values)
     app.register_blueprint(auth.bp)
+    app.register_blueprint(access.bp)
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(streams.bp)

@@ -21,7 +21,8 @@ def server(live_server_factory):
 def _page(api: Api, chat_id: str) -> str:
     import urllib.request
 
-    with urllib.request.urlopen(f"{api.base}/c/{chat_id}", timeout=30) as response:
+    request = urllib.request.Request(f"{api.base}/c/{chat_id}", headers=api.auth)
+    with urllib.request.urlopen(request, timeout=30) as response:
         return response.read().decode()
 
 
