@@ -14,7 +14,8 @@ Fixtures (all real components, nothing of ours mocked):
   password, bearer token) and `login(client, user)`; `client_a` / `client_b` are logged in.
 - `live_server`: the real `numi serve` in a subprocess on a free loopback port (module
   scope); `live_server_factory(**env)` starts more, e.g. in multi-user mode. The object has
-  .url .port .data_dir .database_url .env .proc .restart() .kill() .cli(*args).
+  .url .port .data_dir .database_url .env .proc .restart() .kill() .cli(*args);
+  `live_server_factory(serve_args=("--demo",))` passes options to `numi serve`.
 
 Single-user mode needs the access token (DESIGN §7). Every app and live server here uses
 the known `ACCESS_TOKEN` (from tests/turn_support.py), and the clients carry it:
@@ -305,6 +306,7 @@ class LiveServer:
     env: dict[str, str]
     proc: subprocess.Popen | None = None
     log_path: Path = field(init=False)
+    serve_args: tuple[str, ...] = ()  # extra `numi serve` options, e.g. ("--demo",)
 
     def __post_init__(self):
         self.log_path = self.data_dir.parent / f"server-{self.port}.log"
@@ -348,7 +350,7 @@ class LiveServer:
     def start(self, timeout: float = 30.0) -> None:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [*numi_command(), "serve"], env=self.env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT
+            [*numi_command(), "serve", *self.serve_args], env=self.env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT
         )
         log.close()
         deadline = time.monotonic() + timeout
@@ -423,10 +425,10 @@ def live_server_factory(tmp_path_factory):
     """`live_server_factory(**env)` -> a started LiveServer with extra environment."""
     servers: list[LiveServer] = []
 
-    def start(**env) -> LiveServer:
+    def start(*, serve_args: tuple[str, ...] = (), **env) -> LiveServer:
         port = free_port()
         data_dir = tmp_path_factory.mktemp("live") / "data"
-        server = LiveServer(data_dir, port, server_environment(data_dir, port, **env))
+        server = LiveServer(data_dir, port, server_environment(data_dir, port, **env), serve_args=serve_args)
         servers.append(server)
         server.start()
         return server

@@ -6,6 +6,8 @@ The same partial renders inside the full page, as an HTMX response and as a WebS
 
 from __future__ import annotations
 
+import logging
+
 from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
 
 from .. import endpoints as endpoint_store
@@ -14,6 +16,7 @@ from ..errors import NumiError
 from .inputs import int_arg, request_data
 
 bp = Blueprint("pages", __name__)
+log = logging.getLogger(__name__)
 
 
 def _limits():
@@ -292,9 +295,16 @@ def web_search_settings():
 def add_endpoint():
     data = request_data()
     shared = bool(data.pop("shared", None)) and g.user.is_admin
-    endpoint_store.create_endpoint(
+    endpoint = endpoint_store.create_endpoint(
         None if shared else g.user.id, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"]
     )
+    if not endpoint.default_model:
+        # Without a default model the list is what the user picks from next: fetch it now
+        # rather than showing "0 models" until Test is pressed. A failure shows on Test.
+        try:
+            endpoint_store.models(endpoint, max_age_seconds=0, refresh=True)
+        except NumiError as exc:
+            log.info("models of new endpoint %s not fetched: %s", endpoint.id, exc.code)
     return _settings_list_or_redirect()
 
 
