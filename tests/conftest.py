@@ -674,6 +674,54 @@ def browser():
         launched.close()
 
 
+@pytest.fixture
+def browser_page(browser):
+    """`browser_page(server, **options)`: a new Chromium page (own context) that carries
+    `server`'s access token, with every console error and page error collected in
+    `page.console_errors` (none are filtered out); closed after the test."""
+    pages = []
+
+    def open_page(server, **options):
+        page = server.open_page(browser, **options)
+        errors: list[str] = []
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.console_errors = errors
+        pages.append(page)
+        return page
+
+    yield open_page
+    for page in pages:
+        page.context.close()
+
+
+@pytest.fixture(scope="session")
+def require_extra():
+    """`require_extra(module, extra)`: import a module of an optional extra. Missing, it
+    skips the test, but fails it under CI=true (CI installs every extra, and a silent
+    skip there would hide a broken install)."""
+    import importlib
+
+    def require(module: str, extra: str):
+        try:
+            return importlib.import_module(module)
+        except ImportError:
+            message = f"{module} is missing: install the optional extra numi[{extra}] (numi[test] has it)"
+            if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+                pytest.fail(message)
+            pytest.skip(message)
+
+    return require
+
+
+@pytest.fixture(scope="session")
+def until():
+    """`until(condition, timeout=15, what=...)`: turn_support.wait_until as a fixture."""
+    from turn_support import wait_until
+
+    return wait_until
+
+
 # --- a live server wired to the scripted provider (turn, context, transcript, tool tests) --
 
 
