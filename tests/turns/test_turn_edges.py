@@ -60,11 +60,21 @@ def test_after_a_crash_every_interrupted_turn_shows_with_retry_and_a_resend_answ
     scripted.enqueue(Scenario().text("lost in the crash", chunks=2).stall())
     ws = Socket(server, text_chat["id"])
     ws.send(type="send", message="Answer slowly", request_id="crash-in-text")
-    ws.events_until("content")
+    lost_turn = ws.events_until("content")[-1]["turn_id"]
     ws.close()
     server.kill()
     scripted.release()
     server.start()
+
+    # A page that was open reconnects and asks for its live turn: the server closes it.
+    page = Socket(server, text_chat["id"], html=True)
+    try:
+        page.send(type="resume", last_message_id=0, turn_id=lost_turn)
+        frame = page.receive()
+    finally:
+        page.close()
+    assert 'data-code="interrupted"' in frame and "Retry" in frame
+    assert f'id="turn-{lost_turn}-live"' in frame, "the live part is removed"
 
     for chat in (tool_chat, text_chat):
         page = _page(api, chat["id"])
