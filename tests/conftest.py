@@ -438,6 +438,21 @@ def live_server_factory(tmp_path_factory):
         server.stop()
 
 
+@pytest.fixture
+def numi_cli(tmp_path):
+    """`numi_cli(*args, **env)`: run the `numi` command on this test's own data directory
+    (a live server's environment, plus `env`); returns (CompletedProcess, data_dir)."""
+    data_dir = tmp_path / "cli-data"
+
+    def run(*args: str, **env: str):
+        environment = server_environment(data_dir, free_port(), **env)
+        result = subprocess.run([*numi_command(), *args], env=environment, cwd=str(ROOT),
+                                capture_output=True, text=True, timeout=120)
+        return result, data_dir
+
+    return run
+
+
 @pytest.fixture(scope="module")
 def live_server(live_server_factory):
     """A single-user `numi serve` on SQLite, shared by the tests of one module."""

@@ -7,17 +7,11 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-
-from conftest import ROOT, free_port, numi_command, server_environment
+from pathlib import Path
 
 from turn_support import SSE, Api, types
 
-
-def _numi(tmp_path, *args, **env):
-    data_dir = tmp_path / "data"
-    environment = server_environment(data_dir, free_port(), **env)
-    return subprocess.run([*numi_command(), *args], env=environment, cwd=str(ROOT),
-                          capture_output=True, text=True, timeout=120), data_dir
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_serve_demo_answers_without_an_api_key(live_server_factory):
@@ -52,20 +46,20 @@ def test_the_empty_home_page_and_the_readme_mention_the_demo(sqlite_client):
     assert "make demo" in quick_start and ".venv/bin/numi" in quick_start
 
 
-def test_every_cli_command_names_its_data_directory(tmp_path):
+def test_every_cli_command_names_its_data_directory(numi_cli):
     for args in (("db", "upgrade"), ("endpoint", "list"), ("user", "list"), ("token", "show")):
-        result, data_dir = _numi(tmp_path, *args)
+        result, data_dir = numi_cli(*args)
         assert result.returncode == 0, result.stderr
         assert f"data directory {data_dir}" in result.stderr, args
         assert str(data_dir) not in result.stdout or args == ("db", "upgrade"), "stdout stays parseable"
 
 
-def test_a_taken_port_is_one_line_and_exit_status_2(tmp_path):
+def test_a_taken_port_is_one_line_and_exit_status_2(numi_cli):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result, _ = _numi(tmp_path, "serve", "--port", str(port))
+        result, _ = numi_cli("serve", "--port", str(port))
     assert result.returncode == 2
     assert "running" not in result.stdout
     lines = [line for line in result.stderr.splitlines() if line.strip() and "data directory" not in line]
@@ -73,14 +67,14 @@ def test_a_taken_port_is_one_line_and_exit_status_2(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_provider_http_requests_are_not_logged_at_info(tmp_path, scripted):
-    added, _ = _numi(tmp_path, "endpoint", "add", "Scripted", "--base-url", scripted.openai_base_url,
+def test_provider_http_requests_are_not_logged_at_info(numi_cli, scripted):
+    added, _ = numi_cli("endpoint", "add", "Scripted", "--base-url", scripted.openai_base_url,
                      NUMI_LOG_LEVEL="INFO")
     assert added.returncode == 0, added.stderr
-    listed, _ = _numi(tmp_path, "endpoint", "models", "Scripted", NUMI_LOG_LEVEL="INFO")
+    listed, _ = numi_cli("endpoint", "models", "Scripted", NUMI_LOG_LEVEL="INFO")
     assert listed.returncode == 0 and "scripted-model" in listed.stdout, listed.stderr
     assert "HTTP Request" not in listed.stderr and scripted.openai_base_url not in listed.stderr
-    debug, _ = _numi(tmp_path, "endpoint", "models", "Scripted", NUMI_LOG_LEVEL="DEBUG")
+    debug, _ = numi_cli("endpoint", "models", "Scripted", NUMI_LOG_LEVEL="DEBUG")
     assert "HTTP Request" in debug.stderr, "still there for debugging"
 
 
