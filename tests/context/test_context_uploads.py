@@ -5,8 +5,6 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import pytest
-
 from context_support import minimal_pdf, png
 
 

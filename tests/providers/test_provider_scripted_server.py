@@ -7,7 +7,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 
 from provider_test_support import joined, of_type, request, tool_result, user
