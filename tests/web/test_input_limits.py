@@ -209,3 +209,57 @@ def test_bad_websocket_messages_get_an_error_event_and_keep_the_socket(server, a
     assert sock.receive()["data"]["code"] == "unknown_type"
     status, history = api.get(f"/api/history/{chat['id']}")
     assert status == 200 and history["messages"] == []
+
+
+# Every field of a Numi export, and what a wrong type there must not break.
+RICH_EXPORT = {"format": "numi.chat", "version": 1,
+               "chat": {"title": "T", "settings": {"temperature": 0.5}, "endpoint": {"id": 1, "name": "x"}},
+               "messages": [
+                   {"role": "user", "content": "hi", "content_parts": [
+                       {"type": "text", "text": "a"},
+                       {"type": "attachment", "id": 3, "attachment_info": {"filename": "f", "sha256": "ab"}}]},
+                   {"role": "assistant", "content": None, "reasoning_content": "r",
+                    "reasoning_details": [{"type": "x"}],
+                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                    "meta": {"model": "m", "metrics": {"tokens_per_s": 1.0, "ttft_ms": 3}, "usage": {"input_tokens": 1},
+                             "error": {"code": "x", "message": "y"}, "ok": True, "tool": "t"}},
+                   {"role": "tool", "tool_call_id": "c1", "content": "ok",
+                    "meta": {"tool": "f", "ok": False, "error_code": "e"}},
+                   {"role": "assistant", "content": "done",
+                    "citation_sources": [{"n": 1, "url": "https://example.org", "title": "t"}],
+                    "meta": {"model": "m", "metrics": {"duration_ms": 5}}},
+               ]}
+WRONG_VALUES = [None, 7, "text", [], {}, True, 1.5, [1], {"a": 1}]
+
+
+def _field_paths(value, path=()):
+    if path:
+        yield path
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        yield from _field_paths(child, path + (key,))
+
+
+def test_any_field_of_the_wrong_type_is_refused_or_imports_a_chat_that_opens(sqlite_client):
+    import copy
+
+    imported = 0
+    for path in _field_paths(RICH_EXPORT):
+        for wrong in WRONG_VALUES:
+            document = copy.deepcopy(RICH_EXPORT)
+            target = document
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = wrong
+            where = f"{'.'.join(map(str, path))} = {wrong!r}"
+            response = sqlite_client.post("/api/import", json=document)
+            assert response.status_code in (201, 400), where
+            if response.status_code == 400:
+                assert response.get_json()["error"]["code"] in ("invalid_import", "invalid_input"), where
+                continue
+            imported += 1
+            chat_id = response.get_json()["chat"]["id"]
+            for url in (f"/c/{chat_id}", f"/api/session/{chat_id}/export?fmt=html", f"/api/history/{chat_id}",
+                        f"/api/session/{chat_id}/context"):
+                assert sqlite_client.get(url).status_code == 200, (where, url)
+    assert imported > 50  # not vacuous: most wrong values are dropped or tolerated, not refused
