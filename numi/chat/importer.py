@@ -29,9 +29,10 @@ from .export import ATTACHMENT_INFO_KEY, FORMAT_TAG, FORMAT_VERSION
 
 ROLES = ("system", "user", "assistant", "tool")
 # Settings that only make sense on the machine and account they were made on, and the ones
-# that let a chat act (tools, auto-approval): a file from elsewhere never switches those on,
-# the user does, after reading what they imported.
-DROPPED_SETTINGS = ("workspace", "tools", "auto_approve")
+# that let a chat act (tools, auto-approval, the approval policy): a file from elsewhere
+# never switches those on, nor decides which tool calls run without asking; the user does,
+# after reading what they imported.
+DROPPED_SETTINGS = ("workspace", "tools", "auto_approve", "tool_policy")
 KNOWN_SETTINGS = (*SETTING_KEYS, "fallbacks", "auto_compact", "auto_approve")
 
 

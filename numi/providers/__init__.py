@@ -11,6 +11,8 @@ an adapter first builds its client (a stream or a model listing).
 
 from __future__ import annotations
 
+from typing import Any
+
 from .base import ProviderAdapter, ProviderStream, RetryPolicy
 from .capabilities import Capabilities, capabilities
 from .errors import ProviderError
@@ -62,10 +64,12 @@ def get_adapter(
     max_retries: int = 2,
     retry: RetryPolicy | None = None,
     idle_timeout: float | None = None,
+    transport: Any = None,
 ) -> ProviderAdapter:
     """An adapter for an endpoint. `timeout` is the longest wait for any bytes on a
     stream; `idle_timeout` the longest wait for an event (keep-alive comments do not
-    count); `max_retries` (or a full `retry` policy) bounds retries before any output."""
+    count); `max_retries` (or a full `retry` policy) bounds retries before any output;
+    `transport` (an httpx2 transport) carries every request, redirects included."""
     return adapter_class(kind)(
         base_url,
         api_key,
@@ -74,6 +78,7 @@ def get_adapter(
         max_retries=max_retries,
         retry=retry,
         idle_timeout=idle_timeout,
+        transport=transport,
     )
 
 
