@@ -149,8 +149,9 @@ def test_a_workspace_may_not_hold_or_sit_in_the_data_directory(sqlite_app, sqlit
         with sqlite_app.app_context():
             from numi.agent.tools.bash import BASH
 
-            ran = BASH.run({"command": "ls"}, ToolContext(user_id=1, chat_id="c", is_admin=True, workspace=path))
-        assert ran.startswith("Error:") and "data directory" in ran
+            with pytest.raises(ToolFailure) as refused:
+                BASH.run({"command": "ls"}, ToolContext(user_id=1, chat_id="c", is_admin=True, workspace=path))
+        assert "data directory" in refused.value.text and refused.value.code == "workspace_data_dir"
 
 
 def test_only_an_admin_may_set_a_workspace(client_a, tree):

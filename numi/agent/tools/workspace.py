@@ -47,7 +47,8 @@ def workspace_root(context: ToolContext) -> str:
     if touches_data_dir(root, current_app.config["NUMI_DATA_DIR"]):
         # Checked when the workspace is set, and again here: the data directory may have
         # moved, or the setting predates the rule.
-        raise WorkspaceError("Refused: the workspace is, contains or lies inside Numi's data directory.")
+        raise WorkspaceError("Refused: the workspace is, contains or lies inside Numi's data directory.",
+                             "workspace_data_dir")
     return root
 
 
