@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from context_support import minimal_pdf, png
 
 
