@@ -19,6 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import cancel  # noqa: E402
 import install  # noqa: E402
 import memory  # noqa: E402
 import pages  # noqa: E402
@@ -35,6 +36,7 @@ BENCHMARKS = {
     "turns": turns.measure,
     "relay": relay.measure,
     "render": render.measure,
+    "cancel": cancel.measure,
 }
 
 

@@ -7,12 +7,13 @@ from flask import Flask
 
 def register(app: Flask) -> None:
     """Register blueprints, request guards, error handlers and template helpers."""
-    from . import access, api, assets, auth, errors, pages, security, streams, transcript, transfer, ws
+    from . import access, api, assets, auth, errors, inputs, pages, security, streams, transcript, transfer, ws
     from ..render import render_blocks, render_markdown
 
     security.init_app(app)
     assets.init_app(app)
     errors.init_app(app)
+    app.before_request(inputs.check_query_values)
     app.register_blueprint(auth.bp)
     app.register_blueprint(access.bp)
     app.register_blueprint(pages.bp)
