@@ -100,7 +100,15 @@ def _events_in(seen: dict[int, dict[int, float]], begin: float, end: float) -> i
     return sum(1 for by_token in seen.values() for at in by_token.values() if begin <= at < end)
 
 
-def numi_run(turns: int, tokens: int, view: str, **env) -> dict:
+def spy(pid: int, seconds: float, output: str) -> subprocess.Popen:
+    """py-spy sampling the server (collapsed stacks, for a flame graph or a per-layer sum)."""
+    py_spy = Path(sys.executable).with_name("py-spy")
+    return subprocess.Popen([str(py_spy), "record", "--pid", str(pid), "--duration", str(max(1, int(seconds))),
+                             "--rate", "250", "--format", "raw", "--nonblocking", "--output", output],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def numi_run(turns: int, tokens: int, view: str, profile: str | None = None, **env) -> dict:
     """One run: `turns` chats each answering `tokens` tokens at 20/s, all at once."""
     with ScriptedProvider() as provider, probed_numi(**env) as numi:
         warm = numi.chat_on(provider.openai_base_url)
@@ -120,10 +128,13 @@ def numi_run(turns: int, tokens: int, view: str, **env) -> dict:
         begin, end = _steady_window(started, tokens)
         time.sleep(max(0.0, begin - time.perf_counter()))
         inside0 = probe.read(numi.data_dir)
+        profiler = spy(numi.proc.pid, end - begin, profile) if profile else None
         time.sleep(max(0.0, end - time.perf_counter()))
         inside1 = probe.read(numi.data_dir)
         rss_peak = rss_mib(numi.proc.pid)
         seen, _ = clients.results()
+        if profiler is not None:
+            profiler.wait(30)
         wall = time.perf_counter() - started
         cpu = cpu_seconds(numi.proc.pid) - cpu0
         requests = {r.body["messages"][-1]["content"]: r for r in provider.requests[before:]}
@@ -225,11 +236,13 @@ def main() -> None:
     parser.add_argument("--view", default="json", choices=("json", "html"))
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--echo", action="store_true", help="run the echo floor only")
+    parser.add_argument("--profile", help="py-spy the server over the steady window into this file")
     parser.add_argument("--env", action="append", default=[], help="NAME=value for the server")
     args = parser.parse_args()
     env = dict(item.split("=", 1) for item in args.env)
     for _ in range(args.runs):
-        result = echo_run(args.turns, args.tokens) if args.echo else numi_run(args.turns, args.tokens, args.view, **env)
+        result = echo_run(args.turns, args.tokens) if args.echo else numi_run(args.turns, args.tokens, args.view,
+                                                                                  args.profile, **env)
         print(describe(result), flush=True)
 
 

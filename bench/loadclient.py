@@ -2,8 +2,9 @@
 
     python bench/loadclient.py MODE PORT ORIGIN TOKENS RATE  < jobs
 
-MODE is `json` or `html` (one Numi chat per client: send one message, read the turn) or
-`echo` (the floor: send TOKENS frames at RATE per second to bench/echo.py, read them back).
+MODE is `json` or `html` (one Numi chat per client: send one message, read the turn),
+`echo` (the floor: send TOKENS frames at RATE per second to bench/echo.py, read them back)
+or `idle` (open tabs: connect and resume like the page does, then only wait).
 stdin carries one JSON line of jobs, [[index, path], ...]; the client connects them all,
 prints "ready", waits for a "go" line, runs every job at once and prints one JSON line:
 {index: [[token number, first time seen], ...]} with times from time.perf_counter(), which
@@ -38,11 +39,16 @@ def main() -> None:
         sockets[index] = Client.connect(f"ws://127.0.0.1:{port}{path}{suffix}", headers={"Origin": origin})
 
     gevent.joinall([gevent.spawn(connect, i, p) for i, p in jobs], raise_error=True)
-    if mode == "html":
+    if mode in ("html", "idle"):
         for ws in sockets.values():
             ws.send(json.dumps({"type": "resume", "last_event_id": None, "last_message_id": 0}))
     print("ready", flush=True)
     sys.stdin.readline()  # go
+    if mode == "idle":
+        for ws in sockets.values():
+            ws.close()
+        print(json.dumps({"seen": {}, "sent": {}}), flush=True)
+        return
     seen: dict[int, dict[int, float]] = {i: {} for i in sockets}
 
     def note(index, text):

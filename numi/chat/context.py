@@ -97,10 +97,11 @@ class ChatContextService:
 
     def _load_history(self) -> History:
         checkpoint = self.latest_checkpoint()
-        stmt = select(Message).where(Message.chat_id == self.chat_id, Message.deleted_at.is_(None))
+        live = [Message.chat_id == self.chat_id, Message.deleted_at.is_(None)]
         if checkpoint is not None:
-            stmt = stmt.where(Message.id > checkpoint.through_message_id)
-        rows = list(db.session.execute(stmt.order_by(Message.id.desc()).limit(self.max_messages + 1)).scalars())
+            live.append(Message.id > checkpoint.through_message_id)
+        stmt = select(Message).where(*live).order_by(Message.id.desc()).limit(self.max_messages + 1)
+        rows = list(db.session.execute(stmt).scalars())
         truncated = len(rows) > self.max_messages
         rows = rows[: self.max_messages]
         rows.reverse()
@@ -133,9 +134,8 @@ class ChatContextService:
         if truncated:  # exact: count what the row limit left unread (one indexed count)
             from sqlalchemy import func
 
-            total = db.session.execute(
-                select(func.count()).select_from(stmt.order_by(None).subquery())
-            ).scalar_one()
+            # Counted from ix_messages_chat_live alone, without reading the rows.
+            total = db.session.execute(select(func.count(Message.id)).where(*live)).scalar_one()
             omitted = total - len(messages) - placeholders
         prefix: list[dict[str, Any]] = []
         if checkpoint is not None:
