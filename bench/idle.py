@@ -27,7 +27,8 @@ def page_latencies(numi, count: int = 30) -> list[float]:
     values = []
     for _ in range(count):
         started = time.perf_counter()
-        with urllib.request.urlopen(numi.url + "/", timeout=30) as response:
+        request = urllib.request.Request(numi.url + "/", headers=numi.headers)
+        with urllib.request.urlopen(request, timeout=30) as response:
             response.read()
         values.append((time.perf_counter() - started) * 1000)
         time.sleep(0.02)

@@ -14,6 +14,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# Single-user mode needs an access token on every request; the benchmarks send this one.
+ACCESS_TOKEN = "bench-access-token-0123456789abcdef"
 
 
 def free_port() -> int:
@@ -28,9 +30,11 @@ class LiveNumi:
         self.data_dir = tempfile.mkdtemp(prefix="numi-bench-")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("NUMI_")}
         self.env.update(NUMI_DATA_DIR=self.data_dir, NUMI_PORT=str(self.port), NUMI_AUTO_ENDPOINTS="0",
-                        NUMI_LOG_LEVEL="WARNING", NUMI_GENERATE_TITLES="0")
+                        NUMI_LOG_LEVEL="WARNING", NUMI_GENERATE_TITLES="0", NUMI_ACCESS_TOKEN=ACCESS_TOKEN)
         self.env.update({k: str(v) for k, v in env.items()})
         self.url = f"http://127.0.0.1:{self.port}"
+        # What a program sends (a browser shows the token once, then has a cookie).
+        self.headers = {"Authorization": f"Bearer {ACCESS_TOKEN}"}
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> float:
@@ -55,9 +59,12 @@ class LiveNumi:
 
     def post(self, path: str, body: dict) -> dict:
         request = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"}, method="POST")
+                                         headers={"Content-Type": "application/json", **self.headers}, method="POST")
         with urllib.request.urlopen(request) as response:
             return json.loads(response.read())
+
+    def ws_headers(self) -> dict[str, str]:
+        return {"Origin": self.url, **self.headers}
 
     def chat_on(self, base_url: str, kind: str = "openai_chat", model: str = "bench-model") -> str:
         endpoint = self.post("/api/endpoints", {"name": f"bench-{kind}-{time.time_ns()}", "kind": kind,

@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import probe  # noqa: E402
-from live import LiveNumi, free_port  # noqa: E402
+from live import ACCESS_TOKEN, LiveNumi, free_port  # noqa: E402
 from memory import rss_mib  # noqa: E402
 from numi.testing import Scenario, ScriptedProvider  # noqa: E402
 from stats import percentile  # noqa: E402
@@ -60,7 +60,7 @@ class Clients:
         self.procs = []
         for p in range(CLIENT_PROCESSES):
             proc = subprocess.Popen([sys.executable, str(HERE / "loadclient.py"), mode, str(port), origin,
-                                     str(tokens), str(RATE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                     str(tokens), str(RATE), ACCESS_TOKEN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             proc.stdin.write(json.dumps([[i, paths[i]] for i in range(p, len(paths), CLIENT_PROCESSES)]) + "\n")
             proc.stdin.flush()
             self.procs.append(proc)

@@ -1,6 +1,6 @@
 """Many WebSocket clients in one gevent process, for the load benchmarks (bench/load.py).
 
-    python bench/loadclient.py MODE PORT ORIGIN TOKENS RATE  < jobs
+    python bench/loadclient.py MODE PORT ORIGIN TOKENS RATE [ACCESS_TOKEN]  < jobs
 
 MODE is `json` or `html` (one Numi chat per client: send one message, read the turn),
 `echo` (the floor: send TOKENS frames at RATE per second to bench/echo.py, read them back)
@@ -31,12 +31,15 @@ ECHO_FRAME = ('{{"event_id": 1764500000000, "turn_id": "0123456789abcdef", "type
 
 def main() -> None:
     mode, port, origin, tokens, rate = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+    headers = {"Origin": origin}
+    if len(sys.argv) > 6:
+        headers["Authorization"] = f"Bearer {sys.argv[6]}"
     jobs = json.loads(sys.stdin.readline())
     suffix = "?format=json" if mode == "json" else ""
     sockets = {}
 
     def connect(index, path):
-        sockets[index] = Client.connect(f"ws://127.0.0.1:{port}{path}{suffix}", headers={"Origin": origin})
+        sockets[index] = Client.connect(f"ws://127.0.0.1:{port}{path}{suffix}", headers=headers)
 
     gevent.joinall([gevent.spawn(connect, i, p) for i, p in jobs], raise_error=True)
     if mode in ("html", "idle"):

@@ -25,7 +25,7 @@ def one_run(numi: LiveNumi, provider: ScriptedProvider, tokens: int, html: bool)
     chat_id = numi.chat_on(provider.openai_base_url)
     provider.enqueue(Scenario().text("tok " * tokens, chunks=tokens))
     suffix = "" if html else "?format=json"
-    ws = Client.connect(f"ws://127.0.0.1:{numi.port}/ws/{chat_id}{suffix}", headers={"Origin": numi.url})
+    ws = Client.connect(f"ws://127.0.0.1:{numi.port}/ws/{chat_id}{suffix}", headers=numi.ws_headers())
     if html:
         ws.send(json.dumps({"type": "resume", "last_event_id": None, "last_message_id": 0}))
     started = time.perf_counter()

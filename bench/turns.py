@@ -22,7 +22,7 @@ TOKEN = re.compile(r"t(\d+) ")
 
 class JsonSocket:
     def __init__(self, numi: LiveNumi, chat_id: str):
-        self.ws = Client.connect(f"ws://127.0.0.1:{numi.port}/ws/{chat_id}?format=json", headers={"Origin": numi.url})
+        self.ws = Client.connect(f"ws://127.0.0.1:{numi.port}/ws/{chat_id}?format=json", headers=numi.ws_headers())
 
     def send(self, **message) -> float:
         sent = time.perf_counter()
