@@ -42,7 +42,7 @@ class LiveNumi:
         numi = Path(sys.executable).with_name("numi")
         started = time.perf_counter()
         self.proc = subprocess.Popen([str(numi), "serve"], env=self.env, cwd=ROOT,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.DEVNULL, stderr=open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "a"))
         while True:
             try:
                 with urllib.request.urlopen(self.url + "/healthz", timeout=1):

@@ -23,7 +23,7 @@ import time  # noqa: E402
 import gevent  # noqa: E402
 from simple_websocket import Client  # noqa: E402
 
-TOKEN = re.compile(r"t(\d{4}) ")
+TOKEN = re.compile(r"t(\d{4})(?=[\s<])")  # markdown drops the last space
 # The frame a content event of one token is on the JSON view, for the echo floor.
 ECHO_FRAME = ('{{"event_id": 1764500000000, "turn_id": "0123456789abcdef", "type": "content", '
               '"data": {{"delta": "t{:04d} ", "step": 1}}}}')
