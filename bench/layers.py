@@ -38,7 +38,13 @@ def layers(path: str) -> tuple[Counter, int]:
         stack, _, n = line.rstrip().rpartition(" ")
         samples = int(n)
         total += samples
-        names = [frame.split(" (")[0] for frame in stack.split(";")]
+        names = [frame.split(" (")[0] for frame in stack.split(";") if frame]
+        if not names:  # no Python frame: the hub's C loop (libev, epoll, callbacks)
+            counts["hub, timers, greenlet switches"] += samples
+            continue
+        if any(name.startswith(("_writer", "_lag_sampler", "Counters.")) for name in names):
+            counts["the benchmark's own probe"] += samples
+            continue
         for layer, marks in RULES:
             if any(mark in name for name in names for mark in marks):
                 counts[layer] += samples

@@ -36,6 +36,7 @@ class LiveNumi:
         # What a program sends (a browser shows the token once, then has a cookie).
         self.headers = {"Authorization": f"Bearer {ACCESS_TOKEN}"}
         self.proc: subprocess.Popen | None = None
+        self.endpoints: dict[tuple[str, str], int] = {}
 
     def start(self) -> float:
         """Start the server; returns seconds from process start to the first HTTP 200."""
@@ -67,9 +68,13 @@ class LiveNumi:
         return {"Origin": self.url, **self.headers}
 
     def chat_on(self, base_url: str, kind: str = "openai_chat", model: str = "bench-model") -> str:
-        endpoint = self.post("/api/endpoints", {"name": f"bench-{kind}-{time.time_ns()}", "kind": kind,
-                                                "base_url": base_url, "api_key": "bench", "default_model": model})
-        return self.post("/api/session", {"endpoint_id": endpoint["id"], "model": model})["id"]
+        # One endpoint per provider, as a user has: chats on it share one SDK client.
+        key = (base_url, kind)
+        if key not in self.endpoints:
+            self.endpoints[key] = self.post("/api/endpoints", {
+                "name": f"bench-{kind}-{time.time_ns()}", "kind": kind, "base_url": base_url, "api_key": "bench",
+                "default_model": model})["id"]
+        return self.post("/api/session", {"endpoint_id": self.endpoints[key], "model": model})["id"]
 
     def __enter__(self) -> "LiveNumi":
         self.start()

@@ -11,7 +11,7 @@ inside the server, what a profiler's CPU samples cannot show:
   machine gave it no CPU, i.e. the part of the lag that is other processes' fault.
 
 Counters are cumulative; they are written as JSON to $NUMI_DATA_DIR/probe.json every
-200 ms, and the benchmark diffs two readings around its measurement window.
+500 ms (with their own clock), and the benchmark diffs two readings around its measurement window.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def _time_dbapi(engine, counters: Counters) -> None:
 def _writer(counters: Counters, path: Path) -> None:
     while True:
         path.write_text(json.dumps(counters.as_dict()))
-        gevent.sleep(0.2)
+        gevent.sleep(0.5)
 
 
 def register(app) -> None:
