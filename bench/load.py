@@ -198,12 +198,11 @@ def describe(result: dict) -> str:
     return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items())
 
 
-def measure(runs: int = 3) -> list[dict]:
-    """Rows for bench/run.py."""
+def per_event(runs: int = 3) -> list[dict]:
+    """Per-event CPU under the 100-turn load, each run next to its floor."""
     from stats import row
 
     rows = []
-    # Per-event CPU under the 100-turn load, each run next to its floor.
     ratios, costs, floors = [], [], []
     for _ in range(runs):
         floor = echo_run(100, 100)
@@ -214,6 +213,14 @@ def measure(runs: int = 3) -> list[dict]:
     rows.append(row("per-event CPU", "100 turns at 20 tokens/s, JSON view: µs of server CPU per token",
                     costs, "µs", ratio=ratios, note=f"floor (gevent WebSocket echo of the same frames) "
                     f"{statistics.median(floors):.0f} µs; ratio per run {', '.join(f'{r:.2f}' for r in ratios)}"))
+    return rows
+
+
+def capacity(runs: int = 3) -> list[dict]:
+    """500 concurrent turns in each view."""
+    from stats import row
+
+    rows = []
     for view in ("json", "html"):
         results = [numi_run(500, 100, view) for _ in range(runs)]
         label = f"500 turns at 20 tokens/s, {view.upper()} view"
@@ -227,6 +234,11 @@ def measure(runs: int = 3) -> list[dict]:
                         "% of one core", "≤ 100 %", note=f"wall {statistics.median(r['wall'] for r in results):.1f} s "
                         f"for {results[0]['ideal']:.0f} s of tokens"))
     return rows
+
+
+def measure(runs: int = 3) -> list[dict]:
+    """Rows for bench/run.py."""
+    return per_event(runs) + capacity(runs)
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Run every benchmark and write bench/results/latest.md and latest.json.
 
-    python bench/run.py                 # everything (about 3 minutes)
+    python bench/run.py                 # everything (5 to 15 minutes, by the machine's load)
     python bench/run.py startup memory  # some of them
 
 Benchmarks print numbers; they never fail on timing. Each figure is a median over several
@@ -23,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import idle  # noqa: E402
+import decode  # noqa: E402
 import install  # noqa: E402
 import load  # noqa: E402
 import memory  # noqa: E402
@@ -38,6 +39,7 @@ BENCHMARKS = {
     "pages": pages.measure,
     "turns": turns.measure,
     "relay": relay.measure,
+    "decode": decode.measure,
     "load": load.measure,
     "idle": idle.measure,
 }
