@@ -154,6 +154,7 @@ def numi_run(turns: int, tokens: int, view: str, profile: str | None = None, **e
         "wall": wall,
         "ideal": tokens / RATE,
         "event_cpu_us": cpu_in_window / max(in_window, 1) * 1e6,
+        "cpu_total": cpu,
         "rss_per_turn_kib": (rss_peak - rss_before) / turns * 1024,
         **{f"steady_{k}": v for k, v in inside.items()},
     }
@@ -175,6 +176,7 @@ def echo_run(clients_count: int, tokens: int) -> dict:
                 time.sleep(0.02)
         clients = Clients("echo", port, f"http://127.0.0.1:{port}", ["/"] * clients_count, tokens)
         time.sleep(0.5)
+        cpu_start = cpu_seconds(server.pid)
         started = clients.go()
         begin, end = _steady_window(started, tokens)
         time.sleep(max(0.0, begin - time.perf_counter()))
@@ -182,6 +184,7 @@ def echo_run(clients_count: int, tokens: int) -> dict:
         time.sleep(max(0.0, end - time.perf_counter()))
         cpu1, t1 = cpu_seconds(server.pid), time.perf_counter()
         seen, sent = clients.results()
+        cpu_total = cpu_seconds(server.pid) - cpu_start
     finally:
         server.terminate()
         server.wait(10)
@@ -191,6 +194,7 @@ def echo_run(clients_count: int, tokens: int) -> dict:
         "p95": percentile(latencies, 95),
         "event_cpu_us": (cpu1 - cpu0) / max(_events_in(seen, t0, t1), 1) * 1e6,
         "cpu_share": (cpu1 - cpu0) / (t1 - t0),
+        "cpu_total": cpu_total,
     }
 
 
@@ -198,22 +202,24 @@ def describe(result: dict) -> str:
     return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items())
 
 
-def per_event(runs: int = 3) -> list[dict]:
-    """Per-event CPU under the 100-turn load, each run next to its floor."""
+def per_event(runs: int = 3, turns: int = 100, short: int = 40, long: int = 120) -> list[dict]:
+    """Per-event CPU under the 100-turn load, next to its floor, as a marginal cost: the
+    server's CPU for turns of `long` tokens minus that for turns of `short` tokens, over
+    the extra tokens. A turn's fixed costs (its start and end) cancel out, however the
+    busy machine spreads them in time."""
     from stats import row
 
-    rows = []
     ratios, costs, floors = [], [], []
+    extra = turns * (long - short)
     for _ in range(runs):
-        floor = echo_run(100, 100)
-        result = numi_run(100, 100, "json")
-        floors.append(floor["event_cpu_us"])
-        costs.append(result["event_cpu_us"])
-        ratios.append(result["event_cpu_us"] / floor["event_cpu_us"])
-    rows.append(row("per-event CPU", "100 turns at 20 tokens/s, JSON view: µs of server CPU per token",
-                    costs, "µs", ratio=ratios, note=f"floor (gevent WebSocket echo of the same frames) "
-                    f"{statistics.median(floors):.0f} µs; ratio per run {', '.join(f'{r:.2f}' for r in ratios)}"))
-    return rows
+        floor = (echo_run(turns, long)["cpu_total"] - echo_run(turns, short)["cpu_total"]) / extra * 1e6
+        cost = (numi_run(turns, long, "json")["cpu_total"] - numi_run(turns, short, "json")["cpu_total"]) / extra * 1e6
+        floors.append(floor)
+        costs.append(cost)
+        ratios.append(cost / floor)
+    return [row("per-event CPU", f"{turns} turns at 20 tokens/s, JSON view: server CPU per extra token", costs, "µs",
+                ratio=ratios, note=f"floor (gevent WebSocket echo of the same frames) {statistics.median(floors):.0f} µs; "
+                f"ratio per run {', '.join(f'{r:.2f}' for r in ratios)}; turns of {long} vs {short} tokens")]
 
 
 def capacity(runs: int = 3) -> list[dict]:
