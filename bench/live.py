@@ -42,8 +42,10 @@ class LiveNumi:
         """Start the server; returns seconds from process start to the first HTTP 200."""
         numi = Path(sys.executable).with_name("numi")
         started = time.perf_counter()
-        self.proc = subprocess.Popen([str(numi), "serve"], env=self.env, cwd=ROOT,
-                                     stdout=subprocess.DEVNULL, stderr=open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "a"))
+        # BENCH_SERVER_LOG=FILE keeps the server's log (errors under load), else it is dropped.
+        with open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "a") as log:
+            self.proc = subprocess.Popen([str(numi), "serve"], env=self.env, cwd=ROOT,
+                                         stdout=subprocess.DEVNULL, stderr=log)
         while True:
             try:
                 with urllib.request.urlopen(self.url + "/healthz", timeout=1):
