@@ -19,7 +19,7 @@ import hashlib
 import secrets
 from urllib.parse import urlsplit
 
-from flask import Flask, current_app, g, redirect, request, session, url_for
+from flask import Flask, current_app, g, redirect, request, url_for
 from sqlalchemy import select
 
 from ..errors import NumiError
