@@ -20,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import install  # noqa: E402
+import logins  # noqa: E402
 import memory  # noqa: E402
 import pages  # noqa: E402
 import relay  # noqa: E402
@@ -33,6 +34,7 @@ BENCHMARKS = {
     "pages": pages.measure,
     "turns": turns.measure,
     "relay": relay.measure,
+    "logins": logins.measure,
 }
 
 
