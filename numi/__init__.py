@@ -57,9 +57,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
 
     register(app)
     from .agent.tools import default_registry
-    from .turns.manager import TurnManager
-
     from .login_limits import throttle_from_config
+    from .turns.manager import TurnManager
 
     app.extensions["numi.turns"] = TurnManager(app)
     app.extensions["numi.login_throttle"] = throttle_from_config(app.config)
