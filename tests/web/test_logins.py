@@ -245,3 +245,42 @@ def test_concurrent_logins_do_not_block_other_greenlets(multi_app, users):
     gevent.joinall(greenlets, raise_error=True, timeout=60)
     assert len(finished) == 6, finished
     assert finished[0] == "bob", finished
+
+
+# --- two real `numi serve` processes on one database ----------------------------------------
+
+
+def _form_login(url: str, username: str, password: str) -> tuple[int, dict]:
+    """POST the login form over real HTTP without following the redirect: (status, headers)."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    body = urllib.parse.urlencode({"username": username, "password": password}).encode()
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(urllib.request.Request(url + "/login", data=body), timeout=60) as response:
+            return response.status, dict(response.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers)
+
+
+def test_two_live_servers_share_the_limits(live_server_factory, tmp_path):
+    """Failures counted by one `numi serve` refuse logins at another on the same database."""
+    env = {"NUMI_AUTH": "multi", "NUMI_LOGIN_FREE_ATTEMPTS": "2", "NUMI_LOGIN_DELAY_SECONDS": "600",
+           "NUMI_DATABASE_URL": f"sqlite:///{tmp_path / 'shared.db'}"}
+    first = live_server_factory(**env)
+    second = live_server_factory(**env)
+    try:
+        first.cli("user", "create", "alice", "--password-stdin", input="the right password\n")
+        assert [_form_login(server.url, "alice", "wrong")[0] for server in (first, second, first)] == [401] * 3
+        status, headers = _form_login(second.url, "alice", "the right password")
+        assert status == 429 and 590 <= int(headers["Retry-After"]) <= 600
+        assert _form_login(first.url, "alice", "the right password")[0] == 429
+    finally:
+        first.stop()
+        second.stop()
