@@ -207,3 +207,48 @@ def test_forwarded_host_is_honoured_only_behind_trusted_proxies(make_app):
     assert proxied.get("/api/sessions", headers={"X-Forwarded-Host": "evil.example"}).status_code == 400
     assert proxied.get("/api/sessions", headers={"X-Forwarded-Host": "numi.example",
                                                   "X-Forwarded-Proto": "https"}).status_code == 200
+
+
+# --- a live server: the WebSocket of a session that ended ---------------------------------------
+
+
+def test_an_open_websocket_ends_with_its_session(live_server_factory):
+    """A socket opened with a login cookie answers `auth_required` and closes at its next
+    message once the user has logged out (elsewhere); a bearer-token socket is not a session."""
+    import http.cookiejar
+    import json
+    import urllib.parse
+    import urllib.request
+
+    from simple_websocket import Client
+
+    server = live_server_factory(NUMI_AUTH="multi")
+    try:
+        server.cli("user", "create", "alice", "--password-stdin", input="alice's password\n")
+        jar = http.cookiejar.CookieJar()
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        form = urllib.parse.urlencode({"username": "alice", "password": "alice's password"}).encode()
+        browser.open(urllib.request.Request(server.url + "/login", data=form), timeout=30).read()
+        cookie = "; ".join(f"{c.name}={c.value}" for c in jar)
+        chat = json.loads(browser.open(urllib.request.Request(
+            server.url + "/api/session", data=b"{}", headers={"Content-Type": "application/json", "Origin": server.url}),
+            timeout=30).read())
+
+        ws = Client.connect(f"ws://127.0.0.1:{server.port}/ws/{chat['id']}?format=json",
+                            headers={"Origin": server.url, "Cookie": cookie})
+        ws.send(json.dumps({"type": "approve", "call_id": "none", "decision": "deny"}))
+        assert json.loads(ws.receive(timeout=10))["data"]["code"] == "no_such_approval"
+
+        # Logged out in another tab (same cookie): the open socket's session is over.
+        browser.open(urllib.request.Request(server.url + "/logout", data=b"", headers={"Origin": server.url}),
+                     timeout=30).read()
+        ws.send(json.dumps({"type": "approve", "call_id": "none", "decision": "deny"}))
+        assert json.loads(ws.receive(timeout=10))["data"]["code"] == "auth_required"
+        from simple_websocket import ConnectionClosed
+
+        with pytest.raises(ConnectionClosed):
+            ws.receive(timeout=10)
+            ws.send(json.dumps({"type": "stop"}))
+            ws.receive(timeout=10)
+    finally:
+        server.stop()
