@@ -54,7 +54,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_PORT", 8765, int, "Port `numi serve` listens on."),
     Setting("NUMI_AUTH", "single", _choice("single", "multi", "none"), "`single`: one local user, no login, but the access token is needed once per browser. `multi`: login page, users, bearer tokens. `none`: one local user and no token at all (anything that reaches the port can use Numi and its tools)."),
     Setting("NUMI_ACCESS_TOKEN", None, str, "Single-user mode's access token (`?token=` once per browser, or `Authorization: Bearer`). Generated and stored in the data directory when unset."),
-    Setting("NUMI_SECRET_KEY", None, str, "Signs session cookies. Generated and stored in the data directory when unset."),
+    Setting("NUMI_SECRET_KEY", None, str, "Signs session cookies; the key that encrypts stored API keys is derived from it (changing it makes them unreadable). Generated and stored in the data directory when unset."),
     Setting("NUMI_SECURE_COOKIES", False, _bool, "Mark the session cookie Secure (sent over HTTPS only): set it when Numi is served through TLS."),
     Setting("NUMI_TRUSTED_PROXIES", 0, int, "Number of reverse proxies in front of Numi whose X-Forwarded-For, -Proto and -Host headers are trusted (werkzeug ProxyFix); 0 ignores those headers."),
     Setting("NUMI_SESSION_LIFETIME_HOURS", 168, float, "A login (or a remembered access token) ends after this many hours without a visit."),
@@ -146,6 +146,14 @@ def finalize(config: dict[str, Any]) -> dict[str, Any]:
     config.setdefault("SESSION_COOKIE_SECURE", bool(config.get("NUMI_SECURE_COOKIES")))
     config.setdefault("PERMANENT_SESSION_LIFETIME", timedelta(hours=config.get("NUMI_SESSION_LIFETIME_HOURS", 168)))
     return config
+
+
+def touches_data_dir(path: str, data_dir: str) -> bool:
+    """Whether `path` is the data directory, lies inside it, or contains it (real paths:
+    symlinks resolved). The data directory holds numi.db (every user's chats, endpoint
+    keys) and the secret key, so no workspace may reach it."""
+    path, data_dir = os.path.realpath(path), os.path.realpath(data_dir)
+    return os.path.commonpath([path, data_dir]) in (path, data_dir)
 
 
 def _persisted_secret(path: Path, nbytes: int = 48) -> str:
