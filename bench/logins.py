@@ -76,8 +76,9 @@ class Alice:
     def __init__(self, numi: LiveNumi, provider: ScriptedProvider):
         self.numi = numi
         cli = [str(Path(sys.executable).with_name("numi"))]
-        for name in ("alice", "bob"):
-            subprocess.run([*cli, "user", "create", name, "--password-stdin"], input="a long password\n",
+        # Alice is an admin: only admins may point an endpoint at a loopback server.
+        for name, flags in (("alice", ["--admin"]), ("bob", [])):
+            subprocess.run([*cli, "user", "create", name, "--password-stdin", *flags], input="a long password\n",
                            env=numi.env, text=True, check=True, capture_output=True)
         self.token = subprocess.run([*cli, "token", "create", "--user", "alice"], env=numi.env, text=True,
                                     check=True, capture_output=True).stdout.strip()
