@@ -19,11 +19,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import cancel  # noqa: E402
 import install  # noqa: E402
 import logins  # noqa: E402
 import memory  # noqa: E402
 import pages  # noqa: E402
 import relay  # noqa: E402
+import render  # noqa: E402
 import startup  # noqa: E402
 import turns  # noqa: E402
 
@@ -34,6 +36,8 @@ BENCHMARKS = {
     "pages": pages.measure,
     "turns": turns.measure,
     "relay": relay.measure,
+    "render": render.measure,
+    "cancel": cancel.measure,
     "logins": logins.measure,
 }
 

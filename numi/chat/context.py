@@ -50,6 +50,7 @@ class History:
     omitted: int
     checkpoint_id: int | None
     total_chars: int
+    omitted_chars: int = 0  # characters of the omitted messages (for token estimates)
 
 
 class ChatContextService:
@@ -105,6 +106,7 @@ class ChatContextService:
         rows = rows[: self.max_messages]
         rows.reverse()
         loaded = len(rows)
+        oldest_loaded = rows[0].id if rows else 0
         rows = [row for row in rows if not _is_error_placeholder(row)]
         placeholders = loaded - len(rows)
         internal = [to_internal(row) for row in rows]
@@ -130,13 +132,17 @@ class ChatContextService:
         kept.reverse()
         messages = [m for group in kept for m in group]
         omitted = len(rows) - len(messages)
+        kept_ids = {id(m) for m in messages}
+        omitted_chars = sum(_chars(m) for m in internal if id(m) not in kept_ids)
         if truncated:  # exact: count what the row limit left unread (one indexed count)
             from sqlalchemy import func
 
-            total = db.session.execute(
-                select(func.count()).select_from(stmt.order_by(None).subquery())
-            ).scalar_one()
-            omitted = total - len(messages) - placeholders
+            unread = stmt.order_by(None).where(Message.id < oldest_loaded).subquery()
+            total_unread, unread_chars = db.session.execute(
+                select(func.count(), func.coalesce(func.sum(func.length(unread.c.content)), 0))
+            ).one()
+            omitted = loaded - len(messages) - placeholders + total_unread
+            omitted_chars += int(unread_chars)
         prefix: list[dict[str, Any]] = []
         if checkpoint is not None:
             prefix.append({"role": "user", "content": f"Summary of the earlier conversation:\n{checkpoint.summary}", "_checkpoint": checkpoint.id})
@@ -144,7 +150,7 @@ class ChatContextService:
         if omitted:
             prefix.append({"role": "user", "content": OMITTED_NOTICE, "_notice": True})
             prefix.append({"role": "assistant", "content": "Understood.", "_notice": True})
-        return History(prefix + messages, omitted, checkpoint.id if checkpoint else None, chars)
+        return History(prefix + messages, omitted, checkpoint.id if checkpoint else None, chars, omitted_chars)
 
     def invalidate_history(self) -> None:
         self._history = None

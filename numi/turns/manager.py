@@ -116,7 +116,7 @@ class Turn:
                 log.debug("cancel callback failed", exc_info=True)
         for result in self.approvals.values():
             if not result.ready():
-                result.set("deny")
+                result.set("stopped")  # not a denial: the user stopped the whole turn
 
     def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Run `callback` when the turn is cancelled; returns a function that unregisters it."""
@@ -172,6 +172,10 @@ class TurnManager:
 
     def is_running(self, chat_id: str) -> bool:
         return chat_id in self.turns
+
+    def running_among(self, chat_ids) -> set[str]:
+        """Which of `chat_ids` have a running turn: one call for a page of the sidebar."""
+        return {chat_id for chat_id in chat_ids if chat_id in self.turns}
 
     def get(self, chat_id: str) -> Turn | None:
         return self.turns.get(chat_id)
