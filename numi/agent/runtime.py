@@ -303,6 +303,10 @@ class Agent:
         stream = adapter.stream(request)
         unregister = self.turn.on_cancel(stream.close)
         turn = self.turn
+        # Parts joined once at the end: `result.content += text` on an attribute copies the
+        # whole answer per token (quadratic; seconds of CPU for a 30,000-token answer).
+        content: list[str] = []
+        reasoning: list[str] = []
         call_ids: dict[int, str] = {}  # the step's call index -> Numi's id for that call
         try:
             for count, event in enumerate(stream, 1):
@@ -313,11 +317,11 @@ class Agent:
                     gevent.sleep(0)
                 if isinstance(event, TextDelta):
                     self._mark_output(result)
-                    result.content += event.text
+                    content.append(event.text)
                     turn.emit_delta("content", event.text, step)
                 elif isinstance(event, ReasoningDelta):
                     self._mark_output(result)
-                    result.reasoning += event.text
+                    reasoning.append(event.text)
                     turn.emit_delta("reasoning", event.text, step)
                 elif isinstance(event, ToolCallDelta):
                     self._mark_output(result)
@@ -342,6 +346,7 @@ class Agent:
             result.error = StreamError("stream_interrupted", f"The provider stream failed: {type(exc).__name__}.",
                                        after_output=result.output_started)
         finally:
+            result.content, result.reasoning = "".join(content), "".join(reasoning)
             unregister()
             stream.close()
             turn.flush()

@@ -98,15 +98,15 @@ class ChatContextService:
 
     def _load_history(self) -> History:
         checkpoint = self.latest_checkpoint()
-        stmt = select(Message).where(Message.chat_id == self.chat_id, Message.deleted_at.is_(None))
+        live = [Message.chat_id == self.chat_id, Message.deleted_at.is_(None)]
         if checkpoint is not None:
-            stmt = stmt.where(Message.id > checkpoint.through_message_id)
-        rows = list(db.session.execute(stmt.order_by(Message.id.desc()).limit(self.max_messages + 1)).scalars())
+            live.append(Message.id > checkpoint.through_message_id)
+        stmt = select(Message).where(*live).order_by(Message.id.desc()).limit(self.max_messages + 1)
+        rows = list(db.session.execute(stmt).scalars())
         truncated = len(rows) > self.max_messages
         rows = rows[: self.max_messages]
         rows.reverse()
         loaded = len(rows)
-        oldest_loaded = rows[0].id if rows else 0
         rows = [row for row in rows if not _is_error_placeholder(row)]
         placeholders = loaded - len(rows)
         internal = [to_internal(row) for row in rows]
@@ -137,12 +137,14 @@ class ChatContextService:
         if truncated:  # exact: count what the row limit left unread (one indexed count)
             from sqlalchemy import func
 
-            unread = stmt.order_by(None).where(Message.id < oldest_loaded).subquery()
-            total_unread, unread_chars = db.session.execute(
-                select(func.count(), func.coalesce(func.sum(func.length(unread.c.content)), 0))
-            ).one()
-            omitted = loaded - len(messages) - placeholders + total_unread
-            omitted_chars += int(unread_chars)
+            # Counted from ix_messages_chat_live alone, without reading the rows (a 5,000-row
+            # chat would otherwise re-read them all at every turn); their size is estimated from
+            # the loaded rows' average, as token counts are estimates anyway.
+            total = db.session.execute(select(func.count(Message.id)).where(*live)).scalar_one()
+            unread = max(0, total - loaded)
+            omitted = total - len(messages) - placeholders
+            average = sum(_chars(m) for m in internal) / max(1, len(internal))
+            omitted_chars += int(unread * average)
         prefix: list[dict[str, Any]] = []
         if checkpoint is not None:
             prefix.append({"role": "user", "content": f"Summary of the earlier conversation:\n{checkpoint.summary}", "_checkpoint": checkpoint.id})

@@ -182,6 +182,12 @@ class Connection:
                         pending.append(event)
                 batch, pending = pending, []
                 self._send_events(batch)
+                if not self.as_json:
+                    # The HTML view reads saved messages; hand the connection back now. Kept
+                    # until the socket closes, every open tab would hold one of the pool's
+                    # few connections (the 16th stream waited 30 s and failed) and an open
+                    # read transaction that keeps SQLite's WAL from being checkpointed.
+                    db.session.remove()
         except ConnectionClosed:
             pass  # the browser went away; the turn goes on regardless
         except Exception:
