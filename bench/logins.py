@@ -151,6 +151,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    from run import table
-
-    print(table(measure(args.runs)))
+    for result in measure(args.runs):
+        print(f"{result['metric']}: median {result['median']:.1f} {result['unit']} "
+              f"(min {result['min']:.1f}, max {result['max']:.1f}, {result['runs']} runs; target {result['target']})\n"
+              f"{result['note']}")

@@ -8,7 +8,7 @@ everywhere" and a password change. Existing rows start at 0; cookies issued befo
 revision carry no version and are asked to log in once more.
 
 Revision ID: fe15bacc91df
-Revises: c3d9e1f4a8b6
+Revises: e5f2a9c7d1b4
 Create Date: 2026-11-30 18:44:31.880211
 
 """
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = 'fe15bacc91df'
-down_revision = 'c3d9e1f4a8b6'
+down_revision = 'e5f2a9c7d1b4'
 branch_labels = None
 depends_on = None
 
