@@ -1,76 +1,41 @@
-// Background answers: a chat's answering mark going out while it is not shown marks it
-// unread until opened and, if opted in (Settings, per browser), notifies.
+// Answers ending out of view (a sidebar.js mark going out): unread, maybe notified.
 (function () {
-  "use strict";
-
-  var Numi = window.Numi = window.Numi || {}, on = document.addEventListener.bind(document), newest = 0;
+  var N = window.Numi = window.Numi || {}, S = localStorage, on = document.addEventListener.bind(document);
   function $(id) { return document.getElementById(id); }
-  function load(key) { try { return JSON.parse(localStorage.getItem(key)); } catch (e) { return null; } }
-  function save(key, value) { try { localStorage.setItem(key, JSON.stringify(value)); } catch (e) { /* private mode */ } }
   function shown() { var t = $("transcript"); return t && t.getAttribute("data-chat-id"); }
-  function attr(item, sel, name) { var el = item.querySelector(sel); return name ? el.getAttribute(name) : el.textContent; }
-
-  Numi.notifying = function () {
-    return load("numi:notify") === true && window.Notification && Notification.permission === "granted";
-  };
-  function notify(id, title, href) {
-    if (!Numi.notifying()) return;
-    var note = new Notification("Answer ready", {body: title, tag: "numi-" + id});
-    note.onclick = function () { focus(); if (href) location.href = href; note.close(); };
-  }
-
-  function showUnread() {
-    var unread = load("numi:unread") || [];
-    document.querySelectorAll("#chat-list .chat-item[data-chat-id]").forEach(function (item) {
-      item.classList.toggle("unread", unread.indexOf(item.getAttribute("data-chat-id")) >= 0);
+  function unread() { return (S.getItem("numi:unread") || "").split(" "); }
+  N.notifying = function () { return S.getItem("numi:notify") && window.Notification && Notification.permission === "granted"; };
+  function show() {
+    document.querySelectorAll("#chat-list [data-chat-id]").forEach(function (i) {
+      i.classList.toggle("unread", unread().indexOf(i.getAttribute("data-chat-id")) >= 0);
     });
   }
-  function setUnread(id, unread) {
-    var ids = (load("numi:unread") || []).filter(function (x) { return x !== id; });
-    save("numi:unread", ids.concat(unread ? [id] : []).slice(-200));
-    showUnread();
+  function mark(id, read) {
+    S.setItem("numi:unread", unread().filter(function (x) { return x && x !== id; }).concat(read ? [] : [id]).join(" "));
+    show();
   }
-
   new MutationObserver(function (changes) {
     changes.forEach(function (c) {
-      var item = c.target.closest(".chat-item[data-chat-id]"), id = item && item.getAttribute("data-chat-id");
-      if (!item || id === shown() || !c.target.matches(".answering-mark[hidden]") || c.oldValue !== null) return;
-      setUnread(id, true);
-      notify(id, attr(item, ".chat-link-title"), attr(item, ".chat-link", "href"));
+      var i = c.target.closest("[data-chat-id]"), id = i && i.getAttribute("data-chat-id");
+      if (!i || c.oldValue !== null || !c.target.matches(".answering-mark[hidden]")) return;
+      if (id !== shown()) mark(id);
+      else if (!document.hidden) return;
+      if (N.notifying()) new Notification("Answer ready", {body: i.querySelector(".chat-link-title").textContent});
     });
-  }).observe(document.documentElement, {subtree: true, attributeFilter: ["hidden"], attributeOldValue: true});
-
-  // The chat shown notifies of a newer answer, the turn over, while the tab is hidden.
-  function newestAnswer() {  // the transcript is in id order
-    var all = document.querySelectorAll("#transcript .msg-assistant[data-message-id]");
-    return all.length ? +all[all.length - 1].getAttribute("data-message-id") : 0;
-  }
-  on("htmx:wsAfterMessage", function () {
-    if (Numi.isRunning() || newestAnswer() <= newest) return;
-    newest = newestAnswer();
-    if (document.hidden) notify(shown(), $("chat-title").textContent);
-  });
-
-  // Turning it on asks the browser first; the messages are in #notify-status's data-*.
-  function settings(toggle, status) {
-    function say(key) { status.textContent = status.getAttribute("data-" + key); }
-    if (!window.Notification) { toggle.disabled = true; return say("missing"); }
-    toggle.checked = Numi.notifying();
-    toggle.onchange = function () {
-      if (!toggle.checked) { save("numi:notify", false); return say("off"); }
-      Notification.requestPermission().then(function (permission) {
-        save("numi:notify", toggle.checked = permission === "granted");
-        say(toggle.checked ? "on" : "refused");
+  }).observe(document, {subtree: true, attributeFilter: ["hidden"], attributeOldValue: true});
+  on("htmx:afterSettle", show);
+  on("DOMContentLoaded", function () {
+    var t = $("notify-toggle"), s = $("notify-status");
+    mark(shown(), 1);
+    if (!t) return;
+    t.disabled = !window.Notification;
+    t.checked = N.notifying();
+    t.onchange = function () {  // texts: data-* of #notify-status
+      (t.checked ? Notification.requestPermission() : Promise.resolve("off")).then(function (answer) {
+        t.checked = answer === "granted";
+        S.setItem("numi:notify", t.checked ? "1" : "");
+        s.textContent = s.getAttribute("data-" + (t.checked ? "on" : answer));
       });
     };
-  }
-
-  on("htmx:afterSettle", showUnread);
-  addEventListener("storage", function (event) { if (event.key === "numi:unread") showUnread(); });
-  on("DOMContentLoaded", function () {
-    newest = newestAnswer();
-    if (shown()) setUnread(shown(), false);  // opening a chat reads it
-    else showUnread();
-    if ($("notify-toggle")) settings($("notify-toggle"), $("notify-status"));
   });
 })();

@@ -72,8 +72,7 @@
     if (el) el.hidden = !running;
   }
   function poll() {
-    // A hidden tab polls only for desktop notifications (organise.js).
-    if (document.visibilityState !== "visible" && !(Numi.notifying && Numi.notifying())) return;
+    if (document.hidden && !(Numi.notifying && Numi.notifying())) return;  // organise.js
     var items = Array.prototype.slice.call(document.querySelectorAll("#chat-list .chat-item[data-chat-id]"));
     for (var i = 0; i < items.length; i += 100) (function (page) {
       var ids = page.map(function (item) { return item.getAttribute("data-chat-id"); });
