@@ -299,7 +299,7 @@ def test_axe_finds_no_serious_problems_in_the_new_views(open_page, api, size, th
         assert serious_violations(page) == []
         page.goto("/")
         reveal_sidebar(page, size)
-        page.evaluate(f"() => localStorage.setItem('numi:unread', JSON.stringify(['{tagged}']))")
+        page.evaluate(f"() => localStorage.setItem('numi:unread', '{tagged}')")
         page.reload()
         reveal_sidebar(page, size)
         page.get_by_label("Select chats").check()
