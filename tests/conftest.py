@@ -12,6 +12,9 @@ Fixtures (all real components, nothing of ours mocked):
   does not matter (pages, rendering, security headers).
 - `multi_app` (NUMI_AUTH=multi on every backend) with `users` ("a" and "b": id, username,
   password, bearer token) and `login(client, user)`; `client_a` / `client_b` are logged in.
+- `redis_settings()` (module scope): NUMI_REDIS_URL and a unique NUMI_REDIS_PREFIX on the
+  Redis at NUMI_TEST_REDIS_URL (default redis://127.0.0.1:6379/0); its keys are deleted
+  afterwards. Without a reachable Redis the test is skipped, or fails with CI=true.
 - `live_server`: the real `numi serve` in a subprocess on a free loopback port (module
   scope); `live_server_factory(**env)` starts more, e.g. in multi-user mode. The object has
   .url .port .data_dir .database_url .env .proc .restart() .kill() .cli(*args).
@@ -39,6 +42,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 POSTGRES_URL = os.environ.get("NUMI_TEST_DATABASE_URL", "")
+REDIS_URL = os.environ.get("NUMI_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
@@ -174,6 +178,45 @@ def sqlite_app(tmp_path, monkeypatch):
 @pytest.fixture
 def sqlite_client(sqlite_app):
     return sqlite_app.test_client()
+
+
+# --- Redis ---------------------------------------------------------------------------------
+
+
+def redis_or_skip():
+    """A client of the test Redis; skips without one (fails in CI, like PostgreSQL)."""
+    try:
+        import redis
+
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+        client.ping()
+        return client
+    except Exception as exc:  # not installed, not running
+        message = f"Redis is not reachable at {REDIS_URL} ({exc}); .ci/run starts one"
+        if IN_CI:
+            pytest.fail("Redis tests must run in CI: " + message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def redis_settings():
+    """`redis_settings()` -> the environment for a server on the test Redis, under a key
+    prefix of its own; every key made under those prefixes is deleted after the module."""
+    prefixes: list[str] = []
+    client = None
+
+    def settings() -> dict[str, str]:
+        nonlocal client
+        client = client or redis_or_skip()
+        prefix = f"numitest:{uuid.uuid4().hex[:12]}:"
+        prefixes.append(prefix)
+        return {"NUMI_REDIS_URL": REDIS_URL, "NUMI_REDIS_PREFIX": prefix}
+
+    yield settings
+    for prefix in prefixes:
+        keys = list(client.scan_iter(match=prefix + "*", count=1000))
+        if keys:
+            client.delete(*keys)
 
 
 # --- users ---------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import sqlite3
 import time
 import urllib.error
@@ -23,7 +24,8 @@ PLUGINS = Path(__file__).resolve().parent / "turns"
 def turn_server_env(**extra: Any) -> dict[str, str]:
     env = {
         "NUMI_PLUGINS": "plugin_tools",
-        "PYTHONPATH": str(PLUGINS),
+        # The plugins' folder first, then whatever the test run has (a worktree's numi).
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(PLUGINS), os.environ.get("PYTHONPATH", "")])),
         "NUMI_GENERATE_TITLES": "0",
         "NUMI_FRAME_INTERVAL_MS": "10",
         "NUMI_PROVIDER_MAX_RETRIES": "0",

@@ -21,6 +21,7 @@ from flask import Blueprint, Response, current_app, g, jsonify, request, stream_
 from ..chat import chats
 from ..errors import NumiError, invalid
 from ..extensions import db
+from ..turns.channel import encoded
 from ..turns.manager import TurnRequest
 from .inputs import request_data
 
@@ -119,7 +120,7 @@ def request_timezone(payload: dict[str, Any]) -> dict[str, Any]:
 
 def _sse(event: dict[str, Any]) -> str:
     event_id = "" if event.get("event_id") is None else f"id: {event['event_id']}\n"
-    return f"{event_id}event: {event['type']}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n"
+    return f"{event_id}event: {event['type']}\ndata: {encoded(event)}\n\n"
 
 
 def _follow(chat_id: str, last_event_id: int | None, *, until_turn_end: bool = True):
@@ -169,7 +170,7 @@ def chat_stream():
             raise NumiError("turn_running", "A turn is already running in this chat.", 409)
         chats.update_chat(g.user.id, chat.id, fields, current_app.config)
     manager = current_app.extensions["numi.turns"]
-    last_event_id = manager.channel(chat.id).last_event_id
+    last_event_id = manager.last_event_id(chat.id)
     start_turn(g.user.id, g.user.is_admin, chat.id, data, current_app.config)
     return _follow(chat.id, last_event_id)
 
@@ -212,8 +213,7 @@ def resume(chat_id: str):
     raw = request.headers.get("Last-Event-ID") or request.args.get("last_event_id")
     last_event_id = int(raw) if raw and raw.isdigit() else None
     status = manager.status(chat_id)
-    channel = manager.channels.get(chat_id)
-    if not status["running"] and (channel is None or (last_event_id or 0) >= channel.last_event_id):
+    if not status["running"] and (last_event_id or 0) >= status["last_event_id"]:
         return Response(status=204)  # nothing to resume: the database has it all
     db.session.commit()
     return _follow(chat_id, last_event_id)

@@ -23,6 +23,7 @@ from simple_websocket import ConnectionClosed
 from ..chat import chats
 from ..errors import NumiError
 from ..extensions import db, sock
+from ..turns.channel import encoded
 from .fragments import HtmlView
 from .streams import parse_client_message, start_turn
 
@@ -83,7 +84,7 @@ class Connection:
                 self.subscribe(message.get("last_event_id"), message.get("last_message_id"), message.get("turn_id"))
             elif kind == "send":
                 if self.subscription is None:
-                    self.subscribe(self.manager.channel(self.chat_id).last_event_id, None, None)
+                    self.subscribe(self.manager.last_event_id(self.chat_id), None, None)
                 start_turn(self.user_id, self.is_admin, self.chat_id, message, self.app.config)
             elif kind == "stop":
                 self.manager.stop(self.chat_id)
@@ -150,7 +151,7 @@ class Connection:
     def _send_events(self, events) -> None:
         if self.as_json:
             for event in events:
-                self._send(json.dumps(event, ensure_ascii=False))
+                self._send(encoded(event))  # the JSON made once when the event was published
             return
         parts: list[str] = []
         for event in events:
