@@ -6,6 +6,7 @@ Fixtures (all real components, nothing of ours mocked):
   "sqlite" (a temp file) always; "postgres" (a private schema in the database named by
   NUMI_TEST_DATABASE_URL, dropped afterwards) when that variable is set. Outside CI the
   postgres case is skipped without the variable; with CI=true it fails instead.
+- `postgres_module_url`: the same private schema for all tests of a module (module scope).
 - `make_app(**config)`: builds `create_app(config)` on `database_url` and applies the real
   migrations. `app` is `make_app()` (single-user mode); `client` its test client.
 - `sqlite_app` / `sqlite_client`: the same on SQLite only, for tests where the backend
@@ -110,6 +111,15 @@ def backend(request) -> str:
 @pytest.fixture
 def database_url(backend, tmp_path):
     url, cleanup = _database(backend, tmp_path)
+    yield url
+    cleanup()
+
+
+@pytest.fixture(scope="module")
+def postgres_module_url(tmp_path_factory):
+    """A private PostgreSQL schema shared by one module's servers (several processes on one
+    database); skipped without NUMI_TEST_DATABASE_URL, failed in CI."""
+    url, cleanup = _database("postgres", tmp_path_factory.mktemp("pg"))
     yield url
     cleanup()
 

@@ -227,7 +227,7 @@ class ChatChannel:
 
     # --- producer side --------------------------------------------------------------------
 
-    def begin_turn(self, turn_id: str) -> None:
+    def begin_turn(self, turn_id: str, request_id: str | None = None) -> None:
         self.buffer.clear()
         self.buffer_bytes = 0
         self.dropped_through = self.last_event_id

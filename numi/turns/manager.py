@@ -195,13 +195,26 @@ class TurnManager:
     def get(self, chat_id: str) -> Turn | None:
         return self.turns.get(chat_id)
 
-    def start(self, request: TurnRequest) -> Turn:
-        """Start a turn for a chat the caller has already checked the user owns."""
-        if request.chat_id in self.turns:
+    def start(self, request: TurnRequest) -> Turn | None:
+        """Start a turn for a chat the caller has already checked the user owns.
+
+        Returns None when the chat's running turn is this very request (the same
+        request_id, sent twice or to two processes at once): the retried send follows that
+        turn, whose `accepted` event carries the saved question, instead of failing.
+        """
+        running = self.turns.get(request.chat_id)
+        if running is not None:
+            if request.request_id and running.request.request_id == request.request_id:
+                return None
             raise NumiError("turn_running", "A turn is already running in this chat.", 409)
         channel = self.channel(request.chat_id)
         turn = Turn(self, channel, request)
-        channel.begin_turn(turn.id)
+        try:
+            channel.begin_turn(turn.id, request.request_id)
+        except NumiError as exc:
+            if request.request_id and getattr(exc, "request_id", None) == request.request_id:
+                return None
+            raise
         self.turns[request.chat_id] = turn
         turn.greenlet = gevent.spawn(self._run, turn)
         if self.shared is None:

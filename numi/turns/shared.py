@@ -65,15 +65,17 @@ READ_BLOCK_MS = 2000  # a reader with no subscribers left ends within this time
 READ_COUNT = 1000
 
 BEGIN = """
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return -1 end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {-1, redis.call('HGET', KEYS[2], 'request_id')}
+end
 local seq = redis.call('GET', KEYS[3])
 if not seq then seq = ARGV[6]; redis.call('SET', KEYS[3], seq) end
 redis.call('PERSIST', KEYS[3])
 redis.call('DEL', KEYS[4], KEYS[2])
 redis.call('HSET', KEYS[2], 'turn_id', ARGV[3], 'owner', ARGV[4], 'started_at', ARGV[5],
-           'running', '1', 'through', seq, 'state', ARGV[7])
+           'running', '1', 'through', seq, 'state', ARGV[7], 'request_id', ARGV[9])
 redis.call('SADD', KEYS[5], ARGV[8])
-return tonumber(seq)
+return {tonumber(seq)}
 """
 
 # KEYS: seq events turn lease running
@@ -317,16 +319,21 @@ class SharedTurns:
 
     # --- leases --------------------------------------------------------------------------
 
-    def begin(self, channel: "RedisChannel", turn_id: str, token: str, floor: int, state_json: str) -> int:
+    def begin(self, channel: "RedisChannel", turn_id: str, token: str, floor: int, state_json: str,
+              request_id: str | None) -> int:
+        """Take the chat's lease, or raise turn_running (with the running turn's request_id)."""
         self.ensure_started()
         chat_id = channel.chat_id
-        seq = self.scripts["begin"](
+        result = self.scripts["begin"](
             keys=[self.key(chat_id, "lease"), self.key(chat_id, "turn"), self.key(chat_id, "seq"),
                   self.key(chat_id, "events"), self.running_key],
-            args=[token, self.lease_ms, turn_id, self.process, time.time(), floor, state_json, chat_id])
-        if seq < 0:
-            raise NumiError("turn_running", "A turn is already running in this chat.", 409)
-        return seq
+            args=[token, self.lease_ms, turn_id, self.process, time.time(), floor, state_json, chat_id,
+                  request_id or ""])
+        if result[0] < 0:
+            error = NumiError("turn_running", "A turn is already running in this chat.", 409)
+            error.request_id = result[1].decode() if len(result) > 1 and result[1] else None
+            raise error
+        return result[0]
 
     def _heartbeat(self) -> None:
         """Renew the leases of this process's running turns; cancel a turn whose lease was
@@ -469,12 +476,12 @@ class RedisChannel:
 
     # --- producer side --------------------------------------------------------------------
 
-    def begin_turn(self, turn_id: str) -> None:
+    def begin_turn(self, turn_id: str, request_id: str | None = None) -> None:
         """Take the chat's lease (TurnManager has checked this process runs none)."""
         state = TurnState(turn_id=turn_id)
         token = f"{self.shared.process}:{turn_id}"
         floor = max(int(time.time() * 1000), self.last_written + 1)
-        self.shared.begin(self, turn_id, token, floor, json.dumps({**state.snapshot(), "error": None}))
+        self.shared.begin(self, turn_id, token, floor, json.dumps({**state.snapshot(), "error": None}), request_id)
         self.state, self.owned_turn, self.token = state, turn_id, token
         self.sizes.clear()
         self.bytes = self.since_snapshot = 0
