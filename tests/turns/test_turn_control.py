@@ -103,7 +103,7 @@ def test_kill_minus_nine_mid_turn_leaves_only_saved_boundaries(live_server_facto
     scripted.enqueue(Scenario().text("never finished " * 20, chunks=40).delay(0.05))
     ws = Socket(server, chat["id"])
     ws.send(type="send", message="Start and crash")
-    ws.events_until("content")
+    last_seen = ws.events_until("content")[-1]["event_id"]
     server.kill()
     ws.close()
     server.start()
@@ -114,7 +114,7 @@ def test_kill_minus_nine_mid_turn_leaves_only_saved_boundaries(live_server_facto
         # for every client with an `interrupted` error.
         ws = Socket(server, chat["id"])
         try:
-            ws.send(type="resume", last_event_id=None)
+            ws.send(type="resume", last_event_id=last_seen)
             events = ws.events_until("turn_end", timeout=30)
         finally:
             ws.close()
