@@ -40,6 +40,8 @@ from typing import Any
 
 import pytest
 
+from turn_support import free_port  # noqa: F401  (also used by tests that start servers)
+
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 POSTGRES_URL = os.environ.get("NUMI_TEST_DATABASE_URL", "")
@@ -310,12 +312,6 @@ def client_b(multi_app, users, login):
 
 
 # --- live server ---------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def numi_command() -> list[str]:

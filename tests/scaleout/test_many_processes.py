@@ -7,48 +7,15 @@ import random
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from numi.testing import Scenario
-from turn_support import SSE, Api, Socket, make_chat, of_type, turn_server_env, types
+from turn_support import ROOT, SSE, Api, free_port, make_chat, of_type, types
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
-
-SECRET = "scale-out-test-secret"
-
-
-@pytest.fixture(scope="module")
-def cluster_env(postgres_module_url, redis_settings, tmp_path_factory):
-    """What every process of the cluster shares: database, Redis prefix, secret, data dir."""
-    data_dir = tmp_path_factory.mktemp("shared") / "data"
-    return turn_server_env(
-        NUMI_DATABASE_URL=postgres_module_url, NUMI_SECRET_KEY=SECRET, NUMI_DATA_DIR=str(data_dir),
-        NUMI_TURN_LEASE_MS=1500, **redis_settings(),
-    )
-
-
-@pytest.fixture(scope="module")
-def pair(live_server_factory, cluster_env):
-    """Processes A and B (B started after A has migrated the database)."""
-    a = live_server_factory(**cluster_env)
-    b = live_server_factory(**cluster_env)
-    return a, b
-
-
-@pytest.fixture
-def sockets():
-    opened = []
-
-    def open_socket(server, chat_id: str, **kwargs):
-        sock = Socket(server, chat_id, **kwargs)
-        opened.append(sock)
-        return sock
-
-    yield open_socket
-    for sock in opened:
-        sock.close()
 
 
 def words(count: int) -> str:
@@ -129,7 +96,7 @@ def test_approve_from_b_reaches_the_turn_on_a(pair, scripted, sockets):
     approval = sender.events_until("tool_approval")[-1]["data"]
     other = sockets(b, chat["id"])
     other.send(type="approve", call_id="no-such-call", decision="approve")
-    assert other.receive()["data"]["code"] == "no_such_approval"
+    assert other.events_until("error")[-1]["data"]["code"] == "no_such_approval"
     other.send(type="approve", call_id=approval["call_id"], decision="approve")
     events = sender.events_until("turn_end")
     [end] = of_type(events, "tool_end")
@@ -146,8 +113,7 @@ def test_second_send_and_delete_on_b_while_a_runs_are_refused(pair, scripted, so
     sender.events_until("content")
     other = sockets(b, chat["id"])
     other.send(type="send", message="Me too", request_id="second")
-    error = other.receive()
-    assert error["type"] == "error" and error["data"]["code"] == "turn_running"
+    assert other.events_until("error")[-1]["data"]["code"] == "turn_running"
     status, body = Api(b.url).call("DELETE", f"/api/session/{chat['id']}")
     assert status == 409 and body["error"]["code"] == "turn_running"
     sse = SSE(b, "POST", "/api/chat_stream", {"message": "And me", "session": chat["id"]})
@@ -207,21 +173,28 @@ def test_kill_minus_nine_of_a_closes_the_turn_on_b_and_retry_on_b_answers(live_s
 # --- gunicorn -k gevent -w 2 --------------------------------------------------------------------
 
 
+@dataclass
+class Gunicorn:
+    port: int
+    proc: subprocess.Popen
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
 @pytest.fixture(scope="module")
 def gunicorn_server(cluster_env, pair, tmp_path_factory):
     """gunicorn with two gevent workers on the cluster's database and Redis (the pair has
     migrated the database already)."""
-    from conftest import LiveServer, ROOT, free_port
-
     port = free_port()
-    log_dir = tmp_path_factory.mktemp("gunicorn")
-    server = LiveServer(log_dir / "data", port, dict(cluster_env))
-    log = open(server.log_path, "ab")
-    server.proc = subprocess.Popen(
-        [str(Path(sys.executable).with_name("gunicorn")), "-k", "gevent", "-w", "2", "-b", f"127.0.0.1:{port}",
-         "--graceful-timeout", "2", "app:app"],
-        env=server.env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
-    log.close()
+    log_path = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).with_name("gunicorn")), "-k", "gevent", "-w", "2", "-b", f"127.0.0.1:{port}",
+             "--graceful-timeout", "2", "app:app"],
+            env=cluster_env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
+    server = Gunicorn(port, proc)
     api = Api(server.url)
     deadline = time.monotonic() + 60
     while True:
@@ -230,10 +203,11 @@ def gunicorn_server(cluster_env, pair, tmp_path_factory):
                 break
         except OSError:
             pass
-        assert server.proc.poll() is None and time.monotonic() < deadline, server.log()
+        assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
         time.sleep(0.1)
     yield server
-    server.stop()
+    proc.terminate()
+    proc.wait(15)
 
 
 def test_gunicorn_two_workers_share_every_turn(gunicorn_server, scripted, sockets):
@@ -251,7 +225,7 @@ def test_gunicorn_two_workers_share_every_turn(gunicorn_server, scripted, socket
     for _ in range(3):
         other = sockets(server, chat["id"])
         other.send(type="send", message="Again")
-        assert other.receive()["data"]["code"] == "turn_running"
+        assert other.events_until("error")[-1]["data"]["code"] == "turn_running"
         assert api.get(f"/api/chat/stream_status/{chat['id']}")[1]["running"] is True
     reference = [e["event_id"] for e in sender.events_until("turn_end")]
     for watcher in watchers:
