@@ -23,6 +23,7 @@ import install  # noqa: E402
 import memory  # noqa: E402
 import pages  # noqa: E402
 import relay  # noqa: E402
+import scaleout  # noqa: E402
 import startup  # noqa: E402
 import turns  # noqa: E402
 
@@ -33,6 +34,7 @@ BENCHMARKS = {
     "pages": pages.measure,
     "turns": turns.measure,
     "relay": relay.measure,
+    "scaleout": scaleout.measure,
 }
 
 

@@ -1,0 +1,155 @@
+"""Scale-out benchmarks: what the Redis turn channel adds per event, and `GET /` while 100
+turns stream on PostgreSQL.
+
+    python bench/run.py scaleout
+
+Needs a Redis (NUMI_BENCH_REDIS_URL, default redis://127.0.0.1:6379/0) and, for the
+PostgreSQL row, NUMI_BENCH_DATABASE_URL or NUMI_TEST_DATABASE_URL (a private schema is
+made and dropped). Rows whose service is missing are left out with a note on stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import urllib.request
+import uuid
+
+from live import LiveNumi
+from numi.testing import Scenario, ScriptedProvider
+from stats import percentile, row
+from turns import JsonSocket, concurrency, token_latencies
+
+REDIS_URL = os.environ.get("NUMI_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+POSTGRES_URL = os.environ.get("NUMI_BENCH_DATABASE_URL") or os.environ.get("NUMI_TEST_DATABASE_URL", "")
+
+
+def _redis_env() -> dict[str, str] | None:
+    try:
+        import redis
+
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except Exception as exc:
+        print(f"  no Redis at {REDIS_URL} ({exc}): Redis rows skipped")
+        return None
+    return {"NUMI_REDIS_URL": REDIS_URL, "NUMI_REDIS_PREFIX": f"numibench:{uuid.uuid4().hex[:8]}:"}
+
+
+def _drop_keys(env: dict[str, str]) -> None:
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    keys = list(client.scan_iter(match=env["NUMI_REDIS_PREFIX"] + "*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+def per_event_latency(provider: ScriptedProvider, env: dict[str, str], turns: int = 3, tokens: int = 80) -> list[float]:
+    """Provider write → client receipt per token, one event per token (no coalescing)."""
+    values: list[float] = []
+    with LiveNumi(NUMI_FRAME_INTERVAL_MS="0", **env) as numi:
+        for turn in range(turns + 1):
+            chat_id = numi.chat_on(provider.openai_base_url)
+            socket = JsonSocket(numi, chat_id)
+            provider.enqueue(Scenario().text("".join(f"t{i:04d} " for i in range(tokens)), chunks=tokens)
+                             .tokens_per_second(40))
+            before = len(provider.requests)
+            socket.send(type="send", message="Per event")
+            events = list(socket.events())
+            socket.close()
+            latencies, _ = token_latencies(events, provider.requests[before])
+            if turn:  # the first turn imports the SDK and warms the caches
+                values.extend(latencies)
+    return values
+
+
+def redis_cost(provider: ScriptedProvider) -> list[dict]:
+    env = _redis_env()
+    if env is None:
+        return []
+    rows = []
+    try:
+        # Interleaved runs: the machine's noise hits both backends alike.
+        memory, shared = [], []
+        for _ in range(3):
+            memory.append(percentile(per_event_latency(provider, {}), 50))
+            shared.append(percentile(per_event_latency(provider, env), 50))
+        added = [s - m for s, m in zip(shared, memory)]
+        rows.append(row("scale-out", "per event, in-process channel, p50", memory, "ms"))
+        rows.append(row("scale-out", "per event, Redis channel, p50", shared, "ms"))
+        rows.append(row("scale-out", "Redis adds per event, p50", added, "ms", "≤ 2 ms"))
+    finally:
+        _drop_keys(env)
+    return rows
+
+
+def _postgres_schema():
+    import sqlalchemy as sa
+
+    name = "bench_" + uuid.uuid4().hex[:12]
+    engine = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{name}"'))
+    url = sa.engine.make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={name}"})
+
+    def drop():
+        with engine.connect() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
+        engine.dispose()
+
+    return url.render_as_string(hide_password=False), drop
+
+
+def page_during_turns(provider: ScriptedProvider) -> list[dict]:
+    """`GET /` every 50 ms while 100 turns stream at 20 tokens/s, on PostgreSQL."""
+    if not POSTGRES_URL:
+        print("  NUMI_BENCH_DATABASE_URL / NUMI_TEST_DATABASE_URL not set: PostgreSQL row skipped")
+        return []
+    url, drop = _postgres_schema()
+    rows = []
+    try:
+        with LiveNumi(NUMI_DATABASE_URL=url) as numi:
+            warm = numi.chat_on(provider.openai_base_url)
+            socket = JsonSocket(numi, warm)
+            provider.enqueue(Scenario().text("warm"))
+            socket.send(type="send", message="warm up")
+            list(socket.events())
+            socket.close()
+            for _ in range(5):
+                numi.chat_on(provider.openai_base_url)  # a sidebar with some chats
+            timings: list[float] = []
+            done = threading.Event()
+
+            def load_pages():
+                while not done.is_set():
+                    started = time.perf_counter()
+                    with urllib.request.urlopen(numi.url + "/", timeout=30) as response:
+                        response.read()
+                    timings.append((time.perf_counter() - started) * 1000)
+                    time.sleep(0.05)
+
+            runs = []
+            for _ in range(2):
+                timings.clear()
+                done.clear()
+                loader = threading.Thread(target=load_pages)
+                loader.start()
+                result = concurrency(numi, provider, turns=100, tokens=40)
+                done.set()
+                loader.join()
+                runs.append((percentile(timings, 95), percentile(timings, 50), result[1]["median"]))
+            rows.append(row("scale-out", "GET / during 100 turns on PostgreSQL, p95", [r[0] for r in runs], "ms",
+                            "≤ 100 ms", note="p50 " + ", ".join(f"{r[1]:.0f}" for r in runs) + " ms; turns' p95 "
+                            + ", ".join(f"{r[2]:.0f}" for r in runs) + " ms"))
+    finally:
+        drop()
+    return rows
+
+
+def measure() -> list[dict]:
+    rows: list[dict] = []
+    with ScriptedProvider() as provider:
+        rows += redis_cost(provider)
+        rows += page_during_turns(provider)
+    return rows
