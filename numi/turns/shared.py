@@ -92,7 +92,8 @@ if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[3], 'through', id or redis.call('GET', KEYS[1]), 'state', ARGV[3])
 end
 if ARGV[2] ~= '0' then redis.call('XTRIM', KEYS[2], 'MAXLEN', ARGV[2]) end
-if ARGV[4] ~= '' and redis.call('HGET', KEYS[3], 'turn_id') == ARGV[4] then
+local holder_turn = redis.call('HGET', KEYS[3], 'turn_id')
+if ARGV[4] ~= '' and (holder_turn == ARGV[4] or not holder_turn) then
   if redis.call('GET', KEYS[4]) == ARGV[5] then redis.call('DEL', KEYS[4]) end
   redis.call('HSET', KEYS[3], 'running', '0')
   redis.call('SREM', KEYS[5], ARGV[7])
