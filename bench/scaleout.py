@@ -101,49 +101,52 @@ def _postgres_schema():
     return url.render_as_string(hide_password=False), drop
 
 
+def _page_during_turns(provider: ScriptedProvider, label: str, **env: str) -> dict:
+    """`GET /` every 50 ms while 100 turns stream at 20 tokens/s (two runs)."""
+    with LiveNumi(**env) as numi:
+        warm = numi.chat_on(provider.openai_base_url)
+        socket = JsonSocket(numi, warm)
+        provider.enqueue(Scenario().text("warm"))
+        socket.send(type="send", message="warm up")
+        list(socket.events())
+        socket.close()
+        timings: list[float] = []
+        done = threading.Event()
+
+        def load_pages():
+            while not done.is_set():
+                started = time.perf_counter()
+                with urllib.request.urlopen(numi.url + "/", timeout=30) as response:
+                    response.read()
+                timings.append((time.perf_counter() - started) * 1000)
+                time.sleep(0.05)
+
+        runs = []
+        for _ in range(2):
+            timings.clear()
+            done.clear()
+            loader = threading.Thread(target=load_pages)
+            loader.start()
+            result = concurrency(numi, provider, turns=100, tokens=40)
+            done.set()
+            loader.join()
+            runs.append((percentile(timings, 95), percentile(timings, 50), result[1]["median"]))
+    return row("scale-out", f"GET / during 100 turns on {label}, p95", [r[0] for r in runs], "ms",
+               "≤ 100 ms" if label == "PostgreSQL" else "", note="p50 " + ", ".join(f"{r[1]:.0f}" for r in runs)
+               + " ms; the turns' token p95 " + ", ".join(f"{r[2]:.0f}" for r in runs) + " ms")
+
+
 def page_during_turns(provider: ScriptedProvider) -> list[dict]:
-    """`GET /` every 50 ms while 100 turns stream at 20 tokens/s, on PostgreSQL."""
+    """The PostgreSQL row, and SQLite in the same run as its reference."""
     if not POSTGRES_URL:
         print("  NUMI_BENCH_DATABASE_URL / NUMI_TEST_DATABASE_URL not set: PostgreSQL row skipped")
         return []
     url, drop = _postgres_schema()
-    rows = []
     try:
-        with LiveNumi(NUMI_DATABASE_URL=url) as numi:
-            warm = numi.chat_on(provider.openai_base_url)
-            socket = JsonSocket(numi, warm)
-            provider.enqueue(Scenario().text("warm"))
-            socket.send(type="send", message="warm up")
-            list(socket.events())
-            socket.close()
-            for _ in range(5):
-                numi.chat_on(provider.openai_base_url)  # a sidebar with some chats
-            timings: list[float] = []
-            done = threading.Event()
-
-            def load_pages():
-                while not done.is_set():
-                    started = time.perf_counter()
-                    with urllib.request.urlopen(numi.url + "/", timeout=30) as response:
-                        response.read()
-                    timings.append((time.perf_counter() - started) * 1000)
-                    time.sleep(0.05)
-
-            runs = []
-            for _ in range(2):
-                timings.clear()
-                done.clear()
-                loader = threading.Thread(target=load_pages)
-                loader.start()
-                result = concurrency(numi, provider, turns=100, tokens=40)
-                done.set()
-                loader.join()
-                runs.append((percentile(timings, 95), percentile(timings, 50), result[1]["median"]))
-            rows.append(row("scale-out", "GET / during 100 turns on PostgreSQL, p95", [r[0] for r in runs], "ms",
-                            "≤ 100 ms", note="p50 " + ", ".join(f"{r[1]:.0f}" for r in runs) + " ms; turns' p95 "
-                            + ", ".join(f"{r[2]:.0f}" for r in runs) + " ms"))
+        rows = [_page_during_turns(provider, "PostgreSQL", NUMI_DATABASE_URL=url)]
     finally:
         drop()
+    rows.append(_page_during_turns(provider, "SQLite"))
     return rows
 
 
