@@ -44,7 +44,9 @@ class Event(dict):
 
 def event_tail(turn_id: str | None, type_: str, data: dict[str, Any]) -> str:
     """The JSON of an event after its id: `{"event_id":` + id + this is the whole event."""
-    return f',"turn_id":{_dumps(turn_id)},"type":{_dumps(type_)},"data":{_dumps(data)}}}'
+    # turn ids (hex) and event types (names in code) need no escaping.
+    turn = f'"{turn_id}"' if turn_id is not None else "null"
+    return f',"turn_id":{turn},"type":"{type_}","data":{_dumps(data)}}}'
 
 
 def make_event(event_id: int, turn_id: str | None, type_: str, data: dict[str, Any], tail: str) -> Event:
