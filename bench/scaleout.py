@@ -21,6 +21,8 @@ from numi.testing import Scenario, ScriptedProvider
 from stats import percentile, row
 from turns import JsonSocket, concurrency, token_latencies
 
+# The benchmarks measure serving, not the single-user access token check.
+OPEN = {"NUMI_AUTH": "none"}
 REDIS_URL = os.environ.get("NUMI_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 POSTGRES_URL = os.environ.get("NUMI_BENCH_DATABASE_URL") or os.environ.get("NUMI_TEST_DATABASE_URL", "")
 
@@ -48,7 +50,7 @@ def _drop_keys(env: dict[str, str]) -> None:
 def per_event_latency(provider: ScriptedProvider, env: dict[str, str], turns: int = 3, tokens: int = 80) -> list[float]:
     """Provider write → client receipt per token, one event per token (no coalescing)."""
     values: list[float] = []
-    with LiveNumi(NUMI_FRAME_INTERVAL_MS="0", **env) as numi:
+    with LiveNumi(NUMI_FRAME_INTERVAL_MS="0", **OPEN, **env) as numi:
         for turn in range(turns + 1):
             chat_id = numi.chat_on(provider.openai_base_url)
             socket = JsonSocket(numi, chat_id)
@@ -103,7 +105,7 @@ def _postgres_schema():
 
 def _page_during_turns(provider: ScriptedProvider, label: str, **env: str) -> dict:
     """`GET /` every 50 ms while 100 turns stream at 20 tokens/s (two runs)."""
-    with LiveNumi(**env) as numi:
+    with LiveNumi(**OPEN, **env) as numi:
         warm = numi.chat_on(provider.openai_base_url)
         socket = JsonSocket(numi, warm)
         provider.enqueue(Scenario().text("warm"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from turn_support import Socket, turn_server_env
+from turn_support import ACCESS_TOKEN, Socket, turn_server_env
 
 SECRET = "scale-out-test-secret"
 
@@ -16,7 +16,7 @@ def cluster_env(postgres_module_url, redis_settings, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("shared") / "data"
     return turn_server_env(
         NUMI_DATABASE_URL=postgres_module_url, NUMI_SECRET_KEY=SECRET, NUMI_DATA_DIR=str(data_dir),
-        NUMI_TURN_LEASE_MS=1500, **redis_settings(),
+        NUMI_TURN_LEASE_MS=1500, NUMI_ACCESS_TOKEN=ACCESS_TOKEN, **redis_settings(),
     )
 
 
@@ -41,3 +41,4 @@ def sockets():
     yield open_socket
     for sock in opened:
         sock.close()
+

@@ -3,6 +3,7 @@ gunicorn with two workers: a live turn is the same turn from every process."""
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from numi.testing import Scenario
-from turn_support import ROOT, SSE, Api, free_port, make_chat, of_type, types
+from turn_support import ACCESS_TOKEN, ROOT, SSE, Api, free_port, make_chat, of_type, types
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -182,6 +183,10 @@ class Gunicorn:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {ACCESS_TOKEN}"}
+
 
 @pytest.fixture(scope="module")
 def gunicorn_server(cluster_env, pair, tmp_path_factory):
@@ -193,7 +198,7 @@ def gunicorn_server(cluster_env, pair, tmp_path_factory):
         proc = subprocess.Popen(
             [str(Path(sys.executable).with_name("gunicorn")), "-k", "gevent", "-w", "2", "-b", f"127.0.0.1:{port}",
              "--graceful-timeout", "2", "app:app"],
-            env=cluster_env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
+            env={**os.environ, **cluster_env}, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
     server = Gunicorn(port, proc)
     api = Api(server.url)
     deadline = time.monotonic() + 60

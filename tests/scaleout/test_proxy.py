@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from numi.testing import Scenario
-from turn_support import ROOT, SSE, Api, free_port, make_chat, of_type
+from turn_support import ACCESS_TOKEN, ROOT, SSE, Api, free_port, make_chat, of_type
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -26,6 +26,10 @@ class Proxy:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {ACCESS_TOKEN}"}
 
 
 @pytest.fixture(scope="module")
