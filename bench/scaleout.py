@@ -86,6 +86,36 @@ def redis_cost(provider: ScriptedProvider) -> list[dict]:
     return rows
 
 
+def stop_from_another_process(provider: ScriptedProvider, runs: int = 7) -> list[dict]:
+    """POST stop on process B → the `cancelled` error on a socket of process A (the turn's
+    owner): the control message's trip through Redis pub/sub."""
+    env = _redis_env()
+    if env is None:
+        return []
+    values = []
+    try:
+        with LiveNumi(**OPEN, **env) as a:
+            with LiveNumi(**OPEN, **env, NUMI_DATA_DIR=a.data_dir) as b:
+                for run in range(runs + 1):
+                    chat_id = a.chat_on(provider.openai_base_url)
+                    socket = JsonSocket(a, chat_id)
+                    provider.enqueue(Scenario().text("x " * 400, chunks=400).tokens_per_second(50))
+                    socket.send(type="send", message="Stop me from elsewhere")
+                    events = socket.events(until="content")
+                    for _ in events:
+                        pass
+                    sent = time.perf_counter()
+                    b.post(f"/api/chat/stop/{chat_id}", {})
+                    for received, event in socket.events(until="turn_end"):
+                        if event["type"] == "error":
+                            if run:
+                                values.append((received - sent) * 1000)
+                    socket.close()
+    finally:
+        _drop_keys(env)
+    return [row("scale-out", "stop on process B → cancelled on A's socket", values, "ms", "≤ 100 ms")]
+
+
 def _postgres_schema():
     import sqlalchemy as sa
 
@@ -156,5 +186,6 @@ def measure() -> list[dict]:
     rows: list[dict] = []
     with ScriptedProvider() as provider:
         rows += redis_cost(provider)
+        rows += stop_from_another_process(provider)
         rows += page_during_turns(provider)
     return rows
