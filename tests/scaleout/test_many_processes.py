@@ -31,8 +31,15 @@ def test_a_turn_started_on_a_streams_to_a_socket_on_b(pair, scripted, sockets):
     watcher.send(type="resume", last_event_id=None)
     sender = sockets(a, chat["id"])
     sender.send(type="send", message="Stream thirty words")
-    on_a = sender.events_until("turn_end")
+    on_a = sender.events_until("content")
+    # SSE resume on B from the first delta: the rest of the turn, once.
+    first_delta = on_a[-1]["event_id"]
+    resumed = SSE(b, "GET", f"/api/chat/resume/{chat['id']}", headers={"Last-Event-ID": str(first_delta)})
+    on_a += sender.events_until("turn_end")
     on_b = watcher.events_until("turn_end")
+    rest = list(resumed.events())
+    resumed.close()
+    assert [e["event_id"] for e in rest] == [e["event_id"] for e in on_a if e["event_id"] > first_delta]
     assert [e["event_id"] for e in on_b] == [e["event_id"] for e in on_a]
     assert [e["event_id"] for e in on_a] == list(range(on_a[0]["event_id"], on_a[0]["event_id"] + len(on_a)))
     assert "".join(e["data"]["delta"] for e in of_type(on_b, "content")) == words(30)
