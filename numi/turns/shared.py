@@ -325,11 +325,17 @@ class SharedTurns:
         """Take the chat's lease, or raise turn_running (with the running turn's request_id)."""
         self.ensure_started()
         chat_id = channel.chat_id
-        result = self.scripts["begin"](
-            keys=[self.key(chat_id, "lease"), self.key(chat_id, "turn"), self.key(chat_id, "seq"),
-                  self.key(chat_id, "events"), self.running_key],
-            args=[token, self.lease_ms, turn_id, self.process, time.time(), floor, state_json, chat_id,
-                  request_id or ""])
+        try:
+            result = self.scripts["begin"](
+                keys=[self.key(chat_id, "lease"), self.key(chat_id, "turn"), self.key(chat_id, "seq"),
+                      self.key(chat_id, "events"), self.running_key],
+                args=[token, self.lease_ms, turn_id, self.process, time.time(), floor, state_json, chat_id,
+                      request_id or ""])
+        except self.redis_module.RedisError as exc:
+            # Without the lease no turn may start (another process might run one); nothing
+            # was saved yet, so the client can simply send again.
+            log.warning("starting a turn failed: Redis is unreachable (%s)", exc)
+            raise NumiError("live_unavailable", "The server cannot reach Redis; try again in a moment.", 503) from None
         if result[0] < 0:
             error = NumiError("turn_running", "A turn is already running in this chat.", 409)
             error.request_id = result[1].decode() if len(result) > 1 and result[1] else None
