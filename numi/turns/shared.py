@@ -584,17 +584,19 @@ class RedisChannel:
 
     def _backlog(self, subscription: Subscription, last_event_id: int | None) -> list[dict[str, Any]]:
         if last_event_id is not None:
-            client = self.shared.client
-            entries = client.xrange(self.key, f"({last_event_id}-0", "+", count=self.max_events + 16)
+            # One MULTI: the stream after the client's id and the newest id, at one instant
+            # (read apart, events published in between would look like a gap).
+            pipe = self.shared.client.pipeline(transaction=True)
+            pipe.xrange(self.key, f"({last_event_id}-0", "+", count=self.max_events + 16)
+            pipe.get(self.shared.key(self.chat_id, "seq"))
+            entries, seq = pipe.execute()
             if entries and _id(entries[0][0]) == last_event_id + 1:
                 backlog = [decode(entry_id, fields) for entry_id, fields in entries]
                 subscription.skip_through = backlog[-1]["event_id"]
                 return backlog
-            if not entries:
-                seq = self.shared.last_event_id(self.chat_id)
-                if last_event_id >= seq:
-                    subscription.skip_through = last_event_id
-                    return []
+            if not entries and last_event_id >= int(seq or 0):
+                subscription.skip_through = last_event_id
+                return []
         snapshot = self.snapshot_event()
         subscription.skip_through = snapshot["event_id"] or 0
         return [snapshot] if snapshot["turn_id"] is not None else []
