@@ -201,6 +201,10 @@ class SharedTurns:
         if self.started_pid == os.getpid():
             return
         self.started_pid = os.getpid()
+        # A worker forked from a master that built the app (gunicorn --preload) is a process
+        # of its own: its leases and control channel must not be its siblings'.
+        self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.control_channel = f"{self.prefix}ctl:{self.process}"
         self.greenlets = [gevent.spawn(loop) for loop in (self._write, self._listen, self._heartbeat, self._sweep)]
 
     def close(self) -> None:
