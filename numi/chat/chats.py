@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import and_, or_, select
 
+from ..config import touches_data_dir
 from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
 from ..models import Chat, Endpoint, Message, User, utcnow
@@ -132,7 +133,8 @@ def _apply(chat: Chat, user_id: int, fields: dict[str, Any], limits: dict[str, A
     chat.settings = settings
 
 
-SETTING_KEYS = ("system_prompt", "temperature", "max_tokens", "reasoning_effort", "tools", "workspace", "auto_approve")
+SETTING_KEYS = ("system_prompt", "temperature", "max_tokens", "reasoning_effort", "tools", "workspace", "auto_approve",
+                "tool_policy")
 
 
 def validate_settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
@@ -155,17 +157,20 @@ def validate_settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, 
             clean[key] = value
         elif key == "fallbacks":
             clean[key] = _fallbacks(value)
+        elif key == "tool_policy":
+            clean[key] = _tool_policy(value)
         elif key in ("auto_compact", "auto_approve"):
             clean[key] = bool(value)
         elif key == "workspace":
-            clean[key] = _workspace(value)
+            clean[key] = _workspace(value, limits.get("NUMI_DATA_DIR"))
         else:
             raise invalid(f"Unknown setting {key!r}.", "unknown_setting")
     return clean
 
 
-def _workspace(value: Any) -> str | None:
-    """A workspace is an existing directory, stored as its real path (symlinks resolved)."""
+def _workspace(value: Any, data_dir: str | None = None) -> str | None:
+    """A workspace is an existing directory, stored as its real path (symlinks resolved),
+    that neither is, lies in, nor contains Numi's data directory."""
     path = _text(value or "", "workspace", 1000).strip()
     if not path:
         return None
@@ -174,7 +179,22 @@ def _workspace(value: Any) -> str | None:
     real = os.path.realpath(path)
     if not os.path.isdir(real):
         raise invalid("The workspace must be an existing directory.", "invalid_workspace")
+    if data_dir and touches_data_dir(real, data_dir):
+        raise invalid("The workspace may not be, contain or lie inside Numi's data directory (it holds the "
+                      "database and the secret key).", "workspace_data_dir")
     return real
+
+
+TOOL_POLICIES = ("ask", "auto")
+
+
+def _tool_policy(value: Any) -> dict[str, str]:
+    """`{tool name: "ask" | "auto"}`: per tool, whether its calls wait for the user
+    (agent/approvals.py applies it)."""
+    if not isinstance(value, dict) or len(value) > 200 or not all(
+            isinstance(name, str) and 0 < len(name) <= 64 and policy in TOOL_POLICIES for name, policy in value.items()):
+        raise invalid("tool_policy must map tool names to \"ask\" or \"auto\".")
+    return dict(value)
 
 
 def _fallbacks(value: Any) -> list[dict[str, Any]]:

@@ -61,6 +61,7 @@ class Turn:
         self._flush_timer: gevent.Greenlet | None = None
         self._last_delta_at = 0.0  # monotonic time the last delta event went out
         self.approvals: dict[str, gevent.event.AsyncResult] = {}
+        self.approval_digests: dict[str, str] = {}  # call_id -> digest of the call its card shows
 
     # --- events -----------------------------------------------------------------------------
 
@@ -128,15 +129,23 @@ class Turn:
             callback()
         return lambda: self._cancel_callbacks.remove(callback) if callback in self._cancel_callbacks else None
 
-    def wait_for_approval(self, call_id: str, timeout: float) -> str:
-        """Block this greenlet (not the hub) until the user approves or denies, or timeout."""
-        result = self.approvals.setdefault(call_id, gevent.event.AsyncResult())
+    def wait_for_approval(self, call_id: str, timeout: float, digest: str | None = None) -> str:
+        """Block this greenlet (not the hub) until the user approves or denies, or timeout.
+
+        One approval per call id: a second wait on an id already waiting is denied, never
+        shared. With `digest`, only an approval that names that digest counts."""
+        if call_id in self.approvals:
+            return "deny"
+        result = self.approvals[call_id] = gevent.event.AsyncResult()
+        if digest is not None:
+            self.approval_digests[call_id] = digest
         try:
             return result.get(timeout=timeout)
         except gevent.Timeout:
             return "timeout"
         finally:
             self.approvals.pop(call_id, None)
+            self.approval_digests.pop(call_id, None)
 
 
 class TurnManager:
@@ -261,18 +270,25 @@ class TurnManager:
         turn.cancel()
         return True
 
-    def approve(self, chat_id: str, call_id: str, decision: str) -> bool:
+    def approve(self, chat_id: str, call_id: str, decision: str, digest: str | None = None) -> bool:
+        """Answer a waiting approval (wherever its turn runs); False when nothing waits under
+        `call_id`. An approval must carry the digest of the call its card showed (a denial
+        needs none)."""
         if chat_id not in self.turns and self.shared is not None:
-            return self.shared.approve(chat_id, call_id, decision)
-        return self.approve_local(chat_id, call_id, decision)
+            return self.shared.approve(chat_id, call_id, decision, digest)
+        return self.approve_local(chat_id, call_id, decision, digest)
 
-    def approve_local(self, chat_id: str, call_id: str, decision: str) -> bool:
+    def approve_local(self, chat_id: str, call_id: str, decision: str, digest: str | None = None) -> bool:
         turn = self.turns.get(chat_id)
         if turn is None:
             return False
         result = turn.approvals.get(call_id)
         if result is None or result.ready():
             return False
+        expected = turn.approval_digests.get(call_id)
+        if decision == "approve" and expected is not None and digest != expected:
+            raise NumiError("approval_mismatch",
+                            "That approval does not match the call shown on its card; nothing was run.", 409)
         result.set("approve" if decision == "approve" else "deny")
         return True
 

@@ -284,14 +284,21 @@ class SharedTurns:
         owner = self._owner(chat_id)
         return owner is not None and self._send_control(owner, {"op": "stop", "chat_id": chat_id})
 
-    def approve(self, chat_id: str, call_id: str, decision: str) -> bool:
+    def approve(self, chat_id: str, call_id: str, decision: str, digest: str | None) -> bool:
         owner = self._owner(chat_id)
         if owner is None:
             return False
         state, _ = self.fold(chat_id)
-        if state is None or call_id not in state.pending_approvals:
+        pending = state.pending_approvals.get(call_id) if state is not None else None
+        if pending is None:
             return False
-        return self._send_control(owner, {"op": "approve", "chat_id": chat_id, "call_id": call_id, "decision": decision})
+        # Checked here too, so the client gets the error; the owner checks again.
+        expected = pending.get("digest")
+        if decision == "approve" and expected is not None and digest != expected:
+            raise NumiError("approval_mismatch",
+                            "That approval does not match the call shown on its card; nothing was run.", 409)
+        return self._send_control(owner, {"op": "approve", "chat_id": chat_id, "call_id": call_id,
+                                          "decision": decision, "digest": digest})
 
     def _listen(self) -> None:
         """Apply stop and approve messages other processes send for this process's turns."""
@@ -320,7 +327,7 @@ class SharedTurns:
         if message.get("op") == "stop":
             self.manager.stop_local(chat_id)
         elif message.get("op") == "approve":
-            self.manager.approve_local(chat_id, message.get("call_id"), message.get("decision"))
+            self.manager.approve_local(chat_id, message.get("call_id"), message.get("decision"), message.get("digest"))
 
     # --- leases --------------------------------------------------------------------------
 

@@ -108,7 +108,8 @@ class HtmlView:
         return [self._live(turn_id)]
 
     def _on_tool_approval(self, turn_id, data):
-        card = {"call_id": data["call_id"], "name": data["name"], "status": "approval", "arguments": data.get("arguments")}
+        card = {"call_id": data["call_id"], "name": data["name"], "status": "approval", "arguments": data.get("arguments"),
+                "digest": data.get("digest")}
         return [render_template("partials/_tool_card.html", card=card, oob=True)]
 
     def _on_tool_start(self, turn_id, data):
@@ -191,8 +192,10 @@ class HtmlView:
         for tool in data.get("tools", []):
             if tool.get("status") in ("approval", "running", "done", "failed"):
                 card = dict(tool)
-                if card.get("status") == "approval" and card.get("arguments") is None and card["call_id"] in pending:
+                if card.get("status") == "approval" and card["call_id"] in pending:
+                    # The card shows what is pending, and its Approve names that digest.
                     card["arguments"] = pending[card["call_id"]].get("arguments")
+                    card["digest"] = pending[card["call_id"]].get("digest")
                 out.append(render_template("partials/_tool_card.html", card=card, oob=True))
         if self.running:
             out.append(self._live(turn_id))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
 
 from .. import endpoints as endpoint_store
+from ..agent.approvals import default_policy
 from ..chat import chats
 from ..errors import NumiError
 from .inputs import int_arg, request_data
@@ -187,15 +188,18 @@ def chat_settings(chat_id: str):
 
 def _tool_settings(data: dict) -> dict:
     """The tools part of the chat settings form (or JSON body): which tools, the workspace,
-    auto-approve. A form marks its tool checkboxes with `tools_shown`, so an empty list
-    (every box unticked) is told apart from a form without them."""
+    auto-approve and the approval policy per tool. A form marks its tool checkboxes with
+    `tools_shown`, so an empty list (every box unticked) is told apart from a form without
+    them; a policy field `policy_<tool>` left on "default" stores no policy for that tool."""
     out: dict = {}
     is_form = request.mimetype != "application/json"
     if is_form and "tools_shown" in request.form:
         out["tools"] = [name for name in request.form.getlist("tools") if name]
         out["auto_approve"] = request.form.get("auto_approve") in ("1", "on", "true")
+        out["tool_policy"] = {key.removeprefix("policy_"): value for key, value in request.form.items()
+                              if key.startswith("policy_") and value}
     elif not is_form:
-        for key in ("tools", "auto_approve"):
+        for key in ("tools", "auto_approve", "tool_policy"):
             if key in data:
                 out[key] = data[key]
     if "workspace" in data:
@@ -212,7 +216,7 @@ def chat_tool_choices() -> list[dict]:
     else:
         tools = registry.active(registry.names(), is_admin=g.user.is_admin)
     return [{"name": t.name, "label": TOOL_LABELS.get(t.name, t.name), "description": t.description,
-             "admin_only": t.admin_only} for t in tools]
+             "admin_only": t.admin_only, "default_policy": default_policy(t)} for t in tools]
 
 
 TOOL_LABELS = {
@@ -224,7 +228,7 @@ TOOL_LABELS = {
     "search_files": "Workspace: search files",
     "write_file": "Workspace: write files",
     "patch_file": "Workspace: patch files",
-    "bash": "Bash commands (asks first)",
+    "bash": "Bash commands",
     "search_documents": "Search my documents",
 }
 
@@ -263,7 +267,7 @@ def web_search_settings():
     from ..agent.tools import web
 
     data = request_data()
-    saved = web.save_settings(g.user.id, data)
+    saved = web.save_settings(g.user.id, data, is_admin=g.user.is_admin)
     if _is_htmx():
         return render_template("partials/_web_settings.html", web_settings=saved, saved=True)
     return redirect(url_for("pages.settings"))

@@ -89,7 +89,8 @@ class Connection:
             elif kind == "stop":
                 self.manager.stop(self.chat_id)
             elif kind == "approve":
-                if not self.manager.approve(self.chat_id, message["call_id"], message["decision"]):
+                if not self.manager.approve(self.chat_id, message["call_id"], message["decision"],
+                                            message.get("digest")):
                     raise NumiError("no_such_approval", "That tool call is not waiting for approval.", 409)
         except NumiError as exc:
             self.send_error(exc.code, exc.message)

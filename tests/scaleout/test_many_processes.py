@@ -105,7 +105,9 @@ def test_approve_from_b_reaches_the_turn_on_a(pair, scripted, sockets):
     other = sockets(b, chat["id"])
     other.send(type="approve", call_id="no-such-call", decision="approve")
     assert other.events_until("error")[-1]["data"]["code"] == "no_such_approval"
-    other.send(type="approve", call_id=approval["call_id"], decision="approve")
+    other.send(type="approve", call_id=approval["call_id"], decision="approve", digest="not-the-card's")
+    assert other.events_until("error")[-1]["data"]["code"] == "approval_mismatch"
+    other.send(type="approve", call_id=approval["call_id"], decision="approve", digest=approval["digest"])
     events = sender.events_until("turn_end")
     [end] = of_type(events, "tool_end")
     assert end["data"]["ok"] is True and "approved on B" in end["data"]["result"]
