@@ -13,6 +13,9 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 
 
+PROVIDER_HTTP_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "anthropic")
+
+
 def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     """Build the Flask app: settings from the environment (or `test_config`), extensions,
     blueprints. Does not touch the network; migrations run in `numi serve` / `numi db upgrade`.
@@ -32,6 +35,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
         config.update(test_config)
     app.config.update(finalize(config))
     logging.basicConfig(level=app.config["NUMI_LOG_LEVEL"], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # The provider SDKs log every HTTP request at INFO (also on CLI commands' stderr):
+    # that is debugging detail, shown only with NUMI_LOG_LEVEL=DEBUG.
+    quiet = logging.DEBUG if logging.getLogger().isEnabledFor(logging.DEBUG) else logging.WARNING
+    for name in PROVIDER_HTTP_LOGGERS:
+        logging.getLogger(name).setLevel(quiet)
     if app.config["NUMI_AUTH"] == "none":
         logging.getLogger("numi").warning(
             "NUMI_AUTH=none: no access token is needed. Any process or user that reaches this port "

@@ -168,6 +168,9 @@ class Message(db.Model):
     __table_args__ = (
         UniqueConstraint("chat_id", "request_id"),
         Index("ix_messages_chat_id_id", "chat_id", "id"),
+        # A chat's live messages, newest first, and their count, read from the index alone:
+        # a turn in a long chat loads its newest messages and counts the ones left out.
+        Index("ix_messages_chat_live", "chat_id", "deleted_at", "id"),
         # Strictly increasing ids on SQLite too: the id orders the transcript.
         {"sqlite_autoincrement": True},
     )

@@ -64,6 +64,51 @@ def list_chats(user_id: int, *, limit: int, cursor: str | None = None, query: st
     return Page(chats, next_cursor)
 
 
+def date_group(moment: datetime, now: datetime) -> str:
+    """The sidebar group of a chat last active at `moment` (both in the user's local time):
+    Today, Yesterday, Previous 7 days, Previous 30 days, then the month ("March 2026")."""
+    days = (now.date() - moment.date()).days
+    if days <= 0:
+        return "Today"
+    if days == 1:
+        return "Yesterday"
+    if days < 7:
+        return "Previous 7 days"
+    if days < 30:
+        return "Previous 30 days"
+    return f"{moment:%B %Y}"
+
+
+def chats_listed_before(user_id: int, chat: Chat) -> int:
+    """How many chats the sidebar lists above `chat` (one counting query)."""
+    from sqlalchemy import func
+
+    return db.session.execute(
+        select(func.count()).select_from(Chat).where(
+            Chat.user_id == user_id, Chat.deleted_at.is_(None),
+            or_(Chat.updated_at > chat.updated_at, and_(Chat.updated_at == chat.updated_at, Chat.id > chat.id)))
+    ).scalar_one()
+
+
+def newest_empty_chat(user_id: int) -> Chat | None:
+    """The user's newest live chat without a live message and with its first title: what
+    "+ New chat" reuses instead of leaving one more empty chat behind."""
+    has_message = select(Message.id).where(Message.chat_id == Chat.id, Message.deleted_at.is_(None)).exists()
+    return db.session.execute(
+        select(Chat).where(Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.title == "New chat", ~has_message)
+        .order_by(Chat.updated_at.desc(), Chat.id.desc()).limit(1)
+    ).scalar_one_or_none()
+
+
+def owned_chat_ids(user_id: int, chat_ids: list[str]) -> list[str]:
+    """Those of `chat_ids` that are the user's live chats (one query)."""
+    if not chat_ids:
+        return []
+    return list(db.session.execute(
+        select(Chat.id).where(Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.id.in_(chat_ids))
+    ).scalars())
+
+
 def _parse_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         stamp, chat_id = cursor.split("|", 1)
@@ -91,6 +136,12 @@ def update_chat(user_id: int, chat_id: str, fields: dict[str, Any], limits: dict
     _apply(chat, user_id, fields, limits)
     db.session.commit()
     return chat
+
+
+def touch_chat(chat: Chat) -> None:
+    """Mark the chat as active now (it moves to the top of the sidebar)."""
+    chat.updated_at = utcnow()
+    db.session.commit()
 
 
 def delete_chat(user_id: int, chat_id: str) -> None:

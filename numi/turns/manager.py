@@ -120,7 +120,7 @@ class Turn:
                 log.debug("cancel callback failed", exc_info=True)
         for result in self.approvals.values():
             if not result.ready():
-                result.set("deny")
+                result.set("stopped")  # not a denial: the user stopped the whole turn
 
     def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Run `callback` when the turn is cancelled; returns a function that unregisters it."""
@@ -200,6 +200,10 @@ class TurnManager:
         if self.shared is not None:
             return self.shared.last_event_id(chat_id, start=True)
         return self.channel(chat_id).last_event_id
+
+    def running_among(self, chat_ids) -> set[str]:
+        """Which of `chat_ids` have a running turn: one call for a page of the sidebar."""
+        return self.running_chat_ids(chat_ids)
 
     def get(self, chat_id: str) -> Turn | None:
         return self.turns.get(chat_id)

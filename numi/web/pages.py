@@ -6,15 +6,20 @@ The same partial renders inside the full page, as an HTMX response and as a WebS
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
+import logging
+from datetime import timedelta
+
+from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
 
 from .. import endpoints as endpoint_store
 from ..agent.approvals import default_policy
 from ..chat import chats
 from ..errors import NumiError
+from ..models import utcnow
 from .inputs import int_arg, request_data
 
 bp = Blueprint("pages", __name__)
+log = logging.getLogger(__name__)
 
 
 def _limits():
@@ -30,6 +35,11 @@ def healthz():
     return {"ok": True}
 
 
+def _running_ids(page) -> set[str]:
+    """Which chats of a sidebar page are answering (one TurnManager call per page)."""
+    return current_app.extensions["numi.turns"].running_among([chat.id for chat in page.items])
+
+
 @bp.get("/")
 def index():
     page = chats.list_chats(g.user.id, limit=current_app.config["NUMI_PAGE_SIZE_CHATS"])
@@ -37,6 +47,7 @@ def index():
         "chat.html",
         chat=None,
         sidebar=page,
+        running_ids=_running_ids(page),
         endpoints=endpoint_store.list_endpoints(g.user.id),
     )
 
@@ -51,13 +62,22 @@ def chat_view(chat_id: str):
         page, has_newer = chats.list_messages_around(chat, at, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
     else:
         page = chats.list_messages(chat, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
+    # The open chat is in the sidebar even when it is older than the first page: as many
+    # pages as it takes, up to ten.
+    size = config["NUMI_PAGE_SIZE_CHATS"]
+    pages = min(10, chats.chats_listed_before(g.user.id, chat) // size + 1)
+    sidebar = chats.list_chats(g.user.id, limit=size * pages)
+    running = current_app.extensions["numi.turns"].is_running(chat.id)
     return render_template(
         "chat.html",
         chat=chat,
-        sidebar=chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"]),
+        sidebar=sidebar,
+        running_ids=_running_ids(sidebar),
         endpoints=endpoint_store.list_endpoints(g.user.id),
-        running=current_app.extensions["numi.turns"].is_running(chat.id),
+        running=running,
         has_newer=has_newer,
+        interrupted=not running and not has_newer and interrupted_turn(page.items),
+        stale_calls=not running,
         **transcript_context(page),
     )
 
@@ -68,7 +88,23 @@ def older_messages(chat_id: str):
     page = chats.list_messages(
         chat, limit=current_app.config["NUMI_PAGE_SIZE_MESSAGES"], before_id=int_arg("before", low=1)
     )
-    return render_template("partials/_messages_page.html", chat=chat, **transcript_context(page))
+    running = current_app.extensions["numi.turns"].is_running(chat.id)
+    return render_template("partials/_messages_page.html", chat=chat, stale_calls=not running,
+                           **transcript_context(page))
+
+
+def interrupted_turn(messages) -> bool:
+    """Whether the newest turn stopped without a final answer while no turn is running.
+
+    A turn that fails saves its error on a message (shown with Retry); only a server that
+    stopped mid-turn (a crash, a kill, a restart) leaves the transcript ending on the
+    question, on a step that called tools, or on a tool result. Nothing is marked at
+    start-up: the transcript itself says it, whenever the chat is opened.
+    """
+    if not messages:
+        return False
+    last = messages[-1]
+    return last.role in ("user", "tool") or (last.role == "assistant" and bool(last.tool_calls))
 
 
 def transcript_context(page) -> dict:
@@ -113,8 +149,32 @@ def chat_list():
     )
     current = request.args.get("current")
     if _is_htmx():
-        return render_template("partials/_chat_list_page.html", sidebar=page, query=query, current_id=current)
+        # `group`: the date group the previous page ended in, so its header is not repeated.
+        return render_template("partials/_chat_list_page.html", sidebar=page, query=query, current_id=current,
+                               running_ids=_running_ids(page), group_before=(request.args.get("group") or "")[:40])
     return redirect(url_for("pages.index"))
+
+
+@bp.get("/chats/running")
+def running_chats():
+    """Which of the listed chats (`ids`, comma-separated, the sidebar's page) are answering:
+    the sidebar polls this to mark chats whose turn runs in the background."""
+    ids = [i for i in (request.args.get("ids") or "").split(",") if i][:500]
+    owned = chats.owned_chat_ids(g.user.id, ids)
+    running = current_app.extensions["numi.turns"].running_among(owned)
+    return jsonify(running=sorted(running))
+
+
+@bp.app_template_global("chat_group")
+def chat_group(chat) -> str:
+    """The sidebar's date group of a chat, in the browser's time zone (the `numi_tz` cookie,
+    minutes east of UTC, set by sidebar.js; UTC until it is known)."""
+    try:
+        offset = max(-16 * 60, min(16 * 60, int(request.cookies.get("numi_tz", "0"))))
+    except ValueError:
+        offset = 0
+    shift = timedelta(minutes=offset)
+    return chats.date_group(chat.updated_at + shift, utcnow() + shift)
 
 
 @bp.post("/chats")
@@ -123,7 +183,14 @@ def create_chat():
     fields = {"title": data.get("title") or "New chat"}
     if data.get("route"):
         fields.update(_route(data["route"]))
-    chat = chats.create_chat(g.user.id, fields, _limits())
+    # "+ New chat" reuses the user's empty chat, if one is left, instead of adding another:
+    # clicking it twice never leaves empty chats behind in the sidebar.
+    chat = chats.newest_empty_chat(g.user.id) if fields["title"] == "New chat" else None
+    if chat is None:
+        chat = chats.create_chat(g.user.id, fields, _limits())
+    else:
+        chat = chats.update_chat(g.user.id, chat.id, fields, _limits())
+        chats.touch_chat(chat)
     target = url_for("pages.chat_view", chat_id=chat.id)
     if _is_htmx():
         return "", 204, {"HX-Location": target}
@@ -146,7 +213,10 @@ def chat_item(chat_id: str):
 def rename(chat_id: str):
     chat = chats.update_chat(g.user.id, chat_id, {"title": request_data().get("title", "")}, _limits())
     if _is_htmx():
-        return render_template("partials/_chat_item.html", chat=chat, current_id=request.args.get("current"))
+        current = request.args.get("current")
+        # The current chat's header title follows (and, through it, the tab title).
+        return render_template("partials/_chat_item.html", chat=chat, current_id=current) + (
+            render_template("partials/_chat_title.html", chat=chat, oob=True) if current == chat.id else "")
     return redirect(url_for("pages.chat_view", chat_id=chat.id))
 
 
@@ -154,12 +224,15 @@ def rename(chat_id: str):
 def delete(chat_id: str):
     _refuse_while_running(chat_id)
     chats.delete_chat(g.user.id, chat_id)
+    # Deleting the open chat opens the next one (the newest left), not a dead URL.
+    following = chats.list_chats(g.user.id, limit=1).items
+    target = url_for("pages.chat_view", chat_id=following[0].id) if following else url_for("pages.index")
     if _is_htmx():
         headers = {}
         if request.args.get("current") == chat_id:
-            headers["HX-Location"] = url_for("pages.index")
+            headers["HX-Redirect"] = target  # a fresh page: its own socket and title
         return "", 200, headers
-    return redirect(url_for("pages.index"))
+    return redirect(target)
 
 
 @bp.post("/c/<chat_id>/settings")
@@ -181,7 +254,8 @@ def chat_settings(chat_id: str):
             "partials/_chat_header.html",
             chat=chat,
             endpoints=endpoint_store.list_endpoints(g.user.id),
-            saved=True,
+            # The header's model picker saves too, but must not open the Settings panel.
+            saved=data.get("source") != "picker",
         )
     return redirect(url_for("pages.chat_view", chat_id=chat.id))
 
@@ -277,9 +351,16 @@ def web_search_settings():
 def add_endpoint():
     data = request_data()
     shared = bool(data.pop("shared", None)) and g.user.is_admin
-    endpoint_store.create_endpoint(
+    endpoint = endpoint_store.create_endpoint(
         None if shared else g.user.id, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"]
     )
+    if not endpoint.default_model:
+        # Without a default model the list is what the user picks from next: fetch it now
+        # rather than showing "0 models" until Test is pressed. A failure shows on Test.
+        try:
+            endpoint_store.models(endpoint, max_age_seconds=0, refresh=True)
+        except NumiError as exc:
+            log.info("models of new endpoint %s not fetched: %s", endpoint.id, exc.code)
     return _settings_list_or_redirect()
 
 

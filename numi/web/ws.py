@@ -85,6 +85,8 @@ class Connection:
             elif kind == "send":
                 if self.subscription is None:
                     self.subscribe(self.manager.last_event_id(self.chat_id), None, None)
+                if self.view is not None:
+                    self.view.pending_send = True
                 start_turn(self.user_id, self.is_admin, self.chat_id, message, self.app.config)
             elif kind == "stop":
                 self.manager.stop(self.chat_id)
@@ -94,6 +96,11 @@ class Connection:
                     raise NumiError("no_such_approval", "That tool call is not waiting for approval.", 409)
         except NumiError as exc:
             self.send_error(exc.code, exc.message)
+        except Exception:
+            # A bug in handling one message must not drop the socket (and the page's stream).
+            log.exception("handling a WebSocket message failed")
+            db.session.rollback()
+            self.send_error("internal_error", "Something went wrong on the server. The log has the details.")
         finally:
             db.session.remove()
 
@@ -107,13 +114,33 @@ class Connection:
         if not self.as_json:
             self.view = HtmlView(
                 self.chat,
-                render_interval=self.app.config["NUMI_RENDER_INTERVAL_MS"] / 1000.0,
                 last_message_id=last_message_id or 0,
                 client_turn_id=client_turn_id,
             )
+            backlog = self._lost_turn(client_turn_id, backlog) + backlog
         # A copy of this request's context: templates build URLs, and the sender greenlet
         # gets its own app context (and so its own database session).
         self.sender = gevent.spawn(copy_current_request_context(self._relay), subscription, backlog)
+
+    def _lost_turn(self, client_turn_id, backlog) -> list[dict]:
+        """Events that close a live turn the page still shows but the server no longer
+        knows (it restarted mid-turn): the page's Stop and live text go, and when the
+        transcript ends without an answer it gets the `interrupted` notice with Retry."""
+        from .pages import interrupted_turn
+
+        if not client_turn_id or backlog:
+            return []
+        status = self.manager.status(self.chat_id)  # any process's turn (with Redis)
+        if status["running"] or status["turn_id"] == client_turn_id:
+            return []
+        events = []
+        recent = chats.list_messages(self.chat, limit=3).items
+        if interrupted_turn(recent):
+            events.append({"event_id": None, "turn_id": client_turn_id, "type": "error", "data": {
+                "code": "interrupted", "message": "This answer was interrupted: the server stopped before it finished."}})
+        db.session.commit()
+        events.append({"event_id": None, "turn_id": client_turn_id, "type": "turn_end", "data": {}})
+        return events
 
     def unsubscribe(self) -> None:
         if self.subscription is not None:
@@ -142,6 +169,12 @@ class Connection:
                         pending.append(event)
                 batch, pending = pending, []
                 self._send_events(batch)
+                if not self.as_json:
+                    # The HTML view reads saved messages; hand the connection back now. Kept
+                    # until the socket closes, every open tab would hold one of the pool's
+                    # few connections (the 16th stream waited 30 s and failed) and an open
+                    # read transaction that keeps SQLite's WAL from being checkpointed.
+                    db.session.remove()
         except ConnectionClosed:
             pass  # the browser went away; the turn goes on regardless
         except Exception:
@@ -157,7 +190,9 @@ class Connection:
         parts: list[str] = []
         for event in events:
             parts.extend(self.view.render(event))
-        parts.append(self.view.cursor(events[-1]["event_id"]))
+        numbered = [e["event_id"] for e in events if e["event_id"] is not None]
+        if numbered:  # (events made here for a lost turn carry no id)
+            parts.append(self.view.cursor(numbered[-1]))
         self._send("".join(parts))
 
     def send_error(self, code: str, message: str) -> None:
@@ -165,7 +200,7 @@ class Connection:
         if self.as_json:
             self._send(json.dumps(event))
         else:
-            view = self.view or HtmlView(self.chat, render_interval=1.0)
+            view = self.view or HtmlView(self.chat)
             self._send("".join(view.render(event)))
 
     def _send(self, data: str) -> None:
