@@ -126,6 +126,9 @@ def test_second_send_and_delete_on_b_while_a_runs_are_refused(pair, scripted, so
     assert other.events_until("error")[-1]["data"]["code"] == "turn_running"
     status, body = Api(b.url).call("DELETE", f"/api/session/{chat['id']}")
     assert status == 409 and body["error"]["code"] == "turn_running"
+    idle = make_chat(Api(b.url), scripted)
+    status, body = Api(b.url).get(f"/chats/running?ids={chat['id']},{idle['id']}")
+    assert status == 200 and body["running"] == [chat["id"]], "B's sidebar marks A's turn as answering"
     sse = SSE(b, "POST", "/api/chat_stream", {"message": "And me", "session": chat["id"]})
     assert sse.response.status == 409
     sse.close()
