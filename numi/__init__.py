@@ -59,7 +59,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     from .agent.tools import default_registry
     from .turns.manager import TurnManager
 
+    from .web.streams import queue_after_turn
+
     app.extensions["numi.turns"] = TurnManager(app)
+    app.extensions["numi.turns"].turn_end_hooks.append(queue_after_turn)  # queued follow-ups
     app.extensions["numi.tools"] = default_registry()
     _load_plugins(app)
     return app
