@@ -342,8 +342,9 @@ def resume(chat_id: str):
 @bp.post("/chat/stop/<chat_id>")
 def stop(chat_id: str):
     chats.get_chat(g.user.id, chat_id)
-    cleared = stop_turn(chat_id, g.user.id, clear_queue=request_data().get("clear_queue"))
-    return jsonify(stopped=cleared[0], cleared=cleared[1])
+    clear_queue = request_data().get("clear_queue", request.args.get("clear_queue"))
+    stopped, cleared = stop_turn(chat_id, g.user.id, clear_queue=clear_queue)
+    return jsonify(stopped=stopped, **({"cleared": cleared} if _flag(clear_queue, "clear_queue") else {}))
 
 
 def stop_turn(chat_id: str, user_id: int, *, clear_queue: Any = False) -> tuple[bool, int]:
