@@ -112,9 +112,6 @@ def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, An
 
 # --- queued follow-ups ----------------------------------------------------------------------
 
-_starting: dict[str, Semaphore] = {}  # chat_id -> held while its next follow-up is taken and started
-
-
 def publish_queue(chat_id: str, user_id: int, *, paused: bool | None = None) -> None:
     """Tell every client of the chat what waits now (`queue` event: the whole list)."""
     manager = current_app.extensions["numi.turns"]
@@ -130,7 +127,9 @@ def start_next(chat_id: str) -> bool:
     A follow-up that cannot start (its attachment deleted, no model) is dropped with an
     error event, and the queue pauses."""
     manager = current_app.extensions["numi.turns"]
-    lock = _starting.setdefault(chat_id, Semaphore())
+    # One per app, held while a follow-up is taken and started (a few queries): two turn
+    # ends or a Resume racing a turn end must not take two items for one chat.
+    lock = current_app.extensions.setdefault("numi.queue_lock", Semaphore())
     with lock:
         if manager.is_running(chat_id):
             return False

@@ -8,8 +8,7 @@ The handler owns its socket. It loops on `ws.receive()` for client messages (`se
 `stop`, `resume`, `approve`) while one sender greenlet relays the chat's events; every
 send goes through one lock, since both may write. A send with `queue: true` while a turn
 runs is queued (numi.web.streams): the sender gets its acknowledgment here, every client
-the `queue` event. A closed browser ends the connection,
-never the turn.
+the `queue` event. A closed browser ends the connection, never the turn.
 """
 
 from __future__ import annotations
@@ -25,8 +24,8 @@ from simple_websocket import ConnectionClosed
 from ..chat import chats, followups
 from ..errors import NumiError
 from ..extensions import db, sock
-from .fragments import HtmlView
 from ..turns.manager import Turn
+from .fragments import HtmlView
 from .streams import parse_client_message, start_turn, stop_turn
 
 log = logging.getLogger(__name__)
