@@ -107,3 +107,29 @@ def test_a_send_while_offline_waits_and_goes_out_once(browser_page, live_server_
     # The only errors are the browser's reports of the refused connection while it was down.
     lost = ("WebSocket", "[object Event]", "ERR_CONNECTION_REFUSED")
     assert [e for e in page.console_errors if not any(mark in e for mark in lost)] == []
+
+
+def test_the_outbox_survives_a_reload(browser, live_server_factory, scripted):
+    server = live_server_factory(**turn_server_env())
+    api = Api(server.url, token=server.token)
+    model = f"reload-{uuid.uuid4().hex[:8]}"
+    chat = make_chat(api, scripted, model=model)
+    scripted.enqueue(Scenario().text("Kept and sent."), model=model)
+    context = browser.new_context(viewport=SIZES["desktop"])  # two pages share its storage
+    try:
+        page = context.new_page()
+        page.goto(server.auth_url(f"/c/{chat['id']}"))
+        page.wait_for_selector("#connection[data-state=open]", state="attached")
+        server.stop()
+        page.get_by_role("status").filter(has_text="Reconnecting…").wait_for()
+        send(page, "Written before the reload")
+        page.locator("#outbox .queued", has_text="Written before the reload").wait_for()
+        page.close()  # this page never reconnects: the next one must find the message in storage
+        server.start()
+        again = context.new_page()
+        again.goto(f"{server.url}/c/{chat['id']}")
+        again.locator("#transcript .msg-assistant", has_text="Kept and sent.").wait_for(timeout=30_000)
+        assert again.locator("#outbox .queued").count() == 0
+        assert user_messages(server, chat["id"]) == ["Written before the reload"]
+    finally:
+        context.close()
