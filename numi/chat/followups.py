@@ -99,8 +99,19 @@ def take_next(chat_id: str) -> dict[str, Any] | None:
     if item is None:
         db.session.commit()
         return None
-    taken = {"user_id": item.user_id, "message": item.content, "attachments": item.attachments,
+    taken = {"id": item.id, "chat_id": item.chat_id, "user_id": item.user_id, "message": item.content, "attachments": item.attachments,
              "request_id": item.request_id, "timezone": item.timezone, "tz_offset": item.tz_offset}
     db.session.delete(item)
     db.session.commit()
     return taken
+
+
+def put_back(taken: dict[str, Any]) -> None:
+    """Return an item `take_next` took but could not start (another turn began first),
+    under its old id, so it keeps its place at the head of the queue."""
+    item = QueuedMessage(id=taken["id"], chat_id=taken["chat_id"], user_id=taken["user_id"],
+                         content=taken["message"], request_id=taken["request_id"],
+                         timezone=taken["timezone"], tz_offset=taken["tz_offset"])
+    item.attachments = taken["attachments"]
+    db.session.add(item)
+    db.session.commit()

@@ -143,6 +143,9 @@ def start_next(chat_id: str) -> bool:
             start_turn(user.id, bool(user.is_admin), chat_id, payload, current_app.config)
         except NumiError as exc:
             db.session.rollback()
+            if exc.code == "turn_running":  # a send without queue started first: wait for it
+                followups.put_back(taken)
+                return False
             manager.channel(chat_id).publish(None, "error", {
                 "code": exc.code, "message": f"A queued message could not start: {exc.message}"})
             publish_queue(chat_id, user.id, paused=True)

@@ -92,3 +92,19 @@ def test_page_forms_answer_with_the_escaped_queue(app, client, chat_id):
     html = response.get_data(as_text=True)
     assert f'id="queued-{first}"' in html and f'id="queued-{second}"' not in html
     assert saved(app, chat_id) == ["<b>bold</b>"]
+
+
+def test_an_item_put_back_keeps_its_place(app, client, chat_id):
+    """When another turn starts between taking the next item and starting it, the item
+    goes back to the head of the queue, under its id."""
+    first, _ = queue_up(app, chat_id, "one", "two")
+    with app.app_context():
+        taken = followups.take_next(chat_id)
+        assert taken["id"] == first and taken["message"] == "one"
+        db.session.remove()
+    assert saved(app, chat_id) == ["two"]
+    with app.app_context():
+        followups.put_back(taken)
+        db.session.remove()
+    assert saved(app, chat_id) == ["one", "two"]
+    assert [i["id"] for i in client.get(f"/api/session/{chat_id}/queue").get_json()["items"]][0] == first
