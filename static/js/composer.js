@@ -4,7 +4,7 @@
   "use strict";
 
   var Numi = window.Numi = window.Numi || {};
-  var pending = null, pendingTimer = null;  // the request id of a send not yet answered
+  var pending = null, pendingTimer = null, sent = null;  // the request id (and payload) of a send not yet answered
   var on = document.addEventListener.bind(document);
   function $(id) { return document.getElementById(id); }
   function form() { return $("composer"); }
@@ -73,6 +73,14 @@
       list.appendChild(li);
     });
   }
+  // Lost before its answer: the send waits in the outbox too, and goes again (same id).
+  on("htmx:wsClose", function () {
+    if (!pending || !form()) return;
+    outbox(outbox().concat([sent]));
+    release();
+    clearComposer();
+    showOutbox();
+  });
   on("htmx:wsOpen", function (event) {
     if (!form()) return;
     outbox().forEach(function (m) { event.detail.socketWrapper.sendImmediately(JSON.stringify(m)); });
@@ -99,6 +107,7 @@
       return;
     }
     pending = p.request_id;
+    sent = p;
     clearTimeout(pendingTimer);
     pendingTimer = setTimeout(release, 30000);  // no word at all: let the person try again
   });
