@@ -77,6 +77,32 @@ def test_a_send_while_answering_is_queued_and_runs_after(browser_page, site, scr
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
+def test_stop_and_clear_queue_button(browser_page, site, scripted, size, scheme):
+    api = Api(site.url, token=site.token)
+    model = f"clear-{uuid.uuid4().hex[:8]}"
+    chat = make_chat(api, scripted, model=model)
+    scripted.enqueue(Scenario().text("Long answer.").stall(), model=model)
+    page = open_chat(browser_page, site, chat["id"], size, scheme)
+    assert not page.locator("#stop-clear-button").is_visible()
+    send(page, "Go")
+    page.locator(".turn-live", has_text="Long answer.").wait_for()
+    assert not page.locator("#stop-clear-button").is_visible()  # nothing waits yet
+    send(page, "Then this")
+    page.locator("#queue .queued", has_text="Then this").wait_for()
+    page.click("#stop-clear-button")
+    page.locator("#send-button").wait_for()
+    page.locator("#queue .queued").wait_for(state="detached")
+    assert api.get(f"/api/session/{chat['id']}/queue")[1]["items"] == []
+    # Had "Then this" survived, it would be answered before the next send.
+    scripted.enqueue(Scenario().text("Answered."), Scenario().text("Answered again."), model=model)
+    send(page, "Afterwards")
+    page.locator("#transcript .msg-assistant", has_text="Answered").wait_for()
+    page.locator("#send-button").wait_for()
+    assert user_messages(site, chat["id"]) == ["Go", "Afterwards"]
+    assert page.console_errors == []
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_a_send_while_offline_waits_and_goes_out_once(browser_page, live_server_factory, scripted, until, size, scheme):
     server = live_server_factory(**turn_server_env())
     api = Api(server.url, token=server.token)

@@ -113,9 +113,14 @@ def test_stop_and_clear_queue_ends_the_turn_and_drops_what_waits(api, scripted, 
     assert of_type(events, "error")[-1]["data"]["code"] == "cancelled"
     assert of_type(events, "queue")[-1]["data"]["items"] == []
     assert api.get(f"/api/session/{chat['id']}/queue")[1]["items"] == []
-    assert [m["content"] for m in api.history(chat["id"]) if m["role"] == "user"] == ["First"]
-    assert api.get(f"/api/chat/stream_status/{chat['id']}")[1]["running"] is False
-    assert len(scripted.requests) == 1, "nothing queued started"
+    # Had the queue survived, its items would be answered before the next send.
+    scripted.enqueue(*[Scenario().text(f"Answer {n}.") for n in range(3)])
+    ws.send(type="send", message="After", request_id="r-after", queue=True)
+    wait_until(lambda: (api.history(chat["id"])[-1]["role"] == "assistant"
+                        and any(m["content"] == "After" for m in api.history(chat["id"]))), timeout=20,
+               what="the next send answered")
+    assert [m["content"] for m in api.history(chat["id"]) if m["role"] == "user"] == ["First", "After"]
+    assert len(scripted.requests) == 2, "nothing queued started"
 
 
 def test_plain_stop_goes_on_with_the_queue(api, scripted, chat, sockets):
