@@ -22,7 +22,7 @@ from simple_websocket import Client  # noqa: E402
 
 from live import LiveNumi  # noqa: E402
 from numi.testing import Scenario, ScriptedProvider  # noqa: E402
-from turns import _cpu_seconds  # noqa: E402
+from load import cpu_seconds  # noqa: E402
 
 
 def markdown_answer(tokens: int) -> list[str]:
@@ -51,13 +51,13 @@ def one_turn(numi: LiveNumi, provider: ScriptedProvider, chunks: list[str], html
     if html:
         ws.send(json.dumps({"type": "resume", "last_event_id": None, "last_message_id": 0}))
     time.sleep(0.5)  # the subscription settles before the clock starts
-    cpu_before = _cpu_seconds(numi.proc.pid)
+    cpu_before = cpu_seconds(numi.proc.pid)
     ws.send(json.dumps({"type": "send", "message": "go"}))
     while True:
         raw = ws.receive(timeout=120)
         if (html and 'data-running="0"' in raw) or (not html and '"type": "turn_end"' in raw):
             break
-    cpu = _cpu_seconds(numi.proc.pid) - cpu_before
+    cpu = cpu_seconds(numi.proc.pid) - cpu_before
     ws.close()
     return cpu / len(chunks)
 

@@ -26,6 +26,7 @@ import cancel  # noqa: E402
 import decode  # noqa: E402
 import idle  # noqa: E402
 import install  # noqa: E402
+import logins  # noqa: E402
 import load  # noqa: E402
 import memory  # noqa: E402
 import pages  # noqa: E402
@@ -46,6 +47,7 @@ BENCHMARKS = {
     "decode": decode.measure,
     "load": load.measure,
     "idle": idle.measure,
+    "logins": logins.measure,
 }
 
 

@@ -46,6 +46,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
             "can use Numi and run its tools as this user."
         )
 
+    if app.config["NUMI_TRUSTED_PROXIES"] > 0:
+        # Only then are X-Forwarded-For/-Proto/-Host believed: without a proxy that sets
+        # them, any client could claim another address (and dodge the login limits).
+        from werkzeug.middleware.proxy_fix import ProxyFix
+
+        hops = app.config["NUMI_TRUSTED_PROXIES"]
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
+
     db.init_app(app)
     sock.init_app(app)
     from .database import configure_engine
@@ -57,12 +65,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
 
     register(app)
     from .agent.tools import default_registry
+    from .login_limits import throttle_from_config
     from .turns.manager import TurnManager
 
     from .web.streams import queue_after_turn
 
     app.extensions["numi.turns"] = TurnManager(app)
     app.extensions["numi.turns"].turn_end_hooks.append(queue_after_turn)  # queued follow-ups
+    app.extensions["numi.login_throttle"] = throttle_from_config(app.config)
     app.extensions["numi.tools"] = default_registry()
     _load_plugins(app)
     return app

@@ -248,10 +248,10 @@ def user():
 def user_create(username, admin, password_stdin):
     """Create USERNAME; asks for the password unless --password-stdin."""
     from sqlalchemy import select
-    from werkzeug.security import generate_password_hash
 
     from .extensions import db as database
     from .models import User
+    from .passwords import hash_password
 
     if not 1 <= len(username) <= 100:
         raise click.ClickException("A username has 1 to 100 characters.")
@@ -266,7 +266,7 @@ def user_create(username, admin, password_stdin):
     with _context():
         if database.session.execute(select(User).where(User.username == username)).scalar_one_or_none():
             raise click.ClickException(f"User {username!r} exists already.")
-        database.session.add(User(username=username, password_hash=generate_password_hash(password), is_admin=admin))
+        database.session.add(User(username=username, password_hash=hash_password(password), is_admin=admin))
         database.session.commit()
         click.echo(f"Created user {username}{' (admin)' if admin else ''}.")
 

@@ -11,6 +11,7 @@ import os
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_AUTH", "single", _choice("single", "multi", "none"), "`single`: one local user, no login, but the access token is needed once per browser. `multi`: login page, users, bearer tokens. `none`: one local user and no token at all (anything that reaches the port can use Numi and its tools)."),
     Setting("NUMI_ACCESS_TOKEN", None, str, "Single-user mode's access token (`?token=` once per browser, or `Authorization: Bearer`). Generated and stored in the data directory when unset."),
     Setting("NUMI_SECRET_KEY", None, str, "Signs session cookies; the key that encrypts stored API keys is derived from it (changing it makes them unreadable). Generated and stored in the data directory when unset."),
+    Setting("NUMI_SECURE_COOKIES", False, _bool, "Mark the session cookie Secure (sent over HTTPS only): set it when Numi is served through TLS."),
+    Setting("NUMI_TRUSTED_PROXIES", 0, int, "Number of reverse proxies in front of Numi whose X-Forwarded-For, -Proto and -Host headers are trusted (werkzeug ProxyFix); 0 ignores those headers."),
+    Setting("NUMI_SESSION_LIFETIME_HOURS", 168, float, "A login (or a remembered access token) ends after this many hours without a visit."),
+    Setting("NUMI_LOGIN_FREE_ATTEMPTS", 5, int, "Failed logins for one username from one address before delays start; one username from any address, or one address for any username, gets four times as many."),
+    Setting("NUMI_LOGIN_DELAY_SECONDS", 5, float, "The first delay after the free attempts; it doubles with each further failure."),
+    Setting("NUMI_LOGIN_MAX_DELAY_SECONDS", 900, float, "The longest delay (a temporary lockout). Failures are forgotten a day after the last one."),
     Setting("NUMI_ALLOWED_HOSTS", (), _csv, "Extra host names accepted in the Host header (comma separated); `*` accepts any. localhost and the bound address are always accepted."),
     Setting("NUMI_AUTO_ENDPOINTS", True, _bool, "On first start, add endpoints from OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY and a local Ollama."),
     Setting("NUMI_LOG_LEVEL", "INFO", str, "Python logging level."),
@@ -137,6 +144,8 @@ def finalize(config: dict[str, Any]) -> dict[str, Any]:
     config["MAX_CONTENT_LENGTH"] = config["NUMI_MAX_REQUEST_BYTES"]
     config.setdefault("SESSION_COOKIE_SAMESITE", "Lax")
     config.setdefault("SESSION_COOKIE_HTTPONLY", True)
+    config.setdefault("SESSION_COOKIE_SECURE", bool(config.get("NUMI_SECURE_COOKIES")))
+    config.setdefault("PERMANENT_SESSION_LIFETIME", timedelta(hours=config.get("NUMI_SESSION_LIFETIME_HOURS", 168)))
     return config
 
 

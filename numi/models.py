@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .extensions import db
@@ -58,7 +58,24 @@ class User(db.Model):
     username: Mapped[str] = mapped_column(String(100), unique=True)
     password_hash: Mapped[str | None] = mapped_column(String(255))
     is_admin: Mapped[bool] = mapped_column(default=False)
+    # Stamped into the session cookie at login; logout, "Log out everywhere" and a password
+    # change raise it, so every cookie issued before stops working (cookies live client-side).
+    session_version: Mapped[int] = mapped_column(default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class LoginFailure(db.Model):
+    """Recent failed logins of one throttle key (a username, a client address, or the pair),
+    so that every process sees the same limits (numi/login_limits.py). The key is a hash:
+    mistyped usernames are often passwords and are not kept in clear."""
+
+    __tablename__ = "login_failures"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    failures: Mapped[int] = mapped_column(default=0)
+    # Seconds since the epoch, as the throttle's clock gives them.
+    last_failure_at: Mapped[float] = mapped_column(Float, index=True)
+    blocked_until: Mapped[float] = mapped_column(Float, default=0.0)
 
 
 class ApiToken(db.Model):

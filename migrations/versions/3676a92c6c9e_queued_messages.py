@@ -1,7 +1,7 @@
 """queued messages: follow-ups that wait for the running turn, one table scoped to chat and owner
 
 Revision ID: 3676a92c6c9e
-Revises: e5f2a9c7d1b4
+Revises: fe15bacc91df
 Create Date: 2026-11-30 19:48:40.668039
 
 """
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = '3676a92c6c9e'
-down_revision = 'e5f2a9c7d1b4'
+down_revision = 'fe15bacc91df'
 branch_labels = None
 depends_on = None
 

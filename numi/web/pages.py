@@ -328,14 +328,18 @@ def _refuse_while_running(chat_id: str) -> None:
 
 @bp.get("/settings")
 def settings():
+    return render_template("settings.html", **settings_context())
+
+
+def settings_context() -> dict:
+    """What the settings page shows (also rendered by forms that answer with the whole page)."""
     from ..agent.tools import web
 
-    return render_template(
-        "settings.html",
-        endpoints=endpoint_store.list_endpoints(g.user.id),
-        kinds=("openai_chat", "openai_responses", "anthropic"),
-        web_settings=web.load_settings(g.user.id),
-    )
+    return {
+        "endpoints": endpoint_store.list_endpoints(g.user.id),
+        "kinds": ("openai_chat", "openai_responses", "anthropic"),
+        "web_settings": web.load_settings(g.user.id),
+    }
 
 
 @bp.post("/settings/web-search")

@@ -17,13 +17,15 @@ import json
 import logging
 
 import gevent
-from flask import Blueprint, copy_current_request_context, current_app, g, render_template, request
+from flask import Blueprint, copy_current_request_context, current_app, g, render_template, request, session
 from gevent.lock import Semaphore
 from simple_websocket import ConnectionClosed
+from sqlalchemy import select
 
 from ..chat import chats, followups
 from ..errors import NumiError
 from ..extensions import db, sock
+from ..models import User
 from ..turns.manager import Turn
 from .fragments import HtmlView
 from .streams import parse_client_message, start_turn, stop_turn
@@ -58,6 +60,10 @@ class Connection:
         self.app = current_app._get_current_object()
         # Plain values: the request's session is released between messages.
         self.user_id, self.is_admin = g.user.id, bool(g.user.is_admin)
+        # A login cookie's session (multi-user mode) ends with logout or a password change;
+        # so does its socket, at its next message. Bearer tokens are not sessions.
+        self.session_version = g.user.session_version if "user_id" in session else None
+        self.ended = False
         self.manager = self.app.extensions["numi.turns"]
         self.lock = Semaphore()
         self.subscription = None
@@ -74,11 +80,16 @@ class Connection:
                 if raw is None:
                     break
                 self.handle(raw)
+                if self.ended:
+                    break
         finally:
             self.unsubscribe()
 
     def handle(self, raw) -> None:
         try:
+            if self.session_version is not None and not self._session_current():
+                self.ended = True
+                raise NumiError("auth_required", "You have been logged out. Log in again.", 401)
             message = parse_client_message(raw, self.app.config)
             kind = message["type"]
             if kind == "resume":
@@ -106,6 +117,10 @@ class Connection:
             self.send_error("internal_error", "Something went wrong on the server. The log has the details.")
         finally:
             db.session.remove()
+
+    def _session_current(self) -> bool:
+        version = db.session.execute(select(User.session_version).where(User.id == self.user_id)).scalar()
+        return version == self.session_version
 
     # --- events -----------------------------------------------------------------------------
 
