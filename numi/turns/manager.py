@@ -172,6 +172,9 @@ class TurnManager:
         # Which function produces a turn; the agent by default (kept swappable so a later
         # runtime, e.g. a remote worker, plugs in without touching the web layer).
         self.producer: Callable[[Turn], None] | None = None
+        # Called with each ended turn, after its turn_end, in the process that ran it (the
+        # web layer starts the chat's next queued follow-up from here).
+        self.turn_end_hooks: list[Callable[[Turn], None]] = []
 
     def channel(self, chat_id: str) -> ChatChannel:
         if self.shared is not None:
@@ -252,6 +255,8 @@ class TurnManager:
             after = getattr(turn, "after_end", None)
             if after is not None:
                 gevent.spawn(self._run_after, turn, after)
+            for hook in self.turn_end_hooks:
+                gevent.spawn(self._run_after, turn, lambda hook=hook: hook(turn))
 
     def _run_after(self, turn: Turn, action: Callable[[], None]) -> None:
         """Work that follows a turn (the title) and publishes on the chat's channel."""
