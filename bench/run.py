@@ -32,6 +32,7 @@ import memory  # noqa: E402
 import pages  # noqa: E402
 import relay  # noqa: E402
 import render  # noqa: E402
+import scaleout  # noqa: E402
 import startup  # noqa: E402
 import turns  # noqa: E402
 
@@ -48,6 +49,7 @@ BENCHMARKS = {
     "load": load.measure,
     "idle": idle.measure,
     "logins": logins.measure,
+    "scaleout": scaleout.measure,
 }
 
 

@@ -68,7 +68,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     from .login_limits import throttle_from_config
     from .turns.manager import TurnManager
 
+    from .web.streams import queue_after_turn
+
     app.extensions["numi.turns"] = TurnManager(app)
+    app.extensions["numi.turns"].turn_end_hooks.append(queue_after_turn)  # queued follow-ups
     app.extensions["numi.login_throttle"] = throttle_from_config(app.config)
     app.extensions["numi.tools"] = default_registry()
     _load_plugins(app)

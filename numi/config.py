@@ -50,6 +50,8 @@ def default_data_dir() -> Path:
 SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_DATA_DIR", None, str, "Directory for the SQLite database, uploads and the generated secret key."),
     Setting("NUMI_DATABASE_URL", None, str, "SQLAlchemy URL; default is SQLite in the data directory. PostgreSQL: postgresql+psycopg://user@host/db."),
+    Setting("NUMI_DB_POOL_SIZE", 20, int, "PostgreSQL: connections kept open per process (gevent serves many requests on each)."),
+    Setting("NUMI_DB_MAX_OVERFLOW", 20, int, "PostgreSQL: extra connections a process may open at peaks."),
     Setting("NUMI_HOST", "127.0.0.1", str, "Address `numi serve` binds to."),
     Setting("NUMI_PORT", 8765, int, "Port `numi serve` listens on."),
     Setting("NUMI_AUTH", "single", _choice("single", "multi", "none"), "`single`: one local user, no login, but the access token is needed once per browser. `multi`: login page, users, bearer tokens. `none`: one local user and no token at all (anything that reaches the port can use Numi and its tools)."),
@@ -97,6 +99,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_TURN_BUFFER_BYTES", 2 * 1024 * 1024, int, "Bytes of events a running turn keeps for reconnecting clients."),
     Setting("NUMI_SUBSCRIBER_QUEUE", 512, int, "Events queued for one slow client before it is resynced by snapshot."),
     Setting("NUMI_TURN_RETENTION_SECONDS", 120, int, "How long a finished turn's events stay for late reconnects."),
+    Setting("NUMI_REDIS_URL", None, str, "Redis for live turns shared by many processes and hosts (e.g. redis://127.0.0.1:6379/0); unset: one process, turns in memory."),
+    Setting("NUMI_REDIS_PREFIX", "numi:", str, "Prefix of every Redis key and channel Numi uses (several installs can share one Redis)."),
+    Setting("NUMI_TURN_LEASE_MS", 6000, int, "With Redis: a turn's lease; a process that dies mid-turn is noticed within this time and its turn closed."),
     Setting("NUMI_TITLE_MODEL", None, str, "Model for generated chat titles; default is the chat's own model."),
     Setting("NUMI_GENERATE_TITLES", True, _bool, "Ask the model for a short title after a chat's first answer (else the first words of the question)."),
     Setting("NUMI_APPROVAL_TIMEOUT_SECONDS", 300, float, "How long a tool call waits for the user's approval before it counts as denied."),
@@ -141,6 +146,12 @@ def finalize(config: dict[str, Any]) -> dict[str, Any]:
         # 32 bytes: unguessable, and short enough to paste or keep in a bookmark.
         config["NUMI_ACCESS_TOKEN"] = _persisted_secret(data_dir / "access_token", nbytes=32)
     config["SQLALCHEMY_DATABASE_URI"] = config["NUMI_DATABASE_URL"]
+    if not config["NUMI_DATABASE_URL"].startswith("sqlite"):
+        # Connections are returned between short transactions (never held while a model
+        # streams), so a pool much smaller than the number of live turns suffices.
+        options = config.setdefault("SQLALCHEMY_ENGINE_OPTIONS", {})
+        options.setdefault("pool_size", config.get("NUMI_DB_POOL_SIZE", 20))
+        options.setdefault("max_overflow", config.get("NUMI_DB_MAX_OVERFLOW", 20))
     config["MAX_CONTENT_LENGTH"] = config["NUMI_MAX_REQUEST_BYTES"]
     config.setdefault("SESSION_COOKIE_SAMESITE", "Lax")
     config.setdefault("SESSION_COOKIE_HTTPONLY", True)

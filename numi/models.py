@@ -271,6 +271,40 @@ class Message(db.Model):
         }
 
 
+class QueuedMessage(db.Model):
+    """A follow-up sent while a turn ran: it waits here (not in the process) so it starts
+    when the turn ends even if every browser has closed, and survives a restart."""
+
+    __tablename__ = "queued_messages"
+    __table_args__ = (
+        Index("ix_queued_messages_chat_id_id", "chat_id", "id"),
+        UniqueConstraint("chat_id", "request_id"),
+        {"sqlite_autoincrement": True},  # the id is the queue's order
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    content: Mapped[str] = mapped_column(Text)
+    attachments_json: Mapped[str | None] = mapped_column(Text)
+    request_id: Mapped[str] = mapped_column(String(100))
+    timezone: Mapped[str | None] = mapped_column(String(64))
+    tz_offset: Mapped[int | None]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    attachments = json_property("attachments_json", list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "chat_id": self.chat_id,
+            "message": self.content,
+            "attachments": self.attachments,
+            "request_id": self.request_id,
+            "created_at": _iso(self.created_at),
+        }
+
+
 class Attachment(db.Model):
     __tablename__ = "attachments"
     __table_args__ = (Index("ix_attachments_user_sha", "user_id", "sha256"),)

@@ -6,12 +6,16 @@ Fixtures (all real components, nothing of ours mocked):
   "sqlite" (a temp file) always; "postgres" (a private schema in the database named by
   NUMI_TEST_DATABASE_URL, dropped afterwards) when that variable is set. Outside CI the
   postgres case is skipped without the variable; with CI=true it fails instead.
+- `postgres_module_url`: the same private schema for all tests of a module (module scope).
 - `make_app(**config)`: builds `create_app(config)` on `database_url` and applies the real
   migrations. `app` is `make_app()` (single-user mode); `client` its test client.
 - `sqlite_app` / `sqlite_client`: the same on SQLite only, for tests where the backend
   does not matter (pages, rendering, security headers).
 - `multi_app` (NUMI_AUTH=multi on every backend) with `users` ("a" and "b": id, username,
   password, bearer token) and `login(client, user)`; `client_a` / `client_b` are logged in.
+- `redis_settings()` (module scope): NUMI_REDIS_URL and a unique NUMI_REDIS_PREFIX on the
+  Redis at NUMI_TEST_REDIS_URL (default redis://127.0.0.1:6379/0); its keys are deleted
+  afterwards. Without a reachable Redis the test is skipped, or fails with CI=true.
 - `live_server`: the real `numi serve` in a subprocess on a free loopback port (module
   scope); `live_server_factory(**env)` starts more, e.g. in multi-user mode. The object has
   .url .port .data_dir .database_url .env .proc .restart() .kill() .cli(*args);
@@ -33,7 +37,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -48,9 +51,12 @@ import pytest
 from flask.testing import FlaskClient
 from turn_support import ACCESS_TOKEN
 
+from turn_support import free_port  # noqa: F401  (also used by tests that start servers)
+
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 POSTGRES_URL = os.environ.get("NUMI_TEST_DATABASE_URL", "")
+REDIS_URL = os.environ.get("NUMI_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
@@ -118,6 +124,15 @@ def backend(request) -> str:
 @pytest.fixture
 def database_url(backend, tmp_path):
     url, cleanup = _database(backend, tmp_path)
+    yield url
+    cleanup()
+
+
+@pytest.fixture(scope="module")
+def postgres_module_url(tmp_path_factory):
+    """A private PostgreSQL schema shared by one module's servers (several processes on one
+    database); skipped without NUMI_TEST_DATABASE_URL, failed in CI."""
+    url, cleanup = _database("postgres", tmp_path_factory.mktemp("pg"))
     yield url
     cleanup()
 
@@ -198,6 +213,45 @@ def sqlite_app(tmp_path, monkeypatch):
 @pytest.fixture
 def sqlite_client(sqlite_app):
     return sqlite_app.test_client()
+
+
+# --- Redis ---------------------------------------------------------------------------------
+
+
+def redis_or_skip():
+    """A client of the test Redis; skips without one (fails in CI, like PostgreSQL)."""
+    try:
+        import redis
+
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+        client.ping()
+        return client
+    except Exception as exc:  # not installed, not running
+        message = f"Redis is not reachable at {REDIS_URL} ({exc}); .ci/run starts one"
+        if IN_CI:
+            pytest.fail("Redis tests must run in CI: " + message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def redis_settings():
+    """`redis_settings()` -> the environment for a server on the test Redis, under a key
+    prefix of its own; every key made under those prefixes is deleted after the module."""
+    prefixes: list[str] = []
+    client = None
+
+    def settings() -> dict[str, str]:
+        nonlocal client
+        client = client or redis_or_skip()
+        prefix = f"numitest:{uuid.uuid4().hex[:12]}:"
+        prefixes.append(prefix)
+        return {"NUMI_REDIS_URL": REDIS_URL, "NUMI_REDIS_PREFIX": prefix}
+
+    yield settings
+    for prefix in prefixes:
+        keys = list(client.scan_iter(match=prefix + "*", count=1000))
+        if keys:
+            client.delete(*keys)
 
 
 # --- users ---------------------------------------------------------------------------------
@@ -289,12 +343,6 @@ def admin_client(multi_app, login):
 
 
 # --- live server ---------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def numi_command() -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import socket
 import sqlite3
 import time
 import urllib.error
@@ -23,6 +24,13 @@ ACCESS_TOKEN = "numi-test-access-token"
 
 # The NUMI_PLUGINS module with the turn tests' tools lives in tests/turns/.
 PLUGINS = Path(__file__).resolve().parent / "turns"
+ROOT = Path(__file__).resolve().parent.parent  # the repository (app.py, deploy/)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def turn_server_env(**extra: Any) -> dict[str, str]:

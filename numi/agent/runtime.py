@@ -23,6 +23,7 @@ from typing import Any
 
 import gevent
 from flask import current_app
+from sqlalchemy.exc import IntegrityError
 
 from .. import endpoints as endpoint_store
 from ..chat.context import ChatContextService, ChatDeleted, ChatMeta
@@ -153,12 +154,22 @@ class Agent:
         else:
             routes = self._routes(meta)  # before saving: no model means nothing to answer with
             self._check_attachments(routes[0])  # before saving: a missing file or a blind model
-            user_message = self.context.save(
-                role="user",
-                content=req.message,
-                request_id=req.request_id,
-                content_parts=[{"type": "attachment", "id": a} for a in req.attachments] or None,
-            )
+            try:
+                user_message = self.context.save(
+                    role="user",
+                    content=req.message,
+                    request_id=req.request_id,
+                    content_parts=[{"type": "attachment", "id": a} for a in req.attachments] or None,
+                )
+            except IntegrityError:
+                # The same request_id was saved at the same moment by another process (two
+                # processes sharing a database without Redis): the saved question is the
+                # answer, and that process's turn answers it.
+                user_message = self.context.find_request(req.request_id) if req.request_id else None
+                if user_message is None:
+                    raise
+                turn.emit("accepted", {"message_id": user_message.id, "request_id": req.request_id})
+                return
             turn.emit("message_saved", {"message_id": user_message.id, "role": "user"})
             turn.emit("accepted", {"message_id": user_message.id, "request_id": req.request_id})
             self._loop(meta, routes)

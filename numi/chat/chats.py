@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.orm import selectinload
 
 from ..config import touches_data_dir
 from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
-from ..models import Chat, ChatTag, Endpoint, Message, User, utcnow
+from ..models import Chat, ChatTag, Endpoint, Message, QueuedMessage, User, utcnow
 from .. import endpoints as endpoint_store
 
 REASONING_EFFORTS = ("", "none", "minimal", "low", "medium", "high")
@@ -170,6 +170,8 @@ def touch_chat(chat: Chat) -> None:
 def delete_chat(user_id: int, chat_id: str) -> None:
     chat = get_chat(user_id, chat_id)
     chat.deleted_at = utcnow()
+    # What waited to be sent goes with it (the chat's rows stay for soft delete; these need not).
+    db.session.execute(delete(QueuedMessage).where(QueuedMessage.chat_id == chat.id))
     db.session.commit()
 
 

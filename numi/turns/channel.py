@@ -11,7 +11,11 @@ bounded queue; when it overflows, the queue is cleared and the subscriber is mar
 resync, and its next read yields a snapshot followed by live events.
 
 Everything here runs in greenlets of one process; publish() does no I/O and never yields,
-so it needs no locks.
+so it needs no locks. This is the in-process backend; numi/turns/shared.py is the Redis one
+with the same interface (begin_turn, publish, subscribe, snapshot_event, last_event_id).
+
+Each event is JSON-encoded once, when it is published (`Event.encoded`): the JSON views
+(WebSocket and SSE) send that text as it is instead of encoding the event per client.
 """
 
 from __future__ import annotations
@@ -22,10 +26,39 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from gevent.event import Event
+import gevent.event
 from gevent.queue import Empty, Queue
 
 TERMINAL = "turn_end"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class Event(dict):
+    """An event dict that carries its own JSON text (encoded once per process)."""
+
+    __slots__ = ("encoded",)
+
+
+def event_tail(turn_id: str | None, type_: str, data: dict[str, Any]) -> str:
+    """The JSON of an event after its id: `{"event_id":` + id + this is the whole event."""
+    # turn ids (hex) and event types (names in code) need no escaping.
+    turn = f'"{turn_id}"' if turn_id is not None else "null"
+    return f',"turn_id":{turn},"type":"{type_}","data":{_dumps(data)}}}'
+
+
+def make_event(event_id: int, turn_id: str | None, type_: str, data: dict[str, Any], tail: str) -> Event:
+    event = Event(event_id=event_id, turn_id=turn_id, type=type_, data=data)
+    event.encoded = '{"event_id":%d%s' % (event_id, tail)
+    return event
+
+
+def encoded(event: dict[str, Any]) -> str:
+    """An event's JSON: the text made when it was published, or encoded now."""
+    text = getattr(event, "encoded", None)
+    return text if text is not None else _dumps(event)
 
 
 @dataclass
@@ -95,6 +128,22 @@ class TurnState:
             "finished": self.finished,
         }
 
+    @classmethod
+    def restore(cls, data: dict[str, Any]) -> "TurnState":
+        """The state a `snapshot()` (plus its error) stood for (the Redis backend stores it)."""
+        return cls(
+            turn_id=data["turn_id"],
+            history_boundary=data.get("history_boundary"),
+            step=data.get("step", 0),
+            content=data.get("content", ""),
+            reasoning=data.get("reasoning", ""),
+            tools={card["call_id"]: card for card in data.get("tools", [])},
+            pending_approvals={item["call_id"]: item for item in data.get("pending_approvals", [])},
+            saved_message_ids=list(data.get("saved_message_ids", [])),
+            finished=bool(data.get("finished")),
+            error=data.get("error"),
+        )
+
 
 class Subscription:
     """One client's view of a channel: iterate it for events (blocking, gevent-friendly)."""
@@ -104,6 +153,9 @@ class Subscription:
         self.queue: Queue = Queue(maxsize=maxsize)
         self.resync = False
         self.closed = False
+        # Events up to this id were already given to the client (as a backlog or a
+        # snapshot): the live queue may still hold some of them, and they are skipped.
+        self.skip_through = 0
 
     def deliver(self, event: dict[str, Any]) -> None:
         if self.closed:
@@ -120,19 +172,31 @@ class Subscription:
 
     def get(self, timeout: float | None = None) -> dict[str, Any] | None:
         """The next event, a snapshot after an overflow, or None on timeout/close."""
-        if self.resync:
-            self.resync = False
-            return self.channel.snapshot_event()
-        try:
-            event = self.queue.get(timeout=timeout)
-        except Empty:
-            return None
-        if event is None:
-            return None
-        if self.resync:  # overflowed while we waited: this event may be stale
-            self.resync = False
-            return self.channel.snapshot_event()
-        return event
+        while True:
+            if self.resync:
+                return self._resync()
+            try:
+                event = self.queue.get(timeout=timeout)
+            except Empty:
+                return None
+            if event is None:
+                return None
+            if self.resync:  # overflowed while we waited: this event may be stale
+                return self._resync()
+            if event["event_id"] > self.skip_through:
+                return event
+
+    def _resync(self) -> dict[str, Any]:
+        """A snapshot standing for everything queued so far; what is queued is dropped."""
+        self.resync = False
+        while True:
+            try:
+                self.queue.get_nowait()
+            except Empty:
+                break
+        snapshot = self.channel.snapshot_event()
+        self.skip_through = max(self.skip_through, snapshot["event_id"] or 0)
+        return snapshot
 
     def close(self) -> None:
         if not self.closed:
@@ -162,12 +226,12 @@ class ChatChannel:
         self.subscribers: set[Subscription] = set()
         self.running = False
         self.finished_at: float | None = None
-        self.idle = Event()
+        self.idle = gevent.event.Event()
         self.idle.set()
 
     # --- producer side --------------------------------------------------------------------
 
-    def begin_turn(self, turn_id: str) -> None:
+    def begin_turn(self, turn_id: str, request_id: str | None = None) -> None:
         self.buffer.clear()
         self.buffer_bytes = 0
         self.dropped_through = self.last_event_id
@@ -179,10 +243,11 @@ class ChatChannel:
     def publish(self, turn_id: str | None, type_: str, data: dict[str, Any]) -> dict[str, Any]:
         """Number the event, keep it in the buffer, hand it to every subscriber."""
         self.last_event_id += 1
-        event = {"event_id": self.last_event_id, "turn_id": turn_id, "type": type_, "data": data}
+        tail = event_tail(turn_id, type_, data)
+        event = make_event(self.last_event_id, turn_id, type_, data, tail)
         if self.state is not None and turn_id == self.state.turn_id:
             self.state.apply(type_, data)
-        size = len(json.dumps(data, ensure_ascii=False)) + 64
+        size = len(tail) + 24
         self.buffer.append((event, size))
         self.buffer_bytes += size
         while self.buffer and (len(self.buffer) > self.max_events or self.buffer_bytes > self.max_bytes):

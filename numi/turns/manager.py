@@ -4,6 +4,10 @@ Live turn state lives here, never in the database and never in module globals: o
 manager per app (`app.extensions["numi.turns"]`). At most one turn runs per chat. A turn
 outlives the browser that started it; only `stop()` cancels it. After a restart nothing
 is running: the database is the truth.
+
+Channels come from one of two backends with one interface: in-process (`ChatChannel`, the
+default) or Redis (`shared.RedisChannel`, with NUMI_REDIS_URL), where a lease makes "one
+turn per chat" hold across processes and stop/approve travel to the owning process.
 """
 
 from __future__ import annotations
@@ -158,38 +162,79 @@ class TurnManager:
             "queue_size": config["NUMI_SUBSCRIBER_QUEUE"],
         }
         self.channels: dict[str, ChatChannel] = {}
-        self.turns: dict[str, Turn] = {}  # chat_id -> running turn
+        self.turns: dict[str, Turn] = {}  # chat_id -> turn running in this process
+        self.shared = None
+        if config.get("NUMI_REDIS_URL"):
+            from .shared import SharedTurns
+
+            self.shared = SharedTurns(self, config)
         self._reaper: gevent.Greenlet | None = None
         # Which function produces a turn; the agent by default (kept swappable so a later
         # runtime, e.g. a remote worker, plugs in without touching the web layer).
         self.producer: Callable[[Turn], None] | None = None
+        # Called with each ended turn, after its turn_end, in the process that ran it (the
+        # web layer starts the chat's next queued follow-up from here).
+        self.turn_end_hooks: list[Callable[[Turn], None]] = []
 
     def channel(self, chat_id: str) -> ChatChannel:
+        if self.shared is not None:
+            return self.shared.channel(chat_id)
         channel = self.channels.get(chat_id)
         if channel is None:
             channel = self.channels[chat_id] = ChatChannel(chat_id, **self._channel_options)
         return channel
 
     def is_running(self, chat_id: str) -> bool:
-        return chat_id in self.turns
+        """Whether a turn runs in the chat, in this process or (with Redis) any other."""
+        if chat_id in self.turns:
+            return True
+        return self.shared is not None and bool(self.shared.running([chat_id]))
+
+    def running_chat_ids(self, chat_ids) -> set[str]:
+        """Which of these chats have a running turn (one Redis round trip for them all)."""
+        chat_ids = list(chat_ids)
+        running = {chat_id for chat_id in chat_ids if chat_id in self.turns}
+        if self.shared is not None:
+            running |= self.shared.running([chat_id for chat_id in chat_ids if chat_id not in running])
+        return running
+
+    def last_event_id(self, chat_id: str) -> int:
+        """The chat's newest event id: a client that follows from it misses nothing."""
+        if self.shared is not None:
+            return self.shared.last_event_id(chat_id, start=True)
+        return self.channel(chat_id).last_event_id
 
     def running_among(self, chat_ids) -> set[str]:
         """Which of `chat_ids` have a running turn: one call for a page of the sidebar."""
-        return {chat_id for chat_id in chat_ids if chat_id in self.turns}
+        return self.running_chat_ids(chat_ids)
 
     def get(self, chat_id: str) -> Turn | None:
         return self.turns.get(chat_id)
 
-    def start(self, request: TurnRequest) -> Turn:
-        """Start a turn for a chat the caller has already checked the user owns."""
-        if request.chat_id in self.turns:
+    def start(self, request: TurnRequest) -> Turn | None:
+        """Start a turn for a chat the caller has already checked the user owns.
+
+        Returns None when the chat's running turn is this very request (the same
+        request_id, sent twice or to two processes at once): the retried send follows that
+        turn, whose `accepted` event carries the saved question, instead of failing.
+        """
+        running = self.turns.get(request.chat_id)
+        if running is not None:
+            if request.request_id and running.request.request_id == request.request_id:
+                return None
             raise NumiError("turn_running", "A turn is already running in this chat.", 409)
         channel = self.channel(request.chat_id)
         turn = Turn(self, channel, request)
-        channel.begin_turn(turn.id)
+        try:
+            channel.begin_turn(turn.id, request.request_id)
+        except NumiError as exc:
+            if request.request_id and getattr(exc, "request_id", None) == request.request_id:
+                return None
+            raise
         self.turns[request.chat_id] = turn
         turn.greenlet = gevent.spawn(self._run, turn)
-        self._ensure_reaper()
+        if self.shared is None:
+            self._ensure_reaper()
         return turn
 
     def _run(self, turn: Turn) -> None:
@@ -210,6 +255,8 @@ class TurnManager:
             after = getattr(turn, "after_end", None)
             if after is not None:
                 gevent.spawn(self._run_after, turn, after)
+            for hook in self.turn_end_hooks:
+                gevent.spawn(self._run_after, turn, lambda hook=hook: hook(turn))
 
     def _run_after(self, turn: Turn, action: Callable[[], None]) -> None:
         """Work that follows a turn (the title) and publishes on the chat's channel."""
@@ -220,7 +267,12 @@ class TurnManager:
             log.exception("post-turn work failed for chat %s", turn.request.chat_id)
 
     def stop(self, chat_id: str) -> bool:
-        """Cancel the chat's running turn; returns whether one was running."""
+        """Cancel the chat's running turn (wherever it runs); returns whether one was running."""
+        if self.stop_local(chat_id):
+            return True
+        return self.shared is not None and self.shared.stop(chat_id)
+
+    def stop_local(self, chat_id: str) -> bool:
         turn = self.turns.get(chat_id)
         if turn is None:
             return False
@@ -228,8 +280,14 @@ class TurnManager:
         return True
 
     def approve(self, chat_id: str, call_id: str, decision: str, digest: str | None = None) -> bool:
-        """Answer a waiting approval; False when nothing waits under `call_id`. An approval
-        must carry the digest of the call its card showed (a denial needs none)."""
+        """Answer a waiting approval (wherever its turn runs); False when nothing waits under
+        `call_id`. An approval must carry the digest of the call its card showed (a denial
+        needs none)."""
+        if chat_id not in self.turns and self.shared is not None:
+            return self.shared.approve(chat_id, call_id, decision, digest)
+        return self.approve_local(chat_id, call_id, decision, digest)
+
+    def approve_local(self, chat_id: str, call_id: str, decision: str, digest: str | None = None) -> bool:
         turn = self.turns.get(chat_id)
         if turn is None:
             return False
@@ -247,6 +305,8 @@ class TurnManager:
         return self.channel(chat_id).subscribe(last_event_id)
 
     def status(self, chat_id: str) -> dict[str, Any]:
+        if self.shared is not None:
+            return self.shared.status(chat_id)
         turn = self.turns.get(chat_id)
         channel = self.channels.get(chat_id)
         return {

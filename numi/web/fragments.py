@@ -178,6 +178,10 @@ class HtmlView:
                 # The turn changed the context: the header's gauge loads its estimate again.
                 render_template("partials/_context_gauge.html", chat=self.chat, oob=True)]
 
+    def _on_queue(self, turn_id, data):
+        return [render_template("partials/_queue.html", chat=self.chat, queue=data.get("items") or [],
+                                paused=data.get("paused"), oob=True)]
+
     def _on_title_update(self, turn_id, data):
         self.chat.title = data["title"]
         return [render_template("partials/_chat_item.html", chat=self.chat, current_id=self.chat.id, oob=True),

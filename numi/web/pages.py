@@ -13,7 +13,7 @@ from flask import Blueprint, current_app, g, jsonify, redirect, render_template,
 
 from .. import endpoints as endpoint_store
 from ..agent.approvals import default_policy
-from ..chat import chats, organising
+from ..chat import chats, followups, organising
 from ..errors import NumiError
 from ..extensions import db
 from ..models import utcnow
@@ -72,8 +72,11 @@ def chat_view(chat_id: str):
     pages = min(10, chats.chats_listed_before(g.user.id, chat) // size + 1) if listed else 1
     sidebar = chats.list_chats(g.user.id, limit=size * pages)
     running = current_app.extensions["numi.turns"].is_running(chat.id)
+    queue = [item.to_dict() for item in followups.list_items(g.user.id, chat.id)]
     return render_template(
         "chat.html",
+        queue=queue,
+        paused=bool(queue) and not running,
         chat=chat,
         sidebar=sidebar,
         running_ids=_running_ids(sidebar),

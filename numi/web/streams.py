@@ -14,14 +14,19 @@ SSE routes (the second seed's detached stream control):
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, stream_with_context
 
-from ..chat import chats
+from gevent.lock import Semaphore
+
+from ..chat import chats, followups
 from ..errors import NumiError, invalid
 from ..extensions import db
-from ..turns.manager import TurnRequest
+from ..models import User
+from ..turns.channel import encoded
+from ..turns.manager import Turn, TurnRequest
 from .inputs import decode_json, event_id_value, request_data
 
 bp = Blueprint("streams", __name__, url_prefix="/api")
@@ -56,20 +61,21 @@ def parse_client_message(raw: Any, config) -> dict[str, Any]:
 
 
 def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, Any], config) -> Any:
-    """Validate a send and start its turn; nothing is saved when validation fails."""
+    """Validate a send and start its turn; nothing is saved when validation fails.
+
+    With `"queue": true` a send that finds a turn running (or follow-ups waiting before it)
+    is queued instead: the QueuedMessage is returned, and it starts after the turns before
+    it (None: a resend of a question saved already). Without it a running turn still
+    refuses the send (`turn_running`)."""
     chats.get_chat(user_id, chat_id)
-    message = payload.get("message")
-    if not isinstance(message, str) or not message.strip():
-        raise invalid("Write a message first.", "empty_message")
-    if len(message) > config["NUMI_MAX_MESSAGE_CHARS"]:
-        raise invalid(f"The message is too long (at most {config['NUMI_MAX_MESSAGE_CHARS']} characters).", "too_long")
+    message = followups.check_text(payload.get("message"), config["NUMI_MAX_MESSAGE_CHARS"])
     request_id = payload.get("request_id")
     if request_id in ("", None):
         request_id = None
     elif not isinstance(request_id, str) or len(request_id) > 100:
         raise invalid("request_id must be text of at most 100 characters.")
-    if request_id is not None:
-        _check_request_reuse(chat_id, request_id, message)
+    saved = request_id is not None and _check_request_reuse(chat_id, request_id, message)
+    queue = _flag(payload.get("queue"), "queue")
     attachments = _attachment_ids(user_id, payload.get("attachments"))
     timezone = payload.get("timezone")
     timezone = timezone if isinstance(timezone, str) and len(timezone) <= 64 else None
@@ -80,6 +86,17 @@ def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, An
         offset = None
     if offset is not None and not -16 * 60 <= offset <= 16 * 60:
         offset = None
+    manager = current_app.extensions["numi.turns"]
+    if queue and saved and manager.is_running(chat_id):
+        db.session.commit()
+        return None  # a resend of a question already saved (and being answered): nothing to do
+    if queue and not saved and (manager.is_running(chat_id) or followups.list_items(user_id, chat_id)):
+        item = followups.add(user_id, chat_id, message=message, attachments=attachments,
+                             request_id=request_id or f"q-{uuid.uuid4().hex}", timezone=timezone, tz_offset=offset)
+        publish_queue(chat_id, user_id)
+        if not manager.is_running(chat_id):
+            start_next(chat_id)  # nothing runs (the queue was paused): the first waiting one goes now
+        return item
     db.session.commit()  # end the read transaction before the producer starts writing
     turn_request = TurnRequest(
         user_id=user_id,
@@ -91,12 +108,84 @@ def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, An
         tz_offset_minutes=offset,
         is_admin=is_admin,
     )
-    return current_app.extensions["numi.turns"].start(turn_request)
+    return manager.start(turn_request)
 
 
-def _check_request_reuse(chat_id: str, request_id: str, message: str) -> None:
+# --- queued follow-ups ----------------------------------------------------------------------
+
+def publish_queue(chat_id: str, user_id: int, *, paused: bool | None = None) -> None:
+    """Tell every client of the chat what waits now (`queue` event: the whole list)."""
+    manager = current_app.extensions["numi.turns"]
+    items = [item.to_dict() for item in followups.list_items(user_id, chat_id)]
+    db.session.commit()
+    if paused is None:
+        paused = bool(items) and not manager.is_running(chat_id)
+    manager.channel(chat_id).publish(None, "queue", {"items": items, "paused": paused})
+
+
+def start_next(chat_id: str) -> bool:
+    """Start the chat's first queued follow-up unless a turn runs; True when one started.
+    A follow-up that cannot start (its attachment deleted, no model) is dropped with an
+    error event, and the queue pauses."""
+    manager = current_app.extensions["numi.turns"]
+    # One per app, held while a follow-up is taken and started (a few queries): two turn
+    # ends or a Resume racing a turn end must not take two items for one chat.
+    lock = current_app.extensions.setdefault("numi.queue_lock", Semaphore())
+    with lock:
+        if manager.is_running(chat_id):
+            return False
+        taken = followups.take_next(chat_id)
+        if taken is None:
+            return False
+        user = db.session.get(User, taken["user_id"])
+        payload = {key: taken[key] for key in ("message", "attachments", "request_id", "timezone")}
+        payload["tz_offset"] = taken["tz_offset"]
+        try:
+            start_turn(user.id, bool(user.is_admin), chat_id, payload, current_app.config)
+        except NumiError as exc:
+            db.session.rollback()
+            if exc.code == "turn_running":  # a send without queue started first: wait for it
+                followups.put_back(taken)
+                return False
+            manager.channel(chat_id).publish(None, "error", {
+                "code": exc.code, "message": f"A queued message could not start: {exc.message}"})
+            publish_queue(chat_id, user.id, paused=True)
+            return False
+        publish_queue(chat_id, user.id, paused=False)
+        return True
+
+
+def queue_after_turn(turn) -> None:
+    """The manager's turn-end hook: the next follow-up starts when a turn ends, unless the
+    turn failed. After an error the queue pauses (what waits was probably written for the
+    answer that failed; the user resumes it, and the error is on screen). A stopped turn
+    goes on with the queue: Stop ends this answer; "Stop and clear" ends the queue too."""
+    chat_id = turn.request.chat_id
+    state = turn.channel.state
+    failed = (not turn.cancelled and state is not None and state.turn_id == turn.id
+              and state.error is not None and state.error.get("code") != "cancelled")
+    try:
+        if not failed:
+            start_next(chat_id)
+        elif followups.list_items(turn.request.user_id, chat_id):
+            publish_queue(chat_id, turn.request.user_id, paused=True)
+    finally:
+        db.session.remove()
+
+
+def _flag(value: Any, name: str) -> bool:
+    """A true/false field from JSON (a boolean) or a form or WebSocket form ("true")."""
+    if value in (None, False, "", "false", "0"):
+        return False
+    if value in (True, "true", "1"):
+        return True
+    raise invalid(f"{name} must be true or false.")
+
+
+def _check_request_reuse(chat_id: str, request_id: str, message: str) -> bool:
     """A resent request_id is a retry of the same question; with other text it is a
-    client bug that would silently get the old answer, so it is refused."""
+    client bug that would silently get the old answer, so it is refused. True when the
+    question is saved already."""
     from sqlalchemy import select
 
     from ..models import Message
@@ -107,6 +196,7 @@ def _check_request_reuse(chat_id: str, request_id: str, message: str) -> None:
     if saved is not None and (saved.content or "").strip() != message.strip():
         raise NumiError("request_id_reused",
                         "This request_id was used for another message; send a new request_id.", 409)
+    return saved is not None
 
 
 def _attachment_ids(user_id: int, value: Any) -> list[int]:
@@ -129,7 +219,7 @@ def request_timezone(payload: dict[str, Any]) -> dict[str, Any]:
 
 def _sse(event: dict[str, Any]) -> str:
     event_id = "" if event.get("event_id") is None else f"id: {event['event_id']}\n"
-    return f"{event_id}event: {event['type']}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n"
+    return f"{event_id}event: {event['type']}\ndata: {encoded(event)}\n\n"
 
 
 def _follow(chat_id: str, last_event_id: int | None, *, until_turn_end: bool = True):
@@ -176,8 +266,12 @@ def chat_stream():
             raise NumiError("turn_running", "A turn is already running in this chat.", 409)
         chats.update_chat(g.user.id, chat.id, fields, current_app.config)
     manager = current_app.extensions["numi.turns"]
-    last_event_id = manager.channel(chat.id).last_event_id
-    start_turn(g.user.id, g.user.is_admin, chat.id, data, current_app.config)
+    last_event_id = manager.last_event_id(chat.id)
+    started = start_turn(g.user.id, g.user.is_admin, chat.id, data, current_app.config)
+    if not isinstance(started, Turn):
+        # Queued (or a resend of a question already saved): nothing to stream for it now;
+        # its turn's events come on /api/chat/resume once it starts.
+        return jsonify(queued=started.to_dict() if started is not None else None), 202
     return _follow(chat.id, last_event_id)
 
 
@@ -240,9 +334,7 @@ def resume(chat_id: str):
     manager = current_app.extensions["numi.turns"]
     last_event_id = event_id_value(request.headers.get("Last-Event-ID") or request.args.get("last_event_id"))
     status = manager.status(chat_id)
-    channel = manager.channels.get(chat_id)
-    if not status["running"] and (channel is None or channel.state is None
-                                  or (last_event_id or 0) >= channel.last_event_id):
+    if not status["running"] and (status["turn_id"] is None or (last_event_id or 0) >= status["last_event_id"]):
         return Response(status=204)  # nothing to resume: the database has it all
     db.session.commit()
     return _follow(chat_id, last_event_id)
@@ -251,8 +343,19 @@ def resume(chat_id: str):
 @bp.post("/chat/stop/<chat_id>")
 def stop(chat_id: str):
     chats.get_chat(g.user.id, chat_id)
-    stopped = current_app.extensions["numi.turns"].stop(chat_id)
-    return jsonify(stopped=stopped)
+    clear_queue = request_data().get("clear_queue", request.args.get("clear_queue"))
+    stopped, cleared = stop_turn(chat_id, g.user.id, clear_queue=clear_queue)
+    return jsonify(stopped=stopped, **({"cleared": cleared} if _flag(clear_queue, "clear_queue") else {}))
+
+
+def stop_turn(chat_id: str, user_id: int, *, clear_queue: Any = False) -> tuple[bool, int]:
+    """Stop the running turn; with clear_queue, drop what waits first (else the next one
+    starts as this one ends). Returns (stopped, how many queued were dropped)."""
+    cleared = 0
+    if _flag(clear_queue, "clear_queue"):
+        cleared = followups.clear(chat_id)
+        publish_queue(chat_id, user_id)
+    return current_app.extensions["numi.turns"].stop(chat_id), cleared
 
 
 @bp.get("/chat/stream_status/<chat_id>")

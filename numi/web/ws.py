@@ -6,8 +6,9 @@ plain 404 and no socket is opened.
 
 The handler owns its socket. It loops on `ws.receive()` for client messages (`send`,
 `stop`, `resume`, `approve`) while one sender greenlet relays the chat's events; every
-send goes through one lock, since both may write. A closed browser ends the connection,
-never the turn.
+send goes through one lock, since both may write. A send with `queue: true` while a turn
+runs is queued (numi.web.streams): the sender gets its acknowledgment here, every client
+the `queue` event. A closed browser ends the connection, never the turn.
 """
 
 from __future__ import annotations
@@ -16,17 +17,19 @@ import json
 import logging
 
 import gevent
-from flask import Blueprint, copy_current_request_context, current_app, g, request, session
+from flask import Blueprint, copy_current_request_context, current_app, g, render_template, request, session
 from gevent.lock import Semaphore
 from simple_websocket import ConnectionClosed
 from sqlalchemy import select
 
-from ..chat import chats
+from ..chat import chats, followups
 from ..errors import NumiError
 from ..extensions import db, sock
 from ..models import User
+from ..turns.channel import encoded
+from ..turns.manager import Turn
 from .fragments import HtmlView
-from .streams import parse_client_message, start_turn
+from .streams import parse_client_message, start_turn, stop_turn
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +97,14 @@ class Connection:
                 self.subscribe(message.get("last_event_id"), message.get("last_message_id"), message.get("turn_id"))
             elif kind == "send":
                 if self.subscription is None:
-                    self.subscribe(self.manager.channel(self.chat_id).last_event_id, None, None)
+                    self.subscribe(self.manager.last_event_id(self.chat_id), None, None)
                 if self.view is not None:
                     self.view.pending_send = True
-                start_turn(self.user_id, self.is_admin, self.chat_id, message, self.app.config)
+                started = start_turn(self.user_id, self.is_admin, self.chat_id, message, self.app.config)
+                if not isinstance(started, Turn):
+                    self.send_queued(message.get("request_id"), started)
             elif kind == "stop":
-                self.manager.stop(self.chat_id)
+                stop_turn(self.chat_id, self.user_id, clear_queue=message.get("clear_queue"))
             elif kind == "approve":
                 if not self.manager.approve(self.chat_id, message["call_id"], message["decision"],
                                             message.get("digest")):
@@ -132,6 +137,11 @@ class Connection:
                 client_turn_id=client_turn_id,
             )
             backlog = self._lost_turn(client_turn_id, backlog) + backlog
+            # What waits in the queue now: the page may have missed changes while away.
+            items = [item.to_dict() for item in followups.list_items(self.user_id, self.chat_id)]
+            db.session.commit()
+            backlog.insert(0, {"event_id": None, "turn_id": None, "type": "queue", "data": {
+                "items": items, "paused": bool(items) and not self.manager.is_running(self.chat_id)}})
         # A copy of this request's context: templates build URLs, and the sender greenlet
         # gets its own app context (and so its own database session).
         self.sender = gevent.spawn(copy_current_request_context(self._relay), subscription, backlog)
@@ -142,9 +152,10 @@ class Connection:
         transcript ends without an answer it gets the `interrupted` notice with Retry."""
         from .pages import interrupted_turn
 
-        channel = self.manager.channels.get(self.chat_id)
-        known = channel is not None and channel.state is not None and channel.state.turn_id == client_turn_id
-        if not client_turn_id or known or backlog or self.manager.is_running(self.chat_id):
+        if not client_turn_id or backlog:
+            return []
+        status = self.manager.status(self.chat_id)  # any process's turn (with Redis)
+        if status["running"] or status["turn_id"] == client_turn_id:
             return []
         events = []
         recent = chats.list_messages(self.chat, limit=3).items
@@ -198,7 +209,7 @@ class Connection:
     def _send_events(self, events) -> None:
         if self.as_json:
             for event in events:
-                self._send(json.dumps(event, ensure_ascii=False))
+                self._send(encoded(event))  # the JSON made once when the event was published
             return
         parts: list[str] = []
         for event in events:
@@ -207,6 +218,16 @@ class Connection:
         if numbered:  # (events made here for a lost turn carry no id)
             parts.append(self.view.cursor(numbered[-1]))
         self._send("".join(parts))
+
+    def send_queued(self, request_id, item) -> None:
+        """This client's send waits in the queue (or was saved before): its composer may
+        clear. Every client sees the queue itself through the channel's `queue` event."""
+        if self.as_json:
+            self._send(json.dumps({"event_id": None, "turn_id": None, "type": "queued", "data": {
+                "request_id": request_id, "item": item.to_dict() if item is not None else None}}, ensure_ascii=False))
+        else:
+            self.view.pending_send = False
+            self._send(render_template("partials/_composer_feedback.html", accepted=request_id or ""))
 
     def send_error(self, code: str, message: str) -> None:
         event = {"event_id": None, "turn_id": None, "type": "error", "data": {"code": code, "message": message}}

@@ -4,7 +4,7 @@
   "use strict";
 
   var Numi = window.Numi = window.Numi || {};
-  var pending = null, pendingTimer = null;  // the request id of a send not yet answered
+  var pending = null, pendingTimer = null, sent = null;  // the request id (and payload) of a send not yet answered
   var on = document.addEventListener.bind(document);
   function $(id) { return document.getElementById(id); }
   function form() { return $("composer"); }
@@ -52,29 +52,74 @@
 
   function release() { pending = null; clearTimeout(pendingTimer); }
 
+  // Sends while the socket is down wait in an outbox (kept in localStorage) with their
+  // request id set, shown as "waiting to send", and go out on reconnect; the server
+  // takes a request id once, so a resend after a lost answer is no duplicate.
+  function outboxKey() { return "numi:outbox:" + form().getAttribute("data-chat-id"); }
+  function outbox(items) {
+    try {
+      if (items) localStorage.setItem(outboxKey(), JSON.stringify(items));
+      return JSON.parse(localStorage.getItem(outboxKey()) || "[]");
+    } catch (e) { return items || []; }
+  }
+  function showOutbox() {
+    var list = $("outbox");
+    if (!list) return;
+    list.textContent = "";
+    outbox().forEach(function (m) {
+      var li = el("li", "queued");
+      li.appendChild(el("span", "queued-label", "Waiting to send"));
+      li.appendChild(el("span", "queued-text", m.message));
+      list.appendChild(li);
+    });
+  }
+  // Lost before its answer: the send waits in the outbox too, and goes again (same id).
+  on("htmx:wsClose", function () {
+    if (!pending || !form()) return;
+    outbox(outbox().concat([sent]));
+    release();
+    clearComposer();
+    showOutbox();
+  });
+  on("htmx:wsOpen", function (event) {
+    if (!form()) return;
+    outbox().forEach(function (m) { event.detail.socketWrapper.sendImmediately(JSON.stringify(m)); });
+  });
+
   on("htmx:wsConfigSend", function (event) {
     var p = event.detail.parameters;
     if (p.type !== "send") return;
-    if (!p.message || !p.message.trim() || Numi.isRunning() || pending || chips().querySelector(".uploading")) {
+    if (!p.message || !p.message.trim() || pending || chips().querySelector(".uploading")) {
       event.preventDefault();
       return;
     }
-    p.request_id = pending = crypto.randomUUID ? crypto.randomUUID() : "r-" + Date.now() + Math.random().toString(36).slice(2);
+    p.request_id = crypto.randomUUID ? crypto.randomUUID() : "r-" + Date.now() + Math.random().toString(36).slice(2);
     try { p.timezone = Intl.DateTimeFormat().resolvedOptions().timeZone; } catch (e) { /* old browser */ }
     p.tz_offset = -new Date().getTimezoneOffset();
     p.attachments = [].concat(p.attachments === undefined ? [] : p.attachments).map(function (id) { return parseInt(id, 10); });
     delete event.detail.headers;
     $("composer-feedback").textContent = "";
+    if (document.body.getAttribute("data-connection") !== "open") {
+      event.preventDefault();
+      outbox(outbox().concat([p]));
+      clearComposer();
+      showOutbox();
+      return;
+    }
+    pending = p.request_id;
+    sent = p;
     clearTimeout(pendingTimer);
     pendingTimer = setTimeout(release, 30000);  // no word at all: let the person try again
   });
 
-  // Accepted empties the composer; a refusal leaves it as it was, the reason beside it.
+  // Accepted empties the composer (or the outbox); a refusal leaves it, the reason beside it.
   on("htmx:wsAfterMessage", function () {
     var feedback = $("composer-feedback"), accepted = feedback && feedback.getAttribute("data-accepted");
     if (accepted) {
       feedback.removeAttribute("data-accepted");
       if (accepted === pending) { release(); clearComposer(); }
+      outbox(outbox().filter(function (m) { return m.request_id !== accepted; }));
+      showOutbox();
     } else if (feedback && feedback.getAttribute("data-code") && pending) {
       release();
       input().focus();
@@ -84,7 +129,7 @@
   on("keydown", function (event) {
     if (event.target.id === "composer-input" && event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
-      if (!Numi.isRunning()) form().requestSubmit();
+      form().requestSubmit();
     }
   });
   on("input", function (event) { if (event.target.id === "composer-input") { grow(); saveDraft(); } });
@@ -191,5 +236,5 @@
     }
   });
 
-  on("DOMContentLoaded", function () { restoreDraft(); grow(); });
+  on("DOMContentLoaded", function () { if (form()) { restoreDraft(); showOutbox(); grow(); } });
 })();

@@ -73,8 +73,8 @@ def test_disconnect_and_resume_loses_and_repeats_nothing(server, scripted, api, 
     assert api.history(chat["id"])[-1]["content"] == " ".join(f"w{i}" for i in range(40))
 
 
-def test_reconnect_after_the_buffer_overflowed_gets_a_snapshot_then_live(live_server_factory, scripted):
-    server = live_server_factory(**turn_server_env(NUMI_TURN_BUFFER_EVENTS=5, NUMI_FRAME_INTERVAL_MS=0))
+def test_reconnect_after_the_buffer_overflowed_gets_a_snapshot_then_live(live_server_factory, scripted, channel_env):
+    server = live_server_factory(**turn_server_env(NUMI_TURN_BUFFER_EVENTS=5, NUMI_FRAME_INTERVAL_MS=0, **channel_env))
     api = Api(server.url)
     chat = make_chat(api, scripted)
     words = [f"t{i} " for i in range(60)]
@@ -100,19 +100,30 @@ def test_reconnect_after_the_buffer_overflowed_gets_a_snapshot_then_live(live_se
     assert [e["event_id"] for e in rest[1:]] == list(range(rest[0]["event_id"] + 1, rest[0]["event_id"] + len(rest)))
 
 
-def test_kill_minus_nine_mid_turn_leaves_only_saved_boundaries(live_server_factory, scripted):
-    server = live_server_factory(**turn_server_env())
+def test_kill_minus_nine_mid_turn_leaves_only_saved_boundaries(live_server_factory, scripted, channel_env):
+    shared = bool(channel_env)
+    server = live_server_factory(**turn_server_env(**channel_env, **({"NUMI_TURN_LEASE_MS": 1000} if shared else {})))
     api = Api(server.url)
     chat = make_chat(api, scripted)
     scripted.enqueue(Scenario().text("never finished " * 20, chunks=40).delay(0.05))
     ws = Socket(server, chat["id"])
     ws.send(type="send", message="Start and crash")
-    ws.events_until("content")
+    last_seen = ws.events_until("content")[-1]["event_id"]
     server.kill()
     ws.close()
     server.start()
     messages = api.history(chat["id"])
     assert [(m["role"], m["content"]) for m in messages] == [("user", "Start and crash")]
+    if shared:
+        # With Redis the dead turn stays visible until its lease lapses; then it is closed
+        # for every client with an `interrupted` error.
+        ws = Socket(server, chat["id"])
+        try:
+            ws.send(type="resume", last_event_id=last_seen)
+            events = ws.events_until("turn_end", timeout=30)
+        finally:
+            ws.close()
+        assert of_type(events, "error")[-1]["data"]["code"] == "interrupted"
     status, body = api.get(f"/api/chat/stream_status/{chat['id']}")
     assert status == 200 and body["running"] is False
     # The chat is usable again.

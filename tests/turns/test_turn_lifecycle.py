@@ -131,10 +131,10 @@ def test_invalid_tool_arguments_become_a_tool_error(api, scripted, sockets):
     assert "done" in types(events)
 
 
-def test_step_limit_ends_a_runaway_loop(live_server_factory, scripted):
+def test_step_limit_ends_a_runaway_loop(live_server_factory, scripted, channel_env):
     from turn_support import Api, Socket, turn_server_env
 
-    server = live_server_factory(**turn_server_env(NUMI_MAX_STEPS=2))
+    server = live_server_factory(**turn_server_env(NUMI_MAX_STEPS=2, **channel_env))
     api = Api(server.url)
     chat = make_chat(api, scripted, settings={"tools": ["echo"]})
     for _ in range(3):
@@ -246,10 +246,10 @@ def test_chat_deleted_mid_turn_ends_cleanly_and_recreates_nothing(server, api, s
     assert db_rows(server, "SELECT deleted_at IS NOT NULL FROM chats WHERE id = ?", chat["id"]) == [(1,)]
 
 
-def test_title_update_follows_the_first_answer(live_server_factory, scripted):
+def test_title_update_follows_the_first_answer(live_server_factory, scripted, channel_env):
     from turn_support import Api, Socket, turn_server_env
 
-    server = live_server_factory(**turn_server_env(NUMI_GENERATE_TITLES=1))
+    server = live_server_factory(**turn_server_env(NUMI_GENERATE_TITLES=1, **channel_env))
     api = Api(server.url)
     chat = make_chat(api, scripted)
     scripted.enqueue(Scenario().text("Paris is the capital."))

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from numi.extensions import db
-from numi.models import Attachment, Chat, Endpoint, McpServer, Message, utcnow
+from numi.models import Attachment, Chat, Endpoint, McpServer, Message, QueuedMessage, utcnow
 
 WS_HEADERS = {
     "Upgrade": "websocket",
@@ -24,7 +24,7 @@ WS_HEADERS = {
 }
 # Route arguments that name an object, and the key of user A's object of that kind.
 ID_ARGUMENTS = {"chat_id": "chat_id", "endpoint_id": "endpoint_id", "attachment_id": "attachment_id",
-                "message_id": "message_id", "server_id": "server_id"}
+                "message_id": "message_id", "server_id": "server_id", "item_id": "item_id"}
 # Route arguments that name no owned object (nothing to isolate).
 FREE_ARGUMENTS = {"filename"}
 # Bodies that make a state-changing request valid apart from the foreign id, so a 404
@@ -36,6 +36,8 @@ BODIES = {
     "pages.chat_settings": {"system_prompt": "stolen"},
     "api.update_session": {"title": "stolen"},
     "api.update_endpoint": {"name": "stolen"},
+    "followups.edit": {"message": "stolen"},
+    "followups.edit_form": {"message": "stolen"},
 }
 
 
@@ -65,9 +67,12 @@ def owned(multi_app, users):
         # A closed loopback port: user A's "test" answers quickly with a connection error.
         server = McpServer(user_id=a.id, name="alice-tools", transport="http", url="http://127.0.0.1:9/mcp")
         db.session.add(server)
+        # A follow-up waiting in user A's queue.
+        item = QueuedMessage(chat_id=chat.id, user_id=a.id, content="alice queued", request_id="q-alice")
+        db.session.add(item)
         db.session.commit()
         return {"chat_id": chat.id, "endpoint_id": endpoint.id, "attachment_id": attachment.id,
-                "message_id": message.id, "server_id": server.id}
+                "message_id": message.id, "server_id": server.id, "item_id": item.id}
 
 
 def _tiny_png() -> bytes:
@@ -105,7 +110,8 @@ def _state(app, ids):
         chat = db.session.get(Chat, ids["chat_id"])
         endpoint = db.session.get(Endpoint, ids["endpoint_id"])
         return (chat.title, chat.settings_json, chat.deleted_at, endpoint.name, endpoint.deleted_at,
-                endpoint.models_json, db.session.query(Message).count())
+                endpoint.models_json, db.session.query(Message).count(),
+                [q.content for q in db.session.query(QueuedMessage)])
 
 
 def _request(client, method, url, endpoint_name, headers=None):
