@@ -294,6 +294,7 @@ def test_axe_finds_no_serious_problems_in_the_new_views(open_page, api, size, th
     page.get_by_role("button", name="Save theme").click()
     page.wait_for_url("**/settings")
     try:
+        shot(page, f"settings-{size}-{theme}")
         assert serious_violations(page) == []
         page.goto("/archived")
         assert serious_violations(page) == []
