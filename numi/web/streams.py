@@ -17,8 +17,8 @@ import json
 import uuid
 from typing import Any
 
+import gevent
 from flask import Blueprint, Response, current_app, g, jsonify, request, stream_with_context
-
 from gevent.lock import Semaphore
 
 from ..chat import chats, followups
@@ -166,6 +166,14 @@ def queue_after_turn(turn) -> None:
               and state.error is not None and state.error.get("code") != "cancelled")
     try:
         if not failed:
+            # With Redis the lease is released when the writer greenlet stores `turn_end`,
+            # which may come just after this hook starts: wait for that (bounded), or the
+            # next follow-up would find the chat still "running" and never start.
+            manager = current_app.extensions["numi.turns"]
+            for _ in range(100):
+                if not manager.is_running(chat_id):
+                    break
+                gevent.sleep(0.02)
             start_next(chat_id)
         elif followups.list_items(turn.request.user_id, chat_id):
             publish_queue(chat_id, turn.request.user_id, paused=True)

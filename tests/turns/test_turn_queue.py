@@ -116,9 +116,12 @@ def test_stop_and_clear_queue_ends_the_turn_and_drops_what_waits(api, scripted, 
     # Had the queue survived, its items would be answered before the next send.
     scripted.enqueue(*[Scenario().text(f"Answer {n}.") for n in range(3)])
     ws.send(type="send", message="After", request_id="r-after", queue=True)
-    wait_until(lambda: (api.history(chat["id"])[-1]["role"] == "assistant"
-                        and any(m["content"] == "After" for m in api.history(chat["id"]))), timeout=20,
-               what="the next send answered")
+
+    def answered_after() -> bool:  # one read of the history: "After", then its answer
+        roles = [(m["role"], m["content"]) for m in api.history(chat["id"])]
+        return ("user", "After") in roles and roles[-1][0] == "assistant" and roles[-1] != roles[1]
+
+    wait_until(answered_after, timeout=20, what="the next send answered")
     assert [m["content"] for m in api.history(chat["id"]) if m["role"] == "user"] == ["First", "After"]
     assert len(scripted.requests) == 2, "nothing queued started"
 
