@@ -266,8 +266,6 @@ def test_no_notification_for_the_chat_in_view_but_one_when_the_tab_is_hidden(ope
     assert page.evaluate("window.__notes") == []
 
     # The tab goes to the background (the browser's visibility API says so), then it ends.
-    page.reload()
-    page.wait_for_selector("#connection[data-state=open]", state="attached")
     page.fill("#composer-input", "Second")
     page.press("#composer-input", "Enter")
     page.locator("#transcript").get_by_text("Finished while").wait_for()
