@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import sqlite3
 import time
 import urllib.error
@@ -23,7 +24,8 @@ PLUGINS = Path(__file__).resolve().parent / "turns"
 def turn_server_env(**extra: Any) -> dict[str, str]:
     env = {
         "NUMI_PLUGINS": "plugin_tools",
-        "PYTHONPATH": str(PLUGINS),
+        # After the caller's path (a worktree's checkout first), so the server runs that code.
+        "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(PLUGINS)])),
         "NUMI_GENERATE_TITLES": "0",
         "NUMI_FRAME_INTERVAL_MS": "10",
         "NUMI_PROVIDER_MAX_RETRIES": "0",

@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from ..extensions import db
 from ..models import Message
+from ..chat.versions import version_info
 from ..render import render_markdown
 
 
@@ -238,7 +239,8 @@ class HtmlView:
             swap = f"beforebegin:#turn-{turn_id}-live"
         else:
             swap = f"beforeend:#turn-{turn_id}"
-        return render_template("partials/_message_oob.html", message=message, swap=swap)
+        return render_template("partials/_message_oob.html", message=message, swap=swap,
+                               versions=version_info(message.chat_id, [message]))
 
     def _load(self, message_id: int) -> Message | None:
         found = self._load_many([message_id])
@@ -248,7 +250,7 @@ class HtmlView:
         if not ids:
             return []
         rows = db.session.execute(
-            select(Message).where(Message.id.in_(ids), Message.chat_id == self.chat.id, Message.deleted_at.is_(None))
+            select(Message).where(Message.id.in_(ids), Message.chat_id == self.chat.id, Message.shown())
             .order_by(Message.id)
         ).scalars().all()
         db.session.commit()  # end the read transaction: this connection may live for hours

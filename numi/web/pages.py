@@ -10,6 +10,7 @@ from flask import Blueprint, current_app, g, redirect, render_template, request,
 
 from .. import endpoints as endpoint_store
 from ..chat import chats
+from ..chat.versions import version_info
 from ..errors import NumiError
 from .inputs import int_arg, request_data
 
@@ -74,7 +75,8 @@ def transcript_context(page) -> dict:
     """A page of messages plus what its templates need to pair tool calls with results."""
     tool_results = {m.tool_call_id: m for m in page.items if m.role == "tool" and m.tool_call_id}
     page_call_ids = {call.get("id") for m in page.items if m.role == "assistant" for call in m.tool_calls}
-    return {"transcript": page, "tool_results": tool_results, "page_call_ids": page_call_ids}
+    versions = version_info(page.items[0].chat_id, page.items) if page.items else {}
+    return {"transcript": page, "tool_results": tool_results, "page_call_ids": page_call_ids, "versions": versions}
 
 
 @bp.post("/c/<chat_id>/retry")
@@ -88,7 +90,7 @@ def retry(chat_id: str):
 
     chat = chats.get_chat(g.user.id, chat_id)
     last_user = db.session.execute(
-        select(Message).where(Message.chat_id == chat.id, Message.role == "user", Message.deleted_at.is_(None))
+        select(Message).where(Message.chat_id == chat.id, Message.role == "user", Message.shown())
         .order_by(Message.id.desc()).limit(1)
     ).scalar_one_or_none()
     if last_user is None:
