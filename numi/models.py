@@ -158,8 +158,9 @@ class Message(db.Model):
     transcript is the active branch: `active` is true on every row of it, so reading the
     transcript stays "rows of the chat by id" with one extra indexed condition (`shown()`).
 
-    - `parent_id`: the message this one followed when it was saved (NULL for the first);
-      siblings (same parent) are versions of each other. A parent always has a smaller id.
+    - `parent_id`: the message this one followed when it was saved, 0 for a first message
+      (NULL is left to the column default, which finds the parent); siblings (same parent)
+      are versions of each other. A parent always has a smaller id.
     - `selected`: this is the version its parent shows (exactly one per set of siblings).
     - `active`: selected, and so is every ancestor (kept up to date by `numi.chat.versions`).
     - `input_tokens`, `output_tokens`, `model`: copied from `meta` when it is set, so usage
@@ -220,7 +221,7 @@ class Message(db.Model):
         return {
             "id": self.id,
             "chat_id": self.chat_id,
-            "parent_id": self.parent_id,
+            "parent_id": self.parent_id or None,
             "role": self.role,
             "content": self.content,
             "content_parts": self.content_parts,
@@ -238,11 +239,11 @@ class Message(db.Model):
 def _branch_tip(context) -> int | None:
     """The default parent of a new message: the newest row of its chat's shown branch, so
     every writer continues the transcript (a regenerate or an edit has just moved the tip
-    to where the new version starts). Importers and forks set the parent themselves; an
-    explicit None makes a first message."""
+    to where the new version starts), or 0 in an empty chat. Importers and forks set the
+    parent themselves (0 for a first message: None would mean "use this default")."""
     chat_id = context.get_current_parameters().get("chat_id")
     return context.connection.execute(
-        text("SELECT max(id) FROM messages WHERE chat_id = :chat AND active"), {"chat": chat_id}
+        text("SELECT coalesce(max(id), 0) FROM messages WHERE chat_id = :chat AND active"), {"chat": chat_id}
     ).scalar()
 
 

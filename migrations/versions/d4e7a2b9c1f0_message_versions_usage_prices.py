@@ -2,8 +2,8 @@
 
 Versions: a regenerate or an edit keeps the replaced messages as an inactive sibling branch.
 Every existing message gets as parent the message saved before it in its chat (deleted
-ones included, so no chain is broken) and stays selected and active: every chat reads
-exactly as before. Rows an earlier edit or regenerate soft-deleted stay deleted: nothing
+ones included, so no chain is broken; 0 for a chat's first message) and stays selected and
+active: every chat reads exactly as before. Rows an earlier edit or regenerate soft-deleted stay deleted: nothing
 recorded which edit replaced them, so they cannot be rebuilt into versions honestly.
 
 Usage: `model`, `input_tokens`, `output_tokens` are copied from each message's meta
@@ -73,10 +73,11 @@ def upgrade():
     )
 
     bind = op.get_bind()
-    # The linear transcript as a chain: each row's parent is the row before it in its chat
-    # (one correlated lookup per row on the (chat_id, id) index; the same SQL on both backends).
+    # The linear transcript as a chain: each row's parent is the row before it in its chat,
+    # 0 for the first (one correlated lookup per row on the (chat_id, id) index; the same
+    # SQL on both backends).
     bind.execute(sa.text(
-        "UPDATE messages SET parent_id = (SELECT max(m2.id) FROM messages m2 "
+        "UPDATE messages SET parent_id = (SELECT coalesce(max(m2.id), 0) FROM messages m2 "
         "WHERE m2.chat_id = messages.chat_id AND m2.id < messages.id)"
     ))
     last = 0

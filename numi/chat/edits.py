@@ -218,7 +218,7 @@ def fork_chat(user_id: int, chat_id: str, message_id: int) -> Chat:
     try:
         db.session.add(fork)
         db.session.flush()
-        parent_id = None
+        parent_id = 0  # the fork's first message
         for row in rows:
             copy = Message(
                 chat_id=fork.id, parent_id=parent_id, role=row.role, content=row.content,

@@ -2,7 +2,7 @@
 
 A regenerate or an edit does not delete what it replaces: the replaced messages stay as an
 inactive sibling branch. The tree lives in three columns of `messages` (see `Message`):
-`parent_id` (the message a row followed when it was saved), `selected` (the version its
+`parent_id` (the message a row followed when it was saved, 0 for a first message), `selected` (the version its
 parent shows) and `active` (selected all the way up: the transcript). Reading the
 transcript never walks the tree: it is the chat's rows with `Message.shown()`, by id, as
 before versions existed. Only the writes that change a selection (regenerate, edit,
@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import select, update
 
 from ..extensions import db
 from ..models import Message
@@ -58,19 +58,14 @@ class Node:
 
 
 def version_info(chat_id: str, messages: list[Message]) -> dict[int, Version]:
-    """Version positions of the given messages that have live siblings (one indexed query)."""
-    parents = {m.parent_id for m in messages}
+    """Version positions of the given messages that have live siblings (one indexed query).
+    A row with no recorded parent (NULL: written by hand, bypassing the model) has none."""
+    parents = {m.parent_id for m in messages if m.parent_id is not None}
     if not parents:
         return {}
-    known = [p for p in parents if p is not None]
-    conditions = []
-    if known:
-        conditions.append(Message.parent_id.in_(known))
-    if None in parents:
-        conditions.append(Message.parent_id.is_(None))
     rows = db.session.execute(
         select(Message.id, Message.parent_id).where(
-            Message.chat_id == chat_id, Message.deleted_at.is_(None), or_(*conditions)
+            Message.chat_id == chat_id, Message.deleted_at.is_(None), Message.parent_id.in_(parents)
         ).order_by(Message.id)
     )
     siblings: dict[int | None, list[int]] = defaultdict(list)
@@ -104,7 +99,7 @@ def path_to(tree: dict[int, Node], message_id: int) -> list[int]:
     node = tree.get(message_id)
     while node is not None:
         path.append(node.id)
-        node = tree.get(node.parent_id) if node.parent_id is not None else None
+        node = tree.get(node.parent_id)
     path.reverse()
     return path
 
@@ -121,7 +116,7 @@ def descendants(tree: dict[int, Node], message_id: int) -> list[int]:
 
 def select_version(chat_id: str, message_id: int, parent_id: int | None) -> None:
     """Make `message_id` the version its parent shows, then settle `active` (caller commits)."""
-    same_parent = Message.parent_id.is_(None) if parent_id is None else Message.parent_id == parent_id
+    same_parent = Message.id == message_id if parent_id is None else Message.parent_id == parent_id
     db.session.execute(
         update(Message).where(Message.chat_id == chat_id, same_parent)
         .values(selected=Message.id == message_id).execution_options(synchronize_session=False)
@@ -131,7 +126,9 @@ def select_version(chat_id: str, message_id: int, parent_id: int | None) -> None
 
 def unselect_children(chat_id: str, parent_id: int | None) -> None:
     """Show none of `parent_id`'s children: the next saved row becomes the new version."""
-    same_parent = Message.parent_id.is_(None) if parent_id is None else Message.parent_id == parent_id
+    if parent_id is None:
+        return  # a hand-written row with no recorded parent: nothing is known to replace
+    same_parent = Message.parent_id == parent_id
     db.session.execute(
         update(Message).where(Message.chat_id == chat_id, same_parent).values(selected=False)
         .execution_options(synchronize_session=False)
@@ -145,7 +142,7 @@ def refresh_active(chat_id: str) -> None:
     state: dict[int, bool] = {}
     on, off = [], []
     for node in tree.values():
-        parent_active = True if node.parent_id is None else state.get(node.parent_id, True)
+        parent_active = state.get(node.parent_id, True)  # a first message (parent 0) or unknown
         active = node.selected and parent_active
         state[node.id] = active
         if active != node.active:
