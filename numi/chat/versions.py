@@ -63,13 +63,15 @@ def version_info(chat_id: str, messages: list[Message]) -> dict[int, Version]:
     parents = {m.parent_id for m in messages if m.parent_id is not None}
     if not parents:
         return {}
+    # No ORDER BY: sorting in SQL would make SQLite walk the chat's (chat_id, id) index
+    # instead of seeking (chat_id, parent_id); a few sibling ids sort faster here.
     rows = db.session.execute(
         select(Message.id, Message.parent_id).where(
             Message.chat_id == chat_id, Message.deleted_at.is_(None), Message.parent_id.in_(parents)
-        ).order_by(Message.id)
+        )
     )
     siblings: dict[int | None, list[int]] = defaultdict(list)
-    for row in rows:
+    for row in sorted(rows, key=lambda r: r.id):
         siblings[row.parent_id].append(row.id)
     info: dict[int, Version] = {}
     for message in messages:
