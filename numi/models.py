@@ -109,6 +109,12 @@ class Endpoint(db.Model):
     def model_ids(self) -> list[str]:
         return [m["id"] if isinstance(m, dict) else str(m) for m in self.models]
 
+    @property
+    def picker_model_ids(self) -> list[str]:
+        """The listed models the pickers offer (the hidden ones left out)."""
+        hidden = set(self.hidden_models)
+        return [m for m in self.model_ids if m not in hidden]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,

@@ -249,14 +249,18 @@ def _refuse_while_running(chat_id: str) -> None:
 
 @bp.get("/settings")
 def settings():
-    from ..agent.tools import web
-
     return render_template(
         "settings.html",
         endpoints=endpoint_store.list_endpoints(g.user.id),
         kinds=("openai_chat", "openai_responses", "anthropic"),
-        web_settings=web.load_settings(g.user.id),
+        web_settings=_web_settings(),
     )
+
+
+def _web_settings():
+    from ..agent.tools import web
+
+    return web.load_settings(g.user.id)
 
 
 @bp.post("/settings/web-search")
@@ -278,7 +282,45 @@ def add_endpoint():
     endpoint_store.create_endpoint(
         None if shared else g.user.id, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"]
     )
+    if _is_htmx():
+        # The list, and an empty Add form in place of the filled one (its key must not stay).
+        return render_template("partials/_endpoint_list.html", endpoints=endpoint_store.list_endpoints(g.user.id)) \
+            + render_template("partials/_endpoint_add_form.html", oob=True)
     return _settings_list_or_redirect()
+
+
+@bp.get("/settings/endpoints/<int:endpoint_id>")
+def endpoint_card(endpoint_id: int):
+    endpoint = endpoint_store.get_endpoint(g.user.id, endpoint_id)
+    return render_template("partials/_endpoint.html", endpoint=endpoint, status=None)
+
+
+@bp.get("/settings/endpoints/<int:endpoint_id>/edit")
+def edit_endpoint_form(endpoint_id: int):
+    endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
+    if _is_htmx():
+        return render_template("partials/_endpoint_edit.html", endpoint=endpoint)
+    return render_template("settings.html", endpoints=endpoint_store.list_endpoints(g.user.id),
+                           editing=endpoint.id, web_settings=_web_settings())
+
+
+@bp.post("/settings/endpoints/<int:endpoint_id>")
+def edit_endpoint(endpoint_id: int):
+    """Save the Edit form: name, kind, URL, key (empty keeps it), default model, reasoning
+    policy, enabled, and the models hidden from the pickers."""
+    endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
+    data = request_data()
+    data.pop("hidden_models_sent", None)
+    if request.mimetype != "application/json":
+        data["enabled"] = "1" in request.form.getlist("enabled")  # the checkbox after its hidden "0"
+        if request.form.get("hidden_models_sent"):
+            data["hidden_models"] = request.form.getlist("hidden_models")
+        else:
+            data.pop("hidden_models", None)
+    endpoint_store.update_endpoint(endpoint, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"])
+    if _is_htmx():
+        return render_template("partials/_endpoint.html", endpoint=endpoint, status=("ok", "Saved."))
+    return redirect(url_for("pages.settings"))
 
 
 @bp.post("/settings/endpoints/<int:endpoint_id>/delete")
