@@ -32,6 +32,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
         config.update(test_config)
     app.config.update(finalize(config))
     logging.basicConfig(level=app.config["NUMI_LOG_LEVEL"], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if app.config["NUMI_AUTH"] == "none":
+        logging.getLogger("numi").warning(
+            "NUMI_AUTH=none: no access token is needed. Any process or user that reaches this port "
+            "can use Numi and run its tools as this user."
+        )
 
     db.init_app(app)
     sock.init_app(app)

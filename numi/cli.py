@@ -53,12 +53,43 @@ def serve(host, port):
                 log.info("added endpoint %s (%s)", endpoint.name, endpoint.base_url)
             db.session.remove()
     server = WSGIServer((host, port), app, log=None, error_log=logging.getLogger("numi.wsgi"))
-    shown = f"[{host}]" if ":" in host else host
-    click.echo(f"Numi is running on http://{shown}:{port}/  (data: {app.config['NUMI_DATA_DIR']})")
+    bound = "" if host == _browser_host(host) else f"bound to {host}; "
+    click.echo(f"Numi is running on {_browser_url(app, host, port)}  ({bound}data: {app.config['NUMI_DATA_DIR']})")
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
+
+
+@main.command("open")
+@click.option("--host", help="Address `numi serve` was bound to (default NUMI_HOST).")
+@click.option("--port", type=int, help="Its port (default NUMI_PORT).")
+def open_browser(host, port):
+    """Open Numi in the web browser, with the access token (run `numi serve` first)."""
+    import webbrowser
+
+    app = _app()
+    url = _browser_url(app, host or app.config["NUMI_HOST"], port or app.config["NUMI_PORT"])
+    click.echo(f"Opening {url}")
+    if not webbrowser.open(url):
+        raise click.ClickException(f"No web browser found: open {url} yourself.")
+
+
+def _browser_host(host: str) -> str:
+    # A wildcard bind is reachable on loopback; a browser cannot open 0.0.0.0 everywhere.
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+
+
+def _browser_url(app, host: str, port: int) -> str:
+    """The URL to open Numi at; in single-user mode it carries the access token."""
+    from urllib.parse import quote
+
+    shown = _browser_host(host)
+    shown = f"[{shown}]" if ":" in shown else shown
+    url = f"http://{shown}:{port}/"
+    if app.config["NUMI_AUTH"] == "single":
+        url += "?token=" + quote(app.config["NUMI_ACCESS_TOKEN"], safe="")
+    return url
 
 
 @main.group()
@@ -248,7 +279,16 @@ def user_list():
 
 @main.group()
 def token():
-    """Manage API bearer tokens."""
+    """API bearer tokens (multi-user mode) and the access token (single-user mode)."""
+
+
+@token.command("show")
+def token_show():
+    """Print single-user mode's access token (NUMI_ACCESS_TOKEN or the generated one)."""
+    app = _app()
+    if app.config["NUMI_AUTH"] != "single":
+        raise click.ClickException("Only single-user mode (NUMI_AUTH=single) has an access token.")
+    click.echo(app.config["NUMI_ACCESS_TOKEN"])
 
 
 @token.command("create")

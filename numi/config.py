@@ -51,7 +51,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_DATABASE_URL", None, str, "SQLAlchemy URL; default is SQLite in the data directory. PostgreSQL: postgresql+psycopg://user@host/db."),
     Setting("NUMI_HOST", "127.0.0.1", str, "Address `numi serve` binds to."),
     Setting("NUMI_PORT", 8765, int, "Port `numi serve` listens on."),
-    Setting("NUMI_AUTH", "single", _choice("single", "multi"), "`single`: one local user, no login. `multi`: login page, users, bearer tokens."),
+    Setting("NUMI_AUTH", "single", _choice("single", "multi", "none"), "`single`: one local user, no login, but the access token is needed once per browser. `multi`: login page, users, bearer tokens. `none`: one local user and no token at all (anything that reaches the port can use Numi and its tools)."),
+    Setting("NUMI_ACCESS_TOKEN", None, str, "Single-user mode's access token (`?token=` once per browser, or `Authorization: Bearer`). Generated and stored in the data directory when unset."),
     Setting("NUMI_SECRET_KEY", None, str, "Signs session cookies. Generated and stored in the data directory when unset."),
     Setting("NUMI_ALLOWED_HOSTS", (), _csv, "Extra host names accepted in the Host header (comma separated); `*` accepts any. localhost and the bound address are always accepted."),
     Setting("NUMI_AUTO_ENDPOINTS", True, _bool, "On first start, add endpoints from OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY and a local Ollama."),
@@ -119,7 +120,7 @@ def load_config(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 
 def finalize(config: dict[str, Any]) -> dict[str, Any]:
-    """Fill in what depends on other settings: data dir, database URL, secret key."""
+    """Fill in what depends on other settings: data dir, database URL, secret key, access token."""
     data_dir = Path(config.get("NUMI_DATA_DIR") or default_data_dir()).expanduser()
     data_dir.mkdir(parents=True, exist_ok=True)
     config["NUMI_DATA_DIR"] = str(data_dir)
@@ -128,6 +129,9 @@ def finalize(config: dict[str, Any]) -> dict[str, Any]:
     if not config.get("NUMI_SECRET_KEY"):
         config["NUMI_SECRET_KEY"] = _persisted_secret(data_dir / "secret_key")
     config["SECRET_KEY"] = config["NUMI_SECRET_KEY"]
+    if config.get("NUMI_AUTH", "single") == "single" and not config.get("NUMI_ACCESS_TOKEN"):
+        # 32 bytes: unguessable, and short enough to paste or keep in a bookmark.
+        config["NUMI_ACCESS_TOKEN"] = _persisted_secret(data_dir / "access_token", nbytes=32)
     config["SQLALCHEMY_DATABASE_URI"] = config["NUMI_DATABASE_URL"]
     config["MAX_CONTENT_LENGTH"] = config["NUMI_MAX_REQUEST_BYTES"]
     config.setdefault("SESSION_COOKIE_SAMESITE", "Lax")
@@ -135,13 +139,13 @@ def finalize(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def _persisted_secret(path: Path) -> str:
+def _persisted_secret(path: Path, nbytes: int = 48) -> str:
     """Return the secret stored at `path`, creating it (mode 0600) on first use."""
     try:
         return path.read_text().strip()
     except FileNotFoundError:
         pass
-    secret = secrets.token_urlsafe(48)
+    secret = secrets.token_urlsafe(nbytes)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:  # another worker created it between our read and open

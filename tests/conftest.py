@@ -15,6 +15,15 @@ Fixtures (all real components, nothing of ours mocked):
 - `live_server`: the real `numi serve` in a subprocess on a free loopback port (module
   scope); `live_server_factory(**env)` starts more, e.g. in multi-user mode. The object has
   .url .port .data_dir .database_url .env .proc .restart() .kill() .cli(*args).
+
+Single-user mode needs the access token (DESIGN §7). Every app and live server here uses
+the known `ACCESS_TOKEN` (from tests/turn_support.py), and the clients carry it:
+- `app.test_client()` sends `Authorization: Bearer ACCESS_TOKEN` in single-user mode;
+  `app.test_client(access_token=None)` is a client without it (a stranger).
+- A LiveServer has .token, .headers (the Authorization header, {} in multi-user mode),
+  .auth_url(path) (the URL with ?token=, which sets the session cookie) and
+  .open_page(browser, **options) (a Playwright page that has visited auth_url("/")).
+  `Api`, `Socket`, `SSE` (turn_support) and `upload` (context_support) send the token.
 """
 
 from __future__ import annotations
@@ -35,6 +44,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flask.testing import FlaskClient
+from turn_support import ACCESS_TOKEN
 
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -120,11 +131,23 @@ def _build_app(database_url: str, data_dir: Path, config: dict[str, Any]):
         "NUMI_DATABASE_URL": database_url,
         "NUMI_SECRET_KEY": "test-secret-key",
         "NUMI_AUTO_ENDPOINTS": False,
+        "NUMI_ACCESS_TOKEN": ACCESS_TOKEN,
     }
     base.update(config)
     app = create_app(base)
+    app.test_client_class = TokenClient
     upgrade(app)
     return app
+
+
+class TokenClient(FlaskClient):
+    """A test client that carries the access token in single-user mode, as a program
+    using the API would; `app.test_client(access_token=None)` makes one without it."""
+
+    def __init__(self, *args, access_token: str | None = ACCESS_TOKEN, **kwargs):
+        super().__init__(*args, **kwargs)
+        if access_token and self.application.config["NUMI_AUTH"] == "single":
+            self.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {access_token}"
 
 
 @pytest.fixture
@@ -294,6 +317,34 @@ class LiveServer:
     def database_url(self) -> str:
         return self.env.get("NUMI_DATABASE_URL") or f"sqlite:///{self.data_dir / 'numi.db'}"
 
+    @property
+    def token(self) -> str | None:
+        """The access token of a single-user server (None in the other modes)."""
+        if self.env.get("NUMI_AUTH", "single") != "single":
+            return None
+        if self.env.get("NUMI_ACCESS_TOKEN"):
+            return self.env["NUMI_ACCESS_TOKEN"]
+        stored = self.data_dir / "access_token"
+        return stored.read_text().strip() if stored.exists() else None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """Headers that authenticate a raw HTTP or WebSocket client ({} without a token)."""
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def auth_url(self, path: str = "/") -> str:
+        """The URL of `path` with ?token=, as `numi serve` prints it (sets the session cookie)."""
+        if not self.token:
+            return self.url + path
+        return f"{self.url}{path}{'&' if '?' in path else '?'}token={self.token}"
+
+    def open_page(self, browser, **options):
+        """A new Playwright page (own context) that has visited auth_url("/"), so its
+        session cookie carries the token; `options` go to browser.new_page()."""
+        page = browser.new_page(**options)
+        page.goto(self.auth_url("/"))
+        return page
+
     def start(self, timeout: float = 30.0) -> None:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
@@ -360,6 +411,7 @@ def server_environment(data_dir: Path, port: int, **env: str) -> dict[str, str]:
         NUMI_PORT=str(port),
         NUMI_AUTO_ENDPOINTS="0",
         NUMI_LOG_LEVEL="WARNING",
+        NUMI_ACCESS_TOKEN=ACCESS_TOKEN,
         PYTHONUNBUFFERED="1",
     )
     base.update({k: str(v) for k, v in env.items()})
@@ -636,7 +688,7 @@ def api(server):
     """A JSON client for `server`'s HTTP API."""
     from turn_support import Api
 
-    return Api(server.url)
+    return Api(server.url, token=server.token)
 
 
 @pytest.fixture

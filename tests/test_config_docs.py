@@ -38,6 +38,7 @@ def test_documented_cli_commands_exist():
     text = _readme()
     for command in ("numi serve", "numi db upgrade", "numi endpoint add", "numi endpoint list", "numi endpoint remove",
                     "numi endpoint models", "numi user create", "numi user list", "numi token create",
+                    "numi open", "numi token show",
                     "numi dev fake-provider", "gunicorn -k gevent"):
         assert command in text, command
 

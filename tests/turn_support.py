@@ -17,6 +17,10 @@ from simple_websocket import Client
 
 from numi.testing import ScriptedProvider
 
+# The access token of every app and live server the tests start in single-user mode
+# (conftest sets NUMI_ACCESS_TOKEN to it); the clients below send it by default.
+ACCESS_TOKEN = "numi-test-access-token"
+
 # The NUMI_PLUGINS module with the turn tests' tools lives in tests/turns/.
 PLUGINS = Path(__file__).resolve().parent / "turns"
 
@@ -36,15 +40,17 @@ def turn_server_env(**extra: Any) -> dict[str, str]:
 
 
 class Api:
-    """A tiny JSON client for the server's HTTP API."""
+    """A tiny JSON client for the server's HTTP API; sends the access token as a bearer
+    header (`token=None`: none)."""
 
-    def __init__(self, base: str):
+    def __init__(self, base: str, token: str | None = ACCESS_TOKEN):
         self.base = base
+        self.auth = {"Authorization": f"Bearer {token}"} if token else {}
 
     def call(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.base + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json", **(headers or {})})
+                                         headers={"Content-Type": "application/json", **self.auth, **(headers or {})})
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 raw = response.read()
@@ -87,7 +93,7 @@ class Socket:
     def __init__(self, server, chat_id: str, *, html: bool = False):
         suffix = "" if html else "?format=json"
         self.ws = Client.connect(f"ws://127.0.0.1:{server.port}/ws/{chat_id}{suffix}",
-                                 headers={"Origin": server.url})
+                                 headers={"Origin": server.url, **server.headers})
         self.html = html
         self.frames: list[str] = []
 
@@ -142,7 +148,7 @@ class SSE:
         self.connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=15)
         data = json.dumps(body) if body is not None else None
         self.connection.request(method, path, body=data,
-                                headers={"Content-Type": "application/json", **(headers or {})})
+                                headers={"Content-Type": "application/json", **server.headers, **(headers or {})})
         self.response = self.connection.getresponse()
 
     def events(self) -> Iterator[dict]:

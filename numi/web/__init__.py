@@ -7,12 +7,13 @@ from flask import Flask
 
 def register(app: Flask) -> None:
     """Register blueprints, request guards, error handlers and template helpers."""
-    from . import api, auth, errors, pages, security, streams, transcript, transfer, ws
+    from . import access, api, auth, errors, pages, security, streams, transcript, transfer, ws
     from ..render import render_cited, render_markdown
 
     security.init_app(app)
     errors.init_app(app)
     app.register_blueprint(auth.bp)
+    app.register_blueprint(access.bp)
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(streams.bp)

@@ -1,4 +1,4 @@
-"""Login and logout for multi-user mode (single-user mode has neither)."""
+"""Login and logout for multi-user mode (single-user mode has neither: access.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ _DUMMY_HASH = "scrypt:32768:8:1$invalid$" + "0" * 128
 
 @bp.route("/login", methods=["GET", "POST"])
 def login():
-    if current_app.config["NUMI_AUTH"] == "single":
+    if current_app.config["NUMI_AUTH"] != "multi":
         return redirect(url_for("pages.index"))
     error = None
     if request.method == "POST":

@@ -1,12 +1,16 @@
 """Request guards: Host (DNS rebinding), Origin (CSRF and cross-site WebSocket hijacking),
-who the user is (local user, session cookie or bearer token), and the security headers.
+who the user is (local user with the access token, session cookie or bearer token), and the
+security headers.
 
 Rules (DESIGN §7):
 - Every request's Host must be the bound host, localhost, or one of NUMI_ALLOWED_HOSTS.
 - A state-changing request or WebSocket upgrade that carries a foreign Origin (or
   `Sec-Fetch-Site: cross-site`) is refused. Requests without an Origin come from programs,
   not browsers (browsers always send Origin on cross-site writes), and are allowed.
-- Bearer-token requests carry no ambient credentials, so they skip the Origin check.
+- Bearer-token requests carry no ambient credentials, so they skip the Origin check (API
+  tokens of multi-user mode; single-user mode's access token keeps it, as a second fence).
+- Single-user mode needs the access token once per browser (access.py); NUMI_AUTH=none
+  lets every request in as the local user.
 """
 
 from __future__ import annotations
@@ -21,11 +25,12 @@ from sqlalchemy import select
 from ..errors import NumiError
 from ..extensions import db
 from ..models import ApiToken, User, utcnow
+from . import access
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 WILDCARD_BINDS = {"0.0.0.0", "::", ""}
 LOCAL_USERNAME = "local"
-PUBLIC_ENDPOINTS = {"auth.login", "static", "pages.healthz"}
+PUBLIC_ENDPOINTS = {"auth.login", "static", "pages.healthz", access.FORM_ENDPOINT}
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
@@ -104,10 +109,13 @@ def _identify():
     g.via_token = False
     if request.endpoint == "static":
         return None
-    if current_app.config["NUMI_AUTH"] == "single":
+    mode = current_app.config["NUMI_AUTH"]
+    if mode == "none":
         g.user = local_user()
         return None
-    token = _bearer_token()
+    if mode == "single":
+        return access.authorize(public=request.endpoint in PUBLIC_ENDPOINTS)
+    token = bearer_token()
     if token is not None:
         user = user_for_token(token)
         if user is None:
@@ -124,7 +132,7 @@ def _identify():
     return None
 
 
-def _bearer_token() -> str | None:
+def bearer_token() -> str | None:
     header = request.headers.get("Authorization", "")
     if header.lower().startswith("bearer "):
         return header[7:].strip()

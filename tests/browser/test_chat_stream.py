@@ -20,8 +20,8 @@ def stream_server(live_server_factory):
     return live_server_factory(**turn_server_env(NUMI_RENDER_INTERVAL_MS=100))
 
 
-def _page(browser, errors):
-    page = browser.new_page()
+def _page(browser, server, errors):
+    page = server.open_page(browser)
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: errors.append(str(error)))
     return page
@@ -33,7 +33,7 @@ def test_send_stream_reload_mid_turn_and_stop(browser, provider, stream_server):
     words = [f"word{i}" for i in range(80)]
     provider.enqueue(Scenario().text(" ".join(words), chunks=80).delay(0.1))
     errors: list[str] = []
-    page = _page(browser, errors)
+    page = _page(browser, stream_server, errors)
     page.goto(f"{stream_server.url}/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     page.fill("#composer-input", "Tell me **eighty** words")
@@ -71,7 +71,7 @@ def test_a_finished_answer_renders_markdown_and_metrics(browser, provider, strea
     chat = make_chat(api, provider)
     provider.enqueue(Scenario().reasoning("Consider the question.").text("Here is **bold** and `code`.", chunks=4).usage(9, 8))
     errors: list[str] = []
-    page = _page(browser, errors)
+    page = _page(browser, stream_server, errors)
     page.goto(f"{stream_server.url}/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     page.wait_for_selector("#context-gauge meter")

@@ -18,6 +18,7 @@ def page(browser, live_server):
     context = browser.new_context(base_url=live_server.url)
     page = context.new_page()
     page.set_default_timeout(10_000)
+    page.goto(live_server.auth_url("/"))
     errors: list[str] = []
     page.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))

@@ -7,6 +7,8 @@ import urllib.error
 import urllib.request
 import uuid
 
+from turn_support import ACCESS_TOKEN
+
 from numi.extensions import db
 from numi.models import Chat, Message, User
 
@@ -40,13 +42,15 @@ def tool_call(call_id: str, name: str = "lookup") -> dict:
 
 
 def upload(base_url: str, filename: str, data: bytes, mime: str = "application/octet-stream",
-           headers: dict | None = None) -> tuple[int, dict]:
-    """POST one file to /api/upload as multipart form data (a real HTTP request)."""
+           headers: dict | None = None, token: str | None = ACCESS_TOKEN) -> tuple[int, dict]:
+    """POST one file to /api/upload as multipart form data (a real HTTP request), with the
+    access token as a bearer header (`token=None`: none)."""
     boundary = uuid.uuid4().hex
     body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{filename}\"\r\n"
             f"Content-Type: {mime}\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
     request = urllib.request.Request(base_url + "/api/upload", data=body, method="POST",
                                      headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
+                                              **({"Authorization": f"Bearer {token}"} if token else {}),
                                               **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=30) as response:

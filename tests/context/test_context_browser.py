@@ -20,8 +20,8 @@ def server(live_server_factory):
     return live_server_factory(**turn_server_env())
 
 
-def _page(browser, errors):
-    page = browser.new_page()
+def _page(browser, server, errors):
+    page = server.open_page(browser)
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: errors.append(str(error)))
     return page
@@ -33,7 +33,7 @@ def test_attach_with_the_picker_and_send(browser, scripted, server, tmp_path):
     notes = tmp_path / "notes <b>.txt"
     notes.write_text("The launch code is PINEAPPLE-7.\n")
     errors: list[str] = []
-    page = _page(browser, errors)
+    page = _page(browser, server, errors)
     page.goto(f"{server.url}/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     page.set_input_files("#composer-file", str(notes))
@@ -65,7 +65,7 @@ def test_compact_by_button_shows_the_divider(browser, scripted, server):
                                    (chat["id"], role, text))
     scripted.enqueue(Scenario().text("We discussed **four** questions.", chunks=2))
     errors: list[str] = []
-    page = _page(browser, errors)
+    page = _page(browser, server, errors)
     page.goto(f"{server.url}/c/{chat['id']}")
     page.wait_for_selector("#context-gauge meter")
     page.click("#compact-button")

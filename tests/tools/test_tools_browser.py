@@ -19,7 +19,7 @@ def approval_server(live_server_factory):
 
 
 def open_chat(browser, server, chat, errors):
-    page = browser.new_page()
+    page = server.open_page(browser)
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(f"{server.url}/c/{chat['id']}")

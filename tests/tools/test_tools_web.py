@@ -164,13 +164,13 @@ def test_cited_answer_saved_rendered_and_exported(server, scripted, web):
     assert sources[1]["title"] == HOSTILE_TITLE
     assert all("content" not in s for s in sources)
 
-    html = urlopen_text(f"{server.url}/c/{chat['id']}")
+    html = urlopen_text(server, f"/c/{chat['id']}")
     assert 'href="https://example.org/otters?a=1&amp;b=&lt;2&gt;"' in html
     assert 'rel="noopener noreferrer nofollow"' in html
     assert "&lt;img src=x onerror=alert(1)&gt; &#34;Quotes&#34;" in html
     assert "<img src=x onerror" not in html and 'href="javascript:' not in html
 
-    markdown = urlopen_text(f"{server.url}/api/session/{chat['id']}/export?fmt=md")
+    markdown = urlopen_text(server, f"/api/session/{chat['id']}/export?fmt=md")
     assert "https://example.org/otters" in markdown and f"{web.page_url}/article" in markdown
 
 
@@ -195,17 +195,18 @@ def post_json(server, path: str, body: dict) -> tuple[int, str]:
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     try:
         connection.request("POST", path, body=json.dumps(body),
-                           headers={"Content-Type": "application/json", "HX-Request": "true"})
+                           headers={"Content-Type": "application/json", "HX-Request": "true", **server.headers})
         response = connection.getresponse()
         return response.status, response.read().decode()
     finally:
         connection.close()
 
 
-def urlopen_text(url: str) -> str:
+def urlopen_text(server, path: str) -> str:
     import urllib.request
 
-    with urllib.request.urlopen(url, timeout=10) as response:
+    request = urllib.request.Request(server.url + path, headers=server.headers)
+    with urllib.request.urlopen(request, timeout=10) as response:
         return response.read().decode()
 
 

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.browser
 
 
 
-def _page(browser, errors):
-    page = browser.new_page()
+def _page(browser, server, errors):
+    page = server.open_page(browser)
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: errors.append(str(error)))
     return page
@@ -39,7 +39,7 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser, server, api, scri
     question = history[0]
 
     errors: list[str] = []
-    page = _page(browser, errors)
+    page = _page(browser, server, errors)
     page.goto(f"{server.url}/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     assert page.locator("article.msg").count() == 4

@@ -183,7 +183,7 @@ def test_websocket_to_a_foreign_or_missing_chat_is_refused(server, sockets):
 
     with pytest.raises(WsConnectionError) as missing:
         Client.connect(f"ws://127.0.0.1:{server.port}/ws/00000000-0000-0000-0000-000000000000",
-                       headers={"Origin": server.url})
+                       headers={"Origin": server.url, **server.headers})
     assert missing.value.status_code == 404
 
 

@@ -15,7 +15,8 @@ from simple_websocket import Client as WebSocketClient
 
 def _http(server, method, path, body=None, headers=None):
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(server.url + path, data=data, method=method, headers=headers or {})
+    request = urllib.request.Request(server.url + path, data=data, method=method,
+                                     headers={**server.headers, **(headers or {})})
     if data is not None:
         request.add_header("Content-Type", "application/json")
     try:
@@ -30,7 +31,7 @@ def _handshake(server, path, headers) -> int:
     lines = [f"GET {path} HTTP/1.1", f"Host: 127.0.0.1:{server.port}", "Upgrade: websocket",
              "Connection: Upgrade", f"Sec-WebSocket-Key: {b64encode(urandom(16)).decode()}",
              "Sec-WebSocket-Version: 13"]
-    lines += [f"{k}: {v}" for k, v in headers.items()]
+    lines += [f"{k}: {v}" for k, v in {**server.headers, **headers}.items()]
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
         status_line = sock.recv(4096).split(b"\r\n", 1)[0].decode()
@@ -39,12 +40,13 @@ def _handshake(server, path, headers) -> int:
 
 def _ws(server, path, **headers):
     return WebSocketClient.connect(
-        f"ws://127.0.0.1:{server.port}{path}", headers={"Origin": server.url, **headers}
+        f"ws://127.0.0.1:{server.port}{path}", headers={"Origin": server.url, **server.headers, **headers}
     )
 
 
 def test_serves_pages_with_a_persisted_secret(live_server):
-    with urllib.request.urlopen(live_server.url + "/", timeout=10) as response:
+    request = urllib.request.Request(live_server.url + "/", headers=live_server.headers)
+    with urllib.request.urlopen(request, timeout=10) as response:
         assert response.status == 200
         assert "Numi" in response.read().decode()
         assert "script-src 'self'" in response.headers["Content-Security-Policy"]
