@@ -46,8 +46,8 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
         scripted.enqueue(Scenario().text(text).usage(120, 30))
         _turn(server, api, chat_id, lambda: api.post(f"/api/session/{chat_id}/regenerate", {}))
 
-    context = browser.new_context(viewport=VIEWPORTS[viewport], base_url=server.url)
-    page = context.new_page()
+    page = server.open_page(browser, viewport=VIEWPORTS[viewport], base_url=server.url)  # with the access token
+    context = page.context
     page.set_default_timeout(10_000)
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -82,11 +82,11 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
         page.screenshot(path=f"/tmp/numi-versions-{viewport}.png")
 
         # Saved: a reload (or another tab) shows the second answer.
-        other = context.new_page()
+        other = server.open_page(browser, viewport=VIEWPORTS[viewport], base_url=server.url)
         other.goto(f"/c/{chat_id}")
         assert other.locator("article.msg-assistant").last.locator(".msg-body").inner_text().strip() == "Second answer."
         assert other.locator("article.msg-assistant").last.locator(".version-count").inner_text() == "2/3"
-        other.close()
+        other.context.close()
         assert _serious(page, ".msg-versions") == []
 
         # Settings: edit the endpoint in place.

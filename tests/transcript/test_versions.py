@@ -39,6 +39,13 @@ def wait_turn(server, api, chat_id, action):
     return result
 
 
+def fetch(server, path: str) -> str:
+    """A page or a download as text (the server's access token sent along)."""
+    request = urllib.request.Request(server.url + path, headers=server.headers)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.read().decode()
+
+
 def shown(api, chat_id):
     return [(m["role"], m["content"]) for m in api.history(chat_id)]
 
@@ -88,13 +95,12 @@ def test_regenerate_edit_switch_export_and_import_every_version(server, api, scr
         assert shown(api, chat_id) == [("user", "Name a colour"), ("assistant", text)]
     switch(api, chat_id, answers[1])
     # Saved: a reload (a new page, any tab) shows the chosen version, with its switcher.
-    page = urllib.request.urlopen(f"{server.url}/c/{chat_id}", timeout=10).read().decode()
+    page = fetch(server, f"/c/{chat_id}")
     assert "Answer two." in page and "Answer four." not in page and "Blue." not in page
     assert 'aria-label="Previous version"' in page and 'aria-label="Next version"' in page and "2/4" in page
 
     # The readable exports follow the shown versions only; the JSON export carries them all.
-    request = urllib.request.urlopen(f"{server.url}/api/session/{chat_id}/export?fmt=md", timeout=10)
-    markdown = request.read().decode()
+    markdown = fetch(server, f"/api/session/{chat_id}/export?fmt=md")
     assert "Answer two." in markdown and "Answer one." not in markdown and "Blue." not in markdown
     status, document = api.get(f"/api/session/{chat_id}/export?fmt=json")
     assert status == 200
