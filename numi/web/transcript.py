@@ -106,7 +106,8 @@ def _after_change(chat_id: str, payload: dict[str, Any] | None, status: int = 20
 def message_view(chat_id: str, message_id: int):
     chat = chats.get_chat(g.user.id, chat_id)
     message = edits.get_message(chat, message_id)
-    return render_template("partials/_message.html", message=message, chat=chat)
+    return render_template("partials/_message.html", message=message, chat=chat,
+                           versions=version_info(chat.id, [message]))
 
 
 @bp.get("/c/<chat_id>/messages/<int:message_id>/edit")
