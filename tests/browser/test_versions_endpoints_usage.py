@@ -1,6 +1,7 @@
 """Real headless Chromium, desktop (1280×800) and phone (390×844): switch answer versions
-with ‹ › (mouse and keyboard) and find the choice kept after a reload; edit an endpoint in
-Settings in place; add one and find the form empty again; read the Usage page."""
+with ‹ › (mouse and keyboard) and find the choice kept after a reload; regenerate in the
+page; edit an endpoint in Settings in place; add one and find the form empty again; read
+the Usage page."""
 
 from __future__ import annotations
 
@@ -89,6 +90,14 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
         other.context.close()
         assert _serious(page, ".msg-versions") == []
 
+        # Regenerate in the page: the new answer streams in and arrives with its switcher.
+        scripted.enqueue(Scenario().text("Fourth answer.", chunks=3).usage(120, 30))
+        page.locator("article.msg-assistant").last.hover()
+        page.locator("article.msg-assistant").last.locator(".action-regenerate button[type=submit]").click()
+        page.wait_for_function("() => document.body.innerText.includes('Fourth answer.')")
+        page.locator("article.msg-assistant .version-count", has_text="4/4").wait_for()
+        assert "Second answer." not in page.locator("#transcript").inner_text()
+
         # Settings: edit the endpoint in place.
         endpoint_id = chat["endpoint"]["id"]
         page.goto("/settings")
@@ -126,7 +135,7 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
         page.get_by_role("link", name="Usage: tokens and cost per chat and model").click()
         page.wait_for_url("**/usage")
         row = page.locator(f"#usage-report tbody tr:has(a[href$='/c/{chat_id}'])")
-        assert [c.strip() for c in row.locator("td").all_inner_texts()][:3] == ["3", "360", "90"]
+        assert [c.strip() for c in row.locator("td").all_inner_texts()][:3] == ["4", "480", "120"]
         page.get_by_role("radio", name="Model").check()
         page.locator("#usage-report caption", has_text="Tokens by model").wait_for()
         assert "fake-model" in page.locator("#usage-report").inner_text()
