@@ -23,12 +23,14 @@ def free_port() -> int:
 
 
 class LiveNumi:
+    TOKEN = "numi-bench-access-token"  # single-user mode needs one; API calls send it as a bearer
+
     def __init__(self, **env: str):
         self.port = free_port()
         self.data_dir = tempfile.mkdtemp(prefix="numi-bench-")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("NUMI_")}
         self.env.update(NUMI_DATA_DIR=self.data_dir, NUMI_PORT=str(self.port), NUMI_AUTO_ENDPOINTS="0",
-                        NUMI_LOG_LEVEL="WARNING", NUMI_GENERATE_TITLES="0")
+                        NUMI_LOG_LEVEL="WARNING", NUMI_GENERATE_TITLES="0", NUMI_ACCESS_TOKEN=self.TOKEN)
         self.env.update({k: str(v) for k, v in env.items()})
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -55,7 +57,8 @@ class LiveNumi:
 
     def post(self, path: str, body: dict) -> dict:
         request = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"}, method="POST")
+                                         headers={"Content-Type": "application/json",
+                                                  "Authorization": f"Bearer {self.TOKEN}"}, method="POST")
         with urllib.request.urlopen(request) as response:
             return json.loads(response.read())
 

@@ -53,7 +53,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_PORT", 8765, int, "Port `numi serve` listens on."),
     Setting("NUMI_AUTH", "single", _choice("single", "multi", "none"), "`single`: one local user, no login, but the access token is needed once per browser. `multi`: login page, users, bearer tokens. `none`: one local user and no token at all (anything that reaches the port can use Numi and its tools)."),
     Setting("NUMI_ACCESS_TOKEN", None, str, "Single-user mode's access token (`?token=` once per browser, or `Authorization: Bearer`). Generated and stored in the data directory when unset."),
-    Setting("NUMI_SECRET_KEY", None, str, "Signs session cookies. Generated and stored in the data directory when unset."),
+    Setting("NUMI_SECRET_KEY", None, str, "Signs session cookies; the key that encrypts stored API keys is derived from it (changing it makes them unreadable). Generated and stored in the data directory when unset."),
     Setting("NUMI_ALLOWED_HOSTS", (), _csv, "Extra host names accepted in the Host header (comma separated); `*` accepts any. localhost and the bound address are always accepted."),
     Setting("NUMI_AUTO_ENDPOINTS", True, _bool, "On first start, add endpoints from OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY and a local Ollama."),
     Setting("NUMI_LOG_LEVEL", "INFO", str, "Python logging level."),
@@ -137,6 +137,14 @@ def finalize(config: dict[str, Any]) -> dict[str, Any]:
     config.setdefault("SESSION_COOKIE_SAMESITE", "Lax")
     config.setdefault("SESSION_COOKIE_HTTPONLY", True)
     return config
+
+
+def touches_data_dir(path: str, data_dir: str) -> bool:
+    """Whether `path` is the data directory, lies inside it, or contains it (real paths:
+    symlinks resolved). The data directory holds numi.db (every user's chats, endpoint
+    keys) and the secret key, so no workspace may reach it."""
+    path, data_dir = os.path.realpath(path), os.path.realpath(data_dir)
+    return os.path.commonpath([path, data_dir]) in (path, data_dir)
 
 
 def _persisted_secret(path: Path, nbytes: int = 48) -> str:

@@ -76,14 +76,18 @@ def is_current(app: Flask) -> bool:
 
 
 def upgrade(app: Flask) -> None:
-    """Bring the database schema to the newest revision (Alembic runs only when needed)."""
-    if is_current(app):
-        return
-    from flask_migrate import upgrade as alembic_upgrade
+    """Bring the database schema to the newest revision (Alembic runs only when needed),
+    then seal API keys still stored as plaintext (an idempotent data step: it needs the
+    app's secret key, which a migration script should not read)."""
+    from .crypto import seal_plaintext_keys
 
-    directory = enable_migrations(app).directory
-    with app.app_context():
-        alembic_upgrade(directory=directory)
+    if not is_current(app):
+        from flask_migrate import upgrade as alembic_upgrade
+
+        directory = enable_migrations(app).directory
+        with app.app_context():
+            alembic_upgrade(directory=directory)
+    seal_plaintext_keys(app)
 
 
 # Full-text search indexes (SQLite FTS5 virtual tables and their shadow tables, or

@@ -4,6 +4,10 @@ An endpoint with `user_id` NULL is shared (added by an admin or auto-detected at
 start) and visible to every user; the others belong to one user. The API key is stored but
 never leaves this module's callers in a response: serialisers use `Endpoint.to_dict()`,
 which only says whether a key is set.
+
+A non-admin's own endpoint is held to the address guard (numi/addresses.py): its base URL
+may not be internal when it is saved, and every request to it (redirects included) is
+checked and pinned. Shared endpoints are an admin's and may be local (Ollama).
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import or_, select
 
+from .addresses import AddressRefused, check_url, guarded_transport
 from .errors import NotFound, NumiError, invalid
 from .extensions import db
-from .models import ENDPOINT_KINDS, REASONING_POLICIES, Endpoint, utcnow
+from .models import ENDPOINT_KINDS, REASONING_POLICIES, Endpoint, User, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +134,36 @@ def _base_url(value: Any) -> str:
     return value
 
 
+def guarded(endpoint: Endpoint) -> bool:
+    """Whether connections to `endpoint` pass the address guard: it belongs to a non-admin."""
+    return _owner_guarded(endpoint.user_id)
+
+
+def _owner_guarded(owner_id: int | None) -> bool:
+    if owner_id is None:
+        return False
+    owner = db.session.get(User, owner_id)
+    return owner is None or not owner.is_admin
+
+
+def check_address(endpoint: Endpoint | None = None, *, base_url: str | None = None, owner_id: int | None = None,
+                  status: int = 403) -> None:
+    """Refuse (NumiError `address_refused`) a guarded endpoint whose base URL is internal.
+    A host that does not resolve passes here: connecting then fails as unreachable."""
+    if endpoint is not None:
+        base_url, owner_id = endpoint.base_url, endpoint.user_id
+    if not _owner_guarded(owner_id):
+        return
+    try:
+        check_url(base_url or "", resolvable=False)
+    except AddressRefused as exc:
+        log.info("endpoint address of user %s refused: %s", owner_id, exc)
+        raise exc.to_error(status) from None
+
+
 def create_endpoint(owner_id: int | None, fields: dict[str, Any], *, max_name: int = 100) -> Endpoint:
     clean = validate(fields, max_name=max_name)
+    check_address(base_url=clean["base_url"], owner_id=owner_id, status=400)
     if find_by_name(owner_id, clean["name"]) is not None:
         raise NumiError("duplicate_name", f"An endpoint named {clean['name']!r} exists already.", 409)
     endpoint = Endpoint(user_id=owner_id, **clean)
@@ -147,6 +180,8 @@ def update_endpoint(endpoint: Endpoint, fields: dict[str, Any], *, max_name: int
         other = find_by_name(endpoint.user_id, clean["name"])
         if other is not None and other.id != endpoint.id:
             raise NumiError("duplicate_name", f"An endpoint named {clean['name']!r} exists already.", 409)
+    if "base_url" in clean:
+        check_address(base_url=clean["base_url"], owner_id=endpoint.user_id, status=400)
     if "base_url" in clean or "kind" in clean or "api_key" in clean:
         endpoint.models_json, endpoint.models_fetched_at = None, None
     for key, value in clean.items():
@@ -160,11 +195,12 @@ def remove_endpoint(endpoint: Endpoint) -> None:
     db.session.commit()
 
 
-def cached_adapter(app, kind: str, base_url: str, api_key: str | None):
+def cached_adapter(app, kind: str, base_url: str, api_key: str | None, guarded: bool = False):
     """A provider adapter for turns, kept per endpoint settings so connections are reused
-    (a new SDK client per turn would cost a TCP and TLS handshake each time)."""
+    (a new SDK client per turn would cost a TCP and TLS handshake each time). `guarded`
+    sends every request through the address guard."""
     cache = app.extensions.setdefault("numi.adapters", {})
-    key = (kind, base_url, api_key)
+    key = (kind, base_url, api_key, guarded)
     adapter = cache.get(key)
     if adapter is None:
         from .providers import get_adapter
@@ -177,6 +213,7 @@ def cached_adapter(app, kind: str, base_url: str, api_key: str | None):
             api_key,
             timeout=app.config["NUMI_PROVIDER_TIMEOUT_SECONDS"],
             max_retries=app.config["NUMI_PROVIDER_MAX_RETRIES"],
+            transport=guarded_transport() if guarded else None,
         )
     return adapter
 
@@ -206,7 +243,8 @@ def models(endpoint: Endpoint, *, max_age_seconds: int, refresh: bool = False) -
     """The endpoint's model list, fetched from the provider and cached in `models_json`.
 
     Raises NumiError with the provider's stable code (provider_auth, provider_unavailable,
-    ...) and a message fit to show when the endpoint cannot be reached.
+    ...) and a message fit to show when the endpoint cannot be reached (naming no address;
+    the log has the detail), or `address_refused` for a non-admin's internal address.
     """
     fresh = endpoint.models_fetched_at and utcnow() - endpoint.models_fetched_at < timedelta(
         seconds=max_age_seconds
@@ -215,13 +253,18 @@ def models(endpoint: Endpoint, *, max_age_seconds: int, refresh: bool = False) -
         return endpoint.models
     from .providers.errors import ProviderError
 
+    is_guarded = guarded(endpoint)
+    if is_guarded:
+        check_address(endpoint)
     try:
         from .providers import get_adapter
 
         _import_sdk_off_hub(endpoint.kind)
-        adapter = get_adapter(endpoint.kind, endpoint.base_url, endpoint.api_key, timeout=10, max_retries=0)
+        adapter = get_adapter(endpoint.kind, endpoint.base_url, endpoint.api_key, timeout=10, max_retries=0,
+                              transport=guarded_transport() if is_guarded else None)
         listed = adapter.list_models()
     except ProviderError as exc:
+        log.info("listing the models of endpoint %s failed: %s (%r)", endpoint.id, exc.code, exc.__cause__)
         raise NumiError(exc.code, exc.message, 502) from None
     endpoint.models = [_model_dict(m) for m in listed]
     endpoint.models_fetched_at = utcnow()

@@ -87,7 +87,8 @@ class Endpoint(db.Model):
     kind: Mapped[str] = mapped_column(String(32))
     base_url: Mapped[str] = mapped_column(String(500))
     # Never rendered back: templates and API serialisers only ever see `has_api_key`.
-    api_key: Mapped[str | None] = mapped_column(Text)
+    # Stored sealed (AES-GCM, numi/crypto.py); `api_key` reads and writes the plaintext.
+    api_key_stored: Mapped[str | None] = mapped_column("api_key", Text)
     default_model: Mapped[str | None] = mapped_column(String(200))
     models_json: Mapped[str | None] = mapped_column(Text)
     # Model ids the pickers leave out (the list from the provider stays whole).
@@ -102,8 +103,21 @@ class Endpoint(db.Model):
     hidden_models = json_property("hidden_models_json", list)
 
     @property
+    def api_key(self) -> str | None:
+        """The plaintext key (SecretUnreadable when sealed under another secret key)."""
+        from .crypto import unseal
+
+        return unseal(self.api_key_stored) if self.api_key_stored else None
+
+    @api_key.setter
+    def api_key(self, value: str | None) -> None:
+        from .crypto import seal
+
+        self.api_key_stored = seal(value) if value else None
+
+    @property
     def has_api_key(self) -> bool:
-        return bool(self.api_key)
+        return bool(self.api_key_stored)
 
     @property
     def model_ids(self) -> list[str]:

@@ -279,6 +279,14 @@ def client_b(multi_app, users, login):
     return client
 
 
+@pytest.fixture
+def admin_client(multi_app, login):
+    """A client of `multi_app` logged in as an admin ("root")."""
+    client = multi_app.test_client()
+    login(client, create_user(multi_app, "root", is_admin=True))
+    return client
+
+
 # --- live server ---------------------------------------------------------------------------
 
 

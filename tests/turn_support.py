@@ -28,8 +28,8 @@ PLUGINS = Path(__file__).resolve().parent / "turns"
 def turn_server_env(**extra: Any) -> dict[str, str]:
     env = {
         "NUMI_PLUGINS": "plugin_tools",
-        # After the caller's path (a worktree's checkout first), so the server runs that code.
-        "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(PLUGINS)])),
+        # Keep the caller's PYTHONPATH: it may put a working copy's numi first.
+        "PYTHONPATH": os.pathsep.join(p for p in (str(PLUGINS), os.environ.get("PYTHONPATH")) if p),
         "NUMI_GENERATE_TITLES": "0",
         "NUMI_FRAME_INTERVAL_MS": "10",
         "NUMI_PROVIDER_MAX_RETRIES": "0",

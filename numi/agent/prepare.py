@@ -71,7 +71,7 @@ def prepare_messages(
     if reasoning_policy not in POLICIES:
         reasoning_policy = "auto"
     cleaned = [{k: v for k, v in message.items() if not k.startswith("_")} for message in messages]
-    cleaned = _pair_tool_results(cleaned)
+    cleaned = _provider_ids(_pair_tool_results(cleaned))
 
     last_user = max((i for i, m in enumerate(cleaned) if m.get("role") == "user"), default=-1)
     loop_start = len(cleaned) if continuing_tools is False else last_user + 1
@@ -140,6 +140,27 @@ def _apply_policy(
                 message["reasoning_content"] = text
         elif policy == "preserve" and text and same_model:
             message["reasoning_content"] = text  # sent as reasoning_content
+
+
+def _provider_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Give calls and results back the provider's own ids (stored as `provider_id` beside
+    Numi's `id`, see agent/approvals.py): the provider pairs them by its ids. Pairing above
+    used Numi's ids, which stay unique even when a provider repeats one."""
+    ids: dict[str, str] = {}
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                call = dict(call)
+                provider_id = call.pop("provider_id", None)
+                if provider_id:
+                    ids[call.get("id")] = provider_id
+                    call["id"] = provider_id
+                calls.append(call)
+            message["tool_calls"] = calls
+        elif message.get("role") == "tool" and message.get("tool_call_id") in ids:
+            message["tool_call_id"] = ids[message["tool_call_id"]]
+    return messages
 
 
 def _pair_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

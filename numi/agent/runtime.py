@@ -29,6 +29,7 @@ from ..chat.context import ChatContextService, ChatDeleted, ChatMeta
 from ..errors import NumiError
 from ..models import Endpoint
 from ..turns.manager import Turn
+from .approvals import approval_policy, call_digest, new_call_id
 from .prepare import prepare_messages
 from .tools import Tool, ToolContext, ToolRegistry, ToolResult
 from .tools.clock import user_now
@@ -49,11 +50,25 @@ class Route:
     model: str
     reasoning_policy: str = "auto"
     models: list[dict] = field(default_factory=list)
+    guarded: bool = False  # a non-admin's own endpoint: requests pass the address guard
 
     @classmethod
     def of(cls, endpoint: Endpoint, model: str) -> "Route":
         return cls(endpoint.id, endpoint.kind, endpoint.base_url, endpoint.api_key, model,
-                   endpoint.reasoning_policy, endpoint.models)
+                   endpoint.reasoning_policy, endpoint.models, endpoint_store.guarded(endpoint))
+
+
+@dataclass
+class ToolCall:
+    """A complete tool call of a step, named by Numi's own id (`id`, unique in the chat);
+    `provider_id` is the id the provider gave it, kept for replay (see approvals.py)."""
+
+    id: str
+    provider_id: str
+    name: str
+    arguments: dict[str, Any] | None
+    arguments_json: str
+    arguments_error: str | None = None
 
 
 @dataclass
@@ -61,7 +76,7 @@ class StepResult:
     content: str = ""
     reasoning: str = ""
     reasoning_details: Any = None
-    tool_calls: list[Any] = field(default_factory=list)  # ToolCallComplete
+    tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Any = None
     finish_reason: str | None = None
     error: Any = None  # StreamError
@@ -78,7 +93,7 @@ def tool_registry(app) -> ToolRegistry:
 
 
 def adapter_for_route(app, route: Route):
-    return endpoint_store.cached_adapter(app, route.kind, route.base_url, route.api_key)
+    return endpoint_store.cached_adapter(app, route.kind, route.base_url, route.api_key, route.guarded)
 
 
 def run_turn(turn: Turn) -> None:
@@ -241,10 +256,12 @@ class Agent:
                 raise NumiError("no_model", "Choose a model for this chat first (Settings → Endpoints).", 400)
             self.context.update_route(endpoint.id, model)
             self.turn.emit("model_route", {"endpoint_id": endpoint.id, "model": model, "reason": "repaired"})
+        endpoint_store.check_address(endpoint)  # a clear refusal; the transport checks every request too
         routes.append(Route.of(endpoint, model))
         for fallback in meta.settings.get("fallbacks") or ():
             try:
                 fb_endpoint = endpoint_store.get_endpoint(user_id, int(fallback.get("endpoint_id") or endpoint.id))
+                endpoint_store.check_address(fb_endpoint)
             except (NumiError, TypeError, ValueError):
                 continue
             if fb_endpoint.enabled:
@@ -284,6 +301,7 @@ class Agent:
         stream = adapter.stream(request)
         unregister = self.turn.on_cancel(stream.close)
         turn = self.turn
+        call_ids: dict[int, str] = {}  # the step's call index -> Numi's id for that call
         try:
             for count, event in enumerate(stream, 1):
                 if count % 16 == 0:
@@ -301,11 +319,14 @@ class Agent:
                     turn.emit_delta("reasoning", event.text, step)
                 elif isinstance(event, ToolCallDelta):
                     self._mark_output(result)
-                    if event.id and event.name:
-                        turn.emit("tool_preparing", {"call_id": event.id, "name": event.name, "step": step})
+                    call_id = call_ids.get(event.index) or call_ids.setdefault(event.index, new_call_id())
+                    if event.name:
+                        turn.emit("tool_preparing", {"call_id": call_id, "name": event.name, "step": step})
                 elif isinstance(event, ToolCallComplete):
                     self._mark_output(result)
-                    result.tool_calls.append(event)
+                    result.tool_calls.append(ToolCall(
+                        call_ids.setdefault(event.index, new_call_id()), event.id, event.name, event.arguments,
+                        event.arguments_json, event.arguments_error))
                 elif isinstance(event, Usage):
                     result.usage = event
                 elif isinstance(event, Finish):
@@ -360,7 +381,8 @@ class Agent:
 
     def _save_step(self, route: Route, result: StepResult, step: int):
         tool_calls = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json or "{}"}}
+            {"id": c.id, "provider_id": c.provider_id, "type": "function",
+             "function": {"name": c.name, "arguments": c.arguments_json or "{}"}}
             for c in result.tool_calls
         ]
         message = self.context.save(
@@ -397,7 +419,7 @@ class Agent:
 
     # --- tools --------------------------------------------------------------------------------
 
-    def _run_tools(self, calls: list[Any], tools: list[Tool], meta: ChatMeta, step: int) -> None:
+    def _run_tools(self, calls: list[ToolCall], tools: list[Tool], meta: ChatMeta, step: int) -> None:
         """Run the step's calls concurrently; report each as it ends; save in call order."""
         available = {tool.name: tool for tool in tools}
         context = ToolContext(
@@ -416,7 +438,7 @@ class Agent:
                                         meta={"tool": call.name, "ok": ok, "step": step})
             self.turn.emit("message_saved", {"message_id": message.id, "role": "tool", "tool_call_id": call.id})
 
-    def _run_one(self, call: Any, tool: Tool | None, context: ToolContext,
+    def _run_one(self, call: ToolCall, tool: Tool | None, context: ToolContext,
                  results: dict[str, tuple[bool, str]]) -> None:
         turn = self.turn
         arguments = call.arguments if call.arguments is not None else {}
@@ -429,12 +451,19 @@ class Agent:
             ok, text = False, "The call did not run: the user stopped the turn."
         else:
             decision = "approve"
-            if tool.needs_approval and not context.settings.get("auto_approve"):
-                turn.emit("tool_approval", {"call_id": call.id, "name": call.name, "arguments": arguments})
-                decision = turn.wait_for_approval(call.id, self.app.config["NUMI_APPROVAL_TIMEOUT_SECONDS"])
+            if approval_policy(tool, context.settings) == "ask":
+                # The card shows exactly these arguments; the approval must name their digest.
+                digest = call_digest(call.name, arguments)
+                turn.emit("tool_approval", {"call_id": call.id, "name": call.name, "arguments": arguments,
+                                            "digest": digest})
+                decision = turn.wait_for_approval(call.id, self.app.config["NUMI_APPROVAL_TIMEOUT_SECONDS"],
+                                                  digest=digest)
+                if decision == "approve" and call_digest(call.name, arguments) != digest:
+                    decision = "changed"  # never run what the card did not show
             if decision != "approve":
-                ok, text = False, ("The user denied this call." if decision == "deny"
-                                   else "No approval arrived in time; the call was not run.")
+                ok, text = False, {"deny": "The user denied this call.",
+                                   "changed": "The call changed after it was shown; it was not run."}.get(
+                    decision, "No approval arrived in time; the call was not run.")
             else:
                 turn.emit("tool_start", {"call_id": call.id, "name": call.name, "arguments": arguments})
                 ok, text = self._execute(tool, arguments, context)
@@ -627,7 +656,7 @@ class Agent:
 
         self.turn.after_end = lambda: generate_title(
             self.app, self.turn.channel, self.turn.id, self.request.user_id, self.request.chat_id,
-            endpoint_store.cached_adapter(self.app, route.kind, route.base_url, route.api_key),
+            adapter_for_route(self.app, route),
             self.app.config["NUMI_TITLE_MODEL"] or route.model,
         )
 

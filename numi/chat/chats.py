@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import and_, or_, select
 
+from ..config import touches_data_dir
 from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
 from ..models import Chat, Endpoint, Message, User, utcnow
@@ -63,6 +64,51 @@ def list_chats(user_id: int, *, limit: int, cursor: str | None = None, query: st
     return Page(chats, next_cursor)
 
 
+def date_group(moment: datetime, now: datetime) -> str:
+    """The sidebar group of a chat last active at `moment` (both in the user's local time):
+    Today, Yesterday, Previous 7 days, Previous 30 days, then the month ("March 2026")."""
+    days = (now.date() - moment.date()).days
+    if days <= 0:
+        return "Today"
+    if days == 1:
+        return "Yesterday"
+    if days < 7:
+        return "Previous 7 days"
+    if days < 30:
+        return "Previous 30 days"
+    return f"{moment:%B %Y}"
+
+
+def chats_listed_before(user_id: int, chat: Chat) -> int:
+    """How many chats the sidebar lists above `chat` (one counting query)."""
+    from sqlalchemy import func
+
+    return db.session.execute(
+        select(func.count()).select_from(Chat).where(
+            Chat.user_id == user_id, Chat.deleted_at.is_(None),
+            or_(Chat.updated_at > chat.updated_at, and_(Chat.updated_at == chat.updated_at, Chat.id > chat.id)))
+    ).scalar_one()
+
+
+def newest_empty_chat(user_id: int) -> Chat | None:
+    """The user's newest live chat without a live message and with its first title: what
+    "+ New chat" reuses instead of leaving one more empty chat behind."""
+    has_message = select(Message.id).where(Message.chat_id == Chat.id, Message.deleted_at.is_(None)).exists()
+    return db.session.execute(
+        select(Chat).where(Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.title == "New chat", ~has_message)
+        .order_by(Chat.updated_at.desc(), Chat.id.desc()).limit(1)
+    ).scalar_one_or_none()
+
+
+def owned_chat_ids(user_id: int, chat_ids: list[str]) -> list[str]:
+    """Those of `chat_ids` that are the user's live chats (one query)."""
+    if not chat_ids:
+        return []
+    return list(db.session.execute(
+        select(Chat.id).where(Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.id.in_(chat_ids))
+    ).scalars())
+
+
 def _parse_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         stamp, chat_id = cursor.split("|", 1)
@@ -90,6 +136,12 @@ def update_chat(user_id: int, chat_id: str, fields: dict[str, Any], limits: dict
     _apply(chat, user_id, fields, limits)
     db.session.commit()
     return chat
+
+
+def touch_chat(chat: Chat) -> None:
+    """Mark the chat as active now (it moves to the top of the sidebar)."""
+    chat.updated_at = utcnow()
+    db.session.commit()
 
 
 def delete_chat(user_id: int, chat_id: str) -> None:
@@ -132,7 +184,8 @@ def _apply(chat: Chat, user_id: int, fields: dict[str, Any], limits: dict[str, A
     chat.settings = settings
 
 
-SETTING_KEYS = ("system_prompt", "temperature", "max_tokens", "reasoning_effort", "tools", "workspace", "auto_approve")
+SETTING_KEYS = ("system_prompt", "temperature", "max_tokens", "reasoning_effort", "tools", "workspace", "auto_approve",
+                "tool_policy")
 
 
 def validate_settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
@@ -155,17 +208,20 @@ def validate_settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, 
             clean[key] = value
         elif key == "fallbacks":
             clean[key] = _fallbacks(value)
+        elif key == "tool_policy":
+            clean[key] = _tool_policy(value)
         elif key in ("auto_compact", "auto_approve"):
             clean[key] = bool(value)
         elif key == "workspace":
-            clean[key] = _workspace(value)
+            clean[key] = _workspace(value, limits.get("NUMI_DATA_DIR"))
         else:
             raise invalid(f"Unknown setting {key!r}.", "unknown_setting")
     return clean
 
 
-def _workspace(value: Any) -> str | None:
-    """A workspace is an existing directory, stored as its real path (symlinks resolved)."""
+def _workspace(value: Any, data_dir: str | None = None) -> str | None:
+    """A workspace is an existing directory, stored as its real path (symlinks resolved),
+    that neither is, lies in, nor contains Numi's data directory."""
     path = _text(value or "", "workspace", 1000).strip()
     if not path:
         return None
@@ -174,7 +230,22 @@ def _workspace(value: Any) -> str | None:
     real = os.path.realpath(path)
     if not os.path.isdir(real):
         raise invalid("The workspace must be an existing directory.", "invalid_workspace")
+    if data_dir and touches_data_dir(real, data_dir):
+        raise invalid("The workspace may not be, contain or lie inside Numi's data directory (it holds the "
+                      "database and the secret key).", "workspace_data_dir")
     return real
+
+
+TOOL_POLICIES = ("ask", "auto")
+
+
+def _tool_policy(value: Any) -> dict[str, str]:
+    """`{tool name: "ask" | "auto"}`: per tool, whether its calls wait for the user
+    (agent/approvals.py applies it)."""
+    if not isinstance(value, dict) or len(value) > 200 or not all(
+            isinstance(name, str) and 0 < len(name) <= 64 and policy in TOOL_POLICIES for name, policy in value.items()):
+        raise invalid("tool_policy must map tool names to \"ask\" or \"auto\".")
+    return dict(value)
 
 
 def _fallbacks(value: Any) -> list[dict[str, Any]]:

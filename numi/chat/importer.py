@@ -35,8 +35,9 @@ from .chats import SETTING_KEYS, validate_settings
 from .export import ATTACHMENT_INFO_KEY, FORMAT_TAG, FORMAT_VERSION
 
 ROLES = ("system", "user", "assistant", "tool")
-# Settings that only make sense on the machine and account they were made on.
-DROPPED_SETTINGS = ("workspace",)
+# Settings that only make sense on the machine and account they were made on, and the
+# approval policy: a file must never decide which tool calls run without asking.
+DROPPED_SETTINGS = ("workspace", "tool_policy")
 KNOWN_SETTINGS = (*SETTING_KEYS, "fallbacks", "auto_compact", "auto_approve")
 
 

@@ -11,6 +11,8 @@ an adapter first builds its client (a stream or a model listing).
 
 from __future__ import annotations
 
+from typing import Any
+
 from .base import ProviderAdapter, ProviderStream, RetryPolicy
 from .capabilities import Capabilities, capabilities
 from .errors import ProviderError
@@ -61,9 +63,11 @@ def get_adapter(
     connect_timeout: float = 10.0,
     max_retries: int = 2,
     retry: RetryPolicy | None = None,
+    transport: Any = None,
 ) -> ProviderAdapter:
     """An adapter for an endpoint. `timeout` is the longest wait for data on a stream;
-    `max_retries` (or a full `retry` policy) bounds retries before any output."""
+    `max_retries` (or a full `retry` policy) bounds retries before any output;
+    `transport` (an httpx2 transport) carries every request, redirects included."""
     return adapter_class(kind)(
         base_url,
         api_key,
@@ -71,6 +75,7 @@ def get_adapter(
         connect_timeout=connect_timeout,
         max_retries=max_retries,
         retry=retry,
+        transport=transport,
     )
 
 

@@ -53,6 +53,7 @@ class AnthropicAdapter(ProviderAdapter):
             api_key=self.api_key or "no-key",
             timeout=self.sdk_timeout(),
             max_retries=0,  # retries happen in ProviderStream, before any output
+            http_client=self.http_client(anthropic),
         )
 
     def _list_models(self, client: Any) -> list[ModelInfo]:

@@ -83,8 +83,11 @@ class ProviderAdapter:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         max_retries: int = 2,
         retry: RetryPolicy | None = None,
+        transport: Any = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        # An httpx2 transport for the SDK client (the caller's address guard), or None.
+        self.transport = transport
         self.api_key = api_key
         self.timeout = timeout
         self.connect_timeout = connect_timeout
@@ -111,8 +114,8 @@ class ProviderAdapter:
 
     def test_connection(self, model: str | None = None) -> str:
         """Check URL, key and (optionally) model by listing models. Returns a sentence to
-        show the user; raises ProviderError (provider_auth, provider_unavailable naming
-        the URL, model_not_found) otherwise."""
+        show the user; raises ProviderError (provider_auth, provider_unavailable,
+        model_not_found) otherwise."""
         models = self.list_models()
         ids = [info.id for info in models]
         if model and ids and model not in ids:
@@ -144,6 +147,13 @@ class ProviderAdapter:
         return from_sdk_exception(
             exc, base_url=self.base_url, api_key=self.api_key, streaming=streaming
         )
+
+    def http_client(self, sdk: Any) -> Any:
+        """The SDK's default httpx client on this adapter's transport, or None for the
+        SDK's own client."""
+        if self.transport is None:
+            return None
+        return sdk.DefaultHttpxClient(transport=self.transport, timeout=self.sdk_timeout())
 
     def sdk_timeout(self) -> Any:
         import httpx2  # loaded already by either SDK

@@ -167,7 +167,7 @@ def from_http_status(
             return ProviderError("model_not_found", f"No such model{detail}", status=status)
         return ProviderError(
             "provider_unavailable",
-            f"No API found at {base_url} (HTTP 404). Check the base URL"
+            "No API found at the endpoint's base URL (HTTP 404). Check the base URL"
             " (OpenAI-compatible servers usually end in /v1).",
             status=status,
         )
@@ -217,13 +217,11 @@ def from_stream_error(body: Any, *, api_key: str | None = None) -> ProviderError
 
 
 def unreachable(base_url: str, *, timed_out: bool = False) -> ProviderError:
+    # The message names no URL, address or port: it is shown to users, who may not be the
+    # ones who set the endpoint up, and which ports answer is itself information.
     if timed_out:
-        return ProviderError(
-            "provider_unavailable", f"The provider at {base_url} did not answer in time"
-        )
-    return ProviderError(
-        "provider_unavailable", f"Could not connect to {base_url}. Is the server running?"
-    )
+        return ProviderError("provider_unavailable", "The endpoint did not answer in time.")
+    return ProviderError("provider_unavailable", "Could not connect to the endpoint. Is the server running?")
 
 
 def interrupted(reason: str = "the connection closed before the answer finished") -> ProviderError:

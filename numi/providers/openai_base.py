@@ -21,6 +21,7 @@ class OpenAIAdapterBase(ProviderAdapter):
             api_key=self.api_key or "no-key",
             timeout=self.sdk_timeout(),
             max_retries=0,  # retries happen in ProviderStream, before any output
+            http_client=self.http_client(openai),
         )
 
     @property

@@ -57,6 +57,7 @@ class Turn:
         self._flush_timer: gevent.Greenlet | None = None
         self._last_delta_at = 0.0  # monotonic time the last delta event went out
         self.approvals: dict[str, gevent.event.AsyncResult] = {}
+        self.approval_digests: dict[str, str] = {}  # call_id -> digest of the call its card shows
 
     # --- events -----------------------------------------------------------------------------
 
@@ -124,15 +125,23 @@ class Turn:
             callback()
         return lambda: self._cancel_callbacks.remove(callback) if callback in self._cancel_callbacks else None
 
-    def wait_for_approval(self, call_id: str, timeout: float) -> str:
-        """Block this greenlet (not the hub) until the user approves or denies, or timeout."""
-        result = self.approvals.setdefault(call_id, gevent.event.AsyncResult())
+    def wait_for_approval(self, call_id: str, timeout: float, digest: str | None = None) -> str:
+        """Block this greenlet (not the hub) until the user approves or denies, or timeout.
+
+        One approval per call id: a second wait on an id already waiting is denied, never
+        shared. With `digest`, only an approval that names that digest counts."""
+        if call_id in self.approvals:
+            return "deny"
+        result = self.approvals[call_id] = gevent.event.AsyncResult()
+        if digest is not None:
+            self.approval_digests[call_id] = digest
         try:
             return result.get(timeout=timeout)
         except gevent.Timeout:
             return "timeout"
         finally:
             self.approvals.pop(call_id, None)
+            self.approval_digests.pop(call_id, None)
 
 
 class TurnManager:
@@ -163,6 +172,10 @@ class TurnManager:
 
     def is_running(self, chat_id: str) -> bool:
         return chat_id in self.turns
+
+    def running_among(self, chat_ids) -> set[str]:
+        """Which of `chat_ids` have a running turn: one call for a page of the sidebar."""
+        return {chat_id for chat_id in chat_ids if chat_id in self.turns}
 
     def get(self, chat_id: str) -> Turn | None:
         return self.turns.get(chat_id)
@@ -214,13 +227,19 @@ class TurnManager:
         turn.cancel()
         return True
 
-    def approve(self, chat_id: str, call_id: str, decision: str) -> bool:
+    def approve(self, chat_id: str, call_id: str, decision: str, digest: str | None = None) -> bool:
+        """Answer a waiting approval; False when nothing waits under `call_id`. An approval
+        must carry the digest of the call its card showed (a denial needs none)."""
         turn = self.turns.get(chat_id)
         if turn is None:
             return False
         result = turn.approvals.get(call_id)
         if result is None or result.ready():
             return False
+        expected = turn.approval_digests.get(call_id)
+        if decision == "approve" and expected is not None and digest != expected:
+            raise NumiError("approval_mismatch",
+                            "That approval does not match the call shown on its card; nothing was run.", 409)
         result.set("approve" if decision == "approve" else "deny")
         return True
 

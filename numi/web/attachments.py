@@ -4,8 +4,14 @@
     GET  /api/attachments/<id>              the file, to its owner only (404 for anyone else)
     GET  /api/attachments/<id>/thumbnail    a small PNG of an image attachment
 
-Downloads always go out with `nosniff` and, except images, as `attachment`, so an
-uploaded HTML or SVG file can never run as a page of this site.
+An upload is the user's (or a model's, or a stranger's) bytes served from this site's
+origin, so a download must never become an active document here:
+- only raster images and PDFs keep their type and show inline (`?download=1` forces a
+  download); everything else goes out as `attachment`, text as `text/plain` and the rest as
+  `application/octet-stream`: a `.js`, `.css`, `.html` or `.svg` is never served as script,
+  style or markup;
+- every download carries `nosniff` and `Content-Security-Policy: sandbox; default-src
+  'none'`, so even a file opened directly runs nothing and loads nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from ..errors import NotFound, invalid
 log = logging.getLogger(__name__)
 
 bp = Blueprint("attachments", __name__, url_prefix="/api")
+
+DOWNLOAD_CSP = "sandbox; default-src 'none'"
+INLINE_TYPES = (*store.IMAGE_TYPES, "application/pdf")  # never SVG: it can carry script
 
 
 @bp.post("/upload")
@@ -67,11 +76,26 @@ def download(attachment_id: int):
     path = store.file_path(current_app.config["NUMI_DATA_DIR"], attachment)
     if not path.is_file():
         raise NotFound("file")
-    inline = store.is_image(attachment) and request.args.get("download") is None
-    response = send_file(path, mimetype=attachment.mime, as_attachment=not inline,
+    inline = attachment.mime in INLINE_TYPES and request.args.get("download") is None
+    response = send_file(path, mimetype=served_type(attachment.mime), as_attachment=not inline,
                          download_name=attachment.filename, conditional=True, max_age=0)
-    response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Cache-Control"] = "private, no-cache"
+    return _inert(response)
+
+
+def served_type(mime: str) -> str:
+    """The Content-Type a download goes out with: images and PDF as they are, any text
+    (scripts, styles, HTML, SVG that was stored as text) as plain text, the rest as bytes."""
+    if mime in INLINE_TYPES:
+        return mime
+    if mime.startswith("text/") or mime == "application/json":
+        return "text/plain; charset=utf-8"
+    return "application/octet-stream"
+
+
+def _inert(response: Response) -> Response:
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Content-Security-Policy"] = DOWNLOAD_CSP
     return response
 
 
@@ -83,5 +107,4 @@ def thumbnail(attachment_id: int):
     data = store.thumbnail(current_app.config["NUMI_DATA_DIR"], attachment)
     if data is None:  # no Pillow: the original is small enough for a browser to scale
         return download(attachment_id)
-    return Response(data, mimetype="image/png",
-                    headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=86400"})
+    return _inert(Response(data, mimetype="image/png", headers={"Cache-Control": "private, max-age=86400"}))

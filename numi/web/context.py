@@ -133,8 +133,9 @@ def run_compaction(chat):
     endpoint = _endpoint(chat)
     if endpoint is None:
         raise NumiError("no_model", "Choose a model for this chat first (Settings → Endpoints).", 400)
+    endpoint_store.check_address(endpoint)
     adapter = endpoint_store.cached_adapter(current_app._get_current_object(), endpoint.kind,
-                                           endpoint.base_url, endpoint.api_key)
+                                           endpoint.base_url, endpoint.api_key, endpoint_store.guarded(endpoint))
     model = config["NUMI_COMPACT_MODEL"] or chat.model
     service = _service(chat)
     db.session.expunge(chat)  # the service commits and releases the session while the model writes

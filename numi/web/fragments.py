@@ -48,6 +48,10 @@ class HtmlView:
         self.request_id: str | None = None
         self.models: dict[int, str] = {}  # message id -> model, for its metrics line
         self.saved_error: str | None = None  # error code on the message just inserted
+        # This client sent a message whose turn has not accepted it yet: an error now is a
+        # refused send, shown beside the composer (which still holds the text), not a turn error.
+        self.pending_send = False
+        self.unaccepted_turn: str | None = None  # started here, its question not saved yet
 
     # --- entry point ------------------------------------------------------------------------
 
@@ -64,12 +68,16 @@ class HtmlView:
 
     def _on_turn_start(self, turn_id, data):
         self._reset(turn_id)
+        self.unaccepted_turn = turn_id
         self.running = True
         return [self._container(turn_id), self._controls()]
 
     def _on_accepted(self, turn_id, data):
         self.request_id = data.get("request_id")
-        return []
+        self.unaccepted_turn = None
+        self.pending_send = False
+        # Tells the composer its send was saved: it clears its text, chips and draft.
+        return [render_template("partials/_composer_feedback.html", accepted=data.get("request_id") or "")]
 
     def _on_message_saved(self, turn_id, data):
         out = []
@@ -109,7 +117,8 @@ class HtmlView:
         return [self._live(turn_id)]
 
     def _on_tool_approval(self, turn_id, data):
-        card = {"call_id": data["call_id"], "name": data["name"], "status": "approval", "arguments": data.get("arguments")}
+        card = {"call_id": data["call_id"], "name": data["name"], "status": "approval", "arguments": data.get("arguments"),
+                "digest": data.get("digest")}
         return [render_template("partials/_tool_card.html", card=card, oob=True)]
 
     def _on_tool_start(self, turn_id, data):
@@ -150,10 +159,15 @@ class HtmlView:
         if self.saved_error == data.get("code"):
             self.saved_error = None
             return []  # the saved message shows this error already
+        refused = turn_id is None or turn_id == self.unaccepted_turn
+        if refused and self.pending_send:
+            self.pending_send = False
+            return [render_template("partials/_composer_feedback.html", code=data.get("code"), message=data.get("message"))]
         if turn_id is None:
             return [render_template("partials/_toast.html", code=data.get("code"), message=data.get("message"), oob=True)]
         return [render_template("partials/_turn_error.html", turn_id=turn_id, chat=self.chat,
-                                code=data.get("code"), message=data.get("message"))]
+                                code=data.get("code"), message=data.get("message"),
+                                retry=turn_id != self.unaccepted_turn)]
 
     def _on_turn_end(self, turn_id, data):
         self.running = False
@@ -192,8 +206,10 @@ class HtmlView:
         for tool in data.get("tools", []):
             if tool.get("status") in ("approval", "running", "done", "failed"):
                 card = dict(tool)
-                if card.get("status") == "approval" and card.get("arguments") is None and card["call_id"] in pending:
+                if card.get("status") == "approval" and card["call_id"] in pending:
+                    # The card shows what is pending, and its Approve names that digest.
                     card["arguments"] = pending[card["call_id"]].get("arguments")
+                    card["digest"] = pending[card["call_id"]].get("digest")
                 out.append(render_template("partials/_tool_card.html", card=card, oob=True))
         if self.running:
             out.append(self._live(turn_id))

@@ -69,7 +69,7 @@ def remove_mcp_server(server_id: int):
 
 @bp.post("/settings/mcp/<int:server_id>/test")
 def test_mcp_server(server_id: int):
-    ok, message = mcp.test_server(mcp.get_server(g.user.id, server_id))
+    ok, message = mcp.test_server(mcp.get_server(g.user.id, server_id), g.user.is_admin)
     return _mcp_section({server_id: ("ok" if ok else "error", message)})
 
 
@@ -94,12 +94,12 @@ def api_remove_mcp_server(server_id: int):
 @bp.post("/api/mcp_servers/<int:server_id>/test")
 def api_test_mcp_server(server_id: int):
     server = mcp.get_server(g.user.id, server_id)
-    ok, message = mcp.test_server(server)
+    ok, message = mcp.test_server(server, g.user.is_admin)
     tools = []
     if ok:
         tools = [{"name": mcp.tool_name(server.name, t["name"]), "description": t["description"],
-                  "needs_approval": bool(server.always_approve or t["destructive"])}
-                 for t in mcp.server_tools(server)]
+                  "needs_approval": mcp.needs_approval(server, t)}
+                 for t in mcp.server_tools(server, guarded=not g.user.is_admin)]
     return jsonify({"ok": ok, "message": message, "tools": tools})
 
 

@@ -6,12 +6,16 @@ The same partial renders inside the full page, as an HTMX response and as a WebS
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
+from datetime import timedelta
+
+from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
 
 from .. import endpoints as endpoint_store
+from ..agent.approvals import default_policy
 from ..chat import chats
 from ..chat.versions import version_info
 from ..errors import NumiError
+from ..models import utcnow
 from .inputs import int_arg, request_data
 
 bp = Blueprint("pages", __name__)
@@ -30,6 +34,11 @@ def healthz():
     return {"ok": True}
 
 
+def _running_ids(page) -> set[str]:
+    """Which chats of a sidebar page are answering (one TurnManager call per page)."""
+    return current_app.extensions["numi.turns"].running_among([chat.id for chat in page.items])
+
+
 @bp.get("/")
 def index():
     page = chats.list_chats(g.user.id, limit=current_app.config["NUMI_PAGE_SIZE_CHATS"])
@@ -37,6 +46,7 @@ def index():
         "chat.html",
         chat=None,
         sidebar=page,
+        running_ids=_running_ids(page),
         endpoints=endpoint_store.list_endpoints(g.user.id),
     )
 
@@ -51,10 +61,16 @@ def chat_view(chat_id: str):
         page, has_newer = chats.list_messages_around(chat, at, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
     else:
         page = chats.list_messages(chat, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
+    # The open chat is in the sidebar even when it is older than the first page: as many
+    # pages as it takes, up to ten.
+    size = config["NUMI_PAGE_SIZE_CHATS"]
+    pages = min(10, chats.chats_listed_before(g.user.id, chat) // size + 1)
+    sidebar = chats.list_chats(g.user.id, limit=size * pages)
     return render_template(
         "chat.html",
         chat=chat,
-        sidebar=chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"]),
+        sidebar=sidebar,
+        running_ids=_running_ids(sidebar),
         endpoints=endpoint_store.list_endpoints(g.user.id),
         running=current_app.extensions["numi.turns"].is_running(chat.id),
         has_newer=has_newer,
@@ -114,8 +130,32 @@ def chat_list():
     )
     current = request.args.get("current")
     if _is_htmx():
-        return render_template("partials/_chat_list_page.html", sidebar=page, query=query, current_id=current)
+        # `group`: the date group the previous page ended in, so its header is not repeated.
+        return render_template("partials/_chat_list_page.html", sidebar=page, query=query, current_id=current,
+                               running_ids=_running_ids(page), group_before=(request.args.get("group") or "")[:40])
     return redirect(url_for("pages.index"))
+
+
+@bp.get("/chats/running")
+def running_chats():
+    """Which of the listed chats (`ids`, comma-separated, the sidebar's page) are answering:
+    the sidebar polls this to mark chats whose turn runs in the background."""
+    ids = [i for i in (request.args.get("ids") or "").split(",") if i][:500]
+    owned = chats.owned_chat_ids(g.user.id, ids)
+    running = current_app.extensions["numi.turns"].running_among(owned)
+    return jsonify(running=sorted(running))
+
+
+@bp.app_template_global("chat_group")
+def chat_group(chat) -> str:
+    """The sidebar's date group of a chat, in the browser's time zone (the `numi_tz` cookie,
+    minutes east of UTC, set by sidebar.js; UTC until it is known)."""
+    try:
+        offset = max(-16 * 60, min(16 * 60, int(request.cookies.get("numi_tz", "0"))))
+    except ValueError:
+        offset = 0
+    shift = timedelta(minutes=offset)
+    return chats.date_group(chat.updated_at + shift, utcnow() + shift)
 
 
 @bp.post("/chats")
@@ -124,7 +164,14 @@ def create_chat():
     fields = {"title": data.get("title") or "New chat"}
     if data.get("route"):
         fields.update(_route(data["route"]))
-    chat = chats.create_chat(g.user.id, fields, _limits())
+    # "+ New chat" reuses the user's empty chat, if one is left, instead of adding another:
+    # clicking it twice never leaves empty chats behind in the sidebar.
+    chat = chats.newest_empty_chat(g.user.id) if fields["title"] == "New chat" else None
+    if chat is None:
+        chat = chats.create_chat(g.user.id, fields, _limits())
+    else:
+        chat = chats.update_chat(g.user.id, chat.id, fields, _limits())
+        chats.touch_chat(chat)
     target = url_for("pages.chat_view", chat_id=chat.id)
     if _is_htmx():
         return "", 204, {"HX-Location": target}
@@ -147,7 +194,10 @@ def chat_item(chat_id: str):
 def rename(chat_id: str):
     chat = chats.update_chat(g.user.id, chat_id, {"title": request_data().get("title", "")}, _limits())
     if _is_htmx():
-        return render_template("partials/_chat_item.html", chat=chat, current_id=request.args.get("current"))
+        current = request.args.get("current")
+        # The current chat's header title follows (and, through it, the tab title).
+        return render_template("partials/_chat_item.html", chat=chat, current_id=current) + (
+            render_template("partials/_chat_title.html", chat=chat, oob=True) if current == chat.id else "")
     return redirect(url_for("pages.chat_view", chat_id=chat.id))
 
 
@@ -155,12 +205,15 @@ def rename(chat_id: str):
 def delete(chat_id: str):
     _refuse_while_running(chat_id)
     chats.delete_chat(g.user.id, chat_id)
+    # Deleting the open chat opens the next one (the newest left), not a dead URL.
+    following = chats.list_chats(g.user.id, limit=1).items
+    target = url_for("pages.chat_view", chat_id=following[0].id) if following else url_for("pages.index")
     if _is_htmx():
         headers = {}
         if request.args.get("current") == chat_id:
-            headers["HX-Location"] = url_for("pages.index")
+            headers["HX-Redirect"] = target  # a fresh page: its own socket and title
         return "", 200, headers
-    return redirect(url_for("pages.index"))
+    return redirect(target)
 
 
 @bp.post("/c/<chat_id>/settings")
@@ -182,22 +235,26 @@ def chat_settings(chat_id: str):
             "partials/_chat_header.html",
             chat=chat,
             endpoints=endpoint_store.list_endpoints(g.user.id),
-            saved=True,
+            # The header's model picker saves too, but must not open the Settings panel.
+            saved=data.get("source") != "picker",
         )
     return redirect(url_for("pages.chat_view", chat_id=chat.id))
 
 
 def _tool_settings(data: dict) -> dict:
     """The tools part of the chat settings form (or JSON body): which tools, the workspace,
-    auto-approve. A form marks its tool checkboxes with `tools_shown`, so an empty list
-    (every box unticked) is told apart from a form without them."""
+    auto-approve and the approval policy per tool. A form marks its tool checkboxes with
+    `tools_shown`, so an empty list (every box unticked) is told apart from a form without
+    them; a policy field `policy_<tool>` left on "default" stores no policy for that tool."""
     out: dict = {}
     is_form = request.mimetype != "application/json"
     if is_form and "tools_shown" in request.form:
         out["tools"] = [name for name in request.form.getlist("tools") if name]
         out["auto_approve"] = request.form.get("auto_approve") in ("1", "on", "true")
+        out["tool_policy"] = {key.removeprefix("policy_"): value for key, value in request.form.items()
+                              if key.startswith("policy_") and value}
     elif not is_form:
-        for key in ("tools", "auto_approve"):
+        for key in ("tools", "auto_approve", "tool_policy"):
             if key in data:
                 out[key] = data[key]
     if "workspace" in data:
@@ -214,7 +271,7 @@ def chat_tool_choices() -> list[dict]:
     else:
         tools = registry.active(registry.names(), is_admin=g.user.is_admin)
     return [{"name": t.name, "label": TOOL_LABELS.get(t.name, t.name), "description": t.description,
-             "admin_only": t.admin_only} for t in tools]
+             "admin_only": t.admin_only, "default_policy": default_policy(t)} for t in tools]
 
 
 TOOL_LABELS = {
@@ -226,7 +283,7 @@ TOOL_LABELS = {
     "search_files": "Workspace: search files",
     "write_file": "Workspace: write files",
     "patch_file": "Workspace: patch files",
-    "bash": "Bash commands (asks first)",
+    "bash": "Bash commands",
     "search_documents": "Search my documents",
 }
 
@@ -269,7 +326,7 @@ def web_search_settings():
     from ..agent.tools import web
 
     data = request_data()
-    saved = web.save_settings(g.user.id, data)
+    saved = web.save_settings(g.user.id, data, is_admin=g.user.is_admin)
     if _is_htmx():
         return render_template("partials/_web_settings.html", web_settings=saved, saved=True)
     return redirect(url_for("pages.settings"))

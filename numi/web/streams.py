@@ -59,6 +59,8 @@ def parse_client_message(raw: Any, config) -> dict[str, Any]:
     if kind == "approve":
         if not isinstance(message.get("call_id"), str) or message.get("decision") not in ("approve", "deny"):
             raise invalid("approve needs a call_id and a decision of approve or deny.")
+        if message.get("digest") is not None and not isinstance(message["digest"], str):
+            raise invalid("digest must be the text the approval card carries.")
     return message
 
 

@@ -84,11 +84,14 @@ class Connection:
             elif kind == "send":
                 if self.subscription is None:
                     self.subscribe(self.manager.channel(self.chat_id).last_event_id, None, None)
+                if self.view is not None:
+                    self.view.pending_send = True
                 start_turn(self.user_id, self.is_admin, self.chat_id, message, self.app.config)
             elif kind == "stop":
                 self.manager.stop(self.chat_id)
             elif kind == "approve":
-                if not self.manager.approve(self.chat_id, message["call_id"], message["decision"]):
+                if not self.manager.approve(self.chat_id, message["call_id"], message["decision"],
+                                            message.get("digest")):
                     raise NumiError("no_such_approval", "That tool call is not waiting for approval.", 409)
         except NumiError as exc:
             self.send_error(exc.code, exc.message)

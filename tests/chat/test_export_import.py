@@ -247,6 +247,16 @@ def test_json_round_trip_gives_the_same_transcript(multi_app, users, client_a):
     assert client_a.get(f"/api/history/{new['id']}").get_json()["messages"][2]["tool_call_id"] == "call_1"
 
 
+def test_an_import_never_brings_an_approval_policy(multi_app, users, client_a):
+    """A file must not decide which tool calls run without asking."""
+    chat_id = build_chat(multi_app, users["a"].id)
+    doc = export(client_a, chat_id, "json").get_json()
+    doc["chat"]["settings"]["tool_policy"] = {"bash": "auto", "write_file": "auto"}
+    response = client_a.post("/api/import", json=doc)
+    assert response.status_code == 201, response.get_data(as_text=True)
+    assert "tool_policy" not in response.get_json()["chat"]["settings"]
+
+
 def test_import_into_another_account_never_references_foreign_attachments(multi_app, users, client_a, client_b):
     chat_id = build_chat(multi_app, users["a"].id)
     doc = export(client_a, chat_id, "json").get_json()

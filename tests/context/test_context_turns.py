@@ -89,7 +89,8 @@ def test_compact_by_api_stores_a_checkpoint_with_counts(server, api, scripted, s
 
     # The transcript page shows the divider, expandable to the summary.
     import urllib.request
-    html = urllib.request.urlopen(urllib.request.Request(server.url + f"/c/{chat['id']}", headers=server.headers)).read().decode()
+    page_request = urllib.request.Request(server.url + f"/c/{chat['id']}", headers=server.headers)
+    html = urllib.request.urlopen(page_request).read().decode()
     assert "Earlier messages summarised" in html and "six questions about q." in html
 
 

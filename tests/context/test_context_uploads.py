@@ -1,4 +1,5 @@
-"""Uploads through the real app: limits, types, PDF text, storage by hash, owner-only download."""
+"""Uploads through the real app: limits, types, PDF text, storage by hash, owner-only download,
+and downloads that never run as this site (scripts, styles, HTML, SVG come back inert)."""
 
 from __future__ import annotations
 
@@ -113,3 +114,45 @@ def test_image_thumbnail_and_downscale(app, client):
 
         mime, data = image_bytes(app.config["NUMI_DATA_DIR"], db.session.get(Attachment, item["id"]), 1568)
     assert mime == "image/png" and Image.open(io.BytesIO(data)).size == (1568, 523)
+
+
+# --- downloads: inert unless an image or a PDF ---------------------------------------------
+
+SANDBOX = "sandbox; default-src 'none'"
+
+
+def upload(client, name: str, data: bytes, mime: str) -> dict:
+    response = post_file(client, name, data, mime)
+    assert response.status_code == 201, response.get_json()
+    return response.get_json()["attachments"][0]
+
+
+@pytest.mark.parametrize("name, data, declared", [
+    ("app.js", b"fetch('/api/sessions').then(r => r.text()).then(alert)", "text/javascript"),
+    ("style.css", b"body { background: url(/api/sessions) }", "text/css"),
+    ("page.html", b"<!doctype html><script>alert(document.cookie)</script>", "text/html"),
+    ("logo.svg", b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>', "image/svg+xml"),
+    ("page.xhtml", b'<html xmlns="http://www.w3.org/1999/xhtml"><script>alert(1)</script></html>',
+     "application/xhtml+xml"),
+])
+def test_active_content_downloads_as_inert_text(client, name, data, declared):
+    item = upload(client, name, data, declared)
+    for url in (item["url"], item["url"] + "?download=1"):
+        response = client.get(url)
+        assert response.status_code == 200 and response.data == data
+        assert response.mimetype in ("text/plain", "application/octet-stream"), response.mimetype
+        assert response.headers["Content-Disposition"].startswith("attachment")
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        assert response.headers["Content-Security-Policy"] == SANDBOX
+
+
+def test_images_and_pdfs_show_inline_in_a_sandbox(client):
+    pytest.importorskip("PIL")
+    for name, data, mime in (("dot.png", png(2, 2), "image/png"), ("doc.pdf", minimal_pdf("hi"), "application/pdf")):
+        item = upload(client, name, data, mime)
+        response = client.get(item["url"])
+        assert response.mimetype == mime
+        assert not response.headers.get("Content-Disposition", "").startswith("attachment")
+        assert response.headers["Content-Security-Policy"] == SANDBOX
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        assert client.get(item["url"] + "?download=1").headers["Content-Disposition"].startswith("attachment")

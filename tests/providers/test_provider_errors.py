@@ -165,7 +165,9 @@ def test_dropped_connection_before_output_is_retried(scripted, adapter):
     assert isinstance(final_event, Finish)
 
 
-def test_unreachable_url_names_the_url(make_adapter, kind):
+def test_unreachable_url_names_no_address(make_adapter, kind):
+    """Which ports answer is information: the message (shown to users) names neither the
+    address nor the port."""
     with socket.socket() as probe:  # a port that was free a moment ago: nothing listens
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -174,7 +176,7 @@ def test_unreachable_url_names_the_url(make_adapter, kind):
     error, _ = final(make_adapter(kind, base_url=url, retry=NO_RETRY))
 
     assert error.code == "provider_unavailable"
-    assert f"127.0.0.1:{port}" in error.message
+    assert "127.0.0.1" not in error.message and str(port) not in error.message
 
 
 def test_a_stalled_stream_times_out_as_interrupted(scripted, make_adapter, kind):

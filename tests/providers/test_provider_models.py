@@ -105,7 +105,7 @@ def test_connection_test_unreachable_url(make_adapter, kind):
         make_adapter(kind, base_url=url, retry=RetryPolicy(max_retries=0)).test_connection()
 
     assert caught.value.code == "provider_unavailable"
-    assert f"127.0.0.1:{port}" in caught.value.message
+    assert "127.0.0.1" not in caught.value.message and str(port) not in caught.value.message
 
 
 def test_connection_test_wrong_path_hints_at_v1(scripted, make_adapter):

@@ -12,7 +12,8 @@ from numi.testing import Scenario
 from turn_support import Api, Socket, make_chat, of_type, turn_server_env
 
 SECRETS = {"MY_SERVICE_API_KEY": "sk-live-0123456789abcdef", "GITHUB_TOKEN": "ghp_tokenvalue987654321",
-           "DEPLOY_SECRET": "hunter2hunter2hunter2"}
+           "DEPLOY_SECRET": "hunter2hunter2hunter2", "NUMI_SECRET_KEY": "numi-session-secret-4242424242",
+           "OPENAI_API_KEY": "sk-proj-openai-key-1357913579", "WEBHOOK_SECRET": "s3cr3t/with+special=chars&more"}
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,7 @@ def run_turn(server, chat, command, *, decision=None, html=False):
         events = socket.events_until("tool_approval")
         approval = events[-1]["data"]
         assert approval["name"] == "bash" and approval["arguments"] == {"command": command}
-        socket.send(type="approve", call_id=approval["call_id"], decision=decision)
+        socket.send(type="approve", call_id=approval["call_id"], digest=approval["digest"], decision=decision)
         return events + socket.events_until("turn_end", timeout=20)
     finally:
         socket.close()
@@ -129,6 +130,33 @@ def test_secrets_never_reach_the_command(server, scripted, workspace):
         assert value not in result, f"{name}'s value leaked"
     assert "NUMI_" not in own_env
     assert "[secret hidden]" in result, "the server's own environment, read from /proc, is masked"
+
+
+def test_encoded_forms_of_secrets_are_masked_too(server, scripted, workspace):
+    """A command that reads a secret (here from the server's /proc environ) and prints it
+    base64-, hex- or URL-encoded, even at an offset inside other bytes, shows none of it."""
+    import base64
+    from urllib.parse import quote
+
+    chat = bash_chat(server, scripted, workspace, auto_approve=True)
+    command = "python3 encode_secrets.py $PPID"
+    (workspace / "encode_secrets.py").write_text(
+        "import base64, sys, urllib.parse\n"
+        "env = dict(line.split(b'=', 1) for line in open(f'/proc/{sys.argv[1]}/environ', 'rb').read().split(b'\\0')"
+        " if b'=' in line)\n"
+        "for name in (b'WEBHOOK_SECRET', b'DEPLOY_SECRET', b'NUMI_SECRET_KEY'):\n"
+        "    v = env[name]\n"
+        "    for prefix in (b'', b'x', b'xy'):\n"
+        "        print(base64.b64encode(prefix + v).decode())\n"
+        "    print(v.hex(), urllib.parse.quote(v, safe=''))\n")
+    script(scripted, command)
+    result = tool_result(run_turn(server, chat, command))
+    assert result.startswith("[exit code 0]") and "[secret hidden]" in result, result
+    for name in ("WEBHOOK_SECRET", "DEPLOY_SECRET", "NUMI_SECRET_KEY"):
+        value = SECRETS[name].encode()
+        for form in (base64.b64encode(value), base64.b64encode(b"x" + value)[4:-4],
+                     base64.b64encode(b"xy" + value)[4:-4], value.hex().encode(), quote(value, safe="").encode()):
+            assert form.decode() not in result, f"{name} leaked as {form.decode()}"
 
 
 def test_command_is_escaped_in_the_html_view(server, scripted, workspace):

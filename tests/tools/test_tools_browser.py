@@ -37,13 +37,15 @@ def test_approval_survives_reload(browser, scripted, approval_server, tmp_path, 
     page = open_chat(browser, approval_server, chat, errors)
     page.fill("#composer-input", "Make the file")
     page.press("#composer-input", "Enter")
-    card = page.locator("#tool-call_bash")
+    card = page.locator(".tool-card.tool-approval")
     card.locator("button", has_text="Approve").wait_for()
     assert card.locator(".tool-command").inner_text() == command
+    card_id = card.get_attribute("id")
+    assert card_id.startswith("tool-nc_"), "the card is named by Numi's id, not the provider's"
 
     page.reload()
     page.wait_for_selector("#connection[data-state=open]", state="attached")
-    card = page.locator("#tool-call_bash")
+    card = page.locator(f"#{card_id}")
     card.locator("button", has_text=decision).wait_for(timeout=10000)
     assert card.locator(".tool-command").inner_text() == command, "the command is shown again after a reload"
     assert not (tmp_path / "made.txt").exists()
@@ -51,12 +53,12 @@ def test_approval_survives_reload(browser, scripted, approval_server, tmp_path, 
     card.locator("button", has_text=decision).click()
     page.wait_for_function("() => [...document.querySelectorAll('.msg-assistant .msg-body')]"
                            ".some(b => b.textContent.includes('All done.'))", timeout=15000)
-    result = page.locator("#tool-call_bash .tool-output").text_content().strip()
+    result = page.locator(f"#{card_id} .tool-output").text_content().strip()
     if decision == "Approve":
         assert "<b>made</b>" in result and (tmp_path / "made.txt").exists()
     else:
         assert result == "The user denied this call." and not (tmp_path / "made.txt").exists()
-    assert page.locator("#tool-call_bash button").count() == 0
+    assert page.locator(f"#{card_id} button").count() == 0
     assert page.locator("b", has_text="made").count() == 0, "tool output is text, not markup"
     assert not errors, errors
     page.close()

@@ -25,7 +25,7 @@ SERVER_SCRIPT = textwrap.dedent('''
 
     server = MCPServer("numi-test")
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
     def add(a: int, b: int) -> str:
         """Add two whole numbers."""
         return f"sum={a + b}"
@@ -35,10 +35,15 @@ SERVER_SCRIPT = textwrap.dedent('''
         """Delete everything in target."""
         return f"wiped {target}"
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
     def getenv(name: str) -> str:
         """Read an environment variable of the server process."""
         return os.environ.get(name, "<unset>")
+
+    @server.tool()
+    def note(text: str) -> str:
+        """Write a note (no annotations: the spec's default is "may be destructive")."""
+        return "noted"
 
     if __name__ == "__main__":
         if sys.argv[1:2] == ["http"]:
@@ -96,8 +101,8 @@ def _turn(server, chat_id, message, *, approve: str | None = None):
         events = []
         if approve:
             events = ws.events_until("tool_approval", timeout=30)
-            call_id = of_type(events, "tool_approval")[0]["data"]["call_id"]
-            ws.send(type="approve", call_id=call_id, decision=approve)
+            card = of_type(events, "tool_approval")[0]["data"]
+            ws.send(type="approve", call_id=card["call_id"], digest=card["digest"], decision=approve)
         events += ws.events_until("turn_end", timeout=40)
         return events
     finally:
@@ -116,6 +121,7 @@ def test_http_mcp_server_tools_in_a_full_turn_with_approval(mcp_server, scripted
     tools = {t["name"]: t for t in tested["tools"]}
     assert tools["mcp__calc__add"]["needs_approval"] is False
     assert tools["mcp__calc__wipe"]["needs_approval"] is True, "destructiveHint asks first"
+    assert tools["mcp__calc__note"]["needs_approval"] is True, "a tool not marked read-only asks first"
 
     chat = make_chat(api, scripted, settings={"tools": ["mcp__calc"]})
     scripted.enqueue(Scenario().tool_call("mcp__calc__add", {"a": 2, "b": 40}))
@@ -174,14 +180,14 @@ def test_stdio_mcp_server_in_a_full_turn_without_numi_secrets(mcp_server, script
 
 
 def test_mcp_server_settings_are_validated_and_owner_scoped(multi_app, client_a, client_b):
-    ok = client_a.post("/api/mcp_servers", json={"name": "remote", "url": "http://127.0.0.1:9/mcp"})
+    ok = client_a.post("/api/mcp_servers", json={"name": "remote", "url": "http://mcp.invalid/mcp"})
     assert ok.status_code == 201
     server_id = ok.get_json()["id"]
     bad = [
-        ({"name": "Bad Name!", "url": "http://127.0.0.1:9/mcp"}, "invalid_name"),
+        ({"name": "Bad Name!", "url": "http://mcp.invalid/mcp"}, "invalid_name"),
         ({"name": "x", "url": "ftp://example.invalid/"}, "invalid_url"),
         ({"name": "x", "transport": "carrier-pigeon"}, "invalid_transport"),
-        ({"name": "remote", "url": "http://127.0.0.1:9/mcp"}, "duplicate_name"),
+        ({"name": "remote", "url": "http://mcp.invalid/mcp"}, "duplicate_name"),
         ({"name": "prog", "transport": "stdio", "command": "rm"}, "forbidden"),  # not an admin
     ]
     for body, code in bad:

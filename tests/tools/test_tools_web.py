@@ -224,3 +224,26 @@ def test_settings_page_saves_the_backend_and_never_shows_the_key(sqlite_client):
     assert sqlite_client.post("/settings/web-search", data={"search_backend": "brave"}).status_code == 302
     assert sqlite_client.post("/settings/web-search", data={"search_backend": "bing"}).status_code == 400
     assert 'value="brave" selected' in sqlite_client.get("/settings").get_data(as_text=True)
+
+
+def test_the_search_key_is_encrypted_at_rest_and_still_used(sqlite_app, tool_user):
+    """The Brave key is sealed like endpoint keys; one stored as plaintext before is sealed
+    at start-up and both still reach the search API."""
+    from numi.database import upgrade
+
+    with sqlite_app.app_context():
+        web_tools.save_settings(tool_user, {"search_backend": "brave", "brave_api_key": "BSA-very-secret-key"})
+        raw = db.session.execute(db.text("SELECT settings_json FROM tool_settings WHERE user_id = :u"),
+                                 {"u": tool_user}).scalar_one()
+        assert "BSA-very-secret-key" not in raw and "numi:v1:" in raw
+        assert web_tools.brave_key(web_tools.load_settings(tool_user)) == "BSA-very-secret-key"
+        db.session.execute(db.text("UPDATE tool_settings SET settings_json = :s WHERE user_id = :u"),
+                           {"s": json.dumps({"search_backend": "brave", "brave_api_key": "BSA-old-plain"}),
+                            "u": tool_user})
+        db.session.commit()
+    upgrade(sqlite_app)
+    with sqlite_app.app_context():
+        raw = db.session.execute(db.text("SELECT settings_json FROM tool_settings WHERE user_id = :u"),
+                                 {"u": tool_user}).scalar_one()
+        assert "BSA-old-plain" not in raw
+        assert web_tools.brave_key(web_tools.load_settings(tool_user)) == "BSA-old-plain"

@@ -123,6 +123,27 @@ def test_chat_workspace_setting_must_be_an_existing_directory(sqlite_client, tre
     assert response.json["settings"]["workspace"] == str(outside.resolve()), "stored as its real path"
 
 
+def test_a_workspace_may_not_hold_or_sit_in_the_data_directory(sqlite_app, sqlite_client, tmp_path):
+    """numi.db (endpoint keys, every user's chats) and the secret key live in the data
+    directory: no workspace may reach it, neither when it is set nor at use."""
+    data_dir = sqlite_app.config["NUMI_DATA_DIR"]
+    (tmp_path / "data" / "uploads").mkdir(parents=True, exist_ok=True)
+    os.symlink(data_dir, tmp_path / "data-link")
+    for path in (data_dir, str(tmp_path), str(tmp_path / "data" / "uploads"), str(tmp_path / "data-link"), "/"):
+        response = sqlite_client.post("/api/session", json={"settings": {"workspace": path}})
+        assert response.status_code == 400, (path, response.json)
+        assert response.json["error"]["code"] == "workspace_data_dir"
+    # A workspace stored before the rule (or the data dir moved under it) is refused at use.
+    for path in (data_dir, str(tmp_path)):
+        result = call(sqlite_app, "read_file", {"path": "numi.db"}, path)
+        assert result.startswith("Error:") and "data directory" in result
+        with sqlite_app.app_context():
+            from numi.agent.tools.bash import BASH
+
+            ran = BASH.run({"command": "ls"}, ToolContext(user_id=1, chat_id="c", is_admin=True, workspace=path))
+        assert ran.startswith("Error:") and "data directory" in ran
+
+
 def test_only_an_admin_may_set_a_workspace(client_a, tree):
     ws, _ = tree
     response = client_a.post("/api/session", json={"settings": {"workspace": str(ws)}})

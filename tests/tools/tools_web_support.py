@@ -67,6 +67,8 @@ class WebServers:
                     "/to-metadata": "http://169.254.169.254/latest/meta-data/",
                     # Loopback, but not the allowed 127.0.0.1.
                     "/to-other-loopback": f"http://127.0.0.2:{port}/article",
+                    # A model list (GET {base}/models) that moves to another loopback address.
+                    "/v1/models": f"http://127.0.0.2:{port}/article",
                     "/loop": "/loop",
                 }
                 path = self.path.split("?")[0]

@@ -89,11 +89,11 @@ def test_parallel_tool_calls_report_in_completion_order_and_save_in_call_order(a
     first_start = of_type(events, "tool_start")[0]
     assert call_saved["event_id"] < first_start["event_id"]
 
-    # The next request carries the calls and their results, paired by id.
+    # The next request carries the calls and their results, paired by the provider's own ids.
     follow_up = scripted.requests[-1].body["messages"]
     assistant = next(m for m in follow_up if m.get("tool_calls"))
     results = [m for m in follow_up if m["role"] == "tool"]
-    assert [c["id"] for c in assistant["tool_calls"]] == [r["tool_call_id"] for r in results] == [first_call, second_call]
+    assert [c["id"] for c in assistant["tool_calls"]] == [r["tool_call_id"] for r in results] == ["call_1", "call_2"]
     assert of_type(events, "done")[0]["data"]["message_id"] == messages[-1]["id"]
 
 

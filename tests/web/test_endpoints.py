@@ -93,3 +93,65 @@ def test_unreachable_endpoint_gives_a_clear_error(client):
     assert fragment.status_code == 200
     html = fragment.get_data(as_text=True)
     assert "status-error" in html and "Traceback" not in html
+
+
+# --- API keys at rest ---------------------------------------------------------------------
+
+
+def _stored_keys(app) -> list[str]:
+    """The api_key column as the database holds it (what a copied numi.db or a dump shows)."""
+    with app.app_context():
+        return [row[0] for row in db.session.execute(db.text("SELECT api_key FROM endpoints ORDER BY id"))]
+
+
+def test_api_keys_are_encrypted_at_rest(client, app):
+    created = client.post("/api/endpoints", json={"name": "Paid", "kind": "openai_chat",
+                                                  "base_url": "https://api.example.test/v1", "api_key": SECRET})
+    assert created.status_code == 201
+    [stored] = _stored_keys(app)
+    assert stored.startswith("numi:v1:") and SECRET not in stored
+    with app.app_context():
+        assert db.session.get(Endpoint, created.get_json()["id"]).api_key == SECRET
+    # The same key sealed twice gives two different texts (a fresh nonce each time).
+    client.post("/api/endpoints", json={"name": "Paid 2", "kind": "openai_chat",
+                                        "base_url": "https://api.example.test/v1", "api_key": SECRET})
+    first, second = _stored_keys(app)
+    assert first != second
+
+
+def test_plaintext_keys_from_before_are_encrypted_at_start_up(make_app):
+    from numi.database import upgrade
+
+    app = make_app()
+    with app.app_context():
+        db.session.execute(db.text(
+            "INSERT INTO endpoints (name, kind, base_url, api_key, reasoning_policy, enabled, created_at) "
+            "VALUES ('Old', 'openai_chat', 'https://api.example.test/v1', :key, 'auto', :on, CURRENT_TIMESTAMP)"),
+            {"key": SECRET, "on": True})
+        db.session.commit()
+        assert db.session.execute(db.select(Endpoint)).scalar_one().api_key == SECRET, "legacy plaintext still reads"
+    upgrade(app)  # what `numi serve` and `numi db upgrade` run at start
+    upgrade(app)  # idempotent: sealed keys are left alone
+    [stored] = _stored_keys(app)
+    assert stored.startswith("numi:v1:") and SECRET not in stored
+    with app.app_context():
+        assert db.session.execute(db.select(Endpoint)).scalar_one().api_key == SECRET
+
+
+def test_a_key_sealed_under_another_secret_is_a_clear_error(make_app):
+    from numi.errors import NumiError
+
+    app = make_app()
+    with app.app_context():
+        db.session.add(Endpoint(name="Paid", kind="openai_chat", base_url="https://api.example.test/v1", api_key=SECRET))
+        db.session.commit()
+    other = make_app(NUMI_SECRET_KEY="another-secret-key")
+    with other.app_context():
+        endpoint = db.session.execute(db.select(Endpoint)).scalar_one()
+        assert endpoint.has_api_key
+        try:
+            endpoint.api_key
+        except NumiError as exc:
+            assert exc.code == "endpoint_key_unreadable" and SECRET not in exc.message
+        else:
+            raise AssertionError("a key sealed under another secret must not read as text")

@@ -198,7 +198,7 @@ def test_shared_endpoints_are_visible_but_only_admins_change_them(multi_app, use
     assert client_b.post(f"/settings/endpoints/{shared_id}/delete").status_code == 404
     # A non-admin cannot create a shared endpoint either: "shared" is ignored.
     created = client_b.post(
-        "/api/endpoints", json={"name": "try shared", "kind": "openai_chat", "base_url": "http://127.0.0.1:9/v1", "shared": True}
+        "/api/endpoints", json={"name": "try shared", "kind": "openai_chat", "base_url": "https://api.example.test/v1", "shared": True}
     ).get_json()
     assert created["shared"] is False
     assert [e["name"] for e in client_b.get("/api/endpoints").get_json()["endpoints"]] == ["Shared one", "try shared"]

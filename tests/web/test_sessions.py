@@ -125,9 +125,9 @@ def test_pages_create_rename_delete(client):
     page = client.get(chat_url)
     assert page.status_code == 200 and "New chat" in page.get_data(as_text=True)
 
-    # HTMX create answers a client-side redirect.
+    # HTMX create answers a client-side redirect: to the same empty chat, not one more.
     htmx = client.post("/chats", headers={"HX-Request": "true"})
-    assert htmx.status_code == 204 and htmx.headers["HX-Location"].startswith("/c/")
+    assert htmx.status_code == 204 and htmx.headers["HX-Location"] == chat_url
 
     form = client.get(f"/c/{chat_id}/rename", headers={"HX-Request": "true"}).get_data(as_text=True)
     assert 'name="title"' in form
@@ -137,7 +137,7 @@ def test_pages_create_rename_delete(client):
     assert "Renamed inline" in client.get("/").get_data(as_text=True)
 
     deleted = client.post(f"/c/{chat_id}/delete?current={chat_id}", headers={"HX-Request": "true"})
-    assert deleted.status_code == 200 and deleted.headers["HX-Location"] == "/"
+    assert deleted.status_code == 200 and deleted.headers["HX-Redirect"] == "/"  # no chat left to open
     assert client.get(chat_url).status_code == 404
     assert "Renamed inline" not in client.get("/").get_data(as_text=True)
 
@@ -161,12 +161,12 @@ def test_sidebar_loads_more_on_scroll(client, app):
         client.post("/api/session", json={"title": f"side {n}"})
     page = client.get("/").get_data(as_text=True)
     assert page.count('class="chat-item') == 3
-    assert 'hx-trigger="revealed"' in page
+    assert 'hx-trigger="intersect once"' in page  # the list scrolls in its own box
     import re
 
     more = re.search(r'hx-get="(/chats\?[^"]+)"', page).group(1).replace("&amp;", "&")
     rest = client.get(more, headers={"HX-Request": "true"}).get_data(as_text=True)
-    assert rest.count('class="chat-item') == 2 and "revealed" not in rest
+    assert rest.count('class="chat-item') == 2 and "intersect" not in rest
 
 
 def test_model_picker_uses_the_endpoint(client):
@@ -183,3 +183,36 @@ def test_model_picker_uses_the_endpoint(client):
     assert response.status_code == 200
     assert client.get(f"/api/session/{chat['id']}").get_json()["model"] == "qwen2"
     assert f'value="{endpoint["id"]}:qwen2" selected' in client.get(f"/c/{chat['id']}").get_data(as_text=True)
+
+
+def test_date_groups_of_the_sidebar():
+    from datetime import datetime
+
+    from numi.chat.chats import date_group
+
+    now = datetime(2026, 3, 20, 9, 0)
+    assert [date_group(datetime(2026, 3, d, 8, 0), now) for d in (20, 19, 14, 13, 1)] == [
+        "Today", "Yesterday", "Previous 7 days", "Previous 30 days", "Previous 30 days"]
+    assert date_group(datetime(2026, 2, 18, 23, 0), now) == "February 2026"
+    assert date_group(datetime(2025, 12, 31), now) == "December 2025"
+
+
+def test_running_chats_answers_only_for_the_owners_chats(client_a, client_b):
+    mine = client_a.post("/api/session", json={"title": "mine"}).get_json()["id"]
+    theirs = client_b.post("/api/session", json={"title": "theirs"}).get_json()["id"]
+    response = client_a.get(f"/chats/running?ids={mine},{theirs},not-a-chat")
+    assert response.status_code == 200 and response.get_json() == {"running": []}
+    assert client_a.get("/chats/running").get_json() == {"running": []}
+
+
+def test_new_chat_reuses_the_empty_one_and_deleting_the_open_chat_opens_the_next(client):
+    first = client.post("/chats", headers={"HX-Request": "true"}).headers["HX-Location"]
+    assert client.post("/chats", headers={"HX-Request": "true"}).headers["HX-Location"] == first
+    older = client.post("/api/session", json={"title": "Older"}).get_json()["id"]
+    chat_id = first.rsplit("/", 1)[1]
+    client.patch(f"/api/session/{chat_id}", json={"title": "Not empty by name"})
+    second = client.post("/chats", headers={"HX-Request": "true"}).headers["HX-Location"]
+    assert second not in (first, f"/c/{older}")  # a renamed chat is kept, not reused
+    deleted = client.post(f"{second}/delete?current={second.rsplit('/', 1)[1]}", headers={"HX-Request": "true"})
+    assert deleted.headers["HX-Redirect"].startswith("/c/")
+    assert client.get(deleted.headers["HX-Redirect"]).status_code == 200

@@ -5,15 +5,18 @@ own process group so a timeout kills everything it started. Output (stdout and s
 together) is read as it comes and capped: the head and the tail are kept, the middle is
 counted. The child's environment is built from a short allow-list, so none of Numi's
 settings, keys or tokens reach it, and any such value that still shows up in the output
-(read from a file, say) is masked.
+(read from a file, say) is masked: as it is, and base64-, hex- or URL-encoded, since a
+command can print a secret in any of those just as easily.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import signal
 from collections import deque
+from urllib.parse import quote
 
 import gevent
 from flask import current_app
@@ -41,10 +44,39 @@ def child_environment(workspace: str) -> dict[str, str]:
 def secret_values() -> list[str]:
     """Values of this process's secret-looking variables and app keys, to mask in output."""
     values = {v for k, v in os.environ.items() if SECRET_NAME.search(k) and len(v) >= 8}
-    secret_key = current_app.config.get("SECRET_KEY")
-    if isinstance(secret_key, str) and len(secret_key) >= 8:
-        values.add(secret_key)
+    for name in ("SECRET_KEY", "NUMI_ACCESS_TOKEN"):  # also when generated into the data directory
+        value = current_app.config.get(name)
+        if isinstance(value, str) and len(value) >= 8:
+            values.add(value)
     return sorted(values, key=len, reverse=True)
+
+
+MIN_ENCODED_CHARS = 8  # shorter encoded fragments would mask ordinary output by chance
+
+
+def encoded_forms(value: str) -> set[str]:
+    """The texts a command could print `value` as: itself, hex (both cases), URL-encoded,
+    and base64 (standard and URL-safe). Base64 of a value embedded at any offset in other
+    bytes shares a stable core, one per offset modulo 3; the core is what is masked."""
+    raw = value.encode()
+    forms = {value, raw.hex(), raw.hex().upper(), quote(value, safe=""), quote(value)}
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + raw).decode()
+        # 4-character groups made only of the value's bytes: groups start every 3 bytes.
+        first = -(-shift // 3)  # the first group that starts at or after the value
+        last = (shift + len(raw)) // 3  # groups before this one end inside the value
+        core = encoded[first * 4:last * 4]
+        if len(core) >= MIN_ENCODED_CHARS:
+            forms.update((core, core.replace("+", "-").replace("/", "_")))
+    return {form for form in forms if len(form) >= MIN_ENCODED_CHARS}
+
+
+def mask_secrets(output: str, values: list[str]) -> str:
+    """Replace every secret, in every encoded form, with a marker (longest forms first)."""
+    forms = sorted({form for value in values for form in encoded_forms(value)}, key=len, reverse=True)
+    for form in forms:
+        output = output.replace(form, "[secret hidden]")
+    return output
 
 
 class CappedOutput:
@@ -123,8 +155,7 @@ def _bash(arguments: dict, context: ToolContext) -> str:
     timeout = min(float(asked), limit) if isinstance(asked, int | float) and asked > 0 else limit
     code, output, timed_out = run_command(command, workspace, timeout=timeout,
                                           max_output=config["NUMI_BASH_MAX_OUTPUT_CHARS"])
-    for value in secret_values():
-        output = output.replace(value, "[secret hidden]")
+    output = mask_secrets(output, secret_values())
     status = f"timed out after {timeout:g} s (killed)" if timed_out else f"exit code {code}"
     return f"[{status}]\n{output}" if output else f"[{status}] (no output)"
 

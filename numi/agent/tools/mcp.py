@@ -10,8 +10,14 @@
   blocked and asyncio never meets gevent's loop. Every session has a time limit.
 - Tool lists are cached per server for NUMI_MCP_TOOLS_CACHE_SECONDS; calls open a session
   per call (stateless: nothing to leak when a turn ends or the server restarts).
-- Approval: a tool needs the user's approval when its server marks it destructive
-  (annotations.destructiveHint) or the user set the server to always ask.
+- Approval: a tool asks the user first (policy `ask`, agent/approvals.py) unless its
+  server marks it read-only (annotations.readOnlyHint, and not destructiveHint): the MCP
+  spec's own default for an unmarked tool is "may be destructive". A server the user set to
+  always ask asks for every tool.
+- Addresses: a non-admin's HTTP server is held to the address guard (numi/addresses.py)
+  when it is added and on every request, redirects included; an admin's may be on
+  loopback. Connection failures reach the user as a stable code and a sentence naming no
+  address or port; the detail goes to the log.
 - stdio servers get the SDK's minimal environment (PATH, HOME, ...) plus the env the admin
   set for that server: Numi's own secrets never reach them.
 
@@ -33,6 +39,7 @@ import gevent
 from flask import current_app
 from sqlalchemy import select
 
+from ...addresses import AddressRefused, check_url
 from ...errors import NumiError, invalid
 from ...extensions import db
 from ...models import McpServer, utcnow
@@ -91,6 +98,12 @@ def create_server(user_id: int, is_admin: bool, data: dict[str, Any]) -> McpServ
         parts = urlsplit(url.strip()) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or len(url) > 500:
             raise invalid("The URL must be an http:// or https:// address (at most 500 characters).", "invalid_url")
+        if not is_admin:
+            try:
+                check_url(url.strip(), resolvable=False)
+            except AddressRefused as exc:
+                log.info("MCP server URL of user %s refused: %s", user_id, exc)
+                raise exc.to_error() from None
         server.url = url.strip()
     elif transport == "stdio":
         if not is_admin:
@@ -164,18 +177,23 @@ def _in_thread(factory, timeout: float) -> Any:
     try:
         return gevent.get_hub().threadpool.spawn(run).get()
     except (asyncio.TimeoutError, TimeoutError):
-        raise McpError(f"the MCP server did not answer within {timeout:g} s") from None
+        raise McpError(f"the MCP server did not answer within {timeout:g} s", "mcp_timeout") from None
 
 
 class McpError(Exception):
-    pass
+    """A failed MCP session; the message is fit to show (no address, no port)."""
+
+    def __init__(self, message: str, code: str = "mcp_error"):
+        super().__init__(message)
+        self.code = code
+
+
+UNREACHABLE = "could not connect to the MCP server (mcp_unreachable); the server log has the details"
 
 
 def _session_factory(spec: dict[str, Any], action):
     """A coroutine factory: connect with the SDK, initialize, run `action(session)`."""
     async def go():
-        from mcp import ClientSession
-
         if spec["transport"] == "stdio":
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -184,19 +202,39 @@ def _session_factory(spec: dict[str, Any], action):
         else:
             from mcp.client.streamable_http import streamable_http_client
 
+            client = _guarded_client() if spec.get("guarded") else None
+            if client is not None:
+                async with client:
+                    async with streamable_http_client(spec["url"], http_client=client) as streams:
+                        return await _run_in(streams, action)
             transport = streamable_http_client(spec["url"])
         async with transport as streams:
-            async with ClientSession(streams[0], streams[1]) as session:
-                await session.initialize()
-                return await action(session)
+            return await _run_in(streams, action)
 
     return go
 
 
-def _spec(server: McpServer) -> dict[str, Any]:
+async def _run_in(streams, action):
+    from mcp import ClientSession
+
+    async with ClientSession(streams[0], streams[1]) as session:
+        await session.initialize()
+        return await action(session)
+
+
+def _guarded_client():
+    """An httpx client whose every request (redirects too) passes the address guard."""
+    import httpx2
+
+    from ...addresses import guarded_async_transport
+
+    return httpx2.AsyncClient(transport=guarded_async_transport(), timeout=httpx2.Timeout(30, read=300))
+
+
+def _spec(server: McpServer, guarded: bool = False) -> dict[str, Any]:
     # Plain values: the thread must not touch the database session or the ORM object.
     return {"id": server.id, "transport": server.transport, "url": server.url, "command": server.command,
-            "args": server.args, "env": server.env}
+            "args": server.args, "env": server.env, "guarded": guarded and server.transport == "http"}
 
 
 def _attr(obj: Any, *names: str, default: Any = None) -> Any:
@@ -234,8 +272,19 @@ async def _list_tools(session) -> list[dict[str, Any]]:
         schema = _attr(tool, "input_schema", "inputSchema", default={}) or {}
         out.append({"name": tool.name, "description": tool.description or "",
                     "input_schema": schema if isinstance(schema, dict) else {},
-                    "destructive": bool(_attr(annotations, "destructive_hint", "destructiveHint", default=False))})
+                    "destructive": not _read_only(annotations)})
     return out
+
+
+def _read_only(annotations: Any) -> bool:
+    """Whether the server marks a tool read-only (and not destructive at the same time)."""
+    return (_attr(annotations, "read_only_hint", "readOnlyHint", default=False) is True
+            and _attr(annotations, "destructive_hint", "destructiveHint", default=False) is not True)
+
+
+def needs_approval(server: McpServer, info: dict[str, Any]) -> bool:
+    """The tool's default policy is `ask`: it may change things, or the server always asks."""
+    return bool(server.always_approve or info["destructive"])
 
 
 def _action(request: dict[str, Any]):
@@ -255,13 +304,20 @@ def _run_session(spec: dict[str, Any], request: dict[str, Any], timeout: float) 
     under gevent's monkey-patching a subprocess can only be started from the hub's thread.
     """
     try:
+        if spec.get("guarded"):
+            check_url(spec["url"], resolvable=False)  # a clear refusal first; the transport checks every hop
         if spec["transport"] == "stdio" and _gevent_patched():
             return _in_bridge(spec, request, timeout)
         return _in_thread(_session_factory(spec, _action(request)), timeout)
     except McpError:
         raise
     except Exception as exc:
-        raise McpError(_describe(exc)) from None
+        refused = _refusal(exc)
+        log.info("MCP session with server %s failed: %s", spec["id"], _describe(exc))
+        if refused is not None:
+            raise McpError("that address is refused: private, loopback and other internal addresses are for "
+                           "administrators only (address_refused)", "address_refused") from None
+        raise McpError(UNREACHABLE, "mcp_unreachable") from None
 
 
 def _gevent_patched() -> bool:
@@ -285,13 +341,17 @@ def _in_bridge(spec: dict[str, Any], request: dict[str, Any], timeout: float) ->
         done = gsubprocess.run([sys.executable, "-m", "numi.agent.tools.mcp"], input=payload.encode(),
                                capture_output=True, timeout=timeout + 10, env=env)
     except gsubprocess.TimeoutExpired:
-        raise McpError(f"the MCP server did not answer within {timeout:g} s") from None
+        raise McpError(f"the MCP server did not answer within {timeout:g} s", "mcp_timeout") from None
     try:
         answer = json.loads(done.stdout.decode() or "{}")
     except ValueError:
         answer = {}
     if "error" in answer or "result" not in answer:
-        raise McpError(answer.get("error") or f"the MCP bridge failed: {done.stderr.decode()[-300:]}")
+        detail = answer.get("error") or f"the MCP bridge failed: {done.stderr.decode()[-300:]}"
+        if answer.get("timeout"):
+            raise McpError(detail, "mcp_timeout")
+        log.info("MCP stdio session with server %s failed: %s", spec["id"], detail)
+        raise McpError(UNREACHABLE, "mcp_unreachable")
     return answer["result"]
 
 
@@ -304,7 +364,7 @@ def _bridge_main() -> None:
         result = asyncio.run(asyncio.wait_for(_session_factory(job["spec"], _action(job["request"]))(), job["timeout"]))
         print(json.dumps({"result": result}))
     except (asyncio.TimeoutError, TimeoutError):
-        print(json.dumps({"error": f"the MCP server did not answer within {job['timeout']:g} s"}))
+        print(json.dumps({"error": f"the MCP server did not answer within {job['timeout']:g} s", "timeout": True}))
     except BaseException as exc:  # report, do not crash: the parent reads stdout
         print(json.dumps({"error": _describe(exc)}))
 
@@ -333,6 +393,20 @@ def _result_text(result: Any) -> dict[str, Any]:
     return {"text": text, "is_error": bool(_attr(result, "is_error", "isError", default=False))}
 
 
+def _refusal(exc: BaseException) -> AddressRefused | None:
+    """The guard's refusal behind `exc` (anyio and httpx wrap it), if that is what failed."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, AddressRefused):
+            return exc if exc.address is not None else None  # "does not resolve" is plain unreachable
+        if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        else:
+            exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
 def _describe(exc: BaseException) -> str:
     # anyio wraps failures in exception groups: name the first real cause.
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -351,13 +425,14 @@ def _forget(server_id: int) -> None:
     current_app.extensions.get(CACHE_KEY, {}).pop(server_id, None)
 
 
-def server_tools(server: McpServer, *, refresh: bool = False) -> list[dict[str, Any]]:
-    """The server's tools, from the short cache when fresh."""
+def server_tools(server: McpServer, *, refresh: bool = False, guarded: bool = True) -> list[dict[str, Any]]:
+    """The server's tools, from the short cache when fresh. `guarded`: the owner is not an
+    admin, so the connection passes the address guard."""
     config = current_app.config
     cached = _cache().get(server.id)
     if cached and not refresh and time.monotonic() - cached[0] < config["NUMI_MCP_TOOLS_CACHE_SECONDS"]:
         return cached[1]
-    tools = fetch_tools(_spec(server), config["NUMI_MCP_TIMEOUT_SECONDS"])
+    tools = fetch_tools(_spec(server, guarded), config["NUMI_MCP_TIMEOUT_SECONDS"])
     _cache()[server.id] = (time.monotonic(), tools)
     return tools
 
@@ -368,8 +443,8 @@ def tool_name(server_name: str, name: str) -> str:
     return f"{PREFIX}{server_name}__{safe}"[:64]
 
 
-def _make_tool(server: McpServer, info: dict[str, Any]) -> Tool:
-    spec = _spec(server)
+def _make_tool(server: McpServer, info: dict[str, Any], guarded: bool) -> Tool:
+    spec = _spec(server, guarded)
     remote_name = info["name"]
     timeout = float(current_app.config["NUMI_MCP_TIMEOUT_SECONDS"])
 
@@ -385,7 +460,7 @@ def _make_tool(server: McpServer, info: dict[str, Any]) -> Tool:
         description=(f"[MCP {server.name}] " + (info["description"] or remote_name))[:1024],
         parameters=schema,
         run=run,
-        needs_approval=bool(server.always_approve or info["destructive"]),
+        needs_approval=needs_approval(server, info),
         admin_only=server.transport == "stdio",
         timeout=timeout + 5,  # the SDK's own limit fires first and closes the session
     )
@@ -415,23 +490,23 @@ def provide_tools(user_id: int, is_admin: bool, enabled: list[str] | None) -> li
         if wanted is not None and not wanted:
             continue
         try:
-            infos = server_tools(server)
+            infos = server_tools(server, guarded=not is_admin)
         except McpError as exc:
             log.info("MCP server %s (user %s) unavailable: %s", server.name, user_id, exc)
             continue
         for info in infos:
-            tool = _make_tool(server, info)
+            tool = _make_tool(server, info, guarded=not is_admin)
             if wanted is None or tool.name in wanted:
                 tools.append(tool)
     return tools
 
 
-def test_server(server: McpServer) -> tuple[bool, str]:
-    """Connect and list the tools: (ok, a sentence for the settings page)."""
+def test_server(server: McpServer, is_admin: bool = False) -> tuple[bool, str]:
+    """Connect and list the tools: (ok, a sentence for the settings page naming no address)."""
     if not sdk_available():
         return False, f"The MCP SDK is not installed: {INSTALL_HINT}"
     try:
-        tools = server_tools(server, refresh=True)
+        tools = server_tools(server, refresh=True, guarded=not is_admin)
     except McpError as exc:
         return False, f"Could not connect: {exc}"
     names = ", ".join(t["name"] for t in tools[:20]) or "none"

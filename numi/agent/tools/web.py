@@ -5,10 +5,12 @@ JSON API, `/search?q=...&format=json`) or Brave Search with an API key. Both too
 a `ToolResult` whose sources the runtime numbers and saves on the answer.
 
 Every outgoing request goes through `guarded_get`: the host is resolved, EVERY address it
-resolves to must be public (not private, loopback, link-local, reserved, ...) unless the
-user allowed private addresses or listed the host/network, the connection goes to the
-address that was checked (a second DNS answer cannot swap it), and each redirect is
-checked again the same way. Bodies are capped in size and the whole fetch in time.
+resolves to must be public (not private, loopback, link-local, reserved, ...) unless an
+admin allowed private addresses or listed the host/network (numi/addresses.py: a
+non-admin may not save such an override, and one stored anyway is ignored at use), the
+connection goes to the address that was checked (a second DNS answer cannot swap it), and
+each redirect is checked again the same way. Bodies are capped in size and the whole
+fetch in time.
 
 Readable text comes from readability-lxml (the optional `web` extra: lxml is ~17 MB, so it
 stays out of the base install) and falls back to a stdlib HTML-to-text pass without it.
@@ -30,7 +32,8 @@ from urllib.parse import urlencode, urljoin, urlsplit
 import gevent
 from flask import current_app
 
-from ...errors import invalid
+from ...addresses import AddressPolicy, AddressRefused, check_host, check_url
+from ...errors import NumiError, invalid
 from . import Tool, ToolContext, ToolResult
 
 SEARCH_BACKENDS = ("", "searxng", "brave")
@@ -59,11 +62,12 @@ def load_settings(user_id: int) -> dict[str, Any]:
     return settings
 
 
-def save_settings(user_id: int, raw: dict[str, Any]) -> dict[str, Any]:
+def save_settings(user_id: int, raw: dict[str, Any], is_admin: bool = True) -> dict[str, Any]:
     """Validate and store the web settings form; a bad field raises and changes nothing.
 
     An empty `brave_api_key` keeps the stored key (the form never shows it back);
-    `clear_brave_api_key` removes it.
+    `clear_brave_api_key` removes it. Only an admin may allow private addresses (403
+    `admin_only` otherwise).
     """
     from ...extensions import db
     from ...models import ToolSettings
@@ -91,6 +95,13 @@ def save_settings(user_id: int, raw: dict[str, Any]) -> dict[str, Any]:
                 raise invalid(f"{host!r} is not a network (like 10.0.0.0/8).", "invalid_host") from None
         elif not re.fullmatch(r"[A-Za-z0-9.:\-\[\]]+", host):
             raise invalid(f"{host!r} is not a host name or address.", "invalid_host")
+    if not is_admin and (_truthy(raw.get("allow_private")) or hosts):
+        raise NumiError("admin_only", "Only an administrator can allow private or local addresses.", 403)
+    if not is_admin and searxng_url:
+        try:
+            check_url(searxng_url, resolvable=False)
+        except AddressRefused as exc:
+            raise exc.to_error() from None
     key = raw.get("brave_api_key")
     if key is not None and (not isinstance(key, str) or len(key) > 200):
         raise invalid("The API key is too long.", "too_long")
@@ -105,7 +116,9 @@ def save_settings(user_id: int, raw: dict[str, Any]) -> dict[str, Any]:
     if raw.get("clear_brave_api_key"):
         settings.pop("brave_api_key", None)
     elif key and key.strip():
-        settings["brave_api_key"] = key.strip()
+        from ...crypto import seal
+
+        settings["brave_api_key"] = seal(key.strip())  # stored sealed, like endpoint keys
     if backend == "brave" and not settings.get("brave_api_key"):
         db.session.rollback()
         raise invalid("Brave Search needs an API key.", "missing_key")
@@ -139,37 +152,27 @@ def _is_web_url(url: str) -> bool:
     return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
+def usable_settings(settings: dict[str, Any], is_admin: bool) -> dict[str, Any]:
+    """The settings a tool call may use: a non-admin's address overrides never apply."""
+    if is_admin:
+        return settings
+    return {**settings, "allow_private": False, "allowed_hosts": []}
+
+
 def check_address(host: str, port: int, settings: dict[str, Any]) -> str:
     """Resolve `host`; refuse unless every address may be contacted. Returns the one to use."""
     host = host.lower().strip("[]")
-    allowed = [h.lower() for h in settings.get("allowed_hosts") or []]
+    policy = AddressPolicy(bool(settings.get("allow_private")),
+                           tuple(h for h in settings.get("allowed_hosts") or () if isinstance(h, str)))
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise FetchRefused(f"The host {host} could not be resolved ({exc}).") from None
-    addresses = []
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
-        if address.version == 6 and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        addresses.append(address)
-    if not addresses:
-        raise FetchRefused(f"The host {host} has no address.")
-    if not settings.get("allow_private") and host not in allowed:
-        networks = []
-        for entry in allowed:
-            try:
-                networks.append(ipaddress.ip_network(entry, strict=False))
-            except ValueError:
-                continue  # a host name: matched above
-        for address in addresses:
-            public = address.is_global and not address.is_multicast
-            if not public and not any(address in network for network in networks):
-                raise FetchRefused(
-                    f"Refused: {host} resolves to {address}, a private, loopback or otherwise internal "
-                    "address. Allow it in Settings → Web search if you trust it."
-                )
-    return str(addresses[0])
+        return check_host(host, port, policy)
+    except AddressRefused as exc:
+        if exc.address is None:
+            raise FetchRefused(f"The host {host} could not be resolved.") from None
+        raise FetchRefused(
+            f"Refused: {host} resolves to {exc.address}, a private, loopback or otherwise internal "
+            "address. An administrator can allow it in Settings → Web search."
+        ) from None
 
 
 class _PinnedHTTP(http.client.HTTPConnection):
@@ -322,7 +325,7 @@ def _web_search(arguments: dict, context: ToolContext) -> ToolResult | str:
         return "Error: give a query to search for."
     count = arguments.get("count", 5)
     count = max(1, min(int(count), 10)) if isinstance(count, int | float) else 5
-    settings = load_settings(context.user_id)
+    settings = usable_settings(load_settings(context.user_id), context.is_admin)
     backend = settings.get("search_backend")
     max_bytes, timeout = _limits()
     try:
@@ -336,7 +339,7 @@ def _web_search(arguments: dict, context: ToolContext) -> ToolResult | str:
             page = guarded_get(f"{BRAVE_URL}?{urlencode({'q': query, 'count': count})}", settings,
                                max_bytes=max_bytes, timeout=timeout,
                                headers={"Accept": "application/json",
-                                        "X-Subscription-Token": settings.get("brave_api_key") or ""})
+                                        "X-Subscription-Token": brave_key(settings)})
             web = _json(page).get("web") or {}
             results = [{"title": r.get("title"), "url": r.get("url"), "content": r.get("description")}
                        for r in web.get("results") or [] if isinstance(r, dict)]
@@ -359,6 +362,14 @@ def _web_search(arguments: dict, context: ToolContext) -> ToolResult | str:
     return ToolResult(f"Search results for {query!r} (cite them by number, like [1]):", sources)
 
 
+def brave_key(settings: dict[str, Any]) -> str:
+    """The user's Brave Search key in plaintext (stored sealed; legacy plaintext reads too)."""
+    from ...crypto import unseal
+
+    stored = settings.get("brave_api_key")
+    return unseal(stored) if isinstance(stored, str) and stored else ""
+
+
 def _json(page: Page) -> dict[str, Any]:
     if page.status != 200:
         raise FetchRefused(f"the search backend answered HTTP {page.status}.")
@@ -377,7 +388,7 @@ def _fetch_page(arguments: dict, context: ToolContext) -> ToolResult | str:
         return "Error: give an http:// or https:// URL."
     max_chars = arguments.get("max_chars", 12000)
     max_chars = max(500, min(int(max_chars), 50000)) if isinstance(max_chars, int | float) else 12000
-    settings = load_settings(context.user_id)
+    settings = usable_settings(load_settings(context.user_id), context.is_admin)
     max_bytes, timeout = _limits()
     try:
         page = guarded_get(url.strip(), settings, max_bytes=max_bytes, timeout=timeout)

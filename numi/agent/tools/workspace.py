@@ -17,6 +17,7 @@ from typing import Any
 import gevent
 from flask import current_app
 
+from ...config import touches_data_dir
 from . import Tool, ToolContext
 
 MAX_LIST_ENTRIES = 500
@@ -39,6 +40,10 @@ def workspace_root(context: ToolContext) -> str:
     root = os.path.realpath(context.workspace)
     if not os.path.isdir(root):
         raise WorkspaceError("The chat's workspace directory does not exist any more.")
+    if touches_data_dir(root, current_app.config["NUMI_DATA_DIR"]):
+        # Checked when the workspace is set, and again here: the data directory may have
+        # moved, or the setting predates the rule.
+        raise WorkspaceError("Refused: the workspace is, contains or lies inside Numi's data directory.")
     return root
 
 
@@ -250,10 +255,10 @@ WORKSPACE_TOOLS = [
          _guarded(_search_files), admin_only=True),
     Tool("write_file", "Create or replace a text file in the workspace with the given content.",
          {"type": "object", "properties": {"path": _PATH, "content": {"type": "string"}}, "required": ["path", "content"]},
-         _guarded(_write_file), admin_only=True),
+         _guarded(_write_file), admin_only=True, needs_approval=True),
     Tool("patch_file", "Replace an exact string in a workspace file (must be unique unless replace_all).",
          {"type": "object", "properties": {"path": _PATH, "old_string": {"type": "string"}, "new_string": {"type": "string"},
                                            "replace_all": {"type": "boolean"}},
           "required": ["path", "old_string", "new_string"]},
-         _guarded(_patch_file), admin_only=True),
+         _guarded(_patch_file), admin_only=True, needs_approval=True),
 ]
