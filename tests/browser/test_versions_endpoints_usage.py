@@ -28,8 +28,11 @@ def _turn(server, api, chat_id, action) -> None:
 
 
 def _wait_focus(page, label: str) -> None:
-    page.wait_for_function("(label) => document.activeElement && document.activeElement.getAttribute('aria-label') === label",
-                           arg=label)
+    """Wait until the button `label` has the focus and htmx has settled the swap (a key
+    pressed while the new content is still settling can reach the plain form instead)."""
+    page.wait_for_function(
+        "(label) => document.activeElement && document.activeElement.getAttribute('aria-label') === label"
+        " && !document.querySelector('.htmx-settling, .htmx-swapping, .htmx-added, .htmx-request')", arg=label)
 
 
 def _serious(page, *regions: str) -> list[str]:

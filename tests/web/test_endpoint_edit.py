@@ -4,6 +4,7 @@ is replaced only and never shown; hidden models leave the pickers; the Add form 
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 from numi.extensions import db
 from numi.models import Endpoint
@@ -20,11 +21,12 @@ def _endpoint(client, **fields) -> dict:
     return response.get_json()
 
 
-def _stored(app, endpoint_id: int) -> Endpoint:
+def _stored(app, endpoint_id: int) -> SimpleNamespace:
+    """The stored row's fields (the key decrypted: that needs the app)."""
     with app.app_context():
         endpoint = db.session.get(Endpoint, endpoint_id)
-        db.session.expunge(endpoint)
-        return endpoint
+        return SimpleNamespace(**{name: getattr(endpoint, name) for name in (
+            "name", "base_url", "default_model", "reasoning_policy", "enabled", "hidden_models", "api_key")})
 
 
 def test_patch_edits_every_field_and_keeps_the_key_unless_replaced(client, app):
