@@ -1,17 +1,23 @@
-# Two commands from a clean clone: `make run` and `make test` (see README.md).
+# Two commands from a clean clone: `make run` and `make test` (see README.md); `make demo`
+# tries Numi without an API key.
 # Needs only python3 (3.11+) with pip; everything else goes into .venv.
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-PIP := $(BIN)/python -m pip --disable-pip-version-check -q
+# Not quiet: the first install takes a few minutes, and pip's progress shows it is working.
+PIP := $(BIN)/python -m pip --disable-pip-version-check --progress-bar on
 PYTEST_ARGS ?=
 
-.PHONY: run test bench browser
+.PHONY: run demo test bench browser
 
 ## run: set up .venv and start Numi on 127.0.0.1:$${NUMI_PORT:-8765}
 run: $(VENV)/.installed
 	$(BIN)/numi serve
+
+## demo: like run, plus the built-in scripted provider as an endpoint (no API key needed)
+demo: $(VENV)/.installed
+	$(BIN)/numi serve --demo
 
 ## test: set up .venv with the test extras (and Debian's chromium when root) and run pytest
 test: $(VENV)/.installed-test browser
@@ -30,16 +36,18 @@ $(BIN)/python:
 
 # Stamps keyed on pyproject.toml: dependencies are reinstalled when it changes.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
+	@echo "Installing Numi and its dependencies into $(VENV) (the first time takes a few minutes)..."
 	$(call pip_install,-e .)
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	@echo "Installing Numi with the test extras into $(VENV) (the first time takes a few minutes)..."
 	$(call pip_install,-e '.[test]')
 	touch $@ $(VENV)/.installed
 
 define pip_install
 	if [ -f $(VENV)/.system-pip ]; then \
-		$(PYTHON) -m pip --disable-pip-version-check -q --python $(BIN)/python install $(1); \
+		$(PYTHON) -m pip --disable-pip-version-check --progress-bar on --python $(BIN)/python install $(1); \
 	else $(PIP) install $(1); fi
 endef
 

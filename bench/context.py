@@ -74,7 +74,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         app = create_app({"NUMI_DATA_DIR": tmp, "NUMI_DATABASE_URL": f"sqlite:///{tmp}/numi.db",
-                          "NUMI_SECRET_KEY": "bench", "NUMI_AUTO_ENDPOINTS": False, "TESTING": True})
+                          "NUMI_SECRET_KEY": "bench", "NUMI_AUTO_ENDPOINTS": False, "TESTING": True,
+                          "NUMI_ACCESS_TOKEN": "bench-access-token"})
         import logging
 
         logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -110,7 +111,8 @@ def main() -> None:
             values = []
             for _ in range(args.runs):
                 started = time.perf_counter()
-                response = client.get(f"/api/session/{chat_id}/{path}")
+                response = client.get(f"/api/session/{chat_id}/{path}",
+                                      headers={"Authorization": "Bearer bench-access-token"})
                 values.append((time.perf_counter() - started) * 1000)
                 assert response.status_code == 200, response.get_data(as_text=True)
             print(f"GET /api/session/<id>/{path}: median {statistics.median(values):.1f} ms, max {max(values):.1f} ms")

@@ -14,6 +14,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# Single-user mode needs an access token on every request; the benchmarks send this one.
+ACCESS_TOKEN = "bench-access-token-0123456789abcdef"
 
 
 def free_port() -> int:
@@ -23,24 +25,29 @@ def free_port() -> int:
 
 
 class LiveNumi:
-    TOKEN = "numi-bench-access-token"  # single-user mode needs one; API calls send it as a bearer
+    TOKEN = ACCESS_TOKEN  # single-user mode needs one; programs send it as a bearer
 
     def __init__(self, **env: str):
         self.port = free_port()
         self.data_dir = tempfile.mkdtemp(prefix="numi-bench-")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("NUMI_")}
         self.env.update(NUMI_DATA_DIR=self.data_dir, NUMI_PORT=str(self.port), NUMI_AUTO_ENDPOINTS="0",
-                        NUMI_LOG_LEVEL="WARNING", NUMI_GENERATE_TITLES="0", NUMI_ACCESS_TOKEN=self.TOKEN)
+                        NUMI_LOG_LEVEL="WARNING", NUMI_GENERATE_TITLES="0", NUMI_ACCESS_TOKEN=ACCESS_TOKEN)
         self.env.update({k: str(v) for k, v in env.items()})
         self.url = f"http://127.0.0.1:{self.port}"
+        # What a program sends (a browser shows the token once, then has a cookie).
+        self.headers = {"Authorization": f"Bearer {ACCESS_TOKEN}"}
         self.proc: subprocess.Popen | None = None
+        self.endpoints: dict[tuple[str, str], int] = {}
 
     def start(self) -> float:
         """Start the server; returns seconds from process start to the first HTTP 200."""
         numi = Path(sys.executable).with_name("numi")
         started = time.perf_counter()
-        self.proc = subprocess.Popen([str(numi), "serve"], env=self.env, cwd=ROOT,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # BENCH_SERVER_LOG=FILE keeps the server's log (errors under load), else it is dropped.
+        with open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "a") as log:
+            self.proc = subprocess.Popen([str(numi), "serve"], env=self.env, cwd=ROOT,
+                                         stdout=subprocess.DEVNULL, stderr=log)
         while True:
             try:
                 with urllib.request.urlopen(self.url + "/healthz", timeout=1):
@@ -57,15 +64,21 @@ class LiveNumi:
 
     def post(self, path: str, body: dict) -> dict:
         request = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json",
-                                                  "Authorization": f"Bearer {self.TOKEN}"}, method="POST")
+                                         headers={"Content-Type": "application/json", **self.headers}, method="POST")
         with urllib.request.urlopen(request) as response:
             return json.loads(response.read())
 
+    def ws_headers(self) -> dict[str, str]:
+        return {"Origin": self.url, **self.headers}
+
     def chat_on(self, base_url: str, kind: str = "openai_chat", model: str = "bench-model") -> str:
-        endpoint = self.post("/api/endpoints", {"name": f"bench-{kind}-{time.time_ns()}", "kind": kind,
-                                                "base_url": base_url, "api_key": "bench", "default_model": model})
-        return self.post("/api/session", {"endpoint_id": endpoint["id"], "model": model})["id"]
+        # One endpoint per provider, as a user has: chats on it share one SDK client.
+        key = (base_url, kind)
+        if key not in self.endpoints:
+            self.endpoints[key] = self.post("/api/endpoints", {
+                "name": f"bench-{kind}-{time.time_ns()}", "kind": kind, "base_url": base_url, "api_key": "bench",
+                "default_model": model})["id"]
+        return self.post("/api/session", {"endpoint_id": self.endpoints[key], "model": model})["id"]
 
     def __enter__(self) -> "LiveNumi":
         self.start()

@@ -22,7 +22,7 @@ def rss_mib(pid: int) -> float:
 
 def run_turn(numi: LiveNumi, chat_id: str, provider: ScriptedProvider, scenario: Scenario) -> None:
     provider.enqueue(scenario)
-    ws = Client.connect(f"ws://127.0.0.1:{numi.port}/ws/{chat_id}?format=json", headers={"Origin": numi.url})
+    ws = Client.connect(f"ws://127.0.0.1:{numi.port}/ws/{chat_id}?format=json", headers=numi.ws_headers())
     ws.send(json.dumps({"type": "send", "message": "Hello there"}))
     while True:
         event = json.loads(ws.receive(timeout=30))

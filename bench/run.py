@@ -1,10 +1,13 @@
 """Run every benchmark and write bench/results/latest.md and latest.json.
 
-    python bench/run.py                 # everything (about 3 minutes)
+    python bench/run.py                 # everything (5 to 15 minutes, by the machine's load)
     python bench/run.py startup memory  # some of them
 
 Benchmarks print numbers; they never fail on timing. Each figure is a median over several
-runs with min and max; ratios are measured in the same run.
+runs with min and max. A timing on a shared machine drifts from run to run, so each timing
+row also has a floor measured in the same run (a bare Flask app for start-up, a raw httpx
+read for the relay, a bare gevent WebSocket echo for per-event CPU, the static files for
+page weight) and the "× floor" column is the median of the per-run ratios.
 """
 
 from __future__ import annotations
@@ -19,10 +22,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import cancel  # noqa: E402
+import decode  # noqa: E402
+import idle  # noqa: E402
 import install  # noqa: E402
+import logins  # noqa: E402
+import load  # noqa: E402
 import memory  # noqa: E402
 import pages  # noqa: E402
 import relay  # noqa: E402
+import render  # noqa: E402
 import startup  # noqa: E402
 import turns  # noqa: E402
 
@@ -33,6 +42,12 @@ BENCHMARKS = {
     "pages": pages.measure,
     "turns": turns.measure,
     "relay": relay.measure,
+    "render": render.measure,
+    "cancel": cancel.measure,
+    "decode": decode.measure,
+    "load": load.measure,
+    "idle": idle.measure,
+    "logins": logins.measure,
 }
 
 
@@ -43,10 +58,12 @@ def _fmt(value: float) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| benchmark | metric | median | min | max | runs | target | note |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| benchmark | metric | median | × floor | min | max | runs | target | note |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         unit = f" {r['unit']}" if r["unit"] else ""
-        lines.append(f"| {r['benchmark']} | {r['metric']} | {_fmt(r['median'])}{unit} | {_fmt(r['min'])} | "
+        ratio = f"{r['ratio']:.2f}×" if r.get("ratio") is not None else ""
+        lines.append(f"| {r['benchmark']} | {r['metric']} | {_fmt(r['median'])}{unit} | {ratio} | {_fmt(r['min'])} | "
                      f"{_fmt(r['max'])} | {r['runs']} | {r['target']} | {r['note']} |")
     return "\n".join(lines)
 

@@ -13,9 +13,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def row(benchmark: str, metric: str, values: list[float], unit: str, target: str = "", note: str = "") -> dict:
-    """One result line: the median of `values`, with min and max and the run count."""
+def row(benchmark: str, metric: str, values: list[float], unit: str, target: str = "", note: str = "",
+        ratio: list[float] | None = None) -> dict:
+    """One result line: the median of `values`, with min and max and the run count, and
+    the median of `ratio`, each run's value over its floor measured in the same run."""
     return {
+        "ratio": statistics.median(ratio) if ratio else None,
         "benchmark": benchmark,
         "metric": metric,
         "median": statistics.median(values) if values else float("nan"),

@@ -13,6 +13,9 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 
 
+PROVIDER_HTTP_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "anthropic")
+
+
 def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     """Build the Flask app: settings from the environment (or `test_config`), extensions,
     blueprints. Does not touch the network; migrations run in `numi serve` / `numi db upgrade`.
@@ -32,11 +35,24 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
         config.update(test_config)
     app.config.update(finalize(config))
     logging.basicConfig(level=app.config["NUMI_LOG_LEVEL"], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # The provider SDKs log every HTTP request at INFO (also on CLI commands' stderr):
+    # that is debugging detail, shown only with NUMI_LOG_LEVEL=DEBUG.
+    quiet = logging.DEBUG if logging.getLogger().isEnabledFor(logging.DEBUG) else logging.WARNING
+    for name in PROVIDER_HTTP_LOGGERS:
+        logging.getLogger(name).setLevel(quiet)
     if app.config["NUMI_AUTH"] == "none":
         logging.getLogger("numi").warning(
             "NUMI_AUTH=none: no access token is needed. Any process or user that reaches this port "
             "can use Numi and run its tools as this user."
         )
+
+    if app.config["NUMI_TRUSTED_PROXIES"] > 0:
+        # Only then are X-Forwarded-For/-Proto/-Host believed: without a proxy that sets
+        # them, any client could claim another address (and dodge the login limits).
+        from werkzeug.middleware.proxy_fix import ProxyFix
+
+        hops = app.config["NUMI_TRUSTED_PROXIES"]
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
 
     db.init_app(app)
     sock.init_app(app)
@@ -49,9 +65,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
 
     register(app)
     from .agent.tools import default_registry
+    from .login_limits import throttle_from_config
     from .turns.manager import TurnManager
 
     app.extensions["numi.turns"] = TurnManager(app)
+    app.extensions["numi.login_throttle"] = throttle_from_config(app.config)
     app.extensions["numi.tools"] = default_registry()
     _load_plugins(app)
     return app

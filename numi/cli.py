@@ -17,10 +17,15 @@ import click  # noqa: E402
 log = logging.getLogger("numi")
 
 
-def _app():
+def _app(*, announce: bool = True):
     from . import create_app
 
-    return create_app()
+    app = create_app()
+    if announce:
+        # A command run with another NUMI_DATA_DIR than the server's would silently act
+        # on another database: say which one (stderr, so output stays parseable).
+        click.echo(f"numi: data directory {app.config['NUMI_DATA_DIR']}", err=True)
+    return app
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,10 +33,17 @@ def main():
     """Numi: a lightweight, self-hosted chat workstation for LLMs."""
 
 
+DEMO_ENDPOINT = "Demo (scripted)"
+DEMO_TOKENS_PER_SECOND = 40.0  # slow enough to watch the answer stream in
+
+
 @main.command()
 @click.option("--host", help="Address to bind (default NUMI_HOST, 127.0.0.1).")
 @click.option("--port", type=int, help="Port (default NUMI_PORT, 8765).")
-def serve(host, port):
+@click.option("--demo", is_flag=True,
+              help="Try Numi without an API key: also run the built-in scripted provider and add it as "
+                   f"the endpoint {DEMO_ENDPOINT!r} (answers are canned, paced like a real model).")
+def serve(host, port, demo):
     """Apply migrations and serve Numi with gevent's WSGI server.
 
     Equivalent under gunicorn (after `numi db upgrade`):
@@ -43,22 +55,55 @@ def serve(host, port):
     from .endpoints import detect_from_environment
     from .extensions import db
 
-    app = _app()
+    app = _app(announce=False)  # the running line below names the data directory
     host = host or app.config["NUMI_HOST"]
     port = port or app.config["NUMI_PORT"]
+    server = WSGIServer((host, port), app, log=None, error_log=logging.getLogger("numi.wsgi"))
+    try:
+        server.init_socket()  # bind before anything else: a taken port is one clear line
+    except OSError as exc:
+        click.echo(f"Error: cannot listen on {host}:{port}: {exc.strerror or exc}. "
+                   "Is Numi (or something else) running there? Set NUMI_PORT or --port.", err=True)
+        sys.exit(2)
     upgrade(app)
     if app.config["NUMI_AUTO_ENDPOINTS"]:
         with app.app_context():
             for endpoint in detect_from_environment():
                 log.info("added endpoint %s (%s)", endpoint.name, endpoint.base_url)
             db.session.remove()
-    server = WSGIServer((host, port), app, log=None, error_log=logging.getLogger("numi.wsgi"))
+    provider = _start_demo(app) if demo else None
     bound = "" if host == _browser_host(host) else f"bound to {host}; "
     click.echo(f"Numi is running on {_browser_url(app, host, port)}  ({bound}data: {app.config['NUMI_DATA_DIR']})")
+    if provider is not None:
+        click.echo(f"Demo: the endpoint {DEMO_ENDPOINT!r} answers with the scripted provider (no API key, no model).")
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
+    finally:
+        if provider is not None:
+            provider.stop()
+
+
+def _start_demo(app):
+    """Run the scripted provider on a free loopback port and point the demo endpoint at it
+    (made on the first demo start, its URL updated on later ones)."""
+    from .endpoints import create_endpoint, find_by_name, update_endpoint
+    from .extensions import db
+    from .testing.demo import demo_scenario
+    from .testing.server import ScriptedProvider
+
+    provider = ScriptedProvider(default_scenario=demo_scenario(DEMO_TOKENS_PER_SECOND)).start()
+    fields = {"name": DEMO_ENDPOINT, "kind": "openai_chat", "base_url": provider.openai_base_url,
+              "default_model": "scripted-model"}
+    with app.app_context():
+        existing = find_by_name(None, DEMO_ENDPOINT)
+        if existing is None:
+            create_endpoint(None, fields)
+        else:
+            update_endpoint(existing, {"base_url": provider.openai_base_url, "enabled": True})
+        db.session.remove()
+    return provider
 
 
 @main.command("open")
@@ -241,10 +286,10 @@ def user():
 def user_create(username, admin, password_stdin):
     """Create USERNAME; asks for the password unless --password-stdin."""
     from sqlalchemy import select
-    from werkzeug.security import generate_password_hash
 
     from .extensions import db as database
     from .models import User
+    from .passwords import hash_password
 
     if not 1 <= len(username) <= 100:
         raise click.ClickException("A username has 1 to 100 characters.")
@@ -259,7 +304,7 @@ def user_create(username, admin, password_stdin):
     with _context():
         if database.session.execute(select(User).where(User.username == username)).scalar_one_or_none():
             raise click.ClickException(f"User {username!r} exists already.")
-        database.session.add(User(username=username, password_hash=generate_password_hash(password), is_admin=admin))
+        database.session.add(User(username=username, password_hash=hash_password(password), is_admin=admin))
         database.session.commit()
         click.echo(f"Created user {username}{' (admin)' if admin else ''}.")
 

@@ -11,6 +11,7 @@ import os
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_AUTH", "single", _choice("single", "multi", "none"), "`single`: one local user, no login, but the access token is needed once per browser. `multi`: login page, users, bearer tokens. `none`: one local user and no token at all (anything that reaches the port can use Numi and its tools)."),
     Setting("NUMI_ACCESS_TOKEN", None, str, "Single-user mode's access token (`?token=` once per browser, or `Authorization: Bearer`). Generated and stored in the data directory when unset."),
     Setting("NUMI_SECRET_KEY", None, str, "Signs session cookies; the key that encrypts stored API keys is derived from it (changing it makes them unreadable). Generated and stored in the data directory when unset."),
+    Setting("NUMI_SECURE_COOKIES", False, _bool, "Mark the session cookie Secure (sent over HTTPS only): set it when Numi is served through TLS."),
+    Setting("NUMI_TRUSTED_PROXIES", 0, int, "Number of reverse proxies in front of Numi whose X-Forwarded-For, -Proto and -Host headers are trusted (werkzeug ProxyFix); 0 ignores those headers."),
+    Setting("NUMI_SESSION_LIFETIME_HOURS", 168, float, "A login (or a remembered access token) ends after this many hours without a visit."),
+    Setting("NUMI_LOGIN_FREE_ATTEMPTS", 5, int, "Failed logins for one username from one address before delays start; one username from any address, or one address for any username, gets four times as many."),
+    Setting("NUMI_LOGIN_DELAY_SECONDS", 5, float, "The first delay after the free attempts; it doubles with each further failure."),
+    Setting("NUMI_LOGIN_MAX_DELAY_SECONDS", 900, float, "The longest delay (a temporary lockout). Failures are forgotten a day after the last one."),
     Setting("NUMI_ALLOWED_HOSTS", (), _csv, "Extra host names accepted in the Host header (comma separated); `*` accepts any. localhost and the bound address are always accepted."),
     Setting("NUMI_AUTO_ENDPOINTS", True, _bool, "On first start, add endpoints from OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY and a local Ollama."),
     Setting("NUMI_LOG_LEVEL", "INFO", str, "Python logging level."),
@@ -74,17 +81,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_MAX_TITLE_CHARS", 200, int, "Longest chat title accepted."),
     Setting("NUMI_MAX_SYSTEM_PROMPT_CHARS", 50_000, int, "Longest per-chat system prompt accepted."),
     Setting("NUMI_MAX_NAME_CHARS", 100, int, "Longest endpoint, user or token name accepted."),
+    Setting("NUMI_MAX_JSON_DEPTH", 64, int, "Deepest nesting of arrays and objects accepted in a JSON body, import file or WebSocket message."),
     Setting("NUMI_PAGE_SIZE_CHATS", 50, int, "Chats per page in the sidebar and GET /api/sessions."),
     Setting("NUMI_PAGE_SIZE_MESSAGES", 50, int, "Messages per page in the chat view and GET /api/history."),
     Setting("NUMI_MODELS_CACHE_SECONDS", 3600, int, "How long an endpoint's fetched model list is reused."),
     Setting("NUMI_PROVIDER_TIMEOUT_SECONDS", 600, float, "Read timeout for a provider stream."),
+    Setting("NUMI_PROVIDER_IDLE_SECONDS", 300, float, "A provider stream that sends no token, reasoning or tool delta for this long (keep-alive comments do not count) ends with `provider_timeout`; 0 turns the deadline off."),
     Setting("NUMI_PROVIDER_MAX_RETRIES", 2, int, "Retries of rate-limited or failing provider calls, only before any output streamed."),
     Setting("NUMI_MAX_STEPS", 12, int, "Most model steps (tool rounds) in one turn."),
     Setting("NUMI_TOOL_TIMEOUT_SECONDS", 60, float, "Time a tool may run before its call fails with a timeout result."),
     Setting("NUMI_MCP_TIMEOUT_SECONDS", 30, float, "Time limit for one MCP server session (listing tools or one tool call)."),
     Setting("NUMI_MCP_TOOLS_CACHE_SECONDS", 60, int, "How long a server's MCP tool list is reused before it is fetched again."),
     Setting("NUMI_FRAME_INTERVAL_MS", 40, int, "Streaming deltas are coalesced into one WebSocket frame per interval."),
-    Setting("NUMI_RENDER_INTERVAL_MS", 150, int, "Most often the streaming answer is re-rendered as markdown in the HTML view."),
     Setting("NUMI_TURN_BUFFER_EVENTS", 4000, int, "Events a running turn keeps for reconnecting clients."),
     Setting("NUMI_TURN_BUFFER_BYTES", 2 * 1024 * 1024, int, "Bytes of events a running turn keeps for reconnecting clients."),
     Setting("NUMI_SUBSCRIBER_QUEUE", 512, int, "Events queued for one slow client before it is resynced by snapshot."),
@@ -136,6 +144,8 @@ def finalize(config: dict[str, Any]) -> dict[str, Any]:
     config["MAX_CONTENT_LENGTH"] = config["NUMI_MAX_REQUEST_BYTES"]
     config.setdefault("SESSION_COOKIE_SAMESITE", "Lax")
     config.setdefault("SESSION_COOKIE_HTTPONLY", True)
+    config.setdefault("SESSION_COOKIE_SECURE", bool(config.get("NUMI_SECURE_COOKIES")))
+    config.setdefault("PERMANENT_SESSION_LIFETIME", timedelta(hours=config.get("NUMI_SESSION_LIFETIME_HOURS", 168)))
     return config
 
 

@@ -213,6 +213,7 @@ def cached_adapter(app, kind: str, base_url: str, api_key: str | None, guarded: 
             api_key,
             timeout=app.config["NUMI_PROVIDER_TIMEOUT_SECONDS"],
             max_retries=app.config["NUMI_PROVIDER_MAX_RETRIES"],
+            idle_timeout=app.config["NUMI_PROVIDER_IDLE_SECONDS"],
             transport=guarded_transport() if guarded else None,
         )
     return adapter

@@ -58,7 +58,24 @@ class User(db.Model):
     username: Mapped[str] = mapped_column(String(100), unique=True)
     password_hash: Mapped[str | None] = mapped_column(String(255))
     is_admin: Mapped[bool] = mapped_column(default=False)
+    # Stamped into the session cookie at login; logout, "Log out everywhere" and a password
+    # change raise it, so every cookie issued before stops working (cookies live client-side).
+    session_version: Mapped[int] = mapped_column(default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class LoginFailure(db.Model):
+    """Recent failed logins of one throttle key (a username, a client address, or the pair),
+    so that every process sees the same limits (numi/login_limits.py). The key is a hash:
+    mistyped usernames are often passwords and are not kept in clear."""
+
+    __tablename__ = "login_failures"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    failures: Mapped[int] = mapped_column(default=0)
+    # Seconds since the epoch, as the throttle's clock gives them.
+    last_failure_at: Mapped[float] = mapped_column(Float, index=True)
+    blocked_until: Mapped[float] = mapped_column(Float, default=0.0)
 
 
 class ApiToken(db.Model):
@@ -193,6 +210,9 @@ class Message(db.Model):
         Index("ix_messages_chat_id_id", "chat_id", "id"),
         Index("ix_messages_chat_active_id", "chat_id", "active", "id"),
         Index("ix_messages_chat_parent", "chat_id", "parent_id"),
+        # A chat's live messages, newest first, and their count, read from the index alone:
+        # a turn in a long chat loads its newest messages and counts the ones left out.
+        Index("ix_messages_chat_live", "chat_id", "deleted_at", "id"),
         # Strictly increasing ids on SQLite too: the id orders the transcript.
         {"sqlite_autoincrement": True},
     )

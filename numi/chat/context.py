@@ -50,6 +50,7 @@ class History:
     omitted: int
     checkpoint_id: int | None
     total_chars: int
+    omitted_chars: int = 0  # characters of the omitted messages (for token estimates)
 
 
 class ChatContextService:
@@ -97,10 +98,11 @@ class ChatContextService:
 
     def _load_history(self) -> History:
         checkpoint = self.latest_checkpoint()
-        stmt = select(Message).where(Message.chat_id == self.chat_id, Message.shown())
+        live = [Message.chat_id == self.chat_id, Message.shown()]
         if checkpoint is not None:
-            stmt = stmt.where(Message.id > checkpoint.through_message_id)
-        rows = list(db.session.execute(stmt.order_by(Message.id.desc()).limit(self.max_messages + 1)).scalars())
+            live.append(Message.id > checkpoint.through_message_id)
+        stmt = select(Message).where(*live).order_by(Message.id.desc()).limit(self.max_messages + 1)
+        rows = list(db.session.execute(stmt).scalars())
         truncated = len(rows) > self.max_messages
         rows = rows[: self.max_messages]
         rows.reverse()
@@ -130,13 +132,19 @@ class ChatContextService:
         kept.reverse()
         messages = [m for group in kept for m in group]
         omitted = len(rows) - len(messages)
+        kept_ids = {id(m) for m in messages}
+        omitted_chars = sum(_chars(m) for m in internal if id(m) not in kept_ids)
         if truncated:  # exact: count what the row limit left unread (one indexed count)
             from sqlalchemy import func
 
-            total = db.session.execute(
-                select(func.count()).select_from(stmt.order_by(None).subquery())
-            ).scalar_one()
+            # Counted from ix_messages_chat_live alone, without reading the rows (a 5,000-row
+            # chat would otherwise re-read them all at every turn); their size is estimated from
+            # the loaded rows' average, as token counts are estimates anyway.
+            total = db.session.execute(select(func.count(Message.id)).where(*live)).scalar_one()
+            unread = max(0, total - loaded)
             omitted = total - len(messages) - placeholders
+            average = sum(_chars(m) for m in internal) / max(1, len(internal))
+            omitted_chars += int(unread * average)
         prefix: list[dict[str, Any]] = []
         if checkpoint is not None:
             prefix.append({"role": "user", "content": f"Summary of the earlier conversation:\n{checkpoint.summary}", "_checkpoint": checkpoint.id})
@@ -144,7 +152,7 @@ class ChatContextService:
         if omitted:
             prefix.append({"role": "user", "content": OMITTED_NOTICE, "_notice": True})
             prefix.append({"role": "assistant", "content": "Understood.", "_notice": True})
-        return History(prefix + messages, omitted, checkpoint.id if checkpoint else None, chars)
+        return History(prefix + messages, omitted, checkpoint.id if checkpoint else None, chars, omitted_chars)
 
     def invalidate_history(self) -> None:
         self._history = None

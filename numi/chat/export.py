@@ -30,11 +30,12 @@ from .versions import load_tree
 
 FORMAT_TAG = "numi.chat"
 FORMAT_VERSION = 1
+# Bare types: the response adds "; charset=utf-8" to text types itself (once).
 FORMATS = {
-    "md": "text/markdown; charset=utf-8",
-    "txt": "text/plain; charset=utf-8",
+    "md": "text/markdown",
+    "txt": "text/plain",
     "json": "application/json",
-    "html": "text/html; charset=utf-8",
+    "html": "text/html",
 }
 ROLE_LABELS = {"user": "You", "assistant": "Assistant", "system": "System", "tool": "Tool"}
 # Keys the JSON export adds to an attachment part; the importer removes them again.

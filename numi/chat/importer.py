@@ -19,7 +19,6 @@ reference line for each image or file (their bytes are not in those exports).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -35,9 +34,11 @@ from .chats import SETTING_KEYS, validate_settings
 from .export import ATTACHMENT_INFO_KEY, FORMAT_TAG, FORMAT_VERSION
 
 ROLES = ("system", "user", "assistant", "tool")
-# Settings that only make sense on the machine and account they were made on, and the
-# approval policy: a file must never decide which tool calls run without asking.
-DROPPED_SETTINGS = ("workspace", "tool_policy")
+# Settings that only make sense on the machine and account they were made on, and the ones
+# that let a chat act (tools, auto-approval, the approval policy): a file from elsewhere
+# never switches those on, nor decides which tool calls run without asking; the user does,
+# after reading what they imported.
+DROPPED_SETTINGS = ("workspace", "tools", "auto_approve", "tool_policy")
 KNOWN_SETTINGS = (*SETTING_KEYS, "fallbacks", "auto_compact", "auto_approve")
 
 
@@ -65,21 +66,6 @@ class ChatImporter(Protocol):
     def detect(self, document: Any) -> bool: ...
 
     def parse(self, document: Any, limits: dict[str, Any]) -> list[ImportedChat]: ...
-
-
-def parse_upload(raw: bytes | str) -> Any:
-    """The decoded JSON of an uploaded file or request body."""
-    if isinstance(raw, bytes):
-        try:
-            raw = raw.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise invalid_import("The file is not UTF-8 text.") from None
-    if not raw.strip():
-        raise invalid_import("The file is empty.")
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise invalid_import(f"The file is not valid JSON (line {exc.lineno}, column {exc.colno}).") from None
 
 
 def import_chats(user_id: int, document: Any, limits: dict[str, Any]) -> list[Chat]:
@@ -161,8 +147,8 @@ def _message(raw: Any, where: str, seen_calls: set[str], seen_requests: set[str]
         "reasoning_details": _optional(raw, "reasoning_details", list, prefix) or [],
         "tool_calls": _optional(raw, "tool_calls", list, prefix) or [],
         "tool_call_id": _text_limit(_optional(raw, "tool_call_id", str, prefix), 200, f"{where}.tool_call_id"),
-        "citation_sources": _optional(raw, "citation_sources", list, prefix) or [],
-        "meta": _optional(raw, "meta", dict, prefix) or {},
+        "citation_sources": _sources(_optional(raw, "citation_sources", list, prefix) or [], where),
+        "meta": _meta(_optional(raw, "meta", dict, prefix) or {}, where),
         "request_id": _text_limit(_optional(raw, "request_id", str, prefix), 100, f"{where}.request_id"),
         "created_at": _time(raw.get("created_at"), f"{where}.created_at"),
     }
@@ -173,7 +159,14 @@ def _message(raw: Any, where: str, seen_calls: set[str], seen_requests: set[str]
             raise invalid_import(f"{where}.tool_calls[{i}] needs a text id.")
         if len(call["id"]) > 200:
             raise invalid_import(f"{where}.tool_calls[{i}].id is too long.")
+        function = call.get("function")
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) \
+                or not isinstance(function.get("arguments", ""), str):
+            raise invalid_import(f"{where}.tool_calls[{i}].function needs a text name and text arguments.")
         seen_calls.add(call["id"])
+    for i, detail in enumerate(out["reasoning_details"]):
+        if not isinstance(detail, dict):
+            raise invalid_import(f"{where}.reasoning_details[{i}] must be an object.")
     if role == "tool":
         if not out["tool_call_id"]:
             raise invalid_import(f"{where}: a tool result needs its tool_call_id.")
@@ -219,7 +212,48 @@ def _part(part: Any, where: str) -> dict[str, Any]:
         info = part.get(ATTACHMENT_INFO_KEY)
         if info is not None and not isinstance(info, dict):
             raise invalid_import(f"{where}.{ATTACHMENT_INFO_KEY} must be an object.")
+    elif part["type"] == "text" and not isinstance(part.get("text"), str):
+        raise invalid_import(f"{where}.text must be text.")
     return part
+
+
+def _sources(sources: list[Any], where: str) -> list[dict[str, Any]]:
+    for i, source in enumerate(sources):
+        if not isinstance(source, dict) or any(
+                not isinstance(source.get(key), str) for key in ("url", "title") if source.get(key) is not None):
+            raise invalid_import(f"{where}.citation_sources[{i}] must be an object with text url and title.")
+    return sources
+
+
+# Message meta the app reads, with the type each value must have. Meta is bookkeeping
+# (model, timings, a tool's outcome): a known key of the wrong type is refused, since the
+# pages and the agent read it; an unknown key is dropped.
+_META_TYPES: dict[str, type | tuple[type, ...]] = {
+    "model": str, "endpoint_id": int, "step": int, "turn_id": str, "finish_reason": str,
+    "tool": str, "ok": bool, "error_code": str, "partial": bool, "edited_at": str,
+    "imported_from": str, "tool_output": str, "tool_call": str, "error": (dict, str),
+    "metrics": dict, "usage": dict, "interrupted": bool,
+}
+
+
+def _meta(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    for key, value in raw.items():
+        kind = _META_TYPES.get(key)
+        if kind is None or value is None:
+            continue
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+            raise invalid_import(f"{where}.meta.{key} has the wrong type.")
+        meta[key] = value
+    if isinstance(meta.get("error"), dict):
+        error = meta["error"]
+        meta["error"] = {k: str(error[k])[:1000] for k in ("code", "message") if isinstance(error.get(k), str)}
+    for key in ("metrics", "usage"):
+        if key in meta:
+            # Figures only: a text "tokens_per_s" would break every page that shows the chat.
+            meta[key] = {k: v for k, v in meta[key].items()
+                         if isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)}
+    return meta
 
 
 def _settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:

@@ -58,9 +58,10 @@ def generate_title(app, channel, turn_id: str, user_id: int, chat_id: str, adapt
     ).scalar_one_or_none()
     if chat is None or chat.title != DEFAULT_TITLE:
         return  # deleted, or renamed by the user meanwhile: theirs wins
-    chat.title = title[: app.config["NUMI_MAX_TITLE_CHARS"]]
+    chat.title = title = title[: app.config["NUMI_MAX_TITLE_CHARS"]]
     db.session.commit()
-    channel.publish(turn_id, "title_update", {"title": chat.title})
+    # The local, not chat.title: the commit expired the row and reading it would query again.
+    channel.publish(turn_id, "title_update", {"title": title})
 
 
 def _ask_model(adapter, model: str, question: str, answer: str) -> str:

@@ -63,10 +63,12 @@ def get_adapter(
     connect_timeout: float = 10.0,
     max_retries: int = 2,
     retry: RetryPolicy | None = None,
+    idle_timeout: float | None = None,
     transport: Any = None,
 ) -> ProviderAdapter:
-    """An adapter for an endpoint. `timeout` is the longest wait for data on a stream;
-    `max_retries` (or a full `retry` policy) bounds retries before any output;
+    """An adapter for an endpoint. `timeout` is the longest wait for any bytes on a
+    stream; `idle_timeout` the longest wait for an event (keep-alive comments do not
+    count); `max_retries` (or a full `retry` policy) bounds retries before any output;
     `transport` (an httpx2 transport) carries every request, redirects included."""
     return adapter_class(kind)(
         base_url,
@@ -75,6 +77,7 @@ def get_adapter(
         connect_timeout=connect_timeout,
         max_retries=max_retries,
         retry=retry,
+        idle_timeout=idle_timeout,
         transport=transport,
     )
 

@@ -26,6 +26,11 @@ consuming greenlet/thread or from another one while the consumer is blocked read
 shuts the socket down, which wakes a blocked read in both plain threads and gevent,
 closes the HTTP response, and ends the iteration without a terminal event. A retry
 backoff in progress is interrupted too.
+
+Idle deadline. A server that sends only keep-alive comments keeps the socket's read
+timeout from ever firing. With ``idle_timeout`` set, a watchdog ends the stream when no
+event (text, reasoning, tool call, usage, finish) arrived for that long: the failure is
+``provider_timeout``, retried like the others only before any output.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from __future__ import annotations
 import random
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -83,9 +89,11 @@ class ProviderAdapter:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         max_retries: int = 2,
         retry: RetryPolicy | None = None,
+        idle_timeout: float | None = None,
         transport: Any = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.idle_timeout = idle_timeout if idle_timeout and idle_timeout > 0 else None
         # An httpx2 transport for the SDK client (the caller's address guard), or None.
         self.transport = transport
         self.api_key = api_key
@@ -184,6 +192,8 @@ class ProviderStream(Iterator[StreamEvent]):
         self.attempts = 0
         self._cancelled = threading.Event()
         self._http_response: Any = None
+        self._last_event_at = 0.0  # monotonic time of the last event (the idle deadline)
+        self._idle_expired = False
         self._generator = self._run()
 
     def __iter__(self) -> ProviderStream:
@@ -228,13 +238,26 @@ class ProviderStream(Iterator[StreamEvent]):
             except OSError:
                 pass  # already closed
 
+    def _watch_idle(self, done: threading.Event, idle: float) -> None:
+        """End the attempt's HTTP stream once no event arrived for `idle` seconds."""
+        while not done.is_set():
+            left = self._last_event_at + idle - time.monotonic()
+            if left <= 0:
+                self._idle_expired = True
+                self._abort_http()
+                return
+            done.wait(left)
+
     def _run(self) -> Iterator[StreamEvent]:
         adapter, request = self.adapter, self.request
+        idle = adapter.idle_timeout
         while True:
             output_seen = False
             opened = False
             sdk_stream = None
             events: Iterator[StreamEvent] | None = None
+            watch_done = threading.Event()
+            self._idle_expired = False
             try:
                 self.attempts += 1
                 sdk_stream = adapter._open(adapter.client, request)
@@ -242,16 +265,28 @@ class ProviderStream(Iterator[StreamEvent]):
                 opened = True
                 if self.cancelled:
                     return
+                if idle is not None and self._http_response is not None:
+                    self._last_event_at = time.monotonic()
+                    threading.Thread(target=self._watch_idle, args=(watch_done, idle), daemon=True).start()
                 events = adapter._events(sdk_stream, request)
                 for event in events:
+                    self._last_event_at = time.monotonic()
                     if isinstance(event, OUTPUT_EVENTS):
                         output_seen = True
                     yield event
+                    self._last_event_at = time.monotonic()  # the consumer's time is not the provider's
+                if self._idle_expired:
+                    raise ProviderError("provider_timeout", "idle")  # the abort ended the stream quietly
                 return
             except Exception as exc:  # GeneratorExit (a close) is not an Exception
                 if self.cancelled:
                     return
-                error = adapter.map_exception(exc, streaming=opened)
+                if self._idle_expired:
+                    error = ProviderError(
+                        "provider_timeout", f"The provider sent no data for {idle:g} seconds."
+                    )
+                else:
+                    error = adapter.map_exception(exc, streaming=opened)
                 delay = None if output_seen else adapter.retry.delay(error, self.attempts - 1)
                 if delay is None:
                     yield StreamError(
@@ -263,6 +298,7 @@ class ProviderStream(Iterator[StreamEvent]):
                     )
                     return
             finally:
+                watch_done.set()
                 self._http_response = None
                 if events is not None:
                     events.close()  # type: ignore[attr-defined]

@@ -38,10 +38,11 @@ CODES = (
     "model_not_found",
     "provider_unavailable",
     "stream_interrupted",
+    "provider_timeout",
 )
 
 # Failures worth another attempt, provided nothing has streamed yet.
-RETRYABLE_CODES = frozenset({"rate_limited", "provider_unavailable", "stream_interrupted"})
+RETRYABLE_CODES = frozenset({"rate_limited", "provider_unavailable", "stream_interrupted", "provider_timeout"})
 
 _MAX_MESSAGE = 300
 

@@ -71,7 +71,10 @@ class Drop:
 
 @dataclass(frozen=True)
 class Stall:
-    """Send nothing until ScriptedProvider.release() or the client goes away."""
+    """Send nothing until ScriptedProvider.release() or the client goes away; with
+    `keepalive`, an SSE comment every that many seconds meanwhile (data that is no event)."""
+
+    keepalive: float | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,11 @@ class Scenario:
 
     def stall(self) -> Scenario:
         self.steps.append(Stall())
+        return self
+
+    def keep_alive(self, interval: float = 0.05) -> Scenario:
+        """Stall, sending only `: keep-alive` comments every `interval` seconds."""
+        self.steps.append(Stall(keepalive=interval))
         return self
 
     def pause(self, seconds: float) -> Scenario:

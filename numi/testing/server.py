@@ -338,7 +338,7 @@ class _Handler(BaseHTTPRequestHandler):
                     if stopping.wait(frame.seconds):
                         break
                 elif isinstance(frame, Stall):
-                    if not self._wait_while_stalled(record):
+                    if not self._wait_while_stalled(record, frame.keepalive):
                         return
                 elif isinstance(frame, Drop):
                     self._drop()
@@ -348,9 +348,19 @@ class _Handler(BaseHTTPRequestHandler):
             record.disconnected.set()
             self.close_connection = True
 
-    def _wait_while_stalled(self, record: RecordedRequest) -> bool:
+    def _wait_while_stalled(self, record: RecordedRequest, keepalive: float | None = None) -> bool:
         """Hold the stream until released; False when the client went away meanwhile."""
+        next_comment = time.monotonic() + (keepalive or 0)
         while not self.provider._released.wait(0.02):
+            if keepalive and time.monotonic() >= next_comment:
+                next_comment += keepalive
+                comment = b": keep-alive\n\n"
+                try:
+                    self.wfile.write(b"%x\r\n%b\r\n" % (len(comment), comment))
+                except (BrokenPipeError, ConnectionResetError):
+                    record.disconnected.set()
+                    self.close_connection = True
+                    return False
             if self._client_gone():
                 record.disconnected.set()
                 self.close_connection = True

@@ -45,7 +45,9 @@ class TurnState:
 
     def apply(self, type_: str, data: dict[str, Any]) -> None:
         """Fold one event into the state (the same rules the HTML view follows)."""
-        if type_ in ("content", "reasoning"):
+        if type_ == "turn_start":
+            self.history_boundary = data.get("history_boundary")
+        elif type_ in ("content", "reasoning"):
             if data.get("step", self.step) != self.step:
                 self.step, self.content, self.reasoning = data["step"], "", ""
             if type_ == "content":

@@ -116,7 +116,7 @@ class Turn:
                 log.debug("cancel callback failed", exc_info=True)
         for result in self.approvals.values():
             if not result.ready():
-                result.set("deny")
+                result.set("stopped")  # not a denial: the user stopped the whole turn
 
     def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Run `callback` when the turn is cancelled; returns a function that unregisters it."""

@@ -7,11 +7,13 @@ from flask import Flask
 
 def register(app: Flask) -> None:
     """Register blueprints, request guards, error handlers and template helpers."""
-    from . import access, api, auth, errors, pages, security, streams, transcript, transfer, ws
-    from ..render import render_cited, render_markdown
+    from . import access, api, assets, auth, errors, inputs, pages, security, streams, transcript, transfer, ws
+    from ..render import render_blocks, render_markdown
 
     security.init_app(app)
+    assets.init_app(app)
     errors.init_app(app)
+    app.before_request(inputs.check_query_values)
     app.register_blueprint(auth.bp)
     app.register_blueprint(access.bp)
     app.register_blueprint(pages.bp)
@@ -39,6 +41,6 @@ def register(app: Flask) -> None:
     from ..endpoints import model_capabilities
 
     app.jinja_env.filters["markdown"] = render_markdown
-    app.jinja_env.filters["markdown_cited"] = render_cited
+    app.jinja_env.filters["markdown_blocks"] = render_blocks
     app.jinja_env.globals["model_capabilities"] = model_capabilities
     app.jinja_env.globals["asset_version"] = "1"

@@ -67,13 +67,13 @@ def authorize(public: bool):
 @bp.post("/token")
 def submit():
     """The token form: remember the token in the session cookie and go on to `next`."""
-    from .auth import _safe_next
+    from .auth import safe_next
 
     target = (request.form.get("next") or "/")[:2000]
     if not _matches(request.form.get("token") or ""):
         return _form(target, WRONG)
     _remember()
-    return redirect(_safe_next(target))
+    return redirect(safe_next(target))
 
 
 def _matches(given: str) -> bool:

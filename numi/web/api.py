@@ -16,13 +16,32 @@ CHAT_FIELDS = ("title", "endpoint_id", "model", "settings", "system_prompt", "te
                "max_tokens", "reasoning_effort", "tools")
 
 
-def _chat_fields(data: dict) -> dict:
+def _chat_fields(data: dict, current_tools: list[str] | None = None) -> dict:
     fields = {key: data[key] for key in CHAT_FIELDS if key in data}
     if "name" in data and "title" not in fields:  # the seed's form field for the title
         fields["title"] = data["name"]
     if "selected_endpoint_id" in data and "endpoint_id" not in fields:
         fields["endpoint_id"] = data["selected_endpoint_id"]
+    for key in ("rag", "use_rag"):  # the seed's switch for document search ("rag" on its form)
+        if data.get(key) not in (None, ""):
+            on = _switch(data[key], key)
+            tools = fields.get("tools", current_tools or [])
+            if not isinstance(tools, list):
+                break  # the tools field itself is malformed: its own check reports it
+            fields["tools"] = [t for t in tools if t != DOCUMENT_SEARCH] + ([DOCUMENT_SEARCH] if on else [])
     return fields
+
+
+DOCUMENT_SEARCH = "search_documents"
+
+
+def _switch(value, name: str) -> bool:
+    """A true/false field from JSON (a boolean) or a form (true/false, on/off, 1/0)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "on", "1", "false", "off", "0"):
+        return value.lower() in ("true", "on", "1")
+    raise NumiError("invalid_input", f"{name} must be true or false.", 400)
 
 
 @bp.post("/session")
@@ -47,7 +66,8 @@ def get_session(chat_id: str):
 
 @bp.patch("/session/<chat_id>")
 def update_session(chat_id: str):
-    chat = chats.update_chat(g.user.id, chat_id, _chat_fields(request_data()), current_app.config)
+    current = chats.get_chat(g.user.id, chat_id).settings.get("tools")
+    chat = chats.update_chat(g.user.id, chat_id, _chat_fields(request_data(), current), current_app.config)
     return jsonify(chat.to_dict())
 
 

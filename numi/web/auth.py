@@ -1,47 +1,202 @@
-"""Login and logout for multi-user mode (single-user mode has neither: access.py)."""
+"""Logins, logouts and passwords for multi-user mode (single-user mode has none: access.py).
+
+A login puts the user's id and `session_version` into the session cookie; every request
+checks the version (security.py). Logout, "Log out everywhere" and a password change raise
+the version, so every cookie issued before stops working: Flask's cookies live in the
+browser, and this is how the server takes them back.
+
+Password checks run through the login throttle (numi/login_limits.py) and the hashing pool
+(numi/passwords.py).
+"""
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, redirect, render_template, request, session, url_for
-from sqlalchemy import select
-from werkzeug.security import check_password_hash
+import math
+from urllib.parse import unquote, urlsplit
 
+from flask import (
+    Blueprint, current_app, g, redirect, render_template, request, session, url_for,
+)
+from sqlalchemy import select, update
+
+from ..errors import NotFound
 from ..extensions import db
+from ..login_limits import LoginThrottle
 from ..models import User
+from ..passwords import check_password, hash_password
+from .inputs import request_data
 
 bp = Blueprint("auth", __name__)
 
-# Compared against when the user does not exist, so timing does not reveal usernames.
-_DUMMY_HASH = "scrypt:32768:8:1$invalid$" + "0" * 128
+MIN_PASSWORD_CHARS = 8
+MAX_PASSWORD_CHARS = 1000
+
+
+def login_throttle() -> LoginThrottle:
+    return current_app.extensions["numi.login_throttle"]
+
+
+def client_address() -> str:
+    # With NUMI_TRUSTED_PROXIES, ProxyFix has already put the forwarded address here.
+    return request.remote_addr or ""
 
 
 @bp.route("/login", methods=["GET", "POST"])
 def login():
     if current_app.config["NUMI_AUTH"] != "multi":
         return redirect(url_for("pages.index"))
-    error = None
-    if request.method == "POST":
-        username = (request.form.get("username") or "")[:100]
-        password = (request.form.get("password") or "")[:1000]
-        user = db.session.execute(select(User).where(User.username == username)).scalar_one_or_none()
-        hashed = user.password_hash if user and user.password_hash else _DUMMY_HASH
-        if check_password_hash(hashed, password) and user is not None:
-            session.clear()
-            session["user_id"] = user.id
-            session.permanent = True
-            return redirect(_safe_next(request.args.get("next")))
-        error = "Wrong username or password."
-    return render_template("login.html", error=error), 401 if error else 200
+    if request.method == "GET":
+        return render_template("login.html", error=None)
+    username = (request.form.get("username") or "")[:100]
+    password = (request.form.get("password") or "")[:MAX_PASSWORD_CHARS]
+    throttle, address = login_throttle(), client_address()
+    wait = throttle.retry_after(username, address)
+    if wait:
+        return _too_many(wait, "login.html")
+    user = db.session.execute(select(User).where(User.username == username)).scalar_one_or_none()
+    user_id, stored = (user.id, user.password_hash) if user else (None, None)
+    db.session.rollback()  # no transaction is held while the hash is computed
+    matches, new_hash = check_password(stored, password)
+    if not matches or user_id is None:
+        throttle.failed(username, address)
+        return render_template("login.html", error="Wrong username or password."), 401
+    throttle.succeeded(username, address)
+    if new_hash:
+        # Only if the hash is still the one checked: a password changed meanwhile stays.
+        db.session.execute(update(User).where(User.id == user_id, User.password_hash == stored)
+                           .values(password_hash=new_hash))
+        db.session.commit()
+    user = db.session.get(User, user_id)
+    _start_session(user)
+    return redirect(safe_next(request.args.get("next")))
 
 
 @bp.post("/logout")
 def logout():
+    if g.get("user") is not None and current_app.config["NUMI_AUTH"] == "multi":
+        end_sessions(g.user.id)
     session.clear()
     return redirect(url_for("auth.login"))
 
 
-def _safe_next(target: str | None) -> str:
-    # Only same-site paths: never redirect to another host after login.
-    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
-        return target
-    return url_for("pages.index")
+@bp.post("/settings/logout-everywhere")
+def logout_everywhere():
+    """End every session of this user, in every browser, this one included."""
+    _multi_user_only()
+    end_sessions(g.user.id)
+    session.clear()
+    return redirect(url_for("auth.login"))
+
+
+@bp.post("/settings/password")
+def change_password():
+    """Change the password (the current one is checked); every other session ends."""
+    _multi_user_only()
+    data = request_data()
+    current = str(data.get("current_password") or "")[:MAX_PASSWORD_CHARS]
+    new = str(data.get("new_password") or "")
+    repeat = str(data.get("repeat_password") or "")
+    problem = None
+    if not MIN_PASSWORD_CHARS <= len(new) <= MAX_PASSWORD_CHARS:
+        problem = f"A password has at least {MIN_PASSWORD_CHARS} characters (and at most {MAX_PASSWORD_CHARS})."
+    elif new != repeat:
+        problem = "The new passwords do not match."
+    if problem:
+        return _password_form(problem, 400)
+    # The current password is guessed no faster here than at the login form.
+    throttle, address, username = login_throttle(), client_address(), g.user.username
+    wait = throttle.retry_after(username, address)
+    if wait:
+        return _too_many(wait, None)
+    user_id, stored = g.user.id, g.user.password_hash
+    db.session.rollback()
+    matches, _ = check_password(stored, current)
+    if not matches:
+        throttle.failed(username, address)
+        return _password_form("Your current password is not right.", 400)
+    new_hash = hash_password(new)
+    changed = db.session.execute(
+        update(User).where(User.id == user_id, User.password_hash == stored)
+        .values(password_hash=new_hash, session_version=User.session_version + 1)
+    ).rowcount
+    db.session.commit()
+    if not changed:  # changed in another tab meanwhile: nothing is overwritten
+        return _password_form("Your password was changed elsewhere meanwhile. Reload and try again.", 409)
+    # This browser stays signed in with the new version; every other cookie is retired.
+    _start_session(db.session.get(User, user_id))
+    if request.headers.get("HX-Request"):
+        return render_template("partials/_password_form.html", saved=True)
+    return redirect(url_for("pages.settings"))
+
+
+def end_sessions(user_id: int) -> None:
+    """Retire every session cookie of the user (logout, Log out everywhere)."""
+    db.session.execute(update(User).where(User.id == user_id).values(session_version=User.session_version + 1))
+    db.session.commit()
+
+
+def session_user() -> User | None:
+    """The user the session cookie names, if its session version is still current."""
+    user_id = session.get("user_id")
+    if user_id is None:
+        return None
+    user = db.session.get(User, user_id) if isinstance(user_id, int) else None
+    if user is None or session.get("session_version") != user.session_version:
+        session.clear()  # logged out elsewhere, password changed, or the user is gone
+        return None
+    return user
+
+
+def _start_session(user: User) -> None:
+    session.clear()
+    session["user_id"] = user.id
+    session["session_version"] = user.session_version
+    session.permanent = True
+
+
+def _multi_user_only() -> None:
+    if current_app.config["NUMI_AUTH"] != "multi" or g.get("user") is None:
+        raise NotFound("page")
+
+
+def _too_many(wait: int, template: str | None):
+    """429 with Retry-After: the attempt was not checked and changed nothing."""
+    message = "Too many failed logins. Try again in " + (
+        f"{wait} seconds." if wait < 120 else f"{math.ceil(wait / 60)} minutes.")
+    if template is None:
+        body, status = _password_form(message, 429)
+    else:
+        body, status = render_template(template, error=message), 429
+    return body, status, {"Retry-After": str(wait)}
+
+
+def _password_form(error: str, status: int):
+    if request.headers.get("HX-Request"):
+        return render_template("partials/_password_form.html", error=error), status
+    from .pages import settings_context
+
+    return render_template("settings.html", **settings_context(), password_error=error), status
+
+
+def safe_next(target: str | None) -> str:
+    """`target` if it is a path on this site, else the chat list: never a redirect elsewhere.
+
+    A path has one leading slash, no backslash and no control character, also once
+    percent-decoded: browsers drop tabs and newlines from URLs and read `\\` as `/`, so
+    `/%09/evil.example` and `/\\evil.example` would both lead to evil.example.
+    """
+    fallback = url_for("pages.index")
+    if not target or len(target) > 2000:
+        return fallback
+    decoded, previous = target, None
+    while decoded != previous:  # until nothing is left to decode (double encoding too)
+        previous, decoded = decoded, unquote(decoded)
+    for text in (target, decoded):
+        if not text.startswith("/") or text.startswith("//") or "\\" in text:
+            return fallback
+        if any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F or ch in "\u2028\u2029" for ch in text):
+            return fallback
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc:
+        return fallback
+    return target

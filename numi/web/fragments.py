@@ -1,40 +1,38 @@
 """Turn events -> HTML fragments for the default WebSocket view (one instance per client).
 
 Every fragment is a top-level element with `hx-swap-oob`, swapped by id (DOM ids follow
-the data: `turn-{turn_id}`, `msg-{id}`, `tool-{call_id}`). Streaming text is appended as
-escaped plain text between renders and re-rendered as markdown at a bounded rate
-(NUMI_RENDER_INTERVAL_MS), never once per token; the final server-rendered message
-replaces it when the step is saved. Untrusted text reaches HTML only through templates
-(autoescaped) and render_markdown (sanitised).
+the data: `turn-{turn_id}`, `msg-{id}`, `tool-{call_id}`). Streaming text is rendered as
+markdown blocks (numi.render.StreamRender): each frame appends the blocks completed since
+the last one and replaces the open block, so the work per frame follows the open block,
+not the answer, and text already shown never moves; the final server-rendered message
+replaces the live part when the step is saved. Untrusted text reaches HTML only through
+templates (autoescaped) and numi.render (sanitised).
 """
 
 from __future__ import annotations
 
-import time
-from functools import lru_cache
 from typing import Any
 
 from flask import render_template
 from sqlalchemy import select
 
+from .. import endpoints as endpoint_store
 from ..extensions import db
 from ..models import Message
 from ..chat.versions import version_info
-from ..render import render_markdown
+from ..render import StreamRender
 
 
-@lru_cache(maxsize=128)
-def _markdown(text: str):
-    # Several clients of one turn render the same text at the same moment.
-    return render_markdown(text)
+def _newlines(text: str) -> str:
+    # One kind of line break: StreamRender counts lines as the markdown parser does.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 class HtmlView:
     """Renders one client's events. Keeps just enough state to redraw the live part."""
 
-    def __init__(self, chat, *, render_interval: float, last_message_id: int = 0, client_turn_id: str | None = None):
+    def __init__(self, chat, *, last_message_id: int = 0, client_turn_id: str | None = None):
         self.chat = chat
-        self.render_interval = render_interval
         self.last_message_id = last_message_id
         self.turn_id: str | None = client_turn_id
         self.has_container = client_turn_id is not None
@@ -43,7 +41,7 @@ class HtmlView:
         self.content = ""
         self.reasoning = ""
         self.preparing: dict[str, dict[str, Any]] = {}
-        self.last_render = 0.0
+        self.renders: dict[str, StreamRender] = {}  # "content" / "reasoning" -> its render state
         self.running = False
         self.request_id: str | None = None
         self.models: dict[int, str] = {}  # message id -> model, for its metrics line
@@ -82,7 +80,7 @@ class HtmlView:
     def _on_message_saved(self, turn_id, data):
         out = []
         if data.get("role") == "assistant":
-            self.content, self.reasoning, self.preparing = "", "", {}
+            self.content, self.reasoning, self.preparing, self.renders = "", "", {}, {}
             out.append(self._live(turn_id))
         message = self._load(data["message_id"])
         if message is not None:
@@ -97,20 +95,25 @@ class HtmlView:
 
     def _delta(self, turn_id, data, kind):
         if data.get("step", self.step) != self.step:
-            self.step, self.content, self.reasoning = data["step"], "", ""
-            self.last_render = 0.0
-        first = not (self.content or self.reasoning)
+            self.step, self.content, self.reasoning, self.renders = data["step"], "", "", {}
+        # The live part is drawn whole when its layout changes: the first reasoning or answer
+        # text of a step (the answer starting folds the reasoning away).
+        redraw = not (self.content if kind == "content" else self.reasoning)
+        delta = _newlines(data["delta"])
         if kind == "content":
-            self.content += data["delta"]
+            self.content += delta
         else:
-            self.reasoning += data["delta"]
-        now = time.monotonic()
-        # A bigger answer costs more to render: stretch the interval with its size.
-        interval = self.render_interval * (1 + len(self.content) // 20000)
-        if first or now - self.last_render >= interval:
-            self.last_render = now
+            self.reasoning += delta
+        if redraw:
             return [self._live(turn_id)]
-        return [render_template("partials/_turn_tail.html", turn_id=turn_id, kind=kind, delta=data["delta"])]
+        frame = self._render(kind).feed(self.content if kind == "content" else self.reasoning)
+        return [render_template("partials/_turn_frame.html", turn_id=turn_id, part="" if kind == "content" else "r",
+                                completed=frame.completed, open=frame.open, reset=frame.reset)]
+
+    def _render(self, kind: str) -> StreamRender:
+        if kind not in self.renders:
+            self.renders[kind] = StreamRender()
+        return self.renders[kind]
 
     def _on_tool_preparing(self, turn_id, data):
         self.preparing[data["call_id"]] = {"call_id": data["call_id"], "name": data["name"], "status": "preparing"}
@@ -171,7 +174,7 @@ class HtmlView:
 
     def _on_turn_end(self, turn_id, data):
         self.running = False
-        self.content, self.reasoning, self.preparing = "", "", {}
+        self.content, self.reasoning, self.preparing, self.renders = "", "", {}, {}
         return [render_template("partials/_turn_live.html", turn_id=turn_id, delete=True), self._controls(),
                 # The turn changed the context: the header's gauge loads its estimate again.
                 render_template("partials/_context_gauge.html", chat=self.chat, oob=True)]
@@ -198,7 +201,8 @@ class HtmlView:
             out.append(self._insert_message(turn_id, message, target=target))
         self.running = not data.get("finished")
         self.step = data.get("step", 0)
-        self.content, self.reasoning = data.get("content", ""), data.get("reasoning", "")
+        self.content, self.reasoning = _newlines(data.get("content", "")), _newlines(data.get("reasoning", ""))
+        self.renders = {}
         self.preparing = {t["call_id"]: t for t in data.get("tools", []) if t.get("status") == "preparing"}
         # A pending approval keeps its arguments (the exact command) so a reloaded page can
         # show what it is asked to approve.
@@ -221,8 +225,7 @@ class HtmlView:
     def _reset(self, turn_id):
         self.turn_id = turn_id
         self.has_container = True
-        self.step, self.content, self.reasoning, self.preparing = 0, "", "", {}
-        self.last_render = 0.0
+        self.step, self.content, self.reasoning, self.preparing, self.renders = 0, "", "", {}, {}
 
     def _container(self, turn_id):
         return render_template("partials/_turn.html", turn_id=turn_id)
@@ -231,11 +234,17 @@ class HtmlView:
         return render_template("partials/_composer_controls.html", chat=self.chat, running=self.running, oob=True)
 
     def _live(self, turn_id):
+        """The whole live part, from fresh render states (O(answer): on layout changes only)."""
+        self.renders = {}
+        for kind in ("content", "reasoning"):
+            text = getattr(self, kind)
+            if text:
+                self._render(kind).feed(text)
         return render_template(
             "partials/_turn_live.html",
             turn_id=turn_id,
-            content_html=_markdown(self.content) if self.content else "",
-            reasoning_html=_markdown(self.reasoning) if self.reasoning else "",
+            content=self.renders.get("content"),
+            reasoning=self.renders.get("reasoning"),
             streaming_reasoning=bool(self.reasoning) and not self.content,
             tools=list(self.preparing.values()),
         )
@@ -255,8 +264,12 @@ class HtmlView:
             swap = f"beforebegin:#turn-{turn_id}-live"
         else:
             swap = f"beforeend:#turn-{turn_id}"
-        return render_template("partials/_message_oob.html", message=message, swap=swap,
-                               versions=version_info(message.chat_id, [message]))
+        extra = {"versions": version_info(message.chat_id, [message])}  # its ‹ n/m ›, if any
+        if message.role == "assistant" and not message.tool_calls:
+            # As the page renders it: "Regenerate" offers the other models too.
+            extra.update(chat=self.chat, endpoints=endpoint_store.list_endpoints(self.chat.user_id))
+        db.session.commit()  # end the read transaction: this connection may live for hours
+        return render_template("partials/_message_oob.html", message=message, swap=swap, **extra)
 
     def _load(self, message_id: int) -> Message | None:
         found = self._load_many([message_id])

@@ -1,13 +1,68 @@
-"""Reading request bodies: JSON or form, with one clear error for malformed input."""
+"""Reading request input: JSON bodies, form fields, query values and WebSocket messages,
+with one clear error (a stable code, a 400) for anything malformed or out of bounds.
+
+Every JSON document that arrives from outside (a request body, an import file, a
+WebSocket message) is decoded by `decode_json`, which refuses nesting deeper than
+NUMI_MAX_JSON_DEPTH before the parser sees it: Python's parser recurses once per level,
+so a 100,000-deep array would otherwise end in a RecursionError (a 500, a dropped socket).
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from flask import request
+from flask import current_app, request
 
-from ..errors import invalid
+from ..errors import NumiError, invalid
+
+# A JSON string literal (the unrolled form: no backtracking on long strings).
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+# Longest value accepted in one query argument; ids, cursors, tokens and search words are
+# far shorter, and nothing reads a longer one.
+MAX_QUERY_VALUE_CHARS = 4096
+# Event ids are milliseconds since 1970 plus a count: 13 digits today; 18 keeps them in 2**62.
+_EVENT_ID = re.compile(r"[0-9]{1,18}")
+
+
+def json_depth_exceeds(text: str, limit: int) -> bool:
+    """Whether `text` nests arrays/objects deeper than `limit`, found without parsing (and
+    stopping at the first level too deep). Exact for valid JSON, which is all that matters:
+    invalid JSON fails the parser anyway."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for match in _BRACKET.finditer(_STRING.sub("", text)):
+        if match.group() in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+def decode_json(raw: bytes | str, *, max_depth: int, subject: str = "The request body",
+                code: str = "invalid_json") -> Any:
+    """The decoded JSON of `raw`, or a NumiError(code) saying what is wrong with it."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise invalid(f"{subject} is not UTF-8 text.", code) from None
+    if not raw.strip():
+        raise invalid(f"{subject} is empty.", code)
+    if json_depth_exceeds(raw, max_depth):
+        raise invalid(f"{subject} nests deeper than {max_depth} levels.", "too_deep")
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise invalid(f"{subject} is not valid JSON (line {exc.lineno}, column {exc.colno}).", code) from None
+    except (ValueError, RecursionError):
+        # e.g. an integer of more digits than Python converts
+        raise invalid(f"{subject} is not valid JSON.", code) from None
 
 
 def request_data() -> dict[str, Any]:
@@ -16,14 +71,29 @@ def request_data() -> dict[str, Any]:
         raw = request.get_data(cache=True)
         if not raw:
             return {}
-        try:
-            data = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise invalid("The request body is not valid JSON.", "invalid_json") from None
+        data = decode_json(raw, max_depth=current_app.config["NUMI_MAX_JSON_DEPTH"])
         if not isinstance(data, dict):
             raise invalid("The request body must be a JSON object.", "invalid_json")
         return data
     return {key: request.form.get(key) for key in request.form}
+
+
+def check_query_values() -> None:
+    """Refuse a request whose query string carries an over-long value (before_request)."""
+    for name, value in request.args.items(multi=True):
+        if len(value) > MAX_QUERY_VALUE_CHARS:
+            raise NumiError("too_long", f"The query value {name[:40]!r} is too long.", 400)
+
+
+def event_id_value(value: Any, name: str = "last_event_id") -> int | None:
+    """An event or message id sent by a client (a number or decimal text), or a 400."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value) if value >= 0 else "-"
+    if not isinstance(value, str) or not _EVENT_ID.fullmatch(value):
+        raise invalid(f"{name} must be a whole number of at most 18 digits.", "invalid_event_id")
+    return int(value)
 
 
 def int_arg(name: str, default: int | None = None, *, low: int = 0, high: int = 2**62) -> int | None:
@@ -31,10 +101,9 @@ def int_arg(name: str, default: int | None = None, *, low: int = 0, high: int = 
     value = request.args.get(name)
     if value in (None, ""):
         return default
-    try:
-        number = int(value)
-    except ValueError:
-        raise invalid(f"{name} must be a whole number.") from None
+    if not re.fullmatch(r"-?[0-9]{1,19}", value):
+        raise invalid(f"{name} must be a whole number.")
+    number = int(value)
     if not low <= number <= high:
         raise invalid(f"{name} must be between {low} and {high}.")
     return number

@@ -6,6 +6,7 @@ The same partial renders inside the full page, as an HTMX response and as a WebS
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
@@ -19,6 +20,7 @@ from ..models import utcnow
 from .inputs import int_arg, request_data
 
 bp = Blueprint("pages", __name__)
+log = logging.getLogger(__name__)
 
 
 def _limits():
@@ -66,14 +68,17 @@ def chat_view(chat_id: str):
     size = config["NUMI_PAGE_SIZE_CHATS"]
     pages = min(10, chats.chats_listed_before(g.user.id, chat) // size + 1)
     sidebar = chats.list_chats(g.user.id, limit=size * pages)
+    running = current_app.extensions["numi.turns"].is_running(chat.id)
     return render_template(
         "chat.html",
         chat=chat,
         sidebar=sidebar,
         running_ids=_running_ids(sidebar),
         endpoints=endpoint_store.list_endpoints(g.user.id),
-        running=current_app.extensions["numi.turns"].is_running(chat.id),
+        running=running,
         has_newer=has_newer,
+        interrupted=not running and not has_newer and interrupted_turn(page.items),
+        stale_calls=not running,
         **transcript_context(page),
     )
 
@@ -84,7 +89,23 @@ def older_messages(chat_id: str):
     page = chats.list_messages(
         chat, limit=current_app.config["NUMI_PAGE_SIZE_MESSAGES"], before_id=int_arg("before", low=1)
     )
-    return render_template("partials/_messages_page.html", chat=chat, **transcript_context(page))
+    running = current_app.extensions["numi.turns"].is_running(chat.id)
+    return render_template("partials/_messages_page.html", chat=chat, stale_calls=not running,
+                           **transcript_context(page))
+
+
+def interrupted_turn(messages) -> bool:
+    """Whether the newest turn stopped without a final answer while no turn is running.
+
+    A turn that fails saves its error on a message (shown with Retry); only a server that
+    stopped mid-turn (a crash, a kill, a restart) leaves the transcript ending on the
+    question, on a step that called tools, or on a tool result. Nothing is marked at
+    start-up: the transcript itself says it, whenever the chat is opened.
+    """
+    if not messages:
+        return False
+    last = messages[-1]
+    return last.role in ("user", "tool") or (last.role == "assistant" and bool(last.tool_calls))
 
 
 def transcript_context(page) -> dict:
@@ -306,18 +327,19 @@ def _refuse_while_running(chat_id: str) -> None:
 
 @bp.get("/settings")
 def settings():
-    return render_template(
-        "settings.html",
-        endpoints=endpoint_store.list_endpoints(g.user.id),
-        kinds=("openai_chat", "openai_responses", "anthropic"),
-        web_settings=_web_settings(),
-    )
+    return render_template("settings.html", **settings_context())
 
 
-def _web_settings():
+def settings_context() -> dict:
+    """What the settings page shows (also rendered by forms that answer with the whole page)."""
     from ..agent.tools import web
 
-    return web.load_settings(g.user.id)
+    return {
+        "endpoints": endpoint_store.list_endpoints(g.user.id),
+        "kinds": ("openai_chat", "openai_responses", "anthropic"),
+        "web_settings": web.load_settings(g.user.id),
+    }
+
 
 
 @bp.post("/settings/web-search")
@@ -336,9 +358,16 @@ def web_search_settings():
 def add_endpoint():
     data = request_data()
     shared = bool(data.pop("shared", None)) and g.user.is_admin
-    endpoint_store.create_endpoint(
+    endpoint = endpoint_store.create_endpoint(
         None if shared else g.user.id, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"]
     )
+    if not endpoint.default_model:
+        # Without a default model the list is what the user picks from next: fetch it now
+        # rather than showing "0 models" until Test is pressed. A failure shows on Test.
+        try:
+            endpoint_store.models(endpoint, max_age_seconds=0, refresh=True)
+        except NumiError as exc:
+            log.info("models of new endpoint %s not fetched: %s", endpoint.id, exc.code)
     if _is_htmx():
         # The list, and an empty Add form in place of the filled one (its key must not stay).
         return render_template("partials/_endpoint_list.html", endpoints=endpoint_store.list_endpoints(g.user.id)) \
@@ -357,8 +386,7 @@ def edit_endpoint_form(endpoint_id: int):
     endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
     if _is_htmx():
         return render_template("partials/_endpoint_edit.html", endpoint=endpoint)
-    return render_template("settings.html", endpoints=endpoint_store.list_endpoints(g.user.id),
-                           editing=endpoint.id, web_settings=_web_settings())
+    return render_template("settings.html", editing=endpoint.id, **settings_context())
 
 
 @bp.post("/settings/endpoints/<int:endpoint_id>")

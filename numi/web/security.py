@@ -19,7 +19,7 @@ import hashlib
 import secrets
 from urllib.parse import urlsplit
 
-from flask import Flask, current_app, g, redirect, request, session, url_for
+from flask import Flask, current_app, g, redirect, request, url_for
 from sqlalchemy import select
 
 from ..errors import NumiError
@@ -122,9 +122,9 @@ def _identify():
             raise NumiError("auth_invalid", "Invalid or revoked API token.", 401)
         g.user, g.via_token = user, True
         return None
-    user_id = session.get("user_id")
-    if user_id is not None:
-        g.user = db.session.get(User, user_id)
+    from .auth import session_user
+
+    g.user = session_user()
     if g.user is None and request.endpoint not in PUBLIC_ENDPOINTS:
         if request.path.startswith(("/api/", "/ws/")) or request.headers.get("HX-Request"):
             raise NumiError("auth_required", "Log in first.", 401)

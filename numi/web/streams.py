@@ -22,7 +22,7 @@ from ..chat import chats
 from ..errors import NumiError, invalid
 from ..extensions import db
 from ..turns.manager import TurnRequest
-from .inputs import request_data
+from .inputs import decode_json, event_id_value, request_data
 
 bp = Blueprint("streams", __name__, url_prefix="/api")
 
@@ -36,10 +36,7 @@ def parse_client_message(raw: Any, config) -> dict[str, Any]:
         raw = raw.decode("utf-8", "replace")
     if not isinstance(raw, str) or len(raw) > config["NUMI_MAX_MESSAGE_CHARS"] * 2 + 65536:
         raise invalid("The message is too large.", "too_large")
-    try:
-        message = json.loads(raw)
-    except ValueError:
-        raise invalid("The message is not valid JSON.", "invalid_json") from None
+    message = decode_json(raw, max_depth=config["NUMI_MAX_JSON_DEPTH"], subject="The message")
     if not isinstance(message, dict):
         raise invalid("The message must be a JSON object.", "invalid_json")
     kind = message.get("type")
@@ -47,13 +44,7 @@ def parse_client_message(raw: Any, config) -> dict[str, Any]:
         raise invalid("Unknown message type.", "unknown_type")
     if kind == "resume":
         for key in ("last_event_id", "last_message_id"):
-            value = message.get(key)
-            if value in (None, ""):
-                message[key] = None
-            elif not isinstance(value, int | str) or not str(value).isdigit():
-                raise invalid(f"{key} must be a whole number.")
-            else:
-                message[key] = int(value)
+            message[key] = event_id_value(message.get(key), key)
         turn_id = message.get("turn_id")
         message["turn_id"] = turn_id if isinstance(turn_id, str) and turn_id.isalnum() and len(turn_id) <= 32 else None
     if kind == "approve":
@@ -77,6 +68,8 @@ def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, An
         request_id = None
     elif not isinstance(request_id, str) or len(request_id) > 100:
         raise invalid("request_id must be text of at most 100 characters.")
+    if request_id is not None:
+        _check_request_reuse(chat_id, request_id, message)
     attachments = _attachment_ids(user_id, payload.get("attachments"))
     timezone = payload.get("timezone")
     timezone = timezone if isinstance(timezone, str) and len(timezone) <= 64 else None
@@ -99,6 +92,21 @@ def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, An
         is_admin=is_admin,
     )
     return current_app.extensions["numi.turns"].start(turn_request)
+
+
+def _check_request_reuse(chat_id: str, request_id: str, message: str) -> None:
+    """A resent request_id is a retry of the same question; with other text it is a
+    client bug that would silently get the old answer, so it is refused."""
+    from sqlalchemy import select
+
+    from ..models import Message
+
+    saved = db.session.execute(
+        select(Message.content).where(Message.chat_id == chat_id, Message.request_id == request_id)
+    ).first()
+    if saved is not None and (saved.content or "").strip() != message.strip():
+        raise NumiError("request_id_reused",
+                        "This request_id was used for another message; send a new request_id.", 409)
 
 
 def _attachment_ids(user_id: int, value: Any) -> list[int]:
@@ -134,8 +142,9 @@ def _follow(chat_id: str, last_event_id: int | None, *, until_turn_end: bool = T
             yield ": numi\n\n"  # first bytes now, so proxies and clients see the stream open
             for event in backlog:
                 yield _sse(event)
-                if until_turn_end and event["type"] == "turn_end":
-                    return
+                if until_turn_end and (event["type"] == "turn_end" or (
+                        event["type"] == "snapshot" and event["data"].get("finished"))):
+                    return  # a finished turn has nothing more to send
             while True:
                 event = subscription.get(timeout=SSE_KEEPALIVE_SECONDS)
                 if event is None:
@@ -160,11 +169,7 @@ def chat_stream():
     if not isinstance(chat_id, str):
         raise invalid("Name the chat: session (its id).", "missing_session")
     chat = chats.get_chat(g.user.id, chat_id)
-    fields = {}
-    if data.get("selected_endpoint_id") not in (None, ""):
-        fields["endpoint_id"] = data["selected_endpoint_id"]
-    if data.get("model"):
-        fields["model"] = data["model"]
+    fields = _route_fields(data)
     fields.update(_tool_fields(chat, data))
     if fields:
         if current_app.extensions["numi.turns"].is_running(chat.id):
@@ -174,6 +179,28 @@ def chat_stream():
     last_event_id = manager.channel(chat.id).last_event_id
     start_turn(g.user.id, g.user.is_admin, chat.id, data, current_app.config)
     return _follow(chat.id, last_event_id)
+
+
+def _route_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """The seed's selected_endpoint_id and model as chat fields. An endpoint that is gone
+    (deleted, or never the user's) is repaired like a chat's saved one: the turn runs on
+    the chat's route, or the default one, instead of failing with a 404."""
+    from .. import endpoints as endpoint_store
+    from ..errors import NotFound
+
+    fields: dict[str, Any] = {}
+    selected = data.get("selected_endpoint_id")
+    if selected not in (None, ""):
+        if isinstance(selected, bool) or not isinstance(selected, int | str) or not str(selected).isdecimal() \
+                or len(str(selected)) > 18:
+            raise invalid("selected_endpoint_id must be a number.")
+        try:
+            fields["endpoint_id"] = endpoint_store.get_endpoint(g.user.id, int(selected)).id
+        except NotFound:
+            return {}  # the model named with it belonged to the missing endpoint too
+    if data.get("model"):
+        fields["model"] = data["model"]
+    return fields
 
 
 WEB_TOOLS = ("web_search", "fetch_page")
@@ -211,11 +238,11 @@ def _tool_fields(chat, data: dict[str, Any]) -> dict[str, Any]:
 def resume(chat_id: str):
     chats.get_chat(g.user.id, chat_id)
     manager = current_app.extensions["numi.turns"]
-    raw = request.headers.get("Last-Event-ID") or request.args.get("last_event_id")
-    last_event_id = int(raw) if raw and raw.isdigit() else None
+    last_event_id = event_id_value(request.headers.get("Last-Event-ID") or request.args.get("last_event_id"))
     status = manager.status(chat_id)
     channel = manager.channels.get(chat_id)
-    if not status["running"] and (channel is None or (last_event_id or 0) >= channel.last_event_id):
+    if not status["running"] and (channel is None or channel.state is None
+                                  or (last_event_id or 0) >= channel.last_event_id):
         return Response(status=204)  # nothing to resume: the database has it all
     db.session.commit()
     return _follow(chat_id, last_event_id)

@@ -9,6 +9,7 @@ from flask import Blueprint, current_app, g, jsonify, redirect, request, send_fi
 from ..chat import importer
 from ..chat.export import export_chat
 from ..errors import invalid
+from .inputs import decode_json
 
 bp = Blueprint("transfer", __name__)
 
@@ -41,5 +42,10 @@ def _uploaded_document():
         upload = request.files.get("file")
         if upload is None or not upload.filename:
             raise invalid("Choose an export file to import.", "invalid_import")
-        return importer.parse_upload(upload.read())
-    return importer.parse_upload(request.get_data(cache=False))
+        return _decode(upload.read())
+    return _decode(request.get_data(cache=False))
+
+
+def _decode(raw: bytes) -> object:
+    return decode_json(raw, max_depth=current_app.config["NUMI_MAX_JSON_DEPTH"], subject="The file",
+                       code="invalid_import")

@@ -16,13 +16,15 @@ import json
 import logging
 
 import gevent
-from flask import Blueprint, copy_current_request_context, current_app, g, request
+from flask import Blueprint, copy_current_request_context, current_app, g, request, session
 from gevent.lock import Semaphore
 from simple_websocket import ConnectionClosed
+from sqlalchemy import select
 
 from ..chat import chats
 from ..errors import NumiError
 from ..extensions import db, sock
+from ..models import User
 from .fragments import HtmlView
 from .streams import parse_client_message, start_turn
 
@@ -56,6 +58,10 @@ class Connection:
         self.app = current_app._get_current_object()
         # Plain values: the request's session is released between messages.
         self.user_id, self.is_admin = g.user.id, bool(g.user.is_admin)
+        # A login cookie's session (multi-user mode) ends with logout or a password change;
+        # so does its socket, at its next message. Bearer tokens are not sessions.
+        self.session_version = g.user.session_version if "user_id" in session else None
+        self.ended = False
         self.manager = self.app.extensions["numi.turns"]
         self.lock = Semaphore()
         self.subscription = None
@@ -72,11 +78,16 @@ class Connection:
                 if raw is None:
                     break
                 self.handle(raw)
+                if self.ended:
+                    break
         finally:
             self.unsubscribe()
 
     def handle(self, raw) -> None:
         try:
+            if self.session_version is not None and not self._session_current():
+                self.ended = True
+                raise NumiError("auth_required", "You have been logged out. Log in again.", 401)
             message = parse_client_message(raw, self.app.config)
             kind = message["type"]
             if kind == "resume":
@@ -95,8 +106,17 @@ class Connection:
                     raise NumiError("no_such_approval", "That tool call is not waiting for approval.", 409)
         except NumiError as exc:
             self.send_error(exc.code, exc.message)
+        except Exception:
+            # A bug in handling one message must not drop the socket (and the page's stream).
+            log.exception("handling a WebSocket message failed")
+            db.session.rollback()
+            self.send_error("internal_error", "Something went wrong on the server. The log has the details.")
         finally:
             db.session.remove()
+
+    def _session_current(self) -> bool:
+        version = db.session.execute(select(User.session_version).where(User.id == self.user_id)).scalar()
+        return version == self.session_version
 
     # --- events -----------------------------------------------------------------------------
 
@@ -108,13 +128,32 @@ class Connection:
         if not self.as_json:
             self.view = HtmlView(
                 self.chat,
-                render_interval=self.app.config["NUMI_RENDER_INTERVAL_MS"] / 1000.0,
                 last_message_id=last_message_id or 0,
                 client_turn_id=client_turn_id,
             )
+            backlog = self._lost_turn(client_turn_id, backlog) + backlog
         # A copy of this request's context: templates build URLs, and the sender greenlet
         # gets its own app context (and so its own database session).
         self.sender = gevent.spawn(copy_current_request_context(self._relay), subscription, backlog)
+
+    def _lost_turn(self, client_turn_id, backlog) -> list[dict]:
+        """Events that close a live turn the page still shows but the server no longer
+        knows (it restarted mid-turn): the page's Stop and live text go, and when the
+        transcript ends without an answer it gets the `interrupted` notice with Retry."""
+        from .pages import interrupted_turn
+
+        channel = self.manager.channels.get(self.chat_id)
+        known = channel is not None and channel.state is not None and channel.state.turn_id == client_turn_id
+        if not client_turn_id or known or backlog or self.manager.is_running(self.chat_id):
+            return []
+        events = []
+        recent = chats.list_messages(self.chat, limit=3).items
+        if interrupted_turn(recent):
+            events.append({"event_id": None, "turn_id": client_turn_id, "type": "error", "data": {
+                "code": "interrupted", "message": "This answer was interrupted: the server stopped before it finished."}})
+        db.session.commit()
+        events.append({"event_id": None, "turn_id": client_turn_id, "type": "turn_end", "data": {}})
+        return events
 
     def unsubscribe(self) -> None:
         if self.subscription is not None:
@@ -143,6 +182,12 @@ class Connection:
                         pending.append(event)
                 batch, pending = pending, []
                 self._send_events(batch)
+                if not self.as_json:
+                    # The HTML view reads saved messages; hand the connection back now. Kept
+                    # until the socket closes, every open tab would hold one of the pool's
+                    # few connections (the 16th stream waited 30 s and failed) and an open
+                    # read transaction that keeps SQLite's WAL from being checkpointed.
+                    db.session.remove()
         except ConnectionClosed:
             pass  # the browser went away; the turn goes on regardless
         except Exception:
@@ -158,7 +203,9 @@ class Connection:
         parts: list[str] = []
         for event in events:
             parts.extend(self.view.render(event))
-        parts.append(self.view.cursor(events[-1]["event_id"]))
+        numbered = [e["event_id"] for e in events if e["event_id"] is not None]
+        if numbered:  # (events made here for a lost turn carry no id)
+            parts.append(self.view.cursor(numbered[-1]))
         self._send("".join(parts))
 
     def send_error(self, code: str, message: str) -> None:
@@ -166,7 +213,7 @@ class Connection:
         if self.as_json:
             self._send(json.dumps(event))
         else:
-            view = self.view or HtmlView(self.chat, render_interval=1.0)
+            view = self.view or HtmlView(self.chat)
             self._send("".join(view.render(event)))
 
     def _send(self, data: str) -> None:

@@ -17,23 +17,15 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def stream_server(live_server_factory):
-    return live_server_factory(**turn_server_env(NUMI_RENDER_INTERVAL_MS=100))
+    return live_server_factory(**turn_server_env())
 
 
-def _page(browser, server, errors):
-    page = server.open_page(browser)
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    return page
-
-
-def test_send_stream_reload_mid_turn_and_stop(browser, provider, stream_server):
+def test_send_stream_reload_mid_turn_and_stop(browser_page, provider, stream_server):
     api = Api(stream_server.url)
     chat = make_chat(api, provider)
     words = [f"word{i}" for i in range(80)]
     provider.enqueue(Scenario().text(" ".join(words), chunks=80).delay(0.1))
-    errors: list[str] = []
-    page = _page(browser, stream_server, errors)
+    page = browser_page(stream_server)
     page.goto(f"{stream_server.url}/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     page.fill("#composer-input", "Tell me **eighty** words")
@@ -61,17 +53,14 @@ def test_send_stream_reload_mid_turn_and_stop(browser, provider, stream_server):
     # The partial answer is on the page as a saved, rendered message.
     assert page.locator(f"#msg-{saved['id']} .msg-body").inner_text().startswith("word0 word1")
 
-    real_errors = [e for e in errors if "WebSocket" not in e]
-    assert real_errors == []
-    page.close()
+    assert page.console_errors == []
 
 
-def test_a_finished_answer_renders_markdown_and_metrics(browser, provider, stream_server):
+def test_a_finished_answer_renders_markdown_and_metrics(browser_page, provider, stream_server):
     api = Api(stream_server.url)
     chat = make_chat(api, provider)
     provider.enqueue(Scenario().reasoning("Consider the question.").text("Here is **bold** and `code`.", chunks=4).usage(9, 8))
-    errors: list[str] = []
-    page = _page(browser, stream_server, errors)
+    page = browser_page(stream_server)
     page.goto(f"{stream_server.url}/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     page.wait_for_selector("#context-gauge meter")
@@ -90,5 +79,4 @@ def test_a_finished_answer_renders_markdown_and_metrics(browser, provider, strea
     # The finished turn refreshes the context gauge in the header.
     page.wait_for_function(
         f"() => parseFloat(document.querySelector('#context-gauge meter')?.getAttribute('value') || '0') > {before}")
-    assert [e for e in errors if "WebSocket" not in e] == []
-    page.close()
+    assert page.console_errors == []

@@ -30,7 +30,7 @@ LOOKS = [pytest.param("desktop", "light", id="desktop-light"), pytest.param("pho
 
 @pytest.fixture(scope="module")
 def site(live_server_factory):
-    return live_server_factory(**turn_server_env(NUMI_RENDER_INTERVAL_MS=100))
+    return live_server_factory(**turn_server_env())
 
 
 @pytest.fixture

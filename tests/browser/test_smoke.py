@@ -57,6 +57,8 @@ def test_new_chat_and_inline_rename(page, live_server):
 def test_a_csp_violation_would_be_caught(page, live_server):
     """The console check above is only worth something if CSP errors reach it."""
     page.goto("/")
-    page.evaluate("() => { const s = document.createElement('script'); s.textContent = 'window.x = 1'; document.body.append(s); }")
-    page.wait_for_timeout(200)
+    csp = lambda message: message.type == "error" and "Content Security Policy" in message.text  # noqa: E731
+    with page.expect_console_message(csp):  # waits for the report, however long it takes
+        page.evaluate("() => { const s = document.createElement('script'); s.textContent = 'window.x = 1'; document.body.append(s); }")
+    assert page.evaluate("window.x") is None, "the inline script did not run"
     assert any("Content Security Policy" in e or "Content-Security-Policy" in e for e in page.console_errors), page.console_errors

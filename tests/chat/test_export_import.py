@@ -292,7 +292,7 @@ def test_import_by_file_upload_and_from_the_settings_form(app, client):
     form = client.post("/import", data={"file": (BytesIO(body), "chat.json")}, content_type="multipart/form-data")
     assert form.status_code == 303 and form.headers["Location"].startswith("/c/")
     view = client.get(form.headers["Location"]).get_data(as_text=True)
-    assert "Trip plan" in view and 'class="chat-export"' in view and "fmt=html" in view
+    assert "Trip plan" in view and 'class="chat-export' in view and "fmt=html" in view
 
     before = counts(app)
     bad = client.post("/import", data={"file": (BytesIO(b"{not json"), "x.json")}, content_type="multipart/form-data")

@@ -20,20 +20,12 @@ def server(live_server_factory):
     return live_server_factory(**turn_server_env())
 
 
-def _page(browser, server, errors):
-    page = server.open_page(browser)
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    return page
-
-
-def test_attach_with_the_picker_and_send(browser, scripted, server, tmp_path):
+def test_attach_with_the_picker_and_send(browser_page, scripted, server, tmp_path):
     api = Api(server.url)
     chat = make_chat(api, scripted)
     notes = tmp_path / "notes <b>.txt"
     notes.write_text("The launch code is PINEAPPLE-7.\n")
-    errors: list[str] = []
-    page = _page(browser, server, errors)
+    page = browser_page(server)
     page.goto(f"{server.url}/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     page.set_input_files("#composer-file", str(notes))
@@ -51,10 +43,10 @@ def test_attach_with_the_picker_and_send(browser, scripted, server, tmp_path):
     href = chip.get_attribute("href")
     response = page.request.get(server.url + href)
     assert response.status == 200 and b"PINEAPPLE-7" in response.body()
-    assert not errors, errors
+    assert not page.console_errors, page.console_errors
 
 
-def test_compact_by_button_shows_the_divider(browser, scripted, server):
+def test_compact_by_button_shows_the_divider(browser_page, scripted, server):
     api = Api(server.url)
     chat = make_chat(api, scripted)
     path = server.database_url.removeprefix("sqlite:///")
@@ -64,8 +56,7 @@ def test_compact_by_button_shows_the_divider(browser, scripted, server):
                 connection.execute("INSERT INTO messages (chat_id, role, content, created_at) VALUES (?, ?, ?, CURRENT_TIMESTAMP)",
                                    (chat["id"], role, text))
     scripted.enqueue(Scenario().text("We discussed **four** questions.", chunks=2))
-    errors: list[str] = []
-    page = _page(browser, server, errors)
+    page = browser_page(server)
     page.goto(f"{server.url}/c/{chat['id']}")
     page.wait_for_selector("#context-gauge meter")
     page.click("#compact-button")
@@ -77,4 +68,4 @@ def test_compact_by_button_shows_the_divider(browser, scripted, server):
     assert page.locator(".checkpoint-summary strong").inner_text() == "four"
     assert db_rows(server, "SELECT COUNT(*) FROM checkpoints WHERE chat_id = ?", chat["id"])[0][0] == 1
     assert page.locator(".msg-user").count() == 4, "the transcript stays whole"
-    assert not errors, errors
+    assert not page.console_errors, page.console_errors

@@ -81,10 +81,13 @@ def test_tool_calls_stay_with_their_results(ctx):
     add(chat, "assistant", "done")
     # Six rows fit the row limit but the oldest kept row would be "old answer" (no user
     # before it); the budget by rows cuts at 4 rows, which would orphan results.
-    for limit in (3, 4, 5, 6):
+    # A limit that cuts into the tool turn leaves it out whole (never a turn without its
+    # question, never calls without their results); one that reaches its question keeps it.
+    whole_tool_turn = ["user", "assistant", "tool", "tool", "assistant"]
+    expected = {3: [], 4: [], 5: whole_tool_turn, 6: whole_tool_turn}
+    for limit, wanted in expected.items():
         messages = originals(service(chat, ctx, max_messages=limit).history().messages)
-        if messages:
-            assert messages[0]["role"] == "user", limit
+        assert roles(messages) == wanted, limit
         call_ids = {c["id"] for m in messages for c in m.get("tool_calls", ())}
         result_ids = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
         assert call_ids == result_ids, limit

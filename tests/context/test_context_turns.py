@@ -141,14 +141,49 @@ def test_without_auto_compaction_older_turns_are_trimmed_from_the_request(server
     assert "context_compacting" not in types(events)
     trimmed = of_type(events, "context_trimmed")[0]["data"]
     assert trimmed["before"] == 13 and trimmed["after"] < trimmed["before"]
+    assert trimmed["dropped"] == trimmed["before"] - trimmed["after"] and trimmed["reason"] == "context_window"
+    assert trimmed["tokens_before"] > 1000 >= trimmed["tokens_after"] > 0
     request = scripted.requests[-1].body["messages"]
-    # system + omitted notice pair + the kept turns
-    assert len(request) == 1 + trimmed["after"]
+    # system + omitted notice pair + the kept turns: the counts leave the notice out
+    assert len(request) == 1 + 2 + trimmed["after"]
     assert "left out" in request[1]["content"] and request[-1]["content"] == "trim please"
     assert "question 0" not in sent_text(scripted.requests[-1])
     answer = api.history(chat["id"])[-1]
-    assert answer["meta"]["metrics"]["context_trimmed"] == {"before": 13, "after": trimmed["after"]}
+    assert answer["meta"]["metrics"]["context_trimmed"] == {
+        k: trimmed[k] for k in ("before", "after", "tokens_before", "tokens_after")}
     assert count_messages(server, chat["id"]) == 14, "trimming never touches the transcript"
+
+
+def test_trimming_one_turn_counts_saved_messages_only(server, api, scripted, sockets):
+    # 3 seeded turns + the question = 7 saved messages; one turn more than fits.
+    chat = make_chat(api, scripted, settings={"auto_compact": False})
+    seed(server, chat["id"], 3, size=700)
+    ws = sockets(chat["id"])
+    ws.send(type="send", message="one turn too many")
+    trimmed = of_type(ws.events_until("turn_end"), "context_trimmed")[0]["data"]
+    assert (trimmed["before"], trimmed["after"]) == (7, 5)
+
+
+def test_the_history_row_limit_reports_context_trimmed(live_server_factory, scripted):
+    from turn_support import Api, Socket
+
+    limited = live_server_factory(**turn_server_env(PROMPT_MAX_HISTORY_MESSAGES="4"))
+    api = Api(limited.url)
+    chat = make_chat(api, scripted)
+    seed(limited, chat["id"], 4, size=40)  # 8 saved + the question: 4 fit
+    ws = Socket(limited, chat["id"])
+    try:
+        ws.send(type="send", message="what is left?")
+        events = ws.events_until("turn_end")
+    finally:
+        ws.close()
+    trimmed = of_type(events, "context_trimmed")
+    assert len(trimmed) == 1
+    data = trimmed[0]["data"]
+    assert data["reason"] == "history_limit"
+    assert (data["before"], data["after"]) == (9, 3)  # a turn cut by the limit goes whole
+    assert data["tokens_before"] > data["tokens_after"] > 0
+    assert "left out" in sent_text(scripted.requests[-1])
 
 
 # --- context_overflow recovery ----------------------------------------------------------------

@@ -7,7 +7,6 @@ import io
 from pathlib import Path
 
 import pytest
-
 from context_support import minimal_pdf, png
 
 
@@ -98,9 +97,8 @@ def test_download_is_owner_only(client_a, client_b):
     assert client_b.get("/api/attachments/999999").status_code == 404
 
 
-def test_image_thumbnail_and_downscale(app, client):
-    pytest.importorskip("PIL")
-    from PIL import Image
+def test_image_thumbnail_and_downscale(app, client, require_extra):
+    Image = require_extra("PIL.Image", "images")
 
     item = post_file(client, "wide.png", png(3000, 1000), "image/png").get_json()["attachments"][0]
     assert item["is_image"] and item["thumbnail_url"]

@@ -1,4 +1,6 @@
-"""Cancelling a stream closes the HTTP connection promptly, from any greenlet/thread."""
+"""Cancelling a stream closes the HTTP connection, from any greenlet/thread. The tests wait
+on the server seeing the disconnect (bounded waits, no wall-clock thresholds: how fast
+that happens is measured in bench/)."""
 
 from __future__ import annotations
 
@@ -6,9 +8,9 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 
 from provider_test_support import of_type, request
+from turn_support import wait_until
 
 from numi.providers import RetryPolicy, StreamError, TextDelta
 from numi.testing import Scenario
@@ -19,12 +21,10 @@ def test_close_after_first_event_disconnects(scripted, adapter):
     stream = adapter.stream(request())
 
     first = next(event for event in stream if isinstance(event, TextDelta))
-    started = time.monotonic()
     stream.close()
 
     assert first.text == "Start"
-    assert scripted.last_request.disconnected.wait(2)
-    assert time.monotonic() - started < 1
+    assert scripted.last_request.disconnected.wait(10), "the server saw the connection close"
     assert list(stream) == []  # a cancelled stream just ends
 
 
@@ -35,14 +35,13 @@ def test_close_from_another_thread_while_blocked_reading(scripted, adapter):
     consumer = threading.Thread(target=lambda: events.extend(stream))
     consumer.start()
     scripted.wait_for_requests(1)
-    time.sleep(0.2)  # the consumer is now blocked on the stalled socket
+    # "Start" has arrived: the consumer is now blocked on the stalled socket.
+    wait_until(lambda: of_type(events, TextDelta), what="the first delta")
 
-    started = time.monotonic()
     stream.cancel()
-    consumer.join(2)
+    consumer.join(10)
 
     assert not consumer.is_alive()
-    assert time.monotonic() - started < 1
     assert [e.text for e in of_type(events, TextDelta)] == ["Start"]
     assert not of_type(events, StreamError)  # cancelled, not failed
     assert scripted.last_request.disconnected.wait(2)
@@ -56,10 +55,10 @@ def test_cancel_interrupts_a_retry_backoff(scripted, make_adapter, kind):
     consumer = threading.Thread(target=lambda: events.extend(stream))
     consumer.start()
     scripted.wait_for_requests(1)
-    time.sleep(0.1)
+    assert scripted.last_request.finished.wait(10)  # the 500 was sent: the consumer is in its backoff
 
     stream.close()
-    consumer.join(2)
+    consumer.join(10)  # the backoff is 30 s: joining at all shows it was interrupted
 
     assert not consumer.is_alive() and events == []
     assert len(scripted.requests) == 1
@@ -85,12 +84,11 @@ def test_cancel_under_gevent_from_another_greenlet(tmp_path):
                 stream = adapter.stream(ChatRequest(model="m", messages=[{"role": "user", "content": "hi"}]))
                 seen = []
                 consumer = gevent.spawn(lambda: seen.extend(stream))
-                gevent.sleep(0.5)
-                started = time.monotonic()
+                while "".join(e.text for e in seen if isinstance(e, TextDelta)) != "Start more":
+                    gevent.sleep(0.01)  # until the stream is at its stall
                 stream.close()
-                consumer.join(2)
+                consumer.join(10)
                 assert consumer.dead, kind
-                assert time.monotonic() - started < 1, kind
                 assert "".join(e.text for e in seen if isinstance(e, TextDelta)) == "Start more", (kind, seen)
                 assert server.last_request.disconnected.wait(2), kind
         print("ok")

@@ -4,12 +4,11 @@ output cap, exit codes, a scrubbed environment, and the command escaped in the H
 from __future__ import annotations
 
 import subprocess
-import time
 
 import pytest
 
 from numi.testing import Scenario
-from turn_support import Api, Socket, make_chat, of_type, turn_server_env
+from turn_support import Api, Socket, make_chat, of_type, turn_server_env, wait_until
 
 SECRETS = {"MY_SERVICE_API_KEY": "sk-live-0123456789abcdef", "GITHUB_TOKEN": "ghp_tokenvalue987654321",
            "DEPLOY_SECRET": "hunter2hunter2hunter2", "NUMI_SECRET_KEY": "numi-session-secret-4242424242",
@@ -87,13 +86,12 @@ def test_no_answer_in_time_counts_as_deny(server, scripted, workspace):
     socket = Socket(server, chat["id"])
     try:
         socket.send(type="send", message="run it")
-        started = time.monotonic()
         events = socket.events_until("turn_end", timeout=20)
     finally:
         socket.close()
     assert of_type(events, "tool_approval")
+    # The timeout's own result, not a denial or an error: the wait ran out.
     assert "No approval arrived in time" in tool_result(events)
-    assert time.monotonic() - started >= 1.4
     assert not (workspace / "ran.txt").exists()
 
 
@@ -105,8 +103,9 @@ def test_auto_approve_timeout_kills_the_command(server, scripted, workspace):
     assert not of_type(events, "tool_approval"), "auto-approve skips the question"
     result = tool_result(events)
     assert result.startswith("[timed out after 1.5 s (killed)]") and "started" in result and "never" not in result
-    time.sleep(0.2)
-    assert subprocess.run(["pgrep", "-f", "sleep 31.2345"], capture_output=True).returncode == 1
+    # The kill reaches the process group: the sleep disappears (waited for, not assumed).
+    wait_until(lambda: subprocess.run(["pgrep", "-f", "sleep 31.2345"], capture_output=True).returncode == 1,
+               what="the killed command to be gone")
 
 
 def test_long_output_keeps_head_and_tail(server, scripted, workspace):
@@ -167,9 +166,8 @@ def test_command_is_escaped_in_the_html_view(server, scripted, workspace):
     try:
         socket.send(type="send", message="run it")
         frames = []
-        deadline = time.monotonic() + 10
-        while not any("Approve" in f for f in frames) and time.monotonic() < deadline:
-            frames.append(socket.receive())
+        while not any("Approve" in f for f in frames):
+            frames.append(socket.receive())  # each receive waits at most 10 s
     finally:
         socket.close()
     page = "".join(frames)

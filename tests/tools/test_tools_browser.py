@@ -18,23 +18,20 @@ def approval_server(live_server_factory):
     return live_server_factory(**turn_server_env(NUMI_APPROVAL_TIMEOUT_SECONDS="60"))
 
 
-def open_chat(browser, server, chat, errors):
-    page = server.open_page(browser)
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
+def open_chat(browser_page, server, chat):
+    page = browser_page(server)
     page.goto(f"{server.url}/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     return page
 
 
 @pytest.mark.parametrize("decision", ["Approve", "Deny"])
-def test_approval_survives_reload(browser, scripted, approval_server, tmp_path, decision):
+def test_approval_survives_reload(browser_page, scripted, approval_server, tmp_path, decision):
     command = "echo '<b>made</b>' > made.txt && cat made.txt"
     chat = make_chat(Api(approval_server.url), scripted, settings={"tools": ["bash"], "workspace": str(tmp_path)})
     scripted.enqueue(Scenario().tool_call("bash", {"command": command}, id="call_bash"))
     scripted.enqueue(Scenario().text("All **done**."))
-    errors: list[str] = []
-    page = open_chat(browser, approval_server, chat, errors)
+    page = open_chat(browser_page, approval_server, chat)
     page.fill("#composer-input", "Make the file")
     page.press("#composer-input", "Enter")
     card = page.locator(".tool-card.tool-approval")
@@ -60,5 +57,5 @@ def test_approval_survives_reload(browser, scripted, approval_server, tmp_path, 
         assert result == "The user denied this call." and not (tmp_path / "made.txt").exists()
     assert page.locator(f"#{card_id} button").count() == 0
     assert page.locator("b", has_text="made").count() == 0, "tool output is text, not markup"
-    assert not errors, errors
+    assert not page.console_errors, page.console_errors
     page.close()

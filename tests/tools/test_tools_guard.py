@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from numi.agent.tools import ToolContext
+from numi.agent.tools import ToolContext, ToolFailure
 from numi.agent.tools import web as web_tools
 from numi.extensions import db
 from numi.models import Endpoint, McpServer, ToolSettings
@@ -54,8 +54,9 @@ def test_a_stored_override_of_a_non_admin_is_ignored_at_use(multi_app, users, we
                                     settings={"allow_private": True, "allowed_hosts": ["127.0.0.1"]}))
         db.session.commit()
         url = f"{web.page_url}/article"
-        result = web_tools.FETCH_PAGE.run({"url": url}, ToolContext(user_id=users["a"].id, chat_id="c"))
-        assert isinstance(result, str) and result.startswith("Error: Refused"), result
+        with pytest.raises(ToolFailure) as refused:
+            web_tools.FETCH_PAGE.run({"url": url}, ToolContext(user_id=users["a"].id, chat_id="c"))
+        assert refused.value.text.startswith("Error: Refused") and refused.value.code == "address_refused"
         as_admin = web_tools.FETCH_PAGE.run({"url": url}, ToolContext(user_id=users["a"].id, chat_id="c",
                                                                        is_admin=True))
         assert "Otters hold hands" in as_admin.sources[0]["content"]

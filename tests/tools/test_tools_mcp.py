@@ -16,7 +16,10 @@ import time
 import pytest
 
 
-pytest.importorskip("mcp", reason="the MCP SDK is the optional extra numi[mcp] (in numi[test])")
+@pytest.fixture(autouse=True)
+def _mcp_sdk(require_extra):
+    require_extra("mcp", "mcp")  # the servers below are written with the MCP SDK
+
 
 SERVER_SCRIPT = textwrap.dedent('''
     import os, sys

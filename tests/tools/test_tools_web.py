@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tools_web_support import ARTICLE, HOSTILE_TITLE
-from numi.agent.tools import ToolContext, ToolResult
+from numi.agent.tools import ToolContext, ToolFailure, ToolResult
 from numi.agent.tools import web as web_tools
 from numi.errors import NumiError
 from numi.extensions import db
@@ -27,8 +27,19 @@ def tool_user(sqlite_app):
 
 
 def run(app, tool, arguments, user_id):
-    with app.app_context():
-        return tool.run(arguments, ToolContext(user_id=user_id, chat_id="c", is_admin=True))
+    """What the model reads: the tool's result, or the text of a failure it reports."""
+    try:
+        with app.app_context():
+            return tool.run(arguments, ToolContext(user_id=user_id, chat_id="c", is_admin=True))
+    except ToolFailure as failure:
+        return failure.text
+
+
+def failure(app, tool, arguments, user_id) -> ToolFailure:
+    """The failure the tool reports (its result is saved with ok: false and this code)."""
+    with app.app_context(), pytest.raises(ToolFailure) as caught:
+        tool.run(arguments, ToolContext(user_id=user_id, chat_id="c", is_admin=True))
+    return caught.value
 
 
 def configure(app, user_id, **settings):
@@ -89,12 +100,16 @@ def test_fetch_page_returns_readable_text_as_a_source(sqlite_app, tool_user, web
 def test_fetch_page_refusals_are_results_the_model_reads(sqlite_app, tool_user, web):
     base = web.page_url
     configure(sqlite_app, tool_user)  # nothing private allowed
-    assert "Refused" in run(sqlite_app, web_tools.FETCH_PAGE, {"url": f"{base}/article"}, tool_user)
+    refused = failure(sqlite_app, web_tools.FETCH_PAGE, {"url": f"{base}/article"}, tool_user)
+    assert "Refused" in refused.text and refused.code == "address_refused"
     configure(sqlite_app, tool_user, allowed_hosts=["127.0.0.1"])
-    assert "10.255.255.1" in run(sqlite_app, web_tools.FETCH_PAGE, {"url": f"{base}/to-private"}, tool_user)
+    redirected = failure(sqlite_app, web_tools.FETCH_PAGE, {"url": f"{base}/to-private"}, tool_user)
+    assert "10.255.255.1" in redirected.text and redirected.code == "address_refused"
     assert "not a text page" in run(sqlite_app, web_tools.FETCH_PAGE, {"url": f"{base}/image"}, tool_user)
-    assert "HTTP 404" in run(sqlite_app, web_tools.FETCH_PAGE, {"url": f"{base}/missing"}, tool_user)
-    assert "http://" in run(sqlite_app, web_tools.FETCH_PAGE, {"url": "ftp://example.org/x"}, tool_user)
+    missing = failure(sqlite_app, web_tools.FETCH_PAGE, {"url": f"{base}/missing"}, tool_user)
+    assert "HTTP 404" in missing.text and missing.code == "http_error"
+    wrong = failure(sqlite_app, web_tools.FETCH_PAGE, {"url": "ftp://example.org/x"}, tool_user)
+    assert "http://" in wrong.text and wrong.code == "invalid_arguments"
     big = run(sqlite_app, web_tools.FETCH_PAGE, {"url": f"{base}/big", "max_chars": 1000}, tool_user)
     assert "only the start was read" in big.text and len(big.sources[0]["content"]) == 1000
 

@@ -4,10 +4,11 @@ bounded search, exact-string patches; and the chat settings that give a chat a w
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
-from numi.agent.tools import ToolContext
+from numi.agent.tools import ToolContext, ToolFailure
 from numi.agent.tools.workspace import WORKSPACE_TOOLS
 
 TOOLS = {tool.name: tool for tool in WORKSPACE_TOOLS}
@@ -32,8 +33,12 @@ def tree(tmp_path):
 
 
 def call(app, name, arguments, ws, *, is_admin=True):
-    with app.app_context():
-        return TOOLS[name].run(arguments, ToolContext(user_id=1, chat_id="c", is_admin=is_admin, workspace=str(ws)))
+    """What the model reads: the tool's result, or the text of a failure it reports."""
+    try:
+        with app.app_context():
+            return TOOLS[name].run(arguments, ToolContext(user_id=1, chat_id="c", is_admin=is_admin, workspace=str(ws)))
+    except ToolFailure as failure:
+        return failure.text
 
 
 @pytest.mark.parametrize("path", ["../outside/secret.txt", "/etc/passwd", "src/../../outside/secret.txt",
@@ -52,7 +57,11 @@ def test_writes_cannot_escape(sqlite_app, tree, path):
     assert call(sqlite_app, "patch_file", {"path": path, "old_string": "TOP", "new_string": "pwned"}, ws) \
         .startswith("Error: Refused")
     assert (outside / "secret.txt").read_text() == "TOP SECRET\n"
-    assert not (outside / "new.txt").exists() and not (ws.parent / "escaped.txt").exists()
+    # Where each write would have landed had it escaped: nothing is there.
+    landing = {"../escaped.txt": ws.parent / "escaped.txt", "link-to-outside/new.txt": outside / "new.txt",
+               "/tmp/escaped.txt": Path("/tmp/escaped.txt")}
+    if path in landing:
+        assert not landing[path].exists(), landing[path]
 
 
 def test_symlinks_inside_the_workspace_work(sqlite_app, tree):
@@ -140,8 +149,9 @@ def test_a_workspace_may_not_hold_or_sit_in_the_data_directory(sqlite_app, sqlit
         with sqlite_app.app_context():
             from numi.agent.tools.bash import BASH
 
-            ran = BASH.run({"command": "ls"}, ToolContext(user_id=1, chat_id="c", is_admin=True, workspace=path))
-        assert ran.startswith("Error:") and "data directory" in ran
+            with pytest.raises(ToolFailure) as refused:
+                BASH.run({"command": "ls"}, ToolContext(user_id=1, chat_id="c", is_admin=True, workspace=path))
+        assert "data directory" in refused.value.text and refused.value.code == "workspace_data_dir"
 
 
 def test_only_an_admin_may_set_a_workspace(client_a, tree):

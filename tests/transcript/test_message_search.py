@@ -49,7 +49,10 @@ def test_finds_messages_ranked_with_highlighted_snippets(multi_app, users, clien
     # Prefix while typing, several words all required, FTS syntax in input is plain text.
     assert ids[1] in [m["message_id"] for m in search(client_a, "refle")["messages"]]
     assert [m["message_id"] for m in search(client_a, "saturn moons")["messages"]] == [ids[3]]
-    assert search(client_a, 'moon" OR NOT "x* (')["messages"] is not None
+    # As FTS syntax `moon OR NOT x*` would match every moon message; as plain words (all
+    # required) it matches none. Quotes and brackets around a word still find it.
+    assert search(client_a, 'moon" OR NOT "x* (')["messages"] == []
+    assert {m["message_id"] for m in search(client_a, '"saturn" (moons')["messages"]} == {ids[3]}
     assert search(client_a, "   ")["messages"] == []
 
 

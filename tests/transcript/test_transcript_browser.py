@@ -16,13 +16,6 @@ pytestmark = pytest.mark.browser
 
 
 
-def _page(browser, server, errors):
-    page = server.open_page(browser)
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    return page
-
-
 def _ask(server, chat_id, text):
     socket = Socket(server, chat_id)
     socket.send(type="send", message=text, request_id=f"b-{text}")
@@ -30,7 +23,7 @@ def _ask(server, chat_id, text):
     socket.close()
 
 
-def test_edit_and_regenerate_then_fork_in_the_browser(browser, server, api, scripted):
+def test_edit_and_regenerate_then_fork_in_the_browser(browser_page, server, api, scripted):
     chat = make_chat(api, scripted)
     scripted.enqueue(Scenario().text("Rome is the capital."), Scenario().text("Tuscany is lovely."))
     _ask(server, chat["id"], "Capital of Italy?")
@@ -38,8 +31,7 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser, server, api, scri
     history = api.history(chat["id"])
     question = history[0]
 
-    errors: list[str] = []
-    page = _page(browser, server, errors)
+    page = browser_page(server)
     page.goto(f"{server.url}/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     assert page.locator("article.msg").count() == 4
@@ -106,5 +98,5 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser, server, api, scri
     page.click("#topics summary")
     page.wait_for_selector("#topics .topic-list a")
     assert page.locator("#topics .topic-list a").first.inner_text() == "Capital of <Spain>?"
-    assert [e for e in errors if "WebSocket" not in e] == []
+    assert page.console_errors == []
     page.close()

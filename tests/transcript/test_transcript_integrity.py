@@ -185,29 +185,29 @@ def test_topics_outline_lists_each_question_first_line(multi_app, users, client_
     assert "Plan a trip &lt;b&gt;to&lt;/b&gt; Rome" in html and f"#msg-{ids[0]}" in html
 
 
-def test_no_change_while_a_turn_runs(multi_app, users, client_a, rows, live):
-    from numi.turns.manager import TurnRequest
+def test_no_change_while_a_turn_runs(server, api, scripted, sockets):
+    # A real turn on the live server, held by a provider that stalls mid-answer.
+    from numi.testing import Scenario
+    from turn_support import make_chat
 
-    chat_id, ids = tool_chat(rows, users["a"].id)
-    manager = multi_app.extensions["numi.turns"]
-    # A turn that waits until released stands in for a model that is still answering.
-    import gevent.event
-
-    release = gevent.event.Event()
-    manager.producer = lambda turn: release.wait(5)
-    manager.start(TurnRequest(user_id=users["a"].id, chat_id=chat_id, message="x", attachments=[],
-                              request_id=None, timezone=None, tz_offset_minutes=None, is_admin=False))
+    chat = make_chat(api, scripted)
+    ws = sockets(chat["id"])
+    ws.send(type="send", message="first question")
+    ws.events_until("turn_end")
+    ids = [m["id"] for m in api.history(chat["id"])]
+    scripted.enqueue(Scenario().text("still writing", chunks=1).stall())
+    ws.send(type="send", message="second question")
+    ws.events_until("content")
     try:
-        before = live(chat_id)
+        before = api.history(chat["id"])
         attempts = [
-            client_a.post(f"/api/session/{chat_id}/messages/{ids[0]}/edit", json={"text": "new"}),
-            client_a.post(f"/api/session/{chat_id}/regenerate", json={}),
-            client_a.delete(f"/api/session/{chat_id}/messages/{ids[6]}"),
+            api.post(f"/api/session/{chat['id']}/messages/{ids[0]}/edit", {"text": "new"}),
+            api.post(f"/api/session/{chat['id']}/regenerate", {}),
+            api.call("DELETE", f"/api/session/{chat['id']}/messages/{ids[1]}"),
         ]
-        for response in attempts:
-            assert response.status_code == 409
-            assert response.get_json()["error"]["code"] == "turn_running"
-        assert live(chat_id) == before
+        for status, body in attempts:
+            assert status == 409 and body["error"]["code"] == "turn_running"
+        assert api.history(chat["id"]) == before
     finally:
-        release.set()
-        gevent.sleep(0.1)
+        scripted.release()
+    ws.events_until("turn_end")

@@ -8,7 +8,7 @@ import pytest
 
 from numi.testing import Scenario
 
-from turn_support import SSE, Api, Socket, make_chat, of_type, turn_server_env, types
+from turn_support import SSE, Api, Socket, make_chat, of_type, turn_server_env, types, wait_until
 
 
 def test_stop_during_streaming_keeps_the_partial_answer(api, scripted, chat, sockets):
@@ -57,11 +57,14 @@ def test_disconnect_and_resume_loses_and_repeats_nothing(server, scripted, api, 
     while len(of_type(seen, "content")) < 3:
         seen.append(flaky.receive())
     flaky.close()  # the browser goes away; the turn must go on
-    time.sleep(0.3)
+    # ... and it does: the watcher sees more words go out while no one else listens.
+    reference = []
+    while not any(e["type"] == "content" and e["event_id"] > seen[-1]["event_id"] + 3 for e in reference):
+        reference.append(watcher.receive())
     again = sockets(chat["id"])
     again.send(type="resume", last_event_id=seen[-1]["event_id"])
     rest = again.events_until("turn_end", timeout=20)
-    reference = watcher.events_until("turn_end", timeout=20)
+    reference += watcher.events_until("turn_end", timeout=20)
 
     combined = [e["event_id"] for e in seen + rest]
     assert combined == sorted(set(combined)), "no event repeated"
@@ -82,7 +85,9 @@ def test_reconnect_after_the_buffer_overflowed_gets_a_snapshot_then_live(live_se
         seen = ws.events_until("content")
         last = seen[-1]["event_id"]
         ws.close()
-        time.sleep(0.6)  # more than 5 events happen meanwhile
+        # more than the 5 buffered events happen meanwhile
+        wait_until(lambda: api.get(f"/api/chat/stream_status/{chat['id']}")[1]["last_event_id"] > last + 5,
+                   what="more events than the buffer holds")
         ws = Socket(server, chat["id"])
         ws.send(type="resume", last_event_id=last)
         rest = ws.events_until("turn_end", timeout=20)
@@ -177,7 +182,8 @@ def test_bad_input_over_the_websocket_changes_nothing(server, api, scripted, cha
     assert [m["content"] for m in api.history(chat["id"]) if m["role"] == "user"] == ["Real question"]
 
 
-def test_websocket_to_a_foreign_or_missing_chat_is_refused(server, sockets):
+def test_websocket_to_a_missing_chat_is_a_404(server):
+    # Another user's chat over the WebSocket: tests/web/test_isolation.py (ws.chat_socket).
     from simple_websocket import Client
     from simple_websocket.errors import ConnectionError as WsConnectionError
 

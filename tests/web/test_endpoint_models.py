@@ -39,7 +39,7 @@ def test_test_button_names_a_default_model_the_endpoint_lacks(sqlite_client, pro
 
 
 def test_first_start_adds_endpoints_from_the_environment_once(sqlite_app):
-    from numi.endpoints import detect_from_environment, list_endpoints
+    from numi.endpoints import detect_from_environment, find_by_name, list_endpoints, remove_endpoint
     from numi.extensions import db
     from numi.web.security import local_user
 
@@ -52,10 +52,15 @@ def test_first_start_adds_endpoints_from_the_environment_once(sqlite_app):
             ("Anthropic", "anthropic", "https://api.anthropic.com"),
         }
         assert all(e.user_id is None for e in found), "discovered endpoints are shared"
-        user = local_user()
-        assert {e.name for e in list_endpoints(user.id)} >= {"OpenAI", "Anthropic"}
-        # A second start adds nothing: a user's removal sticks.
-        assert detect_from_environment(environ) == []
+        user_id = local_user().id
+        assert {e.name for e in list_endpoints(user_id)} >= {"OpenAI", "Anthropic"}
         db.session.remove()
     page = sqlite_app.test_client().get("/settings").get_data(as_text=True)
     assert "OpenAI" in page and "sk-env-secret" not in page and "sk-ant-secret" not in page
+    with sqlite_app.test_request_context():
+        # The user removes what was found; the next start does not bring it back.
+        for name in ("OpenAI", "Anthropic"):
+            remove_endpoint(find_by_name(None, name))
+        assert detect_from_environment(environ) == []
+        assert not {e.name for e in list_endpoints(user_id)} & {"OpenAI", "Anthropic"}
+        db.session.remove()

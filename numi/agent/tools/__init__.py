@@ -2,7 +2,9 @@
 
 A tool is a plain function `run(arguments, context) -> str | dict | list`. Whatever goes
 wrong inside it (an exception, a timeout, invalid arguments, an unknown name) becomes a
-tool *result* the model can read, never an exception that ends the turn.
+tool *result* the model can read, never an exception that ends the turn. A tool that
+fails in a way it understands raises `ToolFailure(code, text)`: the model reads the text,
+and the saved result says `ok: false` with that code.
 
 Which tools a chat may use is a per-chat setting (`settings["tools"]`); the model only
 receives the schemas of those. Tests register their own tools on the app's registry.
@@ -39,6 +41,17 @@ class ToolResult:
 
     text: str
     sources: list[dict[str, Any]] = field(default_factory=list)
+
+
+class ToolFailure(Exception):
+    """A failure a tool reports itself (a refused address, a path outside the workspace,
+    a command that exited non-zero): `text` is the result the model reads, `code` the
+    stable reason kept in the message meta (`ok: false`, `error_code`)."""
+
+    def __init__(self, code: str, text: str):
+        super().__init__(text)
+        self.code = code
+        self.text = text
 
 
 @dataclass

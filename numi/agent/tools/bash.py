@@ -22,7 +22,7 @@ import gevent
 from flask import current_app
 from gevent import subprocess
 
-from . import Tool, ToolContext
+from . import Tool, ToolContext, ToolFailure
 from .workspace import WorkspaceError, workspace_root
 
 # Only these variables pass to the command; everything else (NUMI_*, *_API_KEY, *_TOKEN,
@@ -144,11 +144,11 @@ def run_command(command: str, workspace: str, *, timeout: float, max_output: int
 def _bash(arguments: dict, context: ToolContext) -> str:
     command = arguments.get("command")
     if not isinstance(command, str) or not command.strip():
-        return "Error: give the command to run."
+        raise ToolFailure("invalid_arguments", "Error: give the command to run.")
     try:
         workspace = workspace_root(context)
     except WorkspaceError as exc:
-        return f"Error: {exc}"
+        raise ToolFailure(exc.code, f"Error: {exc}") from None
     config = current_app.config
     limit = config["NUMI_BASH_TIMEOUT_SECONDS"]
     asked = arguments.get("timeout")
@@ -157,7 +157,11 @@ def _bash(arguments: dict, context: ToolContext) -> str:
                                           max_output=config["NUMI_BASH_MAX_OUTPUT_CHARS"])
     output = mask_secrets(output, secret_values())
     status = f"timed out after {timeout:g} s (killed)" if timed_out else f"exit code {code}"
-    return f"[{status}]\n{output}" if output else f"[{status}] (no output)"
+    text = f"[{status}]\n{output}" if output else f"[{status}] (no output)"
+    if timed_out or code != 0:
+        # The output is still the model's to read; the result is marked failed.
+        raise ToolFailure("timeout" if timed_out else "exit_status", text)
+    return text
 
 
 BASH = Tool(

@@ -34,7 +34,7 @@ from flask import current_app
 
 from ...addresses import AddressPolicy, AddressRefused, check_host, check_url
 from ...errors import NumiError, invalid
-from . import Tool, ToolContext, ToolResult
+from . import Tool, ToolContext, ToolFailure, ToolResult
 
 SEARCH_BACKENDS = ("", "searxng", "brave")
 BRAVE_URL = "https://api.search.brave.com/res/v1/web/search"
@@ -46,6 +46,10 @@ HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 class FetchRefused(Exception):
     """A URL the tools will not request (scheme, address, size); the message says why."""
+
+    def __init__(self, message: str, code: str = "fetch_failed"):
+        super().__init__(message)
+        self.code = code
 
 
 # --- per-user settings ---------------------------------------------------------------------
@@ -171,7 +175,8 @@ def check_address(host: str, port: int, settings: dict[str, Any]) -> str:
             raise FetchRefused(f"The host {host} could not be resolved.") from None
         raise FetchRefused(
             f"Refused: {host} resolves to {exc.address}, a private, loopback or otherwise internal "
-            "address. An administrator can allow it in Settings → Web search."
+            "address. An administrator can allow it in Settings → Web search.",
+            "address_refused",
         ) from None
 
 
@@ -322,7 +327,7 @@ def _limits() -> tuple[int, float]:
 def _web_search(arguments: dict, context: ToolContext) -> ToolResult | str:
     query = arguments.get("query")
     if not isinstance(query, str) or not query.strip():
-        return "Error: give a query to search for."
+        raise ToolFailure("invalid_arguments", "Error: give a query to search for.")
     count = arguments.get("count", 5)
     count = max(1, min(int(count), 10)) if isinstance(count, int | float) else 5
     settings = usable_settings(load_settings(context.user_id), context.is_admin)
@@ -344,9 +349,10 @@ def _web_search(arguments: dict, context: ToolContext) -> ToolResult | str:
             results = [{"title": r.get("title"), "url": r.get("url"), "content": r.get("description")}
                        for r in web.get("results") or [] if isinstance(r, dict)]
         else:
-            return "Error: web search is not set up. The user can choose a search backend in Settings → Web search."
+            raise ToolFailure("not_configured", "Error: web search is not set up. The user can choose a "
+                                                "search backend in Settings → Web search.")
     except FetchRefused as exc:
-        return f"Error: the search failed: {exc}"
+        raise ToolFailure(exc.code, f"Error: the search failed: {exc}") from None
     sources = []
     for result in results:
         url = result.get("url")
@@ -385,7 +391,7 @@ def _json(page: Page) -> dict[str, Any]:
 def _fetch_page(arguments: dict, context: ToolContext) -> ToolResult | str:
     url = arguments.get("url")
     if not isinstance(url, str) or not _is_web_url(url.strip()):
-        return "Error: give an http:// or https:// URL."
+        raise ToolFailure("invalid_arguments", "Error: give an http:// or https:// URL.")
     max_chars = arguments.get("max_chars", 12000)
     max_chars = max(500, min(int(max_chars), 50000)) if isinstance(max_chars, int | float) else 12000
     settings = usable_settings(load_settings(context.user_id), context.is_admin)
@@ -393,9 +399,9 @@ def _fetch_page(arguments: dict, context: ToolContext) -> ToolResult | str:
     try:
         page = guarded_get(url.strip(), settings, max_bytes=max_bytes, timeout=timeout)
     except FetchRefused as exc:
-        return f"Error: {exc}"
+        raise ToolFailure(exc.code, f"Error: {exc}") from None
     if page.status >= 400:
-        return f"Error: {page.url} answered HTTP {page.status}."
+        raise ToolFailure("http_error", f"Error: {page.url} answered HTTP {page.status}.")
     if page.content_type in HTML_TYPES or (not page.content_type and b"<html" in page.body[:2000].lower()):
         # Parsing a large page is CPU work: do it off the hub.
         title, text = gevent.get_hub().threadpool.apply(html_to_text, (page.text(),))

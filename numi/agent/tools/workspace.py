@@ -18,7 +18,7 @@ import gevent
 from flask import current_app
 
 from ...config import touches_data_dir
-from . import Tool, ToolContext
+from . import Tool, ToolContext, ToolFailure
 
 MAX_LIST_ENTRIES = 500
 MAX_SEARCH_MATCHES = 200
@@ -29,6 +29,10 @@ SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", ".mypy_cache", ".py
 
 class WorkspaceError(Exception):
     """A refused path or file; its message is the tool result."""
+
+    def __init__(self, message: str, code: str = "workspace_error"):
+        super().__init__(message)
+        self.code = code
 
 
 def workspace_root(context: ToolContext) -> str:
@@ -43,7 +47,8 @@ def workspace_root(context: ToolContext) -> str:
     if touches_data_dir(root, current_app.config["NUMI_DATA_DIR"]):
         # Checked when the workspace is set, and again here: the data directory may have
         # moved, or the setting predates the rule.
-        raise WorkspaceError("Refused: the workspace is, contains or lies inside Numi's data directory.")
+        raise WorkspaceError("Refused: the workspace is, contains or lies inside Numi's data directory.",
+                             "workspace_data_dir")
     return root
 
 
@@ -55,7 +60,7 @@ def confined(root: str, path: Any) -> str:
         raise WorkspaceError("The path must be text.")
     resolved = os.path.realpath(os.path.join(root, path))
     if os.path.commonpath([root, resolved]) != root:
-        raise WorkspaceError(f"Refused: {path!r} is outside the workspace.")
+        raise WorkspaceError(f"Refused: {path!r} is outside the workspace.", "outside_workspace")
     return resolved
 
 
@@ -88,7 +93,7 @@ def _guarded(run):
         try:
             return run(arguments, workspace_root(context))
         except WorkspaceError as exc:
-            return f"Error: {exc}"
+            raise ToolFailure(exc.code, f"Error: {exc}") from None
     return wrapper
 
 

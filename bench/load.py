@@ -1,0 +1,268 @@
+"""Streaming load: many concurrent turns at a steady token rate, measured from outside
+(lost tokens, added latency, server CPU) and from inside (bench/probe.py: hub lag, time in
+the database, run-queue wait), with the per-event CPU cost set against its floor, a bare
+gevent WebSocket echo of the same frames (bench/echo.py) driven the same way in the same
+run.
+
+    python bench/load.py [--turns 500] [--tokens 100] [--view json|html] [--runs 1]
+    python bench/load.py --echo --turns 100      # the floor alone
+
+Clients are greenlets in two separate processes (bench/loadclient.py), so their own
+scheduling does not stand in for the server's latency; the scripted provider runs here,
+one thread per stream, and stamps each token when it writes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import probe  # noqa: E402
+from live import ACCESS_TOKEN, LiveNumi, free_port  # noqa: E402
+from memory import rss_mib  # noqa: E402
+from numi.testing import Scenario, ScriptedProvider  # noqa: E402
+from stats import percentile  # noqa: E402
+
+RATE = 20.0
+CLIENT_PROCESSES = 2
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def paced(tokens: int, rate: float = RATE) -> Scenario:
+    # Equal-width tokens "t0000 ": one chunk each, so each is stamped when written.
+    return Scenario().text("".join(f"t{i:04d} " for i in range(tokens)), chunks=tokens).tokens_per_second(rate)
+
+
+def probed_numi(**env) -> LiveNumi:
+    """A LiveNumi with bench/probe.py loaded as a plugin."""
+    path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH", "")]))
+    return LiveNumi(NUMI_PLUGINS="probe", PYTHONPATH=path, **env)
+
+
+class Clients:
+    """The client processes, connected and waiting for "go"."""
+
+    def __init__(self, mode: str, port: int, origin: str, paths: list[str], tokens: int):
+        self.procs = []
+        for p in range(CLIENT_PROCESSES):
+            proc = subprocess.Popen([sys.executable, str(HERE / "loadclient.py"), mode, str(port), origin,
+                                     str(tokens), str(RATE), ACCESS_TOKEN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            proc.stdin.write(json.dumps([[i, paths[i]] for i in range(p, len(paths), CLIENT_PROCESSES)]) + "\n")
+            proc.stdin.flush()
+            self.procs.append(proc)
+        for proc in self.procs:
+            if proc.stdout.readline().strip() != "ready":
+                self.kill()
+                raise RuntimeError("a load client failed to connect")
+
+    def go(self) -> float:
+        for proc in self.procs:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        return time.perf_counter()
+
+    def results(self) -> tuple[dict[int, dict[int, float]], dict[int, dict[int, float]]]:
+        seen, sent = {}, {}
+        for proc in self.procs:
+            out = json.loads(proc.stdout.readline())
+            proc.wait(30)
+            seen.update({int(i): dict(pairs) for i, pairs in out["seen"].items()})
+            sent.update({int(i): dict(pairs) for i, pairs in out["sent"].items()})
+        return seen, sent
+
+    def kill(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def _steady_window(started: float, tokens: int) -> tuple[float, float]:
+    """The middle of the streams: after every turn has started, before any ends."""
+    duration = tokens / RATE
+    return started + min(2.0, duration / 3), started + duration - min(1.0, duration / 6)
+
+
+def _events_in(seen: dict[int, dict[int, float]], begin: float, end: float) -> int:
+    return sum(1 for by_token in seen.values() for at in by_token.values() if begin <= at < end)
+
+
+def spy(pid: int, seconds: float, output: str) -> subprocess.Popen:
+    """py-spy sampling the server (collapsed stacks, for a flame graph or a per-layer sum)."""
+    py_spy = Path(sys.executable).with_name("py-spy")
+    return subprocess.Popen([str(py_spy), "record", "--pid", str(pid), "--duration", str(max(1, int(seconds))),
+                             "--rate", "250", "--format", "raw", "--nonblocking", "--output", output],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def numi_run(turns: int, tokens: int, view: str, profile: str | None = None, **env) -> dict:
+    """One run: `turns` chats each answering `tokens` tokens at 20/s, all at once."""
+    with ScriptedProvider() as provider, probed_numi(**env) as numi:
+        warm = numi.chat_on(provider.openai_base_url)
+        provider.enqueue(Scenario().text("warm"))
+        warmup = Clients("json", numi.port, numi.url, [f"/ws/{warm}"], 1)  # a first turn imports the SDK
+        warmup.go()
+        warmup.results()
+        chats = [numi.chat_on(provider.openai_base_url) for _ in range(turns)]
+        for _ in range(turns):
+            provider.enqueue(paced(tokens))
+        clients = Clients(view, numi.port, numi.url, [f"/ws/{c}" for c in chats], tokens)
+        time.sleep(0.5)
+        rss_before = rss_mib(numi.proc.pid)
+        before = len(provider.requests)
+        cpu0 = cpu_seconds(numi.proc.pid)
+        started = clients.go()
+        begin, end = _steady_window(started, tokens)
+        time.sleep(max(0.0, begin - time.perf_counter()))
+        inside0 = probe.read(numi.data_dir)
+        profiler = spy(numi.proc.pid, end - begin, profile) if profile else None
+        time.sleep(max(0.0, end - time.perf_counter()))
+        inside1 = probe.read(numi.data_dir)
+        rss_peak = rss_mib(numi.proc.pid)
+        seen, _ = clients.results()
+        if profiler is not None:
+            profiler.wait(30)
+        wall = time.perf_counter() - started
+        cpu = cpu_seconds(numi.proc.pid) - cpu0
+        requests = {r.body["messages"][-1]["content"]: r for r in provider.requests[before:]}
+    inside = probe.window(inside0, inside1)
+    latencies, lost = [], 0
+    for index, by_token in seen.items():
+        stamps = requests[f"Turn {index}"].delta_times
+        lost += tokens - len(by_token)
+        latencies += [(at - stamps[n]) * 1000 for n, at in by_token.items() if n < len(stamps)]
+    in_window = _events_in(seen, inside0["clock"], inside1["clock"])
+    cpu_in_window = inside1["cpu"] - inside0["cpu"]
+    return {
+        "lost": lost,
+        "p50": percentile(latencies, 50),
+        "p95": percentile(latencies, 95),
+        "cpu_share": cpu / wall,
+        "wall": wall,
+        "ideal": tokens / RATE,
+        "event_cpu_us": cpu_in_window / max(in_window, 1) * 1e6,
+        "cpu_total": cpu,
+        "rss_per_turn_kib": (rss_peak - rss_before) / turns * 1024,
+        **{f"steady_{k}": v for k, v in inside.items()},
+    }
+
+
+def echo_run(clients_count: int, tokens: int) -> dict:
+    """The floor: the same number of sockets, each echoing `tokens` frames at 20/s."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(HERE / "echo.py"), str(port)],
+                              stderr=subprocess.DEVNULL)
+    try:
+        import urllib.request
+
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        clients = Clients("echo", port, f"http://127.0.0.1:{port}", ["/"] * clients_count, tokens)
+        time.sleep(0.5)
+        cpu_start = cpu_seconds(server.pid)
+        started = clients.go()
+        begin, end = _steady_window(started, tokens)
+        time.sleep(max(0.0, begin - time.perf_counter()))
+        cpu0, t0 = cpu_seconds(server.pid), time.perf_counter()
+        time.sleep(max(0.0, end - time.perf_counter()))
+        cpu1, t1 = cpu_seconds(server.pid), time.perf_counter()
+        seen, sent = clients.results()
+        cpu_total = cpu_seconds(server.pid) - cpu_start
+    finally:
+        server.terminate()
+        server.wait(10)
+    latencies = [(at - sent[i][n]) * 1000 for i, by_token in seen.items() for n, at in by_token.items()]
+    return {
+        "lost": sum(tokens - len(v) for v in seen.values()),
+        "p95": percentile(latencies, 95),
+        "event_cpu_us": (cpu1 - cpu0) / max(_events_in(seen, t0, t1), 1) * 1e6,
+        "cpu_share": (cpu1 - cpu0) / (t1 - t0),
+        "cpu_total": cpu_total,
+    }
+
+
+def describe(result: dict) -> str:
+    return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items())
+
+
+def per_event(runs: int = 3, turns: int = 100, short: int = 40, long: int = 120) -> list[dict]:
+    """Per-event CPU under the 100-turn load, next to its floor, as a marginal cost: the
+    server's CPU for turns of `long` tokens minus that for turns of `short` tokens, over
+    the extra tokens. A turn's fixed costs (its start and end) cancel out, however the
+    busy machine spreads them in time."""
+    from stats import row
+
+    ratios, costs, floors = [], [], []
+    extra = turns * (long - short)
+    for _ in range(runs):
+        floor = (echo_run(turns, long)["cpu_total"] - echo_run(turns, short)["cpu_total"]) / extra * 1e6
+        cost = (numi_run(turns, long, "json")["cpu_total"] - numi_run(turns, short, "json")["cpu_total"]) / extra * 1e6
+        floors.append(floor)
+        costs.append(cost)
+        ratios.append(cost / floor)
+    return [row("per-event CPU", f"{turns} turns at 20 tokens/s, JSON view: server CPU per extra token", costs, "µs",
+                ratio=ratios, note=f"floor (gevent WebSocket echo of the same frames) {statistics.median(floors):.0f} µs; "
+                f"ratio per run {', '.join(f'{r:.2f}' for r in ratios)}; turns of {long} vs {short} tokens")]
+
+
+def capacity(runs: int = 3) -> list[dict]:
+    """500 concurrent turns in each view."""
+    from stats import row
+
+    rows = []
+    for view in ("json", "html"):
+        results = [numi_run(500, 100, view) for _ in range(runs)]
+        label = f"500 turns at 20 tokens/s, {view.upper()} view"
+        note = (f"hub lag p99 ≤ {statistics.median(r['steady_lag_p99_ms_at_most'] for r in results):.0f} ms; "
+                f"SQLite {statistics.median(r['steady_db_share'] for r in results) * 100:.1f} % of wall time; "
+                f"run-queue wait {statistics.median(r['steady_run_queue_wait_share'] for r in results) * 100:.0f} %")
+        rows.append(row("capacity", f"{label}: tokens lost", [r["lost"] for r in results], "", "0"))
+        rows.append(row("capacity", f"{label}: p95 added latency", [r["p95"] for r in results], "ms", "≤ 100 ms",
+                        note=f"p50 {statistics.median(r['p50'] for r in results):.0f} ms; " + note))
+        rows.append(row("capacity", f"{label}: server CPU", [r["cpu_share"] * 100 for r in results],
+                        "% of one core", "≤ 100 %", note=f"wall {statistics.median(r['wall'] for r in results):.1f} s "
+                        f"for {results[0]['ideal']:.0f} s of tokens"))
+    return rows
+
+
+def measure(runs: int = 3) -> list[dict]:
+    """Rows for bench/run.py."""
+    return per_event(runs) + capacity(runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=500)
+    parser.add_argument("--tokens", type=int, default=100)
+    parser.add_argument("--view", default="json", choices=("json", "html"))
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--echo", action="store_true", help="run the echo floor only")
+    parser.add_argument("--profile", help="py-spy the server over the steady window into this file")
+    parser.add_argument("--env", action="append", default=[], help="NAME=value for the server")
+    args = parser.parse_args()
+    env = dict(item.split("=", 1) for item in args.env)
+    for _ in range(args.runs):
+        result = echo_run(args.turns, args.tokens) if args.echo else numi_run(args.turns, args.tokens, args.view,
+                                                                                  args.profile, **env)
+        print(describe(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

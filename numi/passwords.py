@@ -1,0 +1,106 @@
+"""Password hashes: argon2id (memory-hard), computed off the gevent hub.
+
+A password hash costs about a fifth of a second of CPU and 64 MiB on purpose. Computed on the
+hub it would stop every stream of every user for that long (a handful of bogus logins once
+slowed another user's stream from 41 ms to 931 ms per token), so each hash runs in a small
+thread pool of its own and the calling greenlet waits without blocking the hub. The pool
+is not the hub's shared one: that one also resolves host names for provider requests, and
+its ten threads could hold 640 MiB of hashing memory at once. argon2 releases the GIL.
+
+Hashes made by werkzeug (pbkdf2, scrypt: users created before argon2) still verify, and a
+good login replaces them with argon2id, as does a hash made with weaker argon2 parameters.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from typing import Any, Callable
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+# argon2-cffi's defaults are RFC 9106's low-memory profile: t=3, m=64 MiB, p=4.
+_hasher = PasswordHasher()
+# Half the cores: hashing never takes every core from the hub that serves the streams.
+HASH_THREADS = max(1, (os.cpu_count() or 2) // 2)
+# The lowest CPU priority for the hashing threads: when the machine is busy, the thread that
+# serves the streams gets the CPU first and logins wait instead. Measured (bench/logins.py,
+# 2 busy cores): nice 19 added a median 12 ms to another stream's p95 token latency, nice 10
+# 30 ms. The price: on a machine whose cores a local model keeps busy, a login takes seconds.
+HASH_NICENESS = 19
+_POOL_ATTRIBUTE = "numi_password_pool"
+_dummy_hash: str | None = None
+_thread_state = threading.local()
+
+
+def hash_password(password: str) -> str:
+    """The argon2id hash of `password` (computed in the hashing pool)."""
+    return _off_hub(_hasher.hash, password)
+
+
+def check_password(stored: str | None, password: str) -> tuple[bool, str | None]:
+    """Whether `password` matches the `stored` hash, and a new hash to store when the stored
+    one is old (werkzeug's, or argon2 with weaker parameters); None when it is current.
+
+    A missing hash (unknown user, no password) costs the same time as a real check, so the
+    answer's timing does not tell which usernames exist.
+    """
+    return _off_hub(_check, stored, password)
+
+
+def _check(stored: str | None, password: str) -> tuple[bool, str | None]:
+    if not stored:
+        _verify_argon2(_dummy(), password)
+        return False, None
+    if stored.startswith("$argon2"):
+        if not _verify_argon2(stored, password):
+            return False, None
+        return True, (_hasher.hash(password) if _hasher.check_needs_rehash(stored) else None)
+    from werkzeug.security import check_password_hash
+
+    try:
+        matches = check_password_hash(stored, password)
+    except ValueError:  # an unknown hash format: never matches
+        matches = False
+    return (True, _hasher.hash(password)) if matches else (False, None)
+
+
+def _verify_argon2(stored: str, password: str) -> bool:
+    try:
+        return _hasher.verify(stored, password)
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def _dummy() -> str:
+    global _dummy_hash
+    if _dummy_hash is None:  # two threads may both make one: harmless
+        _dummy_hash = _hasher.hash(secrets.token_urlsafe(16))
+    return _dummy_hash
+
+
+def _off_hub(function: Callable[..., Any], *args: Any) -> Any:
+    """Run `function(*args)` in this hub's hashing pool; the greenlet waits, the hub runs on."""
+    import gevent
+    from gevent.threadpool import ThreadPool
+
+    hub = gevent.get_hub()
+    pool = getattr(hub, _POOL_ATTRIBUTE, None)
+    if pool is None:
+        # One pool per hub (per OS thread): a gevent pool is driven by the hub that made it.
+        pool = ThreadPool(HASH_THREADS, hub=hub)
+        setattr(hub, _POOL_ATTRIBUTE, pool)
+    return pool.apply(_niced, (function, args))
+
+
+def _niced(function: Callable[..., Any], args: tuple) -> Any:
+    # Linux sets the priority of one thread (its native id) this way.
+    if not getattr(_thread_state, "niced", False):
+        _thread_state.niced = True
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), HASH_NICENESS)
+        except (AttributeError, OSError):  # not Linux, or not permitted: run at normal priority
+            pass
+    return function(*args)

@@ -1,0 +1,29 @@
+"""Many open tabs against one live server: resources a connection holds while idle."""
+
+from __future__ import annotations
+
+from numi.testing import Scenario
+
+from turn_support import make_chat
+
+# More than the database pool lends out at once (5 connections + 10 overflow).
+TABS = 20
+
+
+def test_open_html_tabs_do_not_each_hold_a_database_connection(api, scripted, sockets):
+    """Each tab's view reads the saved answer from the database when a turn ends. A tab
+    that kept that connection until it closed would leave the 16th tab's stream waiting
+    for the pool and failing; every tab here stays open while the next one's turn runs."""
+    tabs = []
+    for i in range(TABS):
+        chat = make_chat(api, scripted)
+        ws = sockets(chat["id"], html=True)
+        ws.send(type="resume", last_event_id=None, last_message_id=0)
+        scripted.enqueue(Scenario().text(f"Answer number {i}."))
+        ws.send(type="send", message=f"Question {i}")
+        frames = []
+        while not any('data-running="0"' in frame for frame in frames):
+            frames.append(ws.receive(timeout=20))  # tab {i}
+        assert f"Answer number {i}." in "".join(frames), i
+        tabs.append(ws)
+    assert len(tabs) == TABS

@@ -1,0 +1,88 @@
+"""Compressed responses and fingerprinted, long-cached static files; SSE stays a stream."""
+
+from __future__ import annotations
+
+import gzip
+import re
+
+import brotli
+from numi.testing import Scenario
+
+from turn_support import SSE, make_chat
+
+
+def _static_urls(html: str) -> list[str]:
+    return re.findall(r'(?:src|href)="(/static/[^"]+)"', html)
+
+
+def test_pages_are_compressed_with_brotli_or_gzip_and_never_cached(sqlite_client):
+    plain = sqlite_client.get("/")
+    assert plain.status_code == 200 and "Content-Encoding" not in plain.headers
+    html = plain.get_data()
+    for encoding, decode in (("br", brotli.decompress), ("gzip", gzip.decompress)):
+        response = sqlite_client.get("/", headers={"Accept-Encoding": encoding})
+        assert response.headers["Content-Encoding"] == encoding
+        assert "Accept-Encoding" in response.headers["Vary"]
+        assert response.headers["Cache-Control"] == "no-cache"
+        body = decode(response.get_data())
+        # The page differs only by its per-request parts (none here): same document.
+        assert body.decode().count("<script") == html.decode().count("<script") > 0
+        assert len(response.get_data()) < len(body) / 2
+
+
+def test_json_is_compressed(sqlite_client):
+    response = sqlite_client.get("/api/sessions", headers={"Accept-Encoding": "br"})
+    assert response.status_code == 200
+    if len(response.get_data()) >= 500:  # tiny bodies are not worth it (COMPRESS_MIN_SIZE)
+        assert response.headers["Content-Encoding"] == "br"
+
+
+def test_static_files_are_fingerprinted_and_cached_for_a_year(sqlite_client):
+    html = sqlite_client.get("/").get_data(as_text=True)
+    urls = _static_urls(html)
+    assert any("/js/copy.js" in url for url in urls) and any("/css/app.css" in url for url in urls)
+    for url in urls:
+        assert re.search(r"[?&]v=[0-9a-f]{12}$", url.replace("&amp;", "&")), url
+        response = sqlite_client.get(url.replace("&amp;", "&"), headers={"Accept-Encoding": "br, gzip"})
+        assert response.status_code == 200, url
+        assert response.headers["Cache-Control"] == "public, max-age=31536000, immutable", url
+        if url.split("?")[0].endswith((".js", ".css")):
+            assert response.headers.get("Content-Encoding") == "br", url
+    # Without the current hash the file is served but not pinned in caches.
+    path = urls[0].split("?")[0]
+    for stale in (path, path + "?v=000000000000"):
+        response = sqlite_client.get(stale)
+        assert response.status_code == 200
+        assert "immutable" not in response.headers.get("Cache-Control", "")
+
+
+def test_a_changed_file_gets_a_new_url(sqlite_app, tmp_path):
+    from flask import url_for
+
+    static = tmp_path / "static"
+    static.mkdir()
+    (static / "x.css").write_text("a {}")
+    sqlite_app.static_folder = str(static)
+    with sqlite_app.test_request_context():
+        first = url_for("static", filename="x.css")
+        (static / "x.css").write_text("a { color: red }")
+        second = url_for("static", filename="x.css")
+    assert first != second and first.startswith("/static/x.css?v=")
+
+
+def test_sse_is_not_compressed_and_streams_before_the_answer_ends(server, api, scripted):
+    chat = make_chat(api, scripted)
+    # The provider stalls after its first words: they can only arrive if nothing buffers.
+    scripted.enqueue(Scenario().text("First words").stall())
+    stream = SSE(server, "POST", "/api/chat_stream", {"message": "hi", "session": chat["id"]},
+                 headers={"Accept-Encoding": "br, gzip, deflate"})
+    try:
+        assert stream.response.getheader("Content-Type").startswith("text/event-stream")
+        assert stream.response.getheader("Content-Encoding") is None
+        for event in stream.events():
+            if event["type"] == "content":
+                assert "First" in event["data"]["delta"]
+                break
+    finally:
+        scripted.release()
+        stream.close()
