@@ -1,6 +1,7 @@
 """Pages: first-load weight of the chat page in headless Chromium, and server time and SQL
-queries for a 5,000-message chat page and a sidebar over 10,000 chats (with pins, archived
-chats and tags: the sidebar, its tag filter and the Archived view)."""
+queries for a 5,000-message chat page, the same with 1,000 sibling versions (regenerated
+answers), and a sidebar over 10,000 chats (with pins, archived chats and tags: the sidebar,
+its tag filter and the Archived view)."""
 
 from __future__ import annotations
 
@@ -86,11 +87,13 @@ def long_chat(runs: int = 7) -> list[dict]:
         db.session.execute(insert(Chat), chats)
         db.session.execute(insert(ChatTag), [{"chat_id": chat["id"], "user_id": user_id, "tag": f"tag {i % 9 // 3}"}
                                              for i, chat in enumerate(chats) if i % 3 == 0])
-        long_id = chats[0]["id"]
+        long_id, versions_id = chats[0]["id"], chats[1]["id"]
+        text = "**markdown** with `code` and a [link](https://example.org).\n\n- a\n- b"
+        # Ids and parents are given: a bulk insert computes the parent default once for all rows.
         db.session.execute(insert(Message), [
-            {"chat_id": long_id, "role": "user" if i % 2 == 0 else "assistant",
-             "content": f"Message {i}: **markdown** with `code` and a [link](https://example.org).\n\n- a\n- b",
-             "created_at": base} for i in range(5000)])
+            {"id": i + 1, "parent_id": i, "chat_id": long_id, "role": "user" if i % 2 == 0 else "assistant",
+             "content": f"Message {i}: {text}", "created_at": base} for i in range(5000)])
+        db.session.execute(insert(Message), versions_chat(versions_id, 5001, text, base))
         db.session.commit()
         queries = {"count": 0}
         event.listen(db.engine, "before_cursor_execute", lambda *a, **k: queries.__setitem__("count", queries["count"] + 1))
@@ -99,6 +102,7 @@ def long_chat(runs: int = 7) -> list[dict]:
     results = []
     for label, url, headers, target in (
         ("chat page of 5,000 messages", f"/c/{long_id}", {**bearer}, "≤ 100 ms"),
+        ("chat page of 5,000 messages with 1,000 sibling versions", f"/c/{versions_id}", {**bearer}, "≤ 100 ms"),
         ("sidebar over 10,000 chats", "/chats", {"HX-Request": "true", **bearer}, "≤ 50 ms"),
         ("sidebar over 10,000 chats, tag filter", "/search?q=&mode=titles&tag=tag%201", {"HX-Request": "true", **bearer},
          "≤ 50 ms"),
@@ -117,6 +121,27 @@ def long_chat(runs: int = 7) -> list[dict]:
         results.append(row("long chat", f"SQL queries, {label}", counts, "", "constant"))
     shutil.rmtree(data_dir, ignore_errors=True)
     return results
+
+
+def versions_chat(chat_id: str, first_id: int, text: str, created_at) -> list[dict]:
+    """5,000 rows: 2,000 turns; each of the last 500 answers was regenerated twice, so it has
+    two inactive sibling versions (1,000 in all) right where the page opens."""
+    rows, next_id, tip = [], first_id, 0
+    for turn in range(2000):
+        question = next_id
+        rows.append({"id": question, "parent_id": tip, "chat_id": chat_id, "role": "user",
+                     "content": f"Question {turn}: {text}", "created_at": created_at})
+        next_id += 1
+        for old in range(2 if turn >= 1500 else 0):
+            rows.append({"id": next_id, "parent_id": question, "chat_id": chat_id, "role": "assistant",
+                         "content": f"Old answer {turn}.{old}: {text}", "selected": False, "active": False,
+                         "created_at": created_at})
+            next_id += 1
+        rows.append({"id": next_id, "parent_id": question, "chat_id": chat_id, "role": "assistant",
+                     "content": f"Answer {turn}: {text}", "created_at": created_at})
+        tip = next_id
+        next_id += 1
+    return rows
 
 
 def measure() -> list[dict]:

@@ -168,21 +168,59 @@ def endpoint():
 @click.option("--default-model", help="Model new chats use.")
 def endpoint_add(name, kind, base_url, api_key_env, api_key_stdin, default_model):
     """Add a shared endpoint NAME. Keys never go on the command line (shell history)."""
-    import os
-
     from .endpoints import create_endpoint
 
-    api_key = None
-    if api_key_env:
-        api_key = os.environ.get(api_key_env)
-        if not api_key:
-            raise click.ClickException(f"{api_key_env} is not set.")
-    elif api_key_stdin:
-        api_key = sys.stdin.readline().strip()
+    api_key = _api_key(api_key_env, api_key_stdin)
     fields = {"name": name, "kind": kind, "base_url": base_url, "api_key": api_key, "default_model": default_model}
     with _context() as app:
         created = _checked(lambda: create_endpoint(None, fields, max_name=app.config["NUMI_MAX_NAME_CHARS"]))
         click.echo(f"Added endpoint {created.name} (id {created.id}).")
+
+
+@endpoint.command("edit")
+@click.argument("name")
+@click.option("--name", "new_name", help="A new name.")
+@click.option("--base-url", help="A new base URL.")
+@click.option("--api-key-env", metavar="VAR", help="Replace the API key with this environment variable's value.")
+@click.option("--api-key-stdin", is_flag=True, help="Replace the API key with a line read from standard input.")
+@click.option("--default-model", help="Model new chats use (empty to clear).")
+@click.option("--reasoning-policy", type=click.Choice(["auto", "preserve", "strip"]))
+@click.option("--enable/--disable", "enabled", default=None, help="Offer the endpoint, or not.")
+def endpoint_edit(name, new_name, base_url, api_key_env, api_key_stdin, default_model, reasoning_policy, enabled):
+    """Change the shared endpoint NAME; options not given stay as they are."""
+    from .endpoints import find_by_name, update_endpoint
+
+    if api_key_env and api_key_stdin:
+        raise click.UsageError("Give --api-key-env or --api-key-stdin, not both.")
+    fields = {key: value for key, value in (
+        ("name", new_name), ("base_url", base_url), ("default_model", default_model),
+        ("reasoning_policy", reasoning_policy), ("enabled", enabled),
+    ) if value is not None}
+    api_key = _api_key(api_key_env, api_key_stdin)
+    if api_key:
+        fields["api_key"] = api_key
+    if not fields:
+        raise click.UsageError("Nothing to change: give at least one option.")
+    with _context() as app:
+        found = find_by_name(None, name)
+        if found is None:
+            raise click.ClickException(f"No shared endpoint named {name!r}.")
+        _checked(lambda: update_endpoint(found, fields, max_name=app.config["NUMI_MAX_NAME_CHARS"]))
+        click.echo(f"Updated endpoint {found.name} (id {found.id}).")
+
+
+def _api_key(api_key_env: str | None, api_key_stdin: bool) -> str | None:
+    """The key from an environment variable or standard input (never from the command line)."""
+    import os
+
+    if api_key_env:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise click.ClickException(f"{api_key_env} is not set.")
+        return api_key
+    if api_key_stdin:
+        return sys.stdin.readline().strip() or None
+    return None
 
 
 @endpoint.command("list")

@@ -106,7 +106,22 @@ def validate(fields: dict[str, Any], *, max_name: int = 100, partial: bool = Fal
         clean["reasoning_policy"] = fields["reasoning_policy"]
     if "enabled" in fields:
         clean["enabled"] = bool(fields["enabled"]) and fields["enabled"] not in ("0", "false", "off")
+    if "hidden_models" in fields:
+        clean["hidden_models"] = _hidden_models(fields["hidden_models"])
     return clean
+
+
+MAX_HIDDEN_MODELS = 2000
+
+
+def _hidden_models(value: Any) -> list[str]:
+    """Model ids to leave out of the pickers: a list of ids (duplicates and blanks dropped)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > MAX_HIDDEN_MODELS \
+            or not all(isinstance(m, str) and len(m) <= 200 for m in value):
+        raise invalid(f"hidden_models must be a list of at most {MAX_HIDDEN_MODELS} model ids.")
+    return list(dict.fromkeys(m.strip() for m in value if m.strip()))
 
 
 def _base_url(value: Any) -> str:
@@ -158,7 +173,13 @@ def create_endpoint(owner_id: int | None, fields: dict[str, Any], *, max_name: i
 
 
 def update_endpoint(endpoint: Endpoint, fields: dict[str, Any], *, max_name: int = 100) -> Endpoint:
+    """Apply an edit. Every field is checked first (`validate`, the same rules as adding);
+    an empty or missing api_key keeps the stored key (keys are replaced, never shown)."""
     clean = validate(fields, max_name=max_name, partial=True)
+    if "name" in clean and clean["name"] != endpoint.name:
+        other = find_by_name(endpoint.user_id, clean["name"])
+        if other is not None and other.id != endpoint.id:
+            raise NumiError("duplicate_name", f"An endpoint named {clean['name']!r} exists already.", 409)
     if "base_url" in clean:
         check_address(base_url=clean["base_url"], owner_id=endpoint.user_id, status=400)
     if "base_url" in clean or "kind" in clean or "api_key" in clean:

@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, and_, text, true
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .extensions import db
@@ -110,6 +110,8 @@ class Endpoint(db.Model):
     api_key_stored: Mapped[str | None] = mapped_column("api_key", Text)
     default_model: Mapped[str | None] = mapped_column(String(200))
     models_json: Mapped[str | None] = mapped_column(Text)
+    # Model ids the pickers leave out (the list from the provider stays whole).
+    hidden_models_json: Mapped[str | None] = mapped_column(Text)
     models_fetched_at: Mapped[datetime | None]
     reasoning_policy: Mapped[str] = mapped_column(String(16), default="auto")
     enabled: Mapped[bool] = mapped_column(default=True)
@@ -117,6 +119,7 @@ class Endpoint(db.Model):
     deleted_at: Mapped[datetime | None]
 
     models = json_property("models_json", list)
+    hidden_models = json_property("hidden_models_json", list)
 
     @property
     def api_key(self) -> str | None:
@@ -139,6 +142,12 @@ class Endpoint(db.Model):
     def model_ids(self) -> list[str]:
         return [m["id"] if isinstance(m, dict) else str(m) for m in self.models]
 
+    @property
+    def picker_model_ids(self) -> list[str]:
+        """The listed models the pickers offer (the hidden ones left out)."""
+        hidden = set(self.hidden_models)
+        return [m for m in self.model_ids if m not in hidden]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -147,6 +156,7 @@ class Endpoint(db.Model):
             "base_url": self.base_url,
             "default_model": self.default_model,
             "models": self.model_ids,
+            "hidden_models": self.hidden_models,
             "reasoning_policy": self.reasoning_policy,
             "enabled": self.enabled,
             "shared": self.user_id is None,
@@ -221,10 +231,25 @@ class ChatTag(db.Model):
 
 
 class Message(db.Model):
+    """One message. Versions (regenerate, edit) form a tree through `parent_id`; the
+    transcript is the active branch: `active` is true on every row of it, so reading the
+    transcript stays "rows of the chat by id" with one extra indexed condition (`shown()`).
+
+    - `parent_id`: the message this one followed when it was saved, 0 for a first message
+      (NULL is left to the column default, which finds the parent); siblings (same parent)
+      are versions of each other. A parent always has a smaller id.
+    - `selected`: this is the version its parent shows (exactly one per set of siblings).
+    - `active`: selected, and so is every ancestor (kept up to date by `numi.chat.versions`).
+    - `input_tokens`, `output_tokens`, `model`: copied from `meta` when it is set, so usage
+      sums run in SQL on both backends.
+    """
+
     __tablename__ = "messages"
     __table_args__ = (
         UniqueConstraint("chat_id", "request_id"),
         Index("ix_messages_chat_id_id", "chat_id", "id"),
+        Index("ix_messages_chat_active_id", "chat_id", "active", "id"),
+        Index("ix_messages_chat_parent", "chat_id", "parent_id"),
         # A chat's live messages, newest first, and their count, read from the index alone:
         # a turn in a long chat loads its newest messages and counts the ones left out.
         Index("ix_messages_chat_live", "chat_id", "deleted_at", "id"),
@@ -234,6 +259,9 @@ class Message(db.Model):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    parent_id: Mapped[int | None] = mapped_column(Integer, default=lambda context: _branch_tip(context))
+    selected: Mapped[bool] = mapped_column(default=True, server_default=true())
+    active: Mapped[bool] = mapped_column(default=True, server_default=true())
     role: Mapped[str] = mapped_column(String(16))
     content: Mapped[str | None] = mapped_column(Text)
     content_parts_json: Mapped[str | None] = mapped_column(Text)
@@ -243,6 +271,9 @@ class Message(db.Model):
     tool_call_id: Mapped[str | None] = mapped_column(String(200))
     citation_sources_json: Mapped[str | None] = mapped_column(Text)
     meta_json: Mapped[str | None] = mapped_column(Text)
+    model: Mapped[str | None] = mapped_column(String(200))
+    input_tokens: Mapped[int | None]
+    output_tokens: Mapped[int | None]
     request_id: Mapped[str | None] = mapped_column(String(100))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     deleted_at: Mapped[datetime | None]
@@ -251,12 +282,26 @@ class Message(db.Model):
     reasoning_details = json_property("reasoning_details_json", list)
     tool_calls = json_property("tool_calls_json", list)
     citation_sources = json_property("citation_sources_json", list)
-    meta = json_property("meta_json", dict)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return _loads(self.meta_json, {})
+
+    @meta.setter
+    def meta(self, value: dict[str, Any] | None) -> None:
+        self.meta_json = _dumps(value)
+        self.model, self.input_tokens, self.output_tokens = usage_columns(value or {})
+
+    @classmethod
+    def shown(cls):
+        """The condition for a row of the transcript: on the active branch and not deleted."""
+        return and_(cls.active.is_(True), cls.deleted_at.is_(None))
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "chat_id": self.chat_id,
+            "parent_id": self.parent_id or None,
             "role": self.role,
             "content": self.content,
             "content_parts": self.content_parts,
@@ -269,6 +314,31 @@ class Message(db.Model):
             "request_id": self.request_id,
             "created_at": _iso(self.created_at),
         }
+
+
+def _branch_tip(context) -> int | None:
+    """The default parent of a new message: the newest row of its chat's shown branch, so
+    every writer continues the transcript (a regenerate or an edit has just moved the tip
+    to where the new version starts), or 0 in an empty chat. Importers and forks set the
+    parent themselves (0 for a first message: None would mean "use this default")."""
+    chat_id = context.get_current_parameters().get("chat_id")
+    return context.connection.execute(
+        text("SELECT coalesce(max(id), 0) FROM messages WHERE chat_id = :chat AND active"), {"chat": chat_id}
+    ).scalar()
+
+
+def usage_columns(meta: dict[str, Any]) -> tuple[str | None, int | None, int | None]:
+    """(model, input tokens, output tokens) of an answer's meta: `usage` as the provider
+    reported it, else the turn's `metrics`; anything that is not a count is left out."""
+    usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else {}
+    metrics = meta.get("metrics") if isinstance(meta.get("metrics"), dict) else {}
+
+    def count(key: str) -> int | None:
+        value = usage.get(key, metrics.get(key))
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+    model = meta.get("model")
+    return (model[:200] if isinstance(model, str) and model else None), count("input_tokens"), count("output_tokens")
 
 
 class QueuedMessage(db.Model):
@@ -398,3 +468,20 @@ class McpServer(db.Model):
 
     args = json_property("args_json", list)
     env = json_property("env_json", dict)
+
+
+class ModelPrice(db.Model):
+    """A user's price for a model, per million tokens in and out (turns usage into cost)."""
+
+    __tablename__ = "model_prices"
+    __table_args__ = (UniqueConstraint("user_id", "model"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    model: Mapped[str] = mapped_column(String(200))
+    input_per_mtok: Mapped[float] = mapped_column(Float, default=0.0)
+    output_per_mtok: Mapped[float] = mapped_column(Float, default=0.0)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "input_per_mtok": self.input_per_mtok, "output_per_mtok": self.output_per_mtok}

@@ -7,7 +7,7 @@ indexed by (user_id, tag) for the sidebar's tag filter. users.theme: system|ligh
 existing users get "system" (what they had). Nothing existing changes meaning.
 
 Revision ID: ee63e773f9b2
-Revises: 3676a92c6c9e
+Revises: d4e7a2b9c1f0
 Create Date: 2026-11-30 19:32:17.890142
 
 """
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = 'ee63e773f9b2'
-down_revision = '3676a92c6c9e'
+down_revision = 'd4e7a2b9c1f0'
 branch_labels = None
 depends_on = None
 

@@ -190,7 +190,7 @@ class Agent:
                 Message.chat_id == self.request.chat_id,
                 Message.id > message_id,
                 Message.role == "assistant",
-                Message.deleted_at.is_(None),
+                Message.shown(),
             ).order_by(Message.id.desc()).limit(20)
         ).scalars()
         return next((row.id for row in rows if not row.meta.get("partial") and not row.tool_calls), None)

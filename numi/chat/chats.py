@@ -310,7 +310,7 @@ def list_messages(chat: Chat, *, limit: int, before_id: int | None = None) -> Pa
     The cursor is the id of the oldest message returned; pass it as `before_id` to load
     the page above it.
     """
-    stmt = select(Message).where(Message.chat_id == chat.id, Message.deleted_at.is_(None))
+    stmt = select(Message).where(Message.chat_id == chat.id, Message.shown())
     if before_id is not None:
         stmt = stmt.where(Message.id < before_id)
     rows = list(db.session.execute(stmt.order_by(Message.id.desc()).limit(limit + 1)).scalars())
@@ -326,7 +326,7 @@ def list_messages_around(chat: Chat, message_id: int, *, limit: int) -> tuple[Pa
     messages as usual) and whether newer messages exist beyond it."""
     after = max(1, limit // 5)
     newer = list(db.session.execute(
-        select(Message).where(Message.chat_id == chat.id, Message.deleted_at.is_(None), Message.id > message_id)
+        select(Message).where(Message.chat_id == chat.id, Message.shown(), Message.id > message_id)
         .order_by(Message.id).limit(after + 1)
     ).scalars())
     has_newer = len(newer) > after

@@ -50,7 +50,7 @@ def plan(context: ChatContextService, keep_messages: int) -> Plan:
     whole turns to keep (at least the last turn and at least `keep_messages` messages when
     there are older turns). Raises nothing_to_compact when there is nothing older."""
     previous = context.latest_checkpoint()
-    stmt = select(Message).where(Message.chat_id == context.chat_id, Message.deleted_at.is_(None))
+    stmt = select(Message).where(Message.chat_id == context.chat_id, Message.shown())
     if previous is not None:
         stmt = stmt.where(Message.id > previous.through_message_id)
     rows = [r for r in db.session.execute(stmt.order_by(Message.id)).scalars() if not _is_error_placeholder(r)]

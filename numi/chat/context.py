@@ -98,7 +98,7 @@ class ChatContextService:
 
     def _load_history(self) -> History:
         checkpoint = self.latest_checkpoint()
-        live = [Message.chat_id == self.chat_id, Message.deleted_at.is_(None)]
+        live = [Message.chat_id == self.chat_id, Message.shown()]
         if checkpoint is not None:
             live.append(Message.id > checkpoint.through_message_id)
         stmt = select(Message).where(*live).order_by(Message.id.desc()).limit(self.max_messages + 1)
@@ -160,7 +160,7 @@ class ChatContextService:
     def latest_checkpoint(self) -> Checkpoint | None:
         """The newest valid checkpoint: its boundary message still exists in the transcript
         (an edit that deleted the boundary makes a checkpoint stale, and an older one applies)."""
-        live = select(Message.id).where(Message.chat_id == self.chat_id, Message.deleted_at.is_(None),
+        live = select(Message.id).where(Message.chat_id == self.chat_id, Message.shown(),
                                         Message.id == Checkpoint.through_message_id)
         return db.session.execute(
             select(Checkpoint).where(Checkpoint.chat_id == self.chat_id, live.exists())
@@ -207,6 +207,7 @@ class ChatContextService:
             ).rowcount
             if touched != 1:
                 raise ChatDeleted()
+            # Its parent is the tip of the shown branch (the column default, `Message`).
             message = Message(chat_id=self.chat_id, **{k: v for k, v in fields.items() if k in _COLUMNS})
             for name in ("content_parts", "reasoning_details", "tool_calls", "citation_sources", "meta"):
                 if name in fields:

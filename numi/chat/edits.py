@@ -5,10 +5,15 @@ Rules every function here keeps:
   would save its answer into a transcript that no longer has its question;
 - every check (ownership, message, attachments, route) happens before the first write, and
   the writes of one operation are one transaction: a failed request changes nothing;
-- removing is a soft delete (`deleted_at`), like everywhere else, and never leaves an
+- an edit or a regenerate replaces nothing for good: the replaced messages stay as an
+  inactive version (`numi.chat.versions`) that `switch_version` shows again; what the model
+  sees is the active branch only, as if the old messages were gone;
+- deleting is a soft delete (`deleted_at`), like everywhere else, and never leaves an
   assistant step's tool call without its result or a tool result without its call;
-- later compaction checkpoints that summarise removed messages are dropped, since their
-  summary would bring the removed text back into the model's context.
+  deleting a version takes the rest of its branch along and shows its newest sibling;
+- compaction checkpoints that summarise deleted messages are dropped, since their summary
+  would bring the removed text back into the model's context (a checkpoint whose boundary
+  is in an inactive version simply does not apply until that version is shown again).
 
 Starting the regenerated turn is the web layer's job (`numi.web.streams.start_turn` with
 `regeneration_payload()`): the agent sees the question's request id, finds the question
@@ -27,6 +32,7 @@ from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
 from ..models import Chat, Checkpoint, Message, utcnow
 from . import chats
+from . import versions
 from .attachments import owned_attachments
 
 TOPIC_CHARS = 120
@@ -50,12 +56,14 @@ def ensure_idle(chat_id: str) -> None:
         raise NumiError("turn_running", "A turn is running in this chat; stop it or wait for the answer first.", 409)
 
 
-def get_message(chat: Chat, message_id: Any) -> Message:
-    """The chat's live message `message_id`, or NotFound (the chat is already the user's)."""
+def get_message(chat: Chat, message_id: Any, *, any_version: bool = False) -> Message:
+    """The chat's shown message `message_id` (with `any_version`, also one of an inactive
+    version), or NotFound (the chat is already the user's)."""
     if not isinstance(message_id, int) or isinstance(message_id, bool):
         raise NotFound("message")
+    shown = Message.deleted_at.is_(None) if any_version else Message.shown()
     message = db.session.execute(
-        select(Message).where(Message.id == message_id, Message.chat_id == chat.id, Message.deleted_at.is_(None))
+        select(Message).where(Message.id == message_id, Message.chat_id == chat.id, shown)
     ).scalar_one_or_none()
     if message is None:
         raise NotFound("message")
@@ -63,9 +71,10 @@ def get_message(chat: Chat, message_id: Any) -> Message:
 
 
 def edit_message(user_id: int, chat_id: str, message_id: int, text: Any, attachments: Any, limits) -> Message:
-    """Replace a question's text and attachments and drop everything after it.
+    """Ask a question again with new text and attachments: a new version of the question,
+    saved beside the old one (which keeps its answers as an inactive version).
 
-    Returns the edited question (with a request id) ready for `regeneration_payload()`.
+    Returns the new question (with its own request id) ready for `regeneration_payload()`.
     """
     chat = chats.get_chat(user_id, chat_id)
     message = get_message(chat, message_id)
@@ -80,20 +89,20 @@ def edit_message(user_id: int, chat_id: str, message_id: int, text: Any, attachm
     if not text.strip() and not ids:
         raise invalid("Write a message first.", "empty_message")
     try:
-        _remove_after(chat, message.id)
-        message.content = text
+        versions.unselect_children(chat.id, message.parent_id)
         kept = [p for p in message.content_parts if p.get("type") != "attachment"]
-        message.content_parts = kept + [{"type": "attachment", "id": a} for a in ids]
-        meta = dict(message.meta)
-        meta["edited_at"] = utcnow().isoformat() + "Z"
-        message.meta = meta
-        _ensure_request_id(message)
+        edited = Message(chat_id=chat.id, parent_id=message.parent_id, role="user", content=text)
+        edited.content_parts = kept + [{"type": "attachment", "id": a} for a in ids]
+        edited.meta = {**message.meta, "edited_at": utcnow().isoformat() + "Z", "edit_of": message.id}
+        db.session.add(edited)
+        db.session.flush()
+        _ensure_request_id(edited)
         chats.touch(chat)
         db.session.commit()
     except Exception:
         db.session.rollback()
         raise
-    return message
+    return edited
 
 
 def prepare_regenerate(user_id: int, chat_id: str, route: dict[str, Any] | None, limits) -> Message:
@@ -102,7 +111,7 @@ def prepare_regenerate(user_id: int, chat_id: str, route: dict[str, Any] | None,
     chat = chats.get_chat(user_id, chat_id)
     ensure_idle(chat.id)
     question = db.session.execute(
-        select(Message).where(Message.chat_id == chat.id, Message.role == "user", Message.deleted_at.is_(None))
+        select(Message).where(Message.chat_id == chat.id, Message.role == "user", Message.shown())
         .order_by(Message.id.desc()).limit(1)
     ).scalar_one_or_none()
     if question is None:
@@ -110,13 +119,30 @@ def prepare_regenerate(user_id: int, chat_id: str, route: dict[str, Any] | None,
     if route:
         chats.update_chat(user_id, chat.id, route, limits)  # validates everything before writing
     try:
-        _remove_after(chat, question.id)
+        # The answer (and every later row) stays as an inactive version; the next one saved
+        # under the question becomes the shown version.
+        versions.unselect_children(chat.id, question.id)
         _ensure_request_id(question)
         db.session.commit()
     except Exception:
         db.session.rollback()
         raise
     return question
+
+
+def switch_version(user_id: int, chat_id: str, message_id: int) -> Message:
+    """Show version `message_id` (and the branch below it that was last shown) instead of
+    its siblings. Saved, so a reload or another tab shows the same; 409 while a turn runs."""
+    chat = chats.get_chat(user_id, chat_id)
+    message = get_message(chat, message_id, any_version=True)
+    ensure_idle(chat.id)
+    try:
+        versions.select_version(chat.id, message.id, message.parent_id)
+        db.session.commit()
+    except Exception:
+        db.session.rollback()
+        raise
+    return get_message(chat, message_id, any_version=True)
 
 
 def regeneration_payload(question: Message) -> dict[str, Any]:
@@ -134,10 +160,11 @@ def delete_messages(user_id: int, chat_id: str, message_id: int, scope: str = "m
     if scope not in DELETE_SCOPES:
         raise invalid(f"scope must be one of: {', '.join(DELETE_SCOPES)}.")
     chat = chats.get_chat(user_id, chat_id)
-    target = get_message(chat, message_id)
+    target = get_message(chat, message_id, any_version=True)
     ensure_idle(chat.id)
+    tree = versions.load_tree(chat.id)
     if scope == "turn":
-        ids = _turn_ids(chat, target)
+        ids = _turn_ids(tree, target)
     elif target.role == "tool":
         step = _step_of(chat, target)
         ids = [target.id] if step is None else _step_ids(chat, step)
@@ -145,8 +172,16 @@ def delete_messages(user_id: int, chat_id: str, message_id: int, scope: str = "m
         ids = _step_ids(chat, target)
     else:
         ids = [target.id]
+    top = tree[min(ids)]
+    siblings = [n for n in versions.children(tree, top.parent_id) if n.live and n.id not in ids]
+    if siblings:
+        # A version goes with the rest of its branch, and a remaining sibling is shown:
+        # nothing is left that no switcher could reach.
+        ids = sorted({*ids, *(i for i in versions.descendants(tree, top.id) if tree[i].live)})
     try:
         db.session.execute(update(Message).where(Message.id.in_(ids)).values(deleted_at=utcnow()))
+        if siblings and top.selected:
+            versions.select_version(chat.id, siblings[-1].id, top.parent_id)
         _drop_checkpoints(chat, min(ids))
         db.session.commit()
     except Exception:
@@ -163,17 +198,19 @@ def fork_chat(user_id: int, chat_id: str, message_id: int) -> Chat:
     takes that step's results too, so the fork starts consistent.
     """
     chat = chats.get_chat(user_id, chat_id)
-    target = get_message(chat, message_id)
+    target = get_message(chat, message_id, any_version=True)
+    path = versions.path_to(versions.load_tree(chat.id), target.id)  # the branch of the target
     rows = list(db.session.execute(
-        select(Message).where(Message.chat_id == chat.id, Message.deleted_at.is_(None), Message.id <= target.id)
+        select(Message).where(Message.chat_id == chat.id, Message.deleted_at.is_(None), Message.id.in_(path))
         .order_by(Message.id)
     ).scalars())
     calls = {c.get("id") for row in rows if row.role == "assistant" for c in row.tool_calls}
     answered = {row.tool_call_id for row in rows if row.role == "tool"}
     missing = calls - answered
     if missing:
+        below = versions.descendants(versions.load_tree(chat.id), target.id)
         rows += list(db.session.execute(
-            select(Message).where(Message.chat_id == chat.id, Message.deleted_at.is_(None), Message.id > target.id,
+            select(Message).where(Message.chat_id == chat.id, Message.deleted_at.is_(None), Message.id.in_(below),
                                   Message.role == "tool", Message.tool_call_id.in_(missing)).order_by(Message.id)
         ).scalars())
     fork = Chat(user_id=user_id, title=f"{chat.title} (fork)"[:300], endpoint_id=chat.endpoint_id, model=chat.model,
@@ -181,14 +218,19 @@ def fork_chat(user_id: int, chat_id: str, message_id: int) -> Chat:
     try:
         db.session.add(fork)
         db.session.flush()
+        parent_id = 0  # the fork's first message
         for row in rows:
-            db.session.add(Message(
-                chat_id=fork.id, role=row.role, content=row.content, content_parts_json=row.content_parts_json,
-                reasoning_content=row.reasoning_content, reasoning_details_json=row.reasoning_details_json,
-                tool_calls_json=row.tool_calls_json, tool_call_id=row.tool_call_id,
-                citation_sources_json=row.citation_sources_json, meta_json=row.meta_json, created_at=row.created_at,
-            ))
+            copy = Message(
+                chat_id=fork.id, parent_id=parent_id, role=row.role, content=row.content,
+                content_parts_json=row.content_parts_json, reasoning_content=row.reasoning_content,
+                reasoning_details_json=row.reasoning_details_json, tool_calls_json=row.tool_calls_json,
+                tool_call_id=row.tool_call_id, citation_sources_json=row.citation_sources_json,
+                meta_json=row.meta_json, model=row.model, input_tokens=row.input_tokens,
+                output_tokens=row.output_tokens, created_at=row.created_at,
+            )
+            db.session.add(copy)
             db.session.flush()  # ids in transcript order on every backend
+            parent_id = copy.id
         db.session.commit()
     except Exception:
         db.session.rollback()
@@ -201,7 +243,7 @@ def topics(user_id: int, chat_id: str) -> list[Topic]:
     chat = chats.get_chat(user_id, chat_id)
     rows = db.session.execute(
         select(Message.id, Message.content).where(
-            Message.chat_id == chat.id, Message.role == "user", Message.deleted_at.is_(None)
+            Message.chat_id == chat.id, Message.role == "user", Message.shown()
         ).order_by(Message.id)
     )
     return [Topic(row.id, first_line(row.content)) for row in rows]
@@ -216,14 +258,6 @@ def first_line(content: str | None) -> str:
 
 
 # --- internals ------------------------------------------------------------------------------
-
-
-def _remove_after(chat: Chat, message_id: int) -> None:
-    db.session.execute(
-        update(Message).where(Message.chat_id == chat.id, Message.id > message_id, Message.deleted_at.is_(None))
-        .values(deleted_at=utcnow())
-    )
-    _drop_checkpoints(chat, message_id)
 
 
 def _drop_checkpoints(chat: Chat, first_removed_id: int) -> None:
@@ -242,7 +276,8 @@ def _step_of(chat: Chat, result: Message) -> Message | None:
     """The live assistant step whose tool call `result` answers."""
     steps = db.session.execute(
         select(Message).where(Message.chat_id == chat.id, Message.role == "assistant", Message.deleted_at.is_(None),
-                              Message.id < result.id, Message.tool_calls_json.is_not(None))
+                              Message.id <= result.parent_id if result.parent_id else Message.id < result.id,
+                              Message.tool_calls_json.is_not(None))
         .order_by(Message.id.desc()).limit(50)
     ).scalars()
     return next((s for s in steps if any(c.get("id") == result.tool_call_id for c in s.tool_calls)), None)
@@ -257,19 +292,22 @@ def _step_ids(chat: Chat, step: Message) -> list[int]:
     return [step.id, *results]
 
 
-def _turn_ids(chat: Chat, target: Message) -> list[int]:
-    """The question at or before `target` and everything up to the next question."""
-    live = (Message.chat_id == chat.id, Message.deleted_at.is_(None))
-    start = target.id if target.role == "user" else db.session.execute(
-        select(Message.id).where(*live, Message.role == "user", Message.id < target.id)
-        .order_by(Message.id.desc()).limit(1)
-    ).scalar_one_or_none()
-    if start is None:  # answers before any question (an imported transcript): from the top
-        start = db.session.execute(select(Message.id).where(*live).order_by(Message.id).limit(1)).scalar_one()
-    end = db.session.execute(
-        select(Message.id).where(*live, Message.role == "user", Message.id > start).order_by(Message.id).limit(1)
-    ).scalar_one_or_none()
-    stmt = select(Message.id).where(*live, Message.id >= start)
-    if end is not None:
-        stmt = stmt.where(Message.id < end)
-    return list(db.session.execute(stmt).scalars())
+def _turn_ids(tree: dict[int, versions.Node], target: Message) -> list[int]:
+    """The question at or above `target` in its branch and what follows it in that branch
+    up to the next question (the shown version of each step)."""
+    path = [tree[i] for i in versions.path_to(tree, target.id) if tree[i].live]
+    questions = [n for n in path if n.role == "user"]
+    # Answers before any question (an imported transcript): from the top of the branch.
+    start = questions[-1] if questions else path[0]
+    ids = [start.id]
+    node = start
+    while True:
+        below = [n for n in versions.children(tree, node.id) if n.selected] or versions.children(tree, node.id)[-1:]
+        if not below:
+            break
+        node = below[0]
+        if node.live and node.role == "user":
+            break
+        if node.live:
+            ids.append(node.id)
+    return ids

@@ -5,7 +5,9 @@ transcript (`ExportMessage`): content flattened to text plus attachment referenc
 reasoning, tool calls paired with their results, citation sources. The text formats are
 written here; the HTML file comes from `templates/export.html` and renders message bodies
 with `render_markdown`, the app's one renderer. The JSON document (`numi.chat`, version 1)
-keeps every stored field and is what `numi.chat.importer` reads back.
+keeps every stored field and every version (each message names its `parent_id` and whether
+it is the `selected` version), and is what `numi.chat.importer` reads back. The readable
+formats show the transcript: the shown version of each message.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..errors import invalid
 from ..extensions import db
 from ..models import Attachment, Chat, Endpoint, Message, utcnow
 from .chats import get_chat
+from .versions import load_tree
 
 FORMAT_TAG = "numi.chat"
 FORMAT_VERSION = 1
@@ -87,7 +90,7 @@ def export_chat(user_id: int, chat_id: str, fmt: str) -> ExportFile:
 
 def render_export(user_id: int, chat: Chat, fmt: str) -> ExportFile:
     """Export an already loaded (owner-checked) chat."""
-    messages = load_transcript(chat)
+    messages = load_transcript(chat, every_version=fmt == "json")
     attachments = attachment_index(user_id, messages)
     if fmt == "json":
         body = json.dumps(chat_document(chat, messages, attachments), ensure_ascii=False, indent=2)
@@ -102,10 +105,22 @@ def render_export(user_id: int, chat: Chat, fmt: str) -> ExportFile:
     return ExportFile(export_filename(chat.title, fmt), FORMATS[fmt], body)
 
 
-def load_transcript(chat: Chat) -> list[Message]:
-    """Every live message of the chat in transcript order."""
+def load_transcript(chat: Chat, *, every_version: bool = False) -> list[Message]:
+    """The chat's transcript (shown messages) in order; with `every_version`, every live
+    message of every version, each with `export_parent_id`: its nearest live ancestor
+    (a deleted message in between is skipped, so the file's tree has no holes)."""
+    if not every_version:
+        stmt = select(Message).where(Message.chat_id == chat.id, Message.shown()).order_by(Message.id)
+        return list(db.session.execute(stmt).scalars())
     stmt = select(Message).where(Message.chat_id == chat.id, Message.deleted_at.is_(None)).order_by(Message.id)
-    return list(db.session.execute(stmt).scalars())
+    messages = list(db.session.execute(stmt).scalars())
+    tree = load_tree(chat.id)
+    for message in messages:
+        parent = tree.get(message.parent_id)
+        while parent is not None and not parent.live:
+            parent = tree.get(parent.parent_id)
+        message.export_parent_id = parent.id if parent is not None else None
+    return messages
 
 
 def attachment_index(user_id: int, messages: list[Message]) -> dict[int, Attachment]:
@@ -157,6 +172,8 @@ def _message_document(message: Message, attachments: dict[int, Attachment]) -> d
         parts.append(part)
     return {
         "id": message.id,
+        "parent_id": getattr(message, "export_parent_id", message.parent_id or None),
+        "selected": message.selected,
         "role": message.role,
         "content": message.content,
         "content_parts": parts,

@@ -1,7 +1,8 @@
 """Importers for the formats users migrate from: ChatGPT's data export and Open WebUI's.
 
 Both formats store a conversation as a tree (every edit or regenerate is a branch); the
-import keeps the branch the user last looked at (`current_node` / `currentId`), in order.
+import keeps every branch as Numi versions, with the branch the user last looked at
+(`current_node` / `currentId`) shown.
 What Numi cannot hold the same way becomes readable text: images and files become
 reference lines (the exports carry no bytes Numi could store, and data URLs are never put
 into message content), tool calls and tool output become labelled blocks on assistant
@@ -73,6 +74,49 @@ def _branch(nodes: dict[str, Any], current: str, parent_key: str, where: str) ->
     return chain
 
 
+def _tree(nodes: dict[str, Any], parent_key: str, time_of) -> list[tuple[str, str | None]]:
+    """Every node reachable from a root, parents first (depth first, siblings oldest first),
+    as (node id, parent node id). A node whose parent is missing counts as a root; nodes
+    in a cycle are unreachable and left out (the current path was checked by `_branch`)."""
+    below: dict[str | None, list[str]] = {}
+    for node_id, node in nodes.items():
+        if not isinstance(node, dict):
+            continue
+        parent = node.get(parent_key)
+        below.setdefault(parent if isinstance(parent, str) and parent in nodes else None, []).append(node_id)
+    order: list[tuple[str, str | None]] = []
+    seen: set[str] = set()
+    stack: list[tuple[str, str | None]] = [(n, None) for n in reversed(_oldest_first(below.get(None, []), nodes, time_of))]
+    while stack:
+        node_id, parent = stack.pop()
+        if node_id in seen or len(order) > MAX_BRANCH:
+            continue
+        seen.add(node_id)
+        order.append((node_id, parent))
+        stack.extend((c, node_id) for c in reversed(_oldest_first(below.get(node_id, []), nodes, time_of)))
+    return order
+
+
+def _oldest_first(ids: list[str], nodes: dict[str, Any], time_of) -> list[str]:
+    return sorted(ids, key=lambda k: time_of(nodes[k]))  # stable: file order among equal times
+
+
+def _versions(chat: ImportedChat, order: list[tuple[str, str | None]], current_path: list[str], convert) -> None:
+    """Append the converted messages of `order` to `chat` as versions: each keeps as parent
+    its nearest converted ancestor; the nodes of the current path are the selected ones."""
+    shown = set(current_path)
+    stands_for: dict[str, str | None] = {}  # node id -> key of its nearest converted ancestor-or-self
+    for node_id, parent in order:
+        parent_key = stands_for.get(parent) if parent is not None else None
+        converted = convert(node_id)
+        if converted is None:
+            stands_for[node_id] = parent_key
+            continue
+        converted.update(key=node_id, parent=parent_key, selected=node_id in shown)
+        chat.messages.append(converted)
+        stands_for[node_id] = node_id
+
+
 def _fenced(text: str, language: str = "") -> str:
     fence = "```"
     while fence in text:
@@ -116,13 +160,15 @@ class ChatGPTImporter:
             model=model[:200] if isinstance(model, str) and model else None,
             created_at=_epoch(raw.get("create_time"), f"{where}.create_time"),
         )
-        for node_id in _branch(mapping, current, "parent", f"{where}.mapping"):
+        path = _branch(mapping, current, "parent", f"{where}.mapping")
+
+        def convert(node_id: str) -> dict[str, Any] | None:
             message = mapping[node_id].get("message")
             if message is None:
-                continue  # the synthetic root
-            converted = self._message(message, f"{where}.mapping.{node_id}.message")
-            if converted is not None:
-                chat.messages.append(converted)
+                return None  # the synthetic root
+            return self._message(message, f"{where}.mapping.{node_id}.message")
+
+        _versions(chat, _tree(mapping, "parent", _node_time), path, convert)
         return chat
 
     def _message(self, raw: Any, where: str) -> dict[str, Any] | None:
@@ -214,6 +260,11 @@ def _node_time(node: dict[str, Any]) -> float:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
+def _webui_time(node: dict[str, Any]) -> float:
+    value = node.get("timestamp")
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
@@ -253,8 +304,11 @@ class OpenWebUIImporter:
             current = history.get("currentId")
             if current is None:
                 raise invalid_import(f"{where}.chat.history.currentId is missing.")
-            ordered = [nodes[k] for k in _branch(nodes, current, "parentId", f"{where}.chat.history.messages")]
             base = f"{where}.chat.history.messages"
+            path = _branch(nodes, current, "parentId", base)
+            order = _tree(nodes, "parentId", _webui_time)
+            _versions(chat, order, path, lambda node_id: self._message(nodes[node_id], f"{base}.{node_id}"))
+            return chat
         else:
             ordered = body.get("messages")
             if not isinstance(ordered, list):

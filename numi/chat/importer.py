@@ -5,9 +5,14 @@ detects the format, lets its importer validate and convert the whole file first,
 writes every chat in one transaction. A malformed file raises `NumiError("invalid_import")`
 naming the bad field, and nothing is written.
 
-Formats: Numi's own JSON export (`numi.chat`, version 1, lossless); the ChatGPT data export
-(conversations.json: the current branch of each conversation's `mapping` tree); Open WebUI's
-chat export (the `history` tree's current branch, or its flat `messages` list). Foreign
+Formats: Numi's own JSON export (`numi.chat`, version 1, lossless, every version); the
+ChatGPT data export (conversations.json: every branch of each conversation's `mapping`
+tree, the current one shown); Open WebUI's chat export (the `history` tree likewise, or its
+flat `messages` list).
+
+Versions travel as three optional keys on a neutral message: `key` (its id in the file),
+`parent` (the key of its parent, None for a first message) and `selected`. A message
+without `parent` follows the one before it, so a flat list stays a plain transcript. Foreign
 formats keep what Numi can show: text, reasoning, tool use as readable text, and a
 reference line for each image or file (their bytes are not in those exports).
 """
@@ -24,6 +29,7 @@ from .. import endpoints as endpoint_store
 from ..errors import NumiError
 from ..extensions import db
 from ..models import Attachment, Chat, Endpoint, Message, utcnow
+from . import versions
 from .chats import SETTING_KEYS, validate_settings
 from .export import ATTACHMENT_INFO_KEY, FORMAT_TAG, FORMAT_VERSION
 
@@ -114,8 +120,12 @@ class NumiImporter:
         )
         seen_calls: set[str] = set()
         seen_requests: set[str] = set()
+        keys: set[int] = set()
         for index, raw in enumerate(messages):
-            imported.messages.append(_message(raw, f"messages[{index}]", seen_calls, seen_requests))
+            where = f"messages[{index}]"
+            message = _message(raw, where, seen_calls, seen_requests)
+            message.update(_version_fields(raw, where, keys))
+            imported.messages.append(message)
         return [imported]
 
 
@@ -169,6 +179,28 @@ def _message(raw: Any, where: str, seen_calls: set[str], seen_requests: set[str]
         else:
             seen_requests.add(out["request_id"])
     return out
+
+
+def _version_fields(raw: dict[str, Any], where: str, keys: set[int]) -> dict[str, Any]:
+    """`key`, `parent`, `selected` of a message of a Numi file (files from before versions
+    have none: the message then follows the one before it)."""
+    fields: dict[str, Any] = {}
+    key = raw.get("id")
+    if isinstance(key, int) and not isinstance(key, bool):
+        if key in keys:
+            raise invalid_import(f"{where}.id {key} is used twice.")
+        keys.add(key)
+        fields["key"] = key
+    if "parent_id" in raw:
+        parent = raw["parent_id"]
+        if parent is not None and (isinstance(parent, bool) or parent not in keys or parent == key):
+            raise invalid_import(f"{where}.parent_id must be the id of an earlier message, or null.")
+        fields["parent"] = parent
+    if "selected" in raw:
+        if not isinstance(raw["selected"], bool):
+            raise invalid_import(f"{where}.selected must be true or false.")
+        fields["selected"] = raw["selected"]
+    return fields
 
 
 def _part(part: Any, where: str) -> dict[str, Any]:
@@ -292,11 +324,18 @@ def _store(user_id: int, item: ImportedChat) -> Chat:
     db.session.add(chat)
     db.session.flush()
     owned = _owned_attachments(user_id, item.messages)
+    stored: dict[Any, int] = {}  # file key -> new id
+    previous = 0
+    rows: list[Message] = []
     for fields in item.messages:
+        # 0: a first message (None would let the column default choose a parent).
+        parent = (stored.get(fields["parent"], 0) if fields["parent"] is not None else 0) \
+            if "parent" in fields else previous
         message = Message(
-            chat_id=chat.id, role=fields["role"], content=fields["content"],
-            reasoning_content=fields["reasoning_content"], tool_call_id=fields["tool_call_id"],
-            request_id=fields["request_id"], created_at=fields["created_at"] or now,
+            chat_id=chat.id, parent_id=parent, selected=fields.get("selected", True), role=fields["role"],
+            content=fields["content"], reasoning_content=fields["reasoning_content"],
+            tool_call_id=fields["tool_call_id"], request_id=fields["request_id"],
+            created_at=fields["created_at"] or now,
         )
         message.content_parts = [_attachment_part(p, owned) for p in fields["content_parts"]]
         message.reasoning_details = fields["reasoning_details"]
@@ -306,7 +345,26 @@ def _store(user_id: int, item: ImportedChat) -> Chat:
         db.session.add(message)
         # One flush per message: ids are assigned in transcript order on every backend.
         db.session.flush()
+        if fields.get("key") is not None:
+            stored[fields["key"]] = message.id
+        previous = message.id
+        rows.append(message)
+    _one_selected(rows)
+    db.session.flush()
+    versions.refresh_active(chat.id)
     return chat
+
+
+def _one_selected(rows: list[Message]) -> None:
+    """Exactly one selected version per parent (the newest, when a file says none or several)."""
+    groups: dict[int | None, list[Message]] = {}
+    for row in rows:
+        groups.setdefault(row.parent_id, []).append(row)
+    for group in groups.values():
+        chosen = [r for r in group if r.selected]
+        keep = chosen[-1] if chosen else group[-1]
+        for row in group:
+            row.selected = row is keep
 
 
 def _route(user_id: int, item: ImportedChat) -> tuple[Endpoint | None, str | None]:

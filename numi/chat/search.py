@@ -133,7 +133,7 @@ def _fts5(user_id: int, query: str, limit: int) -> list[MessageHit]:
         "JOIN messages m ON m.id = fts_messages.rowid "
         "JOIN chats c ON c.id = m.chat_id "
         "WHERE fts_messages MATCH :match AND c.user_id = :user AND c.deleted_at IS NULL "
-        "AND m.deleted_at IS NULL "
+        "AND m.deleted_at IS NULL AND m.active "  # the shown versions only
         "ORDER BY rank LIMIT :limit"
     ), {"start": HIT_START, "end": HIT_END, "tokens": SNIPPET_TOKENS, "match": _fts5_query(query),
         "user": user_id, "limit": limit})
@@ -149,7 +149,7 @@ def _postgres(user_id: int, query: str, limit: int) -> list[MessageHit]:
         "candidates AS ("
         "  SELECT m.id, m.content FROM messages m JOIN chats c ON c.id = m.chat_id, tsq "
         "  WHERE to_tsvector('simple', coalesce(m.content, '')) @@ tsq.q "
-        "  AND c.user_id = :user AND c.deleted_at IS NULL AND m.deleted_at IS NULL "
+        "  AND c.user_id = :user AND c.deleted_at IS NULL AND m.deleted_at IS NULL AND m.active "
         "  AND m.role IN ('user', 'assistant') "
         "  ORDER BY m.id DESC LIMIT :candidates), "
         "ranked AS ("
@@ -168,7 +168,7 @@ def _postgres(user_id: int, query: str, limit: int) -> list[MessageHit]:
 def _ilike(user_id: int, query: str, limit: int) -> list[MessageHit]:
     terms = _terms(query)
     stmt = (select(Message, Chat.title).join(Chat, Chat.id == Message.chat_id)
-            .where(Chat.user_id == user_id, Chat.deleted_at.is_(None), Message.deleted_at.is_(None),
+            .where(Chat.user_id == user_id, Chat.deleted_at.is_(None), Message.shown(),
                    Message.role.in_(("user", "assistant"))))
     for term in terms:
         stmt = stmt.where(Message.content.ilike(f"%{term}%"))

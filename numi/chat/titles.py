@@ -43,7 +43,7 @@ def generate_title(app, channel, turn_id: str, user_id: int, chat_id: str, adapt
     """Set the chat's title if it still has the default one, and publish `title_update`."""
     rows = db.session.execute(
         select(Message.role, Message.content).where(
-            Message.chat_id == chat_id, Message.deleted_at.is_(None), Message.role.in_(("user", "assistant"))
+            Message.chat_id == chat_id, Message.shown(), Message.role.in_(("user", "assistant"))
         ).order_by(Message.id).limit(2)
     ).all()
     question = next((content for role, content in rows if role == "user"), "") or ""

@@ -32,6 +32,9 @@ def register(app: Flask) -> None:
 
     app.register_blueprint(attachment_routes.bp)
     app.register_blueprint(context_routes.bp)
+    from . import usage as usage_routes
+
+    app.register_blueprint(usage_routes.bp)
     from ..chat.attachments import human_size, template_attachments, template_checkpoints
 
     app.jinja_env.globals["message_attachments"] = template_attachments

@@ -6,6 +6,7 @@ from flask import Blueprint, current_app, g, jsonify, request
 
 from .. import endpoints as endpoint_store
 from ..chat import chats, organising
+from ..chat.versions import version_info
 from ..errors import NumiError
 from ..extensions import db
 from .inputs import int_arg, request_data
@@ -98,7 +99,9 @@ def history(chat_id: str):
     chat = chats.get_chat(g.user.id, chat_id)
     limit = int_arg("limit", current_app.config["NUMI_PAGE_SIZE_MESSAGES"], low=1, high=1000)
     page = chats.list_messages(chat, limit=limit, before_id=int_arg("before", low=1))
-    return jsonify(messages=[m.to_dict() for m in page.items], next_cursor=page.next_cursor)
+    versions = version_info(chat.id, page.items)
+    return jsonify(messages=[{**m.to_dict(), "version": versions[m.id].to_dict() if m.id in versions else None}
+                             for m in page.items], next_cursor=page.next_cursor)
 
 
 @bp.get("/endpoints")

@@ -19,6 +19,7 @@ from sqlalchemy import select
 from .. import endpoints as endpoint_store
 from ..extensions import db
 from ..models import Message
+from ..chat.versions import version_info
 from ..render import StreamRender
 
 
@@ -267,11 +268,11 @@ class HtmlView:
             swap = f"beforebegin:#turn-{turn_id}-live"
         else:
             swap = f"beforeend:#turn-{turn_id}"
-        extra = {}
+        extra = {"versions": version_info(message.chat_id, [message])}  # its ‹ n/m ›, if any
         if message.role == "assistant" and not message.tool_calls:
             # As the page renders it: "Regenerate" offers the other models too.
-            extra = {"chat": self.chat, "endpoints": endpoint_store.list_endpoints(self.chat.user_id)}
-            db.session.commit()  # end the read transaction: this connection may live for hours
+            extra.update(chat=self.chat, endpoints=endpoint_store.list_endpoints(self.chat.user_id))
+        db.session.commit()  # end the read transaction: this connection may live for hours
         return render_template("partials/_message_oob.html", message=message, swap=swap, **extra)
 
     def _load(self, message_id: int) -> Message | None:
@@ -282,7 +283,7 @@ class HtmlView:
         if not ids:
             return []
         rows = db.session.execute(
-            select(Message).where(Message.id.in_(ids), Message.chat_id == self.chat.id, Message.deleted_at.is_(None))
+            select(Message).where(Message.id.in_(ids), Message.chat_id == self.chat.id, Message.shown())
             .order_by(Message.id)
         ).scalars().all()
         db.session.commit()  # end the read transaction: this connection may live for hours

@@ -14,6 +14,7 @@ from flask import Blueprint, current_app, g, jsonify, redirect, render_template,
 from .. import endpoints as endpoint_store
 from ..agent.approvals import default_policy
 from ..chat import chats, followups, organising
+from ..chat.versions import version_info
 from ..errors import NumiError
 from ..extensions import db
 from ..models import utcnow
@@ -119,7 +120,8 @@ def transcript_context(page) -> dict:
     """A page of messages plus what its templates need to pair tool calls with results."""
     tool_results = {m.tool_call_id: m for m in page.items if m.role == "tool" and m.tool_call_id}
     page_call_ids = {call.get("id") for m in page.items if m.role == "assistant" for call in m.tool_calls}
-    return {"transcript": page, "tool_results": tool_results, "page_call_ids": page_call_ids}
+    versions = version_info(page.items[0].chat_id, page.items) if page.items else {}
+    return {"transcript": page, "tool_results": tool_results, "page_call_ids": page_call_ids, "versions": versions}
 
 
 @bp.post("/c/<chat_id>/retry")
@@ -133,7 +135,7 @@ def retry(chat_id: str):
 
     chat = chats.get_chat(g.user.id, chat_id)
     last_user = db.session.execute(
-        select(Message).where(Message.chat_id == chat.id, Message.role == "user", Message.deleted_at.is_(None))
+        select(Message).where(Message.chat_id == chat.id, Message.role == "user", Message.shown())
         .order_by(Message.id.desc()).limit(1)
     ).scalar_one_or_none()
     if last_user is None:
@@ -356,6 +358,7 @@ def settings_context() -> dict:
     }
 
 
+
 @bp.post("/settings/web-search")
 def web_search_settings():
     """Save the user's web search backend and fetch address rules."""
@@ -382,7 +385,44 @@ def add_endpoint():
             endpoint_store.models(endpoint, max_age_seconds=0, refresh=True)
         except NumiError as exc:
             log.info("models of new endpoint %s not fetched: %s", endpoint.id, exc.code)
+    if _is_htmx():
+        # The list, and an empty Add form in place of the filled one (its key must not stay).
+        return render_template("partials/_endpoint_list.html", endpoints=endpoint_store.list_endpoints(g.user.id)) \
+            + render_template("partials/_endpoint_add_form.html", oob=True)
     return _settings_list_or_redirect()
+
+
+@bp.get("/settings/endpoints/<int:endpoint_id>")
+def endpoint_card(endpoint_id: int):
+    endpoint = endpoint_store.get_endpoint(g.user.id, endpoint_id)
+    return render_template("partials/_endpoint.html", endpoint=endpoint, status=None)
+
+
+@bp.get("/settings/endpoints/<int:endpoint_id>/edit")
+def edit_endpoint_form(endpoint_id: int):
+    endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
+    if _is_htmx():
+        return render_template("partials/_endpoint_edit.html", endpoint=endpoint)
+    return render_template("settings.html", editing=endpoint.id, **settings_context())
+
+
+@bp.post("/settings/endpoints/<int:endpoint_id>")
+def edit_endpoint(endpoint_id: int):
+    """Save the Edit form: name, kind, URL, key (empty keeps it), default model, reasoning
+    policy, enabled, and the models hidden from the pickers."""
+    endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
+    data = request_data()
+    data.pop("hidden_models_sent", None)
+    if request.mimetype != "application/json":
+        data["enabled"] = "1" in request.form.getlist("enabled")  # the checkbox after its hidden "0"
+        if request.form.get("hidden_models_sent"):
+            data["hidden_models"] = request.form.getlist("hidden_models")
+        else:
+            data.pop("hidden_models", None)
+    endpoint_store.update_endpoint(endpoint, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"])
+    if _is_htmx():
+        return render_template("partials/_endpoint.html", endpoint=endpoint, status=("ok", "Saved."))
+    return redirect(url_for("pages.settings"))
 
 
 @bp.post("/settings/endpoints/<int:endpoint_id>/delete")

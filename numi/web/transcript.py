@@ -12,6 +12,7 @@ WebSocket, and starting earlier could let the swap wipe that container out.
     POST /c/<chat>/regenerate               answer the last question again (route optional)
     POST /c/<chat>/messages/<id>/delete     delete a message (scope=message) or its turn
     POST /c/<chat>/messages/<id>/fork       new chat with the transcript up to the message
+    POST /c/<chat>/messages/<id>/show       show this version instead of its siblings
     GET  /c/<chat>/topics                   outline of the chat's turns
     GET  /search?q=&mode=titles|messages    the sidebar's search results
 and the JSON twins under /api/session/<chat>/... and GET /api/search.
@@ -26,6 +27,7 @@ from flask import Blueprint, current_app, g, jsonify, redirect, render_template,
 
 from ..chat import chats, edits
 from ..chat import search as chat_search
+from ..chat.versions import version_info
 from ..errors import NumiError, invalid
 from .inputs import int_arg, request_data
 from .pages import _route, transcript_context
@@ -54,12 +56,21 @@ def _route_fields(data: dict[str, Any]) -> dict[str, Any] | None:
     return fields or None
 
 
-def _refreshed_transcript(chat_id: str, *, start_payload: dict[str, Any] | None = None):
-    """The HTMX answer after a change: the transcript again; then start the turn, if any."""
+def _refreshed_transcript(chat_id: str, *, start_payload: dict[str, Any] | None = None,
+                          focus_version: tuple[int, str] | None = None):
+    """The HTMX answer after a change: the transcript again; then start the turn, if any.
+    `focus_version` (message id, "previous"|"next") puts the focus back on the switcher used."""
     chat = chats.get_chat(g.user.id, chat_id)
-    page = chats.list_messages(chat, limit=current_app.config["NUMI_PAGE_SIZE_MESSAGES"])
+    limit = current_app.config["NUMI_PAGE_SIZE_MESSAGES"]
+    has_newer = False
+    if focus_version is not None:
+        # Open on the switched message, wherever it is in a long chat.
+        page, has_newer = chats.list_messages_around(chat, focus_version[0], limit=limit)
+    else:
+        page = chats.list_messages(chat, limit=limit)
     response = current_app.make_response(
-        render_template("partials/_edit_transcript.html", chat=chat, **transcript_context(page))
+        render_template("partials/_edit_transcript.html", chat=chat, focus_version=focus_version,
+                        has_newer=has_newer, **transcript_context(page))
     )
     if start_payload is not None:
         app = current_app._get_current_object()
@@ -95,7 +106,8 @@ def _after_change(chat_id: str, payload: dict[str, Any] | None, status: int = 20
 def message_view(chat_id: str, message_id: int):
     chat = chats.get_chat(g.user.id, chat_id)
     message = edits.get_message(chat, message_id)
-    return render_template("partials/_message.html", message=message, chat=chat)
+    return render_template("partials/_message.html", message=message, chat=chat,
+                           versions=version_info(chat.id, [message]))
 
 
 @bp.get("/c/<chat_id>/messages/<int:message_id>/edit")
@@ -151,6 +163,19 @@ def fork(chat_id: str, message_id: int):
     if _is_htmx():
         return "", 204, {"HX-Location": target}
     return redirect(target, code=303)
+
+
+@bp.post("/c/<chat_id>/messages/<int:message_id>/show")
+@bp.post("/api/session/<chat_id>/messages/<int:message_id>/show", endpoint="api_show_version")
+def show_version(chat_id: str, message_id: int):
+    message = edits.switch_version(g.user.id, chat_id, message_id)
+    if _is_htmx():
+        direction = request.form.get("direction") if request.form.get("direction") in ("previous", "next") else "next"
+        return _refreshed_transcript(chat_id, focus_version=(message.id, direction))
+    if request.path.startswith("/api/"):
+        info = version_info(chat_id, [message]).get(message.id)
+        return jsonify(message_id=message.id, version=info.to_dict() if info else None)
+    return redirect(url_for("pages.chat_view", chat_id=chat_id, _anchor=f"msg-{message.id}"), code=303)
 
 
 # --- outline ------------------------------------------------------------------------------

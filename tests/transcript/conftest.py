@@ -37,7 +37,7 @@ def rows(multi_app):
 
 
 def live_rows(app, chat_id: str) -> list[tuple]:
-    """(id, role, content, tool_call_id) of the chat's live messages, in order."""
+    """(id, role, content, tool_call_id) of the chat's shown messages (its transcript), in order."""
     from sqlalchemy import select
 
     from numi.extensions import db
@@ -46,7 +46,7 @@ def live_rows(app, chat_id: str) -> list[tuple]:
     with app.app_context():
         return [tuple(r) for r in db.session.execute(
             select(Message.id, Message.role, Message.content, Message.tool_call_id)
-            .where(Message.chat_id == chat_id, Message.deleted_at.is_(None)).order_by(Message.id))]
+            .where(Message.chat_id == chat_id, Message.shown()).order_by(Message.id))]
 
 
 @pytest.fixture

@@ -109,7 +109,7 @@ def test_chatgpt_current_branch_with_images_tools_and_hidden_messages(multi_app,
     assert "[image: file-service://file-AbC123 (1024×768)]" in first
     assert "What is in this <b>photo</b>?" in first and "[attachment: cat.jpg]" in first
     text = "\n".join(m[1] for m in messages)
-    assert "first try" not in text and "Hard to say" not in text  # the other branch is left out
+    assert "first try" not in text and "Hard to say" not in text  # the other branch is not shown
     assert "I live in Lyon" not in text and "Be brief" not in text  # custom instructions are not messages
     assert messages[2][1] == "Compute 2**10 for me"
     assert messages[3][2] == "I should run Python."  # thoughts → reasoning
@@ -117,6 +117,12 @@ def test_chatgpt_current_branch_with_images_tools_and_hidden_messages(multi_app,
     assert "Tool output (python)" in messages[5][1] and "1024" in messages[5][1]
     assert messages[6][1] == "2**10 is **1024**."
     assert transcript(client_a, chats[1]["id"]) == [("user", "Hello", None), ("assistant", "Hi!", None)]
+    # The other branch is kept as a version of the edited question (1/2 ‹ 2/2 ›).
+    current = client_a.get(f"/api/history/{chats[0]['id']}").get_json()["messages"][2]
+    assert current["version"]["n"] == 2 and current["version"]["m"] == 2
+    older = current["version"]["ids"][0]
+    assert client_a.post(f"/api/session/{chats[0]['id']}/messages/{older}/show").status_code == 200
+    assert [m[1] for m in transcript(client_a, chats[0]["id"])][2:] == ["How old is it? (first try)", "Hard to say."]
     # Owned by the importer only.
     assert client_b.get(f"/api/history/{chats[0]['id']}").status_code == 404
 

@@ -75,14 +75,19 @@ def test_index_follows_edit_and_delete(multi_app, users, client_a, rows):
         ("user", "first about giraffes"), ("assistant", "Giraffes are tall."), ("user", "zebras please"),
     ])
     assert {m["message_id"] for m in search(client_a, "giraffes")["messages"]} == {ids[0], ids[1]}
-    # Edit the first question: the answer after it is soft-deleted, the old words vanish.
-    assert client_a.post(f"/api/session/{chat_id}/messages/{ids[0]}/edit", json={"text": "first about penguins"}).status_code == 202
+    # Edit the first question: the old question and what followed it become an inactive
+    # version, which search does not show; the new version is found.
+    response = client_a.post(f"/api/session/{chat_id}/messages/{ids[0]}/edit", json={"text": "first about penguins"})
+    assert response.status_code == 202
+    edited = response.get_json()["message"]["id"]
     wait_idle(multi_app, chat_id)
     assert search(client_a, "giraffes")["messages"] == []
-    assert [m["message_id"] for m in search(client_a, "penguins")["messages"]] == [ids[0]]
-    assert search(client_a, "zebras")["messages"] == []  # removed with everything after the edit
-    assert client_a.delete(f"/api/session/{chat_id}/messages/{ids[0]}").status_code == 200
+    assert [m["message_id"] for m in search(client_a, "penguins")["messages"]] == [edited]
+    assert search(client_a, "zebras")["messages"] == []  # in the inactive version
+    assert client_a.delete(f"/api/session/{chat_id}/messages/{edited}").status_code == 200
     assert search(client_a, "penguins")["messages"] == []
+    # Deleting the shown version shows the remaining one again.
+    assert {m["message_id"] for m in search(client_a, "giraffes")["messages"]} == {ids[0], ids[1]}
     # A deleted chat's messages are not found either.
     other, other_ids = rows(users["a"].id, [("user", "okapis live in forests")])
     assert search(client_a, "okapis")["messages"]

@@ -51,10 +51,12 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser_page, server, api,
     page.click(f"#msg-{question['id']} button[type=submit]")
     page.wait_for_function("() => document.body.innerText.includes('Madrid is the capital of Spain.')", timeout=15000)
     page.wait_for_function("() => !document.body.innerText.includes('Tuscany')")
-    assert page.locator(f"#msg-{question['id']} .msg-body").inner_text().strip() == "Capital of <Spain>?"
-    assert "Best region?" not in page.locator("#transcript").inner_text()
     page.wait_for_selector("#send-button")
     history = api.history(chat["id"])
+    # The edited question is a new version beside the old one (‹ 2/2 ›).
+    assert page.locator(f"#msg-{history[0]['id']} .msg-body").inner_text().strip() == "Capital of <Spain>?"
+    assert page.locator(f"#msg-{history[0]['id']} .version-count").inner_text() == "2/2"
+    assert "Best region?" not in page.locator("#transcript").inner_text()
     assert [(m["role"], m["content"]) for m in history] == [
         ("user", "Capital of <Spain>?"), ("assistant", "Madrid is the capital of Spain.")]
     assert [p["type"] for p in history[0]["content_parts"]] == ["attachment"]

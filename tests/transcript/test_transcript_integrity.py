@@ -88,7 +88,7 @@ def test_htmx_delete_answers_with_the_refreshed_transcript(multi_app, users, cli
     assert f'id="msg-{ids[4]}"' in html and f'id="msg-{ids[5]}"' not in html and "Rome" not in html
 
 
-def test_edit_removes_later_messages_and_keeps_the_question(multi_app, users, client_a, rows, live):
+def test_edit_replaces_the_question_and_what_follows_with_a_new_version(multi_app, users, client_a, rows, live):
     chat_id, ids = tool_chat(rows, users["a"].id)
     with multi_app.app_context():
         db.session.add(Checkpoint(chat_id=chat_id, summary="old summary", through_message_id=ids[6]))
@@ -99,11 +99,16 @@ def test_edit_removes_later_messages_and_keeps_the_question(multi_app, users, cl
     assert response.status_code == 202, response.get_json()
     body = response.get_json()
     assert body["message"]["content"] == "And Madrid?" and body["message"]["request_id"]
-    assert [r[:3] for r in live(chat_id)][-1] == (ids[5], "user", "And Madrid?")
-    assert ids[6] not in [r[0] for r in live(chat_id)]
+    edited = body["message"]["id"]
+    assert [r[:3] for r in live(chat_id)][-1] == (edited, "user", "And Madrid?")
+    assert [r[0] for r in live(chat_id)] == [*ids[:5], edited]  # the old question and answer are a version
     with multi_app.app_context():
-        summaries = [c.summary for c in db.session.query(Checkpoint).filter_by(chat_id=chat_id)]
-    assert summaries == ["early summary"]  # the summary of removed messages is gone
+        from numi.chat.context import ChatContextService
+
+        context = ChatContextService(chat_id, users["a"].id, max_messages=100, max_chars=100_000)
+        # The summary through the replaced answer does not apply while that version is hidden.
+        assert context.latest_checkpoint().summary == "early summary"
+        assert ids[6] not in [m.get("_db_id") for m in context.history().messages]
 
 
 def test_only_questions_can_be_edited_and_not_empty(multi_app, users, client_a, rows, live):
@@ -129,7 +134,8 @@ def test_attachment_check_happens_before_anything_is_deleted(multi_app, users, c
                              json={"text": "With my file", "attachments": [mine_id]})
     assert response.status_code == 202
     with multi_app.app_context():
-        assert db.session.get(Message, ids[5]).content_parts == [{"type": "attachment", "id": mine_id}]
+        edited = db.session.get(Message, response.get_json()["message"]["id"])
+        assert edited.content_parts == [{"type": "attachment", "id": mine_id}]
 
 
 def test_fork_copies_the_transcript_up_to_the_message(multi_app, users, client_a, rows, live):

@@ -52,7 +52,9 @@ def test_edit_then_regenerate_answers_the_edited_question(server, api, scripted)
     events = socket.events_until("turn_end")
     assert of_type(events, "done")
     accepted = of_type(events, "accepted")[0]
-    assert accepted["data"]["message_id"] == first_question["id"]  # answered, not saved again
+    edited_id = body["message"]["id"]
+    assert edited_id != first_question["id"]  # the edit is a new version of the question
+    assert accepted["data"]["message_id"] == edited_id  # answered, not saved again
     socket.close()
 
     # The model saw the edited question, nothing after it.
@@ -63,11 +65,14 @@ def test_edit_then_regenerate_answers_the_edited_question(server, api, scripted)
     history = api.history(chat["id"])
     assert [(m["role"], m["content"]) for m in history] == [
         ("user", "What is the capital of France?"), ("assistant", "France's capital is Paris.")]
-    assert history[0]["id"] == first_question["id"]
-    # The old rows are soft-deleted, not gone, and no question was saved twice.
-    deleted = db_rows(server, "SELECT count(*) FROM messages WHERE chat_id = ? AND deleted_at IS NOT NULL", chat["id"])
-    assert deleted == [(3,)]
-    assert db_rows(server, "SELECT count(*) FROM messages WHERE chat_id = ? AND role = 'user' AND deleted_at IS NULL",
+    assert history[0]["id"] == edited_id
+    assert history[0]["version"] == {"n": 2, "m": 2, "ids": [first_question["id"], edited_id]}
+    # The old rows are an inactive version, nothing is deleted, and the edited question was
+    # saved once.
+    assert db_rows(server, "SELECT count(*) FROM messages WHERE chat_id = ? AND NOT active", chat["id"]) == [(4,)]
+    assert db_rows(server, "SELECT count(*) FROM messages WHERE chat_id = ? AND deleted_at IS NOT NULL",
+                   chat["id"]) == [(0,)]
+    assert db_rows(server, "SELECT count(*) FROM messages WHERE chat_id = ? AND role = 'user' AND active",
                    chat["id"]) == [(1,)]
 
 

@@ -272,7 +272,7 @@ def chat_attachment_ids(user_id: int, chat_id: str) -> list[int]:
     get_chat(user_id, chat_id)
     ids: list[int] = []
     parts = db.session.execute(
-        select(Message.content_parts_json).where(Message.chat_id == chat_id, Message.deleted_at.is_(None),
+        select(Message.content_parts_json).where(Message.chat_id == chat_id, Message.shown(),
                                                  Message.content_parts_json.is_not(None))
     ).scalars()
     for raw in parts:
