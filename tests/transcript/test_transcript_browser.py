@@ -48,6 +48,9 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser_page, server, api,
     page.set_input_files(f"#msg-{question['id']} .attach-input",
                          files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"Spain notes: Madrid."}])
     page.wait_for_selector(f"#msg-{question['id']} .attach-chips .attachment-chip[data-attachment-id]")
+    # Submit once htmx has settled every swap: a click while it settles (a slow machine)
+    # would send the plain form instead of the htmx request the test means.
+    page.wait_for_function("() => !document.querySelector('.htmx-request, .htmx-settling, .htmx-swapping')")
     page.click(f"#msg-{question['id']} button[type=submit]")
     page.wait_for_function("() => document.body.innerText.includes('Madrid is the capital of Spain.')", timeout=15000)
     page.wait_for_function("() => !document.body.innerText.includes('Tuscany')")
