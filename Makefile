@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # Not quiet: the first install takes a few minutes, and pip's progress shows it is working.
-PIP := $(BIN)/python -m pip --disable-pip-version-check --progress-bar on
+PIP := $(BIN)/python -m pip --disable-pip-version-check
 PYTEST_ARGS ?=
 
 .PHONY: run demo test bench browser
@@ -47,8 +47,8 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 
 define pip_install
 	if [ -f $(VENV)/.system-pip ]; then \
-		$(PYTHON) -m pip --disable-pip-version-check --progress-bar on --python $(BIN)/python install $(1); \
-	else $(PIP) install $(1); fi
+		$(PYTHON) -m pip --disable-pip-version-check --python $(BIN)/python install --progress-bar on $(1); \
+	else $(PIP) install --progress-bar on $(1); fi
 endef
 
 # The browser test drives Debian's chromium. Installed here when missing and we are root
