@@ -24,7 +24,7 @@ ACCESS_TOKEN = "numi-test-access-token"
 
 # The NUMI_PLUGINS module with the turn tests' tools lives in tests/turns/.
 PLUGINS = Path(__file__).resolve().parent / "turns"
-ROOT = Path(__file__).resolve().parent.parent  # the repository (app.py, deploy/)
+ROOT = Path(__file__).resolve().parent.parent  # the repository (app.py, docs/)
 
 
 def free_port() -> int:

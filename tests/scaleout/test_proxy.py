@@ -1,4 +1,4 @@
-"""deploy/nginx.conf in front of two Numi processes: WebSocket upgrade, SSE without
+"""docs/nginx.conf in front of two Numi processes: WebSocket upgrade, SSE without
 buffering, round robin with no sticky sessions. Runs the real nginx (skipped when it is not
 installed: `apt-get install nginx-light`)."""
 
@@ -42,7 +42,7 @@ def proxy(pair, tmp_path_factory):
         pytest.skip("nginx is not installed (apt-get install nginx-light)")
     a, b = pair
     port = free_port()
-    site = (ROOT / "deploy" / "nginx.conf").read_text()
+    site = (ROOT / "docs" / "nginx.conf").read_text()
     site = site.replace("server 127.0.0.1:8765;", f"server 127.0.0.1:{a.port};")
     site = site.replace("server 127.0.0.1:8766;", f"server 127.0.0.1:{b.port};")
     site = site.replace("listen 80;", f"listen 127.0.0.1:{port};")
