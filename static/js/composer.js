@@ -1,240 +1,220 @@
 // The composer keeps text and chips until the server accepts the send (#composer-feedback),
 // keeps a draft per chat, grows, and uploads files. File names are untrusted: textContent.
-(function () {
-  "use strict";
 
-  var Numi = window.Numi = window.Numi || {};
-  var pending = null, pendingTimer = null, sent = null;  // the request id (and payload) of a send not yet answered
-  var on = document.addEventListener.bind(document);
-  function $(id) { return document.getElementById(id); }
-  function form() { return $("composer"); }
-  function input() { return $("composer-input"); }
-  function chips() { return $("composer-attachments"); }
-  function draftKey() { return form() && "numi:draft:" + form().getAttribute("data-chat-id"); }
+const Numi = window.Numi, {$, on} = Numi;
+let sent = null, sentTimer = null;  // a send not yet answered
+const form = () => $("composer"), input = () => $("composer-input"), chips = () => $("composer-attachments");
+// Drafts and the outbox are kept per chat in localStorage; it may refuse (private mode,
+// full): then they last as long as the page, which is all they are worth.
+const stored = (kind) => form() && "numi:" + kind + ":" + form().getAttribute("data-chat-id");
+function load(kind) {
+  try { return JSON.parse(localStorage.getItem(stored(kind)) || "null"); } catch (e) { return null; }
+}
+function store(kind, value) {
+  try {
+    if (value) localStorage.setItem(stored(kind), JSON.stringify(value));
+    else localStorage.removeItem(stored(kind));
+  } catch (e) { /* see above */ }
+}
 
-  function grow() {
-    var el = input();
-    if (!el) return;
-    var visible = window.visualViewport ? visualViewport.height : innerHeight;
-    el.style.height = "auto";
-    el.style.height = Math.min(el.scrollHeight + 2, Math.round(visible * 0.4)) + "px";
-  }
+function grow() {
+  const box = input();
+  if (!box) return;
+  box.style.height = "auto";
+  const visible = window.visualViewport ? visualViewport.height : innerHeight;
+  box.style.height = Math.min(box.scrollHeight + 2, Math.round(visible * 0.4)) + "px";
+}
 
-  function saveDraft() {
-    var key = draftKey(), list = [], text = input() ? input().value : "";
-    if (!key) return;
-    chips().querySelectorAll(".attachment-chip[data-attachment-id]").forEach(function (li) {
-      list.push({id: li.dataset.attachmentId, name: li.dataset.name, size: +li.dataset.size || 0, thumb: li.dataset.thumb || ""});
-    });
-    try {
-      if (text || list.length) localStorage.setItem(key, JSON.stringify({text: text, chips: list}));
-      else localStorage.removeItem(key);
-    } catch (e) { /* private mode or full storage: drafts are a nicety */ }
-  }
-  function restoreDraft() {
-    var key = draftKey(), draft = null;
-    if (!key || !input()) return;
-    try { draft = JSON.parse(localStorage.getItem(key) || "null"); } catch (e) { /* unreadable: no draft */ }
-    if (!draft) return;
-    if (typeof draft.text === "string" && !input().value) input().value = draft.text;
-    (Array.isArray(draft.chips) ? draft.chips : []).forEach(function (c) {
-      if (!c || !/^\d+$/.test(c.id)) return;
-      var thumb = /^\/api\/attachments\/\d+\/thumbnail$/.test(c.thumb) ? c.thumb : "";
-      uploaded(addChip(String(c.name || "file"), "", null, thumb), {id: c.id, size: +c.size || 0, thumbnail_url: thumb});
-    });
-  }
-  function clearComposer() {
-    input().value = "";
-    chips().textContent = "";
-    try { localStorage.removeItem(draftKey()); } catch (e) { /* see saveDraft */ }
-    grow();
-  }
+function saveDraft() {
+  if (!stored("draft")) return;
+  const text = input().value;
+  const list = [...chips().querySelectorAll(".attachment-chip[data-attachment-id]")].map(({dataset: d}) =>
+    ({id: d.attachmentId, name: d.name, size: +d.size || 0, thumb: d.thumb || ""}));
+  store("draft", text || list.length ? {text, chips: list} : null);
+}
+function restoreDraft() {
+  const draft = load("draft");
+  if (!draft || !input()) return;
+  if (typeof draft.text === "string" && !input().value) input().value = draft.text;
+  (Array.isArray(draft.chips) ? draft.chips : []).forEach((c) => {
+    if (!c || !/^\d+$/.test(c.id)) return;
+    const thumb = /^\/api\/attachments\/\d+\/thumbnail$/.test(c.thumb) ? c.thumb : "";
+    uploaded(addChip(String(c.name || "file"), "", null, thumb), {id: c.id, size: +c.size || 0, thumbnail_url: thumb});
+  });
+}
+function clearComposer() {
+  input().value = "";
+  chips().textContent = "";
+  store("draft", null);
+  grow();
+}
 
-  function release() { pending = null; clearTimeout(pendingTimer); }
+function release() { sent = null; clearTimeout(sentTimer); }
 
-  // Sends while the socket is down wait in an outbox (kept in localStorage) with their
-  // request id set, shown as "waiting to send", and go out on reconnect; the server
-  // takes a request id once, so a resend after a lost answer is no duplicate.
-  function outboxKey() { return "numi:outbox:" + form().getAttribute("data-chat-id"); }
-  function outbox(items) {
-    try {
-      if (items) localStorage.setItem(outboxKey(), JSON.stringify(items));
-      return JSON.parse(localStorage.getItem(outboxKey()) || "[]");
-    } catch (e) { return items || []; }
+// Sends while the socket is down wait in an outbox (kept in localStorage) with their
+// request id set, shown as "waiting to send", and go out on reconnect; the server
+// takes a request id once, so a resend after a lost answer is no duplicate.
+function outbox(items) {
+  if (items) store("outbox", items);
+  return items || load("outbox") || [];
+}
+function queueOutbox(message) {
+  outbox(outbox().concat([message]));
+  clearComposer();
+  showOutbox();
+}
+function showOutbox() {
+  const list = $("outbox");
+  if (!list) return;
+  list.textContent = "";
+  outbox().forEach((m) => {
+    const li = list.appendChild(el("li", "queued"));
+    li.append(el("span", "queued-label", "Waiting to send"), el("span", "queued-text", m.message));
+  });
+}
+// Lost before its answer: the send waits in the outbox too, and goes again (same id).
+on("htmx:wsClose", () => {
+  const lost = sent;
+  if (!lost || !form()) return;
+  release();
+  queueOutbox(lost);
+});
+on("htmx:wsOpen", (event) => {
+  if (form()) outbox().forEach((m) => event.detail.socketWrapper.sendImmediately(JSON.stringify(m)));
+});
+
+on("htmx:wsConfigSend", (event) => {
+  const p = event.detail.parameters;
+  if (p.type !== "send") return;
+  if (!p.message || !p.message.trim() || sent || chips().querySelector(".uploading")) {
+    event.preventDefault();
+    return;
   }
-  function showOutbox() {
-    var list = $("outbox");
-    if (!list) return;
-    list.textContent = "";
-    outbox().forEach(function (m) {
-      var li = el("li", "queued");
-      li.appendChild(el("span", "queued-label", "Waiting to send"));
-      li.appendChild(el("span", "queued-text", m.message));
-      list.appendChild(li);
-    });
+  p.request_id = crypto.randomUUID ? crypto.randomUUID() : "r-" + Date.now() + Math.random().toString(36).slice(2);
+  p.timezone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  p.tz_offset = -new Date().getTimezoneOffset();
+  p.attachments = [].concat(p.attachments === undefined ? [] : p.attachments).map((id) => parseInt(id, 10));
+  delete event.detail.headers;
+  $("composer-feedback").textContent = "";
+  if (document.body.getAttribute("data-connection") !== "open") {
+    event.preventDefault();
+    queueOutbox(p);
+    return;
   }
-  // Lost before its answer: the send waits in the outbox too, and goes again (same id).
-  on("htmx:wsClose", function () {
-    if (!pending || !form()) return;
-    outbox(outbox().concat([sent]));
-    release();
-    clearComposer();
+  sent = p;
+  clearTimeout(sentTimer);
+  sentTimer = setTimeout(release, 30000);  // no word at all: let the person try again
+});
+
+// Accepted empties the composer (or the outbox); a refusal leaves it, the reason beside it.
+on("htmx:wsAfterMessage", () => {
+  const feedback = $("composer-feedback"), accepted = feedback?.getAttribute("data-accepted");
+  if (accepted) {
+    feedback.removeAttribute("data-accepted");
+    if (accepted === sent?.request_id) { release(); clearComposer(); }
+    outbox(outbox().filter((m) => m.request_id !== accepted));
     showOutbox();
-  });
-  on("htmx:wsOpen", function (event) {
-    if (!form()) return;
-    outbox().forEach(function (m) { event.detail.socketWrapper.sendImmediately(JSON.stringify(m)); });
-  });
-
-  on("htmx:wsConfigSend", function (event) {
-    var p = event.detail.parameters;
-    if (p.type !== "send") return;
-    if (!p.message || !p.message.trim() || pending || chips().querySelector(".uploading")) {
-      event.preventDefault();
-      return;
-    }
-    p.request_id = crypto.randomUUID ? crypto.randomUUID() : "r-" + Date.now() + Math.random().toString(36).slice(2);
-    try { p.timezone = Intl.DateTimeFormat().resolvedOptions().timeZone; } catch (e) { /* old browser */ }
-    p.tz_offset = -new Date().getTimezoneOffset();
-    p.attachments = [].concat(p.attachments === undefined ? [] : p.attachments).map(function (id) { return parseInt(id, 10); });
-    delete event.detail.headers;
-    $("composer-feedback").textContent = "";
-    if (document.body.getAttribute("data-connection") !== "open") {
-      event.preventDefault();
-      outbox(outbox().concat([p]));
-      clearComposer();
-      showOutbox();
-      return;
-    }
-    pending = p.request_id;
-    sent = p;
-    clearTimeout(pendingTimer);
-    pendingTimer = setTimeout(release, 30000);  // no word at all: let the person try again
-  });
-
-  // Accepted empties the composer (or the outbox); a refusal leaves it, the reason beside it.
-  on("htmx:wsAfterMessage", function () {
-    var feedback = $("composer-feedback"), accepted = feedback && feedback.getAttribute("data-accepted");
-    if (accepted) {
-      feedback.removeAttribute("data-accepted");
-      if (accepted === pending) { release(); clearComposer(); }
-      outbox(outbox().filter(function (m) { return m.request_id !== accepted; }));
-      showOutbox();
-    } else if (feedback && feedback.getAttribute("data-code") && pending) {
-      release();
-      input().focus();
-    }
-  });
-
-  on("keydown", function (event) {
-    if (event.target.id === "composer-input" && event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-      event.preventDefault();
-      form().requestSubmit();
-    }
-  });
-  on("input", function (event) { if (event.target.id === "composer-input") { grow(); saveDraft(); } });
-  addEventListener("resize", grow);
-
-  function el(tag, className, text) {
-    var node = document.createElement(tag);
-    node.className = className;
-    if (text !== undefined) node.textContent = text;
-    return node;
+  } else if (feedback?.getAttribute("data-code") && sent) {
+    release();
+    input().focus();
   }
-  function addChip(name, className, list, thumb) {
-    var li = el("li", "attachment-chip " + className);
-    li.dataset.name = name;
-    if (thumb) {
-      var img = el("img", "chip-thumb");
-      img.alt = "";
-      img.src = thumb;
-      li.appendChild(img);
-    }
-    li.appendChild(el("span", "attachment-name", name));
-    (list || chips()).appendChild(li);
-    return li;
-  }
-  function uploaded(li, a) {
-    li.classList.remove("uploading");
-    li.dataset.attachmentId = a.id;
-    li.dataset.size = a.size || 0;
-    if (a.thumbnail_url) li.dataset.thumb = a.thumbnail_url;
-    li.appendChild(el("span", "attachment-size", a.size < 1024 ? a.size + " bytes" : (a.size / 1024).toFixed(1) + " KB"));
-    var hidden = el("input", "");
-    hidden.type = "hidden";
-    hidden.name = "attachments";
-    hidden.value = a.id;
-    li.appendChild(hidden);
-    var remove = el("button", "attachment-remove", "×");
-    remove.type = "button";
-    remove.setAttribute("aria-label", "Remove " + li.dataset.name);
-    li.appendChild(remove);
-  }
+});
 
-  // `list`, `url`: an edit form's chips and upload URL; by default the composer's.
-  function upload(files, list, url) {
-    var own = !list;
-    list = list || chips();
-    url = url || form().dataset.uploadUrl;
-    Array.prototype.forEach.call(files, function (file) {
-      var li = addChip(file.name || "file", "uploading", list, /^image\//.test(file.type) ? URL.createObjectURL(file) : "");
-      var body = new FormData();
-      body.append("file", file, file.name || "pasted");
-      fetch(url, {method: "POST", body: body, credentials: "same-origin"})
-        .then(function (r) { return r.json().then(function (data) { return {ok: r.ok, data: data}; }); })
-        .then(function (r) {
-          if (!r.ok) throw new Error((r.data.error && r.data.error.message) || "Upload failed.");
-          uploaded(li, r.data.attachments[0]);
-          if (own) saveDraft();
-        })
-        .catch(function (error) {
-          li.className = "attachment-chip failed";
-          li.querySelector(".attachment-name").textContent = (file.name || "file") + ": " + error.message;
-          setTimeout(function () { li.remove(); }, 8000);
-        });
-    });
-  }
-
-  on("click", function (event) {
-    var t = event.target.closest ? event.target : null, remove = t && t.closest(".attachment-remove");
-    if (t && t.closest("#attach-button")) $("composer-file").click();
-    if (!remove) return;
-    var chip = remove.closest(".attachment-chip"), own = chip.closest("#composer");
-    chip.remove();
-    if (own) { saveDraft(); input().focus(); }
-  });
-  on("change", function (event) {
-    var t = event.target;
-    if (t.id === "composer-file") {
-      upload(t.files);
-      input().focus();
-    } else if (t.classList.contains("attach-input")) {
-      upload(t.files, t.closest("form").querySelector(".attach-chips"), t.dataset.uploadUrl);
-    } else {
-      return;
-    }
-    t.value = "";
-  });
-  function hasFiles(event) { return form() && event.dataTransfer && Array.prototype.indexOf.call(event.dataTransfer.types, "Files") >= 0; }
-  on("dragover", function (event) {
-    if (!hasFiles(event)) return;
+on("keydown", (event) => {
+  if (event.target.id === "composer-input" && event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
-    form().classList.add("drop-target");
-  });
-  on("dragleave", function () { if (form()) form().classList.remove("drop-target"); });
-  on("drop", function (event) {
-    if (!hasFiles(event) || !event.dataTransfer.files.length) return;
-    event.preventDefault();
-    form().classList.remove("drop-target");
-    upload(event.dataTransfer.files);
-  });
-  on("paste", function (event) {
-    var files = event.target.id === "composer-input" && event.clipboardData && event.clipboardData.files;
-    if (files && files.length) {
-      event.preventDefault();
-      upload(files);
-    }
-  });
+    form().requestSubmit();
+  }
+});
+on("input", (event) => { if (event.target.id === "composer-input") { grow(); saveDraft(); } });
+addEventListener("resize", grow);
 
-  on("DOMContentLoaded", function () { if (form()) { restoreDraft(); showOutbox(); grow(); } });
-})();
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+function addChip(name, className, list, thumb) {
+  const li = (list || chips()).appendChild(el("li", "attachment-chip " + className));
+  li.dataset.name = name;
+  if (thumb) li.appendChild(Object.assign(el("img", "chip-thumb"), {alt: "", src: thumb}));
+  li.appendChild(el("span", "attachment-name", name));
+  return li;
+}
+function uploaded(li, a) {
+  li.classList.remove("uploading");
+  li.dataset.attachmentId = a.id;
+  li.dataset.size = a.size || 0;
+  if (a.thumbnail_url) li.dataset.thumb = a.thumbnail_url;
+  const remove = Object.assign(el("button", "attachment-remove", "×"), {type: "button"});
+  remove.setAttribute("aria-label", "Remove " + li.dataset.name);
+  li.append(
+    el("span", "attachment-size", a.size < 1024 ? a.size + " bytes" : (a.size / 1024).toFixed(1) + " KB"),
+    Object.assign(el("input", ""), {type: "hidden", name: "attachments", value: a.id}),
+    remove);
+}
+
+// `list`, `url`: an edit form's chips and upload URL; by default the composer's.
+function upload(files, list, url) {
+  const own = !list;
+  [...files].forEach((file) => {
+    const li = addChip(file.name || "file", "uploading", list, /^image\//.test(file.type) ? URL.createObjectURL(file) : "");
+    const body = new FormData();
+    body.append("file", file, file.name || "pasted");
+    fetch(url || form().dataset.uploadUrl, {method: "POST", body, credentials: "same-origin"})
+      .then((r) => r.json().then((data) => {
+        if (!r.ok) throw new Error(data.error?.message || "Upload failed.");
+        uploaded(li, data.attachments[0]);
+        if (own) saveDraft();
+      }))
+      .catch((error) => {
+        li.className = "attachment-chip failed";
+        li.querySelector(".attachment-name").textContent = (file.name || "file") + ": " + error.message;
+        setTimeout(() => li.remove(), 8000);
+      });
+  });
+}
+
+on("click", (event) => {
+  const remove = Numi.hit(event, ".attachment-remove"), chip = remove?.closest(".attachment-chip");
+  if (Numi.hit(event, "#attach-button")) $("composer-file").click();
+  if (!chip) return;
+  const own = chip.closest("#composer");
+  chip.remove();
+  if (own) { saveDraft(); input().focus(); }
+});
+on("change", (event) => {
+  const t = event.target;
+  if (t.id === "composer-file") {
+    upload(t.files);
+    input().focus();
+  } else if (t.classList.contains("attach-input")) {
+    upload(t.files, t.closest("form").querySelector(".attach-chips"), t.dataset.uploadUrl);
+  } else {
+    return;
+  }
+  t.value = "";
+});
+const hasFiles = (event) => form() && [...event.dataTransfer?.types || []].includes("Files");
+on("dragover", (event) => {
+  if (!hasFiles(event)) return;
+  event.preventDefault();
+  form().classList.add("drop-target");
+});
+on("dragleave", () => form()?.classList.remove("drop-target"));
+on("drop", (event) => {
+  if (!hasFiles(event) || !event.dataTransfer.files.length) return;
+  event.preventDefault();
+  form().classList.remove("drop-target");
+  upload(event.dataTransfer.files);
+});
+on("paste", (event) => {
+  const files = event.target.id === "composer-input" && event.clipboardData?.files;
+  if (files?.length) {
+    event.preventDefault();
+    upload(files);
+  }
+});
+
+on("DOMContentLoaded", () => { if (form()) { restoreDraft(); showOutbox(); grow(); } });
