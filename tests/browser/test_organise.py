@@ -12,12 +12,10 @@ import pytest
 
 from numi.testing import Scenario
 
+from page_support import LOOKS
 from turn_support import Api, Socket, make_chat, turn_server_env
 
 pytestmark = pytest.mark.browser
-
-SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
-LOOKS = [pytest.param("desktop", "light", id="desktop-light"), pytest.param("phone", "dark", id="phone-dark")]
 SHOTS = "/tmp/numi-organise"
 
 # Records what the page asks of the browser's Notification API (permission is granted to
@@ -45,29 +43,22 @@ def api(site):
 
 
 @pytest.fixture
-def open_page(browser, site):
-    """`open_page(size, scheme)`: a signed-in page in a fresh context; console errors (CSP
-    violations among them) are collected on `page.errors`."""
-    contexts = []
+def open_page(open_page_on, site):
+    """`open_page(size, scheme, path="/", notifications=False)`: a signed-in page of the
+    module's server that accepts confirm() prompts; with `notifications`, permission is
+    granted and the page's Notification calls are recorded on `window.__notes`."""
+
+    def record_notifications(context):
+        context.grant_permissions(["notifications"], origin=site.url)
+        context.add_init_script(RECORD_NOTIFICATIONS)
 
     def opener(size: str, scheme: str, path: str = "/", notifications: bool = False):
-        context = browser.new_context(viewport=SIZES[size], color_scheme=scheme, base_url=site.url)
-        contexts.append(context)
-        if notifications:
-            context.grant_permissions(["notifications"], origin=site.url)
-            context.add_init_script(RECORD_NOTIFICATIONS)
-        page = context.new_page()
-        page.set_default_timeout(15_000)
-        page.errors = []
-        page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" and "WebSocket" not in m.text else None)
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
+        page = open_page_on(site, size, scheme, path, timeout=15_000,
+                            prepare=record_notifications if notifications else None)
         page.on("dialog", lambda d: d.accept())
-        page.goto(site.auth_url(path))
         return page
 
-    yield opener
-    for context in contexts:
-        context.close()
+    return opener
 
 
 def reveal_sidebar(page, size: str) -> None:

@@ -18,14 +18,10 @@ import pytest
 
 from numi.testing import Scenario
 
+from page_support import LOOKS, SIZES
 from turn_support import Api, Socket, db_rows, make_chat, turn_server_env
 
 pytestmark = pytest.mark.browser
-
-SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
-# Every item at both sizes; the colour scheme alternates so both are covered without
-# running every combination of everything (the axe check runs all four).
-LOOKS = [pytest.param("desktop", "light", id="desktop-light"), pytest.param("phone", "dark", id="phone-dark")]
 
 
 @pytest.fixture(scope="module")
@@ -36,28 +32,6 @@ def site(live_server_factory):
 @pytest.fixture
 def api(site):
     return Api(site.url, token=site.token)
-
-
-@pytest.fixture
-def open_page_on(browser):
-    """`open_page_on(server, size, scheme)`: a signed-in page in a fresh context; console
-    errors and CSP violations are collected on `page.errors` and must stay empty."""
-    contexts = []
-
-    def opener(server, size: str, scheme: str, path: str = "/"):
-        context = browser.new_context(viewport=SIZES[size], color_scheme=scheme, base_url=server.url)
-        contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(10_000)
-        page.errors = []
-        page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" and "WebSocket" not in m.text else None)
-        page.on("pageerror", lambda e: page.errors.append(str(e)))
-        page.goto(server.auth_url(path))
-        return page
-
-    yield opener
-    for context in contexts:
-        context.close()
 
 
 @pytest.fixture

@@ -10,12 +10,10 @@ import pytest
 
 from numi.testing import Scenario
 
+from page_support import LOOKS, SIZES
 from turn_support import Api, db_rows, make_chat, turn_server_env
 
 pytestmark = pytest.mark.browser
-
-SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
-LOOKS = [pytest.param("desktop", "light", id="desktop-light"), pytest.param("phone", "dark", id="phone-dark")]
 
 
 @pytest.fixture(scope="module")
