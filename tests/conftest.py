@@ -7,6 +7,8 @@ Fixtures (all real components, nothing of ours mocked):
   NUMI_TEST_DATABASE_URL, dropped afterwards) when that variable is set. Outside CI the
   postgres case is skipped without the variable; with CI=true it fails instead.
 - `postgres_module_url`: the same private schema for all tests of a module (module scope).
+  `module_database_url`: a database for all tests of a module, once per backend (module
+  scope), for modules whose live server should run on both.
 - `make_app(**config)`: builds `create_app(config)` on `database_url` and applies the real
   migrations. `app` is `make_app()` (single-user mode); `client` its test client.
 - `sqlite_app` / `sqlite_client`: the same on SQLite only, for tests where the backend
@@ -133,6 +135,17 @@ def postgres_module_url(tmp_path_factory):
     """A private PostgreSQL schema shared by one module's servers (several processes on one
     database); skipped without NUMI_TEST_DATABASE_URL, failed in CI."""
     url, cleanup = _database("postgres", tmp_path_factory.mktemp("pg"))
+    yield url
+    cleanup()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_database_url(request, tmp_path_factory):
+    """A fresh database shared by one module's servers, on each backend in turn: the
+    module's tests run once per backend, so a module-scoped server starts once per backend.
+    PostgreSQL as for `postgres_module_url` (skipped without NUMI_TEST_DATABASE_URL, failed
+    in CI)."""
+    url, cleanup = _database(request.param, tmp_path_factory.mktemp("db"))
     yield url
     cleanup()
 

@@ -8,11 +8,17 @@ from __future__ import annotations
 import pytest
 
 from numi.testing import Scenario
-from turn_support import Socket, make_chat
+from turn_support import Socket, make_chat, turn_server_env
 
 pytestmark = pytest.mark.browser
 
 VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+
+
+@pytest.fixture(scope="module")
+def server(live_server_factory, module_database_url):
+    """One server per backend: the module runs on SQLite and on PostgreSQL."""
+    return live_server_factory(**turn_server_env(NUMI_DATABASE_URL=module_database_url))
 
 
 def _turn(server, api, chat_id, action) -> None:
