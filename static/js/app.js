@@ -1,6 +1,7 @@
 // The live page: connection and resume, scrolling, older pages, announcements, the tab
-// title. Loaded first, it makes `Numi`, all the modules share. They import nothing (an
-// import's URL has no fingerprint: the file would load twice). No eval, no inline handlers.
+// title, Copy buttons. Loaded first, it makes `Numi`, all the modules share. They import
+// nothing (an import's URL has no fingerprint: the file would load twice). No eval, no
+// inline handlers.
 
 const Numi = window.Numi = {
   $: (id) => document.getElementById(id),
@@ -179,4 +180,35 @@ on("DOMContentLoaded", () => {
   }
   if (t && t.scrollHeight <= t.clientHeight) loadOlderIfNear(t);
   if ($("composer-input") && !Numi.narrow()) $("composer-input").focus({preventScroll: true});
+});
+
+// --- Copy buttons ---
+// A code block's text (.copy-code, partials/_md_blocks.html) or a message's markdown
+// source (.copy-message, its data-markdown); delegated, so streamed buttons work too.
+
+function copy(text) {
+  if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+  // Pages served over plain http on another host have no Clipboard API.
+  const area = Object.assign(document.createElement("textarea"), {value: text, readOnly: true});
+  area.style.position = "fixed";
+  area.style.opacity = "0";
+  document.body.appendChild(area);
+  area.select();
+  const ok = document.execCommand("copy");
+  area.remove();
+  return ok ? Promise.resolve() : Promise.reject(new Error("copy refused"));
+}
+
+function showCopied(button, label) {
+  button.dataset.label = button.dataset.label || button.textContent;
+  button.textContent = label;
+  clearTimeout(button.copyTimer);
+  button.copyTimer = setTimeout(() => { button.textContent = button.dataset.label; }, 1500);
+}
+
+on("click", (event) => {
+  const button = Numi.hit(event, ".copy-code, .copy-message");
+  if (!button) return;
+  const pre = button.classList.contains("copy-code") && button.closest(".code-block").querySelector("pre");
+  copy(pre ? pre.textContent : button.dataset.markdown || "").then(() => showCopied(button, "Copied"), () => showCopied(button, "Copy failed"));
 });

@@ -41,7 +41,7 @@ def test_json_is_compressed(sqlite_client):
 def test_static_files_are_fingerprinted_and_cached_for_a_year(sqlite_client):
     html = sqlite_client.get("/").get_data(as_text=True)
     urls = _static_urls(html)
-    assert any("/js/copy.js" in url for url in urls) and any("/css/app.css" in url for url in urls)
+    assert any("/js/app.js" in url for url in urls) and any("/css/app.css" in url for url in urls)
     for url in urls:
         assert re.search(r"[?&]v=[0-9a-f]{12}$", url.replace("&amp;", "&")), url
         response = sqlite_client.get(url.replace("&amp;", "&"), headers={"Accept-Encoding": "br, gzip"})
