@@ -67,6 +67,8 @@ class Clients:
                  connect_timeout: float = 120):
         servers = servers or [(port, origin)]
         self.tokens = tokens
+        self.errors: dict[str, int] = {}  # the turns' `error` events by code (JSON mode)
+        self.unended = 0  # turns with no `turn_end` when the clients stopped waiting
         self.procs = []
         self.lines: list[queue.Queue] = []
         try:
@@ -74,7 +76,8 @@ class Clients:
                 port, origin = servers[p % len(servers)]
                 proc = subprocess.Popen([sys.executable, str(HERE / "loadclient.py"), mode, str(port), origin,
                                          str(tokens), str(RATE), ACCESS_TOKEN], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True)
+                                        stdout=subprocess.PIPE, text=True,
+                                        env={**os.environ, "BENCH_CLIENT_SECONDS": str(tokens / RATE + 30)})
                 self.procs.append(proc)
                 lines: queue.Queue = queue.Queue()
                 threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
@@ -109,6 +112,9 @@ class Clients:
                 proc.wait(max(1.0, deadline - time.monotonic()))
                 seen.update({int(i): dict(pairs) for i, pairs in out["seen"].items()})
                 sent.update({int(i): dict(pairs) for i, pairs in out["sent"].items()})
+                for code, count in out.get("errors", {}).items():
+                    self.errors[code] = self.errors.get(code, 0) + count
+                self.unended += out.get("unended", 0)
         except BaseException:
             self.kill()
             raise

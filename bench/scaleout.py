@@ -362,15 +362,17 @@ def _capacity_level(servers: list[LiveNumi], provider: PacedProvider, streams: i
         lost += tokens - len(by_token)
         latencies += [(at - written[n]) * 1000 for n, at in by_token.items() if n < len(written)]
     return {"streams": streams, "lost": lost, "p50": percentile(latencies, 50), "p95": percentile(latencies, 95),
-            "wall": wall, "cpu": cpu}
+            "wall": wall, "cpu": cpu, "errors": clients.errors, "unended": clients.unended}
 
 
 def _describe_level(result: dict) -> str:
     if "error" in result:
         return f"{result['streams']} streams: failed ({result['error']})"
     cpu = ", ".join(f"{name} {share:.0f}" for name, share in result["cpu"].items())
-    return (f"{result['streams']} streams: lost {result['lost']}, p50 {result['p50']:.0f} ms, p95 {result['p95']:.0f} ms,"
-            f" wall {result['wall']:.1f} s; CPU % of a core: {cpu}")
+    trouble = "".join([f", errors {result['errors']}" if result["errors"] else "",
+                       f", {result['unended']} turns without turn_end" if result["unended"] else ""])
+    return (f"{result['streams']} streams: lost {result['lost']}{trouble}, p50 {result['p50']:.0f} ms,"
+            f" p95 {result['p95']:.0f} ms, wall {result['wall']:.1f} s; CPU % of a core: {cpu}")
 
 
 def capacity_search(processes: int, server: str = "serve", steps=CAPACITY_STEPS, tokens: int = CAPACITY_TOKENS,
@@ -392,7 +394,8 @@ def capacity_search(processes: int, server: str = "serve", steps=CAPACITY_STEPS,
                     result = {"streams": streams, "error": f"{type(exc).__name__}: {exc}"}
                 levels.append(result)
                 print(f"    {processes} × {server}: {_describe_level(result)}", flush=True)
-                if "error" in result or result["lost"] or not result["p95"] <= CAPACITY_P95_MS:
+                if ("error" in result or result["lost"] or result["errors"] or result["unended"]
+                        or not result["p95"] <= CAPACITY_P95_MS):
                     break
                 best = result
     finally:
