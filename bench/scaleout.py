@@ -278,6 +278,12 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _run_queue_wait(pid: int) -> float:
+    """Seconds the process was ready to run but waited for a core (/proc/PID/schedstat)."""
+    with open(f"/proc/{pid}/schedstat") as stat:
+        return int(stat.read().split()[1]) / 1e9
+
+
 def _redis_pid() -> int | None:
     """redis-server's pid when it runs on this machine (for its CPU), else None."""
     import redis
@@ -344,6 +350,7 @@ def _capacity_level(servers: list[LiveNumi], provider: PacedProvider, streams: i
             watched["redis-server"] = redis_pid
         time.sleep(0.5)
         cpu0 = {name: load.cpu_seconds(pid) for name, pid in watched.items()}
+        waited0 = {name: _run_queue_wait(pid) for name, pid in pids.items()}
         # The clients exit when done, so theirs is what the reaped children used, less
         # their CPU up to "go" (connecting).
         clients_before = _children_cpu() + sum(load.cpu_seconds(pid) for pid in clients.pids)
@@ -352,6 +359,8 @@ def _capacity_level(servers: list[LiveNumi], provider: PacedProvider, streams: i
         wall = time.perf_counter() - started
         cpu = {name: (load.cpu_seconds(pid) - cpu0[name]) / wall * 100 for name, pid in watched.items()}
         cpu["load clients"] = (_children_cpu() - clients_before) / wall * 100
+        # Ready to run but given no CPU: the machine's share of the latency, not Numi's.
+        waited = {name: (_run_queue_wait(pid) - waited0[name]) / wall * 100 for name, pid in pids.items()}
     finally:
         clients.kill()
     stamps = provider.stamps()
@@ -362,7 +371,7 @@ def _capacity_level(servers: list[LiveNumi], provider: PacedProvider, streams: i
         lost += tokens - len(by_token)
         latencies += [(at - written[n]) * 1000 for n, at in by_token.items() if n < len(written)]
     return {"streams": streams, "lost": lost, "p50": percentile(latencies, 50), "p95": percentile(latencies, 95),
-            "wall": wall, "cpu": cpu, "errors": clients.errors, "unended": clients.unended}
+            "wall": wall, "cpu": cpu, "waited": waited, "errors": clients.errors, "unended": clients.unended}
 
 
 def _describe_level(result: dict) -> str:
@@ -372,7 +381,8 @@ def _describe_level(result: dict) -> str:
     trouble = "".join([f", errors {result['errors']}" if result["errors"] else "",
                        f", {result['unended']} turns without turn_end" if result["unended"] else ""])
     return (f"{result['streams']} streams: lost {result['lost']}{trouble}, p50 {result['p50']:.0f} ms,"
-            f" p95 {result['p95']:.0f} ms, wall {result['wall']:.1f} s; CPU % of a core: {cpu}")
+            f" p95 {result['p95']:.0f} ms, wall {result['wall']:.1f} s; CPU % of a core: {cpu}; Numi waited for a"
+            f" core {' + '.join(f'{share:.0f}' for share in result['waited'].values())} % of the time")
 
 
 def capacity_search(processes: int, server: str = "serve", steps=CAPACITY_STEPS, tokens: int = CAPACITY_TOKENS,
@@ -411,7 +421,9 @@ def _cpu_note(result: dict) -> str:
     numi = " + ".join(f"{share:.0f}" for name, share in at["cpu"].items() if name.startswith(("process", "worker")))
     rest = ", ".join(f"{name} {share:.0f}" for name, share in at["cpu"].items()
                      if not name.startswith(("process", "worker")))
-    return (f"at {at['streams']}: p95 {at['p95']:.0f} ms; CPU % of a core: Numi {numi}, {rest}"
+    waited = " + ".join(f"{share:.0f}" for share in at["waited"].values())
+    return (f"at {at['streams']}: p95 {at['p95']:.0f} ms; CPU % of a core: Numi {numi}, {rest};"
+            f" Numi waited for a core {waited} %"
             + ("; every step passed, raise --steps" if result["all_passed"] else ""))
 
 
