@@ -337,6 +337,7 @@ def _capacity_level(servers: list[LiveNumi], provider: PacedProvider, streams: i
                     pids: dict[str, int]) -> dict:
     """`streams` chats, spread evenly over the servers' ports, each answering `tokens`
     tokens at 20/s, all at once: tokens lost, added latency, CPU of every process."""
+    began = time.perf_counter()
     first = servers[0]
     first.chat_on(provider.openai_base_url)  # the endpoint, once, before the threads
     with ThreadPoolExecutor(8) as pool:
@@ -371,7 +372,8 @@ def _capacity_level(servers: list[LiveNumi], provider: PacedProvider, streams: i
         lost += tokens - len(by_token)
         latencies += [(at - written[n]) * 1000 for n, at in by_token.items() if n < len(written)]
     return {"streams": streams, "lost": lost, "p50": percentile(latencies, 50), "p95": percentile(latencies, 95),
-            "wall": wall, "cpu": cpu, "waited": waited, "errors": clients.errors, "unended": clients.unended}
+            "wall": wall, "cpu": cpu, "waited": waited, "errors": clients.errors, "unended": clients.unended,
+            "took": time.perf_counter() - began}
 
 
 def _describe_level(result: dict) -> str:
@@ -382,7 +384,8 @@ def _describe_level(result: dict) -> str:
                        f", {result['unended']} turns without turn_end" if result["unended"] else ""])
     return (f"{result['streams']} streams: lost {result['lost']}{trouble}, p50 {result['p50']:.0f} ms,"
             f" p95 {result['p95']:.0f} ms, wall {result['wall']:.1f} s; CPU % of a core: {cpu}; Numi waited for a"
-            f" core {' + '.join(f'{share:.0f}' for share in result['waited'].values())} % of the time")
+            f" core {' + '.join(f'{share:.0f}' for share in result['waited'].values())} % of the time;"
+            f" level took {result['took']:.0f} s")
 
 
 def capacity_search(processes: int, server: str = "serve", steps=CAPACITY_STEPS, tokens: int = CAPACITY_TOKENS,
@@ -461,16 +464,18 @@ def _capacity_main(argv: list[str]) -> None:
     parser.add_argument("--processes", type=int, choices=(1, 2), help="search one cluster size only")
     parser.add_argument("--env", action="append", default=[], help="NAME=value for every Numi process")
     args = parser.parse_args(argv)
+    started = time.perf_counter()
     steps = [int(step) for step in args.steps.split(",")]
     env = dict(item.split("=", 1) for item in args.env)
     if args.processes:
         result = capacity_search(args.processes, args.server, steps, args.tokens, env)
-        print(f"capacity {result['capacity']}; {_cpu_note(result)}")
+        print(f"capacity {result['capacity']}; {_cpu_note(result)} ({time.perf_counter() - started:.0f} s)")
         return
     rows = capacity(args.runs, args.server, steps, args.tokens, env)
     for r in rows:
         print(f"{r['metric']}: median {r['median']:.2f} {r['unit']} (min {r['min']:.2f}, max {r['max']:.2f},"
               f" runs {r['runs']}); {r['note']}")
+    print(f"({time.perf_counter() - started:.0f} s)")
 
 
 def measure() -> list[dict]:
