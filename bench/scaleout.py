@@ -217,9 +217,9 @@ HERE = Path(__file__).resolve().parent
 CAPACITY_STEPS = (25, 50, 100, 150, 200, 300, 400, 500, 600, 800)
 CAPACITY_TOKENS = 100  # 5 s of tokens per turn
 CAPACITY_P95_MS = 100.0
-# Both cluster sizes get the same pool per process; two processes × (10 + 10) stay well
-# under PostgreSQL's default 100 connections, which other clients of the server share.
-CAPACITY_ENV = {"NUMI_DB_POOL_SIZE": "10", "NUMI_DB_MAX_OVERFLOW": "10"}
+# Numi's own defaults for every process (a pool of 20 + 20: two processes stay under
+# PostgreSQL's default 100 connections); `--env NUMI_DB_POOL_SIZE=...` changes them.
+CAPACITY_ENV: dict[str, str] = {}
 
 
 class GunicornNumi(LiveNumi):
