@@ -40,13 +40,15 @@ class LiveNumi:
         self.proc: subprocess.Popen | None = None
         self.endpoints: dict[tuple[str, str], int] = {}
 
-    def start(self) -> float:
+    def command(self) -> list[str]:
+        return [str(Path(sys.executable).with_name("numi")), "serve"]
+
+    def start(self, timeout: float = 120) -> float:
         """Start the server; returns seconds from process start to the first HTTP 200."""
-        numi = Path(sys.executable).with_name("numi")
         started = time.perf_counter()
         # BENCH_SERVER_LOG=FILE keeps the server's log (errors under load), else it is dropped.
         with open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "a") as log:
-            self.proc = subprocess.Popen([str(numi), "serve"], env=self.env, cwd=ROOT,
+            self.proc = subprocess.Popen(self.command(), env=self.env, cwd=ROOT,
                                          stdout=subprocess.DEVNULL, stderr=log)
         while True:
             try:
@@ -54,18 +56,25 @@ class LiveNumi:
                     return time.perf_counter() - started
             except OSError:
                 if self.proc.poll() is not None:
-                    raise RuntimeError("numi serve exited")
+                    raise RuntimeError(f"{self.command()[-1]} exited")
+                if time.perf_counter() - started > timeout:
+                    self.stop()
+                    raise RuntimeError(f"no answer from {self.url} within {timeout:.0f} s")
                 time.sleep(0.005)
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
-            self.proc.wait(10)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:  # a server stuck under load still goes
+                self.proc.kill()
+                self.proc.wait(10)
 
     def post(self, path: str, body: dict) -> dict:
         request = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
                                          headers={"Content-Type": "application/json", **self.headers}, method="POST")
-        with urllib.request.urlopen(request) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:
             return json.loads(response.read())
 
     def ws_headers(self) -> dict[str, str]:

@@ -17,9 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -54,20 +56,45 @@ def probed_numi(**env) -> LiveNumi:
 
 
 class Clients:
-    """The client processes, connected and waiting for "go"."""
+    """The client processes, connected and waiting for "go".
 
-    def __init__(self, mode: str, port: int, origin: str, paths: list[str], tokens: int):
+    `servers` spreads the chats over several processes of one cluster, [(port, origin)]:
+    client process p talks to server p mod len(servers). Every wait has a deadline, so a
+    server that stops answering under load fails the run instead of hanging it."""
+
+    def __init__(self, mode: str, port: int, origin: str, paths: list[str], tokens: int,
+                 servers: list[tuple[int, str]] | None = None, processes: int = CLIENT_PROCESSES,
+                 connect_timeout: float = 120):
+        servers = servers or [(port, origin)]
+        self.tokens = tokens
+        self.errors: dict[str, int] = {}  # the turns' `error` events by code (JSON mode)
+        self.unended = 0  # turns with no `turn_end` when the clients stopped waiting
         self.procs = []
-        for p in range(CLIENT_PROCESSES):
-            proc = subprocess.Popen([sys.executable, str(HERE / "loadclient.py"), mode, str(port), origin,
-                                     str(tokens), str(RATE), ACCESS_TOKEN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-            proc.stdin.write(json.dumps([[i, paths[i]] for i in range(p, len(paths), CLIENT_PROCESSES)]) + "\n")
-            proc.stdin.flush()
-            self.procs.append(proc)
-        for proc in self.procs:
-            if proc.stdout.readline().strip() != "ready":
-                self.kill()
-                raise RuntimeError("a load client failed to connect")
+        self.lines: list[queue.Queue] = []
+        try:
+            for p in range(processes):
+                port, origin = servers[p % len(servers)]
+                proc = subprocess.Popen([sys.executable, str(HERE / "loadclient.py"), mode, str(port), origin,
+                                         str(tokens), str(RATE), ACCESS_TOKEN], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True,
+                                        env={**os.environ, "BENCH_CLIENT_SECONDS": str(tokens / RATE + 30)})
+                self.procs.append(proc)
+                lines: queue.Queue = queue.Queue()
+                threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
+                self.lines.append(lines)
+                proc.stdin.write(json.dumps([[i, paths[i]] for i in range(p, len(paths), processes)]) + "\n")
+                proc.stdin.flush()
+            deadline = time.monotonic() + connect_timeout
+            for lines in self.lines:
+                if _line(lines, deadline).strip() != "ready":
+                    raise RuntimeError("a load client failed to connect")
+        except BaseException:
+            self.kill()
+            raise
+
+    @property
+    def pids(self) -> list[int]:
+        return [proc.pid for proc in self.procs]
 
     def go(self) -> float:
         for proc in self.procs:
@@ -75,19 +102,45 @@ class Clients:
             proc.stdin.flush()
         return time.perf_counter()
 
-    def results(self) -> tuple[dict[int, dict[int, float]], dict[int, dict[int, float]]]:
+    def results(self, timeout: float | None = None) -> tuple[dict[int, dict[int, float]], dict[int, dict[int, float]]]:
+        """Every client's readings; by default allow the turn's length plus a minute."""
+        deadline = time.monotonic() + (timeout if timeout is not None else self.tokens / RATE + 60)
         seen, sent = {}, {}
-        for proc in self.procs:
-            out = json.loads(proc.stdout.readline())
-            proc.wait(30)
-            seen.update({int(i): dict(pairs) for i, pairs in out["seen"].items()})
-            sent.update({int(i): dict(pairs) for i, pairs in out["sent"].items()})
+        try:
+            for proc, lines in zip(self.procs, self.lines):
+                out = json.loads(_line(lines, deadline))
+                proc.wait(max(1.0, deadline - time.monotonic()))
+                seen.update({int(i): dict(pairs) for i, pairs in out["seen"].items()})
+                sent.update({int(i): dict(pairs) for i, pairs in out["sent"].items()})
+                for code, count in out.get("errors", {}).items():
+                    self.errors[code] = self.errors.get(code, 0) + count
+                self.unended += out.get("unended", 0)
+        except BaseException:
+            self.kill()
+            raise
         return seen, sent
 
     def kill(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:
                 proc.kill()
+                proc.wait(10)
+
+
+def _pump(stream, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put("")  # end of output: the client exited
+
+
+def _line(lines: queue.Queue, deadline: float) -> str:
+    try:
+        line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+    except queue.Empty:
+        raise TimeoutError("a load client gave no answer in time") from None
+    if not line:
+        raise RuntimeError("a load client exited without an answer")
+    return line
 
 
 def _steady_window(started: float, tokens: int) -> tuple[float, float]:

@@ -7,8 +7,10 @@ MODE is `json` or `html` (one Numi chat per client: send one message, read the t
 or `idle` (open tabs: connect and resume like the page does, then only wait).
 stdin carries one JSON line of jobs, [[index, path], ...]; the client connects them all,
 prints "ready", waits for a "go" line, runs every job at once and prints one JSON line:
-{index: [[token number, first time seen], ...]} with times from time.perf_counter(), which
-is CLOCK_MONOTONIC and so comparable with the provider's stamps in another process.
+{"seen": {index: [[token number, first time seen], ...]}, ...} with times from
+time.perf_counter(), which is CLOCK_MONOTONIC and so comparable with the provider's stamps
+in another process; in the JSON mode also the `error` events' codes and how many turns had
+no `turn_end` (BENCH_CLIENT_SECONDS after "go" a client stops waiting).
 """
 
 from gevent import monkey
@@ -16,6 +18,7 @@ from gevent import monkey
 monkey.patch_all()
 
 import json  # noqa: E402
+import os  # noqa: E402
 import re  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -59,18 +62,32 @@ def main() -> None:
         for match in TOKEN.finditer(text):
             seen[index].setdefault(int(match.group(1)), at)
 
+    # A turn still short of tokens this long after "go" is given up (its tokens count as
+    # lost): the client answers in time instead of the benchmark's deadline killing it.
+    give_up = time.monotonic() + float(os.environ.get("BENCH_CLIENT_SECONDS", 120 + tokens / rate))
+
+    errors: dict[str, int] = {}
+    ended: set[int] = set()
+
     def numi_turn(index):
         ws = sockets[index]
         ws.send(json.dumps({"type": "send", "message": f"Turn {index}"}))
         while True:
-            raw = ws.receive(timeout=120 if len(seen[index]) < tokens else 3)
+            left = give_up - time.monotonic()
+            if left <= 0:
+                return
+            raw = ws.receive(timeout=min(120, left) if len(seen[index]) < tokens else 3)
             if raw is None:
                 return
             if mode == "json":
                 event = json.loads(raw)
                 if event["type"] == "content":
                     note(index, event["data"]["delta"])
+                elif event["type"] == "error":  # what went wrong, for the benchmark's report
+                    code = str(event.get("data", {}).get("code") or event.get("code"))
+                    errors[code] = errors.get(code, 0) + 1
                 elif event["type"] == "turn_end":
+                    ended.add(index)
                     return
             else:
                 note(index, raw)
@@ -101,7 +118,8 @@ def main() -> None:
         ws.close()
     result = {i: [[n, at] for n, at in by_token.items()] for i, by_token in seen.items()}
     sent_times = {i: [[n, at] for n, at in by_token.items()] for i, by_token in sent.items()}
-    print(json.dumps({"seen": result, "sent": sent_times}), flush=True)
+    unended = len(sockets) - len(ended) if mode == "json" else 0
+    print(json.dumps({"seen": result, "sent": sent_times, "errors": errors, "unended": unended}), flush=True)
 
 
 if __name__ == "__main__":

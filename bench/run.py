@@ -50,6 +50,7 @@ BENCHMARKS = {
     "idle": idle.measure,
     "logins": logins.measure,
     "scaleout": scaleout.measure,
+    "scaleout-capacity": scaleout.capacity,
 }
 
 

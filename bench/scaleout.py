@@ -1,7 +1,9 @@
-"""Scale-out benchmarks: what the Redis turn channel adds per event, and `GET /` while 100
-turns stream on PostgreSQL.
+"""Scale-out benchmarks: what the Redis turn channel adds per event, `GET /` while 100
+turns stream on PostgreSQL, and how many concurrent streams one and two processes carry.
 
-    python bench/run.py scaleout
+    python bench/run.py scaleout            # every row (the capacity search too)
+    python bench/run.py scaleout-capacity   # the capacity search alone
+    python bench/scaleout.py capacity --steps 25,50,100 --tokens 60 --runs 1 [--server gunicorn]
 
 Needs a Redis (NUMI_BENCH_REDIS_URL, default redis://127.0.0.1:6379/0) and, for the
 PostgreSQL row, NUMI_BENCH_DATABASE_URL or NUMI_TEST_DATABASE_URL (a private schema is
@@ -10,13 +12,20 @@ made and dropped). Rows whose service is missing are left out with a note on std
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
 
-from live import LiveNumi
+from live import ROOT, LiveNumi
 from numi.testing import Scenario, ScriptedProvider
 from stats import percentile, row
 import load
@@ -201,10 +210,283 @@ def page_during_turns(provider: ScriptedProvider) -> list[dict]:
     return rows
 
 
+# --- capacity: concurrent 20-tokens/s streams carried by one process and by two ----------------
+
+HERE = Path(__file__).resolve().parent
+CAPACITY_STEPS = (25, 50, 100, 150, 200, 300, 400, 500, 600, 800)
+CAPACITY_TOKENS = 100  # 5 s of tokens per turn
+CAPACITY_P95_MS = 100.0
+# Numi's own defaults for every process (a pool of 20 + 20: two processes stay under
+# PostgreSQL's default 100 connections); `--env NUMI_DB_POOL_SIZE=...` changes them.
+CAPACITY_ENV: dict[str, str] = {}
+
+
+class GunicornNumi(LiveNumi):
+    """`gunicorn -k gevent -w N app:app` on a free port, as README's deployment runs it."""
+
+    def __init__(self, workers: int, **env: str):
+        super().__init__(**env)
+        self.workers = workers
+
+    def command(self) -> list[str]:
+        return [str(Path(sys.executable).with_name("gunicorn")), "-k", "gevent", "-w", str(self.workers),
+                "--worker-connections", "100000", "--graceful-timeout", "2", "-b", f"127.0.0.1:{self.port}",
+                "app:app"]
+
+    def worker_pids(self) -> list[int]:
+        with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as children:
+            return [int(pid) for pid in children.read().split()]
+
+
+class PacedProvider:
+    """bench/pacedprovider.py: the scripted provider in its own process."""
+
+    def __init__(self, tokens: int):
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "pacedprovider.py"), str(tokens)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.lines = load.queue.Queue()
+        threading.Thread(target=load._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
+        try:
+            self.port = int(load._line(self.lines, time.monotonic() + 60))
+        except BaseException:
+            self.close()
+            raise
+        self.openai_base_url = f"http://127.0.0.1:{self.port}/v1"
+
+    def stamps(self, timeout: float = 60) -> dict[str, list[float]]:
+        """Each request's token stamps since the last call, by its last user message."""
+        self.proc.stdin.write("stamps\n")
+        self.proc.stdin.flush()
+        return json.loads(load._line(self.lines, time.monotonic() + timeout))
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run_queue_wait(pid: int) -> float:
+    """Seconds the process was ready to run but waited for a core (/proc/PID/schedstat)."""
+    with open(f"/proc/{pid}/schedstat") as stat:
+        return int(stat.read().split()[1]) / 1e9
+
+
+def _redis_pid() -> int | None:
+    """redis-server's pid when it runs on this machine (for its CPU), else None."""
+    import redis
+
+    try:
+        pid = int(redis.Redis.from_url(REDIS_URL, socket_timeout=5).info("server")["process_id"])
+        load.cpu_seconds(pid)
+        return pid
+    except Exception:
+        return None
+
+
+@contextmanager
+def _cluster(server: str, processes: int, extra: dict[str, str]):
+    """`processes` Numi processes on one fresh PostgreSQL schema and one Redis key prefix:
+    `numi serve` each on its own port (server="serve"), or one gunicorn with that many
+    gevent workers on one port (server="gunicorn"). Yields (servers, {name: pid})."""
+    redis_env = _redis_env()
+    if redis_env is None or not POSTGRES_URL:
+        raise RuntimeError("the capacity search needs Redis and PostgreSQL")
+    url, drop = _postgres_schema()
+    env = {**OPEN, **redis_env, **CAPACITY_ENV, **extra, "NUMI_DATABASE_URL": url,
+           "NUMI_SECRET_KEY": "bench-" + uuid.uuid4().hex}
+    servers: list[LiveNumi] = []
+    try:
+        if server == "gunicorn":
+            numi = GunicornNumi(processes, **env)
+            servers.append(numi)
+            # Workers would race to migrate a new database: README's order, upgrade first.
+            subprocess.run([str(Path(sys.executable).with_name("numi")), "db", "upgrade"], env=numi.env,
+                           cwd=ROOT, check=True, timeout=180,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            numi.start()
+            pids = {f"worker {n + 1}": pid for n, pid in enumerate(numi.worker_pids())}
+        else:
+            for n in range(processes):
+                # One after the other: the first migrates; all share its data dir (uploads).
+                numi = LiveNumi(**env, **({"NUMI_DATA_DIR": servers[0].data_dir} if servers else {}))
+                servers.append(numi)
+                numi.start()
+            pids = {f"process {n + 1}": numi.proc.pid for n, numi in enumerate(servers)}
+        yield servers, pids
+    finally:
+        for numi in servers:
+            numi.stop()
+        drop()
+        _drop_keys(redis_env)
+
+
+def _capacity_level(servers: list[LiveNumi], provider: PacedProvider, streams: int, tokens: int,
+                    pids: dict[str, int]) -> dict:
+    """`streams` chats, spread evenly over the servers' ports, each answering `tokens`
+    tokens at 20/s, all at once: tokens lost, added latency, CPU of every process."""
+    began = time.perf_counter()
+    first = servers[0]
+    first.chat_on(provider.openai_base_url)  # the endpoint, once, before the threads
+    with ThreadPoolExecutor(8) as pool:
+        chats = list(pool.map(lambda _: first.chat_on(provider.openai_base_url), range(streams)))
+    clients = load.Clients("json", first.port, first.url, [f"/ws/{c}" for c in chats], tokens,
+                           servers=[(s.port, s.url) for s in servers])
+    try:
+        watched = {**pids, "provider": provider.proc.pid}
+        redis_pid = _redis_pid()
+        if redis_pid:
+            watched["redis-server"] = redis_pid
+        time.sleep(0.5)
+        cpu0 = {name: load.cpu_seconds(pid) for name, pid in watched.items()}
+        waited0 = {name: _run_queue_wait(pid) for name, pid in pids.items()}
+        # The clients exit when done, so theirs is what the reaped children used, less
+        # their CPU up to "go" (connecting).
+        clients_before = _children_cpu() + sum(load.cpu_seconds(pid) for pid in clients.pids)
+        started = clients.go()
+        seen, _ = clients.results(timeout=tokens / load.RATE + 60)
+        wall = time.perf_counter() - started
+        cpu = {name: (load.cpu_seconds(pid) - cpu0[name]) / wall * 100 for name, pid in watched.items()}
+        cpu["load clients"] = (_children_cpu() - clients_before) / wall * 100
+        # Ready to run but given no CPU: the machine's share of the latency, not Numi's.
+        waited = {name: (_run_queue_wait(pid) - waited0[name]) / wall * 100 for name, pid in pids.items()}
+    finally:
+        clients.kill()
+    stamps = provider.stamps()
+    latencies, lost = [], 0
+    for index in range(streams):
+        by_token = seen.get(index, {})
+        written = stamps.get(f"Turn {index}", [])
+        lost += tokens - len(by_token)
+        latencies += [(at - written[n]) * 1000 for n, at in by_token.items() if n < len(written)]
+    return {"streams": streams, "lost": lost, "p50": percentile(latencies, 50), "p95": percentile(latencies, 95),
+            "wall": wall, "cpu": cpu, "waited": waited, "errors": clients.errors, "unended": clients.unended,
+            "took": time.perf_counter() - began}
+
+
+def _describe_level(result: dict) -> str:
+    if "error" in result:
+        return f"{result['streams']} streams: failed ({result['error']})"
+    cpu = ", ".join(f"{name} {share:.0f}" for name, share in result["cpu"].items())
+    trouble = "".join([f", errors {result['errors']}" if result["errors"] else "",
+                       f", {result['unended']} turns without turn_end" if result["unended"] else ""])
+    return (f"{result['streams']} streams: lost {result['lost']}{trouble}, p50 {result['p50']:.0f} ms,"
+            f" p95 {result['p95']:.0f} ms, wall {result['wall']:.1f} s; CPU % of a core: {cpu}; Numi waited for a"
+            f" core {' + '.join(f'{share:.0f}' for share in result['waited'].values())} % of the time;"
+            f" level took {result['took']:.0f} s")
+
+
+def capacity_search(processes: int, server: str = "serve", steps=CAPACITY_STEPS, tokens: int = CAPACITY_TOKENS,
+                    env: dict[str, str] | None = None) -> dict:
+    """The largest step whose p95 added latency is ≤ 100 ms with no token lost. A level
+    that fails ends the search (the next would only fail slower)."""
+    provider = PacedProvider(tokens)
+    best, levels = None, []
+    try:
+        with _cluster(server, processes, env or {}) as (servers, pids):
+            # A first turn on every process imports the SDK and warms the caches.
+            warm = _capacity_level(servers, provider, len(servers), tokens, pids)
+            if warm["lost"]:
+                raise RuntimeError(f"the warm-up turns lost {warm['lost']} tokens")
+            for streams in steps:
+                try:
+                    result = _capacity_level(servers, provider, streams, tokens, pids)
+                except Exception as exc:  # timed out, a client could not connect, …
+                    result = {"streams": streams, "error": f"{type(exc).__name__}: {exc}"}
+                levels.append(result)
+                print(f"    {processes} × {server}: {_describe_level(result)}", flush=True)
+                if ("error" in result or result["lost"] or result["errors"] or result["unended"]
+                        or not result["p95"] <= CAPACITY_P95_MS):
+                    break
+                best = result
+    finally:
+        provider.close()
+    return {"capacity": best["streams"] if best else 0, "at": best, "levels": levels,
+            "all_passed": bool(levels) and levels[-1] is best}
+
+
+def _cpu_note(result: dict) -> str:
+    at = result["at"]
+    if at is None:
+        return "no step passed"
+    numi = " + ".join(f"{share:.0f}" for name, share in at["cpu"].items() if name.startswith(("process", "worker")))
+    rest = ", ".join(f"{name} {share:.0f}" for name, share in at["cpu"].items()
+                     if not name.startswith(("process", "worker")))
+    waited = " + ".join(f"{share:.0f}" for share in at["waited"].values())
+    return (f"at {at['streams']}: p95 {at['p95']:.0f} ms; CPU % of a core: Numi {numi}, {rest};"
+            f" Numi waited for a core {waited} %"
+            + ("; every step passed, raise --steps" if result["all_passed"] else ""))
+
+
+def capacity(runs: int = 1, server: str = "serve", steps=CAPACITY_STEPS, tokens: int = CAPACITY_TOKENS,
+             env: dict[str, str] | None = None) -> list[dict]:
+    """One process against two, searched alternately `runs` times."""
+    one, two = [], []
+    for _ in range(runs):
+        one.append(capacity_search(1, server, steps, tokens, env))
+        two.append(capacity_search(2, server, steps, tokens, env))
+    how = ("two `numi serve` on two ports, the clients' chats split evenly" if server == "serve"
+           else "gunicorn -k gevent -w 1 and -w 2 on one port, the kernel's accept spreads the sockets")
+    cores = os.cpu_count()
+    shared = (f"{cores} cores shared by the Numi processes, 2 load clients, the provider, Redis and PostgreSQL"
+              + (": the ratio is bounded by the machine" if cores and cores < 6 else ""))
+    ratios = [b["capacity"] / a["capacity"] for a, b in zip(one, two) if a["capacity"]]
+    label = f"concurrent 20-tokens/s streams at p95 ≤ {CAPACITY_P95_MS:.0f} ms, 0 lost"
+    return [
+        row("scale-out", f"{label}: 1 process", [r["capacity"] for r in one], "streams",
+            note=f"{_cpu_note(one[-1])}; steps {','.join(map(str, steps))}, {tokens} tokens a turn"),
+        row("scale-out", f"{label}: 2 processes", [r["capacity"] for r in two], "streams",
+            note=f"{_cpu_note(two[-1])}; {how}"),
+        row("scale-out", "2 processes ÷ 1 process, streams carried", ratios, "×", "≥ 1.7×", note=shared),
+    ]
+
+
+def _capacity_main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="bench/scaleout.py capacity",
+                                     description="How many 20-tokens/s streams one and two processes carry.")
+    parser.add_argument("--steps", default=",".join(map(str, CAPACITY_STEPS)),
+                        help="stream counts to try, in order (default %(default)s)")
+    parser.add_argument("--tokens", type=int, default=CAPACITY_TOKENS, help="tokens a turn, at 20/s")
+    parser.add_argument("--runs", type=int, default=1, help="searches per cluster size (median)")
+    parser.add_argument("--server", choices=("serve", "gunicorn"), default="serve")
+    parser.add_argument("--processes", type=int, choices=(1, 2), help="search one cluster size only")
+    parser.add_argument("--env", action="append", default=[], help="NAME=value for every Numi process")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    steps = [int(step) for step in args.steps.split(",")]
+    env = dict(item.split("=", 1) for item in args.env)
+    if args.processes:
+        result = capacity_search(args.processes, args.server, steps, args.tokens, env)
+        print(f"capacity {result['capacity']}; {_cpu_note(result)} ({time.perf_counter() - started:.0f} s)")
+        return
+    rows = capacity(args.runs, args.server, steps, args.tokens, env)
+    for r in rows:
+        print(f"{r['metric']}: median {r['median']:.2f} {r['unit']} (min {r['min']:.2f}, max {r['max']:.2f},"
+              f" runs {r['runs']}); {r['note']}")
+    print(f"({time.perf_counter() - started:.0f} s)")
+
+
 def measure() -> list[dict]:
     rows: list[dict] = []
     with ScriptedProvider() as provider:
         rows += redis_cost(provider)
         rows += stop_from_another_process(provider)
         rows += page_during_turns(provider)
-    return rows
+    return rows + capacity()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["capacity"]:
+        sys.exit(__doc__)
+    _capacity_main(sys.argv[2:])

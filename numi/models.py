@@ -185,7 +185,7 @@ class Chat(db.Model):
     archived_at: Mapped[datetime | None]
     deleted_at: Mapped[datetime | None]
 
-    # Lists load these with selectinload (one query per page, whatever its length).
+    # Lists load these eagerly: the sidebar joins them into its page query (one round trip).
     tag_rows: Mapped[list[ChatTag]] = relationship(
         cascade="all, delete-orphan", lazy="select", passive_deletes=True)
 

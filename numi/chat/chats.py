@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, delete, or_, select
-from sqlalchemy.orm import selectinload
+from sqlalchemy.orm import joinedload
 
 from ..config import touches_data_dir
 from ..errors import NotFound, NumiError, invalid
@@ -52,7 +52,7 @@ def list_chats(user_id: int, *, limit: int, cursor: str | None = None, query: st
     `view` "sidebar": neither archived nor pinned (the first page carries the pinned chats
     in `pinned`); "archived": the archived chats; "all": every live chat. A title `query` searches every live chat,
     archived and pinned ones included. `tag` keeps the chats with that tag. Tags come with
-    the chats (one query per list). The cursor is `<updated_at iso>|<id>` of the last chat
+    the chats (in the same query). The cursor is `<updated_at iso>|<id>` of the last chat
     of the previous page.
     """
     stmt = select(Chat).where(Chat.user_id == user_id, Chat.deleted_at.is_(None))
@@ -68,16 +68,19 @@ def list_chats(user_id: int, *, limit: int, cursor: str | None = None, query: st
         if not cursor:
             pinned = list(db.session.execute(
                 stmt.where(Chat.archived_at.is_(None), Chat.pinned_at.is_not(None))
-                .options(selectinload(Chat.tag_rows)).order_by(Chat.pinned_at.desc(), Chat.id).limit(PINNED_LIMIT)
-            ).scalars())
+                .options(joinedload(Chat.tag_rows)).order_by(Chat.pinned_at.desc(), Chat.id).limit(PINNED_LIMIT)
+            ).unique().scalars())
         stmt = stmt.where(Chat.archived_at.is_(None), Chat.pinned_at.is_(None))
     if cursor:
         updated_at, chat_id = _parse_cursor(cursor)
         stmt = stmt.where(
             or_(Chat.updated_at < updated_at, and_(Chat.updated_at == updated_at, Chat.id < chat_id))
         )
-    stmt = stmt.options(selectinload(Chat.tag_rows)).order_by(Chat.updated_at.desc(), Chat.id.desc()).limit(limit + 1)
-    chats = list(db.session.execute(stmt).scalars())
+    # Tags come in the same statement (a join on the limited page), not a second query: on
+    # PostgreSQL under gevent each round trip waits its turn on a busy hub, and the sidebar
+    # is on every page load.
+    stmt = stmt.options(joinedload(Chat.tag_rows)).order_by(Chat.updated_at.desc(), Chat.id.desc()).limit(limit + 1)
+    chats = list(db.session.execute(stmt).unique().scalars())
     next_cursor = None
     if len(chats) > limit:
         chats = chats[:limit]

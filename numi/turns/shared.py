@@ -61,6 +61,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Every chat this process follows holds a connection of the pool (its reader's XREAD
+# BLOCK), so the pool must not cap the number of live chats: redis-py 6+ caps a pool at 100
+# by default, and 100 streams in one process then failed (`internal_error`, readers stuck
+# retrying). The bound that remains is Redis's `maxclients` (10,000 by default) over all
+# processes.
+MAX_CONNECTIONS = 10_000
 READ_BLOCK_MS = 2000  # a reader with no subscribers left ends within this time
 READ_COUNT = 1000
 
@@ -172,7 +178,8 @@ class SharedTurns:
 
         self.redis_module = redis
         self.manager = manager
-        self.client = redis.Redis.from_url(config["NUMI_REDIS_URL"], health_check_interval=30)
+        self.client = redis.Redis.from_url(config["NUMI_REDIS_URL"], health_check_interval=30,
+                                           max_connections=MAX_CONNECTIONS)
         self.prefix = config["NUMI_REDIS_PREFIX"]
         self.lease_ms = max(int(config["NUMI_TURN_LEASE_MS"]), 300)
         self.retention_ms = max(int(config["NUMI_TURN_RETENTION_SECONDS"] * 1000), 1000)

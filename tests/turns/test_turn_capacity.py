@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from numi.testing import Scenario
 
-from turn_support import make_chat
+from turn_support import make_chat, types
 
 # More than the database pool lends out at once (5 connections + 10 overflow).
 TABS = 20
@@ -27,3 +27,23 @@ def test_open_html_tabs_do_not_each_hold_a_database_connection(api, scripted, so
         assert f"Answer number {i}." in "".join(frames), i
         tabs.append(ws)
     assert len(tabs) == TABS
+
+
+# More chats than redis-py's default connection pool (100): with Redis, each chat a process
+# follows holds a connection (its reader's blocking XREAD) while a tab has it open.
+FOLLOWED = 110
+
+
+def test_one_process_follows_more_chats_than_a_default_redis_pool(api, scripted, sockets):
+    chats = [make_chat(api, scripted)["id"] for _ in range(FOLLOWED)]
+    tabs = []
+    for chat_id in chats:
+        ws = sockets(chat_id)
+        ws.send(type="resume", last_event_id=None, last_message_id=0)
+        tabs.append(ws)
+    for i in (0, FOLLOWED - 1):  # the first and the last chat followed
+        scripted.enqueue(Scenario().text(f"Answer number {i}."))
+        tabs[i].send(type="send", message=f"Question {i}")
+        events = tabs[i].events_until("turn_end", timeout=30)
+        assert "error" not in types(events), events
+        assert "".join(e["data"]["delta"] for e in events if e["type"] == "content") == f"Answer number {i}."
