@@ -9,8 +9,8 @@ from numi.web.routing import LazyBuilderRule
 
 
 def _compiled(rule: Rule) -> bool:
-    # The stand-in is a closure of LazyBuilderRule._compile_builder; werkzeug's builders
-    # are functions it compiles from an AST, named after nothing in Numi.
+    # Until its first use, a rule's builder is the stand-in closure made by
+    # LazyBuilderRule._compile_builder; afterwards it is the function werkzeug compiled.
     return "build_on_first_use" not in rule._build_unknown.__qualname__
 
 
