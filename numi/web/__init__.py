@@ -7,6 +7,9 @@ from flask import Flask
 
 def register(app: Flask) -> None:
     """Register blueprints, request guards, error handlers and template helpers."""
+    from .routing import LazyBuilderRule
+
+    app.url_rule_class = LazyBuilderRule  # before any blueprint adds its rules
     from . import access, api, assets, auth, errors, followups, inputs, organising, pages, security, streams, transcript, transfer, ws
     from ..render import render_blocks, render_markdown
 

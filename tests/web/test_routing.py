@@ -1,0 +1,36 @@
+"""URL rules compile their URL builders on first use (start-up time), and build the same URLs."""
+
+from __future__ import annotations
+
+from flask import url_for
+from werkzeug.routing import Rule
+
+from numi.web.routing import LazyBuilderRule
+
+
+def _compiled(rule: Rule) -> bool:
+    # Until its first use, a rule's builder is the stand-in closure made by
+    # LazyBuilderRule._compile_builder; afterwards it is the function werkzeug compiled.
+    return "build_on_first_use" not in rule._build_unknown.__qualname__
+
+
+def test_builders_wait_for_the_first_url_for_and_then_are_kept(sqlite_app):
+    rules = [rule for rule in sqlite_app.url_map.iter_rules() if rule.endpoint != "static"]
+    assert len(rules) > 50 and all(isinstance(rule, LazyBuilderRule) for rule in rules)
+    assert not any(_compiled(rule) for rule in rules), "no builder is compiled at start-up"
+
+    with sqlite_app.test_request_context():
+        chat_rule = next(rule for rule in rules if rule.arguments == {"chat_id"} and "GET" in rule.methods)
+        url = url_for(chat_rule.endpoint, chat_id="a b/c", extra="1")
+        assert url.startswith("/") and "a%20b" in url and url.endswith("?extra=1")
+        assert _compiled(chat_rule)
+        builder = chat_rule._build_unknown
+        assert url_for(chat_rule.endpoint, chat_id="x") != url
+        assert chat_rule._build_unknown is builder, "compiled once, then kept"
+
+        # Every rule builds the URL werkzeug's own eagerly compiled rule builds.
+        for rule in rules:
+            values = {name: "7" for name in rule.arguments}
+            eager = Rule(rule.rule, endpoint=rule.endpoint, methods=rule.methods, defaults=rule.defaults)
+            eager.bind(sqlite_app.url_map)
+            assert rule.build(values) == eager.build(values), rule.rule
