@@ -191,18 +191,44 @@ def chat_group(chat) -> str:
 
 @bp.post("/chats")
 def create_chat():
+    """A new chat; with `message` (the home page's composer) its first question goes too,
+    so a new chat is one step, as in the chat apps people know."""
+    from .streams import request_timezone, start_turn
+
     data = request_data()
     fields = {"title": data.get("title") or "New chat"}
     if data.get("route"):
         fields.update(_route(data["route"]))
+    message = data.get("message")
+    if message is not None and not str(message).strip():
+        message = None  # an empty box is a plain "New chat"
+    if message is not None:
+        # Checked before the chat exists: a refused text leaves nothing behind.
+        followups.check_text(message, current_app.config["NUMI_MAX_MESSAGE_CHARS"])
     # "+ New chat" reuses the user's empty chat, if one is left, instead of adding another:
     # clicking it twice never leaves empty chats behind in the sidebar.
     chat = chats.newest_empty_chat(g.user.id) if fields["title"] == "New chat" else None
-    if chat is None:
+    created = chat is None
+    if created:
         chat = chats.create_chat(g.user.id, fields, _limits())
     else:
         chat = chats.update_chat(g.user.id, chat.id, fields, _limits())
         chats.touch_chat(chat)
+    if message is not None:
+        payload = {"message": message, "request_id": data.get("request_id") or None}
+        try:
+            if chat.endpoint_id is None or not chat.model:
+                # The turn would refuse it after this page has gone, taking the text along.
+                raise NumiError("no_model", "Choose a model for this chat first (Settings → Endpoints).", 400)
+            start_turn(g.user.id, g.user.is_admin, chat.id, request_timezone(payload), current_app.config)
+        except NumiError:
+            # Refused before anything was saved (no model, say): the chat made for it goes
+            # too, and the home page keeps the text (htmx shows the error as a toast).
+            db.session.rollback()
+            if created:
+                db.session.delete(chats.get_chat(g.user.id, chat.id))
+                db.session.commit()
+            raise
     target = url_for("pages.chat_view", chat_id=chat.id)
     if _is_htmx():
         return "", 204, {"HX-Location": target}
