@@ -7,7 +7,7 @@ from flask import Flask
 
 def register(app: Flask) -> None:
     """Register blueprints, request guards, error handlers and template helpers."""
-    from . import access, api, assets, auth, errors, followups, inputs, organising, pages, security, streams, transcript, transfer, ws
+    from . import access, api, assets, auth, errors, followups, inputs, organising, pages, prompts, security, streams, transcript, transfer, ws
     from ..render import render_blocks, render_markdown
 
     security.init_app(app)
@@ -18,6 +18,7 @@ def register(app: Flask) -> None:
     app.register_blueprint(access.bp)
     app.register_blueprint(pages.bp)
     app.register_blueprint(organising.bp)
+    app.register_blueprint(prompts.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(streams.bp)
     app.register_blueprint(followups.bp)
