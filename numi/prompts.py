@@ -35,8 +35,10 @@ from .models import Prompt, utcnow
 COMMAND = re.compile(r"[a-z0-9_-]{1,32}")
 MAX_COMMAND_CHARS = 32
 MAX_TITLE_CHARS = 100
-MAX_TEXT_CHARS = 20_000
-MAX_PROMPTS = 500
+MAX_TEXT_CHARS = 10_000
+# The chat page carries every prompt's text (the `/` list fills the box without a request),
+# so these bound what a page can weigh: 200 × 10,000 characters at the very most.
+MAX_PROMPTS = 200
 FORMAT_TAG = "numi.prompts"
 FORMAT_VERSION = 1
 FIELDS = ("command", "title", "text")
