@@ -170,3 +170,17 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
         assert errors == []
     finally:
         context.close()
+
+    # A browser that refuses the clipboard: {{clipboard}} is left empty, the rest still works.
+    refused = browser.new_context(viewport=VIEWPORTS[viewport], base_url=server.url)
+    try:
+        page = refused.new_page()
+        page.set_default_timeout(15_000)
+        page.goto(server.auth_url(f"/c/{chat['id']}"))
+        page.locator("#composer-input").click()
+        page.keyboard.type("/explain gravity")
+        page.keyboard.press("Enter")
+        page.wait_for_function("() => document.getElementById('composer-input').value.startsWith('Explain')")
+        assert page.locator("#composer-input").input_value() == "Explain  to me: gravity"
+    finally:
+        refused.close()

@@ -191,3 +191,18 @@ def test_cli_export_all_writes_each_users_prompts(app, client, numi_cli, tmp_pat
     assert len(files) == 1
     document = json.loads(files[0].read_text())
     assert [p["command"] for p in document["prompts"]] == ["summarize"]
+
+
+def test_a_user_keeps_at_most_max_prompts(client):
+    from numi.prompts import MAX_PROMPTS
+
+    document = {"format": "numi.prompts", "version": 1,
+                "prompts": [{"command": f"p{i}", "title": f"P {i}", "text": "t"} for i in range(MAX_PROMPTS + 1)]}
+    refused = client.post("/api/import", json=document)
+    assert refused.status_code == 400 and refused.get_json()["error"]["code"] == "too_many_prompts"
+    assert listed(client) == []
+    document["prompts"].pop()
+    assert client.post("/api/import", json=document).status_code == 201
+    one_more = client.post("/api/prompts", json=SUMMARY)
+    assert one_more.status_code == 400 and one_more.get_json()["error"]["code"] == "too_many_prompts"
+    assert len(listed(client)) == MAX_PROMPTS
