@@ -32,7 +32,7 @@ def _section(status: int = 200, **context):
                            **context), status
 
 
-def _answer(change, *, editing: int | None = None):
+def _answer(change, *, editing: int | None = None, adding: bool = False):
     """Run `change()`; answer the section (HTMX) or go back to Settings. A refused change
     shows its message next to the form it came from, with what was typed kept."""
     try:
@@ -48,13 +48,13 @@ def _answer(change, *, editing: int | None = None):
 
         return render_template("settings.html", prompt_error=error, **settings_context()), exc.status
     if _is_htmx():
-        return _section()
+        return _section(added=adding)  # after an add, the focus is back in an empty Add form
     return redirect(url_for("pages.settings") + "#prompts")
 
 
 @bp.post("/settings/prompts")
 def add():
-    return _answer(lambda: prompt_store.create_prompt(g.user.id, request_data()))
+    return _answer(lambda: prompt_store.create_prompt(g.user.id, request_data()), adding=True)
 
 
 @bp.post("/settings/prompts/<int:prompt_id>")

@@ -88,6 +88,8 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
         page.locator("#prompt-add-form").get_by_role("button", name="Add prompt").click()
         section.locator(".prompt-command", has_text="/explain").wait_for()
         assert page.locator("#prompt-add-form").get_by_label("Command").input_value() == ""  # empty again
+        # ... and the focus is in it, ready for the next one.
+        page.wait_for_function("() => document.activeElement && document.activeElement.name === 'command'")
         page.locator("#prompt-add-form").get_by_label("Command").fill("old")
         page.locator("#prompt-add-form").get_by_label("Title").fill("To delete")
         page.locator("#prompt-add-form").get_by_label("Text").fill("Gone soon")
