@@ -362,7 +362,7 @@ def token_create(username, name):
 
 @main.command("export")
 @click.option("--all", "directory", required=True, type=click.Path(file_okay=False, writable=True),
-              metavar="DIR", help="Write every live chat into DIR/<user>/ (one file per chat).")
+              metavar="DIR", help="Write every live chat into DIR/<user>/ (one file per chat), and the user's saved prompts into DIR/<user>/prompts.json.")
 @click.option("--user", "username", help="Only this user's chats.")
 @click.option("--fmt", type=click.Choice(["json", "md", "txt", "html"]), default="json", show_default=True,
               help="json re-imports losslessly (POST /api/import or Settings → Import).")
@@ -372,6 +372,9 @@ def export_all(directory, username, fmt):
 
     from sqlalchemy import select
 
+    import json
+
+    from . import prompts as prompt_store
     from .chat.export import export_filename, render_export
     from .extensions import db as database
     from .models import Chat, User
@@ -388,10 +391,14 @@ def export_all(directory, username, fmt):
             chats = database.session.execute(
                 select(Chat).where(Chat.user_id == owner.id, Chat.deleted_at.is_(None)).order_by(Chat.created_at, Chat.id)
             ).scalars().all()
-            if not chats:
+            document = prompt_store.export_document(owner.id)
+            if not chats and not document["prompts"]:
                 continue
             folder = Path(directory) / export_filename(owner.username, fmt).rsplit(".", 1)[0]
             folder.mkdir(parents=True, exist_ok=True)
+            if document["prompts"]:
+                # The user's saved prompts travel with their chats (Import reads this file too).
+                (folder / "prompts.json").write_text(json.dumps(document, ensure_ascii=False, indent=2), encoding="utf-8")
             for chat in chats:
                 exported = render_export(owner.id, chat, fmt)
                 # The id keeps two chats with one title apart and makes reruns overwrite, not pile up.

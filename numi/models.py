@@ -485,3 +485,30 @@ class ModelPrice(db.Model):
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "input_per_mtok": self.input_per_mtok, "output_per_mtok": self.output_per_mtok}
+
+
+class Prompt(db.Model):
+    """A saved prompt of one user: typed as `/command` in the composer, its text fills the
+    message box (placeholders such as `{{input}}` are filled in the browser, before sending).
+    The command is unique per user; the unique index also serves the owner's sorted list."""
+
+    __tablename__ = "prompts"
+    __table_args__ = (UniqueConstraint("user_id", "command"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    command: Mapped[str] = mapped_column(String(32))
+    title: Mapped[str] = mapped_column(String(100))
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "command": self.command,
+            "title": self.title,
+            "text": self.text,
+            "created_at": _iso(self.created_at),
+            "updated_at": _iso(self.updated_at),
+        }

@@ -10,7 +10,8 @@ def register(app: Flask) -> None:
     from .routing import LazyBuilderRule
 
     app.url_rule_class = LazyBuilderRule  # before any blueprint adds its rules
-    from . import access, api, assets, auth, errors, followups, inputs, organising, pages, security, streams, transcript, transfer, ws
+    from . import (access, api, assets, auth, errors, followups, inputs, organising, pages, prompts, security,
+                   streams, transcript, transfer, ws)
     from ..render import render_blocks, render_markdown
 
     security.init_app(app)
@@ -21,6 +22,7 @@ def register(app: Flask) -> None:
     app.register_blueprint(access.bp)
     app.register_blueprint(pages.bp)
     app.register_blueprint(organising.bp)
+    app.register_blueprint(prompts.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(streams.bp)
     app.register_blueprint(followups.bp)

@@ -12,6 +12,7 @@ from datetime import timedelta
 from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
 
 from .. import endpoints as endpoint_store
+from .. import prompts as prompt_store
 from ..agent.approvals import default_policy
 from ..chat import chats, followups, organising
 from ..chat.versions import version_info
@@ -87,6 +88,7 @@ def chat_view(chat_id: str):
         has_newer=has_newer,
         interrupted=not running and not has_newer and interrupted_turn(page.items),
         stale_calls=not running,
+        prompts=prompt_store.list_prompts(g.user.id),
         **transcript_context(page),
     )
 
@@ -381,6 +383,7 @@ def settings_context() -> dict:
         "endpoints": endpoint_store.list_endpoints(g.user.id),
         "kinds": ("openai_chat", "openai_responses", "anthropic"),
         "web_settings": web.load_settings(g.user.id),
+        "prompts": prompt_store.list_prompts(g.user.id),
     }
 
 

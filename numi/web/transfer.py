@@ -1,4 +1,7 @@
-"""Moving chats in and out: export downloads, the JSON import route and the Import form."""
+"""Moving chats in and out: export downloads, the JSON import route and the Import form.
+
+The import routes take a chat export (any format `numi.chat.importer` reads) or a saved
+prompts file (`numi.prompts`, see numi/prompts.py), told apart by the document's format."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import io
 
 from flask import Blueprint, current_app, g, jsonify, redirect, request, send_file, url_for
 
+from .. import prompts as prompt_store
 from ..chat import importer
 from ..chat.export import export_chat
 from ..errors import invalid
@@ -25,14 +29,23 @@ def export_session(chat_id: str):
 
 @bp.post("/api/import")
 def import_session():
-    created = importer.import_chats(g.user.id, _uploaded_document(), current_app.config)
+    document = _uploaded_document()
+    if prompt_store.is_prompts_document(document):
+        result = prompt_store.import_prompts(g.user.id, document)
+        return jsonify(prompts=[p.to_dict() for p in result["created"]], skipped=result["skipped"],
+                       renamed=result["renamed"]), 201
+    created = importer.import_chats(g.user.id, document, current_app.config)
     return jsonify(chat=created[0].to_dict(), chats=[c.to_dict() for c in created]), 201
 
 
 @bp.post("/import")
 def import_page():
     """The Import form: a multipart upload; a bad file shows the error page or toast."""
-    created = importer.import_chats(g.user.id, _uploaded_document(), current_app.config)
+    document = _uploaded_document()
+    if prompt_store.is_prompts_document(document):
+        prompt_store.import_prompts(g.user.id, document)
+        return redirect(url_for("pages.settings") + "#prompts", code=303)
+    created = importer.import_chats(g.user.id, document, current_app.config)
     return redirect(url_for("pages.chat_view", chat_id=created[0].id), code=303)
 
 

@@ -44,7 +44,7 @@ JSON_ROUTES = {
     "/api/chat_stream", "/api/import", "/api/session/<chat_id>/messages/<int:message_id>/edit",
     "/api/session/<chat_id>/regenerate",
     "/api/mcp_servers", "/c/<chat_id>/auto_compact", "/chats", "/c/<chat_id>/rename",
-    "/c/<chat_id>/settings", "/settings/endpoints",
+    "/c/<chat_id>/settings", "/settings/endpoints", "/api/prompts",
 }
 
 
@@ -56,7 +56,7 @@ def test_a_1000_deep_json_body_is_refused_on_every_route(sqlite_app, sqlite_clie
                                                        "base_url": "http://127.0.0.1:9/v1"}).get_json()
         chat_id, message_id = _chat_with_messages(sqlite_app, sqlite_client)  # a fresh chat: some routes delete
         url = _fill(rule, {"chat_id": chat_id, "message_id": message_id, "endpoint_id": endpoint["id"],
-                           "server_id": 1, "item_id": 1})
+                           "server_id": 1, "item_id": 1, "prompt_id": 1})
         if rule.rule == "/logout":
             continue  # ends the session the other requests need
         response = client.open(url, method=method, data=DEEP, content_type="application/json")

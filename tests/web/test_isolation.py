@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from numi.extensions import db
-from numi.models import Attachment, Chat, Endpoint, McpServer, Message, QueuedMessage, utcnow
+from numi.models import Attachment, Chat, Endpoint, McpServer, Message, Prompt, QueuedMessage, utcnow
 
 WS_HEADERS = {
     "Upgrade": "websocket",
@@ -24,7 +24,8 @@ WS_HEADERS = {
 }
 # Route arguments that name an object, and the key of user A's object of that kind.
 ID_ARGUMENTS = {"chat_id": "chat_id", "endpoint_id": "endpoint_id", "attachment_id": "attachment_id",
-                "message_id": "message_id", "server_id": "server_id", "item_id": "item_id"}
+                "message_id": "message_id", "server_id": "server_id", "item_id": "item_id",
+                "prompt_id": "prompt_id"}
 # Route arguments that name no owned object (nothing to isolate).
 FREE_ARGUMENTS = {"filename"}
 # Bodies that make a state-changing request valid apart from the foreign id, so a 404
@@ -38,6 +39,8 @@ BODIES = {
     "api.update_endpoint": {"name": "stolen"},
     "followups.edit": {"message": "stolen"},
     "followups.edit_form": {"message": "stolen"},
+    "prompts.edit": {"command": "stolen", "title": "stolen", "text": "stolen"},
+    "prompts.one_json": {"title": "stolen"},
 }
 
 
@@ -70,9 +73,12 @@ def owned(multi_app, users):
         # A follow-up waiting in user A's queue.
         item = QueuedMessage(chat_id=chat.id, user_id=a.id, content="alice queued", request_id="q-alice")
         db.session.add(item)
+        # A saved prompt of user A's.
+        prompt = Prompt(user_id=a.id, command="alice-cmd", title="alice prompt", text="alice private prompt")
+        db.session.add(prompt)
         db.session.commit()
         return {"chat_id": chat.id, "endpoint_id": endpoint.id, "attachment_id": attachment.id,
-                "message_id": message.id, "server_id": server.id, "item_id": item.id}
+                "message_id": message.id, "server_id": server.id, "item_id": item.id, "prompt_id": prompt.id}
 
 
 def _tiny_png() -> bytes:
@@ -111,7 +117,8 @@ def _state(app, ids):
         endpoint = db.session.get(Endpoint, ids["endpoint_id"])
         return (chat.title, chat.settings_json, chat.deleted_at, endpoint.name, endpoint.deleted_at,
                 endpoint.models_json, db.session.query(Message).count(),
-                [q.content for q in db.session.query(QueuedMessage)])
+                [q.content for q in db.session.query(QueuedMessage)],
+                [(p.command, p.title, p.text) for p in db.session.query(Prompt)])
 
 
 def _request(client, method, url, endpoint_name, headers=None):
@@ -169,7 +176,8 @@ def test_user_a_reaches_the_same_routes(multi_app, owned, client_a):
 def test_lists_and_ids_in_bodies_never_show_user_a_objects(multi_app, users, owned, client_b):
     hx = {"HX-Request": "true"}
     for url, headers in (("/", {}), ("/settings", {}), ("/chats", hx), ("/chats?q=alice", hx),
-                         ("/api/sessions", {}), ("/api/sessions?q=secret", {}), ("/api/endpoints", {})):
+                         ("/api/sessions", {}), ("/api/sessions?q=secret", {}), ("/api/endpoints", {}),
+                         ("/api/prompts", {}), ("/api/prompts/export", {})):
         response = client_b.get(url, headers=headers)
         assert response.status_code == 200, url
         assert "alice" not in response.get_data(as_text=True), url

@@ -1,0 +1,188 @@
+"""Saved prompts in real headless Chromium, at 1280×800 and 390×844, against a live server on
+SQLite and on PostgreSQL: add, edit and delete prompts in Settings; in the composer, "/"
+opens the list, the keyboard moves through it (ArrowDown/ArrowUp, Escape closes, typing
+filters), Enter picks one whose {{input}} takes what was typed after the command and whose
+{{clipboard}} takes the clipboard's text, and the question sent is that text; Tab picks with
+the cursor left where {{input}} was; the mouse picks too. axe-core finds nothing serious."""
+
+from __future__ import annotations
+
+import pytest
+
+from numi.testing import Scenario
+from turn_support import Api, make_chat, turn_server_env
+
+pytestmark = pytest.mark.browser
+
+VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+SHOTS = "/tmp/prompts"
+
+
+@pytest.fixture
+def server(live_server_factory, database_url):
+    """A live server on this test's backend (a fresh database of `database_url`)."""
+    started = live_server_factory(**turn_server_env(NUMI_DATABASE_URL=database_url))
+    yield started
+    started.kill()
+
+
+def _serious(page, *regions: str) -> list[str]:
+    """Serious or critical axe-core findings in the given regions."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page, context={"include": [[r] for r in regions]})
+    return [f"{v['id']}: {v['help']} at {[n['target'] for n in v['nodes']][:5]}"
+            for v in results.response["violations"] if v.get("impact") in ("serious", "critical")]
+
+
+def _state(page) -> dict:
+    """What a screen reader is told: expanded or not, which option is active, which show."""
+    return page.evaluate("""() => {
+        const box = document.getElementById("composer-input");
+        const active = document.getElementById(box.getAttribute("aria-activedescendant") || "-");
+        return {expanded: box.getAttribute("aria-expanded"),
+                active: active && active.getAttribute("aria-selected") === "true" ? active.dataset.command : null,
+                shown: [...document.querySelectorAll("#prompt-list li:not([hidden])")].map(li => li.dataset.command),
+                visible: !!document.querySelector("#prompt-list:not([hidden])")};
+    }""")
+
+
+@pytest.mark.parametrize("viewport", list(VIEWPORTS))
+def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewport):
+    api = Api(server.url)
+    chat = make_chat(api, scripted)
+    # One made through the API; the others in Settings.
+    status, _ = api.post("/api/prompts", {"command": "ask", "title": "Ask briefly",
+                                          "text": "Question: {{input}} (answer briefly)"})
+    assert status == 201
+
+    context = browser.new_context(viewport=VIEWPORTS[viewport], base_url=server.url)
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "WebSocket" not in m.text else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(server.auth_url("/settings"))
+        section = page.locator("#prompts-section")
+        add = page.locator("#prompt-add-form")
+
+        # A refused add: the error shows by the form, the typed text stays, nothing is saved.
+        add.get_by_label("Command").fill("Explain")
+        add.get_by_label("Title").fill("Explain it")
+        add.get_by_label("Text").fill("Explain {{clipboard}} to me: {{input}}")
+        # The browser's own pattern check would stop the form first; the server's is the one
+        # that counts, so it is what this test sees.
+        page.evaluate("document.querySelector('#prompt-add-form input[name=command]').removeAttribute('pattern')")
+        add.get_by_role("button", name="Add prompt").click()
+        alert = page.locator("#prompt-add-form .form-error")
+        alert.wait_for()
+        assert alert.get_attribute("data-code") == "invalid_command"
+        assert page.locator("#prompt-add-form").get_by_label("Text").input_value() == "Explain {{clipboard}} to me: {{input}}"
+        # (The browser logs the 400 of that refusal, as it logs every error status.)
+        assert errors and all("400" in e for e in errors), errors
+        errors.clear()
+
+        page.locator("#prompt-add-form").get_by_label("Command").fill("explain")
+        page.locator("#prompt-add-form").get_by_role("button", name="Add prompt").click()
+        section.locator(".prompt-command", has_text="/explain").wait_for()
+        assert page.locator("#prompt-add-form").get_by_label("Command").input_value() == ""  # empty again
+        # ... and the focus is in it, ready for the next one.
+        page.wait_for_function("() => document.activeElement && document.activeElement.name === 'command'")
+        page.locator("#prompt-add-form").get_by_label("Command").fill("old")
+        page.locator("#prompt-add-form").get_by_label("Title").fill("To delete")
+        page.locator("#prompt-add-form").get_by_label("Text").fill("Gone soon")
+        page.locator("#prompt-add-form").get_by_role("button", name="Add prompt").click()
+        section.locator(".prompt-command", has_text="/old").wait_for()
+
+        # Edit: a new title for /explain.
+        item = section.locator(".prompt-item", has=page.locator(".prompt-command", has_text="/explain"))
+        item.locator("summary").click()
+        item.get_by_label("Title").fill("Explain simply")
+        item.screenshot(path=f"{SHOTS}-edit-{viewport}.png")
+        item.get_by_role("button", name="Save").click()
+        section.locator(".prompt-title", has_text="Explain simply").wait_for()
+        # Delete /old.
+        section.get_by_role("button", name="Delete /old").click()
+        section.locator(".prompt-command", has_text="/old").wait_for(state="detached")
+        assert section.locator(".prompt-command").all_inner_texts() == ["/ask", "/explain"]
+        page.locator("#prompts").scroll_into_view_if_needed()
+        page.locator("#prompts").screenshot(path=f"{SHOTS}-settings-{viewport}.png")
+        assert _serious(page, "#prompts") == []
+
+        # The composer: "/" opens the list with both prompts, the first one active.
+        page.evaluate("navigator.clipboard.writeText('photosynthesis')")
+        page.goto(f"/c/{chat['id']}")
+        page.wait_for_selector("#connection[data-state=open]", state="attached")
+        box = page.locator("#composer-input")
+        box.click()
+        page.keyboard.type("/")
+        page.wait_for_function("() => !document.getElementById('prompt-list').hidden")
+        assert _state(page) == {"expanded": "true", "active": "ask", "shown": ["ask", "explain"], "visible": True}
+        page.keyboard.press("ArrowDown")
+        assert _state(page)["active"] == "explain"
+        page.keyboard.press("ArrowDown")  # wraps around
+        assert _state(page)["active"] == "ask"
+        page.keyboard.press("ArrowUp")
+        assert _state(page)["active"] == "explain"
+        assert page.locator("#prompt-list").is_visible()
+        page.screenshot(path=f"{SHOTS}-list-{viewport}.png")
+        assert _serious(page, ".composer") == []
+        page.keyboard.press("Escape")
+        assert _state(page)["expanded"] == "false" and not page.locator("#prompt-list").is_visible()
+        assert box.input_value() == "/"  # Escape only closed the list
+
+        # Typing filters; what follows the command is the {{input}}; Enter picks.
+        page.keyboard.type("ex")
+        assert _state(page) == {"expanded": "true", "active": "explain", "shown": ["explain"], "visible": True}
+        page.keyboard.type(" to a child")
+        assert _state(page)["active"] == "explain"
+        page.keyboard.press("Enter")
+        page.wait_for_function("() => document.getElementById('composer-input').value.startsWith('Explain')")
+        assert box.input_value() == "Explain photosynthesis to me: to a child"
+        assert _state(page)["expanded"] == "false"
+
+        # Enter again sends it, and the question sent is the filled text.
+        scripted.enqueue(Scenario().text("Plants make sugar from light."))
+        page.keyboard.press("Enter")
+        page.locator("article.msg-user", has_text="Explain photosynthesis to me: to a child").wait_for()
+        page.wait_for_function("() => document.body.innerText.includes('Plants make sugar from light.')")
+        sent = [m["content"] for m in api.history(chat["id"]) if m["role"] == "user"]
+        assert sent == ["Explain photosynthesis to me: to a child"]
+        page.wait_for_function("() => document.getElementById('composer-input').value === ''")
+
+        # Tab picks too; with nothing typed after the command the cursor waits where {{input}} was.
+        box.click()
+        page.keyboard.type("/as")
+        page.keyboard.press("Tab")
+        page.wait_for_function("() => document.getElementById('composer-input').value.startsWith('Question')")
+        assert box.input_value() == "Question:  (answer briefly)"
+        assert page.evaluate("document.activeElement.id") == "composer-input"
+        page.keyboard.type("why is the sky blue?")
+        assert box.input_value() == "Question: why is the sky blue? (answer briefly)"
+
+        # The mouse: a click on an option picks it.
+        box.fill("")
+        page.keyboard.type("/")
+        page.locator("#prompt-list li", has_text="/explain").click()
+        page.wait_for_function("() => document.getElementById('composer-input').value.startsWith('Explain')")
+        assert box.input_value() == "Explain photosynthesis to me: "
+        assert page.evaluate("document.activeElement.id") == "composer-input"
+        assert errors == []
+    finally:
+        context.close()
+
+    # A browser that refuses the clipboard: {{clipboard}} is left empty, the rest still works.
+    refused = browser.new_context(viewport=VIEWPORTS[viewport], base_url=server.url)
+    try:
+        page = refused.new_page()
+        page.set_default_timeout(15_000)
+        page.goto(server.auth_url(f"/c/{chat['id']}"))
+        page.locator("#composer-input").click()
+        page.keyboard.type("/explain gravity")
+        page.keyboard.press("Enter")
+        page.wait_for_function("() => document.getElementById('composer-input').value.startsWith('Explain')")
+        assert page.locator("#composer-input").input_value() == "Explain  to me: gravity"
+    finally:
+        refused.close()
