@@ -120,10 +120,11 @@ on("htmx:wsAfterMessage", () => {
   }
 });
 
+// Enter sends from the chat's composer and the home page's first-question box.
 on("keydown", (event) => {
-  if (event.target.id === "composer-input" && event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+  if (event.target.matches?.("[data-enter-sends]") && event.key === "Enter" && !event.shiftKey && !event.isComposing) {
     event.preventDefault();
-    form().requestSubmit();
+    event.target.form.requestSubmit();
   }
 });
 on("input", (event) => { if (event.target.id === "composer-input") { grow(); saveDraft(); } });

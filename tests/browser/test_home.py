@@ -1,0 +1,44 @@
+"""The home page as a person uses it (real headless Chromium, desktop and phone): type the
+first question where you land, Shift+Enter for a new line, Enter to send; the page moves to
+the new chat and the answer streams in; the sidebar lists the chat."""
+
+from __future__ import annotations
+
+import pytest
+
+from numi.testing import Scenario
+from page_support import LOOKS
+from turn_support import Api, make_chat, turn_server_env
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def site(live_server_factory):
+    return live_server_factory(**turn_server_env())
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_the_first_question_is_typed_on_the_home_page(site, scripted, open_page_on, size, scheme):
+    api = Api(site.url, token=site.token)
+    endpoint = make_chat(api, scripted, name=f"home-{size}")["endpoint"]
+    scripted.enqueue(Scenario().text("Hello from **home**."))
+    page = open_page_on(site, size, scheme)
+    box = page.get_by_role("textbox", name="Message")
+    assert box.evaluate("el => el === document.activeElement")  # ready to type on arrival
+    page.get_by_role("combobox", name="Model").select_option(f"{endpoint['id']}:fake-model")
+    box.click()
+    box.type("First line")
+    box.press("Shift+Enter")
+    box.type("second line")
+    page.screenshot(path=f"/tmp/numi-home-{size}.png")
+    box.press("Enter")
+    page.wait_for_url("**/c/*")
+    page.locator(".msg-assistant").get_by_text("Hello from").wait_for()
+    assert "First line\nsecond line" in page.locator(".msg-user").first.inner_text()
+    assert page.locator(".msg-assistant strong").inner_text() == "home"
+    chat_id = page.url.rsplit("/", 1)[1]
+    assert page.locator(f"#sidebar a[href='/c/{chat_id}']").count() == 1
+    assert scripted.wait_for_requests(1).body["messages"][-1]["content"] == "First line\nsecond line"
+    page.screenshot(path=f"/tmp/numi-home-sent-{size}.png")
+    assert page.errors == []
