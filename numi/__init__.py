@@ -40,6 +40,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     quiet = logging.DEBUG if logging.getLogger().isEnabledFor(logging.DEBUG) else logging.WARNING
     for name in PROVIDER_HTTP_LOGGERS:
         logging.getLogger(name).setLevel(quiet)
+    # Alembic announces each of its plugins at INFO on a fresh data dir; the revisions it
+    # runs (alembic.runtime.migration) are worth a line each, the plugins are not.
+    logging.getLogger("alembic.runtime.plugins").setLevel(quiet)
     if app.config["NUMI_AUTH"] == "none":
         logging.getLogger("numi").warning(
             "NUMI_AUTH=none: no access token is needed. Any process or user that reaches this port "
