@@ -65,11 +65,20 @@ class Event(dict):
     """An event dict that carries its own JSON text, made at most once per process: given
     (the Redis stream's entry), made when published, or for deltas on first use."""
 
-    __slots__ = ("_text",)
+    __slots__ = ("_text", "_views")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._text: str | None = None
+        self._views: dict | None = None
+
+    def views(self) -> dict:
+        """What views made of this event, for the other subscribers of this process to
+        reuse (the HTML view's rendered saved message); made on first use."""
+        views = self._views
+        if views is None:
+            views = self._views = {}
+        return views
 
     @property
     def encoded(self) -> str:
