@@ -66,22 +66,27 @@ def drain():
 gevent.spawn(drain)
 
 
-def relay(sub, send, count):
-    for _ in range(count):
+def relay(sub, send):
+    # Until the turn ends: a subscriber that falls behind gets a snapshot for what it
+    # missed (as in the server), so the number of events it sees may be below N.
+    while True:
         event = sub.get()
         send(encoded(event))
+        if event["type"] in ("turn_end", "snapshot") and event["data"].get("finished", True):
+            return
 
 def run(send):
     channel = manager.channel(f"chat-{time.monotonic_ns()}")
     turn = Turn(manager, channel, TurnRequest(user_id=1, chat_id=channel.chat_id, message="x"))
     channel.begin_turn(turn.id)
     sub, _ = channel.subscribe(channel.last_event_id)
-    g = gevent.spawn(relay, sub, send, N)
+    g = gevent.spawn(relay, sub, send)
     gevent.sleep(0)
     t0 = time.process_time()
     for i in range(N):
         turn.emit_delta("content", f"t{i:04d} ", 0)
         gevent.sleep(0)  # the subscriber runs, as when tokens arrive apart
+    turn.emit("turn_end", {})
     g.join()
     return (time.process_time() - t0) / N * 1e6
 
