@@ -112,7 +112,9 @@ def read(data_dir: str) -> dict:
 
 def window(before: dict, after: dict) -> dict:
     """What happened between two readings: per-second rates and lag percentiles."""
-    wall = after["clock"] - before["clock"]
+    # The readings come from the probe's own greenlet: on a starved server it may not
+    # have ticked between them, and then there is no window to divide by (nan, not a crash).
+    wall = (after["clock"] - before["clock"]) or float("nan")
     hist = [a - b for a, b in zip(after["lag_hist"], before["lag_hist"])]
     samples = sum(hist) or 1
 

@@ -14,8 +14,10 @@ Everything here runs in greenlets of one process; publish() does no I/O and neve
 so it needs no locks. This is the in-process backend; numi/turns/shared.py is the Redis one
 with the same interface (begin_turn, publish, subscribe, snapshot_event, last_event_id).
 
-Each event is JSON-encoded once, when it is published (`Event.encoded`): the JSON views
-(WebSocket and SSE) send that text as it is instead of encoding the event per client.
+Each event is JSON-encoded at most once per process (`Event.encoded`): the JSON views
+(WebSocket and SSE) send that text as it is instead of encoding the event per client. A
+content or reasoning delta (nearly every event) is encoded on first use, so a chat watched
+only through the HTML view never encodes it, and without `json.dumps` of its dict.
 """
 
 from __future__ import annotations
@@ -32,33 +34,78 @@ from gevent.queue import Empty, Queue
 TERMINAL = "turn_end"
 
 
+DELTAS = ("content", "reasoning")
+
+# A string as json.dumps(..., ensure_ascii=False) writes it (the C encoder, no dict walk).
+_json_string = json.encoder.encode_basestring
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-class Event(dict):
-    """An event dict that carries its own JSON text (encoded once per process)."""
-
-    __slots__ = ("encoded",)
+def _data_json(type_: str, data: dict[str, Any]) -> str:
+    # A delta's data is {"delta": text, "step": n} (Turn.flush): written directly, the
+    # same text _dumps makes, for a fraction of its cost (it is nearly every event).
+    if type_ in DELTAS and len(data) == 2:
+        delta, step = data.get("delta"), data.get("step")
+        if type(delta) is str and type(step) is int and next(iter(data)) == "delta":
+            return '{"delta":%s,"step":%d}' % (_json_string(delta), step)
+    return _dumps(data)
 
 
 def event_tail(turn_id: str | None, type_: str, data: dict[str, Any]) -> str:
     """The JSON of an event after its id: `{"event_id":` + id + this is the whole event."""
     # turn ids (hex) and event types (names in code) need no escaping.
     turn = f'"{turn_id}"' if turn_id is not None else "null"
-    return f',"turn_id":{turn},"type":"{type_}","data":{_dumps(data)}}}'
+    return f',"turn_id":{turn},"type":"{type_}","data":{_data_json(type_, data)}}}'
 
 
-def make_event(event_id: int, turn_id: str | None, type_: str, data: dict[str, Any], tail: str) -> Event:
+class Event(dict):
+    """An event dict that carries its own JSON text, made at most once per process: given
+    (the Redis stream's entry), made when published, or for deltas on first use."""
+
+    __slots__ = ("_text", "_views")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._text: str | None = None
+        self._views: dict | None = None
+
+    def views(self) -> dict:
+        """What views made of this event, for the other subscribers of this process to
+        reuse (the HTML view's rendered saved message); made on first use."""
+        views = self._views
+        if views is None:
+            views = self._views = {}
+        return views
+
+    @property
+    def encoded(self) -> str:
+        text = self._text
+        if text is None:
+            text = self._text = '{"event_id":%d%s' % (self["event_id"], event_tail(self["turn_id"], self["type"], self["data"]))
+        return text
+
+    @encoded.setter
+    def encoded(self, text: str) -> None:
+        self._text = text
+
+
+def make_event(event_id: int, turn_id: str | None, type_: str, data: dict[str, Any], tail: str | None) -> Event:
+    """An event; without `tail` its JSON is made when first asked for (a delta's data is
+    a fresh dict nobody changes after publishing, so later is the same text)."""
     event = Event(event_id=event_id, turn_id=turn_id, type=type_, data=data)
-    event.encoded = '{"event_id":%d%s' % (event_id, tail)
+    if tail is not None:
+        event._text = '{"event_id":%d%s' % (event_id, tail)
     return event
 
 
 def encoded(event: dict[str, Any]) -> str:
-    """An event's JSON: the text made when it was published, or encoded now."""
-    text = getattr(event, "encoded", None)
-    return text if text is not None else _dumps(event)
+    """An event's JSON: the text made once for the event, or encoded now."""
+    if isinstance(event, Event):
+        return event.encoded
+    return _dumps(event)
 
 
 @dataclass
@@ -68,8 +115,10 @@ class TurnState:
     turn_id: str
     history_boundary: int | None = None
     step: int = 0
-    content: str = ""
-    reasoning: str = ""
+    # The live text as the deltas came: `+=` on an attribute copies the whole text per
+    # delta (quadratic in the answer's length); joined only for a snapshot.
+    content_parts: list[str] = field(default_factory=list)
+    reasoning_parts: list[str] = field(default_factory=list)
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # call_id -> card state
     pending_approvals: dict[str, dict[str, Any]] = field(default_factory=dict)
     saved_message_ids: list[int] = field(default_factory=list)
@@ -82,11 +131,8 @@ class TurnState:
             self.history_boundary = data.get("history_boundary")
         elif type_ in ("content", "reasoning"):
             if data.get("step", self.step) != self.step:
-                self.step, self.content, self.reasoning = data["step"], "", ""
-            if type_ == "content":
-                self.content += data["delta"]
-            else:
-                self.reasoning += data["delta"]
+                self.step, self.content_parts, self.reasoning_parts = data["step"], [], []
+            (self.content_parts if type_ == "content" else self.reasoning_parts).append(data["delta"])
         elif type_ == "tool_preparing":
             self.tools.setdefault(data["call_id"], {"call_id": data["call_id"], "name": data["name"], "status": "preparing"})
         elif type_ == "tool_approval":
@@ -104,7 +150,7 @@ class TurnState:
             # The step's text now lives in a saved message: the live part starts over.
             self.saved_message_ids.append(data["message_id"])
             if data.get("role") == "assistant":
-                self.content, self.reasoning = "", ""
+                self.content_parts, self.reasoning_parts = [], []
             if data.get("role") == "tool":
                 self.tools.pop(data.get("tool_call_id"), None)
             if data.get("role") == "assistant" and data.get("tool_calls"):
@@ -114,6 +160,14 @@ class TurnState:
             self.error = data
         elif type_ == TERMINAL:
             self.finished = True
+
+    @property
+    def content(self) -> str:
+        return "".join(self.content_parts)
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(self.reasoning_parts)
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -135,8 +189,8 @@ class TurnState:
             turn_id=data["turn_id"],
             history_boundary=data.get("history_boundary"),
             step=data.get("step", 0),
-            content=data.get("content", ""),
-            reasoning=data.get("reasoning", ""),
+            content_parts=[data["content"]] if data.get("content") else [],
+            reasoning_parts=[data["reasoning"]] if data.get("reasoning") else [],
             tools={card["call_id"]: card for card in data.get("tools", [])},
             pending_approvals={item["call_id"]: item for item in data.get("pending_approvals", [])},
             saved_message_ids=list(data.get("saved_message_ids", [])),
@@ -243,11 +297,16 @@ class ChatChannel:
     def publish(self, turn_id: str | None, type_: str, data: dict[str, Any]) -> dict[str, Any]:
         """Number the event, keep it in the buffer, hand it to every subscriber."""
         self.last_event_id += 1
-        tail = event_tail(turn_id, type_, data)
-        event = make_event(self.last_event_id, turn_id, type_, data, tail)
+        if type_ in DELTAS and "delta" in data:
+            # The buffer's byte bound needs an estimate only: the text plus the envelope.
+            event = make_event(self.last_event_id, turn_id, type_, data, None)
+            size = len(data["delta"]) + 96
+        else:
+            tail = event_tail(turn_id, type_, data)
+            event = make_event(self.last_event_id, turn_id, type_, data, tail)
+            size = len(tail) + 24
         if self.state is not None and turn_id == self.state.turn_id:
             self.state.apply(type_, data)
-        size = len(tail) + 24
         self.buffer.append((event, size))
         self.buffer_bytes += size
         while self.buffer and (len(self.buffer) > self.max_events or self.buffer_bytes > self.max_bytes):

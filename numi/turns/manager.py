@@ -58,7 +58,7 @@ class Turn:
         self.greenlet: gevent.Greenlet | None = None
         self._cancel_callbacks: list[Callable[[], None]] = []
         self._pending: dict[str, Any] | None = None  # coalesced delta not yet published
-        self._flush_timer: gevent.Greenlet | None = None
+        self._flush_timer = None  # the hub's loop timer of a coalesced delta's flush
         self._last_delta_at = 0.0  # monotonic time the last delta event went out
         self.approvals: dict[str, gevent.event.AsyncResult] = {}
         self.approval_digests: dict[str, str] = {}  # call_id -> digest of the call its card shows
@@ -92,17 +92,24 @@ class Turn:
         if interval <= 0 or wait <= 0:
             self.flush()
         elif self._flush_timer is None:
-            self._flush_timer = gevent.spawn_later(wait, self._timed_flush)
+            # A plain loop timer whose callback runs in the hub, not a greenlet per delta
+            # (spawn_later + kill was most of the coalescing cost, bench/PROFILE.md): a
+            # channel's publish() never blocks or yields, so the hub may run it.
+            timer = self._flush_timer = gevent.get_hub().loop.timer(wait)
+            timer.start(self._timed_flush)
 
     def _timed_flush(self) -> None:
-        self._flush_timer = None
-        self.flush()
+        try:
+            self.flush()
+        except Exception:  # in the hub: report it, never let it reach the loop
+            log.exception("flushing a delta of turn %s failed", self.id)
 
     def flush(self) -> None:
         pending, self._pending = self._pending, None
-        if self._flush_timer is not None and self._flush_timer is not gevent.getcurrent():
-            self._flush_timer.kill(block=False)
-        self._flush_timer = None
+        timer, self._flush_timer = self._flush_timer, None
+        if timer is not None:
+            timer.stop()
+            timer.close()
         if pending is not None:
             self._last_delta_at = time.monotonic()
             self.channel.publish(self.id, pending["type"], {"delta": pending["delta"], "step": pending["step"]})

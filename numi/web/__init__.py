@@ -49,5 +49,8 @@ def register(app: Flask) -> None:
 
     app.jinja_env.filters["markdown"] = render_markdown
     app.jinja_env.filters["markdown_blocks"] = render_blocks
+    from .fragments import blocks_html
+
+    app.jinja_env.filters["md_blocks_html"] = blocks_html
     app.jinja_env.globals["model_capabilities"] = model_capabilities
     app.jinja_env.globals["asset_version"] = "1"

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import render_template
+from markupsafe import Markup, escape
 from sqlalchemy import select
 
 from .. import endpoints as endpoint_store
@@ -21,6 +22,39 @@ from ..extensions import db
 from ..models import Message
 from ..chat.versions import version_info
 from ..render import StreamRender
+from ..turns.channel import Event
+
+
+def blocks_html(blocks) -> Markup:
+    """Rendered markdown blocks as every view shows them (the `md_blocks_html` filter of
+    partials/_md_blocks.html): sanitised HTML, code blocks in our own chrome (language
+    label, Copy button; static/js/app.js). Python, not a template: a streaming frame
+    formats its blocks on every delta of every tab."""
+    out = []
+    for block in blocks:
+        if block.kind == "code":
+            lang = escape(block.lang or "code")
+            label = escape(block.lang + " ") if block.lang else ""
+            out.append(f'<div class="code-block"><div class="code-head"><span class="code-lang">{lang}</span>'
+                       f'<button type="button" class="copy-code" aria-label="Copy {label}code">Copy</button></div>'
+                       f'{block.html}</div>')
+        else:
+            out.append(str(block.html))
+    return Markup("".join(out))
+
+
+def frame_html(turn_id: str, part: str, frame) -> str:
+    """One streaming frame of an answer (part "") or its reasoning (part "r"): completed
+    blocks appended once (or, after `reset`, all of them replaced), the open block replaced.
+    Only our own ids: rendered markdown never carries one (the sanitiser drops them).
+    Formatted here rather than by Jinja, since it is the per-delta fragment."""
+    prefix = f"turn-{escape(turn_id)}-{part}"
+    out = ""
+    if frame.reset:
+        out = f'<div id="{prefix}done" class="md-done" hx-swap-oob="true">{blocks_html(frame.completed)}</div>'
+    elif frame.completed:
+        out = f'<div hx-swap-oob="beforeend:#{prefix}done">{blocks_html(frame.completed)}</div>'
+    return out + f'<div id="{prefix}open" class="md-open" hx-swap-oob="true">{blocks_html(frame.open)}</div>'
 
 
 def _newlines(text: str) -> str:
@@ -54,13 +88,17 @@ class HtmlView:
     # --- entry point ------------------------------------------------------------------------
 
     def render(self, event: dict[str, Any]) -> list[str]:
+        if event["type"] == "message_saved":
+            views = event.views() if isinstance(event, Event) else None
+            return self._on_message_saved(event.get("turn_id"), event["data"], views)
         handler = getattr(self, "_on_" + event["type"], None)
         if handler is None:
             return []
         return handler(event.get("turn_id"), event["data"]) or []
 
     def cursor(self, event_id: int) -> str:
-        return render_template("partials/_event_cursor.html", event_id=event_id)
+        # The id of the last event the page got (sent with every batch: no template).
+        return f'<div id="event-cursor" hidden data-event-id="{int(event_id)}" hx-swap-oob="true"></div>'
 
     # --- events -----------------------------------------------------------------------------
 
@@ -77,15 +115,39 @@ class HtmlView:
         # Tells the composer its send was saved: it clears its text, chips and draft.
         return [render_template("partials/_composer_feedback.html", accepted=data.get("request_id") or "")]
 
-    def _on_message_saved(self, turn_id, data):
+    def _on_message_saved(self, turn_id, data, views: dict | None = None):
         out = []
         if data.get("role") == "assistant":
             self.content, self.reasoning, self.preparing, self.renders = "", "", {}, {}
             out.append(self._live(turn_id))
-        message = self._load(data["message_id"])
-        if message is not None:
-            out.append(self._insert_message(turn_id, message))
+        # The saved message is read and rendered once per event, not once per open tab:
+        # every HTML subscriber of this process gets the same fragment for the same swap.
+        key = ("message_saved", self.running)
+        saved = views.get(key) if views is not None else None
+        if saved is None:
+            message = self._load(data["message_id"])
+            saved = self._saved_message(turn_id, message) if message is not None else (None, "")
+            if views is not None:
+                views[key] = saved
+        facts, html = saved
+        if facts is not None:
+            self._note_message(facts)
+            out.append(html)
         return out
+
+    def _saved_message(self, turn_id, message) -> tuple[dict, str]:
+        """What a saved message tells the view (plain values) and its fragment, placed
+        before the live part (or last in the turn when no turn runs)."""
+        error = message.meta.get("error") if message.role == "assistant" else None
+        facts = {"id": message.id, "role": message.role, "model": message.meta.get("model"),
+                 "error": error.get("code") if isinstance(error, dict) else None}
+        return facts, self._insert_message(turn_id, message)
+
+    def _note_message(self, facts: dict) -> None:
+        self.last_message_id = max(self.last_message_id, facts["id"])
+        if facts["role"] == "assistant":
+            self.models[facts["id"]] = facts["model"]
+            self.saved_error = facts["error"]
 
     def _on_content(self, turn_id, data):
         return self._delta(turn_id, data, "content")
@@ -107,8 +169,7 @@ class HtmlView:
         if redraw:
             return [self._live(turn_id)]
         frame = self._render(kind).feed(self.content if kind == "content" else self.reasoning)
-        return [render_template("partials/_turn_frame.html", turn_id=turn_id, part="" if kind == "content" else "r",
-                                completed=frame.completed, open=frame.open, reset=frame.reset)]
+        return [frame_html(turn_id, "" if kind == "content" else "r", frame)]
 
     def _render(self, kind: str) -> StreamRender:
         if kind not in self.renders:

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import json
 import logging
+import struct
 
 import gevent
 from flask import Blueprint, copy_current_request_context, current_app, g, render_template, request, session
 from gevent.lock import Semaphore
 from simple_websocket import ConnectionClosed
 from sqlalchemy import select
+from wsproto.connection import ConnectionState
 
 from ..chat import chats, followups
 from ..errors import NumiError
@@ -67,6 +69,7 @@ class Connection:
         self.ended = False
         self.manager = self.app.extensions["numi.turns"]
         self.lock = Semaphore()
+        self.frames = _frame_protocol(ws)
         self.subscription = None
         self.sender: gevent.Greenlet | None = None
         self.chat = chats.get_chat(self.user_id, chat_id)
@@ -239,4 +242,44 @@ class Connection:
 
     def _send(self, data: str) -> None:
         with self.lock:
-            self.ws.send(data)
+            if self.frames is None:
+                self.ws.send(data)
+            else:
+                self._write_text(data)
+
+    def _write_text(self, data: str) -> None:
+        """One unfragmented text message, framed here and written whole.
+
+        simple_websocket's `send` builds wsproto event objects and serialises the frame
+        through wsproto's extension chain for every message, then writes it with a plain
+        `send` (which may write part of it): that was 14-19 % of a streaming server's CPU
+        (bench/PROFILE.md). A server's frame is unmasked, so its header is 2 to 10 bytes;
+        with no extension negotiated it is all wsproto would produce. Close, ping and pong
+        stay with simple_websocket (its reader answers them; this lock is not theirs, as
+        before). `sendall` writes the frame whole even when the socket buffer is full."""
+        ws = self.ws
+        if not ws.connected:
+            raise ConnectionClosed(ws.close_reason, ws.close_message)
+        if self.frames.state is not ConnectionState.OPEN:
+            ws.send(data)  # closing: wsproto refuses the message as it always did
+            return
+        payload = data.encode()
+        size = len(payload)
+        if size < 126:
+            header = bytes((0x81, size))  # FIN + text opcode; length in the second byte
+        elif size < 65536:
+            header = struct.pack("!BBH", 0x81, 126, size)
+        else:
+            header = struct.pack("!BBQ", 0x81, 127, size)
+        ws.sock.sendall(header + payload)
+
+
+def _frame_protocol(ws):
+    """The socket's wsproto connection when this module may frame messages itself: a
+    server connection with no extension in use. With permessage-deflate (browsers offer
+    it) messages go through simple_websocket, which compresses them."""
+    connection = getattr(getattr(ws, "ws", None), "connection", None)
+    proto = getattr(connection, "_proto", None)
+    if proto is None or proto.client or proto.extensions or not hasattr(ws, "sock"):
+        return None
+    return connection

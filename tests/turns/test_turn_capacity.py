@@ -47,3 +47,25 @@ def test_one_process_follows_more_chats_than_a_default_redis_pool(api, scripted,
         events = tabs[i].events_until("turn_end", timeout=30)
         assert "error" not in types(events), events
         assert "".join(e["data"]["delta"] for e in events if e["type"] == "content") == f"Answer number {i}."
+
+
+def test_every_tab_of_a_chat_gets_the_saved_answer(api, scripted, sockets):
+    """The saved message is read and rendered once per event for all of a process's tabs
+    (numi/web/fragments.py); each tab still gets it, placed for its own page."""
+    chat = make_chat(api, scripted)
+    tabs = [sockets(chat["id"], html=True) for _ in range(3)]
+    for ws in tabs:
+        ws.send(type="resume", last_event_id=None, last_message_id=0)
+    scripted.enqueue(Scenario().text("The **shared** answer.", chunks=3))
+    tabs[0].send(type="send", message="Tell all tabs")
+    answer_id = None
+    for ws in tabs:
+        frames = []
+        while not any('data-running="0"' in frame for frame in frames):
+            frames.append(ws.receive(timeout=20))
+        page = "".join(frames)
+        saved = [m for m in api.history(chat["id"]) if m["role"] == "assistant"]
+        answer_id = saved[-1]["id"]
+        assert f'id="msg-{answer_id}"' in page
+        assert "<strong>shared</strong>" in page
+        assert 'hx-swap-oob="beforebegin:#turn-' in page  # before the live part, as the page expects

@@ -43,6 +43,20 @@ def test_plain_answer_is_saved_at_the_boundaries(server, api, scripted, chat, so
     assert body["messages"][-1] == {"role": "user", "content": "Say hello"}
 
 
+def test_messages_of_every_frame_length_arrive_whole(api, scripted, chat, sockets):
+    # The server frames its WebSocket messages itself (numi/web/ws.py): a payload's length
+    # takes 7 bits, 16 bits or 64 bits of the header, by size. One chunk each, so each is
+    # one event: short, medium (> 125 bytes) and long (> 65,535 bytes, non-ASCII too).
+    parts = ["Short. ", "é" * 300 + " ", "Long: " + "ab😀 " * 20_000]
+    scripted.enqueue(Scenario().text(parts[0]).text(parts[1]).text(parts[2]))
+    ws = sockets(chat["id"])
+    ws.send(type="send", message="Three sizes")
+    events = ws.events_until("turn_end")
+    assert "".join(e["data"]["delta"] for e in of_type(events, "content")) == "".join(parts)
+    assert max(len(raw.encode()) for raw in ws.frames) > 65_535
+    assert api.history(chat["id"])[-1]["content"] == "".join(parts)
+
+
 def test_reasoning_streams_and_is_saved_apart_from_the_answer(api, scripted, chat, sockets):
     scripted.enqueue(Scenario().reasoning("First, think. Then answer.", chunks=3).text("42", chunks=1))
     ws = sockets(chat["id"])
