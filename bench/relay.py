@@ -38,7 +38,7 @@ def one_run(numi: LiveNumi, provider: ScriptedProvider, tokens: int, html: bool)
         size += len(raw.encode())
         if first is None:
             first = time.perf_counter()
-        if (html and 'data-running="0"' in raw) or (not html and '"type": "turn_end"' in raw):
+        if (html and 'data-running="0"' in raw) or (not html and '"turn_end"' in raw):
             break
     elapsed = time.perf_counter() - started
     ws.close()

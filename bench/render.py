@@ -47,7 +47,7 @@ def one_turn(numi: LiveNumi, provider: ScriptedProvider, chunks: list[str], html
         scenario.text(chunk)
     provider.enqueue(scenario)
     suffix = "" if html else "?format=json"
-    ws = Client.connect(f"ws://127.0.0.1:{numi.port}/ws/{chat_id}{suffix}", headers={"Origin": numi.url})
+    ws = Client.connect(f"ws://127.0.0.1:{numi.port}/ws/{chat_id}{suffix}", headers=numi.ws_headers())
     if html:
         ws.send(json.dumps({"type": "resume", "last_event_id": None, "last_message_id": 0}))
     time.sleep(0.5)  # the subscription settles before the clock starts
@@ -55,7 +55,7 @@ def one_turn(numi: LiveNumi, provider: ScriptedProvider, chunks: list[str], html
     ws.send(json.dumps({"type": "send", "message": "go"}))
     while True:
         raw = ws.receive(timeout=120)
-        if (html and 'data-running="0"' in raw) or (not html and '"type": "turn_end"' in raw):
+        if (html and 'data-running="0"' in raw) or (not html and '"turn_end"' in raw):
             break
     cpu = cpu_seconds(numi.proc.pid) - cpu_before
     ws.close()

@@ -16,6 +16,7 @@ import json
 import platform
 import sys
 import time
+import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -75,9 +76,16 @@ def main(argv: list[str]) -> None:
     chosen = argv or list(BENCHMARKS)
     rows: list[dict] = []
     started = time.time()
+    failed = []
     for name in chosen:
         print(f"running {name} …", flush=True)
-        rows += BENCHMARKS[name]()
+        try:
+            rows += BENCHMARKS[name]()
+        except Exception:
+            # One broken benchmark must not throw away the rows the others took minutes to
+            # measure: report it, keep going, and exit non-zero at the end.
+            traceback.print_exc()
+            failed.append(name)
     machine = f"{platform.machine()}, {__import__('os').cpu_count()} cores, Python {platform.python_version()}"
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     report = f"Numi benchmarks, {stamp}, {machine} ({time.time() - started:.0f} s)\n\n{table(rows)}\n"
@@ -87,6 +95,8 @@ def main(argv: list[str]) -> None:
     (results / "latest.json").write_text(json.dumps({"date": stamp, "machine": machine, "rows": rows}, indent=2))
     print()
     print(report)
+    if failed:
+        sys.exit(f"failed: {', '.join(failed)}")
 
 
 if __name__ == "__main__":
