@@ -143,14 +143,17 @@ def _postgres_schema():
     return url.render_as_string(hide_password=False), drop
 
 
-def _turns(numi: LiveNumi, provider: ScriptedProvider, turns: int, tokens: int) -> float:
+def _turns(numi: LiveNumi, provider: ScriptedProvider, turns: int, tokens: int,
+           going: threading.Event | None = None) -> float:
     """`turns` chats answering `tokens` tokens at 20/s at once (bench/load.py's clients);
-    returns the p95 added latency per token in ms."""
+    returns the p95 added latency per token in ms. `going` is set as the clients send."""
     chats = [numi.chat_on(provider.openai_base_url) for _ in range(turns)]
     for _ in range(turns):
         provider.enqueue(load.paced(tokens))
     clients = load.Clients("json", numi.port, numi.url, [f"/ws/{c}" for c in chats], tokens)
     before = len(provider.requests)
+    if going is not None:
+        going.set()
     clients.go()
     seen, _ = clients.results()
     requests = {r.body["messages"][-1]["content"]: r for r in provider.requests[before:]}
@@ -171,9 +174,12 @@ def _page_during_turns(provider: ScriptedProvider, label: str, **env: str) -> di
         list(socket.events())
         socket.close()
         timings: list[float] = []
-        done = threading.Event()
+        going, done = threading.Event(), threading.Event()
 
         def load_pages():
+            # From the sends on: making the chats and connecting the clients is not "during
+            # turns" (and no turn runs yet).
+            going.wait()
             while not done.is_set():
                 started = time.perf_counter()
                 with urllib.request.urlopen(numi.url + "/", timeout=30) as response:
@@ -184,11 +190,15 @@ def _page_during_turns(provider: ScriptedProvider, label: str, **env: str) -> di
         runs = []
         for _ in range(2):
             timings.clear()
+            going.clear()
             done.clear()
             loader = threading.Thread(target=load_pages)
             loader.start()
-            turns_p95 = _turns(numi, provider, turns=100, tokens=40)
-            done.set()
+            try:
+                turns_p95 = _turns(numi, provider, turns=100, tokens=40, going=going)
+            finally:
+                going.set()  # a failed run must not leave the loader waiting
+                done.set()
             loader.join()
             runs.append((percentile(timings, 95), percentile(timings, 50), turns_p95))
     return row("scale-out", f"GET / during 100 turns on {label}, p95", [r[0] for r in runs], "ms",

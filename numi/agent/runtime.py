@@ -29,7 +29,7 @@ from .. import endpoints as endpoint_store
 from ..chat.context import ChatContextService, ChatDeleted, ChatMeta
 from ..errors import NumiError
 from ..models import Endpoint
-from ..turns.manager import Turn
+from ..turns.manager import TURN_START_WAIT_SECONDS, Turn
 from .approvals import approval_policy, call_digest, new_call_id
 from .prepare import prepare_messages
 from .tools import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
@@ -124,10 +124,14 @@ class Agent:
         self._context_metrics: dict[str, Any] = {}
         self._trims_reported: set[str] = set()
         self._parts_cache: dict[tuple[int, bool], list[dict]] = {}
+        self._starting = None  # the start gate while this turn holds it (see run)
 
     # --- the turn -----------------------------------------------------------------------------
 
     def run(self) -> None:
+        starts = self.app.extensions["numi.turns"].starts
+        if starts.acquire(timeout=TURN_START_WAIT_SECONDS):
+            self._starting = starts
         try:
             self._run()
         except ChatDeleted as exc:
@@ -135,6 +139,7 @@ class Agent:
         except NumiError as exc:
             self.turn.emit("error", exc.to_dict())
         finally:
+            self._started()
             self.context.release()
 
     def _run(self) -> None:
@@ -176,6 +181,12 @@ class Agent:
             return
         self._loop(meta, self._routes(meta))
 
+    def _started(self) -> None:
+        """Leave the turn manager's start gate (once): the turn is past its preparation."""
+        if self._starting is not None:
+            self._starting, starts = None, self._starting
+            starts.release()
+
     def _answer_after(self, message_id: int) -> int | None:
         """The id of a complete answer saved after the question, if any. Partial answers,
         error placeholders and steps that only called tools do not count: the turn
@@ -205,6 +216,7 @@ class Agent:
             route = routes[route_index]
             messages = self._context_messages(meta, route)
             self.context.release()
+            self._started()
             # Let streams already running relay what they have before this turn spends
             # more CPU on its request: when many turns start at once, their tokens would
             # otherwise wait behind every start.
@@ -580,6 +592,7 @@ class Agent:
         from ..chat.compaction import compact
 
         self._compacted = True
+        self._started()  # a summary is a model call: no other start waits for it
         self.turn.emit("context_compacting", {"reason": reason})
         try:
             checkpoint = compact(self.context, adapter_for_route(self.app, route),

@@ -7,6 +7,7 @@ The same partial renders inside the full page, as an HTMX response and as a WebS
 from __future__ import annotations
 
 import logging
+import re
 from datetime import timedelta
 
 from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
@@ -177,6 +178,34 @@ def running_chats():
     owned = chats.owned_chat_ids(g.user.id, ids)
     running = current_app.extensions["numi.turns"].running_among(owned)
     return jsonify(running=sorted(running))
+
+
+_CHAT_ID_MARK = "chat-id-mark"
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_-]+")
+
+
+@bp.app_template_global("chat_item_urls")
+def chat_item_urls(chat_id: str, current_id: str | None) -> dict[str, str]:
+    """The four links of a sidebar item. A page lists fifty items, and `url_for` for each
+    link was a quarter of `GET /`: the URLs are built once per request with a mark for the
+    chat id, which each item fills in (an id that would need quoting is built in full)."""
+    if not _PLAIN_ID.fullmatch(chat_id):
+        return _item_urls(chat_id, current_id)
+    cache = g.setdefault("chat_item_urls", {})
+    shapes = cache.get(current_id)
+    if shapes is None:
+        shapes = cache[current_id] = _item_urls(_CHAT_ID_MARK, current_id)
+    # The path comes first, so the first mark is the chat id's (`current` may hold anything).
+    return {name: url.replace(_CHAT_ID_MARK, chat_id, 1) for name, url in shapes.items()}
+
+
+def _item_urls(chat_id: str, current_id: str | None) -> dict[str, str]:
+    return {
+        "view": url_for("pages.chat_view", chat_id=chat_id),
+        "organise": url_for("organising.organise", chat_id=chat_id, current=current_id),
+        "rename": url_for("pages.rename_form", chat_id=chat_id, current=current_id),
+        "delete": url_for("pages.delete", chat_id=chat_id, current=current_id),
+    }
 
 
 @bp.app_template_global("chat_group")

@@ -34,3 +34,22 @@ def test_builders_wait_for_the_first_url_for_and_then_are_kept(sqlite_app):
             eager = Rule(rule.rule, endpoint=rule.endpoint, methods=rule.methods, defaults=rule.defaults)
             eager.bind(sqlite_app.url_map)
             assert rule.build(values) == eager.build(values), rule.rule
+
+
+def test_sidebar_item_urls_are_the_urls_url_for_builds(sqlite_app):
+    """The sidebar builds its items' four links once per request and fills in each chat id
+    (numi/web/pages.py, chat_item_urls): the same URLs as url_for, for every id and
+    `current`, including ids that need quoting and a `current` holding the fill-in mark."""
+    from numi.web.pages import _CHAT_ID_MARK, chat_item_urls
+
+    ids = ["0f8e0a52-1b6c-4bd4-9d1a-3f0e5c2f7a11", "plain_id-2", "a b/c", "ünï", "x?y&z=1", _CHAT_ID_MARK]
+    currents = [None, "", "0f8e0a52-1b6c-4bd4-9d1a-3f0e5c2f7a11", _CHAT_ID_MARK, "a&b=c d"]
+    endpoints = {"view": ("pages.chat_view", False), "organise": ("organising.organise", True),
+                 "rename": ("pages.rename_form", True), "delete": ("pages.delete", True)}
+    with sqlite_app.test_request_context():
+        for current in currents:
+            for chat_id in ids:
+                urls = chat_item_urls(chat_id, current)
+                expected = {name: url_for(endpoint, chat_id=chat_id, **({"current": current} if with_current else {}))
+                            for name, (endpoint, with_current) in endpoints.items()}
+                assert urls == expected, (chat_id, current)
