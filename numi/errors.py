@@ -34,3 +34,9 @@ class NotFound(NumiError):
 def invalid(message: str, code: str = "invalid_input") -> NumiError:
     """A 400 for input that fails validation."""
     return NumiError(code, message, 400)
+
+
+def no_model() -> NumiError:
+    """The refusal of a chat with no model to answer with (a turn, a compaction, the home
+    page's first question): one wording wherever it is found."""
+    return NumiError("no_model", "Choose a model for this chat first (Settings → Endpoints).", 400)

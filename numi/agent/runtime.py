@@ -27,9 +27,9 @@ from sqlalchemy.exc import IntegrityError
 
 from .. import endpoints as endpoint_store
 from ..chat.context import ChatContextService, ChatDeleted, ChatMeta
-from ..errors import NumiError
+from ..errors import NumiError, no_model
 from ..models import Endpoint
-from ..turns.manager import TURN_START_WAIT_SECONDS, Turn
+from ..turns.manager import Turn
 from .approvals import approval_policy, call_digest, new_call_id
 from .prepare import prepare_messages
 from .tools import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
@@ -130,7 +130,7 @@ class Agent:
 
     def run(self) -> None:
         starts = self.app.extensions["numi.turns"].starts
-        if starts.acquire(timeout=TURN_START_WAIT_SECONDS):
+        if starts.enter():
             self._starting = starts
         try:
             self._run()
@@ -185,7 +185,7 @@ class Agent:
         """Leave the turn manager's start gate (once): the turn is past its preparation."""
         if self._starting is not None:
             self._starting, starts = None, self._starting
-            starts.release()
+            starts.leave()
 
     def _answer_after(self, message_id: int) -> int | None:
         """The id of a complete answer saved after the question, if any. Partial answers,
@@ -278,7 +278,7 @@ class Agent:
                 endpoint = endpoint_store.default_route(user_id)
             model = (endpoint.default_model or (endpoint.model_ids[0] if endpoint.models else None)) if endpoint else None
             if endpoint is None or not model:
-                raise NumiError("no_model", "Choose a model for this chat first (Settings → Endpoints).", 400)
+                raise no_model()
             self.context.update_route(endpoint.id, model)
             self.turn.emit("model_route", {"endpoint_id": endpoint.id, "model": model, "reason": "repaired"})
         endpoint_store.check_address(endpoint)  # a clear refusal; the transport checks every request too

@@ -156,11 +156,37 @@ class Turn:
             self.approval_digests.pop(call_id, None)
 
 
-# One start prepares at a time (see TurnManager.starts); a start that waits longer than
-# this goes ahead anyway, so one stuck start (a slow address lookup, a large attachment)
-# delays the others by at most this long, never stalls them.
-TURN_STARTS_AT_ONCE = 1
-TURN_START_WAIT_SECONDS = 2.0
+class StartGate:
+    """Turn starts prepare one at a time (see TurnManager.starts).
+
+    A start that holds the gate longer than `stuck_after` seconds (a slow address lookup,
+    a large attachment to read) is taken as stuck: the starts waiting behind it go ahead
+    without the gate instead of stalling, and order returns once it leaves. How long a
+    start waits is no sign of trouble: in a burst of a hundred the last waits for all
+    ninety-nine, each making progress."""
+
+    def __init__(self, stuck_after: float = 2.0):
+        self.stuck_after = stuck_after
+        self._lock = gevent.lock.BoundedSemaphore(1)
+        self._held_since: float | None = None
+
+    def enter(self) -> bool:
+        """Wait for the gate: True when this start holds it (and must `leave()`), False
+        when it goes ahead past a stuck holder."""
+        while not self._lock.acquire(timeout=self.stuck_after / 4):
+            held_since = self._held_since
+            if held_since is not None and time.monotonic() - held_since > self.stuck_after:
+                return False
+        self._held_since = time.monotonic()
+        return True
+
+    def leave(self) -> None:
+        self._held_since = None
+        self._lock.release()
+
+    @property
+    def free(self) -> bool:
+        return not self._lock.locked()
 
 
 class TurnManager:
@@ -183,8 +209,9 @@ class TurnManager:
         # when a hundred sends arrive together, a page request's queries would each wait
         # behind a hundred starts. Queued here, they wait behind one; the starts, which
         # share one core anyway, finish no later on the whole and the first ones sooner.
-        # (bench: `GET /` p95 during 100 turns, and the turns' own token latency.)
-        self.starts = gevent.lock.BoundedSemaphore(TURN_STARTS_AT_ONCE)
+        # A start holds a database connection throughout, so this also keeps a burst from
+        # emptying the pool. (bench: `GET /` p95 during 100 turns; the turns' own latency.)
+        self.starts = StartGate()
         self.shared = None
         if config.get("NUMI_REDIS_URL"):
             from .shared import SharedTurns

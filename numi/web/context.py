@@ -18,7 +18,7 @@ from ..chat import chats
 from ..chat.attachments import attachments_by_id, is_image, message_attachment_ids
 from ..chat.compaction import checkpoint_dict, compact
 from ..chat.context import ChatContextService, estimate_tokens
-from ..errors import NumiError
+from ..errors import NumiError, no_model
 from ..extensions import db
 
 bp = Blueprint("context", __name__)
@@ -132,7 +132,7 @@ def run_compaction(chat):
         raise NumiError("turn_running", "Wait for the running answer to finish before compacting.", 409)
     endpoint = _endpoint(chat)
     if endpoint is None:
-        raise NumiError("no_model", "Choose a model for this chat first (Settings → Endpoints).", 400)
+        raise no_model()
     endpoint_store.check_address(endpoint)
     adapter = endpoint_store.cached_adapter(current_app._get_current_object(), endpoint.kind,
                                            endpoint.base_url, endpoint.api_key, endpoint_store.guarded(endpoint))

@@ -17,7 +17,7 @@ from .. import prompts as prompt_store
 from ..agent.approvals import default_policy
 from ..chat import chats, followups, organising
 from ..chat.versions import version_info
-from ..errors import NumiError
+from ..errors import NumiError, no_model
 from ..extensions import db
 from ..models import utcnow
 from .inputs import int_arg, request_data
@@ -250,7 +250,7 @@ def create_chat():
         try:
             if chat.endpoint_id is None or not chat.model:
                 # The turn would refuse it after this page has gone, taking the text along.
-                raise NumiError("no_model", "Choose a model for this chat first (Settings → Endpoints).", 400)
+                raise no_model()
             start_turn(g.user.id, g.user.is_admin, chat.id, request_timezone(payload), current_app.config)
         except NumiError:
             # Refused before anything was saved (no model, say): the chat made for it goes

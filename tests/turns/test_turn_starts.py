@@ -1,7 +1,7 @@
-"""The turn manager's start gate (numi/turns/manager.py, `TurnManager.starts`): sends that
-arrive together prepare one at a time, every way a start ends gives the gate back, and a
-start held up past the wait limit goes ahead instead of stalling the others. In-process, on
-each database backend: the gate is this process's own object."""
+"""The turn manager's start gate (numi/turns/manager.py, `StartGate`): sends that arrive
+together prepare one at a time, every way a start ends gives the gate back, and the starts
+behind a stuck one go ahead instead of stalling. In-process, on each database backend: the
+gate is this process's own object."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import gevent
 import pytest
 
 from numi.testing import Scenario
-from numi.turns.manager import TURN_START_WAIT_SECONDS, TURN_STARTS_AT_ONCE
 
 
 @pytest.fixture
@@ -54,7 +53,7 @@ def text_of(events: list[dict]) -> str:
 
 
 def gate_is_free(app) -> bool:
-    return app.extensions["numi.turns"].starts.counter == TURN_STARTS_AT_ONCE
+    return app.extensions["numi.turns"].starts.free
 
 
 def wait_idle(app) -> None:
@@ -89,14 +88,14 @@ def test_starts_that_end_before_the_model_give_the_gate_back(app, client, script
     assert gate_is_free(app)
 
     gate = app.extensions["numi.turns"].starts
-    gate.acquire()  # a start in progress elsewhere
+    assert gate.enter()  # a start in progress elsewhere
     stopped = gevent.spawn(send, app.test_client(), chat_id, "stop me before I start")
     deadline = time.monotonic() + 10
     while chat_id not in app.extensions["numi.turns"].turns:
         assert time.monotonic() < deadline, "the turn did not start"
         gevent.sleep(0.01)
     app.extensions["numi.turns"].stop(chat_id)
-    gate.release()
+    gate.leave()
     stopped.join(timeout=15)
     assert stopped.successful() and "turn_end" in [e["type"] for e in stopped.value]
     wait_idle(app)
@@ -107,23 +106,43 @@ def test_starts_that_end_before_the_model_give_the_gate_back(app, client, script
     assert gate_is_free(app)
 
 
-def test_a_start_held_up_past_the_wait_limit_goes_ahead(app, client, scripted, endpoint_id):
-    """As if every slot were held by a start stuck on a slow address lookup: the next turn
-    waits at most TURN_START_WAIT_SECONDS, then prepares and answers anyway."""
+def test_the_starts_behind_a_stuck_one_go_ahead(app, client, scripted, endpoint_id):
+    """As if a start held the gate, stuck on a slow address lookup: the next turn waits
+    until the holder has held it for `stuck_after`, then prepares and answers anyway."""
     chat_id = new_chat(client, endpoint_id)
     scripted.enqueue(Scenario().text("Answered despite the stuck start."))
     gate = app.extensions["numi.turns"].starts
-    for _ in range(TURN_STARTS_AT_ONCE):
-        gate.acquire()
+    assert gate.enter()
     try:
         started = time.monotonic()
         events = send(client, chat_id, "Go ahead")
         waited = time.monotonic() - started
+        assert not gate.free, "the stuck start still holds the gate"
     finally:
-        for _ in range(TURN_STARTS_AT_ONCE):
-            gate.release()
+        gate.leave()
     assert text_of(events) == "Answered despite the stuck start."
-    # It did wait for the gate first (the limit is what let it through).
-    assert waited >= TURN_START_WAIT_SECONDS * 0.9
+    # It did wait for the gate first (the holder's time is what let it through).
+    assert waited >= gate.stuck_after * 0.9
     wait_idle(app)
     assert gate_is_free(app)
+
+
+def test_a_long_queue_behind_a_working_gate_waits_its_turn():
+    """Waiting long is no sign of a stuck holder: a start queued behind holders that each
+    leave in time keeps waiting for the gate, however long the queue."""
+    from numi.turns.manager import StartGate
+
+    gate = StartGate(stuck_after=0.2)
+    order = []
+
+    def start(n):
+        held = gate.enter()
+        order.append((n, held))
+        gevent.sleep(0.1)  # each holder works for half the stuck limit
+        if held:
+            gate.leave()
+
+    starts = [gevent.spawn(start, n) for n in range(8)]  # the last waits 0.7 s, 3.5× the limit
+    gevent.joinall(starts, timeout=10, raise_error=True)
+    assert order == [(n, True) for n in range(8)]
+    assert gate.free
