@@ -51,6 +51,7 @@ def serve(host, port, demo):
     """
     from gevent.pywsgi import WSGIServer
 
+    from . import freeze_startup_heap
     from .database import upgrade
     from .endpoints import detect_from_environment
     from .extensions import db
@@ -76,6 +77,7 @@ def serve(host, port, demo):
     click.echo(f"Numi is running on {_browser_url(app, host, port)}  ({bound}data: {app.config['NUMI_DATA_DIR']})")
     if provider is not None:
         click.echo(f"Demo: the endpoint {DEMO_ENDPOINT!r} answers with the scripted provider (no API key, no model).")
+    freeze_startup_heap()
     try:
         server.serve_forever()
     except KeyboardInterrupt:
