@@ -129,7 +129,7 @@ class Agent:
     # --- the turn -----------------------------------------------------------------------------
 
     def run(self) -> None:
-        starts = self.app.extensions["numi.turns"].starts
+        starts = self.turn.manager.starts
         if starts.enter():
             self._starting = starts
         try:
