@@ -49,6 +49,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
             "can use Numi and run its tools as this user."
         )
 
+    if app.config["NUMI_TEST_FAST_PASSWORD_HASHES"] and not app.testing:
+        logging.getLogger("numi").warning(
+            "NUMI_TEST_FAST_PASSWORD_HASHES is set: new password hashes are weak (test suites only). "
+            "Unset it; each password is rehashed properly at its next login."
+        )
+
     if app.config["NUMI_TRUSTED_PROXIES"] > 0:
         # Only then are X-Forwarded-For/-Proto/-Host believed: without a proxy that sets
         # them, any client could claim another address (and dodge the login limits).

@@ -63,6 +63,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_LOGIN_FREE_ATTEMPTS", 5, int, "Failed logins for one username from one address before delays start; one username from any address, or one address for any username, gets four times as many."),
     Setting("NUMI_LOGIN_DELAY_SECONDS", 5, float, "The first delay after the free attempts; it doubles with each further failure."),
     Setting("NUMI_LOGIN_MAX_DELAY_SECONDS", 900, float, "The longest delay (a temporary lockout). Failures are forgotten a day after the last one."),
+    Setting("NUMI_TEST_FAST_PASSWORD_HASHES", False, _bool, "For Numi's own test suite only: argon2id at its smallest cost, so hundreds of test logins are quick. Never set it for real users: a server without it rehashes such passwords at the next login, and one with it warns at start-up."),
     Setting("NUMI_ALLOWED_HOSTS", (), _csv, "Extra host names accepted in the Host header (comma separated); `*` accepts any. localhost and the bound address are always accepted."),
     Setting("NUMI_AUTO_ENDPOINTS", True, _bool, "On first start, add endpoints from OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY and a local Ollama."),
     Setting("NUMI_LOG_LEVEL", "INFO", str, "Python logging level."),

@@ -9,6 +9,11 @@ its ten threads could hold 640 MiB of hashing memory at once. argon2 releases th
 
 Hashes made by werkzeug (pbkdf2, scrypt: users created before argon2) still verify, and a
 good login replaces them with argon2id, as does a hash made with weaker argon2 parameters.
+
+Numi's own test suite logs in hundreds of times; `NUMI_TEST_FAST_PASSWORD_HASHES` gives its
+apps argon2id at the smallest cost (one pass over 8 KiB). That is a test setting, never a
+profile for use: a server started without it rehashes any such hash at the user's next login,
+exactly as it upgrades an old werkzeug hash, and one started with it warns at start-up.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 # argon2-cffi's defaults are RFC 9106's low-memory profile: t=3, m=64 MiB, p=4.
 _hasher = PasswordHasher()
+# Tests only (see the module docstring): about 0.1 ms a hash instead of 0.2 s.
+_test_hasher = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
+FAST_HASHES_SETTING = "NUMI_TEST_FAST_PASSWORD_HASHES"
 # Half the cores: hashing never takes every core from the hub that serves the streams.
 HASH_THREADS = max(1, (os.cpu_count() or 2) // 2)
 # The lowest CPU priority for the hashing threads: when the machine is busy, the thread that
@@ -37,7 +45,7 @@ _thread_state = threading.local()
 
 def hash_password(password: str) -> str:
     """The argon2id hash of `password` (computed in the hashing pool)."""
-    return _off_hub(_hasher.hash, password)
+    return _off_hub(_current_hasher().hash, password)
 
 
 def check_password(stored: str | None, password: str) -> tuple[bool, str | None]:
@@ -47,24 +55,34 @@ def check_password(stored: str | None, password: str) -> tuple[bool, str | None]
     A missing hash (unknown user, no password) costs the same time as a real check, so the
     answer's timing does not tell which usernames exist.
     """
-    return _off_hub(_check, stored, password)
+    return _off_hub(_check, _current_hasher(), stored, password)
 
 
-def _check(stored: str | None, password: str) -> tuple[bool, str | None]:
+def _current_hasher() -> PasswordHasher:
+    """The hasher of the running app: the standard one unless the app is a test app with
+    NUMI_TEST_FAST_PASSWORD_HASHES (outside an app, always the standard one)."""
+    from flask import current_app, has_app_context
+
+    if has_app_context() and current_app.config.get(FAST_HASHES_SETTING):
+        return _test_hasher
+    return _hasher
+
+
+def _check(hasher: PasswordHasher, stored: str | None, password: str) -> tuple[bool, str | None]:
     if not stored:
-        _verify_argon2(_dummy(), password)
+        _verify_argon2(_dummy(hasher), password)
         return False, None
     if stored.startswith("$argon2"):
         if not _verify_argon2(stored, password):
             return False, None
-        return True, (_hasher.hash(password) if _hasher.check_needs_rehash(stored) else None)
+        return True, (hasher.hash(password) if hasher.check_needs_rehash(stored) else None)
     from werkzeug.security import check_password_hash
 
     try:
         matches = check_password_hash(stored, password)
     except ValueError:  # an unknown hash format: never matches
         matches = False
-    return (True, _hasher.hash(password)) if matches else (False, None)
+    return (True, hasher.hash(password)) if matches else (False, None)
 
 
 def _verify_argon2(stored: str, password: str) -> bool:
@@ -74,7 +92,10 @@ def _verify_argon2(stored: str, password: str) -> bool:
         return False
 
 
-def _dummy() -> str:
+def _dummy(hasher: PasswordHasher) -> str:
+    # The dummy costs what a real hash of this hasher costs (the point of it).
+    if hasher is _test_hasher:
+        return _test_hasher.hash("unknown user")
     global _dummy_hash
     if _dummy_hash is None:  # two threads may both make one: harmless
         _dummy_hash = _hasher.hash(secrets.token_urlsafe(16))

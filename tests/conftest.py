@@ -68,53 +68,134 @@ BACKENDS = [
 
 # --- databases -----------------------------------------------------------------------------
 
+# pytest-xdist runs the suite in several worker processes: each gets its own template
+# databases, Redis prefixes and ports ("main" without xdist).
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+
 
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep the developer's NUMI_* and provider variables out of the app under test."""
+    """Keep the developer's NUMI_* and provider variables out of the app under test (the
+    suite's own NUMI_TEST_* variables stay: tests read them)."""
     for name in list(os.environ):
         if name.startswith(("NUMI_", "PROMPT_MAX_")) or name in (
             "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
         ):
-            if name != "NUMI_TEST_DATABASE_URL":
+            if not name.startswith("NUMI_TEST_"):
                 monkeypatch.delenv(name)
 
 
-class PostgresSchema:
-    """A private schema in the test database: a clean, empty database for one test."""
-
-    def __init__(self, base_url: str):
-        import sqlalchemy as sa
-
-        self.name = "t_" + uuid.uuid4().hex[:16]
-        self._engine = sa.create_engine(base_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
-        with self._engine.connect() as conn:
-            conn.execute(sa.text(f'CREATE SCHEMA "{self.name}"'))
-        url = sa.engine.make_url(base_url)
-        # search_path makes the schema the default one: the app, Alembic and reflection
-        # all see only this test's tables.
-        self.url = url.update_query_dict({"options": f"-csearch_path={self.name}"}).render_as_string(
-            hide_password=False
-        )
-
-    def drop(self) -> None:
-        import sqlalchemy as sa
-
-        with self._engine.connect() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{self.name}" CASCADE'))
-        self._engine.dispose()
-
-
-def _database(kind: str, directory: Path):
-    """(url, cleanup) for a fresh database of `kind`."""
-    if kind == "sqlite":
-        return f"sqlite:///{directory / 'numi.db'}", lambda: None
+def _require_postgres() -> None:
     if not POSTGRES_URL:
         message = "NUMI_TEST_DATABASE_URL is not set (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/test)"
         if IN_CI:
             pytest.fail("PostgreSQL tests must run in CI: " + message)
         pytest.skip(message)
-    schema = PostgresSchema(POSTGRES_URL)
-    return schema.url, schema.drop
+
+
+def _postgres_admin():
+    """An AUTOCOMMIT engine on the test database, for CREATE/DROP DATABASE."""
+    import sqlalchemy as sa
+
+    return sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+
+
+def _postgres_url(database: str) -> str:
+    import sqlalchemy as sa
+
+    return sa.engine.make_url(POSTGRES_URL).set(database=database).render_as_string(hide_password=False)
+
+
+class PostgresDatabase:
+    """A database of its own in the test cluster: empty, or a copy of a template."""
+
+    def __init__(self, template: str | None = None, prefix: str = "t"):
+        import sqlalchemy as sa
+
+        self.name = f"numi_{prefix}_{WORKER}_{uuid.uuid4().hex[:12]}"
+        self._engine = _postgres_admin()
+        clause = f' TEMPLATE "{template}"' if template else ""
+        with self._engine.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{self.name}"{clause}'))
+        self.url = _postgres_url(self.name)
+
+    def drop(self) -> None:
+        import sqlalchemy as sa
+
+        with self._engine.connect() as conn:
+            # FORCE: a live server of the test may still hold connections.
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)'))
+        self._engine.dispose()
+
+
+class DatabaseTemplates:
+    """One database per backend migrated to head once per worker, copied for each test:
+    a file copy of SQLite, `CREATE DATABASE ... TEMPLATE` on PostgreSQL. Running the ten
+    migrations for every test cost far more than the tests' own work. The migrations' own
+    tests (tests/test_migrations.py, tests/test_migration_versions.py) and `numi serve` on
+    `postgres_module_url` still take the real upgrade path from an empty database."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self._sqlite: Path | None = None
+        self._postgres: PostgresDatabase | None = None
+
+    def _migrate(self, url: str) -> None:
+        app = _build_app(url, self.directory / "template-data", {})
+        with app.app_context():
+            from numi.extensions import db
+
+            db.session.remove()
+            db.engine.dispose()
+
+    def sqlite_copy(self, target: Path) -> None:
+        """Put a migrated SQLite database at `target`."""
+        if self._sqlite is None:
+            path = self.directory / "template.db"
+            self._migrate(f"sqlite:///{path}")
+            import sqlite3
+
+            with sqlite3.connect(path) as connection:  # everything in the main file, no WAL
+                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._sqlite = path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self._sqlite, target)
+
+    def postgres_copy(self) -> PostgresDatabase:
+        """A new PostgreSQL database migrated to head."""
+        _require_postgres()
+        if self._postgres is None:
+            template = PostgresDatabase(prefix="template")
+            try:
+                self._migrate(template.url)
+            except BaseException:
+                template.drop()
+                raise
+            self._postgres = template
+        return PostgresDatabase(template=self._postgres.name)
+
+    def close(self) -> None:
+        if self._postgres is not None:
+            self._postgres.drop()
+
+
+@pytest.fixture(scope="session")
+def database_templates(tmp_path_factory):
+    templates = DatabaseTemplates(tmp_path_factory.mktemp("templates"))
+    yield templates
+    templates.close()
+
+
+def _database(kind: str, directory: Path, templates: DatabaseTemplates | None):
+    """(url, cleanup) for a database of `kind`: migrated to head (a copy of the template),
+    or empty when `templates` is None."""
+    if kind == "sqlite":
+        path = directory / "numi.db"
+        if templates is not None:
+            templates.sqlite_copy(path)
+        return f"sqlite:///{path}", lambda: None
+    _require_postgres()
+    database = templates.postgres_copy() if templates is not None else PostgresDatabase()
+    return database.url, database.drop
 
 
 @pytest.fixture(params=BACKENDS)
@@ -124,33 +205,45 @@ def backend(request) -> str:
 
 
 @pytest.fixture
-def database_url(backend, tmp_path):
-    url, cleanup = _database(backend, tmp_path)
+def database_url(backend, tmp_path, database_templates):
+    """A database of this test's backend, migrated to head."""
+    url, cleanup = _database(backend, tmp_path, database_templates)
+    yield url
+    cleanup()
+
+
+@pytest.fixture
+def empty_database_url(backend, tmp_path):
+    """An empty database of this test's backend, for the migrations' own tests."""
+    url, cleanup = _database(backend, tmp_path, None)
     yield url
     cleanup()
 
 
 @pytest.fixture(scope="module")
 def postgres_module_url(tmp_path_factory):
-    """A private PostgreSQL schema shared by one module's servers (several processes on one
-    database); skipped without NUMI_TEST_DATABASE_URL, failed in CI."""
-    url, cleanup = _database("postgres", tmp_path_factory.mktemp("pg"))
+    """An empty PostgreSQL database shared by one module's servers (several processes on one
+    database; the first `numi serve` migrates it); skipped without NUMI_TEST_DATABASE_URL,
+    failed in CI."""
+    url, cleanup = _database("postgres", tmp_path_factory.mktemp("pg"), None)
     yield url
     cleanup()
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def module_database_url(request, tmp_path_factory):
-    """A fresh database shared by one module's servers, on each backend in turn: the
+def module_database_url(request, tmp_path_factory, database_templates):
+    """A migrated database shared by one module's servers, on each backend in turn: the
     module's tests run once per backend, so a module-scoped server starts once per backend.
     PostgreSQL as for `postgres_module_url` (skipped without NUMI_TEST_DATABASE_URL, failed
     in CI)."""
-    url, cleanup = _database(request.param, tmp_path_factory.mktemp("db"))
+    url, cleanup = _database(request.param, tmp_path_factory.mktemp("db"), database_templates)
     yield url
     cleanup()
 
 
 def _build_app(database_url: str, data_dir: Path, config: dict[str, Any]):
+    """The app on `database_url`, upgraded as `numi serve` does (on a copy of the template
+    that only checks the revision and seals keys)."""
     from numi import create_app
     from numi.database import upgrade
 
@@ -161,6 +254,7 @@ def _build_app(database_url: str, data_dir: Path, config: dict[str, Any]):
         "NUMI_SECRET_KEY": "test-secret-key",
         "NUMI_AUTO_ENDPOINTS": False,
         "NUMI_ACCESS_TOKEN": ACCESS_TOKEN,
+        "NUMI_TEST_FAST_PASSWORD_HASHES": True,
     }
     base.update(config)
     app = create_app(base)
@@ -211,10 +305,11 @@ def client(app):
 
 
 @pytest.fixture
-def sqlite_app(tmp_path, monkeypatch):
+def sqlite_app(tmp_path, monkeypatch, database_templates):
     """A single-user app on SQLite only, for tests where the backend does not matter."""
     _clean_environment(monkeypatch)
-    app = _build_app(f"sqlite:///{tmp_path / 'numi.db'}", tmp_path / "data", {})
+    url, _ = _database("sqlite", tmp_path, database_templates)
+    app = _build_app(url, tmp_path / "data", {})
     yield app
     with app.app_context():
         from numi.extensions import db
@@ -244,6 +339,14 @@ def redis_or_skip():
         if IN_CI:
             pytest.fail("Redis tests must run in CI: " + message)
         pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The test Redis's URL (NUMI_TEST_REDIS_URL) once it answers; skips without one (fails
+    in CI)."""
+    redis_or_skip()
+    return REDIS_URL
 
 
 @pytest.fixture(scope="module")
@@ -279,6 +382,7 @@ class TestUser:
     password: str
     token: str
     is_admin: bool = False
+    session_version: int = 0
 
     @property
     def auth_header(self) -> dict[str, str]:
@@ -286,21 +390,21 @@ class TestUser:
 
 
 def create_user(app, username: str, password: str = "correct horse battery", *, is_admin: bool = False) -> TestUser:
-    """Create a user with a password and an API token, as `numi user create` and `numi token create` do."""
-    from werkzeug.security import generate_password_hash
-
+    """Create a user with a password and an API token, as `numi user create` and `numi token
+    create` do (the password hashed by the app's own hasher: the fast test profile)."""
     from numi.extensions import db
     from numi.models import ApiToken, User
+    from numi.passwords import hash_password
     from numi.web.security import hash_token, new_token
 
     with app.app_context():
-        user = User(username=username, password_hash=generate_password_hash(password), is_admin=is_admin)
+        user = User(username=username, password_hash=hash_password(password), is_admin=is_admin)
         db.session.add(user)
         db.session.flush()
         token = new_token()
         db.session.add(ApiToken(user_id=user.id, name="test", token_hash=hash_token(token)))
         db.session.commit()
-        return TestUser(user.id, username, password, token, is_admin)
+        return TestUser(user.id, username, password, token, is_admin, user.session_version)
 
 
 @pytest.fixture
@@ -333,25 +437,36 @@ def login():
     return _login
 
 
+def sign_in(client, user: TestUser) -> None:
+    """Give `client` the session a login of `user` starts (numi/web/auth.py `_start_session`),
+    signed by the app's own session interface, without going through the login form. For
+    tests that need a signed-in client; the login form itself is tested in
+    tests/web/test_logins.py and test_login_sessions.py through `login`."""
+    with client.session_transaction() as session:
+        session["user_id"] = user.id
+        session["session_version"] = user.session_version
+        session.permanent = True
+
+
 @pytest.fixture
-def client_a(multi_app, users, login):
+def client_a(multi_app, users):
     client = multi_app.test_client()
-    login(client, users["a"])
+    sign_in(client, users["a"])
     return client
 
 
 @pytest.fixture
-def client_b(multi_app, users, login):
+def client_b(multi_app, users):
     client = multi_app.test_client()
-    login(client, users["b"])
+    sign_in(client, users["b"])
     return client
 
 
 @pytest.fixture
-def admin_client(multi_app, login):
-    """A client of `multi_app` logged in as an admin ("root")."""
+def admin_client(multi_app):
+    """A client of `multi_app` signed in as an admin ("root")."""
     client = multi_app.test_client()
-    login(client, create_user(multi_app, "root", is_admin=True))
+    sign_in(client, create_user(multi_app, "root", is_admin=True))
     return client
 
 
@@ -483,20 +598,27 @@ def server_environment(data_dir: Path, port: int, **env: str) -> dict[str, str]:
         NUMI_AUTO_ENDPOINTS="0",
         NUMI_LOG_LEVEL="WARNING",
         NUMI_ACCESS_TOKEN=ACCESS_TOKEN,
+        NUMI_TEST_FAST_PASSWORD_HASHES="1",
         PYTHONUNBUFFERED="1",
     )
     base.update({k: str(v) for k, v in env.items()})
     return base
 
 
-@pytest.fixture(scope="session")
-def live_server_factory(tmp_path_factory):
-    """`live_server_factory(**env)` -> a started LiveServer with extra environment."""
+@pytest.fixture(scope="module")
+def live_server_factory(tmp_path_factory, database_templates):
+    """`live_server_factory(**env)` -> a started LiveServer with extra environment. Its
+    SQLite database (when `env` names no NUMI_DATABASE_URL) starts as a copy of the migrated
+    template; `fresh=True` leaves the data directory empty, so `numi serve` creates and
+    migrates everything itself. Fixtures stop their servers when done; any still running
+    stop with the module."""
     servers: list[LiveServer] = []
 
-    def start(*, serve_args: tuple[str, ...] = (), **env) -> LiveServer:
+    def start(*, serve_args: tuple[str, ...] = (), fresh: bool = False, **env) -> LiveServer:
         port = free_port()
         data_dir = tmp_path_factory.mktemp("live") / "data"
+        if not fresh and "NUMI_DATABASE_URL" not in env:
+            database_templates.sqlite_copy(data_dir / "numi.db")
         server = LiveServer(data_dir, port, server_environment(data_dir, port, **env), serve_args=serve_args)
         servers.append(server)
         server.start()
@@ -822,7 +944,9 @@ def server(live_server_factory):
     """A live `numi serve` with the turn tests' tools (module scope; chats keep tests apart)."""
     from turn_support import turn_server_env
 
-    return live_server_factory(**turn_server_env())
+    started = live_server_factory(**turn_server_env())
+    yield started
+    started.stop()
 
 
 @pytest.fixture

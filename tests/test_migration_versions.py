@@ -10,7 +10,8 @@ import sqlalchemy as sa
 BEFORE = "c3d9e1f4a8b6"  # the revision before message versions
 
 
-def test_existing_chats_move_to_the_versions_shape(database_url, tmp_path):
+def test_existing_chats_move_to_the_versions_shape(empty_database_url, tmp_path):
+    database_url = empty_database_url
     from flask_migrate import upgrade as alembic_upgrade
 
     from numi import create_app

@@ -6,8 +6,17 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
+import pytest
+
 from numi.database import include_object
 from numi.extensions import db
+
+
+@pytest.fixture
+def database_url(empty_database_url):
+    """These tests check the real upgrade path: each app starts from an empty database,
+    not from the suite's migrated template."""
+    return empty_database_url
 
 
 def test_upgrade_to_head_matches_the_models(app):

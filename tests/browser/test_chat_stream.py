@@ -17,7 +17,9 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def stream_server(live_server_factory):
-    return live_server_factory(**turn_server_env())
+    started = live_server_factory(**turn_server_env())
+    yield started
+    started.stop()
 
 
 def test_send_stream_reload_mid_turn_and_stop(browser_page, provider, stream_server):

@@ -15,7 +15,9 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def site(live_server_factory):
-    return live_server_factory(**turn_server_env())
+    started = live_server_factory(**turn_server_env())
+    yield started
+    started.stop()
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)

@@ -105,7 +105,9 @@ follows after this sentence.
 
 @pytest.fixture(scope="module")
 def stream_server(live_server_factory):
-    return live_server_factory(**turn_server_env())
+    started = live_server_factory(**turn_server_env())
+    yield started
+    started.stop()
 
 
 def _open(browser, server, viewport, scheme, errors, **options):

@@ -35,7 +35,9 @@ RECORD_NOTIFICATIONS = """
 @pytest.fixture(scope="module")
 def site(live_server_factory, module_database_url):
     """One server per backend: the module runs on SQLite and on PostgreSQL."""
-    return live_server_factory(**turn_server_env(NUMI_DATABASE_URL=module_database_url))
+    started = live_server_factory(**turn_server_env(NUMI_DATABASE_URL=module_database_url))
+    yield started
+    started.stop()
 
 
 @pytest.fixture

@@ -18,7 +18,9 @@ VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, 
 @pytest.fixture(scope="module")
 def server(live_server_factory, module_database_url):
     """One server per backend: the module runs on SQLite and on PostgreSQL."""
-    return live_server_factory(**turn_server_env(NUMI_DATABASE_URL=module_database_url))
+    started = live_server_factory(**turn_server_env(NUMI_DATABASE_URL=module_database_url))
+    yield started
+    started.stop()
 
 
 def _turn(server, api, chat_id, action) -> None:

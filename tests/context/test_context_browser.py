@@ -17,7 +17,9 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def server(live_server_factory):
-    return live_server_factory(**turn_server_env())
+    started = live_server_factory(**turn_server_env())
+    yield started
+    started.stop()
 
 
 def test_attach_with_the_picker_and_send(browser_page, scripted, server, tmp_path):

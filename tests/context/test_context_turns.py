@@ -23,7 +23,9 @@ SMALL_WINDOW = {"NUMI_DEFAULT_CONTEXT_WINDOW": "2000", "NUMI_AUTO_COMPACT_FRACTI
 
 @pytest.fixture(scope="module")
 def server(live_server_factory):
-    return live_server_factory(**turn_server_env(**SMALL_WINDOW))
+    started = live_server_factory(**turn_server_env(**SMALL_WINDOW))
+    yield started
+    started.stop()
 
 
 def db_exec(server, sql: str, *params) -> int:

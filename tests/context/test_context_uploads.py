@@ -144,8 +144,8 @@ def test_active_content_downloads_as_inert_text(client, name, data, declared):
         assert response.headers["Content-Security-Policy"] == SANDBOX
 
 
-def test_images_and_pdfs_show_inline_in_a_sandbox(client):
-    pytest.importorskip("PIL")
+def test_images_and_pdfs_show_inline_in_a_sandbox(client, require_extra):
+    require_extra("PIL", "images")
     for name, data, mime in (("dot.png", png(2, 2), "image/png"), ("doc.pdf", minimal_pdf("hi"), "application/pdf")):
         item = upload(client, name, data, mime)
         response = client.get(item["url"])

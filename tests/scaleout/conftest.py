@@ -25,7 +25,9 @@ def pair(live_server_factory, cluster_env):
     """Processes A and B (B started after A has migrated the database)."""
     a = live_server_factory(**cluster_env)
     b = live_server_factory(**cluster_env)
-    return a, b
+    yield a, b
+    b.stop()
+    a.stop()
 
 
 @pytest.fixture

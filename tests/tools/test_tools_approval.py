@@ -14,7 +14,9 @@ from turn_support import Api, Socket, make_chat, of_type, turn_server_env
 
 @pytest.fixture(scope="module")
 def server(live_server_factory):
-    return live_server_factory(**turn_server_env(NUMI_APPROVAL_TIMEOUT_SECONDS="20"))
+    started = live_server_factory(**turn_server_env(NUMI_APPROVAL_TIMEOUT_SECONDS="20"))
+    yield started
+    started.stop()
 
 
 def tool_chat(server, scripted, workspace, tools, **settings):

@@ -17,8 +17,10 @@ SECRETS = {"MY_SERVICE_API_KEY": "sk-live-0123456789abcdef", "GITHUB_TOKEN": "gh
 
 @pytest.fixture(scope="module")
 def server(live_server_factory):
-    return live_server_factory(**turn_server_env(NUMI_BASH_TIMEOUT_SECONDS="1.5", NUMI_BASH_MAX_OUTPUT_CHARS="2000",
+    started = live_server_factory(**turn_server_env(NUMI_BASH_TIMEOUT_SECONDS="1.5", NUMI_BASH_MAX_OUTPUT_CHARS="2000",
                                                  NUMI_APPROVAL_TIMEOUT_SECONDS="1.5", **SECRETS))
+    yield started
+    started.stop()
 
 
 @pytest.fixture

@@ -15,7 +15,9 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def approval_server(live_server_factory):
-    return live_server_factory(**turn_server_env(NUMI_APPROVAL_TIMEOUT_SECONDS="60"))
+    started = live_server_factory(**turn_server_env(NUMI_APPROVAL_TIMEOUT_SECONDS="60"))
+    yield started
+    started.stop()
 
 
 def open_chat(browser_page, server, chat):

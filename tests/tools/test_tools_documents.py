@@ -164,7 +164,9 @@ def test_settings_section_polls_while_indexing_and_escapes_names(sqlite_app):
 def doc_server(live_server_factory):
     from turn_support import turn_server_env
 
-    return live_server_factory(**turn_server_env())
+    started = live_server_factory(**turn_server_env())
+    yield started
+    started.stop()
 
 
 def test_turn_searches_documents_without_waiting_for_indexing(doc_server, scripted):

@@ -73,8 +73,8 @@ def test_a_non_admin_cannot_add_an_internal_mcp_url(client_a, url):
     assert client_a.get("/api/mcp_servers").get_json()["servers"] == []
 
 
-def test_a_stored_loopback_mcp_url_of_a_non_admin_is_refused_at_use(multi_app, users, client_a):
-    pytest.importorskip("mcp")
+def test_a_stored_loopback_mcp_url_of_a_non_admin_is_refused_at_use(multi_app, users, client_a, require_extra):
+    require_extra("mcp", "mcp")
     port = closed_port()
     with multi_app.app_context():
         server = McpServer(user_id=users["a"].id, name="local", transport="http", url=f"http://127.0.0.1:{port}/mcp")
@@ -86,8 +86,8 @@ def test_a_stored_loopback_mcp_url_of_a_non_admin_is_refused_at_use(multi_app, u
     assert str(port) not in body["message"] and "127.0.0.1" not in body["message"]
 
 
-def test_mcp_test_errors_name_no_address_or_port(admin_client):
-    pytest.importorskip("mcp")
+def test_mcp_test_errors_name_no_address_or_port(admin_client, require_extra):
+    require_extra("mcp", "mcp")
     port = closed_port()
     created = admin_client.post("/api/mcp_servers", json={"name": "gone", "url": f"http://127.0.0.1:{port}/mcp"})
     assert created.status_code == 201, "an admin may use loopback"

@@ -92,7 +92,9 @@ def http_mcp(mcp_script):
 def mcp_server(live_server_factory):
     from turn_support import turn_server_env
 
-    return live_server_factory(**turn_server_env())
+    started = live_server_factory(**turn_server_env())
+    yield started
+    started.stop()
 
 
 def _turn(server, chat_id, message, *, approve: str | None = None):

@@ -147,7 +147,9 @@ def test_settings_validation_changes_nothing_on_error(sqlite_app, tool_user):
 
 @pytest.fixture(scope="module")
 def server(live_server_factory):
-    return live_server_factory(**turn_server_env())
+    started = live_server_factory(**turn_server_env())
+    yield started
+    started.stop()
 
 
 def test_cited_answer_saved_rendered_and_exported(server, scripted, web):

@@ -31,7 +31,9 @@ def channel_env(channel_backend, redis_settings) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def server(live_server_factory, channel_env):
     """A live `numi serve` with the turn tests' tools on this module's channel backend."""
-    return live_server_factory(**turn_server_env(**channel_env))
+    started = live_server_factory(**turn_server_env(**channel_env))
+    yield started
+    started.stop()
 
 
 @pytest.fixture

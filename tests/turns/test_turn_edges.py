@@ -15,7 +15,9 @@ from turn_support import SSE, Api, Socket, make_chat, of_type, turn_server_env, 
 @pytest.fixture(scope="module")
 def server(live_server_factory):
     """The turn tests' server with a short provider idle deadline."""
-    return live_server_factory(**turn_server_env(NUMI_PROVIDER_IDLE_SECONDS="0.5"))
+    started = live_server_factory(**turn_server_env(NUMI_PROVIDER_IDLE_SECONDS="0.5"))
+    yield started
+    started.stop()
 
 
 def _page(api: Api, chat_id: str) -> str:

@@ -33,7 +33,9 @@ def start_stalled_turn(scripted, ws, text="First"):
 @pytest.fixture
 def queue_server(database_url, live_server_factory):
     """A live server on each backend (the queue is a table; the turn-end hook reads it)."""
-    return live_server_factory(**turn_server_env(NUMI_DATABASE_URL=database_url))
+    started = live_server_factory(**turn_server_env(NUMI_DATABASE_URL=database_url))
+    yield started
+    started.stop()
 
 
 def test_two_follow_ups_run_in_order_after_every_client_closed(queue_server, scripted):

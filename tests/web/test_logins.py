@@ -146,13 +146,10 @@ def test_the_limits_hold_across_processes(make_app, users, multi_app, clock):
     assert _post_login(second, "alice", users["a"].password).status_code == 429
 
 
-def test_the_limits_in_redis(make_app, users, multi_app, clock):
-    redis = pytest.importorskip("redis")
-    url = os.environ.get("NUMI_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-    try:
-        redis.Redis.from_url(url).ping()
-    except redis.exceptions.ConnectionError:
-        pytest.skip(f"no Redis at {url}")
+def test_the_limits_in_redis(make_app, users, multi_app, clock, redis_url):
+    import redis
+
+    url = redis_url
     prefix = f"numi-test-{uuid.uuid4().hex[:12]}:"
     apps = [make_app(NUMI_AUTH="multi", NUMI_REDIS_URL=url, NUMI_REDIS_PREFIX=prefix, **LIMITS) for _ in range(2)]
     for app in apps:
@@ -284,3 +281,17 @@ def test_two_live_servers_share_the_limits(live_server_factory, tmp_path):
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_test_suite_fast_hash_is_replaced_at_full_strength_without_the_setting(make_app, users, multi_app):
+    """NUMI_TEST_FAST_PASSWORD_HASHES (the suite's apps have it) is never a weaker hash in
+    use: an app without it verifies such a hash once and stores RFC 9106's parameters."""
+    from argon2 import PasswordHasher
+
+    fast = _password_hash(multi_app, "alice")
+    assert "m=8,t=1,p=1" in fast, "the suite's apps hash at the test cost"
+    production = make_app(NUMI_AUTH="multi", NUMI_TEST_FAST_PASSWORD_HASHES=False)
+    assert _post_login(production.test_client(), "alice", users["a"].password).status_code == 302
+    strong = _password_hash(production, "alice")
+    assert strong != fast and not PasswordHasher().check_needs_rehash(strong)
+    assert "m=65536,t=3,p=4" in strong
