@@ -150,3 +150,38 @@ def test_multi_user_server_with_cli_users_and_tokens(multi_server):
     with urllib.request.urlopen(server.url + "/login", timeout=10) as response:
         assert response.status == 200 and 'name="password"' in response.read().decode()
     assert urlsplit(server.url).hostname == "127.0.0.1"
+
+
+def test_running_chats_names_only_the_askers_own_running_chats(multi_server, scripted, until):
+    """The sidebar's poll (/chats/running) while both users' turns run: each sees only
+    their own chat, though both ids are asked for."""
+    from numi.testing import Scenario
+
+    server, tokens = multi_server
+    auth = {name: {"Authorization": f"Bearer {token}"} for name, token in tokens.items()}
+    server.cli("endpoint", "add", "Running", "--base-url", scripted.openai_base_url,
+               "--default-model", "fake-model")
+    endpoint = next(e for e in _http(server, "GET", "/api/endpoints", headers=auth["alice"])[1]["endpoints"]
+                    if e["name"] == "Running")
+    chat_ids, sockets = {}, []
+    try:
+        for name in ("alice", "bob"):
+            scripted.enqueue(Scenario().text("held").stall())
+            status, chat = _http(server, "POST", "/api/session",
+                                 {"endpoint_id": endpoint["id"], "model": "fake-model"}, auth[name])
+            assert status == 201, chat
+            chat_ids[name] = chat["id"]
+            sock = WebSocketClient.connect(f"ws://127.0.0.1:{server.port}/ws/{chat['id']}?format=json",
+                                           headers={"Origin": server.url, **auth[name]})
+            sockets.append(sock)
+            sock.send(json.dumps({"type": "send", "message": "Keep going"}))
+            until(lambda: _http(server, "GET", f"/api/chat/stream_status/{chat['id']}", headers=auth[name])[1]
+                  .get("running"), what=f"{name}'s turn to run")
+        both = f"{chat_ids['alice']},{chat_ids['bob']}"
+        for name in ("alice", "bob"):
+            status, body = _http(server, "GET", f"/chats/running?ids={both}", headers=auth[name])
+            assert status == 200 and body == {"running": [chat_ids[name]]}, name
+    finally:
+        scripted.release()
+        for sock in sockets:
+            sock.close()
