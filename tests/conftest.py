@@ -598,7 +598,6 @@ def server_environment(data_dir: Path, port: int, **env: str) -> dict[str, str]:
         NUMI_AUTO_ENDPOINTS="0",
         NUMI_LOG_LEVEL="WARNING",
         NUMI_ACCESS_TOKEN=ACCESS_TOKEN,
-        NUMI_TEST_FAST_PASSWORD_HASHES="1",
         PYTHONUNBUFFERED="1",
     )
     base.update({k: str(v) for k, v in env.items()})
@@ -619,6 +618,8 @@ def live_server_factory(tmp_path_factory, database_templates):
         data_dir = tmp_path_factory.mktemp("live") / "data"
         if not fresh and "NUMI_DATABASE_URL" not in env:
             database_templates.sqlite_copy(data_dir / "numi.db")
+        # Live servers hash at the test cost (`numi_cli` runs as a newcomer would, without it).
+        env = {"NUMI_TEST_FAST_PASSWORD_HASHES": "1", **env}
         server = LiveServer(data_dir, port, server_environment(data_dir, port, **env), serve_args=serve_args)
         servers.append(server)
         server.start()
