@@ -8,8 +8,12 @@ BIN := $(VENV)/bin
 # Not quiet: the first install takes a few minutes, and pip's progress shows it is working.
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 PYTEST_ARGS ?=
+# The suite runs in pytest-xdist worker processes, a test file per worker at a time (so each
+# file's module-scoped servers start once). Its tests mostly wait on servers, sockets and
+# browsers, so more workers than cores pay: see README.md (Tests) for the measurement.
+PYTEST_WORKERS ?= 4
 
-.PHONY: run demo test bench browser
+.PHONY: run demo test lint bench browser
 
 ## run: set up .venv and start Numi on 127.0.0.1:$${NUMI_PORT:-8765}
 run: $(VENV)/.installed
@@ -19,9 +23,15 @@ run: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(BIN)/numi serve --demo
 
-## test: set up .venv with the test extras (and Debian's chromium when root) and run pytest
-test: $(VENV)/.installed-test browser
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+## test: set up .venv with the test extras (and Debian's chromium when root), lint, check the
+## import layers, and run pytest
+test: $(VENV)/.installed-test browser lint
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+## lint: ruff (rules and line length in pyproject.toml) and the import-linter contracts
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 ## bench: run the benchmarks (BENCH="startup memory" for some); results in bench/results/
 bench: $(VENV)/.installed-test browser

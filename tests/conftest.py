@@ -910,6 +910,20 @@ def browser_page(browser):
         page.context.close()
 
 
+@pytest.fixture
+def shot(tmp_path):
+    """`shot(page_or_locator, name, **options)`: a screenshot saved as `<tmp_path>/<name>.png`
+    (pytest keeps the last three runs' directories under its basetemp: look there), returned
+    as its path. Never a shared path: workers and runs do not overwrite each other's."""
+
+    def take(target, name: str, **options) -> Path:
+        path = tmp_path / f"{name}.png"
+        target.screenshot(path=str(path), **options)
+        return path
+
+    return take
+
+
 @pytest.fixture(scope="session")
 def require_extra():
     """`require_extra(module, extra)`: import a module of an optional extra. Missing, it

@@ -21,7 +21,7 @@ def site(live_server_factory):
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_the_first_question_is_typed_on_the_home_page(site, scripted, open_page_on, size, scheme):
+def test_the_first_question_is_typed_on_the_home_page(site, scripted, open_page_on, size, scheme, shot):
     api = Api(site.url, token=site.token)
     endpoint = make_chat(api, scripted, name=f"home-{size}")["endpoint"]
     scripted.enqueue(Scenario().text("Hello from **home**."))
@@ -33,7 +33,7 @@ def test_the_first_question_is_typed_on_the_home_page(site, scripted, open_page_
     box.type("First line")
     box.press("Shift+Enter")
     box.type("second line")
-    page.screenshot(path=f"/tmp/numi-home-{size}.png")
+    shot(page, f"home-{size}")
     box.press("Enter")
     page.wait_for_url("**/c/*")
     page.locator(".msg-assistant").get_by_text("Hello from").wait_for()
@@ -42,5 +42,5 @@ def test_the_first_question_is_typed_on_the_home_page(site, scripted, open_page_
     chat_id = page.url.rsplit("/", 1)[1]
     assert page.locator(f"#sidebar a[href='/c/{chat_id}']").count() == 1
     assert scripted.wait_for_requests(1).body["messages"][-1]["content"] == "First line\nsecond line"
-    page.screenshot(path=f"/tmp/numi-home-sent-{size}.png")
+    shot(page, f"home-sent-{size}")
     assert page.errors == []

@@ -9,7 +9,6 @@ replaces the streamed one.
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -19,7 +18,6 @@ from turn_support import Api, make_chat, turn_server_env
 
 pytestmark = pytest.mark.browser
 
-SHOTS = os.environ.get("NUMI_TEST_SCREENSHOTS", "")  # a directory to save screenshots in
 
 VIEWS = [
     pytest.param({"width": 1280, "height": 800}, "light", id="desktop-light"),
@@ -117,13 +115,9 @@ def _open(browser, server, viewport, scheme, errors, **options):
     return page
 
 
-def _shot(page, name):
-    if SHOTS:
-        page.screenshot(path=os.path.join(SHOTS, name + ".png"))
-
 
 @pytest.mark.parametrize("viewport,scheme", VIEWS)
-def test_streamed_text_never_moves_and_ends_as_a_reload_shows_it(browser, provider, stream_server, viewport, scheme):
+def test_streamed_text_never_moves_and_ends_as_a_reload_shows_it(browser, provider, stream_server, viewport, scheme, shot):
     api = Api(stream_server.url)
     chat = make_chat(api, provider)
     answer = _answer()
@@ -140,7 +134,7 @@ def test_streamed_text_never_moves_and_ends_as_a_reload_shows_it(browser, provid
     # Mid-stream: rendered markdown (not raw text) is already on the page.
     page.wait_for_selector(".turn-live .msg-body table", timeout=20000)
     page.wait_for_selector(".turn-live .msg-body math")
-    _shot(page, f"stream-mid-{viewport['width']}-{scheme}")
+    shot(page, f"stream-mid-{viewport['width']}-{scheme}")
     page.wait_for_selector("#send-button", timeout=60000)
     saved = api.history(chat["id"])[-1]
     assert saved["role"] == "assistant" and saved["content"] == answer
@@ -165,7 +159,7 @@ def test_streamed_text_never_moves_and_ends_as_a_reload_shows_it(browser, provid
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
     pre = body.locator("pre").first
     assert pre.evaluate("el => getComputedStyle(el).overflowX") == "auto"
-    _shot(page, f"stream-end-{viewport['width']}-{scheme}")
+    shot(page, f"stream-end-{viewport['width']}-{scheme}")
 
     # The message as streamed and as a reload renders it.
     streamed = page.locator(f"#msg-{saved['id']}").evaluate("el => el.outerHTML")
@@ -179,7 +173,7 @@ def test_streamed_text_never_moves_and_ends_as_a_reload_shows_it(browser, provid
 
 
 @pytest.mark.parametrize("viewport,scheme", [VIEWS[0], VIEWS[3]])
-def test_copy_code_and_message_to_the_clipboard(browser, provider, stream_server, viewport, scheme):
+def test_copy_code_and_message_to_the_clipboard(browser, provider, stream_server, viewport, scheme, shot):
     api = Api(stream_server.url)
     chat = make_chat(api, provider)
     answer = "Run this:\n\n```bash\necho 'hello <world>' && ls -la\n```\n\nThen check $a^2$."
@@ -208,6 +202,6 @@ def test_copy_code_and_message_to_the_clipboard(browser, provider, stream_server
     article.locator("button.copy-message").click()
     page.wait_for_function(f"() => document.querySelector('#msg-{saved['id']} .copy-message').textContent === 'Copied'")
     assert page.evaluate("navigator.clipboard.readText()") == answer
-    _shot(page, f"copy-{viewport['width']}-{scheme}")
+    shot(page, f"copy-{viewport['width']}-{scheme}")
     assert [e for e in errors if "WebSocket" not in e] == []
     page.close()

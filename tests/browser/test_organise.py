@@ -16,7 +16,6 @@ from page_support import LOOKS
 from turn_support import Api, Socket, make_chat, turn_server_env
 
 pytestmark = pytest.mark.browser
-SHOTS = "/tmp/numi-organise"
 
 # Records what the page asks of the browser's Notification API (permission is granted to
 # the context); nothing of ours is replaced.
@@ -87,12 +86,9 @@ def new_titled_chat(api, title: str) -> str:
     return chat["id"]
 
 
-def shot(page, name: str) -> None:
-    page.screenshot(path=f"{SHOTS}-{name}.png")
-
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_pin_archive_restore_and_tag_filter(open_page, api, size, scheme):
+def test_pin_archive_restore_and_tag_filter(open_page, api, size, scheme, shot):
     mark = uuid.uuid4().hex[:6]
     first = new_titled_chat(api, f"Recipes {mark}")
     second = new_titled_chat(api, f"Taxes {mark}")
@@ -139,7 +135,7 @@ def test_pin_archive_restore_and_tag_filter(open_page, api, size, scheme):
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_multi_select_archive_and_delete_with_undo(open_page, api, size, scheme):
+def test_multi_select_archive_and_delete_with_undo(open_page, api, size, scheme, shot):
     mark = uuid.uuid4().hex[:6]
     ids = [new_titled_chat(api, f"Bulk {i} {mark}") for i in range(3)]
     page = open_page(size, scheme)
@@ -179,7 +175,7 @@ def test_multi_select_archive_and_delete_with_undo(open_page, api, size, scheme)
     ("dark", "light", "rgb(255, 255, 255)"),
     ("dark", "system", "rgb(33, 33, 33)"),
 ])
-def test_theme_applies_from_the_first_paint(open_page, site, size, system, chosen, expected):
+def test_theme_applies_from_the_first_paint(open_page, site, size, system, chosen, expected, shot):
     page = open_page(size, system, "/settings")
     page.get_by_label({"dark": "Dark", "light": "Light", "system": "Same as the system"}[chosen]).check()
     page.get_by_role("button", name="Save theme").click()
@@ -203,7 +199,7 @@ def test_theme_applies_from_the_first_paint(open_page, site, size, system, chose
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_a_background_answer_notifies_and_stays_unread_until_opened(open_page, api, scripted, site, size, scheme):
+def test_a_background_answer_notifies_and_stays_unread_until_opened(open_page, api, scripted, site, size, scheme, shot):
     model = f"org-{uuid.uuid4().hex[:8]}"
     busy = make_chat(api, scripted, model=model)
     shown = make_chat(api, scripted, model=model)
@@ -273,7 +269,7 @@ def test_no_notification_for_the_chat_in_view_but_one_when_the_tab_is_hidden(ope
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
 @pytest.mark.parametrize("size", ["desktop", "phone"])
-def test_axe_finds_no_serious_problems_in_the_new_views(open_page, api, size, theme):
+def test_axe_finds_no_serious_problems_in_the_new_views(open_page, api, size, theme, shot):
     from test_page import serious_violations  # the page's axe helper (same directory)
 
     mark = uuid.uuid4().hex[:6]

@@ -15,7 +15,6 @@ from turn_support import Api, make_chat, turn_server_env
 pytestmark = pytest.mark.browser
 
 VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
-SHOTS = "/tmp/prompts"
 
 
 @pytest.fixture
@@ -48,7 +47,7 @@ def _state(page) -> dict:
 
 
 @pytest.mark.parametrize("viewport", list(VIEWPORTS))
-def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewport):
+def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewport, shot):
     api = Api(server.url)
     chat = make_chat(api, scripted)
     # One made through the API; the others in Settings.
@@ -100,7 +99,7 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
         item = section.locator(".prompt-item", has=page.locator(".prompt-command", has_text="/explain"))
         item.locator("summary").click()
         item.get_by_label("Title").fill("Explain simply")
-        item.screenshot(path=f"{SHOTS}-edit-{viewport}.png")
+        shot(item, f"edit-{viewport}")
         item.get_by_role("button", name="Save").click()
         section.locator(".prompt-title", has_text="Explain simply").wait_for()
         # Delete /old.
@@ -108,7 +107,7 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
         section.locator(".prompt-command", has_text="/old").wait_for(state="detached")
         assert section.locator(".prompt-command").all_inner_texts() == ["/ask", "/explain"]
         page.locator("#prompts").scroll_into_view_if_needed()
-        page.locator("#prompts").screenshot(path=f"{SHOTS}-settings-{viewport}.png")
+        shot(page.locator("#prompts"), f"settings-{viewport}")
         assert _serious(page, "#prompts") == []
 
         # The composer: "/" opens the list with both prompts, the first one active.
@@ -127,7 +126,7 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
         page.keyboard.press("ArrowUp")
         assert _state(page)["active"] == "explain"
         assert page.locator("#prompt-list").is_visible()
-        page.screenshot(path=f"{SHOTS}-list-{viewport}.png")
+        shot(page, f"list-{viewport}")
         assert _serious(page, ".composer") == []
         page.keyboard.press("Escape")
         assert _state(page)["expanded"] == "false" and not page.locator("#prompt-list").is_visible()

@@ -42,7 +42,7 @@ def user_messages(server, chat_id):
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_a_send_while_answering_is_queued_and_runs_after(browser_page, site, scripted, until, size, scheme):
+def test_a_send_while_answering_is_queued_and_runs_after(browser_page, site, scripted, until, size, scheme, shot):
     api = Api(site.url, token=site.token)
     model = f"queue-{uuid.uuid4().hex[:8]}"
     chat = make_chat(api, scripted, model=model)
@@ -59,7 +59,7 @@ def test_a_send_while_answering_is_queued_and_runs_after(browser_page, site, scr
     removed = page.locator("#queue .queued", has_text="Third, to be removed")
     removed.wait_for()
     assert page.locator("#stop-clear-button").is_visible()  # offered while something waits
-    page.screenshot(path=f"/tmp/numi-queue-{size}.png")
+    shot(page, f"queue-{size}")
     removed.get_by_role("button", name="Remove the queued message").click()
     removed.wait_for(state="detached")
     # Edit the waiting one in place.
@@ -103,7 +103,7 @@ def test_stop_and_clear_queue_button(browser_page, site, scripted, size, scheme)
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_a_send_while_offline_waits_and_goes_out_once(browser_page, live_server_factory, scripted, until, size, scheme):
+def test_a_send_while_offline_waits_and_goes_out_once(browser_page, live_server_factory, scripted, until, size, scheme, shot):
     server = live_server_factory(**turn_server_env())
     api = Api(server.url, token=server.token)
     model = f"offline-{uuid.uuid4().hex[:8]}"
@@ -119,7 +119,7 @@ def test_a_send_while_offline_waits_and_goes_out_once(browser_page, live_server_
     assert page.input_value("#composer-input") == ""
     stored = page.evaluate(f"() => JSON.parse(localStorage.getItem('numi:outbox:{chat['id']}'))")
     assert [m["message"] for m in stored] == ["Sent while offline"] and stored[0]["request_id"]
-    page.screenshot(path=f"/tmp/numi-outbox-{size}.png")
+    shot(page, f"outbox-{size}")
     server.start()
     page.locator("#transcript .msg-assistant", has_text="Back online.").wait_for(timeout=30_000)
     waiting.wait_for(state="detached")

@@ -53,7 +53,7 @@ def _serious(page, *regions: str) -> list[str]:
 
 
 @pytest.mark.parametrize("viewport", list(VIEWPORTS))
-def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewport):
+def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewport, shot):
     chat = make_chat(api, scripted, name=f"scripted-{viewport}")
     chat_id = chat["id"]
     scripted.enqueue(Scenario().text("First answer.").usage(120, 30))
@@ -96,7 +96,7 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
         page.wait_for_function("() => document.body.innerText.includes('Second answer.')")
         answer = page.locator("article.msg-assistant").last
         answer.hover()
-        page.screenshot(path=f"/tmp/numi-versions-{viewport}.png")
+        shot(page, f"versions-{viewport}")
 
         # Saved: a reload (or another tab) shows the second answer.
         other = server.open_page(browser, viewport=VIEWPORTS[viewport], base_url=server.url)
@@ -125,7 +125,7 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
         form.locator("input[name=name]").fill(f"Renamed {viewport}")
         form.locator("input[name=default_model]").fill("other-model")
         form.locator("select[name=reasoning_policy]").select_option("strip")
-        page.screenshot(path=f"/tmp/numi-endpoint-edit-{viewport}.png", full_page=True)
+        shot(page, f"endpoint-edit-{viewport}", full_page=True)
         form.get_by_role("button", name="Save").click()
         card = page.locator(f"div#endpoint-{endpoint_id}")
         card.locator(".endpoint-status", has_text="Saved.").wait_for()
@@ -156,7 +156,7 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
         page.locator("#usage-report caption", has_text="Tokens by model").wait_for()
         assert "fake-model" in page.locator("#usage-report").inner_text()
         assert "group=model" in page.url
-        page.screenshot(path=f"/tmp/numi-usage-{viewport}.png", full_page=True)
+        shot(page, f"usage-{viewport}", full_page=True)
         assert _serious(page, "main") == []
         assert [e for e in errors if "WebSocket" not in e] == []
     finally:
