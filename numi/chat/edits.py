@@ -28,7 +28,7 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import delete, select, update
 
-from ..errors import NotFound, NumiError, invalid
+from ..errors import NotFound, NumiError, invalid, turn_running
 from ..extensions import db
 from ..models import Chat, Checkpoint, Message, utcnow
 from . import chats
@@ -53,7 +53,7 @@ class Topic:
 def ensure_idle(chat_id: str) -> None:
     """Refuse a change to a chat whose turn is running."""
     if current_app.extensions["numi.turns"].is_running(chat_id):
-        raise NumiError("turn_running", "A turn is running in this chat; stop it or wait for the answer first.", 409)
+        raise turn_running()
 
 
 def get_message(chat: Chat, message_id: Any, *, any_version: bool = False) -> Message:

@@ -22,7 +22,7 @@ import gevent
 import gevent.event
 import gevent.lock
 
-from ..errors import NumiError
+from ..errors import NumiError, turn_running
 from .channel import ChatChannel, Subscription
 
 if TYPE_CHECKING:
@@ -271,7 +271,7 @@ class TurnManager:
         if running is not None:
             if request.request_id and running.request.request_id == request.request_id:
                 return None
-            raise NumiError("turn_running", "A turn is already running in this chat.", 409)
+            raise turn_running()
         channel = self.channel(request.chat_id)
         turn = Turn(self, channel, request)
         try:

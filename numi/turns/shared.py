@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 import gevent.event
 
-from ..errors import NumiError
+from ..errors import NumiError, turn_running
 from .channel import TERMINAL, Event, Subscription, TurnState, event_tail
 
 if TYPE_CHECKING:
@@ -355,7 +355,7 @@ class SharedTurns:
             log.warning("starting a turn failed: Redis is unreachable (%s)", exc)
             raise NumiError("live_unavailable", "The server cannot reach Redis; try again in a moment.", 503) from None
         if result[0] < 0:
-            error = NumiError("turn_running", "A turn is already running in this chat.", 409)
+            error = turn_running()
             error.request_id = result[1].decode() if len(result) > 1 and result[1] else None
             raise error
         return result[0]

@@ -7,7 +7,7 @@ from flask import Blueprint, current_app, g, jsonify, request
 from .. import endpoints as endpoint_store
 from ..chat import chats, organising
 from ..chat.versions import version_info
-from ..errors import NumiError
+from ..errors import NumiError, turn_running
 from ..extensions import db
 from .inputs import int_arg, request_data
 
@@ -89,7 +89,7 @@ def update_session(chat_id: str):
 def delete_session(chat_id: str):
     if current_app.extensions["numi.turns"].is_running(chat_id):
         chats.get_chat(g.user.id, chat_id)  # a foreign id stays a 404, not a 409
-        raise NumiError("turn_running", "A turn is running in this chat; stop it first.", 409)
+        raise turn_running()
     chats.delete_chat(g.user.id, chat_id)
     return jsonify(ok=True)
 

@@ -17,7 +17,7 @@ from .. import prompts as prompt_store
 from ..agent.approvals import default_policy
 from ..chat import chats, followups, organising
 from ..chat.versions import version_info
-from ..errors import NumiError, no_model
+from ..errors import NumiError, no_model, turn_running
 from ..extensions import db
 from ..models import utcnow
 from .inputs import int_arg, request_data
@@ -393,7 +393,7 @@ def _route(value: str) -> dict:
 
 def _refuse_while_running(chat_id: str) -> None:
     if current_app.extensions["numi.turns"].is_running(chat_id):
-        raise NumiError("turn_running", "A turn is running in this chat; stop it first.", 409)
+        raise turn_running()
 
 
 # --- settings: endpoints -------------------------------------------------------------------

@@ -22,7 +22,7 @@ from flask import Blueprint, Response, current_app, g, jsonify, request, stream_
 from gevent.lock import Semaphore
 
 from ..chat import chats, followups
-from ..errors import NumiError, invalid
+from ..errors import NumiError, invalid, turn_running
 from ..extensions import db
 from ..models import User
 from ..turns.channel import encoded
@@ -271,7 +271,7 @@ def chat_stream():
     fields.update(_tool_fields(chat, data))
     if fields:
         if current_app.extensions["numi.turns"].is_running(chat.id):
-            raise NumiError("turn_running", "A turn is already running in this chat.", 409)
+            raise turn_running()
         chats.update_chat(g.user.id, chat.id, fields, current_app.config)
     manager = current_app.extensions["numi.turns"]
     last_event_id = manager.last_event_id(chat.id)
