@@ -29,7 +29,7 @@ from .. import endpoints as endpoint_store
 from ..chat.context import ChatContextService, ChatDeleted, ChatMeta
 from ..errors import NumiError, no_model
 from ..models import Endpoint
-from ..turns.manager import Turn
+from ..turns.turn import Turn
 from .approvals import approval_policy, call_digest, new_call_id
 from .prepare import prepare_messages
 from .tools import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
@@ -129,9 +129,9 @@ class Agent:
     # --- the turn -----------------------------------------------------------------------------
 
     def run(self) -> None:
-        starts = self.turn.manager.starts
-        if starts.enter():
-            self._starting = starts
+        gate = self.turn.start_gate
+        if gate is not None and gate.enter():
+            self._starting = gate
         try:
             self._run()
         except ChatDeleted as exc:
@@ -182,7 +182,7 @@ class Agent:
         self._loop(meta, self._routes(meta))
 
     def _started(self) -> None:
-        """Leave the turn manager's start gate (once): the turn is past its preparation."""
+        """Leave the start gate (once): the turn is past its preparation."""
         if self._starting is not None:
             self._starting, starts = None, self._starting
             starts.leave()

@@ -26,7 +26,7 @@ from ..errors import NumiError, invalid, turn_running
 from ..extensions import db
 from ..models import User
 from ..turns.channel import encoded
-from ..turns.manager import Turn, TurnRequest
+from ..turns.turn import Turn, TurnRequest
 from .inputs import decode_json, event_id_value, request_data
 
 bp = Blueprint("streams", __name__, url_prefix="/api")

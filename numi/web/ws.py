@@ -29,7 +29,7 @@ from ..errors import NumiError
 from ..extensions import db, sock
 from ..models import User
 from ..turns.channel import encoded
-from ..turns.manager import Turn
+from ..turns.turn import Turn
 from .fragments import HtmlView
 from .streams import parse_client_message, start_turn, stop_turn
 

@@ -190,7 +190,7 @@ def test_the_mcp_transport_checks_every_redirect_too(web):
 def test_a_turn_on_a_stored_loopback_endpoint_of_a_non_admin_is_refused(multi_app, users):
     """The check at use in a turn: the agent refuses the route before calling the model."""
     from numi.chat import chats
-    from numi.turns.manager import TurnRequest
+    from numi.turns.turn import TurnRequest
 
     port = closed_port()
     with multi_app.app_context():

@@ -1,4 +1,4 @@
-"""The turn manager's start gate (numi/turns/manager.py, `StartGate`): sends that arrive
+"""The turn manager's start gate (numi/turns/turn.py, `StartGate`): sends that arrive
 together prepare one at a time, every way a start ends gives the gate back, and the starts
 behind a stuck one go ahead instead of stalling. In-process, on each database backend: the
 gate is this process's own object."""
@@ -130,7 +130,7 @@ def test_the_starts_behind_a_stuck_one_go_ahead(app, client, scripted, endpoint_
 def test_a_long_queue_behind_a_working_gate_waits_its_turn():
     """Waiting long is no sign of a stuck holder: a start queued behind holders that each
     leave in time keeps waiting for the gate, however long the queue."""
-    from numi.turns.manager import StartGate
+    from numi.turns.turn import StartGate
 
     gate = StartGate(stuck_after=0.2)
     order = []
