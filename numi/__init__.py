@@ -69,12 +69,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     register(app)
     from .agent.runtime import run_turn
     from .agent.tools import default_registry
+    from .chat.sending import queue_after_turn
     from .login_limits import throttle_from_config
     from .turns import EXTENSION
     from .turns.manager import TurnManager
-    from .web.streams import queue_after_turn
 
-    # The turn layer knows neither the agent nor the web layer: it gets its producer and
+    # The turn layer knows neither the agent nor the chat layer: it gets its producer and
     # its turn-end hook (queued follow-ups) here.
     app.extensions[EXTENSION] = TurnManager(app, producer=run_turn, turn_end_hooks=[queue_after_turn])
     app.extensions["numi.login_throttle"] = throttle_from_config(app.config)

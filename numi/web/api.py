@@ -9,6 +9,7 @@ from ..chat import chats, organising
 from ..chat.versions import version_info
 from ..errors import NumiError, turn_running
 from ..extensions import db
+from ..turns import turn_manager
 from .inputs import int_arg, request_data
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -87,7 +88,7 @@ def update_session(chat_id: str):
 
 @bp.delete("/session/<chat_id>")
 def delete_session(chat_id: str):
-    if current_app.extensions["numi.turns"].is_running(chat_id):
+    if turn_manager().is_running(chat_id):
         chats.get_chat(g.user.id, chat_id)  # a foreign id stays a 404, not a 409
         raise turn_running()
     chats.delete_chat(g.user.id, chat_id)

@@ -20,6 +20,7 @@ from ..chat.compaction import checkpoint_dict, compact
 from ..chat.context import ChatContextService, estimate_tokens
 from ..errors import NumiError, no_model, turn_running
 from ..extensions import db
+from ..turns import turn_manager
 
 bp = Blueprint("context", __name__)
 
@@ -128,7 +129,7 @@ def context_messages(chat_id: str):
 def run_compaction(chat):
     """Compact `chat` now with its model (or NUMI_COMPACT_MODEL); refuses while a turn runs."""
     config = current_app.config
-    if current_app.extensions["numi.turns"].is_running(chat.id):
+    if turn_manager().is_running(chat.id):
         raise turn_running()
     endpoint = _endpoint(chat)
     if endpoint is None:

@@ -12,6 +12,7 @@ from numi.agent.tools import ToolContext, ToolFailure
 from numi.agent.tools import web as web_tools
 from numi.extensions import db
 from numi.models import Endpoint, McpServer, ToolSettings
+from numi.turns import turn_manager
 
 
 def closed_port() -> int:
@@ -200,7 +201,7 @@ def test_a_turn_on_a_stored_loopback_endpoint_of_a_non_admin_is_refused(multi_ap
         db.session.commit()
         chat = chats.create_chat(users["a"].id, {"endpoint_id": endpoint.id, "model": "m"}, multi_app.config)
         chat_id = chat.id
-    manager = multi_app.extensions["numi.turns"]
+    manager = turn_manager(multi_app)
     subscription, _ = manager.subscribe(chat_id)
     manager.start(TurnRequest(user_id=users["a"].id, chat_id=chat_id, message="hello"))
     events = []

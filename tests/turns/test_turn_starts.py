@@ -12,6 +12,7 @@ import gevent
 import pytest
 
 from numi.testing import Scenario
+from numi.turns import turn_manager
 
 
 @pytest.fixture
@@ -53,12 +54,12 @@ def text_of(events: list[dict]) -> str:
 
 
 def gate_is_free(app) -> bool:
-    return app.extensions["numi.turns"].starts.free
+    return turn_manager(app).starts.free
 
 
 def wait_idle(app) -> None:
     deadline = time.monotonic() + 15
-    while app.extensions["numi.turns"].turns:
+    while turn_manager(app).turns:
         assert time.monotonic() < deadline, "a turn did not end"
         gevent.sleep(0.02)
 
@@ -87,14 +88,14 @@ def test_starts_that_end_before_the_model_give_the_gate_back(app, client, script
     wait_idle(app)
     assert gate_is_free(app)
 
-    gate = app.extensions["numi.turns"].starts
+    gate = turn_manager(app).starts
     assert gate.enter()  # a start in progress elsewhere
     stopped = gevent.spawn(send, app.test_client(), chat_id, "stop me before I start")
     deadline = time.monotonic() + 10
-    while chat_id not in app.extensions["numi.turns"].turns:
+    while chat_id not in turn_manager(app).turns:
         assert time.monotonic() < deadline, "the turn did not start"
         gevent.sleep(0.01)
-    app.extensions["numi.turns"].stop(chat_id)
+    turn_manager(app).stop(chat_id)
     gate.leave()
     stopped.join(timeout=15)
     assert stopped.successful() and "turn_end" in [e["type"] for e in stopped.value]
@@ -111,7 +112,7 @@ def test_the_starts_behind_a_stuck_one_go_ahead(app, client, scripted, endpoint_
     until the holder has held it for `stuck_after`, then prepares and answers anyway."""
     chat_id = new_chat(client, endpoint_id)
     scripted.enqueue(Scenario().text("Answered despite the stuck start."))
-    gate = app.extensions["numi.turns"].starts
+    gate = turn_manager(app).starts
     assert gate.enter()
     try:
         started = time.monotonic()
