@@ -18,16 +18,18 @@ import time  # noqa: E402
 os.environ["NUMI_DATA_DIR"] = tempfile.mkdtemp()
 
 import gevent  # noqa: E402
+
 from numi import create_app  # noqa: E402
 
 app = create_app()
+from wsproto import ConnectionType, WSConnection  # noqa: E402
+from wsproto.events import AcceptConnection, Request, TextMessage  # noqa: E402
+
 import numi.web.ws as wsmod  # noqa: E402
-from numi.turns import turn_manager  # noqa: E402
+from numi.extensions import turn_manager  # noqa: E402
 from numi.turns.channel import encoded  # noqa: E402
 from numi.turns.turn import Turn, TurnRequest  # noqa: E402
 from numi.web.fragments import HtmlView  # noqa: E402
-from wsproto import ConnectionType, WSConnection  # noqa: E402
-from wsproto.events import AcceptConnection, Request, TextMessage  # noqa: E402
 
 N = 20000
 manager = turn_manager(app)

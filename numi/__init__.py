@@ -68,15 +68,15 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
 
     register(app)
     from .agent.runtime import run_turn
+    from .agent.sending import queue_after_turn
     from .agent.tools import default_registry
-    from .chat.sending import queue_after_turn
+    from .extensions import TURNS
     from .login_limits import throttle_from_config
-    from .turns import EXTENSION
     from .turns.manager import TurnManager
 
     # The turn layer knows neither the agent nor the chat layer: it gets its producer and
     # its turn-end hook (queued follow-ups) here.
-    app.extensions[EXTENSION] = TurnManager(app, producer=run_turn, turn_end_hooks=[queue_after_turn])
+    app.extensions[TURNS] = TurnManager(app, producer=run_turn, turn_end_hooks=[queue_after_turn])
     app.extensions["numi.login_throttle"] = throttle_from_config(app.config)
     app.extensions["numi.tools"] = default_registry()
     _load_plugins(app)

@@ -15,7 +15,7 @@ Rules every function here keeps:
   would bring the removed text back into the model's context (a checkpoint whose boundary
   is in an inactive version simply does not apply until that version is shown again).
 
-The regenerated turn starts through the one send path (`numi.chat.sending.start_turn` with
+The regenerated turn starts through the one send path (`numi.agent.sending.start_turn` with
 `regeneration_payload()`): the agent sees the question's request id, finds the question
 saved and unanswered, and answers it without saving a new one.
 """
@@ -28,9 +28,8 @@ from typing import Any
 from sqlalchemy import delete, select, update
 
 from ..errors import NotFound, NumiError, invalid, turn_running
-from ..extensions import db
+from ..extensions import db, turn_manager
 from ..models import Chat, Checkpoint, Message, utcnow
-from ..turns import turn_manager
 from . import chats, versions
 from .attachments import owned_attachments
 

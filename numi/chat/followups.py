@@ -3,7 +3,7 @@
 They live in the database (`queued_messages`), not in the process: the turn that ends
 starts the next one even when no browser is open, and a restart keeps them (shown as
 paused until the user resumes). Every function takes the owner's user id; a foreign or
-missing item is NotFound. Starting one is numi.chat.sending's job (`start_next`, through
+missing item is NotFound. Starting one is numi.agent.sending's job (`start_next`, through
 the one turn-start path), also from the end-of-turn hook.
 """
 

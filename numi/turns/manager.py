@@ -1,13 +1,13 @@
 """TurnManager: starts turns in greenlets and routes their events to subscribers.
 
 Live turn state lives here, never in the database and never in module globals: one
-manager per app (`numi.turns.turn_manager()`). At most one turn runs per chat. A turn
+manager per app (`numi.extensions.turn_manager()`). At most one turn runs per chat. A turn
 outlives the browser that started it; only `stop()` cancels it. After a restart nothing
 is running: the database is the truth.
 
 The manager knows neither the agent nor the web layer. The app factory hands it the
 producer (the function that runs a turn: `numi.agent.runtime.run_turn`) and the turn-end
-hooks (the follow-up queue, `numi.chat.sending.queue_after_turn`). The chats' channels and
+hooks (the follow-up queue, `numi.agent.sending.queue_after_turn`). The chats' channels and
 the turns of other processes come from a turn table (`table.TurnTable`): in-process
 (`LocalTurns`, the default) or Redis (`shared.SharedTurns`, with NUMI_REDIS_URL), where a
 lease makes "one turn per chat" hold across processes and stop/approve travel to the

@@ -8,8 +8,7 @@ from .. import endpoints as endpoint_store
 from ..chat import chats, organising
 from ..chat.versions import version_info
 from ..errors import NumiError, turn_running
-from ..extensions import db
-from ..turns import turn_manager
+from ..extensions import db, turn_manager
 from .inputs import int_arg, request_data
 
 bp = Blueprint("api", __name__, url_prefix="/api")

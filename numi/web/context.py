@@ -19,8 +19,7 @@ from ..chat.attachments import attachments_by_id, is_image, message_attachment_i
 from ..chat.compaction import checkpoint_dict, compact
 from ..chat.context import ChatContextService, estimate_tokens
 from ..errors import NumiError, no_model, turn_running
-from ..extensions import db
-from ..turns import turn_manager
+from ..extensions import db, turn_manager
 
 bp = Blueprint("context", __name__)
 

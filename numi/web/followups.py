@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from flask import Blueprint, current_app, g, jsonify, render_template, request
 
+from ..agent.sending import publish_queue, start_next
 from ..chat import chats, followups
-from ..chat.sending import publish_queue, start_next
-from ..turns import turn_manager
+from ..extensions import turn_manager
 from .inputs import request_data
 
 bp = Blueprint("followups", __name__)

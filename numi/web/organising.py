@@ -16,8 +16,7 @@ from flask import Blueprint, current_app, g, jsonify, redirect, render_template,
 
 from ..chat import chats, organising
 from ..errors import invalid
-from ..extensions import db
-from ..turns import turn_manager
+from ..extensions import db, turn_manager
 from .inputs import request_data
 
 bp = Blueprint("organising", __name__)

@@ -15,13 +15,12 @@ from flask import Blueprint, current_app, g, jsonify, redirect, render_template,
 from .. import endpoints as endpoint_store
 from .. import prompts as prompt_store
 from ..agent.approvals import default_policy
+from ..agent.sending import start_turn
 from ..chat import chats, followups, organising
-from ..chat.sending import start_turn
 from ..chat.versions import version_info
 from ..errors import NumiError, no_model, turn_running
-from ..extensions import db
+from ..extensions import db, turn_manager
 from ..models import utcnow
-from ..turns import turn_manager
 from .inputs import int_arg, request_data
 
 bp = Blueprint("pages", __name__)

@@ -1,7 +1,7 @@
 """The request side of turns: client messages checked, and the Server-Sent Events view
 of turns for programs.
 
-Starting a turn and the follow-up queue are the chat layer's (`numi.chat.sending`): they
+Starting a turn and the follow-up queue are the chat layer's (`numi.agent.sending`): they
 also run with no request, as the turn-end hook. Here are the checks of what a client sends
 (`parse_client_message`, `request_timezone`) and the SSE routes.
 
@@ -19,11 +19,10 @@ from typing import Any
 from flask import Blueprint, Response, current_app, g, jsonify, request, stream_with_context
 
 from .. import endpoints as endpoint_store
+from ..agent.sending import flag, start_turn, stop_turn
 from ..chat import chats
-from ..chat.sending import flag, start_turn, stop_turn
 from ..errors import NotFound, invalid, turn_running
-from ..extensions import db
-from ..turns import turn_manager
+from ..extensions import db, turn_manager
 from ..turns.channel import encoded
 from ..turns.turn import Turn
 from .inputs import decode_json, event_id_value, request_data

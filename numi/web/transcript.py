@@ -25,12 +25,12 @@ from typing import Any
 
 from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
 
+from ..agent.sending import start_turn
 from ..chat import chats, edits
 from ..chat import search as chat_search
-from ..chat.sending import start_turn
 from ..chat.versions import version_info
 from ..errors import NumiError, invalid
-from ..turns import turn_manager
+from ..extensions import turn_manager
 from .inputs import int_arg, request_data
 from .pages import _route, transcript_context
 from .streams import request_timezone

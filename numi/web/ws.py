@@ -7,7 +7,7 @@ plain 404 and no socket is opened.
 The handler owns its socket. It loops on `ws.receive()` for client messages (`send`,
 `stop`, `resume`, `approve`) while one sender greenlet relays the chat's events; every
 send goes through one lock, since both may write. A send with `queue: true` while a turn
-runs is queued (numi.chat.sending): the sender gets its acknowledgment here, every client
+runs is queued (numi.agent.sending): the sender gets its acknowledgment here, every client
 the `queue` event. A closed browser ends the connection, never the turn.
 """
 
@@ -24,12 +24,11 @@ from simple_websocket import ConnectionClosed
 from sqlalchemy import select
 from wsproto.connection import ConnectionState
 
+from ..agent.sending import start_turn, stop_turn
 from ..chat import chats, followups
-from ..chat.sending import start_turn, stop_turn
 from ..errors import NumiError
-from ..extensions import db, sock
+from ..extensions import db, sock, turn_manager
 from ..models import User
-from ..turns import turn_manager
 from ..turns.channel import encoded
 from ..turns.turn import Turn
 from .fragments import HtmlView

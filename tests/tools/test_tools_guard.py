@@ -10,9 +10,8 @@ import pytest
 
 from numi.agent.tools import ToolContext, ToolFailure
 from numi.agent.tools import web as web_tools
-from numi.extensions import db
+from numi.extensions import db, turn_manager
 from numi.models import Endpoint, McpServer, ToolSettings
-from numi.turns import turn_manager
 
 
 def closed_port() -> int:

@@ -3,7 +3,7 @@ following saves, edits and deletes with no application code (database triggers).
 
 from __future__ import annotations
 
-from numi.turns import turn_manager
+from numi.extensions import turn_manager
 
 HX = {"HX-Request": "true"}
 

@@ -11,8 +11,8 @@ import time
 import gevent
 import pytest
 
+from numi.extensions import turn_manager
 from numi.testing import Scenario
-from numi.turns import turn_manager
 
 
 @pytest.fixture

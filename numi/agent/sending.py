@@ -6,7 +6,9 @@ Retry, a queued follow-up): it validates the payload, checks the chat's owner an
 turn runs, and hands a `TurnRequest` to the TurnManager, or queues the message behind the
 running turn. `queue_after_turn()` is the manager's turn-end hook: it runs in the process
 that ran the turn, with no request, and starts the chat's next queued follow-up. The web
-layer calls these; nothing here reads Flask's request globals.
+layer calls these; nothing here reads Flask's request globals. It sits in the agent layer
+because it joins the two below it: the chat's store (chats, follow-ups, attachments) and
+the turn layer (TurnRequest, the manager), which do not import each other.
 """
 
 from __future__ import annotations
@@ -19,13 +21,12 @@ from flask import current_app
 from gevent.lock import Semaphore
 from sqlalchemy import select
 
+from ..chat import chats, followups
+from ..chat.attachments import owned_attachments
 from ..errors import NumiError, invalid
-from ..extensions import db
+from ..extensions import db, turn_manager
 from ..models import Message, User
-from ..turns import turn_manager
 from ..turns.turn import Turn, TurnRequest
-from . import chats, followups
-from .attachments import owned_attachments
 
 
 def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, Any], config) -> Any:
