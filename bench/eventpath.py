@@ -18,18 +18,21 @@ import time  # noqa: E402
 os.environ["NUMI_DATA_DIR"] = tempfile.mkdtemp()
 
 import gevent  # noqa: E402
+
 from numi import create_app  # noqa: E402
 
 app = create_app()
-import numi.web.ws as wsmod  # noqa: E402
-from numi.turns.channel import encoded  # noqa: E402
-from numi.turns.manager import Turn, TurnRequest  # noqa: E402
-from numi.web.fragments import HtmlView  # noqa: E402
 from wsproto import ConnectionType, WSConnection  # noqa: E402
 from wsproto.events import AcceptConnection, Request, TextMessage  # noqa: E402
 
+import numi.web.ws as wsmod  # noqa: E402
+from numi.extensions import turn_manager  # noqa: E402
+from numi.turns.channel import encoded  # noqa: E402
+from numi.turns.turn import Turn, TurnRequest  # noqa: E402
+from numi.web.fragments import HtmlView  # noqa: E402
+
 N = 20000
-manager = app.extensions["numi.turns"]
+manager = turn_manager(app)
 manager.frame_interval = 0.0
 
 # a real wsproto server connection, opened by a real handshake, over a socketpair
@@ -77,7 +80,8 @@ def relay(sub, send):
 
 def run(send):
     channel = manager.channel(f"chat-{time.monotonic_ns()}")
-    turn = Turn(manager, channel, TurnRequest(user_id=1, chat_id=channel.chat_id, message="x"))
+    turn = Turn(channel, TurnRequest(user_id=1, chat_id=channel.chat_id, message="x"),
+                frame_interval=manager.frame_interval)
     channel.begin_turn(turn.id)
     sub, _ = channel.subscribe(channel.last_event_id)
     g = gevent.spawn(relay, sub, send)

@@ -14,8 +14,8 @@ from collections import Counter
 
 # (layer, any of these frame names in the stack). Checked in order; first match wins.
 RULES = [
-    ("start/end of turns (DB, history, request)", ("ChatContextService.", "Agent._save_step", "Agent._context_messages",
-                                                    "Agent._routes", "start_turn", "get_chat", "_identify",
+    ("start/end of turns (DB, history, request)", ("ChatContextService.", "Agent._save_step", "ContextWindow.messages",
+                                                    "chat_routes", "start_turn", "get_chat", "_identify",
                                                     "SSEStream.open", "Connection.__init__", "Server.__init__",
                                                     "Agent._answer_after", "Agent._schedule_title")),
     ("frame write (WebSocket send)", ("Base.send",)),

@@ -73,14 +73,16 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     from .web import register
 
     register(app)
+    from .agent.runtime import run_turn
+    from .agent.sending import queue_after_turn
     from .agent.tools import default_registry
+    from .extensions import TURNS
     from .login_limits import throttle_from_config
     from .turns.manager import TurnManager
 
-    from .web.streams import queue_after_turn
-
-    app.extensions["numi.turns"] = TurnManager(app)
-    app.extensions["numi.turns"].turn_end_hooks.append(queue_after_turn)  # queued follow-ups
+    # The turn layer knows neither the agent nor the chat layer: it gets its producer and
+    # its turn-end hook (queued follow-ups) here.
+    app.extensions[TURNS] = TurnManager(app, producer=run_turn, turn_end_hooks=[queue_after_turn])
     app.extensions["numi.login_throttle"] = throttle_from_config(app.config)
     app.extensions["numi.tools"] = default_registry()
     _load_plugins(app)

@@ -283,15 +283,9 @@ def _model_dict(info: Any) -> dict[str, Any]:
 def model_capabilities(endpoint: Endpoint, model_id: str):
     """What a model can do (vision, tools, reasoning, context window): as the endpoint's
     model list reports it, else from the table of known families, else defaults."""
-    from .providers.capabilities import capabilities
-    from .providers.events import ModelInfo
+    from .providers.capabilities import listed_capabilities
 
-    reported = next((m for m in endpoint.models if isinstance(m, dict) and m.get("id") == model_id), None)
-    info = None
-    if reported:
-        info = ModelInfo(id=model_id, **{k: reported.get(k) for k in
-                                          ("context_window", "supports_vision", "supports_tools", "supports_reasoning")})
-    return capabilities(model_id, info)
+    return listed_capabilities(model_id, endpoint.models)
 
 
 def missing_default_model(endpoint: Endpoint) -> str | None:

@@ -40,3 +40,9 @@ def no_model() -> NumiError:
     """The refusal of a chat with no model to answer with (a turn, a compaction, the home
     page's first question): one wording wherever it is found."""
     return NumiError("no_model", "Choose a model for this chat first (Settings → Endpoints).", 400)
+
+
+def turn_running() -> NumiError:
+    """The refusal of a change (a send, an edit, a compaction, a delete) while a turn runs in
+    the chat it would touch: one code and one wording wherever it is found."""
+    return NumiError("turn_running", "A turn is still running; stop it or wait for its answer first.", 409)

@@ -1,6 +1,7 @@
 """Flask extensions, created unbound here and bound in create_app()."""
 
 
+from flask import current_app
 from flask_sock import Sock
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import MetaData
@@ -24,3 +25,13 @@ db = SQLAlchemy(model_class=Base)
 sock = Sock()
 # Flask-Migrate (Alembic) is bound on demand by numi.database.enable_migrations(): start-up
 # skips importing Alembic when the schema is already current.
+
+# The app's one TurnManager (numi.turns.manager) is `app.extensions[TURNS]`, bound in
+# create_app(). Found here, below every layer, so that chat and turns code alike reach it
+# without importing each other.
+TURNS = "numi.turns"
+
+
+def turn_manager(app=None):
+    """The app's TurnManager (the current app's when `app` is None)."""
+    return (app if app is not None else current_app).extensions[TURNS]

@@ -10,12 +10,17 @@ Save boundaries, exactly:
 
 No database transaction is open while a provider streams or a tool runs: the session is
 released before each model call, and every save is its own short transaction.
+
+The loop is here; its parts are modules of their own: `routes` (which endpoint and model a
+step calls, and the fallbacks), `context_window` (what each request carries: compaction,
+trimming, attachments, overflow recovery) and `tool_runner` (a step's tool calls). The
+TurnManager gets `run_turn` as its producer from the app factory; this module imports the
+turn layer, never the other way round.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -23,53 +28,25 @@ from typing import Any
 
 import gevent
 from flask import current_app
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from .. import endpoints as endpoint_store
 from ..chat.context import ChatContextService, ChatDeleted, ChatMeta
-from ..errors import NumiError, no_model
-from ..models import Endpoint
-from ..turns.manager import Turn
-from .approvals import approval_policy, call_digest, new_call_id
+from ..chat.titles import generate_title
+from ..errors import NumiError
+from ..extensions import db
+from ..models import Message
+from ..providers import ChatRequest, ToolSpec
+from ..providers.events import Finish, ReasoningDelta, StreamError, TextDelta, ToolCallComplete, ToolCallDelta, Usage
+from ..turns.turn import Turn
+from .approvals import new_call_id
+from .context_window import ContextWindow, system_prompt
 from .prepare import prepare_messages
-from .tools import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResult
-from .tools.clock import user_now
+from .routes import Route, adapter_for_route, chat_routes
+from .tool_runner import ToolCall, ToolRunner
+from .tools import Tool, ToolRegistry
 
 log = logging.getLogger(__name__)
-
-MAX_TOOL_RESULT_CHARS = 100_000
-
-
-@dataclass
-class Route:
-    """Which endpoint and model a step calls."""
-
-    endpoint_id: int
-    kind: str
-    base_url: str
-    api_key: str | None
-    model: str
-    reasoning_policy: str = "auto"
-    models: list[dict] = field(default_factory=list)
-    guarded: bool = False  # a non-admin's own endpoint: requests pass the address guard
-
-    @classmethod
-    def of(cls, endpoint: Endpoint, model: str) -> "Route":
-        return cls(endpoint.id, endpoint.kind, endpoint.base_url, endpoint.api_key, model,
-                   endpoint.reasoning_policy, endpoint.models, endpoint_store.guarded(endpoint))
-
-
-@dataclass
-class ToolCall:
-    """A complete tool call of a step, named by Numi's own id (`id`, unique in the chat);
-    `provider_id` is the id the provider gave it, kept for replay (see approvals.py)."""
-
-    id: str
-    provider_id: str
-    name: str
-    arguments: dict[str, Any] | None
-    arguments_json: str
-    arguments_error: str | None = None
 
 
 @dataclass
@@ -93,16 +70,14 @@ def tool_registry(app) -> ToolRegistry:
     return app.extensions["numi.tools"]
 
 
-def adapter_for_route(app, route: Route):
-    return endpoint_store.cached_adapter(app, route.kind, route.base_url, route.api_key, route.guarded)
-
-
 def run_turn(turn: Turn) -> None:
     """The TurnManager's producer: run one turn to its end."""
     Agent(turn).run()
 
 
 class Agent:
+    """One turn of one chat, run to its end by `run()`."""
+
     def __init__(self, turn: Turn):
         self.turn = turn
         self.request = turn.request
@@ -117,21 +92,16 @@ class Agent:
         self.registry = tool_registry(self.app)
         self.max_steps = config["NUMI_MAX_STEPS"]
         self.answered = False
-        self.sources: list[dict[str, Any]] = []  # cited by tools this turn; numbered [1], [2], ...
-        # Context management (compaction, trimming, overflow recovery): once each per turn.
-        self._compacted = False
-        self._overflow_retried = False
-        self._context_metrics: dict[str, Any] = {}
-        self._trims_reported: set[str] = set()
-        self._parts_cache: dict[tuple[int, bool], list[dict]] = {}
+        self.window = ContextWindow(self.app, turn, self.context, before_model_call=self._started)
+        self.tools = ToolRunner(self.app, turn, self.context)
         self._starting = None  # the start gate while this turn holds it (see run)
 
     # --- the turn -----------------------------------------------------------------------------
 
     def run(self) -> None:
-        starts = self.turn.manager.starts
-        if starts.enter():
-            self._starting = starts
+        gate = self.turn.start_gate
+        if gate is not None and gate.enter():
+            self._starting = gate
         try:
             self._run()
         except ChatDeleted as exc:
@@ -157,8 +127,8 @@ class Agent:
                 turn.emit("done", {"message_id": answer_id})
                 return
         else:
-            routes = self._routes(meta)  # before saving: no model means nothing to answer with
-            self._check_attachments(routes[0])  # before saving: a missing file or a blind model
+            routes = chat_routes(meta, req.user_id, self.context, turn)  # before saving: no model means nothing to answer with
+            self.window.check_attachments(routes[0])  # before saving: a missing file or a blind model
             try:
                 user_message = self.context.save(
                     role="user",
@@ -179,10 +149,10 @@ class Agent:
             turn.emit("accepted", {"message_id": user_message.id, "request_id": req.request_id})
             self._loop(meta, routes)
             return
-        self._loop(meta, self._routes(meta))
+        self._loop(meta, chat_routes(meta, req.user_id, self.context, turn))
 
     def _started(self) -> None:
-        """Leave the turn manager's start gate (once): the turn is past its preparation."""
+        """Leave the start gate (once): the turn is past its preparation."""
         if self._starting is not None:
             self._starting, starts = None, self._starting
             starts.leave()
@@ -191,11 +161,6 @@ class Agent:
         """The id of a complete answer saved after the question, if any. Partial answers,
         error placeholders and steps that only called tools do not count: the turn
         stopped before its final answer, so a retry goes on from what was saved."""
-        from sqlalchemy import select
-
-        from ..extensions import db
-        from ..models import Message
-
         rows = db.session.execute(
             select(Message).where(
                 Message.chat_id == self.request.chat_id,
@@ -214,7 +179,7 @@ class Agent:
         route_index = 0
         for step in range(1, self.max_steps + 1):
             route = routes[route_index]
-            messages = self._context_messages(meta, route)
+            messages = self.window.messages(meta, route)
             self.context.release()
             self._started()
             # Let streams already running relay what they have before this turn spends
@@ -230,7 +195,7 @@ class Agent:
                 route = routes[route_index]
                 turn.emit("model_route", {"endpoint_id": route.endpoint_id, "model": route.model,
                                           "reason": result.error.code})
-                messages = self._context_messages(meta, route, allow_compact=False)
+                messages = self.window.messages(meta, route, allow_compact=False)
                 self.context.release()
                 result = self._call_model(route, messages, settings, tools, step)
 
@@ -252,70 +217,24 @@ class Agent:
                 self.answered = True
                 self._schedule_title(meta, route)
                 return
-            self._run_tools(result.tool_calls, tools, meta, step)
+            self.tools.run(result.tool_calls, tools, meta, step)
             if turn.cancelled:
                 turn.emit("error", {"code": "cancelled", "message": "Stopped."})
                 return
         turn.emit("error", {"code": "step_limit",
                             "message": f"Stopped after {self.max_steps} model steps without a final answer."})
 
-    # --- routes -------------------------------------------------------------------------------
-
-    def _routes(self, meta: ChatMeta) -> list[Route]:
-        """The chat's model, then its fallbacks. An empty model or a deleted endpoint is
-        repaired to a route the user can see, and the repair is stored on the chat."""
-        user_id = self.request.user_id
-        routes: list[Route] = []
-        endpoint = None
-        if meta.endpoint_id is not None:
-            try:
-                endpoint = endpoint_store.get_endpoint(user_id, meta.endpoint_id)
-            except NumiError:
-                endpoint = None
-        model = meta.model if endpoint is not None else None
-        if endpoint is None or not endpoint.enabled or not model:
-            if endpoint is None or not endpoint.enabled:
-                endpoint = endpoint_store.default_route(user_id)
-            model = (endpoint.default_model or (endpoint.model_ids[0] if endpoint.models else None)) if endpoint else None
-            if endpoint is None or not model:
-                raise no_model()
-            self.context.update_route(endpoint.id, model)
-            self.turn.emit("model_route", {"endpoint_id": endpoint.id, "model": model, "reason": "repaired"})
-        endpoint_store.check_address(endpoint)  # a clear refusal; the transport checks every request too
-        routes.append(Route.of(endpoint, model))
-        for fallback in meta.settings.get("fallbacks") or ():
-            try:
-                fb_endpoint = endpoint_store.get_endpoint(user_id, int(fallback.get("endpoint_id") or endpoint.id))
-                endpoint_store.check_address(fb_endpoint)
-            except (NumiError, TypeError, ValueError):
-                continue
-            if fb_endpoint.enabled:
-                routes.append(Route.of(fb_endpoint, fallback["model"]))
-        return routes
-
     # --- one model call -----------------------------------------------------------------------
-
-    def _system_prompt(self, settings: dict[str, Any]) -> str:
-        now = user_now(self.request.timezone, self.request.tz_offset_minutes)
-        context = f"Current date and time for the user: {now.strftime('%A, %Y-%m-%d %H:%M')} ({now.tzinfo})."
-        prompt = (settings.get("system_prompt") or "").strip()
-        return f"{prompt}\n\n{context}" if prompt else context
 
     def _call_model(self, route: Route, messages: list[dict], settings: dict[str, Any],
                     tools: list[Tool], step: int) -> StepResult:
-        from ..providers import ChatRequest, ToolSpec
-        from ..providers.capabilities import capabilities
-        from ..providers.events import (Finish, ReasoningDelta, StreamError, TextDelta,
-                                        ToolCallComplete, ToolCallDelta, Usage)
-
-        reported = next((m for m in route.models if m.get("id") == route.model), None)
-        caps = capabilities(route.model, _model_info(reported) if reported else None)
+        caps = route.capabilities()
         request = ChatRequest(
             model=route.model,
             messages=prepare_messages(messages, kind=route.kind, reasoning_policy=route.reasoning_policy,
                                       model=route.model),
             tools=[ToolSpec(t.name, t.description, t.parameters) for t in tools] if caps.tools else [],
-            system=self._system_prompt(settings),
+            system=system_prompt(self.request, settings),
             temperature=settings.get("temperature"),
             max_tokens=settings.get("max_tokens"),
             reasoning_effort=settings.get("reasoning_effort"),
@@ -383,6 +302,22 @@ class Agent:
             result.first_output_at = time.monotonic()
             result.ttft_ms = round((result.first_output_at - result.started) * 1000, 1)
 
+    def _recover_overflow(self, meta: ChatMeta, route: Route, result: StepResult, tools: list[Tool],
+                          step: int) -> StepResult:
+        """A context_overflow before any output: compact (or trim) once and call again.
+        Only once per turn (the context window keeps count), so a model that keeps
+        refusing cannot make this loop."""
+        if (result.error is None or result.error.code != "context_overflow" or result.output_started
+                or self.turn.cancelled):
+            return result
+        retry = self.window.after_overflow(meta, route)
+        if retry is None:
+            return result
+        messages, compacted = retry
+        self.context.release()
+        self.turn.emit("context_retry", {"reason": "context_overflow", "compacted": compacted})
+        return self._call_model(route, messages, meta.settings, tools, step)
+
     # --- saving -------------------------------------------------------------------------------
 
     def _metrics(self, route: Route, result: StepResult) -> dict[str, Any]:
@@ -395,7 +330,7 @@ class Agent:
             "input_tokens": getattr(usage, "input_tokens", None),
             "output_tokens": output_tokens,
             "tokens_per_s": round(output_tokens / streaming_s, 1) if output_tokens and streaming_s > 0 else None,
-            **self._context_metrics,
+            **self.window.metrics,
         }
 
     def _meta(self, route: Route, result: StepResult, step: int) -> dict[str, Any]:
@@ -423,7 +358,7 @@ class Agent:
             tool_calls=tool_calls or None,
             meta=self._meta(route, result, step),
             # The final answer carries the sources the turn's tools cited.
-            citation_sources=list(self.sources) if self.sources and not tool_calls else None,
+            citation_sources=list(self.tools.sources) if self.tools.sources and not tool_calls else None,
         )
         self.turn.emit("message_saved", {"message_id": message.id, "role": "assistant",
                                          "tool_calls": [c["id"] for c in tool_calls]})
@@ -447,298 +382,16 @@ class Agent:
                                     reasoning_content=result.reasoning or None, meta=meta)
         self.turn.emit("message_saved", {"message_id": message.id, "role": "assistant", "tool_calls": []})
 
-    # --- tools --------------------------------------------------------------------------------
-
-    def _run_tools(self, calls: list[ToolCall], tools: list[Tool], meta: ChatMeta, step: int) -> None:
-        """Run the step's calls concurrently; report each as it ends; save in call order."""
-        available = {tool.name: tool for tool in tools}
-        context = ToolContext(
-            user_id=self.request.user_id, chat_id=self.request.chat_id, is_admin=self.request.is_admin,
-            timezone=self.request.timezone, tz_offset_minutes=self.request.tz_offset_minutes,
-            workspace=meta.settings.get("workspace"), settings=meta.settings,
-        )
-        results: dict[str, tuple[bool, str, str | None]] = {}
-        greenlets = [gevent.spawn(self._run_one, call, available.get(call.name), context, results)
-                     for call in calls]
-        # Running tools finish even when the turn is stopped: their effects cannot be undone.
-        gevent.joinall(greenlets)
-        for call in calls:
-            ok, text, code = results.get(call.id, (False, "The tool did not report a result.", "no_result"))
-            meta = {"tool": call.name, "ok": ok, "step": step}
-            if not ok:
-                meta["error_code"] = code or "tool_error"
-            message = self.context.save(role="tool", tool_call_id=call.id, content=text, meta=meta)
-            self.turn.emit("message_saved", {"message_id": message.id, "role": "tool", "tool_call_id": call.id})
-
-    def _run_one(self, call: ToolCall, tool: Tool | None, context: ToolContext,
-                 results: dict[str, tuple[bool, str, str | None]]) -> None:
-        turn = self.turn
-        arguments = call.arguments if call.arguments is not None else {}
-        started = time.monotonic()
-        code = None
-        if tool is None:
-            ok, text, code = False, f"Error: there is no tool named {call.name!r} in this chat.", "unknown_tool"
-        elif call.arguments_error:
-            ok, text, code = False, (f"Error: the arguments are not valid JSON ({call.arguments_error}). "
-                                     "Call the tool again with a JSON object."), "invalid_arguments"
-        elif turn.cancelled:
-            ok, text, code = False, "The call did not run: the user stopped the turn.", "stopped"
-        else:
-            decision = "approve"
-            if approval_policy(tool, context.settings) == "ask":
-                # The card shows exactly these arguments; the approval must name their digest.
-                digest = call_digest(call.name, arguments)
-                turn.emit("tool_approval", {"call_id": call.id, "name": call.name, "arguments": arguments,
-                                            "digest": digest})
-                decision = turn.wait_for_approval(call.id, self.app.config["NUMI_APPROVAL_TIMEOUT_SECONDS"],
-                                                  digest=digest)
-                if decision == "approve" and call_digest(call.name, arguments) != digest:
-                    decision = "changed"  # never run what the card did not show
-            if decision != "approve":
-                code = {"deny": "denied", "stopped": "stopped", "changed": "call_changed"}.get(
-                    decision, "approval_timeout")
-                ok, text = False, {
-                    "deny": "The user denied this call.",
-                    "stopped": "The call did not run: the user stopped the turn.",
-                    "changed": "The call changed after it was shown; it was not run.",
-                }.get(decision, "No approval arrived in time; the call was not run.")
-            else:
-                turn.emit("tool_start", {"call_id": call.id, "name": call.name, "arguments": arguments})
-                ok, text, code = self._execute(tool, arguments, context)
-        duration_ms = round((time.monotonic() - started) * 1000, 1)
-        results[call.id] = (ok, text, code)
-        end = {"call_id": call.id, "name": call.name, "ok": ok, "result": text, "duration_ms": duration_ms}
-        if not ok:
-            end["error_code"] = code or "tool_error"
-        turn.emit("tool_end", end)
-
-    def _execute(self, tool: Tool, arguments: dict, context: ToolContext) -> tuple[bool, str, str | None]:
-        """(ok, the text the model reads, an error code when not ok)."""
-        timeout = tool.timeout or self.app.config["NUMI_TOOL_TIMEOUT_SECONDS"]
-        try:
-            with gevent.Timeout(timeout):
-                with self.app.app_context():
-                    value = tool.run(arguments, context)
-        except gevent.Timeout:
-            return False, f"Error: the tool timed out after {timeout:g} s.", "timeout"
-        except ToolFailure as failure:
-            text = failure.text
-            if len(text) > MAX_TOOL_RESULT_CHARS:
-                text = text[:MAX_TOOL_RESULT_CHARS] + f"\n[... cut: {len(text) - MAX_TOOL_RESULT_CHARS} more characters]"
-            return False, text, failure.code
-        except Exception as exc:
-            log.info("tool %s failed: %r", tool.name, exc)
-            return False, f"Error: {type(exc).__name__}: {str(exc)[:500]}", "tool_error"
-        if isinstance(value, ToolResult):
-            text = self._cite(value)
-        else:
-            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-        if len(text) > MAX_TOOL_RESULT_CHARS:
-            text = text[:MAX_TOOL_RESULT_CHARS] + f"\n[... cut: {len(text) - MAX_TOOL_RESULT_CHARS} more characters]"
-        return True, text, None
-
-    # --- context: attachments, compaction, trimming, overflow recovery (issue 5) --------------
-
-    def _capabilities(self, route: Route):
-        from ..providers.capabilities import capabilities
-
-        reported = next((m for m in route.models if m.get("id") == route.model), None)
-        return capabilities(route.model, _model_info(reported) if reported else None)
-
-    def _check_attachments(self, route: Route) -> None:
-        """Refuse, before the question is saved, attachments that vanished or images for a
-        model that cannot see them."""
-        from ..chat.attachments import is_image, owned_rows
-
-        if not self.request.attachments:
-            return
-        rows = owned_rows(self.request.user_id, list(self.request.attachments), self.app.config["NUMI_DATA_DIR"])
-        if any(is_image(row) for row in rows) and not self._capabilities(route).vision:
-            raise NumiError("model_cannot_see",
-                            f"{route.model} cannot see images. Choose a model with vision, or remove the image.", 400)
-
-    def _auto_compact_enabled(self, meta: ChatMeta) -> bool:
-        value = meta.settings.get("auto_compact")
-        return self.app.config["NUMI_AUTO_COMPACT"] if value is None else bool(value)
-
-    def _context_limit(self, route: Route) -> int:
-        config = self.app.config
-        window = self._capabilities(route).context_window or config["NUMI_DEFAULT_CONTEXT_WINDOW"]
-        return max(1, int(window * config["NUMI_AUTO_COMPACT_FRACTION"]))
-
-    def _context_messages(self, meta: ChatMeta, route: Route, *, limit: int | None = None,
-                          allow_compact: bool = True) -> list[dict]:
-        """The messages of the next request: the loaded history, compacted first when it
-        nears the model's window (auto-compaction), else trimmed, with attachments rebuilt."""
-        from ..chat.context import estimate_tokens
-
-        system = self._system_prompt(meta.settings)
-        limit = limit or self._context_limit(route)
-        history = self.context.history()
-        self._report_history_limit(history, system)
-        estimate = estimate_tokens(history.messages, system)
-        if estimate > limit and allow_compact and not self._compacted and self._auto_compact_enabled(meta):
-            if self._compact(route, "auto"):
-                history = self.context.history()
-                estimate = estimate_tokens(history.messages, system)
-        messages = history.messages
-        if estimate > limit:
-            messages = self._trim(messages, limit, system)
-        return self._expand_attachments(messages, self._capabilities(route).vision)
-
-    def _compact(self, route: Route, reason: str) -> bool:
-        """Compact now with the turn's model; False when there is nothing older or it failed
-        (the caller then trims instead)."""
-        from ..chat.compaction import compact
-
-        self._compacted = True
-        self._started()  # a summary is a model call: no other start waits for it
-        self.turn.emit("context_compacting", {"reason": reason})
-        try:
-            checkpoint = compact(self.context, adapter_for_route(self.app, route),
-                                 self.app.config["NUMI_COMPACT_MODEL"] or route.model, self.app.config,
-                                 on_cancel=self.turn.on_cancel)
-        except NumiError as exc:
-            log.info("compaction (%s) skipped: %s", reason, exc.code)
-            self.turn.emit("context_compacted", {"reason": reason, "ok": False, "code": exc.code})
-            return False
-        data = {"reason": reason, "ok": True, "checkpoint_id": checkpoint.id,
-                "messages_before": checkpoint.messages_before, "messages_after": checkpoint.messages_after,
-                "tokens_before": checkpoint.tokens_before, "tokens_after": checkpoint.tokens_after}
-        self._context_metrics["context_compacted"] = {k: data[k] for k in ("messages_before", "messages_after")}
-        self.turn.emit("context_compacted", data)
-        return True
-
-    def _trim(self, messages: list[dict], limit: int, system: str) -> list[dict]:
-        """Drop the oldest whole turns from this request only (never the newest turn) until
-        the estimate fits `limit`; report `context_trimmed` and keep the counts in metrics."""
-        from ..chat.context import OMITTED_NOTICE, _group_turns, estimate_tokens
-
-        prefix = [m for m in messages if m.get("_checkpoint") or m.get("_notice")]
-        groups = _group_turns([m for m in messages if not (m.get("_checkpoint") or m.get("_notice"))])
-        notice = [] if any(m.get("_notice") for m in prefix) else [
-            {"role": "user", "content": OMITTED_NOTICE, "_notice": True},
-            {"role": "assistant", "content": "Understood.", "_notice": True}]
-        dropped = 0
-        while len(groups) > 1 and estimate_tokens(prefix + notice + [m for g in groups for m in g], system) > limit:
-            dropped += len(groups.pop(0))
-        if not dropped:
-            return messages
-        trimmed = prefix + notice + [m for g in groups for m in g]
-        self._emit_trimmed("context_window", _saved_count(messages), _saved_count(trimmed),
-                           estimate_tokens(messages, system), estimate_tokens(trimmed, system))
-        return trimmed
-
-    def _report_history_limit(self, history, system: str) -> None:
-        """Older turns that PROMPT_MAX_HISTORY_* left out of the request are a trim too."""
-        from ..chat.context import estimate_tokens
-
-        if not history.omitted or "history_limit" in self._trims_reported:
-            return
-        saved = [m for m in history.messages if not (m.get("_checkpoint") or m.get("_notice"))]
-        tokens_before = estimate_tokens(saved, system) + history.omitted_chars // 4 + 4 * history.omitted
-        self._emit_trimmed("history_limit", len(saved) + history.omitted, len(saved),
-                           tokens_before, estimate_tokens(history.messages, system))
-
-    def _emit_trimmed(self, reason: str, before: int, after: int, tokens_before: int, tokens_after: int) -> None:
-        """`context_trimmed`: saved messages in the request before and after (the omission
-        notice is not one of them) and the estimated tokens; the metrics keep the same."""
-        self._trims_reported.add(reason)
-        data = {"before": before, "after": after, "dropped": before - after,
-                "tokens_before": tokens_before, "tokens_after": tokens_after, "reason": reason}
-        self._context_metrics["context_trimmed"] = {k: data[k] for k in
-                                                    ("before", "after", "tokens_before", "tokens_after")}
-        self.turn.emit("context_trimmed", data)
-
-    def _expand_attachments(self, messages: list[dict], vision: bool) -> list[dict]:
-        """Rebuild attached files as content parts for this request only (image bytes are
-        read from disk now; nothing of this is stored)."""
-        from ..chat.attachments import attachments_by_id, message_attachment_ids, model_parts
-
-        wanted = [i for m in messages for i in message_attachment_ids(m.get("_content_parts"))
-                  if (i, vision) not in self._parts_cache]
-        if wanted:
-            rows = {i: a for i, a in attachments_by_id(wanted).items() if a.user_id == self.request.user_id}
-            for i in wanted:
-                self._parts_cache[(i, vision)] = model_parts(
-                    self.app.config["NUMI_DATA_DIR"], [rows[i]] if i in rows else [], vision=vision,
-                    max_side=self.app.config["NUMI_IMAGE_MAX_SIDE"]) if i in rows else [
-                    {"type": "text", "text": "[an attached file is no longer available]"}]
-        out = []
-        for message in messages:
-            ids = message_attachment_ids(message.get("_content_parts"))
-            if ids:
-                message = dict(message)
-                text = message.get("content") or ""
-                parts = [{"type": "text", "text": text}] if text else []
-                for i in ids:
-                    parts.extend(self._parts_cache[(i, vision)])
-                message["content"] = parts
-            out.append(message)
-        return out
-
-    def _recover_overflow(self, meta: ChatMeta, route: Route, result: StepResult, tools: list[Tool],
-                          step: int) -> StepResult:
-        """A context_overflow before any output: compact (or trim) once and call again.
-        Only once per turn, so a model that keeps refusing cannot make this loop."""
-        from ..chat.context import estimate_tokens
-
-        if (result.error is None or result.error.code != "context_overflow" or result.output_started
-                or self.turn.cancelled or self._overflow_retried):
-            return result
-        self._overflow_retried = True
-        compacted = (not self._compacted and self._auto_compact_enabled(meta) and self._compact(route, "overflow"))
-        history = self.context.history()
-        estimate = estimate_tokens(history.messages, self._system_prompt(meta.settings))
-        # Our estimate was too low for this model: after compaction aim for the normal
-        # limit; without it, halve what was sent.
-        limit = min(self._context_limit(route), max(1, estimate // 2)) if not compacted else None
-        messages = self._context_messages(meta, route, limit=limit, allow_compact=False)
-        self.context.release()
-        self.turn.emit("context_retry", {"reason": "context_overflow", "compacted": compacted})
-        return self._call_model(route, messages, meta.settings, tools, step)
-
-    def _cite(self, result: ToolResult) -> str:
-        """Number a tool's sources across the turn (the same URL keeps its number) and
-        return the text the model reads: `[n] title (url)` before each passage."""
-        parts = [result.text] if result.text else []
-        for source in result.sources:
-            url = source.get("url") if isinstance(source.get("url"), str) else None
-            title = str(source.get("title") or url or "Untitled")[:300]
-            number = next((s["n"] for s in self.sources if url and s.get("url") == url), None)
-            if number is None:
-                number = len(self.sources) + 1
-                saved = {"n": number, "title": title, "url": url}
-                saved.update({k: v for k, v in source.items() if k not in ("content", "title", "url", "n")
-                              and isinstance(v, str | int | float | bool | None)})
-                self.sources.append(saved)
-            parts.append(f"[{number}] {title}" + (f" ({url})" if url else "") + f"\n{source.get('content') or ''}".rstrip())
-        return "\n\n".join(parts)
-
     # --- title --------------------------------------------------------------------------------
 
     def _schedule_title(self, meta: ChatMeta, route: Route) -> None:
         if meta.title != "New chat":
             return
-        from ..chat.titles import generate_title
-
         self.turn.after_end = lambda: generate_title(
             self.app, self.turn.channel, self.turn.id, self.request.user_id, self.request.chat_id,
             adapter_for_route(self.app, route),
             self.app.config["NUMI_TITLE_MODEL"] or route.model,
         )
-
-
-def _saved_count(messages: list[dict]) -> int:
-    """Messages of a request that are saved messages (not a summary or the omission notice)."""
-    return sum(1 for m in messages if not (m.get("_checkpoint") or m.get("_notice")))
-
-
-def _model_info(reported: dict):
-    from ..providers.events import ModelInfo
-
-    fields = {k: reported.get(k) for k in ("context_window", "supports_vision", "supports_tools", "supports_reasoning")}
-    return ModelInfo(id=reported["id"], **fields)
 
 
 def _usage_dict(usage: Any) -> dict[str, Any] | None:

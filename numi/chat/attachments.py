@@ -74,7 +74,7 @@ def owned_attachments(user_id: int, value: Any, data_dir: str | None = None) -> 
 
     Raises invalid_input for a malformed value and NumiError("attachment_missing", 404)
     for a missing or foreign id or a file gone from disk, before the caller changes
-    anything: the send path (numi.web.streams) and transcript edits both call this first.
+    anything: the send path (numi.agent.sending) and transcript edits both call this first.
     `data_dir` defaults to the current app's NUMI_DATA_DIR.
     """
     ids = attachment_ids(value)

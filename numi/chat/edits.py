@@ -15,7 +15,7 @@ Rules every function here keeps:
   would bring the removed text back into the model's context (a checkpoint whose boundary
   is in an inactive version simply does not apply until that version is shown again).
 
-Starting the regenerated turn is the web layer's job (`numi.web.streams.start_turn` with
+The regenerated turn starts through the one send path (`numi.agent.sending.start_turn` with
 `regeneration_payload()`): the agent sees the question's request id, finds the question
 saved and unanswered, and answers it without saving a new one.
 """
@@ -25,14 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flask import current_app
 from sqlalchemy import delete, select, update
 
-from ..errors import NotFound, NumiError, invalid
-from ..extensions import db
+from ..errors import NotFound, NumiError, invalid, turn_running
+from ..extensions import db, turn_manager
 from ..models import Chat, Checkpoint, Message, utcnow
-from . import chats
-from . import versions
+from . import chats, versions
 from .attachments import owned_attachments
 
 TOPIC_CHARS = 120
@@ -52,8 +50,8 @@ class Topic:
 
 def ensure_idle(chat_id: str) -> None:
     """Refuse a change to a chat whose turn is running."""
-    if current_app.extensions["numi.turns"].is_running(chat_id):
-        raise NumiError("turn_running", "A turn is running in this chat; stop it or wait for the answer first.", 409)
+    if turn_manager().is_running(chat_id):
+        raise turn_running()
 
 
 def get_message(chat: Chat, message_id: Any, *, any_version: bool = False) -> Message:

@@ -3,8 +3,8 @@
 They live in the database (`queued_messages`), not in the process: the turn that ends
 starts the next one even when no browser is open, and a restart keeps them (shown as
 paused until the user resumes). Every function takes the owner's user id; a foreign or
-missing item is NotFound. Starting one is the web layer's job (numi.web.streams), through
-the one turn-start path.
+missing item is NotFound. Starting one is numi.agent.sending's job (`start_next`, through
+the one turn-start path), also from the end-of-turn hook.
 """
 
 from __future__ import annotations

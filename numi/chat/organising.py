@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from ..errors import NumiError, invalid
+from ..errors import invalid, turn_running
 from ..extensions import db
 from ..models import Chat, ChatTag, utcnow
 from .chats import get_chat
@@ -103,7 +103,7 @@ def bulk(user_id: int, action: Any, ids: Any, running: set[str] | frozenset = fr
         stmt = stmt.where(Chat.deleted_at.is_(None))
     chats = list(db.session.execute(stmt).scalars())
     if action == "delete" and any(chat.id in running for chat in chats):
-        raise NumiError("turn_running", "A turn is running in one of these chats; stop it first.", 409)
+        raise turn_running()
     for chat in chats:
         if action == "delete":
             chat.deleted_at = now

@@ -11,7 +11,7 @@ bounded queue; when it overflows, the queue is cleared and the subscriber is mar
 resync, and its next read yields a snapshot followed by live events.
 
 Everything here runs in greenlets of one process; publish() does no I/O and never yields,
-so it needs no locks. This is the in-process backend; numi/turns/shared.py is the Redis one
+so it needs no locks. This is the in-process backend; numi/turns/redis_channel.py is the Redis one
 with the same interface (begin_turn, publish, subscribe, snapshot_event, last_event_id).
 
 Each event is JSON-encoded at most once per process (`Event.encoded`): the JSON views

@@ -1,4 +1,6 @@
-"""The Redis backend of the turn channel: live turns shared by many processes and hosts.
+"""The Redis turn table (`SharedTurns`, one `table.TurnTable` backend): live turns shared
+by many processes and hosts. Its chat channels are `redis_channel.RedisChannel`s; its Lua
+scripts are in `redis_scripts`.
 
 With NUMI_REDIS_URL set, every process (gunicorn worker, `numi serve` on another host)
 sees every chat's live turn. Keys, all under NUMI_REDIS_PREFIX (`p`):
@@ -47,17 +49,17 @@ import logging
 import os
 import time
 import uuid
-from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gevent
 import gevent.event
 
-from ..errors import NumiError
-from .channel import TERMINAL, Event, Subscription, TurnState, event_tail
-
-if TYPE_CHECKING:
-    from .manager import TurnManager
+from ..errors import NumiError, turn_running
+from .channel import TurnState
+from .redis_channel import RedisChannel, decode
+from .redis_scripts import BEGIN, CLOSE_DEAD, FOLD, INTERRUPTED, PUBLISH, RENEW
+from .table import TurnHost
+from .turn import Turn
 
 log = logging.getLogger(__name__)
 
@@ -67,114 +69,15 @@ log = logging.getLogger(__name__)
 # retrying). The bound that remains is Redis's `maxclients` (10,000 by default) over all
 # processes.
 MAX_CONNECTIONS = 10_000
-READ_BLOCK_MS = 2000  # a reader with no subscribers left ends within this time
-READ_COUNT = 1000
-
-BEGIN = """
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {-1, redis.call('HGET', KEYS[2], 'request_id')}
-end
-local seq = redis.call('GET', KEYS[3])
-if not seq then seq = ARGV[6]; redis.call('SET', KEYS[3], seq) end
-redis.call('PERSIST', KEYS[3])
-redis.call('DEL', KEYS[4], KEYS[2])
-redis.call('HSET', KEYS[2], 'turn_id', ARGV[3], 'owner', ARGV[4], 'started_at', ARGV[5],
-           'running', '1', 'through', seq, 'state', ARGV[7], 'request_id', ARGV[9])
-redis.call('SADD', KEYS[5], ARGV[8])
-return {tonumber(seq)}
-"""
-
-# KEYS: seq events turn lease running
-# ARGV: floor maxlen state ending_turn token retention_ms chat_id tail...
-PUBLISH = """
-if not redis.call('GET', KEYS[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
-local first, id
-for i = 8, #ARGV do
-  id = redis.call('INCR', KEYS[1])
-  if not first then first = id end
-  redis.call('XADD', KEYS[2], id .. '-0', 'e', '{"event_id":' .. id .. ARGV[i])
-end
-if ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[3], 'through', id or redis.call('GET', KEYS[1]), 'state', ARGV[3])
-end
-if ARGV[2] ~= '0' then redis.call('XTRIM', KEYS[2], 'MAXLEN', ARGV[2]) end
-local holder_turn = redis.call('HGET', KEYS[3], 'turn_id')
-if ARGV[4] ~= '' and (holder_turn == ARGV[4] or not holder_turn) then
-  if redis.call('GET', KEYS[4]) == ARGV[5] then redis.call('DEL', KEYS[4]) end
-  redis.call('HSET', KEYS[3], 'running', '0')
-  redis.call('SREM', KEYS[5], ARGV[7])
-end
-if redis.call('HGET', KEYS[3], 'running') ~= '1' then
-  redis.call('PEXPIRE', KEYS[1], ARGV[6])
-  redis.call('PEXPIRE', KEYS[2], ARGV[6])
-  redis.call('PEXPIRE', KEYS[3], ARGV[6])
-end
-return first or 0
-"""
-
-# KEYS: lease turn running ; ARGV: token ttl turn_id owner chat_id
-RENEW = """
-local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]); return 1 end
-if holder then return 0 end
-local turn_id = redis.call('HGET', KEYS[2], 'turn_id')
-if turn_id and (turn_id ~= ARGV[3] or redis.call('HGET', KEYS[2], 'running') ~= '1') then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('HSET', KEYS[2], 'turn_id', ARGV[3], 'owner', ARGV[4], 'running', '1')
-redis.call('PERSIST', KEYS[2])
-redis.call('SADD', KEYS[3], ARGV[5])
-return 2
-"""
-
-# KEYS: lease turn seq events running ; ARGV: floor retention_ms chat_id error_data
-CLOSE_DEAD = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-if redis.call('HGET', KEYS[2], 'running') ~= '1' then redis.call('SREM', KEYS[5], ARGV[3]); return 0 end
-local turn_id = redis.call('HGET', KEYS[2], 'turn_id')
-if not redis.call('GET', KEYS[3]) then redis.call('SET', KEYS[3], ARGV[1]) end
-local id = redis.call('INCR', KEYS[3])
-redis.call('XADD', KEYS[4], id .. '-0', 'e', '{"event_id":' .. id .. ',"turn_id":"' .. turn_id ..
-           '","type":"error","data":' .. ARGV[4] .. '}')
-id = redis.call('INCR', KEYS[3])
-redis.call('XADD', KEYS[4], id .. '-0', 'e', '{"event_id":' .. id .. ',"turn_id":"' .. turn_id ..
-           '","type":"turn_end","data":{}}')
-redis.call('HSET', KEYS[2], 'running', '0')
-redis.call('SREM', KEYS[5], ARGV[3])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-redis.call('PEXPIRE', KEYS[3], ARGV[2])
-redis.call('PEXPIRE', KEYS[4], ARGV[2])
-return 1
-"""
-
-# KEYS: turn events seq ; the stored state, its event id, and the stream after it
-FOLD = """
-local stored = redis.call('HMGET', KEYS[1], 'through', 'state')
-local seq = redis.call('GET', KEYS[3])
-if not stored[1] then return {false, false, {}, seq} end
-return {stored[1], stored[2], redis.call('XRANGE', KEYS[2], '(' .. stored[1] .. '-0', '+'), seq}
-"""
-
-INTERRUPTED = json.dumps({"code": "interrupted", "message": "The server running this answer stopped. Retry to answer again."})
-
-
-def _id(entry_id: bytes) -> int:
-    return int(entry_id.split(b"-", 1)[0])
-
-
-def decode(entry_id: bytes, fields: dict) -> Event:
-    """A stream entry as the event dict subscribers get (its JSON kept for the JSON views)."""
-    raw = fields[b"e"]
-    event = Event(json.loads(raw))
-    event.encoded = raw.decode()
-    return event
 
 
 class SharedTurns:
-    """One per process: the Redis client, the writer, the control listener, the heartbeat
-    and the sweeper, and this process's view of each chat's channel."""
+    """The Redis turn table (a `table.TurnTable`), one per process: the Redis client, the
+    writer, the control listener, the heartbeat and the sweeper, and this process's view of
+    each chat's channel."""
 
-    def __init__(self, manager: "TurnManager", config):
-        import redis
+    def __init__(self, manager: TurnHost, config, channel_options: dict[str, int]):
+        import redis  # an optional dependency: only a deployment with NUMI_REDIS_URL needs it
 
         self.redis_module = redis
         self.manager = manager
@@ -183,11 +86,7 @@ class SharedTurns:
         self.prefix = config["NUMI_REDIS_PREFIX"]
         self.lease_ms = max(int(config["NUMI_TURN_LEASE_MS"]), 300)
         self.retention_ms = max(int(config["NUMI_TURN_RETENTION_SECONDS"] * 1000), 1000)
-        self.channel_options = {
-            "max_events": config["NUMI_TURN_BUFFER_EVENTS"],
-            "max_bytes": config["NUMI_TURN_BUFFER_BYTES"],
-            "queue_size": config["NUMI_SUBSCRIBER_QUEUE"],
-        }
+        self.channel_options = channel_options
         # A new id per process (and per fork): leases and control messages name it.
         self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.control_channel = f"{self.prefix}ctl:{self.process}"
@@ -219,7 +118,7 @@ class SharedTurns:
             greenlet.kill(block=False)
         self.started_pid = None
 
-    def channel(self, chat_id: str) -> "RedisChannel":
+    def channel(self, chat_id: str) -> RedisChannel:
         self.ensure_started()
         channel = self.channels.get(chat_id)
         if channel is None:
@@ -236,7 +135,8 @@ class SharedTurns:
         holders = self.client.mget([self.key(chat_id, "lease") for chat_id in chat_ids])
         return {chat_id for chat_id, holder in zip(chat_ids, holders) if holder is not None}
 
-    def status(self, chat_id: str) -> dict[str, Any]:
+    def status(self, chat_id: str, turn: Turn | None = None) -> dict[str, Any]:
+        """As TurnTable.status, from Redis alone (this process's `turn` adds nothing)."""
         self.ensure_started()
         pipe = self.client.pipeline(transaction=False)
         pipe.exists(self.key(chat_id, "lease"))
@@ -261,6 +161,12 @@ class SharedTurns:
         pipe.set(key, int(time.time() * 1000), nx=True, px=self.retention_ms)
         pipe.get(key)
         return int(pipe.execute()[1])
+
+    def newest_event_id(self, chat_id: str) -> int:
+        return self.last_event_id(chat_id, start=True)
+
+    def turn_started(self, turn: Turn) -> None:
+        pass  # the heartbeat renews its lease; the writer ends it with its turn_end
 
     def fold(self, chat_id: str) -> tuple[TurnState | None, int]:
         """The chat's turn folded through its newest event, and that event's id."""
@@ -338,7 +244,7 @@ class SharedTurns:
 
     # --- leases --------------------------------------------------------------------------
 
-    def begin(self, channel: "RedisChannel", turn_id: str, token: str, floor: int, state_json: str,
+    def begin(self, channel: RedisChannel, turn_id: str, token: str, floor: int, state_json: str,
               request_id: str | None) -> int:
         """Take the chat's lease, or raise turn_running (with the running turn's request_id)."""
         self.ensure_started()
@@ -355,7 +261,7 @@ class SharedTurns:
             log.warning("starting a turn failed: Redis is unreachable (%s)", exc)
             raise NumiError("live_unavailable", "The server cannot reach Redis; try again in a moment.", 503) from None
         if result[0] < 0:
-            error = NumiError("turn_running", "A turn is already running in this chat.", 409)
+            error = turn_running()
             error.request_id = result[1].decode() if len(result) > 1 and result[1] else None
             raise error
         return result[0]
@@ -417,7 +323,7 @@ class SharedTurns:
 
     # --- writing ------------------------------------------------------------------------------
 
-    def mark_dirty(self, channel: "RedisChannel") -> None:
+    def mark_dirty(self, channel: RedisChannel) -> None:
         self.dirty[channel.chat_id] = channel
         self.wake.set()
 
@@ -455,210 +361,3 @@ class SharedTurns:
                     else:
                         channel.written(batch, int(result))
 
-
-class Batch:
-    """Events of one chat taken for one Lua call, with the trimming and snapshot decided."""
-
-    __slots__ = ("tails", "sizes", "maxlen", "state", "ending_turn", "token")
-
-    def __init__(self, tails, sizes, maxlen, state, ending_turn, token):
-        self.tails, self.sizes, self.maxlen, self.state = tails, sizes, maxlen, state
-        self.ending_turn, self.token = ending_turn, token
-
-    def args(self, shared: SharedTurns, channel: "RedisChannel") -> list:
-        floor = max(int(time.time() * 1000), channel.last_written + 1)
-        return [floor, self.maxlen, self.state, self.ending_turn, self.token, shared.retention_ms,
-                channel.chat_id, *self.tails]
-
-
-class RedisChannel:
-    """This process's view of one chat's channel in Redis (same interface as ChatChannel)."""
-
-    def __init__(self, shared: SharedTurns, chat_id: str, *, max_events: int, max_bytes: int, queue_size: int):
-        self.shared = shared
-        self.chat_id = chat_id
-        self.key = shared.key(chat_id, "events")
-        self.max_events = max_events
-        self.max_bytes = max_bytes
-        self.queue_size = queue_size
-        self.subscribers: set[Subscription] = set()
-        self.reader: gevent.Greenlet | None = None
-        self.reader_ready = gevent.event.Event()
-        self.pos = 0  # the reader's position: the last event id handed to subscribers
-        # Producer side (only while this process owns the chat's turn).
-        self.pending: list[tuple[str, int, bool]] = []  # (tail, size, ends the owned turn)
-        self.state: TurnState | None = None
-        self.owned_turn: str | None = None
-        self.token = ""
-        self.sizes: deque[int] = deque()  # sizes of this turn's events still in the stream
-        self.bytes = 0
-        self.since_snapshot = 0  # events written after the stored state's `through`
-        self.force_snapshot = False
-        self.last_written = 0
-
-    def idle(self) -> bool:
-        return not self.subscribers and self.reader is None and not self.pending and self.owned_turn is None
-
-    # --- producer side --------------------------------------------------------------------
-
-    def begin_turn(self, turn_id: str, request_id: str | None = None) -> None:
-        """Take the chat's lease (TurnManager has checked this process runs none)."""
-        state = TurnState(turn_id=turn_id)
-        token = f"{self.shared.process}:{turn_id}"
-        floor = max(int(time.time() * 1000), self.last_written + 1)
-        self.shared.begin(self, turn_id, token, floor, json.dumps({**state.snapshot(), "error": None}), request_id)
-        self.state, self.owned_turn, self.token = state, turn_id, token
-        self.sizes.clear()
-        self.bytes = self.since_snapshot = 0
-
-    def publish(self, turn_id: str | None, type_: str, data: dict[str, Any]) -> dict[str, Any]:
-        """Queue the event for the writer; its id is given in Redis (ids are shared)."""
-        tail = event_tail(turn_id, type_, data)
-        if self.state is not None and turn_id == self.state.turn_id:
-            self.state.apply(type_, data)
-        self.pending.append((tail, len(tail) + 24, type_ == TERMINAL and turn_id == self.owned_turn))
-        self.shared.mark_dirty(self)
-        return {"event_id": None, "turn_id": turn_id, "type": type_, "data": data}
-
-    def take_batch(self) -> Batch:
-        """Everything pending, with the trim it allows and, when the trim would drop events
-        the stored state does not cover, the state to store (all without yielding, so the
-        state stands exactly for the events up to the batch's last)."""
-        items, self.pending = self.pending, []
-        tails = [tail for tail, _, _ in items]
-        sizes = [size for _, size, _ in items]
-        ending = any(end for _, _, end in items)
-        maxlen, state = 0, ""
-        if self.owned_turn is not None and self.state is not None:
-            count, total = len(self.sizes) + len(sizes), self.bytes + sum(sizes)
-            keep = count
-            dropped = iter(list(self.sizes) + sizes)
-            while keep > 1 and (keep > self.max_events or total > self.max_bytes):
-                total -= next(dropped)
-                keep -= 1
-            if keep < count:
-                maxlen = keep
-                if self.since_snapshot + len(sizes) > keep:
-                    state = self._state_json()
-            if self.force_snapshot:
-                state = self._state_json()
-                self.force_snapshot = False
-        token = self.token
-        if ending:
-            self.owned_turn = None
-        return Batch(tails, sizes, maxlen, state, self.state.turn_id if ending and self.state else "", token)
-
-    def _state_json(self) -> str:
-        return json.dumps({**self.state.snapshot(), "error": self.state.error}, ensure_ascii=False)
-
-    def give_back(self, batch: Batch) -> None:
-        """A batch Redis did not take: first in line again (bounded like the buffer)."""
-        ending = bool(batch.ending_turn)
-        if ending:
-            self.owned_turn = batch.ending_turn
-        items = [(tail, size, False) for tail, size in zip(batch.tails, batch.sizes)]
-        if ending and items:
-            items[-1] = (items[-1][0], items[-1][1], True)
-        self.pending = items + self.pending
-        if len(self.pending) > self.max_events:
-            del self.pending[: len(self.pending) - self.max_events]
-        if batch.state:
-            self.force_snapshot = True
-
-    def written(self, batch: Batch, first_id: int) -> None:
-        if batch.tails:
-            self.last_written = first_id + len(batch.tails) - 1
-        if batch.ending_turn:
-            if self.state is not None and self.state.turn_id == batch.ending_turn:
-                self.state = None
-            return
-        if self.state is None:
-            return
-        self.sizes.extend(batch.sizes)
-        self.bytes += sum(batch.sizes)
-        self.since_snapshot = 0 if batch.state else self.since_snapshot + len(batch.sizes)
-        if batch.maxlen:
-            while len(self.sizes) > batch.maxlen:
-                self.bytes -= self.sizes.popleft()
-
-    # --- consumer side --------------------------------------------------------------------
-
-    @property
-    def last_event_id(self) -> int:
-        return self.shared.last_event_id(self.chat_id)
-
-    def subscribe(self, last_event_id: int | None = None) -> tuple[Subscription, list[dict[str, Any]]]:
-        """As ChatChannel.subscribe: exact replay from the stream when it still holds every
-        event after `last_event_id`, else a snapshot; then live events from the reader."""
-        subscription = Subscription(self, self.queue_size)
-        self.subscribers.add(subscription)
-        try:
-            self._ensure_reader()
-            backlog = self._backlog(subscription, last_event_id)
-        except BaseException:
-            subscription.close()
-            raise
-        return subscription, backlog
-
-    def _backlog(self, subscription: Subscription, last_event_id: int | None) -> list[dict[str, Any]]:
-        if last_event_id is not None:
-            # One MULTI: the stream after the client's id and the newest id, at one instant
-            # (read apart, events published in between would look like a gap).
-            pipe = self.shared.client.pipeline(transaction=True)
-            pipe.xrange(self.key, f"({last_event_id}-0", "+", count=self.max_events + 16)
-            pipe.get(self.shared.key(self.chat_id, "seq"))
-            entries, seq = pipe.execute()
-            if entries and _id(entries[0][0]) == last_event_id + 1:
-                backlog = [decode(entry_id, fields) for entry_id, fields in entries]
-                subscription.skip_through = backlog[-1]["event_id"]
-                return backlog
-            if not entries and last_event_id >= int(seq or 0):
-                subscription.skip_through = last_event_id
-                return []
-        snapshot = self.snapshot_event()
-        subscription.skip_through = snapshot["event_id"] or 0
-        return [snapshot] if snapshot["turn_id"] is not None else []
-
-    def unsubscribe(self, subscription: Subscription) -> None:
-        self.subscribers.discard(subscription)
-
-    def snapshot_event(self) -> dict[str, Any]:
-        state, last = self.shared.fold(self.chat_id)
-        return {"event_id": last, "turn_id": state.turn_id if state else None, "type": "snapshot",
-                "data": state.snapshot() if state else {}}
-
-    def _ensure_reader(self) -> None:
-        if self.reader is None:
-            self.reader_ready.clear()
-            self.reader = gevent.spawn(self._read)
-        self.reader_ready.wait()
-
-    def _read(self) -> None:
-        """Follow the stream and hand each event to this process's subscribers."""
-        client = self.shared.client
-        errors = self.shared.redis_module.RedisError
-        try:
-            while True:
-                try:
-                    self.pos = self.shared.last_event_id(self.chat_id)
-                    break
-                except errors as exc:
-                    log.warning("reading chat %s from Redis failed (%s)", self.chat_id, exc)
-                    gevent.sleep(0.5)
-            self.reader_ready.set()
-            while self.subscribers:
-                try:
-                    response = client.xread({self.key: f"{self.pos}-0"}, count=READ_COUNT, block=READ_BLOCK_MS)
-                except errors as exc:
-                    log.warning("reading chat %s from Redis failed (%s); retrying", self.chat_id, exc)
-                    gevent.sleep(0.5)
-                    continue
-                for _, entries in response or ():
-                    for entry_id, fields in entries:
-                        event = decode(entry_id, fields)
-                        self.pos = event["event_id"]
-                        for subscriber in tuple(self.subscribers):
-                            subscriber.deliver(event)
-        finally:
-            self.reader = None
-            self.reader_ready.set()  # nobody waits forever on a reader that ended

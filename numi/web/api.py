@@ -7,8 +7,8 @@ from flask import Blueprint, current_app, g, jsonify, request
 from .. import endpoints as endpoint_store
 from ..chat import chats, organising
 from ..chat.versions import version_info
-from ..errors import NumiError
-from ..extensions import db
+from ..errors import NumiError, turn_running
+from ..extensions import db, turn_manager
 from .inputs import int_arg, request_data
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -87,9 +87,9 @@ def update_session(chat_id: str):
 
 @bp.delete("/session/<chat_id>")
 def delete_session(chat_id: str):
-    if current_app.extensions["numi.turns"].is_running(chat_id):
+    if turn_manager().is_running(chat_id):
         chats.get_chat(g.user.id, chat_id)  # a foreign id stays a 404, not a 409
-        raise NumiError("turn_running", "A turn is running in this chat; stop it first.", 409)
+        raise turn_running()
     chats.delete_chat(g.user.id, chat_id)
     return jsonify(ok=True)
 

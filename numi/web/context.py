@@ -18,8 +18,8 @@ from ..chat import chats
 from ..chat.attachments import attachments_by_id, is_image, message_attachment_ids
 from ..chat.compaction import checkpoint_dict, compact
 from ..chat.context import ChatContextService, estimate_tokens
-from ..errors import NumiError, no_model
-from ..extensions import db
+from ..errors import NumiError, no_model, turn_running
+from ..extensions import db, turn_manager
 
 bp = Blueprint("context", __name__)
 
@@ -128,8 +128,8 @@ def context_messages(chat_id: str):
 def run_compaction(chat):
     """Compact `chat` now with its model (or NUMI_COMPACT_MODEL); refuses while a turn runs."""
     config = current_app.config
-    if current_app.extensions["numi.turns"].is_running(chat.id):
-        raise NumiError("turn_running", "Wait for the running answer to finish before compacting.", 409)
+    if turn_manager().is_running(chat.id):
+        raise turn_running()
     endpoint = _endpoint(chat)
     if endpoint is None:
         raise no_model()

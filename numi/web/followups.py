@@ -16,16 +16,17 @@ from __future__ import annotations
 
 from flask import Blueprint, current_app, g, jsonify, render_template, request
 
+from ..agent.sending import publish_queue, start_next
 from ..chat import chats, followups
+from ..extensions import turn_manager
 from .inputs import request_data
-from .streams import publish_queue, start_next
 
 bp = Blueprint("followups", __name__)
 
 
 def _queue(chat_id: str) -> dict:
     items = [item.to_dict() for item in followups.list_items(g.user.id, chat_id)]
-    running = current_app.extensions["numi.turns"].is_running(chat_id)
+    running = turn_manager().is_running(chat_id)
     return {"items": items, "paused": bool(items) and not running}
 
 

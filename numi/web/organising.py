@@ -16,7 +16,7 @@ from flask import Blueprint, current_app, g, jsonify, redirect, render_template,
 
 from ..chat import chats, organising
 from ..errors import invalid
-from ..extensions import db
+from ..extensions import db, turn_manager
 from .inputs import request_data
 
 bp = Blueprint("organising", __name__)
@@ -41,7 +41,7 @@ def _flag(value) -> bool:
 def sidebar_list(current_id: str | None = None, tag: str = ""):
     """The sidebar list's first page, as #chat-list's content."""
     page = chats.list_chats(g.user.id, limit=current_app.config["NUMI_PAGE_SIZE_CHATS"], tag=tag)
-    running = current_app.extensions["numi.turns"].running_among([c.id for c in page.pinned + page.items])
+    running = turn_manager().running_among([c.id for c in page.pinned + page.items])
     return render_template("partials/_chat_list_page.html", sidebar=page, current_id=current_id, tag=tag,
                            running_ids=running, group_before="")
 
@@ -76,7 +76,7 @@ def bulk_html():
     action = request.form.get("action")
     ids = request.form.getlist("ids")
     current = request.form.get("current")
-    running = current_app.extensions["numi.turns"].running_among(ids) if action == "delete" else frozenset()
+    running = turn_manager().running_among(ids) if action == "delete" else frozenset()
     changed = organising.bulk(g.user.id, action, ids, running)
     if not _is_htmx():
         return redirect(url_for("pages.index"))
@@ -115,7 +115,7 @@ def appearance():
 def bulk_json():
     data = request_data()
     ids = data.get("ids")
-    running = (current_app.extensions["numi.turns"].running_among([i for i in ids if isinstance(i, str)])
+    running = (turn_manager().running_among([i for i in ids if isinstance(i, str)])
                if data.get("action") == "delete" and isinstance(ids, list) else frozenset())
     changed = organising.bulk(g.user.id, data.get("action"), ids, running)
     return jsonify(action=data["action"], changed=changed)

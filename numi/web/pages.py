@@ -15,10 +15,11 @@ from flask import Blueprint, current_app, g, jsonify, redirect, render_template,
 from .. import endpoints as endpoint_store
 from .. import prompts as prompt_store
 from ..agent.approvals import default_policy
+from ..agent.sending import start_turn
 from ..chat import chats, followups, organising
 from ..chat.versions import version_info
-from ..errors import NumiError, no_model
-from ..extensions import db
+from ..errors import NumiError, no_model, turn_running
+from ..extensions import db, turn_manager
 from ..models import utcnow
 from .inputs import int_arg, request_data
 
@@ -41,7 +42,7 @@ def healthz():
 
 def _running_ids(page) -> set[str]:
     """Which chats of a sidebar page are answering (one TurnManager call per page)."""
-    return current_app.extensions["numi.turns"].running_among([chat.id for chat in page.pinned + page.items])
+    return turn_manager().running_among([chat.id for chat in page.pinned + page.items])
 
 
 @bp.get("/")
@@ -74,7 +75,7 @@ def chat_view(chat_id: str):
     listed = chat.pinned_at is None and chat.archived_at is None
     pages = min(10, chats.chats_listed_before(g.user.id, chat) // size + 1) if listed else 1
     sidebar = chats.list_chats(g.user.id, limit=size * pages)
-    running = current_app.extensions["numi.turns"].is_running(chat.id)
+    running = turn_manager().is_running(chat.id)
     queue = [item.to_dict() for item in followups.list_items(g.user.id, chat.id)]
     return render_template(
         "chat.html",
@@ -100,7 +101,7 @@ def older_messages(chat_id: str):
     page = chats.list_messages(
         chat, limit=current_app.config["NUMI_PAGE_SIZE_MESSAGES"], before_id=int_arg("before", low=1)
     )
-    running = current_app.extensions["numi.turns"].is_running(chat.id)
+    running = turn_manager().is_running(chat.id)
     return render_template("partials/_messages_page.html", chat=chat, stale_calls=not running,
                            **transcript_context(page))
 
@@ -134,7 +135,7 @@ def retry(chat_id: str):
 
     from ..extensions import db
     from ..models import Message
-    from .streams import request_timezone, start_turn
+    from .streams import request_timezone
 
     chat = chats.get_chat(g.user.id, chat_id)
     last_user = db.session.execute(
@@ -176,7 +177,7 @@ def running_chats():
     the sidebar polls this to mark chats whose turn runs in the background."""
     ids = [i for i in (request.args.get("ids") or "").split(",") if i][:500]
     owned = chats.owned_chat_ids(g.user.id, ids)
-    running = current_app.extensions["numi.turns"].running_among(owned)
+    running = turn_manager().running_among(owned)
     return jsonify(running=sorted(running))
 
 
@@ -224,7 +225,7 @@ def chat_group(chat) -> str:
 def create_chat():
     """A new chat; with `message` (the home page's composer) its first question goes too,
     so a new chat is one step, as in the chat apps people know."""
-    from .streams import request_timezone, start_turn
+    from .streams import request_timezone
 
     data = request_data()
     fields = {"title": data.get("title") or "New chat"}
@@ -392,8 +393,8 @@ def _route(value: str) -> dict:
 
 
 def _refuse_while_running(chat_id: str) -> None:
-    if current_app.extensions["numi.turns"].is_running(chat_id):
-        raise NumiError("turn_running", "A turn is running in this chat; stop it first.", 409)
+    if turn_manager().is_running(chat_id):
+        raise turn_running()
 
 
 # --- settings: endpoints -------------------------------------------------------------------

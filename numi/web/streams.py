@@ -1,8 +1,9 @@
-"""Starting turns, and the Server-Sent Events view of them for programs.
+"""The request side of turns: client messages checked, and the Server-Sent Events view
+of turns for programs.
 
-`start_turn()` is the one way a turn starts (WebSocket `send`, POST /api/chat_stream, the
-page's Retry): it validates the payload, checks the chat's owner and that no turn runs,
-and hands a `TurnRequest` to the TurnManager.
+Starting a turn and the follow-up queue are the chat layer's (`numi.agent.sending`): they
+also run with no request, as the turn-end hook. Here are the checks of what a client sends
+(`parse_client_message`, `request_timezone`) and the SSE routes.
 
 SSE routes (the second seed's detached stream control):
     POST /api/chat_stream               start a turn, stream its events until turn_end
@@ -13,20 +14,17 @@ SSE routes (the second seed's detached stream control):
 
 from __future__ import annotations
 
-import json
-import uuid
 from typing import Any
 
-import gevent
 from flask import Blueprint, Response, current_app, g, jsonify, request, stream_with_context
-from gevent.lock import Semaphore
 
-from ..chat import chats, followups
-from ..errors import NumiError, invalid
-from ..extensions import db
-from ..models import User
+from .. import endpoints as endpoint_store
+from ..agent.sending import flag, start_turn, stop_turn
+from ..chat import chats
+from ..errors import NotFound, invalid, turn_running
+from ..extensions import db, turn_manager
 from ..turns.channel import encoded
-from ..turns.manager import Turn, TurnRequest
+from ..turns.turn import Turn
 from .inputs import decode_json, event_id_value, request_data
 
 bp = Blueprint("streams", __name__, url_prefix="/api")
@@ -60,160 +58,6 @@ def parse_client_message(raw: Any, config) -> dict[str, Any]:
     return message
 
 
-def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, Any], config) -> Any:
-    """Validate a send and start its turn; nothing is saved when validation fails.
-
-    With `"queue": true` a send that finds a turn running (or follow-ups waiting before it)
-    is queued instead: the QueuedMessage is returned, and it starts after the turns before
-    it (None: a resend of a question saved already). Without it a running turn still
-    refuses the send (`turn_running`)."""
-    chats.get_chat(user_id, chat_id)
-    message = followups.check_text(payload.get("message"), config["NUMI_MAX_MESSAGE_CHARS"])
-    request_id = payload.get("request_id")
-    if request_id in ("", None):
-        request_id = None
-    elif not isinstance(request_id, str) or len(request_id) > 100:
-        raise invalid("request_id must be text of at most 100 characters.")
-    saved = request_id is not None and _check_request_reuse(chat_id, request_id, message)
-    queue = _flag(payload.get("queue"), "queue")
-    attachments = _attachment_ids(user_id, payload.get("attachments"))
-    timezone = payload.get("timezone")
-    timezone = timezone if isinstance(timezone, str) and len(timezone) <= 64 else None
-    offset = payload.get("tz_offset")
-    try:
-        offset = int(offset) if offset not in (None, "") else None
-    except (TypeError, ValueError):
-        offset = None
-    if offset is not None and not -16 * 60 <= offset <= 16 * 60:
-        offset = None
-    manager = current_app.extensions["numi.turns"]
-    if queue and saved and manager.is_running(chat_id):
-        db.session.commit()
-        return None  # a resend of a question already saved (and being answered): nothing to do
-    if queue and not saved and (manager.is_running(chat_id) or followups.list_items(user_id, chat_id)):
-        item = followups.add(user_id, chat_id, message=message, attachments=attachments,
-                             request_id=request_id or f"q-{uuid.uuid4().hex}", timezone=timezone, tz_offset=offset)
-        publish_queue(chat_id, user_id)
-        if not manager.is_running(chat_id):
-            start_next(chat_id)  # nothing runs (the queue was paused): the first waiting one goes now
-        return item
-    db.session.commit()  # end the read transaction before the producer starts writing
-    turn_request = TurnRequest(
-        user_id=user_id,
-        chat_id=chat_id,
-        message=message,
-        attachments=attachments,
-        request_id=request_id,
-        timezone=timezone,
-        tz_offset_minutes=offset,
-        is_admin=is_admin,
-    )
-    return manager.start(turn_request)
-
-
-# --- queued follow-ups ----------------------------------------------------------------------
-
-def publish_queue(chat_id: str, user_id: int, *, paused: bool | None = None) -> None:
-    """Tell every client of the chat what waits now (`queue` event: the whole list)."""
-    manager = current_app.extensions["numi.turns"]
-    items = [item.to_dict() for item in followups.list_items(user_id, chat_id)]
-    db.session.commit()
-    if paused is None:
-        paused = bool(items) and not manager.is_running(chat_id)
-    manager.channel(chat_id).publish(None, "queue", {"items": items, "paused": paused})
-
-
-def start_next(chat_id: str) -> bool:
-    """Start the chat's first queued follow-up unless a turn runs; True when one started.
-    A follow-up that cannot start (its attachment deleted, no model) is dropped with an
-    error event, and the queue pauses."""
-    manager = current_app.extensions["numi.turns"]
-    # One per app, held while a follow-up is taken and started (a few queries): two turn
-    # ends or a Resume racing a turn end must not take two items for one chat.
-    lock = current_app.extensions.setdefault("numi.queue_lock", Semaphore())
-    with lock:
-        if manager.is_running(chat_id):
-            return False
-        taken = followups.take_next(chat_id)
-        if taken is None:
-            return False
-        user = db.session.get(User, taken["user_id"])
-        payload = {key: taken[key] for key in ("message", "attachments", "request_id", "timezone")}
-        payload["tz_offset"] = taken["tz_offset"]
-        try:
-            start_turn(user.id, bool(user.is_admin), chat_id, payload, current_app.config)
-        except NumiError as exc:
-            db.session.rollback()
-            if exc.code == "turn_running":  # a send without queue started first: wait for it
-                followups.put_back(taken)
-                return False
-            manager.channel(chat_id).publish(None, "error", {
-                "code": exc.code, "message": f"A queued message could not start: {exc.message}"})
-            publish_queue(chat_id, user.id, paused=True)
-            return False
-        publish_queue(chat_id, user.id, paused=False)
-        return True
-
-
-def queue_after_turn(turn) -> None:
-    """The manager's turn-end hook: the next follow-up starts when a turn ends, unless the
-    turn failed. After an error the queue pauses (what waits was probably written for the
-    answer that failed; the user resumes it, and the error is on screen). A stopped turn
-    goes on with the queue: Stop ends this answer; "Stop and clear" ends the queue too."""
-    chat_id = turn.request.chat_id
-    state = turn.channel.state
-    failed = (not turn.cancelled and state is not None and state.turn_id == turn.id
-              and state.error is not None and state.error.get("code") != "cancelled")
-    try:
-        if not failed:
-            # With Redis the lease is released when the writer greenlet stores `turn_end`,
-            # which may come just after this hook starts: wait for that (bounded), or the
-            # next follow-up would find the chat still "running" and never start.
-            manager = current_app.extensions["numi.turns"]
-            for _ in range(100):
-                if not manager.is_running(chat_id):
-                    break
-                gevent.sleep(0.02)
-            start_next(chat_id)
-        elif followups.list_items(turn.request.user_id, chat_id):
-            publish_queue(chat_id, turn.request.user_id, paused=True)
-    finally:
-        db.session.remove()
-
-
-def _flag(value: Any, name: str) -> bool:
-    """A true/false field from JSON (a boolean) or a form or WebSocket form ("true")."""
-    if value in (None, False, "", "false", "0"):
-        return False
-    if value in (True, "true", "1"):
-        return True
-    raise invalid(f"{name} must be true or false.")
-
-
-def _check_request_reuse(chat_id: str, request_id: str, message: str) -> bool:
-    """A resent request_id is a retry of the same question; with other text it is a
-    client bug that would silently get the old answer, so it is refused. True when the
-    question is saved already."""
-    from sqlalchemy import select
-
-    from ..models import Message
-
-    saved = db.session.execute(
-        select(Message.content).where(Message.chat_id == chat_id, Message.request_id == request_id)
-    ).first()
-    if saved is not None and (saved.content or "").strip() != message.strip():
-        raise NumiError("request_id_reused",
-                        "This request_id was used for another message; send a new request_id.", 409)
-    return saved is not None
-
-
-def _attachment_ids(user_id: int, value: Any) -> list[int]:
-    """Attachment ids the user owns; a missing or foreign id fails before anything is saved."""
-    from ..chat.attachments import owned_attachments
-
-    return owned_attachments(user_id, value)
-
-
 def request_timezone(payload: dict[str, Any]) -> dict[str, Any]:
     """The user's time zone from the IANA timezone header or X-Tz-Offset, unless given."""
     payload = dict(payload)
@@ -232,7 +76,7 @@ def _sse(event: dict[str, Any]) -> str:
 
 def _follow(chat_id: str, last_event_id: int | None, *, until_turn_end: bool = True):
     """Yield SSE frames: the backlog after `last_event_id`, then live events to turn_end."""
-    manager = current_app.extensions["numi.turns"]
+    manager = turn_manager()
     subscription, backlog = manager.subscribe(chat_id, last_event_id)
 
     def generate():
@@ -269,11 +113,11 @@ def chat_stream():
     chat = chats.get_chat(g.user.id, chat_id)
     fields = _route_fields(data)
     fields.update(_tool_fields(chat, data))
+    manager = turn_manager()
     if fields:
-        if current_app.extensions["numi.turns"].is_running(chat.id):
-            raise NumiError("turn_running", "A turn is already running in this chat.", 409)
+        if manager.is_running(chat.id):
+            raise turn_running()
         chats.update_chat(g.user.id, chat.id, fields, current_app.config)
-    manager = current_app.extensions["numi.turns"]
     last_event_id = manager.last_event_id(chat.id)
     started = start_turn(g.user.id, g.user.is_admin, chat.id, data, current_app.config)
     if not isinstance(started, Turn):
@@ -287,9 +131,6 @@ def _route_fields(data: dict[str, Any]) -> dict[str, Any]:
     """The seed's selected_endpoint_id and model as chat fields. An endpoint that is gone
     (deleted, or never the user's) is repaired like a chat's saved one: the turn runs on
     the chat's route, or the default one, instead of failing with a 404."""
-    from .. import endpoints as endpoint_store
-    from ..errors import NotFound
-
     fields: dict[str, Any] = {}
     selected = data.get("selected_endpoint_id")
     if selected not in (None, ""):
@@ -339,7 +180,7 @@ def _tool_fields(chat, data: dict[str, Any]) -> dict[str, Any]:
 @bp.get("/chat/resume/<chat_id>")
 def resume(chat_id: str):
     chats.get_chat(g.user.id, chat_id)
-    manager = current_app.extensions["numi.turns"]
+    manager = turn_manager()
     last_event_id = event_id_value(request.headers.get("Last-Event-ID") or request.args.get("last_event_id"))
     status = manager.status(chat_id)
     if not status["running"] and (status["turn_id"] is None or (last_event_id or 0) >= status["last_event_id"]):
@@ -353,20 +194,10 @@ def stop(chat_id: str):
     chats.get_chat(g.user.id, chat_id)
     clear_queue = request_data().get("clear_queue", request.args.get("clear_queue"))
     stopped, cleared = stop_turn(chat_id, g.user.id, clear_queue=clear_queue)
-    return jsonify(stopped=stopped, **({"cleared": cleared} if _flag(clear_queue, "clear_queue") else {}))
-
-
-def stop_turn(chat_id: str, user_id: int, *, clear_queue: Any = False) -> tuple[bool, int]:
-    """Stop the running turn; with clear_queue, drop what waits first (else the next one
-    starts as this one ends). Returns (stopped, how many queued were dropped)."""
-    cleared = 0
-    if _flag(clear_queue, "clear_queue"):
-        cleared = followups.clear(chat_id)
-        publish_queue(chat_id, user_id)
-    return current_app.extensions["numi.turns"].stop(chat_id), cleared
+    return jsonify(stopped=stopped, **({"cleared": cleared} if flag(clear_queue, "clear_queue") else {}))
 
 
 @bp.get("/chat/stream_status/<chat_id>")
 def stream_status(chat_id: str):
     chats.get_chat(g.user.id, chat_id)
-    return jsonify(current_app.extensions["numi.turns"].status(chat_id))
+    return jsonify(turn_manager().status(chat_id))

@@ -25,13 +25,15 @@ from typing import Any
 
 from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
 
+from ..agent.sending import start_turn
 from ..chat import chats, edits
 from ..chat import search as chat_search
 from ..chat.versions import version_info
 from ..errors import NumiError, invalid
+from ..extensions import turn_manager
 from .inputs import int_arg, request_data
 from .pages import _route, transcript_context
-from .streams import request_timezone, start_turn
+from .streams import request_timezone
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +211,7 @@ def search():
         page = chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"], query=query, tag=tag)
         template = "partials/_chat_list_page.html"
         if _is_htmx():
-            running = current_app.extensions["numi.turns"].running_among([c.id for c in page.pinned + page.items])
+            running = turn_manager().running_among([c.id for c in page.pinned + page.items])
             return render_template(template, sidebar=page, query=query, current_id=current, tag=tag,
                                    running_ids=running)
         return render_template("search.html", results=None, query=query, sidebar=page, current_id=current)

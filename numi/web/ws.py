@@ -7,7 +7,7 @@ plain 404 and no socket is opened.
 The handler owns its socket. It loops on `ws.receive()` for client messages (`send`,
 `stop`, `resume`, `approve`) while one sender greenlet relays the chat's events; every
 send goes through one lock, since both may write. A send with `queue: true` while a turn
-runs is queued (numi.web.streams): the sender gets its acknowledgment here, every client
+runs is queued (numi.agent.sending): the sender gets its acknowledgment here, every client
 the `queue` event. A closed browser ends the connection, never the turn.
 """
 
@@ -24,14 +24,15 @@ from simple_websocket import ConnectionClosed
 from sqlalchemy import select
 from wsproto.connection import ConnectionState
 
+from ..agent.sending import start_turn, stop_turn
 from ..chat import chats, followups
 from ..errors import NumiError
-from ..extensions import db, sock
+from ..extensions import db, sock, turn_manager
 from ..models import User
 from ..turns.channel import encoded
-from ..turns.manager import Turn
+from ..turns.turn import Turn
 from .fragments import HtmlView
-from .streams import parse_client_message, start_turn, stop_turn
+from .streams import parse_client_message
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class Connection:
         # so does its socket, at its next message. Bearer tokens are not sessions.
         self.session_version = g.user.session_version if "user_id" in session else None
         self.ended = False
-        self.manager = self.app.extensions["numi.turns"]
+        self.manager = turn_manager(self.app)
         self.lock = Semaphore()
         self.frames = _frame_protocol(ws)
         self.subscription = None

@@ -10,7 +10,7 @@ import pytest
 
 from numi.agent.tools import ToolContext, ToolFailure
 from numi.agent.tools import web as web_tools
-from numi.extensions import db
+from numi.extensions import db, turn_manager
 from numi.models import Endpoint, McpServer, ToolSettings
 
 
@@ -190,7 +190,7 @@ def test_the_mcp_transport_checks_every_redirect_too(web):
 def test_a_turn_on_a_stored_loopback_endpoint_of_a_non_admin_is_refused(multi_app, users):
     """The check at use in a turn: the agent refuses the route before calling the model."""
     from numi.chat import chats
-    from numi.turns.manager import TurnRequest
+    from numi.turns.turn import TurnRequest
 
     port = closed_port()
     with multi_app.app_context():
@@ -200,7 +200,7 @@ def test_a_turn_on_a_stored_loopback_endpoint_of_a_non_admin_is_refused(multi_ap
         db.session.commit()
         chat = chats.create_chat(users["a"].id, {"endpoint_id": endpoint.id, "model": "m"}, multi_app.config)
         chat_id = chat.id
-    manager = multi_app.extensions["numi.turns"]
+    manager = turn_manager(multi_app)
     subscription, _ = manager.subscribe(chat_id)
     manager.start(TurnRequest(user_id=users["a"].id, chat_id=chat_id, message="hello"))
     events = []

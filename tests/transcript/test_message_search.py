@@ -3,6 +3,8 @@ following saves, edits and deletes with no application code (database triggers).
 
 from __future__ import annotations
 
+from numi.extensions import turn_manager
+
 HX = {"HX-Request": "true"}
 
 
@@ -13,7 +15,7 @@ def wait_idle(app, chat_id: str) -> None:
     import gevent
 
     deadline = time.monotonic() + 10
-    while app.extensions["numi.turns"].is_running(chat_id):
+    while turn_manager(app).is_running(chat_id):
         assert time.monotonic() < deadline, "the turn did not end"
         gevent.sleep(0.02)
 

@@ -1,4 +1,4 @@
-"""The turn manager's start gate (numi/turns/manager.py, `StartGate`): sends that arrive
+"""The turn manager's start gate (numi/turns/turn.py, `StartGate`): sends that arrive
 together prepare one at a time, every way a start ends gives the gate back, and the starts
 behind a stuck one go ahead instead of stalling. In-process, on each database backend: the
 gate is this process's own object."""
@@ -11,6 +11,7 @@ import time
 import gevent
 import pytest
 
+from numi.extensions import turn_manager
 from numi.testing import Scenario
 
 
@@ -53,12 +54,12 @@ def text_of(events: list[dict]) -> str:
 
 
 def gate_is_free(app) -> bool:
-    return app.extensions["numi.turns"].starts.free
+    return turn_manager(app).starts.free
 
 
 def wait_idle(app) -> None:
     deadline = time.monotonic() + 15
-    while app.extensions["numi.turns"].turns:
+    while turn_manager(app).turns:
         assert time.monotonic() < deadline, "a turn did not end"
         gevent.sleep(0.02)
 
@@ -87,14 +88,14 @@ def test_starts_that_end_before_the_model_give_the_gate_back(app, client, script
     wait_idle(app)
     assert gate_is_free(app)
 
-    gate = app.extensions["numi.turns"].starts
+    gate = turn_manager(app).starts
     assert gate.enter()  # a start in progress elsewhere
     stopped = gevent.spawn(send, app.test_client(), chat_id, "stop me before I start")
     deadline = time.monotonic() + 10
-    while chat_id not in app.extensions["numi.turns"].turns:
+    while chat_id not in turn_manager(app).turns:
         assert time.monotonic() < deadline, "the turn did not start"
         gevent.sleep(0.01)
-    app.extensions["numi.turns"].stop(chat_id)
+    turn_manager(app).stop(chat_id)
     gate.leave()
     stopped.join(timeout=15)
     assert stopped.successful() and "turn_end" in [e["type"] for e in stopped.value]
@@ -111,7 +112,7 @@ def test_the_starts_behind_a_stuck_one_go_ahead(app, client, scripted, endpoint_
     until the holder has held it for `stuck_after`, then prepares and answers anyway."""
     chat_id = new_chat(client, endpoint_id)
     scripted.enqueue(Scenario().text("Answered despite the stuck start."))
-    gate = app.extensions["numi.turns"].starts
+    gate = turn_manager(app).starts
     assert gate.enter()
     try:
         started = time.monotonic()
@@ -130,7 +131,7 @@ def test_the_starts_behind_a_stuck_one_go_ahead(app, client, scripted, endpoint_
 def test_a_long_queue_behind_a_working_gate_waits_its_turn():
     """Waiting long is no sign of a stuck holder: a start queued behind holders that each
     leave in time keeps waiting for the gate, however long the queue."""
-    from numi.turns.manager import StartGate
+    from numi.turns.turn import StartGate
 
     gate = StartGate(stuck_after=0.2)
     order = []

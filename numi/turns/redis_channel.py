@@ -1,0 +1,264 @@
+"""This process's view of one chat's channel in Redis (`RedisChannel`, the same interface
+as the in-process `ChatChannel`): the producer side queues events for the table's writer
+and decides trimming and snapshots (`Batch`); the consumer side replays from the stream and
+runs one reader greenlet per chat and process that fans events out to the subscribers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import deque
+from typing import Any, Protocol
+
+import gevent
+import gevent.event
+
+from .channel import TERMINAL, Event, Subscription, TurnState, event_tail
+
+log = logging.getLogger(__name__)
+
+READ_BLOCK_MS = 2000  # a reader with no subscribers left ends within this time
+READ_COUNT = 1000
+
+
+class ChannelHost(Protocol):
+    """What a RedisChannel uses of its table (shared.SharedTurns)."""
+
+    client: Any
+    redis_module: Any
+    process: str
+    retention_ms: int
+
+    def key(self, chat_id: str, name: str) -> str: ...
+
+    def begin(self, channel: RedisChannel, turn_id: str, token: str, floor: int, state_json: str,
+              request_id: str | None) -> int: ...
+
+    def mark_dirty(self, channel: RedisChannel) -> None: ...
+
+    def last_event_id(self, chat_id: str, *, start: bool = False) -> int: ...
+
+    def fold(self, chat_id: str) -> tuple[TurnState | None, int]: ...
+
+
+def _id(entry_id: bytes) -> int:
+    return int(entry_id.split(b"-", 1)[0])
+
+
+def decode(entry_id: bytes, fields: dict) -> Event:
+    """A stream entry as the event dict subscribers get (its JSON kept for the JSON views)."""
+    raw = fields[b"e"]
+    event = Event(json.loads(raw))
+    event.encoded = raw.decode()
+    return event
+
+
+
+class Batch:
+    """Events of one chat taken for one Lua call, with the trimming and snapshot decided."""
+
+    __slots__ = ("tails", "sizes", "maxlen", "state", "ending_turn", "token")
+
+    def __init__(self, tails, sizes, maxlen, state, ending_turn, token):
+        self.tails, self.sizes, self.maxlen, self.state = tails, sizes, maxlen, state
+        self.ending_turn, self.token = ending_turn, token
+
+    def args(self, shared: ChannelHost, channel: RedisChannel) -> list:
+        floor = max(int(time.time() * 1000), channel.last_written + 1)
+        return [floor, self.maxlen, self.state, self.ending_turn, self.token, shared.retention_ms,
+                channel.chat_id, *self.tails]
+
+
+class RedisChannel:
+    """This process's view of one chat's channel in Redis (same interface as ChatChannel)."""
+
+    def __init__(self, shared: ChannelHost, chat_id: str, *, max_events: int, max_bytes: int, queue_size: int):
+        self.shared = shared
+        self.chat_id = chat_id
+        self.key = shared.key(chat_id, "events")
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+        self.queue_size = queue_size
+        self.subscribers: set[Subscription] = set()
+        self.reader: gevent.Greenlet | None = None
+        self.reader_ready = gevent.event.Event()
+        self.pos = 0  # the reader's position: the last event id handed to subscribers
+        # Producer side (only while this process owns the chat's turn).
+        self.pending: list[tuple[str, int, bool]] = []  # (tail, size, ends the owned turn)
+        self.state: TurnState | None = None
+        self.owned_turn: str | None = None
+        self.token = ""
+        self.sizes: deque[int] = deque()  # sizes of this turn's events still in the stream
+        self.bytes = 0
+        self.since_snapshot = 0  # events written after the stored state's `through`
+        self.force_snapshot = False
+        self.last_written = 0
+
+    def idle(self) -> bool:
+        return not self.subscribers and self.reader is None and not self.pending and self.owned_turn is None
+
+    # --- producer side --------------------------------------------------------------------
+
+    def begin_turn(self, turn_id: str, request_id: str | None = None) -> None:
+        """Take the chat's lease (TurnManager has checked this process runs none)."""
+        state = TurnState(turn_id=turn_id)
+        token = f"{self.shared.process}:{turn_id}"
+        floor = max(int(time.time() * 1000), self.last_written + 1)
+        self.shared.begin(self, turn_id, token, floor, json.dumps({**state.snapshot(), "error": None}), request_id)
+        self.state, self.owned_turn, self.token = state, turn_id, token
+        self.sizes.clear()
+        self.bytes = self.since_snapshot = 0
+
+    def publish(self, turn_id: str | None, type_: str, data: dict[str, Any]) -> dict[str, Any]:
+        """Queue the event for the writer; its id is given in Redis (ids are shared)."""
+        tail = event_tail(turn_id, type_, data)
+        if self.state is not None and turn_id == self.state.turn_id:
+            self.state.apply(type_, data)
+        self.pending.append((tail, len(tail) + 24, type_ == TERMINAL and turn_id == self.owned_turn))
+        self.shared.mark_dirty(self)
+        return {"event_id": None, "turn_id": turn_id, "type": type_, "data": data}
+
+    def take_batch(self) -> Batch:
+        """Everything pending, with the trim it allows and, when the trim would drop events
+        the stored state does not cover, the state to store (all without yielding, so the
+        state stands exactly for the events up to the batch's last)."""
+        items, self.pending = self.pending, []
+        tails = [tail for tail, _, _ in items]
+        sizes = [size for _, size, _ in items]
+        ending = any(end for _, _, end in items)
+        maxlen, state = 0, ""
+        if self.owned_turn is not None and self.state is not None:
+            count, total = len(self.sizes) + len(sizes), self.bytes + sum(sizes)
+            keep = count
+            dropped = iter(list(self.sizes) + sizes)
+            while keep > 1 and (keep > self.max_events or total > self.max_bytes):
+                total -= next(dropped)
+                keep -= 1
+            if keep < count:
+                maxlen = keep
+                if self.since_snapshot + len(sizes) > keep:
+                    state = self._state_json()
+            if self.force_snapshot:
+                state = self._state_json()
+                self.force_snapshot = False
+        token = self.token
+        if ending:
+            self.owned_turn = None
+        return Batch(tails, sizes, maxlen, state, self.state.turn_id if ending and self.state else "", token)
+
+    def _state_json(self) -> str:
+        return json.dumps({**self.state.snapshot(), "error": self.state.error}, ensure_ascii=False)
+
+    def give_back(self, batch: Batch) -> None:
+        """A batch Redis did not take: first in line again (bounded like the buffer)."""
+        ending = bool(batch.ending_turn)
+        if ending:
+            self.owned_turn = batch.ending_turn
+        items = [(tail, size, False) for tail, size in zip(batch.tails, batch.sizes)]
+        if ending and items:
+            items[-1] = (items[-1][0], items[-1][1], True)
+        self.pending = items + self.pending
+        if len(self.pending) > self.max_events:
+            del self.pending[: len(self.pending) - self.max_events]
+        if batch.state:
+            self.force_snapshot = True
+
+    def written(self, batch: Batch, first_id: int) -> None:
+        if batch.tails:
+            self.last_written = first_id + len(batch.tails) - 1
+        if batch.ending_turn:
+            if self.state is not None and self.state.turn_id == batch.ending_turn:
+                self.state = None
+            return
+        if self.state is None:
+            return
+        self.sizes.extend(batch.sizes)
+        self.bytes += sum(batch.sizes)
+        self.since_snapshot = 0 if batch.state else self.since_snapshot + len(batch.sizes)
+        if batch.maxlen:
+            while len(self.sizes) > batch.maxlen:
+                self.bytes -= self.sizes.popleft()
+
+    # --- consumer side --------------------------------------------------------------------
+
+    @property
+    def last_event_id(self) -> int:
+        return self.shared.last_event_id(self.chat_id)
+
+    def subscribe(self, last_event_id: int | None = None) -> tuple[Subscription, list[dict[str, Any]]]:
+        """As ChatChannel.subscribe: exact replay from the stream when it still holds every
+        event after `last_event_id`, else a snapshot; then live events from the reader."""
+        subscription = Subscription(self, self.queue_size)
+        self.subscribers.add(subscription)
+        try:
+            self._ensure_reader()
+            backlog = self._backlog(subscription, last_event_id)
+        except BaseException:
+            subscription.close()
+            raise
+        return subscription, backlog
+
+    def _backlog(self, subscription: Subscription, last_event_id: int | None) -> list[dict[str, Any]]:
+        if last_event_id is not None:
+            # One MULTI: the stream after the client's id and the newest id, at one instant
+            # (read apart, events published in between would look like a gap).
+            pipe = self.shared.client.pipeline(transaction=True)
+            pipe.xrange(self.key, f"({last_event_id}-0", "+", count=self.max_events + 16)
+            pipe.get(self.shared.key(self.chat_id, "seq"))
+            entries, seq = pipe.execute()
+            if entries and _id(entries[0][0]) == last_event_id + 1:
+                backlog = [decode(entry_id, fields) for entry_id, fields in entries]
+                subscription.skip_through = backlog[-1]["event_id"]
+                return backlog
+            if not entries and last_event_id >= int(seq or 0):
+                subscription.skip_through = last_event_id
+                return []
+        snapshot = self.snapshot_event()
+        subscription.skip_through = snapshot["event_id"] or 0
+        return [snapshot] if snapshot["turn_id"] is not None else []
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        self.subscribers.discard(subscription)
+
+    def snapshot_event(self) -> dict[str, Any]:
+        state, last = self.shared.fold(self.chat_id)
+        return {"event_id": last, "turn_id": state.turn_id if state else None, "type": "snapshot",
+                "data": state.snapshot() if state else {}}
+
+    def _ensure_reader(self) -> None:
+        if self.reader is None:
+            self.reader_ready.clear()
+            self.reader = gevent.spawn(self._read)
+        self.reader_ready.wait()
+
+    def _read(self) -> None:
+        """Follow the stream and hand each event to this process's subscribers."""
+        client = self.shared.client
+        errors = self.shared.redis_module.RedisError
+        try:
+            while True:
+                try:
+                    self.pos = self.shared.last_event_id(self.chat_id)
+                    break
+                except errors as exc:
+                    log.warning("reading chat %s from Redis failed (%s)", self.chat_id, exc)
+                    gevent.sleep(0.5)
+            self.reader_ready.set()
+            while self.subscribers:
+                try:
+                    response = client.xread({self.key: f"{self.pos}-0"}, count=READ_COUNT, block=READ_BLOCK_MS)
+                except errors as exc:
+                    log.warning("reading chat %s from Redis failed (%s); retrying", self.chat_id, exc)
+                    gevent.sleep(0.5)
+                    continue
+                for _, entries in response or ():
+                    for entry_id, fields in entries:
+                        event = decode(entry_id, fields)
+                        self.pos = event["event_id"]
+                        for subscriber in tuple(self.subscribers):
+                            subscriber.deliver(event)
+        finally:
+            self.reader = None
+            self.reader_ready.set()  # nobody waits forever on a reader that ended

@@ -1,0 +1,188 @@
+"""A turn and what it is made of: the request that starts it (`TurnRequest`), the running
+turn its producer writes to (`Turn`), and the gate that lets turn starts prepare one at a
+time (`StartGate`).
+
+A `Turn` knows its channel and nothing of the manager that runs it: the producer (the
+agent, injected into the TurnManager at app start) emits events, coalesces deltas, waits
+for approvals and watches for cancellation through it, and passes `turn.start_gate` while
+it prepares.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gevent
+import gevent.event
+import gevent.lock
+
+from .channel import ChatChannel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TurnRequest:
+    """What a client asked for: validated by the web layer before a turn starts."""
+
+    user_id: int
+    chat_id: str
+    message: str
+    attachments: list[int] = field(default_factory=list)
+    request_id: str | None = None
+    timezone: str | None = None
+    tz_offset_minutes: int | None = None
+    is_admin: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class StartGate:
+    """Turn starts prepare one at a time (the manager holds one gate, `TurnManager.starts`,
+    and hands it to each turn as `Turn.start_gate`).
+
+    A start that holds the gate longer than `stuck_after` seconds (a slow address lookup,
+    a large attachment to read) is taken as stuck: the starts waiting behind it go ahead
+    without the gate instead of stalling, and order returns once it leaves. How long a
+    start waits is no sign of trouble: in a burst of a hundred the last waits for all
+    ninety-nine, each making progress."""
+
+    def __init__(self, stuck_after: float = 2.0):
+        self.stuck_after = stuck_after
+        self._lock = gevent.lock.BoundedSemaphore(1)
+        self._held_since: float | None = None
+
+    def enter(self) -> bool:
+        """Wait for the gate: True when this start holds it (and must `leave()`), False
+        when it goes ahead past a stuck holder."""
+        while not self._lock.acquire(timeout=self.stuck_after / 4):
+            held_since = self._held_since
+            if held_since is not None and time.monotonic() - held_since > self.stuck_after:
+                return False
+        self._held_since = time.monotonic()
+        return True
+
+    def leave(self) -> None:
+        self._held_since = None
+        self._lock.release()
+
+    @property
+    def free(self) -> bool:
+        return not self._lock.locked()
+
+
+class Turn:
+    """A running turn as its producer sees it: emit events, check for cancellation."""
+
+    def __init__(self, channel: ChatChannel, request: TurnRequest, *, frame_interval: float = 0.0,
+                 start_gate: StartGate | None = None):
+        self.id = uuid.uuid4().hex[:16]
+        self.channel = channel
+        self.request = request
+        self.frame_interval = frame_interval  # seconds between coalesced delta events
+        # The gate its producer passes while it prepares (see StartGate); None: no gate.
+        self.start_gate = start_gate
+        self.cancelled = False
+        self.started_at = time.time()
+        self.greenlet: gevent.Greenlet | None = None
+        self._cancel_callbacks: list[Callable[[], None]] = []
+        self._pending: dict[str, Any] | None = None  # coalesced delta not yet published
+        self._flush_timer = None  # the hub's loop timer of a coalesced delta's flush
+        self._last_delta_at = 0.0  # monotonic time the last delta event went out
+        self.approvals: dict[str, gevent.event.AsyncResult] = {}
+        self.approval_digests: dict[str, str] = {}  # call_id -> digest of the call its card shows
+
+    # --- events -----------------------------------------------------------------------------
+
+    def emit(self, type_: str, data: dict[str, Any]) -> dict[str, Any]:
+        """Publish an event now (after any coalesced delta, to keep the order)."""
+        self.flush()
+        return self.channel.publish(self.id, type_, data)
+
+    def emit_delta(self, type_: str, delta: str, step: int) -> None:
+        """Queue a content/reasoning delta; deltas are merged into one event per frame.
+
+        A fast model writes hundreds of tokens a second; one event (and one WebSocket
+        message) per token would cost more than the tokens. So deltas of the same type and
+        step are published at most once per frame interval. The interval throttles rather
+        than delays: a delta arriving after a quiet interval goes out at once, so a slow
+        model's tokens are not held back.
+        """
+        pending = self._pending
+        if pending is not None and (pending["type"] != type_ or pending["step"] != step):
+            self.flush()
+            pending = None
+        if pending is not None:
+            pending["delta"] += delta
+            return
+        self._pending = {"type": type_, "step": step, "delta": delta}
+        interval = self.frame_interval
+        wait = self._last_delta_at + interval - time.monotonic()
+        if interval <= 0 or wait <= 0:
+            self.flush()
+        elif self._flush_timer is None:
+            # A plain loop timer whose callback runs in the hub, not a greenlet per delta
+            # (spawn_later + kill was most of the coalescing cost, bench/PROFILE.md): a
+            # channel's publish() never blocks or yields, so the hub may run it.
+            timer = self._flush_timer = gevent.get_hub().loop.timer(wait)
+            timer.start(self._timed_flush)
+
+    def _timed_flush(self) -> None:
+        try:
+            self.flush()
+        except Exception:  # in the hub: report it, never let it reach the loop
+            log.exception("flushing a delta of turn %s failed", self.id)
+
+    def flush(self) -> None:
+        pending, self._pending = self._pending, None
+        timer, self._flush_timer = self._flush_timer, None
+        if timer is not None:
+            timer.stop()
+            timer.close()
+        if pending is not None:
+            self._last_delta_at = time.monotonic()
+            self.channel.publish(self.id, pending["type"], {"delta": pending["delta"], "step": pending["step"]})
+
+    # --- cancellation -------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        if self.cancelled:
+            return
+        self.cancelled = True
+        for callback in tuple(self._cancel_callbacks):
+            try:
+                callback()
+            except Exception:  # closing a stream that is already closed, and the like
+                log.debug("cancel callback failed", exc_info=True)
+        for result in self.approvals.values():
+            if not result.ready():
+                result.set("stopped")  # not a denial: the user stopped the whole turn
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run `callback` when the turn is cancelled; returns a function that unregisters it."""
+        self._cancel_callbacks.append(callback)
+        if self.cancelled:
+            callback()
+        return lambda: self._cancel_callbacks.remove(callback) if callback in self._cancel_callbacks else None
+
+    def wait_for_approval(self, call_id: str, timeout: float, digest: str | None = None) -> str:
+        """Block this greenlet (not the hub) until the user approves or denies, or timeout.
+
+        One approval per call id: a second wait on an id already waiting is denied, never
+        shared. With `digest`, only an approval that names that digest counts."""
+        if call_id in self.approvals:
+            return "deny"
+        result = self.approvals[call_id] = gevent.event.AsyncResult()
+        if digest is not None:
+            self.approval_digests[call_id] = digest
+        try:
+            return result.get(timeout=timeout)
+        except gevent.Timeout:
+            return "timeout"
+        finally:
+            self.approvals.pop(call_id, None)
+            self.approval_digests.pop(call_id, None)
