@@ -346,8 +346,8 @@ def token_create(username, name):
     from sqlalchemy import select
 
     from .extensions import db as database
+    from .identity import hash_token, new_token
     from .models import ApiToken, User
-    from .web.security import hash_token, new_token
 
     with _context():
         found = database.session.execute(select(User).where(User.username == username)).scalar_one_or_none()

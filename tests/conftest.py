@@ -291,7 +291,7 @@ def create_user(app, username: str, password: str = "correct horse battery", *, 
 
     from numi.extensions import db
     from numi.models import ApiToken, User
-    from numi.web.security import hash_token, new_token
+    from numi.identity import hash_token, new_token
 
     with app.app_context():
         user = User(username=username, password_hash=generate_password_hash(password), is_admin=is_admin)
