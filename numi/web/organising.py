@@ -18,16 +18,13 @@ from ..chat import chats, organising
 from ..errors import invalid
 from ..extensions import db
 from .inputs import request_data
+from .request_kind import is_htmx
 
 bp = Blueprint("organising", __name__)
 
 THEMES = ("system", "light", "dark")
 # What the undo toast says after each action, and the action that undoes it.
 DONE = {"archive": ("archived", "unarchive"), "delete": ("deleted", "restore")}
-
-
-def _is_htmx() -> bool:
-    return bool(request.headers.get("HX-Request"))
 
 
 def _flag(value) -> bool:
@@ -61,7 +58,7 @@ def organise(chat_id: str):
         fields["tags"] = data["tags"]
     chat = organising.organise(g.user.id, chat_id, fields)
     current = request.args.get("current")
-    if not _is_htmx():
+    if not is_htmx():
         back = request.referrer if (request.referrer or "").startswith(request.host_url) else None
         return redirect(back or url_for("pages.chat_view", chat_id=chat.id))
     if fields.get("archived") is True:
@@ -78,7 +75,7 @@ def bulk_html():
     current = request.form.get("current")
     running = current_app.extensions["numi.turns"].running_among(ids) if action == "delete" else frozenset()
     changed = organising.bulk(g.user.id, action, ids, running)
-    if not _is_htmx():
+    if not is_htmx():
         return redirect(url_for("pages.index"))
     if action in DONE:
         return _undo_toast(action, changed, current)

@@ -21,6 +21,7 @@ from ..errors import NumiError, no_model
 from ..extensions import db
 from ..models import utcnow
 from .inputs import int_arg, request_data
+from .request_kind import is_htmx
 
 bp = Blueprint("pages", __name__)
 log = logging.getLogger(__name__)
@@ -28,10 +29,6 @@ log = logging.getLogger(__name__)
 
 def _limits():
     return current_app.config
-
-
-def _is_htmx() -> bool:
-    return bool(request.headers.get("HX-Request"))
 
 
 @bp.get("/healthz")
@@ -148,7 +145,7 @@ def retry(chat_id: str):
         db.session.commit()
     start_turn(g.user.id, g.user.is_admin, chat.id, request_timezone({"message": last_user.content or " ", "request_id": last_user.request_id}),
                current_app.config)
-    if _is_htmx():
+    if is_htmx():
         return "", 204
     return redirect(url_for("pages.chat_view", chat_id=chat.id))
 
@@ -163,7 +160,7 @@ def chat_list():
         tag=tag,
     )
     current = request.args.get("current")
-    if _is_htmx():
+    if is_htmx():
         # `group`: the date group the previous page ended in, so its header is not repeated.
         return render_template("partials/_chat_list_page.html", sidebar=page, query=query, current_id=current, tag=tag,
                                running_ids=_running_ids(page), group_before=(request.args.get("group") or "")[:40])
@@ -261,7 +258,7 @@ def create_chat():
                 db.session.commit()
             raise
     target = url_for("pages.chat_view", chat_id=chat.id)
-    if _is_htmx():
+    if is_htmx():
         return "", 204, {"HX-Location": target}
     return redirect(target)
 
@@ -287,7 +284,7 @@ def rename(chat_id: str):
     if changes:
         organising.apply(g.user.id, chat, changes)
         db.session.commit()
-    if _is_htmx():
+    if is_htmx():
         current = request.args.get("current")
         # The current chat's header title follows (and, through it, the tab title).
         return render_template("partials/_chat_item.html", chat=chat, current_id=current) + (
@@ -303,7 +300,7 @@ def delete(chat_id: str):
     first = chats.list_chats(g.user.id, limit=1)
     following = first.pinned + first.items
     target = url_for("pages.chat_view", chat_id=following[0].id) if following else url_for("pages.index")
-    if _is_htmx():
+    if is_htmx():
         headers = {}
         if request.args.get("current") == chat_id:
             headers["HX-Redirect"] = target  # a fresh page: its own socket and title
@@ -325,7 +322,7 @@ def chat_settings(chat_id: str):
     if settings:
         fields["settings"] = settings
     chat = chats.update_chat(g.user.id, chat_id, fields, _limits())
-    if _is_htmx():
+    if is_htmx():
         return render_template(
             "partials/_chat_header.html",
             chat=chat,
@@ -424,7 +421,7 @@ def web_search_settings():
 
     data = request_data()
     saved = web.save_settings(g.user.id, data, is_admin=g.user.is_admin)
-    if _is_htmx():
+    if is_htmx():
         return render_template("partials/_web_settings.html", web_settings=saved, saved=True)
     return redirect(url_for("pages.settings"))
 
@@ -443,7 +440,7 @@ def add_endpoint():
             endpoint_store.models(endpoint, max_age_seconds=0, refresh=True)
         except NumiError as exc:
             log.info("models of new endpoint %s not fetched: %s", endpoint.id, exc.code)
-    if _is_htmx():
+    if is_htmx():
         # The list, and an empty Add form in place of the filled one (its key must not stay).
         return render_template("partials/_endpoint_list.html", endpoints=endpoint_store.list_endpoints(g.user.id)) \
             + render_template("partials/_endpoint_add_form.html", oob=True)
@@ -459,7 +456,7 @@ def endpoint_card(endpoint_id: int):
 @bp.get("/settings/endpoints/<int:endpoint_id>/edit")
 def edit_endpoint_form(endpoint_id: int):
     endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
-    if _is_htmx():
+    if is_htmx():
         return render_template("partials/_endpoint_edit.html", endpoint=endpoint)
     return render_template("settings.html", editing=endpoint.id, **settings_context())
 
@@ -478,7 +475,7 @@ def edit_endpoint(endpoint_id: int):
         else:
             data.pop("hidden_models", None)
     endpoint_store.update_endpoint(endpoint, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"])
-    if _is_htmx():
+    if is_htmx():
         return render_template("partials/_endpoint.html", endpoint=endpoint, status=("ok", "Saved."))
     return redirect(url_for("pages.settings"))
 
@@ -505,7 +502,7 @@ def refresh_models(endpoint_id: int):
 
 
 def _settings_list_or_redirect():
-    if _is_htmx():
+    if is_htmx():
         return render_template(
             "partials/_endpoint_list.html", endpoints=endpoint_store.list_endpoints(g.user.id)
         )
