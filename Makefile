@@ -19,8 +19,10 @@ run: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(BIN)/numi serve --demo
 
-## test: set up .venv with the test extras (and Debian's chromium when root) and run pytest
+## test: set up .venv with the test extras (and Debian's chromium when root), check the import
+## contracts (pyproject.toml [tool.importlinter]) and run pytest
 test: $(VENV)/.installed-test browser
+	$(BIN)/lint-imports --no-logo
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## bench: run the benchmarks (BENCH="startup memory" for some); results in bench/results/
