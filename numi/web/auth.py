@@ -174,7 +174,7 @@ def _too_many(wait: int, template: str | None):
 def _password_form(error: str, status: int):
     if is_htmx():
         return render_template("partials/_password_form.html", error=error), status
-    from .pages import settings_context
+    from .pages.settings import settings_context
 
     return render_template("settings.html", **settings_context(), password_error=error), status
 

@@ -41,7 +41,7 @@ def _answer(change, *, editing: int | None = None, adding: bool = False):
         error = {"code": exc.code, "message": exc.message, "form": form, "editing": editing}
         if is_htmx():
             return _section(exc.status, error=error)
-        from .pages import settings_context
+        from .pages.settings import settings_context
 
         return render_template("settings.html", prompt_error=error, **settings_context()), exc.status
     if is_htmx():

@@ -30,7 +30,8 @@ from ..chat import search as chat_search
 from ..chat.versions import version_info
 from ..errors import NumiError, invalid
 from .inputs import int_arg, request_data
-from .pages import _route, transcript_context
+from .pages.chat import transcript_context
+from .pages.chat_forms import _route
 from .request_kind import is_htmx
 from .streams import request_timezone, start_turn
 

@@ -1,0 +1,17 @@
+"""The `pages` blueprint every page module registers on, and what several pages share."""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app
+
+bp = Blueprint("pages", __name__)
+
+
+def _limits():
+    return current_app.config
+
+
+
+def running_ids(page) -> set[str]:
+    """Which chats of a sidebar page are answering (one TurnManager call per page)."""
+    return current_app.extensions["numi.turns"].running_among([chat.id for chat in page.pinned + page.items])
