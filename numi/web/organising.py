@@ -15,6 +15,7 @@ import uuid
 from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
 
 from ..chat import chats, organising
+from ..config import parse_bool
 from ..errors import invalid
 from ..extensions import db
 from .inputs import request_data
@@ -25,14 +26,6 @@ bp = Blueprint("organising", __name__)
 THEMES = ("system", "light", "dark")
 # What the undo toast says after each action, and the action that undoes it.
 DONE = {"archive": ("archived", "unarchive"), "delete": ("deleted", "restore")}
-
-
-def _flag(value) -> bool:
-    if value in ("1", "true", "on", True):
-        return True
-    if value in ("0", "false", "off", "", False):
-        return False
-    raise invalid("Expected 0 or 1.")
 
 
 def sidebar_list(current_id: str | None = None, tag: str = ""):
@@ -53,7 +46,7 @@ def _undo_toast(action: str, changed: list[str], current_id: str | None):
 @bp.post("/c/<chat_id>/organise")
 def organise(chat_id: str):
     data = request_data()
-    fields = {key: _flag(data[key]) for key in ("pinned", "archived") if key in data}
+    fields = {key: parse_bool(data[key], key) for key in ("pinned", "archived") if key in data}
     if "tags" in data:
         fields["tags"] = data["tags"]
     chat = organising.organise(g.user.id, chat_id, fields)
