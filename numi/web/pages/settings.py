@@ -9,6 +9,7 @@ from flask import current_app, g, redirect, render_template, request, url_for
 from ... import endpoints as endpoint_store
 from ... import prompts as prompt_store
 from ...errors import NumiError
+from ...providers.kinds import all_kinds
 from ..inputs import request_data
 from ..request_kind import is_htmx
 from .base import bp
@@ -20,13 +21,19 @@ def settings():
     return render_template("settings.html", **settings_context())
 
 
+@bp.app_template_global("endpoint_kinds")
+def endpoint_kinds() -> list:
+    """The endpoint kinds the forms offer (numi.providers.kinds: built-ins and plugins')."""
+    return all_kinds()
+
+
 def settings_context() -> dict:
     """What the settings page shows (also rendered by forms that answer with the whole page)."""
     from ...agent.tools import web
 
     return {
         "endpoints": endpoint_store.list_endpoints(g.user.id),
-        "kinds": ("openai_chat", "openai_responses", "anthropic"),
+        "kinds": all_kinds(),
         "web_settings": web.load_settings(g.user.id),
         "prompts": prompt_store.list_prompts(g.user.id),
     }
