@@ -31,7 +31,7 @@ from ..chat.versions import version_info
 from ..errors import NumiError, invalid
 from .inputs import int_arg, request_data
 from .pages.chat import transcript_context
-from .pages.chat_forms import _route
+from .pages.chat_forms import route_fields
 from .request_kind import is_htmx
 from .streams import request_timezone, start_turn
 
@@ -49,7 +49,7 @@ def _attachment_field(data: dict[str, Any]) -> Any:
 
 def _route_fields(data: dict[str, Any]) -> dict[str, Any] | None:
     if data.get("route"):
-        return _route(data["route"])
+        return route_fields(data["route"])
     fields = {k: data[k] for k in ("endpoint_id", "model") if data.get(k) not in (None, "")}
     return fields or None
 

@@ -7,9 +7,9 @@ from flask import Blueprint, current_app
 bp = Blueprint("pages", __name__)
 
 
-def _limits():
+def limits():
+    """The app's configured limits (titles, settings sizes) that chat validation reads."""
     return current_app.config
-
 
 
 def running_ids(page) -> set[str]:

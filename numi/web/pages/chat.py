@@ -15,8 +15,7 @@ from ...chat.versions import version_info
 from ...errors import NumiError
 from ..inputs import int_arg
 from ..request_kind import is_htmx
-from .base import bp
-from .base import running_ids as _running_ids
+from .base import bp, running_ids
 
 
 @bp.get("/")
@@ -26,7 +25,7 @@ def index():
         "chat.html",
         chat=None,
         sidebar=page,
-        running_ids=_running_ids(page),
+        running_ids=running_ids(page),
         endpoints=endpoint_store.list_endpoints(g.user.id),
         tags=organising.user_tags(g.user.id),
     )
@@ -57,7 +56,7 @@ def chat_view(chat_id: str):
         paused=bool(queue) and not running,
         chat=chat,
         sidebar=sidebar,
-        running_ids=_running_ids(sidebar),
+        running_ids=running_ids(sidebar),
         endpoints=endpoint_store.list_endpoints(g.user.id),
         tags=organising.user_tags(g.user.id),
         running=running,

@@ -13,7 +13,7 @@ from ...errors import NumiError, no_model
 from ...extensions import db
 from ..inputs import request_data
 from ..request_kind import is_htmx
-from .base import _limits, bp
+from .base import bp, limits
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def create_chat():
     data = request_data()
     fields = {"title": data.get("title") or "New chat"}
     if data.get("route"):
-        fields.update(_route(data["route"]))
+        fields.update(route_fields(data["route"]))
     message = data.get("message")
     if message is not None and not str(message).strip():
         message = None  # an empty box is a plain "New chat"
@@ -38,9 +38,9 @@ def create_chat():
     chat = chats.newest_empty_chat(g.user.id) if fields["title"] == "New chat" else None
     created = chat is None
     if created:
-        chat = chats.create_chat(g.user.id, fields, _limits())
+        chat = chats.create_chat(g.user.id, fields, limits())
     else:
-        chat = chats.update_chat(g.user.id, chat.id, fields, _limits())
+        chat = chats.update_chat(g.user.id, chat.id, fields, limits())
         chats.touch_chat(chat)
     if message is not None:
         payload = {"message": message, "request_id": data.get("request_id") or None}
@@ -80,7 +80,7 @@ def rename(chat_id: str):
     data = request_data()
     # The inline editor edits the title and the tags; both are checked before either is saved.
     changes = organising.validate({"tags": data["tags"] or ""} if "tags" in data else {})
-    chat = chats.update_chat(g.user.id, chat_id, {"title": data.get("title", "")}, _limits())
+    chat = chats.update_chat(g.user.id, chat_id, {"title": data.get("title", "")}, limits())
     if changes:
         organising.apply(g.user.id, chat, changes)
         db.session.commit()
@@ -113,7 +113,7 @@ def chat_settings(chat_id: str):
     data = request_data()
     fields: dict = {}
     if "route" in data:
-        fields.update(_route(data["route"]))
+        fields.update(route_fields(data["route"]))
     settings = {}
     for key in ("system_prompt", "temperature", "max_tokens", "reasoning_effort"):
         if key in data:
@@ -121,7 +121,7 @@ def chat_settings(chat_id: str):
     settings.update(_tool_settings(data))
     if settings:
         fields["settings"] = settings
-    chat = chats.update_chat(g.user.id, chat_id, fields, _limits())
+    chat = chats.update_chat(g.user.id, chat_id, fields, limits())
     if is_htmx():
         return render_template(
             "partials/_chat_header.html",
@@ -180,7 +180,7 @@ TOOL_LABELS = {
 }
 
 
-def _route(value: str) -> dict:
+def route_fields(value: str) -> dict:
     """`<endpoint_id>:<model>` from the model picker."""
     endpoint_id, _, model = (value or "").partition(":")
     if not endpoint_id:

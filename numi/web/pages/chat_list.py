@@ -10,8 +10,7 @@ from flask import current_app, g, jsonify, redirect, render_template, request, u
 from ...chat import chats, organising
 from ...models import utcnow
 from ..request_kind import is_htmx
-from .base import bp
-from .base import running_ids as _running_ids
+from .base import bp, running_ids
 
 
 @bp.get("/chats")
@@ -27,7 +26,7 @@ def chat_list():
     if is_htmx():
         # `group`: the date group the previous page ended in, so its header is not repeated.
         return render_template("partials/_chat_list_page.html", sidebar=page, query=query, current_id=current, tag=tag,
-                               running_ids=_running_ids(page), group_before=(request.args.get("group") or "")[:40])
+                               running_ids=running_ids(page), group_before=(request.args.get("group") or "")[:40])
     return redirect(url_for("pages.index"))
 
 
