@@ -73,13 +73,9 @@ def get_adapter(
 
 __all__ = [
     "KINDS",
-    "EndpointKind",
-    "all_kinds",
-    "get_kind",
-    "kind_names",
-    "register_kind",
     "Capabilities",
     "ChatRequest",
+    "EndpointKind",
     "Finish",
     "ModelInfo",
     "ProviderAdapter",
@@ -95,6 +91,10 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "adapter_class",
+    "all_kinds",
     "capabilities",
     "get_adapter",
+    "get_kind",
+    "kind_names",
+    "register_kind",
 ]
