@@ -44,6 +44,11 @@ def register_kind(kind: EndpointKind) -> EndpointKind:
     return kind
 
 
+def unregister_kind(name: str) -> None:
+    """Remove a kind (a plugin unloaded, a test done); an unknown name is a no-op."""
+    _KINDS.pop(name, None)
+
+
 def get_kind(name: str) -> EndpointKind:
     """The kind called `name`. Raises ProviderError("bad_request") for an unknown kind."""
     found = _KINDS.get(name)
