@@ -31,7 +31,7 @@ test: $(VENV)/.installed-test browser lint
 ## lint: ruff (rules and line length in pyproject.toml) and the import-linter contracts
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
-	$(BIN)/lint-imports
+	$(BIN)/lint-imports --no-logo
 
 ## bench: run the benchmarks (BENCH="startup memory" for some); results in bench/results/
 bench: $(VENV)/.installed-test browser

@@ -31,7 +31,7 @@ from numi.models import Chat, Checkpoint, Message, User  # noqa: E402
 
 
 def build_chat(count: int) -> tuple[int, str, list[int]]:
-    from numi.web.security import LOCAL_USERNAME
+    from numi.identity import LOCAL_USERNAME
 
     user = User(username=LOCAL_USERNAME, is_admin=True)  # single-user mode's user: the API sees the chat
     db.session.add(user)

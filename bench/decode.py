@@ -135,9 +135,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    import run
+    from stats import table
 
-    print(run.table(measure(args.tokens, args.runs)))
+    print(table(measure(args.tokens, args.runs)))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ import tempfile
 import time
 import uuid
 from datetime import datetime, timedelta
-
 from urllib.parse import urlsplit
 
 from live import ACCESS_TOKEN, ROOT, LiveNumi
@@ -70,8 +69,8 @@ def long_chat(runs: int = 7) -> list[dict]:
     from numi import create_app
     from numi.database import upgrade
     from numi.extensions import db
+    from numi.identity import local_user
     from numi.models import Chat, ChatTag, Message
-    from numi.web.security import local_user
 
     data_dir = tempfile.mkdtemp(prefix="numi-bench-pages-")
     app = create_app({"NUMI_DATA_DIR": data_dir, "NUMI_LOG_LEVEL": "WARNING", "NUMI_ACCESS_TOKEN": ACCESS_TOKEN})

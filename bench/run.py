@@ -36,6 +36,7 @@ import render  # noqa: E402
 import scaleout  # noqa: E402
 import startup  # noqa: E402
 import turns  # noqa: E402
+from stats import table  # noqa: E402
 
 BENCHMARKS = {
     "install": install.measure,
@@ -53,23 +54,6 @@ BENCHMARKS = {
     "scaleout": scaleout.measure,
     "scaleout-capacity": scaleout.capacity,
 }
-
-
-def _fmt(value: float) -> str:
-    if value != value:  # NaN
-        return "–"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
-
-
-def table(rows: list[dict]) -> str:
-    lines = ["| benchmark | metric | median | × floor | min | max | runs | target | note |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        unit = f" {r['unit']}" if r["unit"] else ""
-        ratio = f"{r['ratio']:.2f}×" if r.get("ratio") is not None else ""
-        lines.append(f"| {r['benchmark']} | {r['metric']} | {_fmt(r['median'])}{unit} | {ratio} | {_fmt(r['min'])} | "
-                     f"{_fmt(r['max'])} | {r['runs']} | {r['target']} | {r['note']} |")
-    return "\n".join(lines)
 
 
 def main(argv: list[str]) -> None:

@@ -29,3 +29,21 @@ def row(benchmark: str, metric: str, values: list[float], unit: str, target: str
         "target": target,
         "note": note,
     }
+
+
+def _fmt(value: float) -> str:
+    if value != value:  # NaN
+        return "–"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.1f}"
+
+
+def table(rows: list[dict]) -> str:
+    """The rows as a Markdown table, the form PROFILE.md and the README quote."""
+    lines = ["| benchmark | metric | median | × floor | min | max | runs | target | note |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        unit = f" {r['unit']}" if r["unit"] else ""
+        ratio = f"{r['ratio']:.2f}×" if r.get("ratio") is not None else ""
+        lines.append(f"| {r['benchmark']} | {r['metric']} | {_fmt(r['median'])}{unit} | {ratio} | {_fmt(r['min'])} | "
+                     f"{_fmt(r['max'])} | {r['runs']} | {r['target']} | {r['note']} |")
+    return "\n".join(lines)

@@ -75,7 +75,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     register(app)
     from .agent.runtime import run_turn
     from .agent.sending import queue_after_turn
-    from .agent.tools import default_registry
+    from .agent.tools import ToolRegistry
     from .extensions import TURNS
     from .login_limits import throttle_from_config
     from .turns.manager import TurnManager
@@ -84,7 +84,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     # its turn-end hook (queued follow-ups) here.
     app.extensions[TURNS] = TurnManager(app, producer=run_turn, turn_end_hooks=[queue_after_turn])
     app.extensions["numi.login_throttle"] = throttle_from_config(app.config)
-    app.extensions["numi.tools"] = default_registry()
+    app.extensions["numi.tools"] = ToolRegistry()  # filled by the plugins, built-ins first
     _load_plugins(app)
     return app
 
@@ -100,9 +100,14 @@ def freeze_startup_heap() -> None:
     gc.freeze()
 
 
+# Numi's own tools and endpoint kinds, registered through the plugin hook before NUMI_PLUGINS.
+DEFAULT_PLUGINS = ("numi.providers.default_kinds", "numi.agent.tools.default_tools")
+
+
 def _load_plugins(app: "Flask") -> None:
-    """Call `register(app)` of each module named in NUMI_PLUGINS (tools, routes, ...)."""
+    """Call `register(app)` of each default plugin, then of each module named in NUMI_PLUGINS
+    (tools, endpoint kinds, routes, ...)."""
     import importlib
 
-    for name in app.config["NUMI_PLUGINS"]:
+    for name in (*DEFAULT_PLUGINS, *app.config["NUMI_PLUGINS"]):
         importlib.import_module(name).register(app)

@@ -14,6 +14,8 @@ import sys  # noqa: E402
 
 import click  # noqa: E402
 
+from .providers.kinds import kind_names  # noqa: E402
+
 log = logging.getLogger("numi")
 
 
@@ -163,7 +165,7 @@ def endpoint():
 
 @endpoint.command("add")
 @click.argument("name")
-@click.option("--kind", type=click.Choice(["openai_chat", "openai_responses", "anthropic"]), default="openai_chat", show_default=True)
+@click.option("--kind", type=click.Choice(kind_names()), default="openai_chat", show_default=True)
 @click.option("--base-url", required=True, help="e.g. http://127.0.0.1:11434/v1 or https://api.anthropic.com")
 @click.option("--api-key-env", metavar="VAR", help="Read the API key from this environment variable.")
 @click.option("--api-key-stdin", is_flag=True, help="Read the API key from standard input.")
@@ -346,8 +348,8 @@ def token_create(username, name):
     from sqlalchemy import select
 
     from .extensions import db as database
+    from .identity import hash_token, new_token
     from .models import ApiToken, User
-    from .web.security import hash_token, new_token
 
     with _context():
         found = database.session.execute(select(User).where(User.username == username)).scalar_one_or_none()

@@ -24,8 +24,34 @@ class Setting:
     help: str
 
 
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
+
+
+def parse_bool(value: Any, name: str | None = None) -> bool:
+    """The one reading of a true/false value: a JSON boolean, 0 or 1, or a word from a form,
+    a query string or an environment variable ("1", "true", "yes", "on"; any case).
+
+    With `name`, a value that is neither true nor false is refused (`invalid_input` naming
+    the field); without it, as for settings, anything not true is false.
+    """
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in TRUE_WORDS:
+            return True
+        if word in FALSE_WORDS:
+            return False
+    elif value is None or (isinstance(value, int | float) and value in (0, 1)):
+        return bool(value)
+    if name is None:
+        return False
+    from .errors import invalid
+
+    raise invalid(f"{name} must be true or false.")
+
+
 def _bool(value: str) -> bool:
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    return parse_bool(value)
 
 
 def _choice(*allowed: str) -> Callable[[str], str]:

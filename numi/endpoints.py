@@ -24,7 +24,8 @@ from sqlalchemy import or_, select
 from .addresses import AddressRefused, check_url, guarded_transport
 from .errors import NotFound, NumiError, invalid
 from .extensions import db
-from .models import ENDPOINT_KINDS, REASONING_POLICIES, Endpoint, User, utcnow
+from .models import REASONING_POLICIES, Endpoint, User, utcnow
+from .providers.kinds import get_kind, kind_names
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +84,9 @@ def validate(fields: dict[str, Any], *, max_name: int = 100, partial: bool = Fal
         clean["name"] = name.strip()
     if not partial or "kind" in fields:
         kind = fields.get("kind")
-        if kind not in ENDPOINT_KINDS:
+        if kind not in kind_names():
             raise invalid(
-                f"Unknown endpoint kind {str(kind)[:40]!r}; use one of {', '.join(ENDPOINT_KINDS)}.",
+                f"Unknown endpoint kind {str(kind)[:40]!r}; use one of {', '.join(kind_names())}.",
                 "unknown_kind",
             )
         clean["kind"] = kind
@@ -219,9 +220,6 @@ def cached_adapter(app, kind: str, base_url: str, api_key: str | None, guarded: 
     return adapter
 
 
-SDK_MODULES = {"openai_chat": "openai", "openai_responses": "openai", "anthropic": "anthropic"}
-
-
 def _import_sdk_off_hub(kind: str) -> None:
     """Import the provider SDK in a native thread the first time a turn needs it.
 
@@ -232,7 +230,7 @@ def _import_sdk_off_hub(kind: str) -> None:
     import importlib
     import sys
 
-    module = SDK_MODULES.get(kind)
+    module = get_kind(kind).sdk_module if kind in kind_names() else None
     if module is None or module in sys.modules:
         return
     import gevent

@@ -91,7 +91,6 @@ class ApiToken(db.Model):
     last_used_at: Mapped[datetime | None]
 
 
-ENDPOINT_KINDS = ("openai_chat", "openai_responses", "anthropic")
 REASONING_POLICIES = ("auto", "preserve", "strip")
 
 

@@ -394,8 +394,8 @@ def create_user(app, username: str, password: str = "correct horse battery", *, 
     create` do (the password hashed by the app's own hasher: the fast test profile)."""
     from numi.extensions import db
     from numi.models import ApiToken, User
+    from numi.identity import hash_token, new_token
     from numi.passwords import hash_password
-    from numi.web.security import hash_token, new_token
 
     with app.app_context():
         user = User(username=username, password_hash=hash_password(password), is_admin=is_admin)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from .importer import ImportedChat, invalid_import
+from .imported import ImportedChat, invalid_import
 
 MAX_BRANCH = 100_000  # a parent chain longer than this is a cycle or a broken file
 

@@ -19,9 +19,8 @@ reference line for each image or file (their bytes are not in those exports).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import select
 
@@ -32,6 +31,8 @@ from ..models import Attachment, Chat, Endpoint, Message, utcnow
 from . import versions
 from .chats import SETTING_KEYS, validate_settings
 from .export import ATTACHMENT_INFO_KEY, FORMAT_TAG, FORMAT_VERSION
+from .import_formats import ChatGPTImporter, OpenWebUIImporter
+from .imported import ChatImporter, ImportedChat, invalid_import
 
 ROLES = ("system", "user", "assistant", "tool")
 # Settings that only make sense on the machine and account they were made on, and the ones
@@ -40,32 +41,6 @@ ROLES = ("system", "user", "assistant", "tool")
 # after reading what they imported.
 DROPPED_SETTINGS = ("workspace", "tools", "auto_approve", "tool_policy")
 KNOWN_SETTINGS = (*SETTING_KEYS, "fallbacks", "auto_compact", "auto_approve")
-
-
-def invalid_import(message: str) -> NumiError:
-    return NumiError("invalid_import", message, 400)
-
-
-@dataclass
-class ImportedChat:
-    """A chat read from a file, validated, not yet stored."""
-
-    title: str
-    model: str | None = None
-    endpoint: dict[str, Any] | None = None  # {"id", "name"} as the file knew it: a hint only
-    settings: dict[str, Any] = field(default_factory=dict)
-    created_at: datetime | None = None
-    messages: list[dict[str, Any]] = field(default_factory=list)
-
-
-class ChatImporter(Protocol):
-    """One file format. `parse` validates everything and raises `invalid_import` on the first problem."""
-
-    name: str
-
-    def detect(self, document: Any) -> bool: ...
-
-    def parse(self, document: Any, limits: dict[str, Any]) -> list[ImportedChat]: ...
 
 
 def import_chats(user_id: int, document: Any, limits: dict[str, Any]) -> list[Chat]:
@@ -423,8 +398,5 @@ def _attachment_part(part: dict[str, Any], owned: dict[str, Any]) -> dict[str, A
     name = info.get("filename") if isinstance(info.get("filename"), str) else f"#{part['id']}"
     return {"type": "text", "text": f"[attachment not available: {name}]"}
 
-
-# The foreign formats live in their own module; it uses the helpers above.
-from .import_formats import ChatGPTImporter, OpenWebUIImporter  # noqa: E402
 
 IMPORTERS: list[ChatImporter] = [NumiImporter(), ChatGPTImporter(), OpenWebUIImporter()]

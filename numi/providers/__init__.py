@@ -15,6 +15,7 @@ from typing import Any
 
 from .base import ProviderAdapter, ProviderStream, RetryPolicy
 from .capabilities import Capabilities, capabilities
+from .default_kinds import register as _register_default_kinds
 from .errors import ProviderError
 from .events import (
     ChatRequest,
@@ -29,29 +30,17 @@ from .events import (
     ToolSpec,
     Usage,
 )
+from .kinds import EndpointKind, all_kinds, get_kind, kind_names, register_kind
 
-KINDS = ("openai_chat", "openai_responses", "anthropic")
+_register_default_kinds()
+# The built-in kinds' names (a plugin's kinds are in kind_names()).
+KINDS = kind_names()
 
 
 def adapter_class(kind: str) -> type[ProviderAdapter]:
     """The adapter class for an endpoint kind (its capability attributes are readable
     without building a client). Raises ProviderError("bad_request") for unknown kinds."""
-    # Imported here so that `import numi.providers` stays light.
-    if kind == "openai_chat":
-        from .openai_chat import OpenAIChatAdapter
-
-        return OpenAIChatAdapter
-    if kind == "openai_responses":
-        from .openai_responses import OpenAIResponsesAdapter
-
-        return OpenAIResponsesAdapter
-    if kind == "anthropic":
-        from .anthropic_messages import AnthropicAdapter
-
-        return AnthropicAdapter
-    raise ProviderError(
-        "bad_request", f"Unknown endpoint kind {kind!r}; expected one of {', '.join(KINDS)}"
-    )
+    return get_kind(kind).adapter_class()
 
 
 def get_adapter(
@@ -86,6 +75,7 @@ __all__ = [
     "KINDS",
     "Capabilities",
     "ChatRequest",
+    "EndpointKind",
     "Finish",
     "ModelInfo",
     "ProviderAdapter",
@@ -101,6 +91,10 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "adapter_class",
+    "all_kinds",
     "capabilities",
     "get_adapter",
+    "get_kind",
+    "kind_names",
+    "register_kind",
 ]

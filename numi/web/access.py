@@ -24,6 +24,8 @@ from urllib.parse import urlencode
 from flask import Blueprint, current_app, g, redirect, render_template, request, session
 
 from ..errors import NumiError
+from ..identity import local_user
+from .request_kind import bearer_token, is_htmx, is_websocket_upgrade
 
 bp = Blueprint("access", __name__)
 
@@ -39,8 +41,6 @@ def authorize(public: bool):
 
     `public` requests (health check, the token form) pass without the token.
     """
-    from .security import bearer_token, local_user
-
     bearer = bearer_token()
     if bearer is not None:
         if not _matches(bearer):
@@ -99,9 +99,8 @@ def _remembered() -> bool:
 
 def _is_api_request() -> bool:
     from .errors import wants_json
-    from .security import is_websocket_upgrade
 
-    return (request.path.startswith(("/api/", "/ws/")) or bool(request.headers.get("HX-Request"))
+    return (request.path.startswith(("/api/", "/ws/")) or is_htmx()
             or is_websocket_upgrade() or wants_json())
 
 

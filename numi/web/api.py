@@ -7,6 +7,7 @@ from flask import Blueprint, current_app, g, jsonify, request
 from .. import endpoints as endpoint_store
 from ..chat import chats, organising
 from ..chat.versions import version_info
+from ..config import parse_bool
 from ..errors import NumiError, turn_running
 from ..extensions import db, turn_manager
 from .inputs import int_arg, request_data
@@ -139,6 +140,6 @@ def endpoint_models(endpoint_id: int):
     models = endpoint_store.models(
         endpoint,
         max_age_seconds=current_app.config["NUMI_MODELS_CACHE_SECONDS"],
-        refresh=request.args.get("refresh") in ("1", "true"),
+        refresh=parse_bool(request.args.get("refresh")),
     )
     return jsonify(models=models, default_model=endpoint.default_model)

@@ -25,6 +25,7 @@ from ..login_limits import LoginThrottle
 from ..models import User
 from ..passwords import check_password, hash_password
 from .inputs import request_data
+from .request_kind import is_htmx
 
 bp = Blueprint("auth", __name__)
 
@@ -124,7 +125,7 @@ def change_password():
         return _password_form("Your password was changed elsewhere meanwhile. Reload and try again.", 409)
     # This browser stays signed in with the new version; every other cookie is retired.
     _start_session(db.session.get(User, user_id))
-    if request.headers.get("HX-Request"):
+    if is_htmx():
         return render_template("partials/_password_form.html", saved=True)
     return redirect(url_for("pages.settings"))
 
@@ -171,9 +172,9 @@ def _too_many(wait: int, template: str | None):
 
 
 def _password_form(error: str, status: int):
-    if request.headers.get("HX-Request"):
+    if is_htmx():
         return render_template("partials/_password_form.html", error=error), status
-    from .pages import settings_context
+    from .pages.settings import settings_context
 
     return render_template("settings.html", **settings_context(), password_error=error), status
 

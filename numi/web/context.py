@@ -20,6 +20,7 @@ from ..chat.compaction import checkpoint_dict, compact
 from ..chat.context import ChatContextService, estimate_tokens
 from ..errors import NumiError, no_model, turn_running
 from ..extensions import db, turn_manager
+from .request_kind import is_htmx
 
 bp = Blueprint("context", __name__)
 
@@ -159,7 +160,7 @@ def gauge(chat_id: str):
 def compact_page(chat_id: str):
     chat = chats.get_chat(g.user.id, chat_id)
     run_compaction(chat)
-    if request.headers.get("HX-Request"):
+    if is_htmx():
         # The transcript gains a divider and the gauge changes: reload the chat view.
         return "", 204, {"HX-Refresh": "true"}
     return redirect(url_for("pages.chat_view", chat_id=chat_id))
@@ -173,6 +174,6 @@ def auto_compact_page(chat_id: str):
     data = request_data()
     value = data.get("auto_compact") in ("1", "on", "true", True)
     chat = chats.update_chat(g.user.id, chat_id, {"settings": {"auto_compact": value}}, current_app.config)
-    if request.headers.get("HX-Request"):
+    if is_htmx():
         return render_template("partials/_context_gauge.html", chat=chat, gauge=context_info(chat))
     return redirect(url_for("pages.chat_view", chat_id=chat_id))

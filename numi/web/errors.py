@@ -11,6 +11,7 @@ from flask import Flask, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException
 
 from ..errors import NumiError
+from .request_kind import is_htmx
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +34,14 @@ def init_app(app: Flask) -> None:
 
 def wants_json() -> bool:
     return request.path.startswith("/api/") or (
-        request.accept_mimetypes.best == "application/json" and not request.headers.get("HX-Request")
+        request.accept_mimetypes.best == "application/json" and not is_htmx()
     )
 
 
 def error_response(code: str, message: str, status: int):
     if wants_json():
         return jsonify(error={"code": code, "message": message}), status
-    if request.headers.get("HX-Request"):
+    if is_htmx():
         response = render_template("partials/_toast.html", code=code, message=message, status=status)
         return response, status, {"HX-Retarget": "#toasts", "HX-Reswap": "beforeend"}
     return render_template("error.html", code=code, message=message, status=status), status

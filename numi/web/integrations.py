@@ -7,16 +7,13 @@ Everything is scoped to the signed-in user: a foreign id is a 404.
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, g, jsonify, redirect, render_template, url_for
 
 from ..agent.tools import documents, mcp
 from .inputs import request_data
+from .request_kind import is_htmx
 
 bp = Blueprint("integrations", __name__)
-
-
-def _is_htmx() -> bool:
-    return request.headers.get("HX-Request") == "true"
 
 
 # --- documents -----------------------------------------------------------------------------
@@ -30,7 +27,7 @@ def documents_section():
 @bp.post("/settings/documents/index")
 def index_documents():
     documents.ensure_indexed(current_app._get_current_object(), g.user.id)
-    if _is_htmx():
+    if is_htmx():
         return render_template("partials/_documents_section.html")
     return redirect(url_for("pages.settings"))
 
@@ -50,7 +47,7 @@ def api_index_documents():
 
 
 def _mcp_section(status: dict | None = None):
-    if _is_htmx():
+    if is_htmx():
         return render_template("partials/_mcp_section.html", mcp_status=status or {})
     return redirect(url_for("pages.settings"))
 

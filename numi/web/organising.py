@@ -15,27 +15,17 @@ import uuid
 from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
 
 from ..chat import chats, organising
+from ..config import parse_bool
 from ..errors import invalid
 from ..extensions import db, turn_manager
 from .inputs import request_data
+from .request_kind import is_htmx
 
 bp = Blueprint("organising", __name__)
 
 THEMES = ("system", "light", "dark")
 # What the undo toast says after each action, and the action that undoes it.
 DONE = {"archive": ("archived", "unarchive"), "delete": ("deleted", "restore")}
-
-
-def _is_htmx() -> bool:
-    return bool(request.headers.get("HX-Request"))
-
-
-def _flag(value) -> bool:
-    if value in ("1", "true", "on", True):
-        return True
-    if value in ("0", "false", "off", "", False):
-        return False
-    raise invalid("Expected 0 or 1.")
 
 
 def sidebar_list(current_id: str | None = None, tag: str = ""):
@@ -56,12 +46,12 @@ def _undo_toast(action: str, changed: list[str], current_id: str | None):
 @bp.post("/c/<chat_id>/organise")
 def organise(chat_id: str):
     data = request_data()
-    fields = {key: _flag(data[key]) for key in ("pinned", "archived") if key in data}
+    fields = {key: parse_bool(data[key], key) for key in ("pinned", "archived") if key in data}
     if "tags" in data:
         fields["tags"] = data["tags"]
     chat = organising.organise(g.user.id, chat_id, fields)
     current = request.args.get("current")
-    if not _is_htmx():
+    if not is_htmx():
         back = request.referrer if (request.referrer or "").startswith(request.host_url) else None
         return redirect(back or url_for("pages.chat_view", chat_id=chat.id))
     if fields.get("archived") is True:
@@ -78,7 +68,7 @@ def bulk_html():
     current = request.form.get("current")
     running = turn_manager().running_among(ids) if action == "delete" else frozenset()
     changed = organising.bulk(g.user.id, action, ids, running)
-    if not _is_htmx():
+    if not is_htmx():
         return redirect(url_for("pages.index"))
     if action in DONE:
         return _undo_toast(action, changed, current)

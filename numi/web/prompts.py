@@ -18,12 +18,9 @@ from flask import Blueprint, g, jsonify, redirect, render_template, request, url
 from .. import prompts as prompt_store
 from ..errors import NumiError
 from .inputs import request_data
+from .request_kind import is_htmx
 
 bp = Blueprint("prompts", __name__)
-
-
-def _is_htmx() -> bool:
-    return bool(request.headers.get("HX-Request"))
 
 
 def _section(status: int = 200, **context):
@@ -42,12 +39,12 @@ def _answer(change, *, editing: int | None = None, adding: bool = False):
             raise
         form = {key: request.form.get(key, "") for key in prompt_store.FIELDS}
         error = {"code": exc.code, "message": exc.message, "form": form, "editing": editing}
-        if _is_htmx():
+        if is_htmx():
             return _section(exc.status, error=error)
-        from .pages import settings_context
+        from .pages.settings import settings_context
 
         return render_template("settings.html", prompt_error=error, **settings_context()), exc.status
-    if _is_htmx():
+    if is_htmx():
         return _section(added=adding)  # after an add, the focus is back in an empty Add form
     return redirect(url_for("pages.settings") + "#prompts")
 

@@ -15,21 +15,17 @@ Rules (DESIGN §7):
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 from urllib.parse import urlsplit
 
 from flask import Flask, current_app, g, redirect, request, url_for
-from sqlalchemy import select
 
 from ..errors import NumiError
-from ..extensions import db
-from ..models import ApiToken, User, utcnow
+from ..identity import local_user, user_for_token
 from . import access
+from .request_kind import bearer_token, is_htmx, is_websocket_upgrade
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 WILDCARD_BINDS = {"0.0.0.0", "::", ""}
-LOCAL_USERNAME = "local"
 PUBLIC_ENDPOINTS = {"auth.login", "static", "pages.healthz", access.FORM_ENDPOINT}
 
 CSP = (
@@ -66,10 +62,6 @@ def _check_host():
     if _hostname(request.host) not in allowed:
         raise NumiError("bad_host", "This host name is not allowed. Add it to NUMI_ALLOWED_HOSTS.", 400)
     return None
-
-
-def is_websocket_upgrade() -> bool:
-    return request.headers.get("Upgrade", "").lower() == "websocket"
 
 
 def same_origin(origin: str, host_header: str) -> bool:
@@ -126,54 +118,10 @@ def _identify():
 
     g.user = session_user()
     if g.user is None and request.endpoint not in PUBLIC_ENDPOINTS:
-        if request.path.startswith(("/api/", "/ws/")) or request.headers.get("HX-Request"):
+        if request.path.startswith(("/api/", "/ws/")) or is_htmx():
             raise NumiError("auth_required", "Log in first.", 401)
         return redirect(url_for("auth.login", next=request.full_path if request.query_string else request.path))
     return None
-
-
-def bearer_token() -> str | None:
-    header = request.headers.get("Authorization", "")
-    if header.lower().startswith("bearer "):
-        return header[7:].strip()
-    return None
-
-
-def local_user() -> User:
-    """The single-user mode's user, created (as admin) on first use."""
-    cache = current_app.extensions.setdefault("numi.local_user_id", {})
-    user_id = cache.get("id")
-    user = db.session.get(User, user_id) if user_id else None
-    if user is None:
-        user = db.session.execute(select(User).where(User.username == LOCAL_USERNAME)).scalar_one_or_none()
-        if user is None:
-            user = User(username=LOCAL_USERNAME, is_admin=True)
-            db.session.add(user)
-            db.session.commit()
-        cache["id"] = user.id
-    return user
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def new_token() -> str:
-    return "numi_" + secrets.token_urlsafe(32)
-
-
-def user_for_token(token: str) -> User | None:
-    row = db.session.execute(
-        select(ApiToken).where(ApiToken.token_hash == hash_token(token))
-    ).scalar_one_or_none()
-    if row is None:
-        return None
-    now = utcnow()
-    # Recorded at most once a minute: a write per API call would contend for SQLite's one writer.
-    if row.last_used_at is None or (now - row.last_used_at).total_seconds() > 60:
-        row.last_used_at = now
-        db.session.commit()
-    return db.session.get(User, row.user_id)
 
 
 def _security_headers(response):
@@ -181,7 +129,7 @@ def _security_headers(response):
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     response.headers.setdefault("Referrer-Policy", "same-origin")
     response.headers.setdefault("X-Frame-Options", "DENY")
-    if request.headers.get("HX-Request"):
+    if is_htmx():
         # A fragment and the full page share a URL: keep caches from mixing them up.
         response.vary.add("HX-Request")
     return response

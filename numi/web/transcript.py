@@ -32,16 +32,14 @@ from ..chat.versions import version_info
 from ..errors import NumiError, invalid
 from ..extensions import turn_manager
 from .inputs import int_arg, request_data
-from .pages import _route, transcript_context
+from .pages.chat import transcript_context
+from .pages.chat_forms import route_fields
+from .request_kind import is_htmx
 from .streams import request_timezone
 
 log = logging.getLogger(__name__)
 
 bp = Blueprint("transcript", __name__)
-
-
-def _is_htmx() -> bool:
-    return bool(request.headers.get("HX-Request"))
 
 
 def _attachment_field(data: dict[str, Any]) -> Any:
@@ -53,7 +51,7 @@ def _attachment_field(data: dict[str, Any]) -> Any:
 
 def _route_fields(data: dict[str, Any]) -> dict[str, Any] | None:
     if data.get("route"):
-        return _route(data["route"])
+        return route_fields(data["route"])
     fields = {k: data[k] for k in ("endpoint_id", "model") if data.get(k) not in (None, "")}
     return fields or None
 
@@ -91,7 +89,7 @@ def _refreshed_transcript(chat_id: str, *, start_payload: dict[str, Any] | None 
 
 def _after_change(chat_id: str, payload: dict[str, Any] | None, status: int = 202, **body):
     """Finish an edit/regenerate/delete for whichever client asked."""
-    if _is_htmx():
+    if is_htmx():
         return _refreshed_transcript(chat_id, start_payload=payload)
     turn = None
     if payload is not None:
@@ -162,7 +160,7 @@ def fork(chat_id: str, message_id: int):
     if request.path.startswith("/api/"):
         return jsonify(forked.to_dict()), 201
     target = url_for("pages.chat_view", chat_id=forked.id)
-    if _is_htmx():
+    if is_htmx():
         return "", 204, {"HX-Location": target}
     return redirect(target, code=303)
 
@@ -171,7 +169,7 @@ def fork(chat_id: str, message_id: int):
 @bp.post("/api/session/<chat_id>/messages/<int:message_id>/show", endpoint="api_show_version")
 def show_version(chat_id: str, message_id: int):
     message = edits.switch_version(g.user.id, chat_id, message_id)
-    if _is_htmx():
+    if is_htmx():
         direction = request.form.get("direction") if request.form.get("direction") in ("previous", "next") else "next"
         return _refreshed_transcript(chat_id, focus_version=(message.id, direction))
     if request.path.startswith("/api/"):
@@ -187,7 +185,7 @@ def show_version(chat_id: str, message_id: int):
 def topics(chat_id: str):
     chat = chats.get_chat(g.user.id, chat_id)
     items = edits.topics(g.user.id, chat_id)
-    if _is_htmx():
+    if is_htmx():
         return render_template("partials/_topic_list.html", chat=chat, topics=items)
     return render_template("topics.html", chat=chat, topics=items)
 
@@ -210,13 +208,13 @@ def search():
         tag = (request.args.get("tag") or "")[:40]
         page = chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"], query=query, tag=tag)
         template = "partials/_chat_list_page.html"
-        if _is_htmx():
+        if is_htmx():
             running = turn_manager().running_among([c.id for c in page.pinned + page.items])
             return render_template(template, sidebar=page, query=query, current_id=current, tag=tag,
                                    running_ids=running)
         return render_template("search.html", results=None, query=query, sidebar=page, current_id=current)
     results = chat_search.search(g.user.id, query, limit=config["NUMI_PAGE_SIZE_CHATS"])
-    if _is_htmx():
+    if is_htmx():
         return render_template("partials/_search_results.html", results=results, current_id=current)
     return render_template("search.html", results=results, query=query, current_id=current)
 

@@ -13,6 +13,7 @@ from flask import Blueprint, g, jsonify, redirect, render_template, request, url
 
 from ..chat import usage
 from .inputs import request_data
+from .request_kind import is_htmx
 
 bp = Blueprint("usage", __name__)
 
@@ -33,7 +34,7 @@ def _page_context(report: usage.UsageReport, **extra) -> dict:
 @bp.get("/usage")
 def usage_page():
     report = _report()
-    if request.headers.get("HX-Request") and request.headers.get("HX-Target") == "usage-report":
+    if is_htmx() and request.headers.get("HX-Target") == "usage-report":
         return render_template("partials/_usage_report.html", report=report)
     return render_template("usage.html", **_page_context(report))
 
@@ -42,7 +43,7 @@ def usage_page():
 def usage_price_form():
     data = request_data()
     usage.set_price(g.user.id, data.get("model"), data.get("input_per_mtok"), data.get("output_per_mtok"))
-    if request.headers.get("HX-Request"):
+    if is_htmx():
         report = _report()
         return render_template("partials/_usage_body.html", **_page_context(report, saved=data.get("model")))
     return redirect(url_for("usage.usage_page"), code=303)

@@ -154,7 +154,7 @@ class Connection:
         """Events that close a live turn the page still shows but the server no longer
         knows (it restarted mid-turn): the page's Stop and live text go, and when the
         transcript ends without an answer it gets the `interrupted` notice with Retry."""
-        from .pages import interrupted_turn
+        from .pages.chat import interrupted_turn
 
         if not client_turn_id or backlog:
             return []

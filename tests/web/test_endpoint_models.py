@@ -41,7 +41,7 @@ def test_test_button_names_a_default_model_the_endpoint_lacks(sqlite_client, pro
 def test_first_start_adds_endpoints_from_the_environment_once(sqlite_app):
     from numi.endpoints import detect_from_environment, find_by_name, list_endpoints, remove_endpoint
     from numi.extensions import db
-    from numi.web.security import local_user
+    from numi.identity import local_user
 
     environ = {"OPENAI_API_KEY": "sk-env-secret", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
                "ANTHROPIC_API_KEY": "sk-ant-secret"}

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from numi.extensions import db
+from numi.identity import local_user
 from numi.models import Chat, Message
-from numi.web.security import local_user
 
 
 def _long_chat(app, count=200):

@@ -38,9 +38,9 @@ def test_builders_wait_for_the_first_url_for_and_then_are_kept(sqlite_app):
 
 def test_sidebar_item_urls_are_the_urls_url_for_builds(sqlite_app):
     """The sidebar builds its items' four links once per request and fills in each chat id
-    (numi/web/pages.py, chat_item_urls): the same URLs as url_for, for every id and
+    (numi/web/pages/chat_list.py, chat_item_urls): the same URLs as url_for, for every id and
     `current`, including ids that need quoting and a `current` holding the fill-in mark."""
-    from numi.web.pages import _CHAT_ID_MARK, chat_item_urls
+    from numi.web.pages.chat_list import _CHAT_ID_MARK, chat_item_urls
 
     ids = ["0f8e0a52-1b6c-4bd4-9d1a-3f0e5c2f7a11", "plain_id-2", "a b/c", "ünï", "x?y&z=1", _CHAT_ID_MARK]
     currents = [None, "", "0f8e0a52-1b6c-4bd4-9d1a-3f0e5c2f7a11", _CHAT_ID_MARK, "a&b=c d"]

@@ -42,7 +42,7 @@ def _fill(app, ids, text: str) -> None:
 
 def _setup(app) -> dict:
     with app.app_context():
-        from numi.web.security import local_user
+        from numi.identity import local_user
 
         user_id = local_user().id
         endpoint = Endpoint(user_id=user_id, name="e", kind="openai_chat", base_url="http://127.0.0.1:9/v1")

@@ -8,6 +8,9 @@ and the saved result says `ok: false` with that code.
 
 Which tools a chat may use is a per-chat setting (`settings["tools"]`); the model only
 receives the schemas of those. Tests register their own tools on the app's registry.
+
+The tools Numi ships with register through the same `register(app)` hook as a NUMI_PLUGINS
+module (`numi.agent.tools.default_tools`, loaded first by `create_app`).
 """
 
 from __future__ import annotations
@@ -122,22 +125,3 @@ class ToolRegistry:
             except Exception:
                 logging.getLogger(__name__).exception("tool provider %r failed", provider)
         return tools
-
-
-def default_registry() -> ToolRegistry:
-    """The tools Numi ships with."""
-    from .bash import BASH
-    from .clock import CURRENT_TIME
-    from .web import FETCH_PAGE, WEB_SEARCH
-    from .workspace import WORKSPACE_TOOLS
-
-    registry = ToolRegistry()
-    registry.register(CURRENT_TIME)
-    for tool in (WEB_SEARCH, FETCH_PAGE, *WORKSPACE_TOOLS, BASH):
-        registry.register(tool)
-    from .documents import SEARCH_DOCUMENTS
-    from .mcp import provide_tools
-
-    registry.register(SEARCH_DOCUMENTS)
-    registry.add_provider(provide_tools)  # each user's MCP servers' tools, per turn
-    return registry

@@ -33,6 +33,7 @@ import gevent
 from flask import current_app
 
 from ...addresses import AddressPolicy, AddressRefused, check_host, check_url
+from ...config import parse_bool
 from ...errors import NumiError, invalid
 from . import Tool, ToolContext, ToolFailure, ToolResult
 
@@ -99,7 +100,7 @@ def save_settings(user_id: int, raw: dict[str, Any], is_admin: bool = True) -> d
                 raise invalid(f"{host!r} is not a network (like 10.0.0.0/8).", "invalid_host") from None
         elif not re.fullmatch(r"[A-Za-z0-9.:\-\[\]]+", host):
             raise invalid(f"{host!r} is not a host name or address.", "invalid_host")
-    if not is_admin and (_truthy(raw.get("allow_private")) or hosts):
+    if not is_admin and (parse_bool(raw.get("allow_private")) or hosts):
         raise NumiError("admin_only", "Only an administrator can allow private or local addresses.", 403)
     if not is_admin and searxng_url:
         try:
@@ -116,7 +117,7 @@ def save_settings(user_id: int, raw: dict[str, Any], is_admin: bool = True) -> d
         db.session.add(row)
     settings = dict(row.settings)
     settings.update(search_backend=backend or None, searxng_url=searxng_url or None,
-                    allow_private=_truthy(raw.get("allow_private")), allowed_hosts=[h.lower() for h in hosts])
+                    allow_private=parse_bool(raw.get("allow_private")), allowed_hosts=[h.lower() for h in hosts])
     if raw.get("clear_brave_api_key"):
         settings.pop("brave_api_key", None)
     elif key and key.strip():
@@ -130,9 +131,6 @@ def save_settings(user_id: int, raw: dict[str, Any], is_admin: bool = True) -> d
     db.session.commit()
     return settings
 
-
-def _truthy(value: Any) -> bool:
-    return value in (True, 1, "1", "true", "on", "yes")
 
 
 # --- guarded HTTP --------------------------------------------------------------------------

@@ -1,0 +1,25 @@
+"""The tools Numi ships with, registered as a default plugin.
+
+`create_app` loads this module first, then the NUMI_PLUGINS modules, and calls each one's
+`register(app)`: the built-in tools reach the app's registry by the same path a plugin's
+tools do (as simonw/llm registers its OpenAI models as a default plugin).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .bash import BASH
+from .clock import CURRENT_TIME
+from .documents import SEARCH_DOCUMENTS
+from .mcp import provide_tools
+from .web import FETCH_PAGE, WEB_SEARCH
+from .workspace import WORKSPACE_TOOLS
+
+
+def register(app: Any) -> None:
+    """The NUMI_PLUGINS hook: the built-in tools, and the provider of each user's MCP tools."""
+    registry = app.extensions["numi.tools"]
+    for tool in (CURRENT_TIME, WEB_SEARCH, FETCH_PAGE, *WORKSPACE_TOOLS, BASH, SEARCH_DOCUMENTS):
+        registry.register(tool)
+    registry.add_provider(provide_tools)  # each user's MCP servers' tools, per turn

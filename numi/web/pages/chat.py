@@ -1,0 +1,129 @@
+"""The chat page: the start page, one chat's transcript, older messages, retry.
+
+The same partial renders inside the full page, as an HTMX response and as a WebSocket push.
+`HX-Request` decides fragment versus page. Every form also works without JavaScript.
+"""
+
+from __future__ import annotations
+
+from flask import current_app, g, redirect, render_template, url_for
+
+from ... import endpoints as endpoint_store
+from ... import prompts as prompt_store
+from ...chat import chats, followups, organising
+from ...chat.versions import version_info
+from ...agent.sending import start_turn
+from ...errors import NumiError
+from ...extensions import turn_manager
+from ..inputs import int_arg
+from ..request_kind import is_htmx
+from .base import bp, running_ids
+
+
+@bp.get("/")
+def index():
+    page = chats.list_chats(g.user.id, limit=current_app.config["NUMI_PAGE_SIZE_CHATS"])
+    return render_template(
+        "chat.html",
+        chat=None,
+        sidebar=page,
+        running_ids=running_ids(page),
+        endpoints=endpoint_store.list_endpoints(g.user.id),
+        tags=organising.user_tags(g.user.id),
+    )
+
+
+@bp.get("/c/<chat_id>")
+def chat_view(chat_id: str):
+    chat = chats.get_chat(g.user.id, chat_id)
+    config = current_app.config
+    at = int_arg("at", low=1)  # open on a message (search hit, outline) instead of the end
+    has_newer = False
+    if at is not None:
+        page, has_newer = chats.list_messages_around(chat, at, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
+    else:
+        page = chats.list_messages(chat, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
+    # The open chat is in the sidebar even when it is older than the first page: as many
+    # pages as it takes, up to ten.
+    size = config["NUMI_PAGE_SIZE_CHATS"]
+    # (A pinned chat is in the first page's Pinned group; an archived one is not listed.)
+    listed = chat.pinned_at is None and chat.archived_at is None
+    pages = min(10, chats.chats_listed_before(g.user.id, chat) // size + 1) if listed else 1
+    sidebar = chats.list_chats(g.user.id, limit=size * pages)
+    running = turn_manager().is_running(chat.id)
+    queue = [item.to_dict() for item in followups.list_items(g.user.id, chat.id)]
+    return render_template(
+        "chat.html",
+        queue=queue,
+        paused=bool(queue) and not running,
+        chat=chat,
+        sidebar=sidebar,
+        running_ids=running_ids(sidebar),
+        endpoints=endpoint_store.list_endpoints(g.user.id),
+        tags=organising.user_tags(g.user.id),
+        running=running,
+        has_newer=has_newer,
+        interrupted=not running and not has_newer and interrupted_turn(page.items),
+        stale_calls=not running,
+        prompts=prompt_store.list_prompts(g.user.id),
+        **transcript_context(page),
+    )
+
+
+@bp.get("/c/<chat_id>/messages")
+def older_messages(chat_id: str):
+    chat = chats.get_chat(g.user.id, chat_id)
+    page = chats.list_messages(
+        chat, limit=current_app.config["NUMI_PAGE_SIZE_MESSAGES"], before_id=int_arg("before", low=1)
+    )
+    running = turn_manager().is_running(chat.id)
+    return render_template("partials/_messages_page.html", chat=chat, stale_calls=not running,
+                           **transcript_context(page))
+
+
+def interrupted_turn(messages) -> bool:
+    """Whether the newest turn stopped without a final answer while no turn is running.
+
+    A turn that fails saves its error on a message (shown with Retry); only a server that
+    stopped mid-turn (a crash, a kill, a restart) leaves the transcript ending on the
+    question, on a step that called tools, or on a tool result. Nothing is marked at
+    start-up: the transcript itself says it, whenever the chat is opened.
+    """
+    if not messages:
+        return False
+    last = messages[-1]
+    return last.role in ("user", "tool") or (last.role == "assistant" and bool(last.tool_calls))
+
+
+def transcript_context(page) -> dict:
+    """A page of messages plus what its templates need to pair tool calls with results."""
+    tool_results = {m.tool_call_id: m for m in page.items if m.role == "tool" and m.tool_call_id}
+    page_call_ids = {call.get("id") for m in page.items if m.role == "assistant" for call in m.tool_calls}
+    versions = version_info(page.items[0].chat_id, page.items) if page.items else {}
+    return {"transcript": page, "tool_results": tool_results, "page_call_ids": page_call_ids, "versions": versions}
+
+
+@bp.post("/c/<chat_id>/retry")
+def retry(chat_id: str):
+    """Answer the chat's last question again (after an error), on the live connection."""
+    from sqlalchemy import select
+
+    from ...extensions import db
+    from ...models import Message
+    from ..streams import request_timezone
+
+    chat = chats.get_chat(g.user.id, chat_id)
+    last_user = db.session.execute(
+        select(Message).where(Message.chat_id == chat.id, Message.role == "user", Message.shown())
+        .order_by(Message.id.desc()).limit(1)
+    ).scalar_one_or_none()
+    if last_user is None:
+        raise NumiError("nothing_to_retry", "There is no question to answer again.", 409)
+    if not last_user.request_id:
+        last_user.request_id = f"retry-{last_user.id}"
+        db.session.commit()
+    start_turn(g.user.id, g.user.is_admin, chat.id, request_timezone({"message": last_user.content or " ", "request_id": last_user.request_id}),
+               current_app.config)
+    if is_htmx():
+        return "", 204
+    return redirect(url_for("pages.chat_view", chat_id=chat.id))

@@ -1,0 +1,135 @@
+"""The settings page: endpoints and the web-search settings."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import current_app, g, redirect, render_template, request, url_for
+
+from ... import endpoints as endpoint_store
+from ... import prompts as prompt_store
+from ...errors import NumiError
+from ...providers.kinds import all_kinds
+from ..inputs import request_data
+from ..request_kind import is_htmx
+from .base import bp
+
+log = logging.getLogger(__name__)
+
+@bp.get("/settings")
+def settings():
+    return render_template("settings.html", **settings_context())
+
+
+@bp.app_template_global("endpoint_kinds")
+def endpoint_kinds() -> list:
+    """The endpoint kinds the forms offer (numi.providers.kinds: built-ins and plugins')."""
+    return all_kinds()
+
+
+def settings_context() -> dict:
+    """What the settings page shows (also rendered by forms that answer with the whole page)."""
+    from ...agent.tools import web
+
+    return {
+        "endpoints": endpoint_store.list_endpoints(g.user.id),
+        "kinds": all_kinds(),
+        "web_settings": web.load_settings(g.user.id),
+        "prompts": prompt_store.list_prompts(g.user.id),
+    }
+
+
+
+@bp.post("/settings/web-search")
+def web_search_settings():
+    """Save the user's web search backend and fetch address rules."""
+    from ...agent.tools import web
+
+    data = request_data()
+    saved = web.save_settings(g.user.id, data, is_admin=g.user.is_admin)
+    if is_htmx():
+        return render_template("partials/_web_settings.html", web_settings=saved, saved=True)
+    return redirect(url_for("pages.settings"))
+
+
+@bp.post("/settings/endpoints")
+def add_endpoint():
+    data = request_data()
+    shared = bool(data.pop("shared", None)) and g.user.is_admin
+    endpoint = endpoint_store.create_endpoint(
+        None if shared else g.user.id, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"]
+    )
+    if not endpoint.default_model:
+        # Without a default model the list is what the user picks from next: fetch it now
+        # rather than showing "0 models" until Test is pressed. A failure shows on Test.
+        try:
+            endpoint_store.models(endpoint, max_age_seconds=0, refresh=True)
+        except NumiError as exc:
+            log.info("models of new endpoint %s not fetched: %s", endpoint.id, exc.code)
+    if is_htmx():
+        # The list, and an empty Add form in place of the filled one (its key must not stay).
+        return render_template("partials/_endpoint_list.html", endpoints=endpoint_store.list_endpoints(g.user.id)) \
+            + render_template("partials/_endpoint_add_form.html", oob=True)
+    return _settings_list_or_redirect()
+
+
+@bp.get("/settings/endpoints/<int:endpoint_id>")
+def endpoint_card(endpoint_id: int):
+    endpoint = endpoint_store.get_endpoint(g.user.id, endpoint_id)
+    return render_template("partials/_endpoint.html", endpoint=endpoint, status=None)
+
+
+@bp.get("/settings/endpoints/<int:endpoint_id>/edit")
+def edit_endpoint_form(endpoint_id: int):
+    endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
+    if is_htmx():
+        return render_template("partials/_endpoint_edit.html", endpoint=endpoint)
+    return render_template("settings.html", editing=endpoint.id, **settings_context())
+
+
+@bp.post("/settings/endpoints/<int:endpoint_id>")
+def edit_endpoint(endpoint_id: int):
+    """Save the Edit form: name, kind, URL, key (empty keeps it), default model, reasoning
+    policy, enabled, and the models hidden from the pickers."""
+    endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
+    data = request_data()
+    data.pop("hidden_models_sent", None)
+    if request.mimetype != "application/json":
+        data["enabled"] = "1" in request.form.getlist("enabled")  # the checkbox after its hidden "0"
+        if request.form.get("hidden_models_sent"):
+            data["hidden_models"] = request.form.getlist("hidden_models")
+        else:
+            data.pop("hidden_models", None)
+    endpoint_store.update_endpoint(endpoint, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"])
+    if is_htmx():
+        return render_template("partials/_endpoint.html", endpoint=endpoint, status=("ok", "Saved."))
+    return redirect(url_for("pages.settings"))
+
+
+@bp.post("/settings/endpoints/<int:endpoint_id>/delete")
+def remove_endpoint(endpoint_id: int):
+    endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
+    endpoint_store.remove_endpoint(endpoint)
+    return _settings_list_or_redirect()
+
+
+@bp.post("/settings/endpoints/<int:endpoint_id>/models")
+def refresh_models(endpoint_id: int):
+    endpoint = endpoint_store.get_endpoint(g.user.id, endpoint_id)
+    try:
+        endpoint_store.models(
+            endpoint, max_age_seconds=current_app.config["NUMI_MODELS_CACHE_SECONDS"], refresh=True
+        )
+        problem = endpoint_store.missing_default_model(endpoint)
+        status = ("error", problem) if problem else ("ok", f"Connected: {len(endpoint.models)} models available.")
+    except NumiError as exc:
+        status = ("error", exc.message)
+    return render_template("partials/_endpoint.html", endpoint=endpoint, status=status)
+
+
+def _settings_list_or_redirect():
+    if is_htmx():
+        return render_template(
+            "partials/_endpoint_list.html", endpoints=endpoint_store.list_endpoints(g.user.id)
+        )
+    return redirect(url_for("pages.settings"))
