@@ -84,6 +84,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("NUMI_PDF_MAX_STREAM_MB", 32, int, "Most bytes one compressed stream of a PDF may inflate to while its text is read (decompression bombs stop there)."),
     Setting("NUMI_MAX_REQUEST_BYTES", 32 * 1024 * 1024, int, "Largest HTTP request body accepted (uploads included)."),
     Setting("NUMI_MAX_MESSAGE_CHARS", 200_000, int, "Longest user message accepted."),
+    Setting("NUMI_MARKDOWN_MAX_CHARS", 100_000, int, "Longest message text rendered as markdown; a longer one is shown as plain, escaped text (rendering runs on the server's event loop)."),
     Setting("NUMI_MAX_TITLE_CHARS", 200, int, "Longest chat title accepted."),
     Setting("NUMI_MAX_SYSTEM_PROMPT_CHARS", 50_000, int, "Longest per-chat system prompt accepted."),
     Setting("NUMI_MAX_NAME_CHARS", 100, int, "Longest endpoint, user or token name accepted."),
