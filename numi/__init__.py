@@ -24,6 +24,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
 
     from .config import finalize, load_config
     from .extensions import db, sock
+    from .process_guard import make_undumpable
+
+    # Before anything runs a command: /proc/<this pid>/environ holds the secrets.
+    make_undumpable()
 
     app = Flask(
         __name__,

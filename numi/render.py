@@ -289,11 +289,27 @@ def render_blocks(text: str | None, sources: list | None = None) -> list[Block]:
     link citation markers [n] (see `cite`)."""
     if not text:
         return []
+    if len(text) > markdown_cap():
+        # Parsing is CPU on the hub: a 2 MB message froze every user for 33 s on each view
+        # (issue 28, item 5). Past the cap the text is shown as it is, escaped.
+        return [Block(html=Markup('<pre class="msg-plain">') + escape(text) + Markup("</pre>"), kind="plain")]
     if sources:
         text = cite(text, sources)
     env: dict = {}
     md, tokens, groups = _parse(text, env)
     return [_render_group(md, tokens[a:b], env) for a, b, _ in groups]
+
+
+DEFAULT_MARKDOWN_MAX_CHARS = 100_000
+
+
+def markdown_cap() -> int:
+    """The longest text rendered as markdown (NUMI_MARKDOWN_MAX_CHARS in an app, else the default)."""
+    from flask import current_app, has_app_context
+
+    if has_app_context():
+        return int(current_app.config.get("NUMI_MARKDOWN_MAX_CHARS", DEFAULT_MARKDOWN_MAX_CHARS))
+    return DEFAULT_MARKDOWN_MAX_CHARS
 
 
 def render_markdown(text: str | None) -> Markup:

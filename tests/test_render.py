@@ -334,3 +334,17 @@ def test_the_page_stylesheet_carries_the_code_highlighting_rules():
     stylesheet = (Path(__file__).resolve().parent.parent / "static" / "css" / "app.css").read_text()
     rules = [line for line in highlight_css().splitlines() if line.strip() and not line.startswith("/*")]
     assert rules and all(rule in stylesheet for rule in rules)
+
+
+def test_text_past_the_markdown_cap_is_shown_plain_and_escaped(make_app):
+    """Issue 28, item 5: past NUMI_MARKDOWN_MAX_CHARS no markdown is parsed (a 2 MB message
+    froze every user for 33 s); the text still shows, escaped."""
+    app = make_app(NUMI_MARKDOWN_MAX_CHARS=60)
+    short = "**bold** <b>x</b>"
+    long = short + " and more" * 10
+    with app.app_context():
+        assert "<strong>bold</strong>" in render_markdown(short)
+        html = str(render_markdown(long))
+    assert html.startswith('<pre class="msg-plain">') and "<strong>" not in html
+    assert "**bold** &lt;b&gt;x&lt;/b&gt; and more" in html
+    assert "<strong>" not in str(render_markdown("**b** " * 20_000)), "the default cap holds outside an app too"

@@ -26,6 +26,7 @@ from sqlalchemy import func, select
 from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
 from ..models import Attachment
+from .pdf_extract import ENCRYPTED, PdfLimits, extract
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ def store_upload(config, user_id: int, filename: str, declared_mime: str | None,
     mime = detect_type(filename, declared_mime, data)
     if not type_allowed(mime, config["NUMI_UPLOAD_TYPES"]):
         raise NumiError("file_type", f"Files of type {mime} cannot be attached.", 415)
-    extracted = _extract_text(mime, data, config["NUMI_ATTACHMENT_MAX_TEXT_CHARS"])
+    extracted = _extract_text(mime, data, config)
     sha = hashlib.sha256(data).hexdigest()
     existing = db.session.execute(
         select(Attachment).where(Attachment.user_id == user_id, Attachment.sha256 == sha,
@@ -231,10 +232,10 @@ def is_image(attachment: Attachment) -> bool:
     return attachment.mime in IMAGE_TYPES
 
 
-def _extract_text(mime: str, data: bytes, limit: int) -> str | None:
+def _extract_text(mime: str, data: bytes, config) -> str | None:
+    limit = config["NUMI_ATTACHMENT_MAX_TEXT_CHARS"]
     if mime == "application/pdf":
-        # pypdf is pure Python: run it in a thread so a big PDF does not stall the hub.
-        text = gevent.get_hub().threadpool.apply(pdf_text, (data,))
+        text = pdf_text(data, PdfLimits.from_config(config))
     elif mime.startswith("text/") or mime == "application/json":
         text = data.decode("utf-8", "replace")
     else:
@@ -244,22 +245,20 @@ def _extract_text(mime: str, data: bytes, limit: int) -> str | None:
     return text
 
 
-def pdf_text(data: bytes) -> str:
-    """The text of a PDF, page by page. Raises NumiError("pdf_unreadable") for a broken file."""
-    from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
-
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            raise NumiError("pdf_unreadable", "The PDF is encrypted; attach an unlocked copy.", 415)
-        pages = [(page.extract_text() or "").strip() for page in reader.pages]
-    except NumiError:
-        raise
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as exc:
-        log.info("unreadable PDF: %r", exc)
-        raise NumiError("pdf_unreadable", "The PDF could not be read.", 415) from None
-    return "\n\n".join(f"[page {n}]\n{text}" for n, text in enumerate(pages, 1) if text)
+def pdf_text(data: bytes, limits: PdfLimits) -> str:
+    """The text of a PDF, page by page, read in a bounded child process (pdf_extract.py).
+    A PDF over a limit keeps the pages read before it and ends with a note saying so.
+    Raises NumiError("pdf_unreadable") for a broken or encrypted file."""
+    pages, note, error = extract(data, limits)
+    if error == ENCRYPTED:
+        raise NumiError("pdf_unreadable", "The PDF is encrypted; attach an unlocked copy.", 415)
+    if error:
+        raise NumiError("pdf_unreadable", "The PDF could not be read.", 415)
+    text = "\n\n".join(f"[page {n}]\n{page}" for n, page in enumerate(pages, 1) if page)
+    if note:
+        log.info("PDF text cut: %s", note)
+        text += f"\n\n[... PDF cut: {note}]"
+    return text
 
 
 # --- images ---------------------------------------------------------------------------------

@@ -49,6 +49,7 @@ def import_chats(user_id: int, document: Any, limits: dict[str, Any]) -> list[Ch
     imported = importer.parse(document, limits)
     if not imported:
         raise invalid_import("The file holds no chat.")
+    _check_sizes(imported, limits["NUMI_MAX_MESSAGE_CHARS"])
     try:
         chats = [_store(user_id, item) for item in imported]
         db.session.commit()
@@ -56,6 +57,18 @@ def import_chats(user_id: int, document: Any, limits: dict[str, Any]) -> list[Ch
         db.session.rollback()
         raise
     return chats
+
+
+def _check_sizes(imported: list[ImportedChat], limit: int) -> None:
+    """An imported message may be no longer than a sent one: a 2 MB message froze every
+    user on each view of its chat (issue 28, item 5), whatever format carried it."""
+    for chat in imported:
+        for index, message in enumerate(chat.messages):
+            for name in ("content", "reasoning_content"):
+                value = message.get(name)
+                if isinstance(value, str) and len(value) > limit:
+                    raise invalid_import(f"messages[{index}].{name} is too long (at most {limit} characters, "
+                                         "the limit of a sent message).")
 
 
 def detect_format(document: Any) -> ChatImporter:

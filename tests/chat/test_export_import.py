@@ -411,3 +411,20 @@ def test_cli_export_all_writes_one_file_per_live_chat(sqlite_app, tmp_path):
     nobody = subprocess.run([*command, "export", "--all", str(tmp_path / "x"), "--user", "nobody"],
                             env=env, capture_output=True, text=True, timeout=60)
     assert nobody.returncode != 0 and "No user 'nobody'" in nobody.stderr
+
+
+def test_an_imported_message_is_no_longer_than_a_sent_one(multi_app, users, client_a):
+    """Issue 28, item 5: a 2 MB imported message froze every user on each view of its chat."""
+    chat_id = build_chat(multi_app, users["a"].id)
+    doc = export(client_a, chat_id, "json").get_json()
+    limit = multi_app.config["NUMI_MAX_MESSAGE_CHARS"]
+    before = client_a.get("/api/sessions").get_json()["sessions"]
+    for field in ("content", "reasoning_content"):
+        doc["messages"][1][field] = "x" * (limit + 1)
+        response = client_a.post("/api/import", json=doc)
+        assert response.status_code == 400, response.get_data(as_text=True)
+        error = response.get_json()["error"]
+        assert error["code"] == "invalid_import" and f"messages[1].{field} is too long" in error["message"]
+        doc["messages"][1][field] = "x" * limit if field == "content" else None
+    assert client_a.get("/api/sessions").get_json()["sessions"] == before, "nothing was imported"
+    assert client_a.post("/api/import", json=doc).status_code == 201, "a message at the limit imports"

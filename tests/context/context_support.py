@@ -90,3 +90,38 @@ def png(width: int, height: int) -> bytes:
     out = io.BytesIO()
     Image.new("RGB", (width, height), (200, 30, 30)).save(out, "PNG")
     return out.getvalue()
+
+
+def bomb_pdf(pages: int, inflated_bytes: int, text: str = "Intro page 4711") -> bytes:
+    """A PDF whose first page shows `text` and whose other `pages - 1` pages share one
+    FlateDecode content stream that inflates to `inflated_bytes` of text operators: a
+    decompression bomb of a few hundred KB."""
+    import zlib
+
+    first = f"BT /F1 18 Tf 72 720 Td ({text}) Tj ET".encode()
+    unit = b"BT /F1 1 Tf 0 0 Td (bomb) Tj ET\n"
+    packed = zlib.compressobj(9)
+    body = packed.compress(unit * (inflated_bytes // len(unit))) + packed.flush()
+    kids = " ".join(f"{n} 0 R" for n in range(6, 6 + pages))
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode(),
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Length " + str(len(first)).encode() + b" >>\nstream\n" + first + b"\nendstream",
+        b"<< /Length " + str(len(body)).encode() + b" /Filter /FlateDecode >>\nstream\n" + body + b"\nendstream",
+    ]
+    for n in range(pages):
+        contents = 4 if n == 0 else 5
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {contents} 0 R "
+                       f"/Resources << /Font << /F1 3 0 R >> >> >>".encode())
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, obj in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n".encode() + obj + b"\nendobj\n"
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    for offset in offsets:
+        out += f"{offset:010d} 00000 n \n".encode()
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return bytes(out)

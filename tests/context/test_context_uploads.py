@@ -154,3 +154,48 @@ def test_images_and_pdfs_show_inline_in_a_sandbox(client, require_extra):
         assert response.headers["Content-Security-Policy"] == SANDBOX
         assert response.headers["X-Content-Type-Options"] == "nosniff"
         assert client.get(item["url"] + "?download=1").headers["Content-Disposition"].startswith("attachment")
+
+
+def stored_text(app, item) -> str:
+    with app.app_context():
+        from numi.extensions import db
+        from numi.models import Attachment
+
+        return db.session.get(Attachment, item["id"]).extracted_text
+
+
+def test_pdf_decompression_bomb_is_indexed_up_to_the_stream_limit_and_says_so(make_app):
+    """Issue 28, item 8: a few hundred KB that inflate to 64 MB per page, on 40 pages."""
+    from context_support import bomb_pdf
+
+    app = make_app(NUMI_PDF_MAX_STREAM_MB=4)
+    data = bomb_pdf(pages=40, inflated_bytes=64 * 1024 * 1024)
+    assert len(data) < 400_000
+    response = post_file(app.test_client(), "bomb.pdf", data, "application/pdf")
+    assert response.status_code == 201, response.get_json()
+    text = stored_text(app, response.get_json()["attachments"][0])
+    assert text.startswith("[page 1]\nIntro page 4711")
+    assert "bomb" not in text
+    assert text.endswith("[... PDF cut: page 2 inflates past 4 MB or holds too many operators; the text stops before it]")
+
+
+def test_pdf_pages_past_the_page_limit_are_left_out_and_the_text_says_so(make_app):
+    from context_support import bomb_pdf
+
+    app = make_app(NUMI_PDF_MAX_PAGES=3)
+    response = post_file(app.test_client(), "long.pdf", bomb_pdf(pages=10, inflated_bytes=320), "application/pdf")
+    assert response.status_code == 201, response.get_json()
+    text = stored_text(app, response.get_json()["attachments"][0])
+    assert "[page 3]\n" in text and "[page 4]" not in text
+    assert text.endswith("[... PDF cut: only the first 3 of 10 pages were read]")
+
+
+def test_pdf_reading_that_outgrows_its_memory_bound_keeps_the_pages_read(make_app):
+    from context_support import bomb_pdf
+
+    app = make_app(NUMI_PDF_MAX_STREAM_MB=512, NUMI_PDF_MAX_MEMORY_MB=200)
+    response = post_file(app.test_client(), "bomb.pdf", bomb_pdf(pages=5, inflated_bytes=300 * 1024 * 1024),
+                         "application/pdf")
+    assert response.status_code == 201, response.get_json()
+    text = stored_text(app, response.get_json()["attachments"][0])
+    assert text.startswith("[page 1]\nIntro page 4711") and "[... PDF cut: " in text

@@ -121,7 +121,10 @@ def test_long_output_keeps_head_and_tail(server, scripted, workspace):
 
 def test_secrets_never_reach_the_command(server, scripted, workspace):
     chat = bash_chat(server, scripted, workspace, auto_approve=True)
-    command = "env; echo ---; tr '\\0' '\\n' < /proc/$PPID/environ"
+    # The server's /proc environ is closed to the command (test_tools_bash_isolation.py);
+    # a copy of it in a file stands for a secret the command can still read.
+    (workspace / "leaked.env").write_text("".join(f"{k}={v}\n" for k, v in SECRETS.items()))
+    command = "env; echo ---; cat /proc/$PPID/environ; cat leaked.env"
     script(scripted, command)
     result = tool_result(run_turn(server, chat, command))
     own_env = result.split("---")[0]
@@ -130,20 +133,21 @@ def test_secrets_never_reach_the_command(server, scripted, workspace):
         assert name not in own_env, name
         assert value not in result, f"{name}'s value leaked"
     assert "NUMI_" not in own_env
-    assert "[secret hidden]" in result, "the server's own environment, read from /proc, is masked"
+    assert "[secret hidden]" in result, "a secret read from a file is masked"
 
 
 def test_encoded_forms_of_secrets_are_masked_too(server, scripted, workspace):
-    """A command that reads a secret (here from the server's /proc environ) and prints it
+    """A command that reads a secret (here from a file) and prints it
     base64-, hex- or URL-encoded, even at an offset inside other bytes, shows none of it."""
     import base64
     from urllib.parse import quote
 
     chat = bash_chat(server, scripted, workspace, auto_approve=True)
-    command = "python3 encode_secrets.py $PPID"
+    command = "python3 encode_secrets.py leaked.env"
+    (workspace / "leaked.env").write_text("\0".join(f"{k}={v}" for k, v in SECRETS.items()))
     (workspace / "encode_secrets.py").write_text(
         "import base64, sys, urllib.parse\n"
-        "env = dict(line.split(b'=', 1) for line in open(f'/proc/{sys.argv[1]}/environ', 'rb').read().split(b'\\0')"
+        "env = dict(line.split(b'=', 1) for line in open(sys.argv[1], 'rb').read().split(b'\\0')"
         " if b'=' in line)\n"
         "for name in (b'WEBHOOK_SECRET', b'DEPLOY_SECRET', b'NUMI_SECRET_KEY'):\n"
         "    v = env[name]\n"

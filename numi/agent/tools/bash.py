@@ -3,7 +3,9 @@
 The command runs through gevent.subprocess (the hub keeps serving while it runs), in its
 own process group so a timeout kills everything it started. Output (stdout and stderr
 together) is read as it comes and capped: the head and the tail are kept, the middle is
-counted. The child's environment is built from a short allow-list, so none of Numi's
+counted. The server itself is undumpable and the child cannot regain CAP_SYS_PTRACE
+(numi/process_guard.py), so /proc/<server>/environ is closed to it. The child's
+environment is built from a short allow-list, so none of Numi's
 settings, keys or tokens reach it, and any such value that still shows up in the output
 (read from a file, say) is masked: as it is, and base64-, hex- or URL-encoded, since a
 command can print a secret in any of those just as easily.
@@ -22,6 +24,7 @@ import gevent
 from flask import current_app
 from gevent import subprocess
 
+from ...process_guard import drop_ptrace_capability
 from . import Tool, ToolContext, ToolFailure
 from .workspace import WorkspaceError, workspace_root
 
@@ -117,6 +120,7 @@ def run_command(command: str, workspace: str, *, timeout: float, max_output: int
     process = subprocess.Popen(
         ["bash", "-c", command], cwd=workspace, env=child_environment(workspace),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        preexec_fn=drop_ptrace_capability,
     )
     output = CappedOutput(max_output)
     timed_out = False

@@ -1,0 +1,48 @@
+"""The bash approval card shows the whole command (issue 28, item 6): an extra argument and
+padding newlines must not hide `touch HIDDEN_BELOW` in a clipped box, at desktop and phone
+sizes in real Chromium."""
+
+from __future__ import annotations
+
+import pytest
+
+from numi.testing import Scenario
+from turn_support import Api, make_chat, turn_server_env
+
+pytestmark = pytest.mark.browser
+
+PADDED = {"command": "echo harmless" + "\n" * 60 + "touch HIDDEN_BELOW", "comment": "x" * 40 + "\n" * 40}
+
+
+@pytest.fixture(scope="module")
+def card_server(live_server_factory):
+    return live_server_factory(**turn_server_env(NUMI_APPROVAL_TIMEOUT_SECONDS="60"))
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["desktop", "phone"])
+def test_padded_command_is_shown_whole(browser_page, card_server, scripted, tmp_path, size):
+    api = Api(card_server.url)
+    chat = make_chat(api, scripted, settings={"tools": ["bash"], "workspace": str(tmp_path)})
+    scripted.enqueue(Scenario().tool_call("bash", PADDED))
+    scripted.enqueue(Scenario().text("Finished."))
+    page = browser_page(card_server, viewport={"width": size[0], "height": size[1]})
+    page.goto(f"{card_server.url}/c/{chat['id']}")
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    page.fill("#composer-input", "run it")
+    page.press("#composer-input", "Enter")
+    command = page.wait_for_selector(".tool-approval .tool-command")
+    hidden = page.locator(".tool-approval .tool-command", has_text="touch HIDDEN_BELOW")
+    assert hidden.count() == 1
+    # Whole: no box clips it (its scroll height is its height) and the line is on screen
+    # once the card is scrolled to, without scrolling inside anything.
+    clipped = command.evaluate("e => e.scrollHeight > e.clientHeight + 1 || getComputedStyle(e).maxHeight !== 'none'")
+    assert not clipped
+    assert "⏎ ×59 blank lines" in command.inner_text()
+    assert "61 lines" in page.locator(".tool-approval .tool-command-count").inner_text()
+    ignored = page.locator(".tool-approval .tool-ignored")
+    assert "comment" in ignored.inner_text() and "ignored" in ignored.inner_text().lower()
+    page.locator(".tool-approval .tool-command .command-line", has_text="touch HIDDEN_BELOW").scroll_into_view_if_needed()
+    assert page.locator(".tool-approval .command-line", has_text="touch HIDDEN_BELOW").is_visible()
+    shot = tmp_path / f"approval-{size[0]}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert not page.console_errors
