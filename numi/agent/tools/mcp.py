@@ -40,6 +40,7 @@ from flask import current_app
 from sqlalchemy import select
 
 from ...addresses import AddressRefused, check_url
+from ...crypto import SecretUnreadable, seal, unseal
 from ...errors import NumiError, invalid
 from ...extensions import db
 from ...models import McpServer, utcnow
@@ -118,7 +119,8 @@ def create_server(user_id: int, is_admin: bool, data: dict[str, Any]) -> McpServ
             env = _env_lines(env)
         if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
             raise invalid("env must map names to text values.", "invalid_env")
-        server.env = env
+        # Sealed like endpoint keys: environment values are usually tokens.
+        server.env = {name: seal(value) for name, value in env.items()}
     else:
         raise invalid("transport must be http or stdio.", "invalid_transport")
     db.session.add(server)
@@ -234,7 +236,16 @@ def _guarded_client():
 def _spec(server: McpServer, guarded: bool = False) -> dict[str, Any]:
     # Plain values: the thread must not touch the database session or the ORM object.
     return {"id": server.id, "transport": server.transport, "url": server.url, "command": server.command,
-            "args": server.args, "env": server.env, "guarded": guarded and server.transport == "http"}
+            "args": server.args, "env": _unsealed_env(server), "guarded": guarded and server.transport == "http"}
+
+
+def _unsealed_env(server: McpServer) -> dict[str, str]:
+    """The stdio server's environment in clear (values stored by older versions are clear)."""
+    try:
+        return {name: unseal(value) for name, value in (server.env or {}).items()}
+    except SecretUnreadable:
+        raise NumiError("mcp_env_unreadable", f"The environment of MCP server {server.name!r} cannot be read with "
+                        "this server's secret key (NUMI_SECRET_KEY changed?). Enter it again.", 409) from None
 
 
 def _attr(obj: Any, *names: str, default: Any = None) -> Any:
