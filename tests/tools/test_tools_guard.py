@@ -232,3 +232,13 @@ def test_ipv6_forms_of_public_ipv4_addresses_pass():
     for address in ("64:ff9b::808:808", "2002:808:808::1", "2606:4700:4700::1111"):
         check_host("public.example", 443, getaddrinfo=lambda h, p, type=None, a=address: [
             (socket.AF_INET6, socket.SOCK_STREAM, 6, "", (a, p, 0, 0))])
+
+
+def test_a_fetch_page_refusal_does_not_name_the_resolved_address(multi_app, users):
+    """Issue 28 item 15: "resolves to 127.0.0.1" told the model what internal names resolve to."""
+    with multi_app.app_context(), pytest.raises(ToolFailure) as refused:
+        web_tools.FETCH_PAGE.run({"url": f"http://localhost:{closed_port()}/"},
+                                 ToolContext(user_id=users["a"].id, chat_id="c"))
+    assert refused.value.code == "address_refused", refused.value.text
+    assert "localhost" in refused.value.text
+    assert "127.0.0.1" not in refused.value.text and "::1" not in refused.value.text, refused.value.text
