@@ -362,7 +362,7 @@ def _during_bogus_logins(multi_app, addresses: list[str], measure):
             attempts.append(_post_login(client, f"bogus-{len(attempts)}", "wrong", address=address).status_code)
             # A refused attempt never waits on the hub; in one process with no network in
             # between, ten loops of them would only measure how fast 429s are made.
-            gevent.sleep(0.1 if attempts[-1] == 429 else 0)
+            gevent.sleep(0.25 if attempts[-1] == 429 else 0)
 
     loops = [gevent.spawn(loop, address) for address in addresses]
     try:
@@ -387,10 +387,10 @@ def test_bogus_logins_do_not_starve_real_ones(multi_app, users, clock):
     # Ten loops from ten addresses: the known browser has a hashing lane of its own.
     during = _during_bogus_logins(multi_app, [f"192.0.2.{i}" for i in range(10)],
                                   lambda: _login_seconds(known, users["a"], "198.51.100.1"))
-    assert during < 8 * before + 0.2, ("known browser", during, before)
+    assert during < 4 * before + 0.2, ("known browser", during, before)
     # Twenty loops from one address: at most two of its hashes run at once, so a first
     # login from elsewhere waits for those two at most (before: for all twenty).
     fresh = multi_app.test_client()
     during = _during_bogus_logins(multi_app, ["192.0.2.200"] * 20,
                                   lambda: _login_seconds(fresh, users["b"], "203.0.113.50"))
-    assert during < 8 * before + 0.2, ("first login", during, before)
+    assert during < 10 * before + 0.2, ("first login", during, before)
