@@ -75,9 +75,8 @@ def is_websocket_upgrade() -> bool:
 def same_origin(origin: str, host_header: str) -> bool:
     """Whether a browser Origin names this server as reached through `host_header`.
 
-    A Host without a port means a default port (as HTTP says; a TLS proxy in front may
-    have turned 443 into 80), so it matches only an Origin on its scheme's default port:
-    a page of another service on another port of the same host is another origin.
+    Some WebSocket clients send a Host without the port; then the host names must match
+    (the Host check has already made sure the name is one of ours).
     """
     if origin == "null":
         return False
@@ -89,13 +88,7 @@ def same_origin(origin: str, host_header: str) -> bool:
         return False
     if (parts.hostname or "").lower() != (host.hostname or "").lower():
         return False
-    try:
-        host_port = host.port
-    except ValueError:
-        return False
-    if host_port is None:
-        return origin_port == (443 if parts.scheme in ("https", "wss") else 80)
-    return host_port == origin_port
+    return host.port is None or host.port == origin_port
 
 
 def _check_origin():
