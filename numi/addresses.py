@@ -62,8 +62,32 @@ class AddressPolicy:
 STRICT = AddressPolicy()
 
 
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
 def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether `address` is a public unicast address, also the IPv4 address an IPv6 one
+    carries (NAT64 64:ff9b::/96, 6to4 2002::/16, Teredo, IPv4-compatible ::a.b.c.d): a
+    gateway or the host's own stack turns those into connections to the IPv4 address."""
+    if address.version == 6:
+        for embedded in _embedded_ipv4(address):
+            if not is_public(embedded):
+                return False
     return address.is_global and not address.is_multicast
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    found = []
+    if address.ipv4_mapped is not None:
+        found.append(address.ipv4_mapped)
+    if address.sixtofour is not None:
+        found.append(address.sixtofour)
+    if address.teredo is not None:
+        found.extend(address.teredo)
+    last32 = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address in _NAT64 or (int(address) >> 32 == 0 and int(address) > 1):  # NAT64, ::a.b.c.d
+        found.append(last32)
+    return found
 
 
 def _native_getaddrinfo() -> Callable[..., Any]:

@@ -167,10 +167,11 @@ def load_config(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
 def finalize(config: dict[str, Any]) -> dict[str, Any]:
     """Fill in what depends on other settings: data dir, database URL, secret key, access token."""
     data_dir = Path(config.get("NUMI_DATA_DIR") or default_data_dir()).expanduser()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    _private_directory(data_dir)
     config["NUMI_DATA_DIR"] = str(data_dir)
     if not config.get("NUMI_DATABASE_URL"):
         config["NUMI_DATABASE_URL"] = f"sqlite:///{data_dir / 'numi.db'}"
+        _private_file(data_dir / "numi.db")  # SQLite gives its -wal and -shm files the same mode
     if not config.get("NUMI_SECRET_KEY"):
         config["NUMI_SECRET_KEY"] = _persisted_secret(data_dir / "secret_key")
     config["SECRET_KEY"] = config["NUMI_SECRET_KEY"]
@@ -198,6 +199,27 @@ def touches_data_dir(path: str, data_dir: str) -> bool:
     keys) and the secret key, so no workspace may reach it."""
     path, data_dir = os.path.realpath(path), os.path.realpath(data_dir)
     return os.path.commonpath([path, data_dir]) in (path, data_dir)
+
+
+def _private_directory(path: Path) -> None:
+    """Make `path` (and its missing parents) and keep it 0700: the data directory holds the
+    database, the uploads and the secrets, none of which another local account may read."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o700)  # made by an older version (0755), or by hand
+    except OSError:  # not ours (a shared mount): the owner decides
+        pass
+
+
+def _private_file(path: Path) -> None:
+    """Create `path` empty with mode 0600 if missing; tighten it to 0600 if it exists."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o600)
+    except OSError:
+        pass
 
 
 def _persisted_secret(path: Path, nbytes: int = 48) -> str:

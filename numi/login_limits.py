@@ -1,14 +1,23 @@
 """Login limits: growing delays per username and per client address (multi-user mode).
 
-Each attempt is counted under three keys: the username from this address, the username from
-any address (a guess spread over many addresses), and this address for any username (one
-address trying many accounts). A key's first `free` failures cost nothing (the username and
-the address alone get four times as many as the pair); each further failure refuses logins
-for that key for a delay that doubles, from NUMI_LOGIN_DELAY_SECONDS up to
-NUMI_LOGIN_MAX_DELAY_SECONDS (a temporary lockout). While a key is refused, attempts are
-answered 429 without checking the password and change nothing, not even the count. A good
-login clears the username-and-address key only: the other two keep counting the guesses
-that came from elsewhere. Failures are forgotten a day after a key's last one.
+Each attempt is counted under three keys: the username from this address (the pair), the
+username from any address (a guess spread over many addresses), and this address for any
+username (one address trying many accounts). An attempt is reserved, counted as a failure,
+atomically *before* its password is hashed (`begin`), so guesses sent at once cannot all
+slip in before the first failure is recorded; a good login gives its reservation back.
+
+A key's first `free` failures cost nothing (the address alone gets four times as many as
+the pair); the attempt past them is checked and starts a refusal for the key that doubles
+with each further failure, from NUMI_LOGIN_DELAY_SECONDS up to NUMI_LOGIN_MAX_DELAY_SECONDS.
+Only the attempt that claims a refusal window is checked: while a key is refused, attempts
+are answered 429 without checking the password and change nothing, not even the count.
+
+The username alone never refuses anyone: a username guessed from many addresses would
+otherwise lock its owner out. Past its allowance (four times `free`), each address gets no
+free failures for that username, so every failing address is slowed down at once, while an
+address that has not failed still gets its one check, and a browser that logged in as that
+user before (a signed device cookie, web/auth.py) keeps its `free` attempts. Failures are
+forgotten a day after a key's last one.
 
 The counts live where every process sees them: the database (`login_failures`), or Redis
 when NUMI_REDIS_URL is set. Keys are hashes, so mistyped usernames (often passwords) are
@@ -28,19 +37,21 @@ WIDE_SCOPE_FACTOR = 4
 
 
 class LoginStore(Protocol):
-    """Failure counts and refusal deadlines per key, shared by every process."""
+    """Attempt counts and refusal deadlines per key, shared by every process."""
 
     def refused_until(self, keys: list[str]) -> float:
         """The latest time (clock seconds) until which any of `keys` is refused; 0 if none."""
 
-    def add_failure(self, key: str, now: float) -> int:
-        """Count one more failure of `key` (a key quiet for a day starts again); returns the count."""
+    def count(self, key: str, delta: int, now: float) -> int:
+        """Add `delta` (+1: an attempt, -1: one given back) to `key`'s count atomically (a key
+        quiet for a day starts again); returns the new count."""
 
-    def refuse(self, key: str, until: float, now: float) -> None:
-        """Refuse `key` until `until` (never shortens a longer refusal)."""
+    def claim(self, key: str, until: float, now: float) -> bool:
+        """Refuse `key` until `until` if it is not refused at `now`, atomically: True for the
+        one caller that started the refusal, False if one was already running."""
 
     def forget(self, key: str) -> None:
-        """Drop `key`'s failures and refusal."""
+        """Drop `key`'s count and refusal."""
 
 
 class LoginThrottle:
@@ -54,36 +65,50 @@ class LoginThrottle:
         self.max_delay = max(self.delay, max_delay)
         self.clock = clock
 
-    def retry_after(self, username: str, address: str) -> int:
-        """Whole seconds until a login for `username` from `address` is allowed; 0: now."""
+    def begin(self, username: str, address: str, *, known_device: bool = False) -> int:
+        """Reserve one attempt for `username` from `address` before its password is checked.
+        0: go ahead (the attempt counts as a failure until `succeeded`); otherwise the whole
+        seconds to wait, and nothing was counted. `known_device`: the browser logged in as
+        this user before, and is kept outside the username-wide limit."""
         now = self.clock()
-        until = self.store.refused_until([key for key, _ in self._keys(username, address)])
-        return math.ceil(until - now) if until > now else 0
-
-    def failed(self, username: str, address: str) -> None:
-        """Count a failed login and start a delay for every key past its free attempts."""
-        now = self.clock()
-        for key, allowed in self._keys(username, address):
-            count = self.store.add_failure(key, now)
+        pair, user, addr = self._keys(username, address)
+        wait = self._wait_until([pair, addr], now)
+        if wait:
+            return wait
+        wide = self.free * WIDE_SCOPE_FACTOR
+        user_count = self.store.count(user, 1, now)
+        pair_free = self.free if known_device or user_count <= wide else 0
+        counted = [user]
+        for key, allowed in ((pair, pair_free), (addr, wide)):
+            count = self.store.count(key, 1, now)
+            counted.append(key)
             if count > allowed and self.delay > 0:
                 # Doubles with each failure past the free ones (the exponent is capped so
                 # that a huge count cannot overflow the float).
-                wait = min(self.max_delay, self.delay * 2 ** min(count - allowed - 1, 60))
-                self.store.refuse(key, now + wait, now)
+                delay = min(self.max_delay, self.delay * 2 ** min(count - allowed - 1, 60))
+                if not self.store.claim(key, now + delay, now):
+                    # Another attempt took this window meanwhile: this one is refused unchecked.
+                    for done in counted:
+                        self.store.count(done, -1, now)
+                    return self._wait_until([pair, addr], now) or 1
+        return 0
 
     def succeeded(self, username: str, address: str) -> None:
-        """A good login: the count of this username from this address starts again."""
-        pair_key, _ = self._keys(username, address)[0]
-        self.store.forget(pair_key)
+        """A good login after `begin`: the pair's count starts again, and the wider keys get
+        the reserved attempt back (they keep counting the failures from elsewhere)."""
+        now = self.clock()
+        pair, user, addr = self._keys(username, address)
+        self.store.forget(pair)
+        self.store.count(user, -1, now)
+        self.store.count(addr, -1, now)
 
-    def _keys(self, username: str, address: str) -> list[tuple[str, int]]:
+    def _wait_until(self, keys: list[str], now: float) -> int:
+        until = self.store.refused_until(keys)
+        return math.ceil(until - now) if until > now else 0
+
+    def _keys(self, username: str, address: str) -> tuple[str, str, str]:
         name = username.strip().lower()
-        wide = self.free * WIDE_SCOPE_FACTOR
-        return [
-            (_key("pair", name, address), self.free),
-            (_key("user", name), wide),
-            (_key("addr", address), wide),
-        ]
+        return _key("pair", name, address), _key("user", name), _key("addr", address)
 
 
 def _key(*parts: str) -> str:
@@ -91,7 +116,8 @@ def _key(*parts: str) -> str:
 
 
 class DatabaseLoginStore:
-    """`login_failures` rows: one atomic upsert per failure, so processes never lose a count."""
+    """`login_failures` rows: one atomic upsert per attempt and one conditional update per
+    refusal, so processes never lose a count or both start one refusal."""
 
     def refused_until(self, keys: list[str]) -> float:
         from sqlalchemy import func, select
@@ -105,7 +131,7 @@ class DatabaseLoginStore:
         db.session.commit()  # a read transaction is not kept open while the request goes on
         return float(until or 0)
 
-    def add_failure(self, key: str, now: float) -> int:
+    def count(self, key: str, delta: int, now: float) -> int:
         from sqlalchemy import case, delete
 
         from .extensions import db
@@ -117,31 +143,35 @@ class DatabaseLoginStore:
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert
-        statement = insert(LoginFailure).values(key=key, failures=1, last_failure_at=now, blocked_until=0.0)
+        statement = insert(LoginFailure).values(key=key, failures=max(0, delta), last_failure_at=now,
+                                                blocked_until=0.0)
         statement = statement.on_conflict_do_update(
             index_elements=[LoginFailure.key],
             set_={
-                "failures": case((LoginFailure.last_failure_at < stale, 1), else_=LoginFailure.failures + 1),
+                "failures": case((LoginFailure.last_failure_at < stale, max(0, delta)),
+                                 else_=LoginFailure.failures + delta),
                 "last_failure_at": now,
             },
         ).returning(LoginFailure.failures)
         count = db.session.execute(statement).scalar_one()
-        # Keys quiet for a day are dropped here, so the table stays as small as the attacks.
-        db.session.execute(delete(LoginFailure).where(LoginFailure.last_failure_at < stale))
+        if delta > 0:
+            # Keys quiet for a day are dropped here, so the table stays as small as the attacks.
+            db.session.execute(delete(LoginFailure).where(LoginFailure.last_failure_at < stale))
         db.session.commit()
         return count
 
-    def refuse(self, key: str, until: float, now: float) -> None:
+    def claim(self, key: str, until: float, now: float) -> bool:
         from sqlalchemy import update
 
         from .extensions import db
         from .models import LoginFailure
 
-        db.session.execute(
-            update(LoginFailure).where(LoginFailure.key == key, LoginFailure.blocked_until < until)
+        claimed = db.session.execute(
+            update(LoginFailure).where(LoginFailure.key == key, LoginFailure.blocked_until <= now)
             .values(blocked_until=until)
-        )
+        ).rowcount
         db.session.commit()
+        return claimed == 1
 
     def forget(self, key: str) -> None:
         from sqlalchemy import delete
@@ -153,8 +183,16 @@ class DatabaseLoginStore:
         db.session.commit()
 
 
+_CLAIM_SCRIPT = """
+local current = redis.call('GET', KEYS[1])
+if current and tonumber(current) > tonumber(ARGV[2]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return 1
+"""
+
+
 class RedisLoginStore:
-    """Redis keys under `<prefix>login:`: a counter that expires a day after its last failure,
+    """Redis keys under `<prefix>login:`: a counter that expires a day after its last attempt,
     and a refusal deadline that expires with the refusal."""
 
     def __init__(self, client: Any, prefix: str):
@@ -165,21 +203,19 @@ class RedisLoginStore:
         values = self.client.mget([self.prefix + "refused:" + key for key in keys])
         return max((float(value) for value in values if value is not None), default=0.0)
 
-    def add_failure(self, key: str, now: float) -> int:
+    def count(self, key: str, delta: int, now: float) -> int:
         name = self.prefix + "failures:" + key
         pipe = self.client.pipeline()
-        pipe.incr(name)
+        pipe.incrby(name, delta)
         pipe.expire(name, FORGET_AFTER_SECONDS)
         count, _ = pipe.execute()
         return int(count)
 
-    def refuse(self, key: str, until: float, now: float) -> None:
-        name = self.prefix + "refused:" + key
-        current = self.client.get(name)
-        if current is not None and float(current) >= until:
-            return
-        # Kept a little past the deadline; the deadline itself is what is compared.
-        self.client.set(name, repr(until), px=max(1, int((until - now + 1) * 1000)))
+    def claim(self, key: str, until: float, now: float) -> bool:
+        # Compare and set in one script, so exactly one caller starts the refusal. The key is
+        # kept a little past the deadline; the deadline itself is what is compared.
+        return bool(self.client.eval(_CLAIM_SCRIPT, 1, self.prefix + "refused:" + key, repr(until), repr(now),
+                                     max(1, int((until - now + 1) * 1000))))
 
     def forget(self, key: str) -> None:
         self.client.delete(self.prefix + "failures:" + key, self.prefix + "refused:" + key)

@@ -48,14 +48,17 @@ def hash_password(password: str) -> str:
     return _off_hub(_current_hasher().hash, password)
 
 
-def check_password(stored: str | None, password: str) -> tuple[bool, str | None]:
+def check_password(stored: str | None, password: str, *, lane: str = "main") -> tuple[bool, str | None]:
     """Whether `password` matches the `stored` hash, and a new hash to store when the stored
     one is old (werkzeug's, or argon2 with weaker parameters); None when it is current.
 
     A missing hash (unknown user, no password) costs the same time as a real check, so the
     answer's timing does not tell which usernames exist.
+
+    `lane` "known": a browser that logged in as this user before, hashed in a lane of its
+    own (one thread) so that bogus logins queued in the main lane never delay its owner.
     """
-    return _off_hub(_check, _current_hasher(), stored, password)
+    return _off_hub(_check, _current_hasher(), stored, password, lane=lane)
 
 
 def _current_hasher() -> PasswordHasher:
@@ -102,17 +105,19 @@ def _dummy(hasher: PasswordHasher) -> str:
     return _dummy_hash
 
 
-def _off_hub(function: Callable[..., Any], *args: Any) -> Any:
-    """Run `function(*args)` in this hub's hashing pool; the greenlet waits, the hub runs on."""
+def _off_hub(function: Callable[..., Any], *args: Any, lane: str = "main") -> Any:
+    """Run `function(*args)` in this hub's hashing pool of `lane`; the greenlet waits, the
+    hub runs on."""
     import gevent
     from gevent.threadpool import ThreadPool
 
     hub = gevent.get_hub()
-    pool = getattr(hub, _POOL_ATTRIBUTE, None)
+    attribute = _POOL_ATTRIBUTE if lane == "main" else f"{_POOL_ATTRIBUTE}_{lane}"
+    pool = getattr(hub, attribute, None)
     if pool is None:
         # One pool per hub (per OS thread): a gevent pool is driven by the hub that made it.
-        pool = ThreadPool(HASH_THREADS, hub=hub)
-        setattr(hub, _POOL_ATTRIBUTE, pool)
+        pool = ThreadPool(HASH_THREADS if lane == "main" else 1, hub=hub)
+        setattr(hub, attribute, pool)
     return pool.apply(_niced, (function, args))
 
 

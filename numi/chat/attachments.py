@@ -182,9 +182,13 @@ def _clean_filename(name: str | None) -> str:
 def _write_once(path: Path, data: bytes) -> None:
     if path.is_file():
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
+    for folder in reversed([path.parent, *path.parent.parents]):
+        if not folder.exists():  # each level 0700 (mkdir's parents=True ignores the mode)
+            folder.mkdir(mode=0o700, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_bytes(data)
+    # 0600: uploads are the user's files, not for other local accounts.
+    with open(os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), "wb") as handle:
+        handle.write(data)
     os.replace(tmp, path)  # atomic: a concurrent upload of the same bytes sees a whole file
 
 

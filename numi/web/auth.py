@@ -5,18 +5,23 @@ checks the version (security.py). Logout, "Log out everywhere" and a password ch
 the version, so every cookie issued before stops working: Flask's cookies live in the
 browser, and this is how the server takes them back.
 
-Password checks run through the login throttle (numi/login_limits.py) and the hashing pool
-(numi/passwords.py).
+Password checks run through the login throttle (numi/login_limits.py), which reserves the
+attempt before the hash, and the hashing pool (numi/passwords.py). At most
+MAX_HASHES_PER_ADDRESS checks from one address run at once in a process, so one address
+cannot fill the hashing queue. A good login leaves a signed device cookie: that browser
+stays outside the username-wide limit and is hashed in a lane of its own.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from urllib.parse import unquote, urlsplit
 
 from flask import (
     Blueprint, current_app, g, redirect, render_template, request, session, url_for,
 )
+from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlalchemy import select, update
 
 from ..errors import NotFound
@@ -31,6 +36,11 @@ bp = Blueprint("auth", __name__)
 
 MIN_PASSWORD_CHARS = 8
 MAX_PASSWORD_CHARS = 1000
+# Password checks from one client address running at once in one process; more are refused
+# before hashing (the hashing threads are few, and shared by everyone).
+MAX_HASHES_PER_ADDRESS = 2
+DEVICE_COOKIE = "numi_device"
+DEVICE_MAX_AGE_SECONDS = 365 * 24 * 3600
 
 
 def login_throttle() -> LoginThrottle:
@@ -51,15 +61,15 @@ def login():
     username = (request.form.get("username") or "")[:100]
     password = (request.form.get("password") or "")[:MAX_PASSWORD_CHARS]
     throttle, address = login_throttle(), client_address()
-    wait = throttle.retry_after(username, address)
-    if wait:
-        return _too_many(wait, "login.html")
     user = db.session.execute(select(User).where(User.username == username)).scalar_one_or_none()
     user_id, stored = (user.id, user.password_hash) if user else (None, None)
     db.session.rollback()  # no transaction is held while the hash is computed
-    matches, new_hash = check_password(stored, password)
+    known = user_id is not None and _device_user_id() == user_id
+    checked = _checked_password(throttle, username, address, stored, password, known=known)
+    if isinstance(checked, tuple) and not isinstance(checked[0], bool):
+        return checked  # refused before hashing
+    matches, new_hash = checked
     if not matches or user_id is None:
-        throttle.failed(username, address)
         return render_template("login.html", error="Wrong username or password."), 401
     throttle.succeeded(username, address)
     if new_hash:
@@ -69,7 +79,48 @@ def login():
         db.session.commit()
     user = db.session.get(User, user_id)
     _start_session(user)
-    return redirect(safe_next(request.args.get("next")))
+    response = redirect(safe_next(request.args.get("next")))
+    response.set_cookie(DEVICE_COOKIE, _device_serializer().dumps({"u": user_id}), max_age=DEVICE_MAX_AGE_SECONDS,
+                        httponly=True, samesite="Lax", secure=bool(current_app.config.get("SESSION_COOKIE_SECURE")))
+    return response
+
+
+def _checked_password(throttle: LoginThrottle, username: str, address: str, stored: str | None,
+                      password: str, *, known: bool = False, template: str | None = "login.html"):
+    """(matches, new_hash) of a password check, or the 429 response that refused it unchecked:
+    too many checks from this address at once, or a login limit (the attempt is reserved
+    before the hash, so guesses sent together are limited as if sent one by one)."""
+    in_flight = current_app.extensions.setdefault("numi.hashes_in_flight", Counter())
+    if in_flight[address] >= MAX_HASHES_PER_ADDRESS and not known:
+        return _too_many(1, template, "Another login from your address is being checked. Try again in a moment.")
+    # Taken before the throttle's queries, which yield to other greenlets on PostgreSQL.
+    in_flight[address] += 1
+    try:
+        wait = throttle.begin(username, address, known_device=known)
+        if wait:
+            return _too_many(wait, template)
+        return check_password(stored, password, lane="known" if known else "main")
+    finally:
+        in_flight[address] -= 1
+        if in_flight[address] <= 0:
+            del in_flight[address]
+
+
+def _device_serializer() -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(current_app.secret_key, salt="numi.known-device")
+
+
+def _device_user_id() -> int | None:
+    """The user this browser logged in as before (the signed device cookie), if any."""
+    value = request.cookies.get(DEVICE_COOKIE)
+    if not value or len(value) > 200:
+        return None
+    try:
+        data = _device_serializer().loads(value, max_age=DEVICE_MAX_AGE_SECONDS)
+    except BadSignature:
+        return None
+    user_id = data.get("u") if isinstance(data, dict) else None
+    return user_id if isinstance(user_id, int) else None
 
 
 @bp.post("/logout")
@@ -106,15 +157,15 @@ def change_password():
         return _password_form(problem, 400)
     # The current password is guessed no faster here than at the login form.
     throttle, address, username = login_throttle(), client_address(), g.user.username
-    wait = throttle.retry_after(username, address)
-    if wait:
-        return _too_many(wait, None)
     user_id, stored = g.user.id, g.user.password_hash
     db.session.rollback()
-    matches, _ = check_password(stored, current)
+    checked = _checked_password(throttle, username, address, stored, current, template=None)
+    if isinstance(checked, tuple) and not isinstance(checked[0], bool):
+        return checked  # refused before hashing
+    matches, _ = checked
     if not matches:
-        throttle.failed(username, address)
         return _password_form("Your current password is not right.", 400)
+    throttle.succeeded(username, address)
     new_hash = hash_password(new)
     changed = db.session.execute(
         update(User).where(User.id == user_id, User.password_hash == stored)
@@ -160,9 +211,9 @@ def _multi_user_only() -> None:
         raise NotFound("page")
 
 
-def _too_many(wait: int, template: str | None):
+def _too_many(wait: int, template: str | None, message: str | None = None):
     """429 with Retry-After: the attempt was not checked and changed nothing."""
-    message = "Too many failed logins. Try again in " + (
+    message = message or "Too many failed logins. Try again in " + (
         f"{wait} seconds." if wait < 120 else f"{math.ceil(wait / 60)} minutes.")
     if template is None:
         body, status = _password_form(message, 429)

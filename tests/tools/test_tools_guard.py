@@ -210,3 +210,35 @@ def test_a_turn_on_a_stored_loopback_endpoint_of_a_non_admin_is_refused(multi_ap
         events.append(event)
     [error] = [e["data"] for e in events if e["type"] == "error"]
     assert error["code"] == "address_refused" and str(port) not in error["message"]
+
+
+@pytest.mark.parametrize("address", ["64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::1", "2002:a00:1::",
+                                     "::127.0.0.1", "::10.0.0.1", "::ffff:127.0.0.1"])
+def test_ipv6_forms_of_internal_ipv4_addresses_are_refused(address):
+    """Issue 28 item 15: NAT64, 6to4 and IPv4-compatible addresses carrying 127.0.0.1,
+    10/8 or the metadata address used to pass the guard for a non-admin's endpoint."""
+    from numi.addresses import AddressRefused, check_host
+
+    def answers(host, port, type=None):
+        return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", (address, port, 0, 0))]
+
+    with pytest.raises(AddressRefused):
+        check_host("rebound.example", 443, getaddrinfo=answers)
+
+
+def test_ipv6_forms_of_public_ipv4_addresses_pass():
+    from numi.addresses import check_host
+
+    for address in ("64:ff9b::808:808", "2002:808:808::1", "2606:4700:4700::1111"):
+        check_host("public.example", 443, getaddrinfo=lambda h, p, type=None, a=address: [
+            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", (a, p, 0, 0))])
+
+
+def test_a_fetch_page_refusal_does_not_name_the_resolved_address(multi_app, users):
+    """Issue 28 item 15: "resolves to 127.0.0.1" told the model what internal names resolve to."""
+    with multi_app.app_context(), pytest.raises(ToolFailure) as refused:
+        web_tools.FETCH_PAGE.run({"url": f"http://localhost:{closed_port()}/"},
+                                 ToolContext(user_id=users["a"].id, chat_id="c"))
+    assert refused.value.code == "address_refused", refused.value.text
+    assert "localhost" in refused.value.text
+    assert "127.0.0.1" not in refused.value.text and "::1" not in refused.value.text, refused.value.text

@@ -210,3 +210,22 @@ def test_mcp_server_settings_are_validated_and_owner_scoped(multi_app, client_a,
     assert "MCP servers" in page and "remote" in page
     assert client_a.delete(f"/api/mcp_servers/{server_id}").status_code == 204
     assert client_a.get("/api/mcp_servers").get_json()["servers"] == []
+
+
+def test_stdio_mcp_environment_values_are_stored_sealed(mcp_server, scripted, mcp_script):
+    """Issue 28 item 14: the values were stored in clear; the server still gets them."""
+    from numi.testing import Scenario
+    from turn_support import Api, db_rows, make_chat, of_type
+
+    api = Api(mcp_server.url)
+    status, server = api.post("/api/mcp_servers", {"name": "sealed", "transport": "stdio",
+                                                   "command": sys.executable, "args": [str(mcp_script)],
+                                                   "env": "MCP_TOKEN=tok-3141592653", "always_approve": False})
+    assert status == 201, server
+    (stored,), = db_rows(mcp_server, "SELECT env_json FROM mcp_servers WHERE id = ?", server["id"])
+    assert "tok-3141592653" not in stored and "numi:v1:" in stored, stored
+    chat = make_chat(api, scripted, settings={"tools": ["mcp__sealed__getenv"]})
+    scripted.enqueue(Scenario().tool_call("mcp__sealed__getenv", {"name": "MCP_TOKEN"}))
+    scripted.enqueue(Scenario().text("Done."))
+    ends = of_type(_turn(mcp_server, chat["id"], "token?"), "tool_end")
+    assert ends and ends[0]["data"]["result"] == "tok-3141592653", ends

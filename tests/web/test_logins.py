@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -45,6 +46,23 @@ def clock(multi_app) -> Clock:
 def multi_app(make_app):
     """Multi-user mode with the login limits these tests count on."""
     return make_app(NUMI_AUTH="multi", **LIMITS)
+
+
+@pytest.fixture
+def full_cost_app(make_app, users, clock):
+    """The same database served at the production hashing cost (argon2id, 64 MiB), the users'
+    passwords hashed so too: tests about what hashing time does to other requests could not
+    fail under the suite's fast test hashes."""
+    from argon2 import PasswordHasher
+
+    app = make_app(NUMI_AUTH="multi", NUMI_TEST_FAST_PASSWORD_HASHES=False, **LIMITS)
+    app.extensions["numi.login_throttle"].clock = clock
+    with app.app_context():
+        for user in users.values():
+            db.session.execute(db.update(User).where(User.id == user.id)
+                               .values(password_hash=PasswordHasher().hash(user.password)))
+        db.session.commit()
+    return app
 
 
 def _post_login(client, username: str, password: str, address: str = "198.51.100.7", **headers):
@@ -126,13 +144,67 @@ def test_one_address_guessing_many_usernames_is_limited(multi_app, users, clock)
     assert _post_login(client, "bob", users["b"].password, address="203.0.113.9").status_code == 302
 
 
-def test_one_username_guessed_from_many_addresses_is_limited(multi_app, users, clock):
+def test_one_username_guessed_from_many_addresses_slows_each_failing_address(multi_app, users, clock):
     client = multi_app.test_client()
     statuses = [_post_login(client, "alice", "wrong", address=f"192.0.2.{i}").status_code for i in range(12)]
-    assert 429 in statuses and statuses[-1] == 429
-    assert _post_login(client, "alice", users["a"].password, address="203.0.113.9").status_code == 429
+    assert statuses == [401] * 12  # each address's first guess is checked
+    # Past the username's allowance (8) an address has no free failures: its next guess waits.
+    assert _post_login(client, "alice", "wrong", address="192.0.2.11").status_code == 429
     # Only alice is limited: bob logs in from one of those addresses.
     assert _post_login(client, "bob", users["b"].password, address="192.0.2.1").status_code == 302
+
+
+def test_failures_from_other_addresses_do_not_lock_the_owner_out(multi_app, users, clock):
+    """Issue 28 item 3: 21 wrong logins from 5 addresses used to refuse alice's right
+    password from a sixth address (the username-wide key refused everyone)."""
+    attacker = multi_app.test_client()
+    statuses = [_post_login(attacker, "alice", "wrong", address=f"192.0.2.{i % 5}").status_code for i in range(21)]
+    assert 429 in statuses
+    owner = multi_app.test_client()
+    assert _post_login(owner, "alice", users["a"].password, address="203.0.113.9").status_code == 302
+    assert _logged_in(owner)
+
+
+def test_a_known_browser_keeps_its_free_attempts_during_an_attack(multi_app, users, clock):
+    """A browser that logged in as alice before (the signed device cookie) is outside the
+    username-wide limit: a typo from a new address does not make it wait; a browser
+    without the cookie, in the same place, waits."""
+    known = multi_app.test_client()
+    assert _post_login(known, "alice", users["a"].password, address="198.51.100.1").status_code == 302
+    known.post("/logout", headers={"Origin": "http://localhost"})
+    attacker = multi_app.test_client()
+    for i in range(12):
+        _post_login(attacker, "alice", "wrong", address=f"192.0.2.{i}")
+    for client, address, expected in ((known, "203.0.113.1", 302), (multi_app.test_client(), "203.0.113.2", 429)):
+        assert _post_login(client, "alice", "typo", address=address).status_code == 401
+        assert _post_login(client, "alice", users["a"].password, address=address).status_code == expected
+    # A forged or foreign device cookie is no device at all.
+    forged = multi_app.test_client()
+    forged.set_cookie("numi_device", "eyJ1IjoxfQ.forged.signature")
+    assert _post_login(forged, "alice", "typo", address="203.0.113.3").status_code == 401
+    assert _post_login(forged, "alice", users["a"].password, address="203.0.113.3").status_code == 429
+
+
+def test_guesses_sent_at_once_are_limited_as_if_sent_one_by_one(full_cost_app, users, clock):
+    """Issue 28 item 2: the throttle used to be read before the hash and written after it,
+    so twelve guesses sent together were all checked, and the right one among them got in."""
+    import gevent
+
+    def attempt(password: str):
+        client = full_cost_app.test_client()
+        return _post_login(client, "alice", password).status_code, client
+
+    guesses = [f"guess {i}" for i in range(11)] + [users["a"].password]
+    greenlets = [gevent.spawn(attempt, p) for p in guesses]
+    gevent.joinall(greenlets, raise_error=True, timeout=120)
+    results = [g.value for g in greenlets]
+    statuses = [status for status, _ in results]
+    checked = [status for status in statuses if status != 429]
+    assert len(checked) <= 3, statuses  # two free attempts and the one that starts the delay
+    assert results[-1][0] == 429 and not _logged_in(results[-1][1]), statuses
+    # Refused attempts changed nothing: once the delay is over, alice logs in.
+    clock.now += 31
+    assert _post_login(full_cost_app.test_client(), "alice", users["a"].password).status_code == 302
 
 
 def test_the_limits_hold_across_processes(make_app, users, multi_app, clock):
@@ -221,7 +293,7 @@ def test_numi_user_create_stores_an_argon2_hash(multi_app, database_url):
     assert _post_login(multi_app.test_client(), "erin", "a long password").status_code == 302
 
 
-def test_concurrent_logins_do_not_block_other_greenlets(multi_app, users):
+def test_concurrent_logins_do_not_block_other_greenlets(full_cost_app, users):
     """While password hashes are computed, the hub serves other requests: bob's request,
     started after five login attempts, finishes before any of them (a hash computed on the
     hub would run each login to its end first)."""
@@ -230,11 +302,12 @@ def test_concurrent_logins_do_not_block_other_greenlets(multi_app, users):
     finished: list[str] = []
 
     def attempt(i: int):
-        _post_login(multi_app.test_client(), "alice", f"wrong {i}")
+        # From five addresses: one address may have only two hashes running at once.
+        _post_login(full_cost_app.test_client(), "alice", f"wrong {i}", address=f"198.51.100.{i}")
         finished.append(f"login {i}")
 
     def other_user():
-        response = multi_app.test_client().get("/api/sessions", headers=users["b"].auth_header)
+        response = full_cost_app.test_client().get("/api/sessions", headers=users["b"].auth_header)
         assert response.status_code == 200
         finished.append("bob")
 
@@ -295,3 +368,57 @@ def test_a_test_suite_fast_hash_is_replaced_at_full_strength_without_the_setting
     strong = _password_hash(production, "alice")
     assert strong != fast and not PasswordHasher().check_needs_rehash(strong)
     assert "m=65536,t=3,p=4" in strong
+
+
+def _login_seconds(client, user, address: str) -> float:
+    start = time.perf_counter()
+    assert _post_login(client, user.username, user.password, address=address).status_code == 302
+    elapsed = time.perf_counter() - start
+    client.post("/logout", headers={"Origin": "http://localhost"})
+    return elapsed
+
+
+def _during_bogus_logins(multi_app, addresses: list[str], measure):
+    """`measure()` while one loop of bogus logins per entry of `addresses` runs."""
+    import gevent
+
+    stop, attempts = [], []
+
+    def loop(address: str):
+        client = multi_app.test_client()
+        while not stop:
+            attempts.append(_post_login(client, f"bogus-{len(attempts)}", "wrong", address=address).status_code)
+            # A refused attempt never waits on the hub; in one process with no network in
+            # between, ten loops of them would only measure how fast 429s are made.
+            gevent.sleep(0.25 if attempts[-1] == 429 else 0)
+
+    loops = [gevent.spawn(loop, address) for address in addresses]
+    try:
+        # Waits on the hub (this process is not monkey-patched: time.sleep would stop the loops).
+        deadline = time.monotonic() + 60
+        while not attempts:
+            assert time.monotonic() < deadline, "timed out waiting for the first bogus login"
+            gevent.sleep(0.02)
+        return measure()
+    finally:
+        stop.append(True)
+        gevent.joinall(loops, timeout=120)
+
+
+def test_bogus_logins_do_not_starve_real_ones(full_cost_app, users, clock):
+    """Issue 28 item 4: one hashing queue served everyone, so loops of bogus logins made a
+    real login wait for all of them. A real login during the attack is timed against the
+    same login before it, in the same run."""
+    known = full_cost_app.test_client()
+    _login_seconds(known, users["a"], "198.51.100.1")  # leaves alice's device cookie
+    before = min(_login_seconds(known, users["a"], "198.51.100.1") for _ in range(2))
+    # Ten loops from ten addresses: the known browser has a hashing lane of its own.
+    during = _during_bogus_logins(full_cost_app, [f"192.0.2.{i}" for i in range(10)],
+                                  lambda: _login_seconds(known, users["a"], "198.51.100.1"))
+    assert during < 4 * before + 0.2, ("known browser", during, before)
+    # Twenty loops from one address: at most two of its hashes run at once, so a first
+    # login from elsewhere waits for those two at most (before: for all twenty).
+    fresh = full_cost_app.test_client()
+    during = _during_bogus_logins(full_cost_app, ["192.0.2.200"] * 20,
+                                  lambda: _login_seconds(fresh, users["b"], "203.0.113.50"))
+    assert during < 10 * before + 0.2, ("first login", during, before)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
+import logging
 import re
 import socket
 import ssl
@@ -36,6 +37,8 @@ from ...addresses import AddressPolicy, AddressRefused, check_host, check_url
 from ...config import parse_bool
 from ...errors import NumiError, invalid
 from . import Tool, ToolContext, ToolFailure, ToolResult
+
+log = logging.getLogger(__name__)
 
 SEARCH_BACKENDS = ("", "searxng", "brave")
 BRAVE_URL = "https://api.search.brave.com/res/v1/web/search"
@@ -171,8 +174,11 @@ def check_address(host: str, port: int, settings: dict[str, Any]) -> str:
     except AddressRefused as exc:
         if exc.address is None:
             raise FetchRefused(f"The host {host} could not be resolved.") from None
+        # The address stays in the log: naming it to the model would make the tool an oracle
+        # for the server's internal DNS.
+        log.info("fetch_page refused %s: resolves to %s", host, exc.address)
         raise FetchRefused(
-            f"Refused: {host} resolves to {exc.address}, a private, loopback or otherwise internal "
+            f"Refused: {host} resolves to a private, loopback or otherwise internal "
             "address. An administrator can allow it in Settings → Web search.",
             "address_refused",
         ) from None
@@ -226,7 +232,8 @@ def guarded_get(url: str, settings: dict[str, Any], *, max_bytes: int, timeout: 
                 charset = _charset(response.getheader("Content-Type") or "")
                 return Page(url, response.status, content_type, charset, body[:max_bytes], len(body) > max_bytes)
             except (OSError, http.client.HTTPException) as exc:
-                raise FetchRefused(f"The request to {parts.hostname} failed: {type(exc).__name__}: {exc}") from None
+                log.info("fetch_page request to %s failed: %r", parts.hostname, exc)
+                raise FetchRefused(f"The request to {parts.hostname} failed ({type(exc).__name__}).") from None
             finally:
                 connection.close()
         raise FetchRefused(f"Too many redirects (more than {MAX_REDIRECTS}).")

@@ -13,7 +13,7 @@ from flask import current_app
 from ....models import McpServer
 from .. import Tool, ToolContext
 from .bridge import McpError, call_tool, fetch_tools
-from .store import INSTALL_HINT, list_servers, sdk_available, tool_cache
+from .store import INSTALL_HINT, list_servers, sdk_available, tool_cache, unsealed_env
 
 log = logging.getLogger(__name__)
 PREFIX = "mcp__"
@@ -22,7 +22,7 @@ PREFIX = "mcp__"
 def _spec(server: McpServer, guarded: bool = False) -> dict[str, Any]:
     # Plain values: the thread must not touch the database session or the ORM object.
     return {"id": server.id, "transport": server.transport, "url": server.url, "command": server.command,
-            "args": server.args, "env": server.env, "guarded": guarded and server.transport == "http"}
+            "args": server.args, "env": unsealed_env(server), "guarded": guarded and server.transport == "http"}
 
 
 

@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from ....addresses import AddressRefused, check_url
 from ....config import parse_bool
+from ....crypto import SecretUnreadable, seal, unseal
 from ....errors import NumiError, invalid
 from ....extensions import db
 from ....models import McpServer, utcnow
@@ -83,7 +84,8 @@ def create_server(user_id: int, is_admin: bool, data: dict[str, Any]) -> McpServ
             env = _env_lines(env)
         if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
             raise invalid("env must map names to text values.", "invalid_env")
-        server.env = env
+        # Sealed like endpoint keys: environment values are usually tokens.
+        server.env = {name: seal(value) for name, value in env.items()}
     else:
         raise invalid("transport must be http or stdio.", "invalid_transport")
     db.session.add(server)
@@ -110,6 +112,15 @@ def _env_lines(value: str) -> dict[str, str]:
                 raise invalid("env lines must look like NAME=value.", "invalid_env")
             env[key.strip()] = val.strip()
     return env
+
+
+def unsealed_env(server: McpServer) -> dict[str, str]:
+    """A stdio server's environment in clear (values stored by older versions are clear)."""
+    try:
+        return {name: unseal(value) for name, value in (server.env or {}).items()}
+    except SecretUnreadable:
+        raise NumiError("mcp_env_unreadable", f"The environment of MCP server {server.name!r} cannot be read with "
+                        "this server's secret key (NUMI_SECRET_KEY changed?). Enter it again.", 409) from None
 
 
 def remove_server(server: McpServer) -> None:
