@@ -28,9 +28,10 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed-test browser lint
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-## lint: ruff (rules and line length in pyproject.toml) and the import-linter contracts
+## lint: ruff (rules, format and line length in pyproject.toml) and the import-linter contracts
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-logo
 
 ## bench: run the benchmarks (BENCH="startup memory" for some); results in bench/results/

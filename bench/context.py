@@ -33,7 +33,9 @@ from numi.models import Chat, Checkpoint, Message, User  # noqa: E402
 def build_chat(count: int) -> tuple[int, str, list[int]]:
     from numi.identity import LOCAL_USERNAME
 
-    user = User(username=LOCAL_USERNAME, is_admin=True)  # single-user mode's user: the API sees the chat
+    user = User(
+        username=LOCAL_USERNAME, is_admin=True
+    )  # single-user mode's user: the API sees the chat
     db.session.add(user)
     db.session.flush()
     chat = Chat(user_id=user.id, title="long chat")
@@ -42,14 +44,32 @@ def build_chat(count: int) -> tuple[int, str, list[int]]:
     rows = []
     n = 0
     while len(rows) < count:
-        rows.append(Message(chat_id=chat.id, role="user", content=f"Question {n}: " + "words " * (20 + n % 50)))
+        rows.append(
+            Message(
+                chat_id=chat.id, role="user", content=f"Question {n}: " + "words " * (20 + n % 50)
+            )
+        )
         if n % 5 == 0:
-            call = {"id": f"call{n}", "type": "function", "function": {"name": "search", "arguments": json.dumps({"q": f"topic {n}"})}}
+            call = {
+                "id": f"call{n}",
+                "type": "function",
+                "function": {"name": "search", "arguments": json.dumps({"q": f"topic {n}"})},
+            }
             assistant = Message(chat_id=chat.id, role="assistant", content="")
             assistant.tool_calls = [call]
             rows.append(assistant)
-            rows.append(Message(chat_id=chat.id, role="tool", tool_call_id=f"call{n}", content="result " * 200))
-        rows.append(Message(chat_id=chat.id, role="assistant", content=f"Answer {n}. " + "text " * (60 + n % 300)))
+            rows.append(
+                Message(
+                    chat_id=chat.id, role="tool", tool_call_id=f"call{n}", content="result " * 200
+                )
+            )
+        rows.append(
+            Message(
+                chat_id=chat.id,
+                role="assistant",
+                content=f"Answer {n}. " + "text " * (60 + n % 300),
+            )
+        )
         n += 1
     rows = rows[:count]
     db.session.add_all(rows)
@@ -73,9 +93,16 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        app = create_app({"NUMI_DATA_DIR": tmp, "NUMI_DATABASE_URL": f"sqlite:///{tmp}/numi.db",
-                          "NUMI_SECRET_KEY": "bench", "NUMI_AUTO_ENDPOINTS": False, "TESTING": True,
-                          "NUMI_ACCESS_TOKEN": "bench-access-token"})
+        app = create_app(
+            {
+                "NUMI_DATA_DIR": tmp,
+                "NUMI_DATABASE_URL": f"sqlite:///{tmp}/numi.db",
+                "NUMI_SECRET_KEY": "bench",
+                "NUMI_AUTO_ENDPOINTS": False,
+                "TESTING": True,
+                "NUMI_ACCESS_TOKEN": "bench-access-token",
+            }
+        )
         import logging
 
         logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -85,24 +112,41 @@ def main() -> None:
             config = app.config
 
             def load():
-                service = ChatContextService(chat_id, user_id, max_messages=config["PROMPT_MAX_HISTORY_MESSAGES"],
-                                             max_chars=config["PROMPT_MAX_HISTORY_CHARS"])
+                service = ChatContextService(
+                    chat_id,
+                    user_id,
+                    max_messages=config["PROMPT_MAX_HISTORY_MESSAGES"],
+                    max_chars=config["PROMPT_MAX_HISTORY_CHARS"],
+                )
                 return service.history()
 
             median, worst, history = timed(load, args.runs)
-            print(f"chat: {len(ids)} messages; budget {config['PROMPT_MAX_HISTORY_MESSAGES']} messages / "
-                  f"{config['PROMPT_MAX_HISTORY_CHARS']} characters")
-            print(f"history() cold, no checkpoint: median {median:.1f} ms, max {worst:.1f} ms -> "
-                  f"{len(history.messages)} messages sent, {history.omitted} omitted, "
-                  f"{history.total_chars} chars, ~{estimate_tokens(history.messages)} tokens")
+            print(
+                f"chat: {len(ids)} messages; budget {config['PROMPT_MAX_HISTORY_MESSAGES']} messages / "
+                f"{config['PROMPT_MAX_HISTORY_CHARS']} characters"
+            )
+            print(
+                f"history() cold, no checkpoint: median {median:.1f} ms, max {worst:.1f} ms -> "
+                f"{len(history.messages)} messages sent, {history.omitted} omitted, "
+                f"{history.total_chars} chars, ~{estimate_tokens(history.messages)} tokens"
+            )
             first = history.messages[2] if history.omitted else history.messages[0]
-            print(f"  request starts with: notice={history.messages[0].get('_notice', False)}, first original role={first['role']}")
+            print(
+                f"  request starts with: notice={history.messages[0].get('_notice', False)}, "
+                f"first original role={first['role']}"
+            )
 
-            db.session.add(Checkpoint(chat_id=chat_id, summary="summary " * 300, through_message_id=ids[len(ids) // 2]))
+            db.session.add(
+                Checkpoint(
+                    chat_id=chat_id, summary="summary " * 300, through_message_id=ids[len(ids) // 2]
+                )
+            )
             db.session.commit()
             median, worst, history = timed(load, args.runs)
-            print(f"history() cold, checkpoint at message {len(ids) // 2}: median {median:.1f} ms, max {worst:.1f} ms -> "
-                  f"{len(history.messages)} messages sent")
+            print(
+                f"history() cold, checkpoint at message {len(ids) // 2}: median {median:.1f} ms, max {worst:.1f} ms -> "
+                f"{len(history.messages)} messages sent"
+            )
             db.session.execute(db.delete(Checkpoint))
             db.session.commit()
 
@@ -111,11 +155,15 @@ def main() -> None:
             values = []
             for _ in range(args.runs):
                 started = time.perf_counter()
-                response = client.get(f"/api/session/{chat_id}/{path}",
-                                      headers={"Authorization": "Bearer bench-access-token"})
+                response = client.get(
+                    f"/api/session/{chat_id}/{path}",
+                    headers={"Authorization": "Bearer bench-access-token"},
+                )
                 values.append((time.perf_counter() - started) * 1000)
                 assert response.status_code == 200, response.get_data(as_text=True)
-            print(f"GET /api/session/<id>/{path}: median {statistics.median(values):.1f} ms, max {max(values):.1f} ms")
+            print(
+                f"GET /api/session/<id>/{path}: median {statistics.median(values):.1f} ms, max {max(values):.1f} ms"
+            )
 
 
 if __name__ == "__main__":

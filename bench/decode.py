@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -35,7 +34,8 @@ SERVE = """
 import sys, time
 from numi.testing import Scenario, ScriptedProvider
 tokens = int(sys.argv[2])
-with ScriptedProvider(port=int(sys.argv[1]), default_scenario=lambda r: Scenario().text("tok " * tokens, chunks=tokens)) as p:
+scenario = Scenario().text("tok " * tokens, chunks=tokens)
+with ScriptedProvider(port=int(sys.argv[1]), default_scenario=lambda r: scenario) as p:
     print("ready", flush=True)
     sys.stdin.readline()
 """
@@ -44,8 +44,13 @@ with ScriptedProvider(port=int(sys.argv[1]), default_scenario=lambda r: Scenario
 def raw_socket(port: int) -> int:
     payload = json.dumps(BODY).encode()
     sock = socket.create_connection(("127.0.0.1", port))
-    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: " + str(len(payload)).encode() + b"\r\nConnection: close\r\n\r\n" + payload)
+    sock.sendall(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: "
+        + str(len(payload)).encode()
+        + b"\r\nConnection: close\r\n\r\n"
+        + payload
+    )
     size = 0
     while True:
         data = sock.recv(65536)
@@ -59,8 +64,12 @@ def raw_socket(port: int) -> int:
 def httpx_raw(port: int) -> int:
     import httpx2
 
-    with httpx2.Client() as client, client.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions",
-                                                   json=BODY) as response:
+    with (
+        httpx2.Client() as client,
+        client.stream(
+            "POST", f"http://127.0.0.1:{port}/v1/chat/completions", json=BODY
+        ) as response,
+    ):
         return sum(len(chunk) for chunk in response.iter_raw())
 
 
@@ -71,16 +80,20 @@ def _openai(port: int):
 
 
 def openai_bytes(client) -> int:
-    with client.chat.completions.with_streaming_response.create(model="bench-model", stream=True,
-                                                                messages=BODY["messages"]) as response:
+    with client.chat.completions.with_streaming_response.create(
+        model="bench-model", stream=True, messages=BODY["messages"]
+    ) as response:
         return sum(len(chunk) for chunk in response.iter_bytes())
 
 
 def openai_sse(client) -> int:
     from numi.providers.sse import SSEStream
 
-    stream = SSEStream.open(client.chat.completions.with_streaming_response.create(
-        model="bench-model", stream=True, messages=BODY["messages"]))
+    stream = SSEStream.open(
+        client.chat.completions.with_streaming_response.create(
+            model="bench-model", stream=True, messages=BODY["messages"]
+        )
+    )
     try:
         return sum(1 for _ in stream)
     finally:
@@ -100,8 +113,12 @@ def measure(tokens: int = 20000, runs: int = 3) -> list[dict]:
     from stats import row
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-c", SERVE, str(port), str(tokens)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVE, str(port), str(tokens)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert server.stdout.readline().strip() == "ready"
         client = _openai(port)
@@ -125,9 +142,16 @@ def measure(tokens: int = 20000, runs: int = 3) -> list[dict]:
         server.stdin.flush()
         server.wait(10)
     floor = results["floor: raw socket recv"]
-    return [row("decode", f"provider stream, {tokens:,} one-token chunks: {name}", values, "µs CPU/token",
-                ratio=[v / f for v, f in zip(values, floor)] if not name.startswith("floor") else None)
-            for name, values in results.items()]
+    return [
+        row(
+            "decode",
+            f"provider stream, {tokens:,} one-token chunks: {name}",
+            values,
+            "µs CPU/token",
+            ratio=[v / f for v, f in zip(values, floor)] if not name.startswith("floor") else None,
+        )
+        for name, values in results.items()
+    ]
 
 
 def main() -> None:

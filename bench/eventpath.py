@@ -5,6 +5,7 @@ cursor. Steadier than `load.py` on a busy machine; run it against two trees to c
 
     python bench/eventpath.py
 """
+
 from gevent import monkey
 
 monkey.patch_all()
@@ -78,10 +79,14 @@ def relay(sub, send):
         if event["type"] in ("turn_end", "snapshot") and event["data"].get("finished", True):
             return
 
+
 def run(send):
     channel = manager.channel(f"chat-{time.monotonic_ns()}")
-    turn = Turn(channel, TurnRequest(user_id=1, chat_id=channel.chat_id, message="x"),
-                frame_interval=manager.frame_interval)
+    turn = Turn(
+        channel,
+        TurnRequest(user_id=1, chat_id=channel.chat_id, message="x"),
+        frame_interval=manager.frame_interval,
+    )
     channel.begin_turn(turn.id)
     sub, _ = channel.subscribe(channel.last_event_id)
     g = gevent.spawn(relay, sub, send)
@@ -95,28 +100,52 @@ def run(send):
     return (time.process_time() - t0) / N * 1e6
 
 
-
 # The tree's own frame write: direct framing where it exists, else simple_websocket's path.
 if getattr(wsmod, "_frame_protocol", None) is not None:
     conn = type("C", (), {})()
     conn.ws, conn.frames = ws, wsmod._frame_protocol(ws)
-    send = lambda data: wsmod.Connection._write_text(conn, data)
+
+    def send(data):
+        wsmod.Connection._write_text(conn, data)
 else:
     send = ws.send
 
 
-class Chat: id = "c"; user_id = 1; title = "t"
+class Chat:
+    id = "c"
+    user_id = 1
+    title = "t"
+
+
 def html():
     with app.test_request_context("/"):
-        v = HtmlView(Chat()); v.render({"event_id": 1, "turn_id": "abc", "type": "turn_start", "data": {}})
-        v.render({"event_id": 2, "turn_id": "abc", "type": "content", "data": {"delta": "Hello\n\n", "step": 0}})
+        v = HtmlView(Chat())
+        v.render({"event_id": 1, "turn_id": "abc", "type": "turn_start", "data": {}})
+        v.render(
+            {
+                "event_id": 2,
+                "turn_id": "abc",
+                "type": "content",
+                "data": {"delta": "Hello\n\n", "step": 0},
+            }
+        )
         t0 = time.process_time()
         for i in range(2000):
             # a fresh paragraph every 20 tokens, so the open block stays short (as in prose)
-            v.render({"event_id": i + 3, "turn_id": "abc", "type": "content",
-                      "data": {"delta": "word " if i % 20 else "end.\n\n", "step": 0}}); v.cursor(i + 3)
+            v.render(
+                {
+                    "event_id": i + 3,
+                    "turn_id": "abc",
+                    "type": "content",
+                    "data": {"delta": "word " if i % 20 else "end.\n\n", "step": 0},
+                }
+            )
+            v.cursor(i + 3)
         return (time.process_time() - t0) / 2000 * 1e6
 
 
-res = {"json_path_us": [round(run(send), 1) for _ in range(5)], "html_delta_us": [round(html(), 1) for _ in range(3)]}
+res = {
+    "json_path_us": [round(run(send), 1) for _ in range(5)],
+    "html_delta_us": [round(html(), 1) for _ in range(3)],
+}
 print(json.dumps(res))

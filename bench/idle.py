@@ -42,7 +42,9 @@ def one_run(clients: int, chats: int) -> dict:
         time.sleep(1)
         rss_before = rss_mib(numi.proc.pid)
         quiet = page_latencies(numi)
-        tabs = Clients("idle", numi.port, numi.url, [f"/ws/{chat_ids[i % chats]}" for i in range(clients)], 0)
+        tabs = Clients(
+            "idle", numi.port, numi.url, [f"/ws/{chat_ids[i % chats]}" for i in range(clients)], 0
+        )
         time.sleep(2)  # let the server settle after the connection burst
         rss_after = rss_mib(numi.proc.pid)
         inside0 = probe.read(numi.data_dir)
@@ -52,21 +54,38 @@ def one_run(clients: int, chats: int) -> dict:
         tabs.go()
         tabs.results()
     inside = probe.window(inside0, inside1)
-    return {"kib_per_client": (rss_after - rss_before) * 1024 / clients, "quiet_p50": statistics.median(quiet),
-            "busy_p50": statistics.median(busy), "busy_p95": percentile(busy, 95),
-            "ratio": statistics.median(busy) / statistics.median(quiet), "idle_cpu": inside["cpu_share"]}
+    return {
+        "kib_per_client": (rss_after - rss_before) * 1024 / clients,
+        "quiet_p50": statistics.median(quiet),
+        "busy_p50": statistics.median(busy),
+        "busy_p95": percentile(busy, 95),
+        "ratio": statistics.median(busy) / statistics.median(quiet),
+        "idle_cpu": inside["cpu_share"],
+    }
 
 
 def measure(clients: int = 1000, chats: int = 100, runs: int = 3) -> list[dict]:
     results = [one_run(clients, chats) for _ in range(runs)]
     return [
-        row("idle tabs", f"{clients:,} idle WebSocket clients: server memory per client",
-            [r["kib_per_client"] for r in results], "KiB", "≤ 100 KiB"),
-        row("idle tabs", f"GET / with {clients:,} idle clients connected, p50", [r["busy_p50"] for r in results], "ms",
-            "≤ 1.5× floor", ratio=[r["ratio"] for r in results],
+        row(
+            "idle tabs",
+            f"{clients:,} idle WebSocket clients: server memory per client",
+            [r["kib_per_client"] for r in results],
+            "KiB",
+            "≤ 100 KiB",
+        ),
+        row(
+            "idle tabs",
+            f"GET / with {clients:,} idle clients connected, p50",
+            [r["busy_p50"] for r in results],
+            "ms",
+            "≤ 1.5× floor",
+            ratio=[r["ratio"] for r in results],
             note=f"floor: GET / with none connected, p50 {statistics.median(r['quiet_p50'] for r in results):.1f} ms; "
-                 f"p95 {statistics.median(r['busy_p95'] for r in results):.1f} ms; server CPU with the tabs open and nothing else "
-                 f"{statistics.median(r['idle_cpu'] for r in results) * 100:.1f} % of a core"),
+            f"p95 {statistics.median(r['busy_p95'] for r in results):.1f} ms; server CPU with the "
+            "tabs open and nothing else "
+            f"{statistics.median(r['idle_cpu'] for r in results) * 100:.1f} % of a core",
+        ),
     ]
 
 

@@ -14,16 +14,32 @@ from collections import Counter
 
 # (layer, any of these frame names in the stack). Checked in order; first match wins.
 RULES = [
-    ("start/end of turns (DB, history, request)", ("ChatContextService.", "Agent._save_step", "ContextWindow.messages",
-                                                    "chat_routes", "start_turn", "get_chat", "_identify",
-                                                    "SSEStream.open", "Connection.__init__", "Server.__init__",
-                                                    "Agent._answer_after", "Agent._schedule_title")),
+    (
+        "start/end of turns (DB, history, request)",
+        (
+            "ChatContextService.",
+            "Agent._save_step",
+            "ContextWindow.messages",
+            "chat_routes",
+            "start_turn",
+            "get_chat",
+            "_identify",
+            "SSEStream.open",
+            "Connection.__init__",
+            "Server.__init__",
+            "Agent._answer_after",
+            "Agent._schedule_title",
+        ),
+    ),
     ("frame write (WebSocket send)", ("Base.send",)),
     ("encode/render (JSON or HTML)", ("Connection._send_events", "HtmlView.")),
     ("queue (subscriber get/deliver)", ("Subscription.", "Queue.")),
     ("publish (channel, buffer, state)", ("ChatChannel.publish",)),
     ("socket read (provider recv, wait)", ("SocketMixin.recv", "SyncStream.read")),
-    ("decode (httpx, h11, SSE, JSON, adapter)", ("ProviderStream.", "iter_json_events", "OpenAIChatAdapter._events")),
+    (
+        "decode (httpx, h11, SSE, JSON, adapter)",
+        ("ProviderStream.", "iter_json_events", "OpenAIChatAdapter._events"),
+    ),
     ("coalesce (emit_delta, flush timer)", ("Turn.emit_delta", "Turn.flush", "Turn._timed_flush")),
     ("agent loop (per event)", ("Agent._call_model",)),
     ("hub, timers, greenlet switches", ("Hub.", "Waiter.", "switch", "Timeout.")),

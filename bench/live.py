@@ -31,8 +31,14 @@ class LiveNumi:
         self.port = free_port()
         self.data_dir = tempfile.mkdtemp(prefix="numi-bench-")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("NUMI_")}
-        self.env.update(NUMI_DATA_DIR=self.data_dir, NUMI_PORT=str(self.port), NUMI_AUTO_ENDPOINTS="0",
-                        NUMI_LOG_LEVEL="WARNING", NUMI_GENERATE_TITLES="0", NUMI_ACCESS_TOKEN=ACCESS_TOKEN)
+        self.env.update(
+            NUMI_DATA_DIR=self.data_dir,
+            NUMI_PORT=str(self.port),
+            NUMI_AUTO_ENDPOINTS="0",
+            NUMI_LOG_LEVEL="WARNING",
+            NUMI_GENERATE_TITLES="0",
+            NUMI_ACCESS_TOKEN=ACCESS_TOKEN,
+        )
         self.env.update({k: str(v) for k, v in env.items()})
         self.url = f"http://127.0.0.1:{self.port}"
         # What a program sends (a browser shows the token once, then has a cookie).
@@ -48,8 +54,9 @@ class LiveNumi:
         started = time.perf_counter()
         # BENCH_SERVER_LOG=FILE keeps the server's log (errors under load), else it is dropped.
         with open(os.environ.get("BENCH_SERVER_LOG", os.devnull), "a") as log:
-            self.proc = subprocess.Popen(self.command(), env=self.env, cwd=ROOT,
-                                         stdout=subprocess.DEVNULL, stderr=log)
+            self.proc = subprocess.Popen(
+                self.command(), env=self.env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log
+            )
         while True:
             try:
                 with urllib.request.urlopen(self.url + "/healthz", timeout=1):
@@ -72,8 +79,12 @@ class LiveNumi:
                 self.proc.wait(10)
 
     def post(self, path: str, body: dict) -> dict:
-        request = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json", **self.headers}, method="POST")
+        request = urllib.request.Request(
+            self.url + path,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", **self.headers},
+            method="POST",
+        )
         with urllib.request.urlopen(request, timeout=60) as response:
             return json.loads(response.read())
 
@@ -84,9 +95,16 @@ class LiveNumi:
         # One endpoint per provider, as a user has: chats on it share one SDK client.
         key = (base_url, kind)
         if key not in self.endpoints:
-            self.endpoints[key] = self.post("/api/endpoints", {
-                "name": f"bench-{kind}-{time.time_ns()}", "kind": kind, "base_url": base_url, "api_key": "bench",
-                "default_model": model})["id"]
+            self.endpoints[key] = self.post(
+                "/api/endpoints",
+                {
+                    "name": f"bench-{kind}-{time.time_ns()}",
+                    "kind": kind,
+                    "base_url": base_url,
+                    "api_key": "bench",
+                    "default_model": model,
+                },
+            )["id"]
         return self.post("/api/session", {"endpoint_id": self.endpoints[key], "model": model})["id"]
 
     def __enter__(self) -> "LiveNumi":

@@ -46,7 +46,11 @@ def cpu_seconds(pid: int) -> float:
 
 def paced(tokens: int, rate: float = RATE) -> Scenario:
     # Equal-width tokens "t0000 ": one chunk each, so each is stamped when written.
-    return Scenario().text("".join(f"t{i:04d} " for i in range(tokens)), chunks=tokens).tokens_per_second(rate)
+    return (
+        Scenario()
+        .text("".join(f"t{i:04d} " for i in range(tokens)), chunks=tokens)
+        .tokens_per_second(rate)
+    )
 
 
 def probed_numi(**env) -> LiveNumi:
@@ -62,9 +66,17 @@ class Clients:
     client process p talks to server p mod len(servers). Every wait has a deadline, so a
     server that stops answering under load fails the run instead of hanging it."""
 
-    def __init__(self, mode: str, port: int, origin: str, paths: list[str], tokens: int,
-                 servers: list[tuple[int, str]] | None = None, processes: int = CLIENT_PROCESSES,
-                 connect_timeout: float = 120):
+    def __init__(
+        self,
+        mode: str,
+        port: int,
+        origin: str,
+        paths: list[str],
+        tokens: int,
+        servers: list[tuple[int, str]] | None = None,
+        processes: int = CLIENT_PROCESSES,
+        connect_timeout: float = 120,
+    ):
         servers = servers or [(port, origin)]
         self.tokens = tokens
         self.errors: dict[str, int] = {}  # the turns' `error` events by code (JSON mode)
@@ -74,15 +86,29 @@ class Clients:
         try:
             for p in range(processes):
                 port, origin = servers[p % len(servers)]
-                proc = subprocess.Popen([sys.executable, str(HERE / "loadclient.py"), mode, str(port), origin,
-                                         str(tokens), str(RATE), ACCESS_TOKEN], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True,
-                                        env={**os.environ, "BENCH_CLIENT_SECONDS": str(tokens / RATE + 30)})
+                proc = subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(HERE / "loadclient.py"),
+                        mode,
+                        str(port),
+                        origin,
+                        str(tokens),
+                        str(RATE),
+                        ACCESS_TOKEN,
+                    ],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    env={**os.environ, "BENCH_CLIENT_SECONDS": str(tokens / RATE + 30)},
+                )
                 self.procs.append(proc)
                 lines: queue.Queue = queue.Queue()
                 threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
                 self.lines.append(lines)
-                proc.stdin.write(json.dumps([[i, paths[i]] for i in range(p, len(paths), processes)]) + "\n")
+                proc.stdin.write(
+                    json.dumps([[i, paths[i]] for i in range(p, len(paths), processes)]) + "\n"
+                )
                 proc.stdin.flush()
             deadline = time.monotonic() + connect_timeout
             for lines in self.lines:
@@ -102,7 +128,9 @@ class Clients:
             proc.stdin.flush()
         return time.perf_counter()
 
-    def results(self, timeout: float | None = None) -> tuple[dict[int, dict[int, float]], dict[int, dict[int, float]]]:
+    def results(
+        self, timeout: float | None = None
+    ) -> tuple[dict[int, dict[int, float]], dict[int, dict[int, float]]]:
         """Every client's readings; by default allow the turn's length plus a minute."""
         deadline = time.monotonic() + (timeout if timeout is not None else self.tokens / RATE + 60)
         seen, sent = {}, {}
@@ -156,9 +184,25 @@ def _events_in(seen: dict[int, dict[int, float]], begin: float, end: float) -> i
 def spy(pid: int, seconds: float, output: str) -> subprocess.Popen:
     """py-spy sampling the server (collapsed stacks, for a flame graph or a per-layer sum)."""
     py_spy = Path(sys.executable).with_name("py-spy")
-    return subprocess.Popen([str(py_spy), "record", "--pid", str(pid), "--duration", str(max(1, int(seconds))),
-                             "--rate", "250", "--format", "raw", "--nonblocking", "--output", output],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [
+            str(py_spy),
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(max(1, int(seconds))),
+            "--rate",
+            "250",
+            "--format",
+            "raw",
+            "--nonblocking",
+            "--output",
+            output,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def numi_run(turns: int, tokens: int, view: str, profile: str | None = None, **env) -> dict:
@@ -166,7 +210,9 @@ def numi_run(turns: int, tokens: int, view: str, profile: str | None = None, **e
     with ScriptedProvider() as provider, probed_numi(**env) as numi:
         warm = numi.chat_on(provider.openai_base_url)
         provider.enqueue(Scenario().text("warm"))
-        warmup = Clients("json", numi.port, numi.url, [f"/ws/{warm}"], 1)  # a first turn imports the SDK
+        warmup = Clients(
+            "json", numi.port, numi.url, [f"/ws/{warm}"], 1
+        )  # a first turn imports the SDK
         warmup.go()
         warmup.results()
         chats = [numi.chat_on(provider.openai_base_url) for _ in range(turns)]
@@ -216,8 +262,9 @@ def numi_run(turns: int, tokens: int, view: str, profile: str | None = None, **e
 def echo_run(clients_count: int, tokens: int) -> dict:
     """The floor: the same number of sockets, each echoing `tokens` frames at 20/s."""
     port = free_port()
-    server = subprocess.Popen([sys.executable, str(HERE / "echo.py"), str(port)],
-                              stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, str(HERE / "echo.py"), str(port)], stderr=subprocess.DEVNULL
+    )
     try:
         import urllib.request
 
@@ -241,7 +288,9 @@ def echo_run(clients_count: int, tokens: int) -> dict:
     finally:
         server.terminate()
         server.wait(10)
-    latencies = [(at - sent[i][n]) * 1000 for i, by_token in seen.items() for n, at in by_token.items()]
+    latencies = [
+        (at - sent[i][n]) * 1000 for i, by_token in seen.items() for n, at in by_token.items()
+    ]
     return {
         "lost": sum(tokens - len(v) for v in seen.values()),
         "p95": percentile(latencies, 95),
@@ -252,7 +301,9 @@ def echo_run(clients_count: int, tokens: int) -> dict:
 
 
 def describe(result: dict) -> str:
-    return ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items())
+    return ", ".join(
+        f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items()
+    )
 
 
 def per_event(runs: int = 3, turns: int = 100, short: int = 40, long: int = 120) -> list[dict]:
@@ -265,14 +316,31 @@ def per_event(runs: int = 3, turns: int = 100, short: int = 40, long: int = 120)
     ratios, costs, floors = [], [], []
     extra = turns * (long - short)
     for _ in range(runs):
-        floor = (echo_run(turns, long)["cpu_total"] - echo_run(turns, short)["cpu_total"]) / extra * 1e6
-        cost = (numi_run(turns, long, "json")["cpu_total"] - numi_run(turns, short, "json")["cpu_total"]) / extra * 1e6
+        floor = (
+            (echo_run(turns, long)["cpu_total"] - echo_run(turns, short)["cpu_total"]) / extra * 1e6
+        )
+        cost = (
+            (
+                numi_run(turns, long, "json")["cpu_total"]
+                - numi_run(turns, short, "json")["cpu_total"]
+            )
+            / extra
+            * 1e6
+        )
         floors.append(floor)
         costs.append(cost)
         ratios.append(cost / floor)
-    return [row("per-event CPU", f"{turns} turns at 20 tokens/s, JSON view: server CPU per extra token", costs, "µs",
-                ratio=ratios, note=f"floor (gevent WebSocket echo of the same frames) {statistics.median(floors):.0f} µs; "
-                f"ratio per run {', '.join(f'{r:.2f}' for r in ratios)}; turns of {long} vs {short} tokens")]
+    return [
+        row(
+            "per-event CPU",
+            f"{turns} turns at 20 tokens/s, JSON view: server CPU per extra token",
+            costs,
+            "µs",
+            ratio=ratios,
+            note=f"floor (gevent WebSocket echo of the same frames) {statistics.median(floors):.0f} µs; "
+            f"ratio per run {', '.join(f'{r:.2f}' for r in ratios)}; turns of {long} vs {short} tokens",
+        )
+    ]
 
 
 def capacity(runs: int = 3) -> list[dict]:
@@ -283,15 +351,33 @@ def capacity(runs: int = 3) -> list[dict]:
     for view in ("json", "html"):
         results = [numi_run(500, 100, view) for _ in range(runs)]
         label = f"500 turns at 20 tokens/s, {view.upper()} view"
-        note = (f"hub lag p99 ≤ {statistics.median(r['steady_lag_p99_ms_at_most'] for r in results):.0f} ms; "
-                f"SQLite {statistics.median(r['steady_db_share'] for r in results) * 100:.1f} % of wall time; "
-                f"run-queue wait {statistics.median(r['steady_run_queue_wait_share'] for r in results) * 100:.0f} %")
+        note = (
+            f"hub lag p99 ≤ {statistics.median(r['steady_lag_p99_ms_at_most'] for r in results):.0f} ms; "
+            f"SQLite {statistics.median(r['steady_db_share'] for r in results) * 100:.1f} % of wall time; "
+            f"run-queue wait {statistics.median(r['steady_run_queue_wait_share'] for r in results) * 100:.0f} %"
+        )
         rows.append(row("capacity", f"{label}: tokens lost", [r["lost"] for r in results], "", "0"))
-        rows.append(row("capacity", f"{label}: p95 added latency", [r["p95"] for r in results], "ms", "≤ 100 ms",
-                        note=f"p50 {statistics.median(r['p50'] for r in results):.0f} ms; " + note))
-        rows.append(row("capacity", f"{label}: server CPU", [r["cpu_share"] * 100 for r in results],
-                        "% of one core", "≤ 100 %", note=f"wall {statistics.median(r['wall'] for r in results):.1f} s "
-                        f"for {results[0]['ideal']:.0f} s of tokens"))
+        rows.append(
+            row(
+                "capacity",
+                f"{label}: p95 added latency",
+                [r["p95"] for r in results],
+                "ms",
+                "≤ 100 ms",
+                note=f"p50 {statistics.median(r['p50'] for r in results):.0f} ms; " + note,
+            )
+        )
+        rows.append(
+            row(
+                "capacity",
+                f"{label}: server CPU",
+                [r["cpu_share"] * 100 for r in results],
+                "% of one core",
+                "≤ 100 %",
+                note=f"wall {statistics.median(r['wall'] for r in results):.1f} s "
+                f"for {results[0]['ideal']:.0f} s of tokens",
+            )
+        )
     return rows
 
 
@@ -312,8 +398,11 @@ def main() -> None:
     args = parser.parse_args()
     env = dict(item.split("=", 1) for item in args.env)
     for _ in range(args.runs):
-        result = echo_run(args.turns, args.tokens) if args.echo else numi_run(args.turns, args.tokens, args.view,
-                                                                                  args.profile, **env)
+        result = (
+            echo_run(args.turns, args.tokens)
+            if args.echo
+            else numi_run(args.turns, args.tokens, args.view, args.profile, **env)
+        )
         print(describe(result), flush=True)
 
 

@@ -28,12 +28,20 @@ from simple_websocket import Client  # noqa: E402
 
 TOKEN = re.compile(r"t(\d{4})(?=[\s<])")  # markdown drops the last space
 # The frame a content event of one token is on the JSON view, for the echo floor.
-ECHO_FRAME = ('{{"event_id": 1764500000000, "turn_id": "0123456789abcdef", "type": "content", '
-              '"data": {{"delta": "t{:04d} ", "step": 1}}}}')
+ECHO_FRAME = (
+    '{{"event_id": 1764500000000, "turn_id": "0123456789abcdef", "type": "content", '
+    '"data": {{"delta": "t{:04d} ", "step": 1}}}}'
+)
 
 
 def main() -> None:
-    mode, port, origin, tokens, rate = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+    mode, port, origin, tokens, rate = (
+        sys.argv[1],
+        int(sys.argv[2]),
+        sys.argv[3],
+        int(sys.argv[4]),
+        float(sys.argv[5]),
+    )
     headers = {"Origin": origin}
     if len(sys.argv) > 6:
         headers["Authorization"] = f"Bearer {sys.argv[6]}"
@@ -119,7 +127,10 @@ def main() -> None:
     result = {i: [[n, at] for n, at in by_token.items()] for i, by_token in seen.items()}
     sent_times = {i: [[n, at] for n, at in by_token.items()] for i, by_token in sent.items()}
     unended = len(sockets) - len(ended) if mode == "json" else 0
-    print(json.dumps({"seen": result, "sent": sent_times, "errors": errors, "unended": unended}), flush=True)
+    print(
+        json.dumps({"seen": result, "sent": sent_times, "errors": errors, "unended": unended}),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

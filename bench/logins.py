@@ -78,17 +78,38 @@ class Alice:
         cli = [str(Path(sys.executable).with_name("numi"))]
         # Alice is an admin: only admins may point an endpoint at a loopback server.
         for name, flags in (("alice", ["--admin"]), ("bob", [])):
-            subprocess.run([*cli, "user", "create", name, "--password-stdin", *flags], input="a long password\n",
-                           env=numi.env, text=True, check=True, capture_output=True)
-        self.token = subprocess.run([*cli, "token", "create", "--user", "alice"], env=numi.env, text=True,
-                                    check=True, capture_output=True).stdout.strip()
+            subprocess.run(
+                [*cli, "user", "create", name, "--password-stdin", *flags],
+                input="a long password\n",
+                env=numi.env,
+                text=True,
+                check=True,
+                capture_output=True,
+            )
+        self.token = subprocess.run(
+            [*cli, "token", "create", "--user", "alice"],
+            env=numi.env,
+            text=True,
+            check=True,
+            capture_output=True,
+        ).stdout.strip()
         self.headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
-        endpoint = self.post("/api/endpoints", {"name": "bench", "kind": "openai_chat", "api_key": "bench",
-                                                "base_url": provider.openai_base_url, "default_model": "bench-model"})
+        endpoint = self.post(
+            "/api/endpoints",
+            {
+                "name": "bench",
+                "kind": "openai_chat",
+                "api_key": "bench",
+                "base_url": provider.openai_base_url,
+                "default_model": "bench-model",
+            },
+        )
         self.endpoint_id = endpoint["id"]
 
     def post(self, path: str, body: dict) -> dict:
-        request = urllib.request.Request(self.numi.url + path, data=json.dumps(body).encode(), headers=self.headers)
+        request = urllib.request.Request(
+            self.numi.url + path, data=json.dumps(body).encode(), headers=self.headers
+        )
         with urllib.request.urlopen(request) as response:
             return json.loads(response.read())
 
@@ -96,9 +117,13 @@ class Alice:
         """One paced answer in a new chat: the per-token latencies (ms)."""
         from simple_websocket import Client
 
-        chat_id = self.post("/api/session", {"endpoint_id": self.endpoint_id, "model": "bench-model"})["id"]
-        ws = Client.connect(f"ws://127.0.0.1:{self.numi.port}/ws/{chat_id}?format=json",
-                            headers={"Origin": self.numi.url, "Authorization": f"Bearer {self.token}"})
+        chat_id = self.post(
+            "/api/session", {"endpoint_id": self.endpoint_id, "model": "bench-model"}
+        )["id"]
+        ws = Client.connect(
+            f"ws://127.0.0.1:{self.numi.port}/ws/{chat_id}?format=json",
+            headers={"Origin": self.numi.url, "Authorization": f"Bearer {self.token}"},
+        )
         provider.enqueue(paced(TOKENS, 20))
         before = len(provider.requests)
         ws.send(json.dumps({"type": "send", "message": "Slowly, please"}))
@@ -118,8 +143,12 @@ class Alice:
 
 def one_run(numi: LiveNumi, alice: Alice, provider: ScriptedProvider) -> dict:
     quiet = alice.stream(provider)
-    flood = subprocess.Popen([sys.executable, "-c", LOGIN_WORKER, numi.url, numi.url, str(LOGIN_CLIENTS)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    flood = subprocess.Popen(
+        [sys.executable, "-c", LOGIN_WORKER, numi.url, numi.url, str(LOGIN_CLIENTS)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert flood.stdout.readline().strip() == "started"
     time.sleep(0.5)  # the flood is under way (hashes queued) before the stream starts
     loaded = alice.stream(provider)
@@ -127,8 +156,13 @@ def one_run(numi: LiveNumi, alice: Alice, provider: ScriptedProvider) -> dict:
     flood.stdin.flush()
     count, login_ms, wrong = flood.stdout.readline().split()
     flood.wait(60)
-    return {"quiet": percentile(quiet, 95), "loaded": percentile(loaded, 95),
-            "logins": int(count), "login_ms": float(login_ms), "wrong": int(wrong)}
+    return {
+        "quiet": percentile(quiet, 95),
+        "loaded": percentile(loaded, 95),
+        "logins": int(count),
+        "login_ms": float(login_ms),
+        "wrong": int(wrong),
+    }
 
 
 def measure(runs: int = 3) -> list[dict]:
@@ -138,12 +172,21 @@ def measure(runs: int = 3) -> list[dict]:
             alice.stream(provider)  # the first turn imports the SDK
             results = [one_run(numi, alice, provider) for _ in range(runs)]
     added = [r["loaded"] - r["quiet"] for r in results]
-    note = ("p95 quiet/loaded per run: " + ", ".join(f"{r['quiet']:.0f}/{r['loaded']:.0f}" for r in results)
-            + f" ms; {statistics.median(r['logins'] for r in results):.0f} bad logins per run "
-            f"(p50 {statistics.median(r['login_ms'] for r in results):.0f} ms each), every one hashed")
+    note = (
+        "p95 quiet/loaded per run: "
+        + ", ".join(f"{r['quiet']:.0f}/{r['loaded']:.0f}" for r in results)
+        + f" ms; {statistics.median(r['logins'] for r in results):.0f} bad logins per run "
+        f"(p50 {statistics.median(r['login_ms'] for r in results):.0f} ms each), every one hashed"
+    )
     return [
-        row("login load", f"{LOGIN_CLIENTS} concurrent bad logins: added p95 token latency of another user's stream",
-            added, "ms", "≤ 20 ms", note=note),
+        row(
+            "login load",
+            f"{LOGIN_CLIENTS} concurrent bad logins: added p95 token latency of another user's stream",
+            added,
+            "ms",
+            "≤ 20 ms",
+            note=note,
+        ),
     ]
 
 
@@ -152,6 +195,8 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     for result in measure(args.runs):
-        print(f"{result['metric']}: median {result['median']:.1f} {result['unit']} "
-              f"(min {result['min']:.1f}, max {result['max']:.1f}, {result['runs']} runs; target {result['target']})\n"
-              f"{result['note']}")
+        print(
+            f"{result['metric']}: median {result['median']:.1f} {result['unit']} "
+            f"(min {result['min']:.1f}, max {result['max']:.1f}, {result['runs']} runs; target {result['target']})\n"
+            f"{result['note']}"
+        )

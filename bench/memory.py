@@ -22,7 +22,9 @@ def rss_mib(pid: int) -> float:
 
 def run_turn(numi: LiveNumi, chat_id: str, provider: ScriptedProvider, scenario: Scenario) -> None:
     provider.enqueue(scenario)
-    ws = Client.connect(f"ws://127.0.0.1:{numi.port}/ws/{chat_id}?format=json", headers=numi.ws_headers())
+    ws = Client.connect(
+        f"ws://127.0.0.1:{numi.port}/ws/{chat_id}?format=json", headers=numi.ws_headers()
+    )
     ws.send(json.dumps({"type": "send", "message": "Hello there"}))
     while True:
         event = json.loads(ws.receive(timeout=30))
@@ -40,7 +42,12 @@ def measure(settle: float = 10.0) -> list[dict]:
             base = provider.anthropic_base_url if kind == "anthropic" else provider.openai_base_url
             chat_id = numi.chat_on(base, kind=kind)
             for _ in range(3):
-                run_turn(numi, chat_id, provider, Scenario().reasoning("Thinking.").text("word " * 200, chunks=50))
+                run_turn(
+                    numi,
+                    chat_id,
+                    provider,
+                    Scenario().reasoning("Thinking.").text("word " * 200, chunks=50),
+                )
         time.sleep(1)
         busy.append(rss_mib(numi.proc.pid))
     return [

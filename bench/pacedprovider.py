@@ -39,8 +39,16 @@ def main() -> None:
         for command in commands:
             if command.strip() == "stamps":
                 taken, provider.requests[:] = list(provider.requests), []
-                print(json.dumps({last_user_text(r.protocol, r.body): r.delta_times
-                                  for r in taken if r.protocol}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            last_user_text(r.protocol, r.body): r.delta_times
+                            for r in taken
+                            if r.protocol
+                        }
+                    ),
+                    flush=True,
+                )
     finally:
         provider.stop()
 

@@ -15,8 +15,16 @@ from urllib.parse import urlsplit
 from live import ACCESS_TOKEN, ROOT, LiveNumi
 from stats import row
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def page_weight(runs: int = 3) -> list[dict]:
@@ -47,7 +55,9 @@ def page_weight(runs: int = 3) -> list[dict]:
                 total = static = 0
                 for request in assets:
                     request_sizes = request.sizes()
-                    total += request_sizes["responseBodySize"] + request_sizes["responseHeadersSize"]
+                    total += (
+                        request_sizes["responseBodySize"] + request_sizes["responseHeadersSize"]
+                    )
                     path = urlsplit(request.url).path
                     if path.startswith("/static/"):
                         static += (ROOT / path.lstrip("/")).stat().st_size
@@ -57,8 +67,15 @@ def page_weight(runs: int = 3) -> list[dict]:
                 context.close()
             browser.close()
     return [
-        row("page weight", "chat page, first load: bytes transferred (compressed)", sizes, "KB", "≤ 60 KB",
-            ratio=ratios, note=f"floor: the static files it loads, {static / 1000:.1f} KB on disk, uncompressed"),
+        row(
+            "page weight",
+            "chat page, first load: bytes transferred (compressed)",
+            sizes,
+            "KB",
+            "≤ 60 KB",
+            ratio=ratios,
+            note=f"floor: the static files it loads, {static / 1000:.1f} KB on disk, uncompressed",
+        ),
         row("page weight", "chat page, first load: requests", counts, "", "≤ 10"),
     ]
 
@@ -73,38 +90,79 @@ def long_chat(runs: int = 7) -> list[dict]:
     from numi.models import Chat, ChatTag, Message
 
     data_dir = tempfile.mkdtemp(prefix="numi-bench-pages-")
-    app = create_app({"NUMI_DATA_DIR": data_dir, "NUMI_LOG_LEVEL": "WARNING", "NUMI_ACCESS_TOKEN": ACCESS_TOKEN})
+    app = create_app(
+        {"NUMI_DATA_DIR": data_dir, "NUMI_LOG_LEVEL": "WARNING", "NUMI_ACCESS_TOKEN": ACCESS_TOKEN}
+    )
     upgrade(app)
     with app.test_request_context():
         user_id = local_user().id
         base = datetime.utcnow()
         # Every 500th chat pinned (20), every 5th archived, every 3rd tagged (three tags in turn).
-        chats = [{"id": str(uuid.uuid4()), "user_id": user_id, "title": f"Chat {i}", "settings_json": None,
-                  "created_at": base - timedelta(minutes=i), "updated_at": base - timedelta(minutes=i),
-                  "pinned_at": base if i % 500 == 1 else None, "archived_at": base if i % 5 == 4 else None}
-                 for i in range(10_000)]
+        chats = [
+            {
+                "id": str(uuid.uuid4()),
+                "user_id": user_id,
+                "title": f"Chat {i}",
+                "settings_json": None,
+                "created_at": base - timedelta(minutes=i),
+                "updated_at": base - timedelta(minutes=i),
+                "pinned_at": base if i % 500 == 1 else None,
+                "archived_at": base if i % 5 == 4 else None,
+            }
+            for i in range(10_000)
+        ]
         db.session.execute(insert(Chat), chats)
-        db.session.execute(insert(ChatTag), [{"chat_id": chat["id"], "user_id": user_id, "tag": f"tag {i % 9 // 3}"}
-                                             for i, chat in enumerate(chats) if i % 3 == 0])
+        db.session.execute(
+            insert(ChatTag),
+            [
+                {"chat_id": chat["id"], "user_id": user_id, "tag": f"tag {i % 9 // 3}"}
+                for i, chat in enumerate(chats)
+                if i % 3 == 0
+            ],
+        )
         long_id, versions_id = chats[0]["id"], chats[1]["id"]
         text = "**markdown** with `code` and a [link](https://example.org).\n\n- a\n- b"
         # Ids and parents are given: a bulk insert computes the parent default once for all rows.
-        db.session.execute(insert(Message), [
-            {"id": i + 1, "parent_id": i, "chat_id": long_id, "role": "user" if i % 2 == 0 else "assistant",
-             "content": f"Message {i}: {text}", "created_at": base} for i in range(5000)])
+        db.session.execute(
+            insert(Message),
+            [
+                {
+                    "id": i + 1,
+                    "parent_id": i,
+                    "chat_id": long_id,
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"Message {i}: {text}",
+                    "created_at": base,
+                }
+                for i in range(5000)
+            ],
+        )
         db.session.execute(insert(Message), versions_chat(versions_id, 5001, text, base))
         db.session.commit()
         queries = {"count": 0}
-        event.listen(db.engine, "before_cursor_execute", lambda *a, **k: queries.__setitem__("count", queries["count"] + 1))
+        event.listen(
+            db.engine,
+            "before_cursor_execute",
+            lambda *a, **k: queries.__setitem__("count", queries["count"] + 1),
+        )
     client = app.test_client()
     bearer = {"Authorization": f"Bearer {ACCESS_TOKEN}"}
     results = []
     for label, url, headers, target in (
         ("chat page of 5,000 messages", f"/c/{long_id}", {**bearer}, "≤ 100 ms"),
-        ("chat page of 5,000 messages with 1,000 sibling versions", f"/c/{versions_id}", {**bearer}, "≤ 100 ms"),
+        (
+            "chat page of 5,000 messages with 1,000 sibling versions",
+            f"/c/{versions_id}",
+            {**bearer},
+            "≤ 100 ms",
+        ),
         ("sidebar over 10,000 chats", "/chats", {"HX-Request": "true", **bearer}, "≤ 50 ms"),
-        ("sidebar over 10,000 chats, tag filter", "/search?q=&mode=titles&tag=tag%201", {"HX-Request": "true", **bearer},
-         "≤ 50 ms"),
+        (
+            "sidebar over 10,000 chats, tag filter",
+            "/search?q=&mode=titles&tag=tag%201",
+            {"HX-Request": "true", **bearer},
+            "≤ 50 ms",
+        ),
         ("Archived view over 10,000 chats", "/archived", {**bearer}, "≤ 50 ms"),
     ):
         times, counts = [], []
@@ -128,16 +186,41 @@ def versions_chat(chat_id: str, first_id: int, text: str, created_at) -> list[di
     rows, next_id, tip = [], first_id, 0
     for turn in range(2000):
         question = next_id
-        rows.append({"id": question, "parent_id": tip, "chat_id": chat_id, "role": "user",
-                     "content": f"Question {turn}: {text}", "created_at": created_at})
+        rows.append(
+            {
+                "id": question,
+                "parent_id": tip,
+                "chat_id": chat_id,
+                "role": "user",
+                "content": f"Question {turn}: {text}",
+                "created_at": created_at,
+            }
+        )
         next_id += 1
         for old in range(2 if turn >= 1500 else 0):
-            rows.append({"id": next_id, "parent_id": question, "chat_id": chat_id, "role": "assistant",
-                         "content": f"Old answer {turn}.{old}: {text}", "selected": False, "active": False,
-                         "created_at": created_at})
+            rows.append(
+                {
+                    "id": next_id,
+                    "parent_id": question,
+                    "chat_id": chat_id,
+                    "role": "assistant",
+                    "content": f"Old answer {turn}.{old}: {text}",
+                    "selected": False,
+                    "active": False,
+                    "created_at": created_at,
+                }
+            )
             next_id += 1
-        rows.append({"id": next_id, "parent_id": question, "chat_id": chat_id, "role": "assistant",
-                     "content": f"Answer {turn}: {text}", "created_at": created_at})
+        rows.append(
+            {
+                "id": next_id,
+                "parent_id": question,
+                "chat_id": chat_id,
+                "role": "assistant",
+                "content": f"Answer {turn}: {text}",
+                "created_at": created_at,
+            }
+        )
         tip = next_id
         next_id += 1
     return rows

@@ -44,8 +44,13 @@ class Counters:
         with open("/proc/self/schedstat") as stat:
             on_cpu, waiting, _ = (int(v) for v in stat.read().split())
         times = os.times()
-        return {**self.__dict__, "cpu": times.user + times.system, "on_cpu": on_cpu / 1e9,
-                "run_queue_wait": waiting / 1e9, "clock": time.perf_counter()}
+        return {
+            **self.__dict__,
+            "cpu": times.user + times.system,
+            "on_cpu": on_cpu / 1e9,
+            "run_queue_wait": waiting / 1e9,
+            "clock": time.perf_counter(),
+        }
 
 
 def _lag_sampler(counters: Counters) -> None:
@@ -76,6 +81,7 @@ def _time_dbapi(engine, counters: Counters) -> None:
                     counters.db_commit_seconds += spent
                 else:
                     counters.db_calls += 1
+
         return wrapper
 
     dialect.do_execute = timed(dialect.do_execute, False)
@@ -107,7 +113,9 @@ def read(data_dir: str) -> dict:
             return json.loads((Path(data_dir) / "probe.json").read_text())
         except (OSError, ValueError):  # not written yet, or caught mid-write
             time.sleep(0.05)
-    raise RuntimeError("the probe wrote nothing: is NUMI_PLUGINS=probe set and bench/ on PYTHONPATH?")
+    raise RuntimeError(
+        "the probe wrote nothing: is NUMI_PLUGINS=probe set and bench/ on PYTHONPATH?"
+    )
 
 
 def window(before: dict, after: dict) -> dict:

@@ -25,7 +25,9 @@ def one_run(numi: LiveNumi, provider: ScriptedProvider, tokens: int, html: bool)
     chat_id = numi.chat_on(provider.openai_base_url)
     provider.enqueue(Scenario().text("tok " * tokens, chunks=tokens))
     suffix = "" if html else "?format=json"
-    ws = Client.connect(f"ws://127.0.0.1:{numi.port}/ws/{chat_id}{suffix}", headers=numi.ws_headers())
+    ws = Client.connect(
+        f"ws://127.0.0.1:{numi.port}/ws/{chat_id}{suffix}", headers=numi.ws_headers()
+    )
     if html:
         ws.send(json.dumps({"type": "resume", "last_event_id": None, "last_message_id": 0}))
     started = time.perf_counter()
@@ -42,8 +44,13 @@ def one_run(numi: LiveNumi, provider: ScriptedProvider, tokens: int, html: bool)
             break
     elapsed = time.perf_counter() - started
     ws.close()
-    return {"messages": messages, "bytes_per_token": size / tokens, "messages_per_s": messages / elapsed,
-            "tokens_per_s": tokens / elapsed, "seconds": elapsed}
+    return {
+        "messages": messages,
+        "bytes_per_token": size / tokens,
+        "messages_per_s": messages / elapsed,
+        "tokens_per_s": tokens / elapsed,
+        "seconds": elapsed,
+    }
 
 
 RAW = """
@@ -64,8 +71,12 @@ def direct_tokens_per_second(provider: ScriptedProvider, tokens: int) -> float:
     import subprocess
 
     provider.enqueue(Scenario().text("tok " * tokens, chunks=tokens))
-    output = subprocess.run([sys.executable, "-c", RAW, provider.openai_base_url],
-                            check=True, capture_output=True, text=True).stdout
+    output = subprocess.run(
+        [sys.executable, "-c", RAW, provider.openai_base_url],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return float(output.strip())
 
 
@@ -91,10 +102,18 @@ def measure(tokens: int = 10000, runs: int = 3) -> list[dict]:
                     floors.append(direct)
                     sizes.append(result["bytes_per_token"])
                 view = "HTML" if html else "JSON"
-                out.append(row("relay throughput", f"{view} view, one stream of {tokens} tokens", speeds,
-                               "tokens/s", "≤ 1.25× floor", ratio=ratios,
-                               note=f"floor (raw httpx read) {statistics.median(floors):,.0f} tokens/s; "
-                                    f"{sorted(sizes)[len(sizes) // 2]:.1f} bytes/token"))
+                out.append(
+                    row(
+                        "relay throughput",
+                        f"{view} view, one stream of {tokens} tokens",
+                        speeds,
+                        "tokens/s",
+                        "≤ 1.25× floor",
+                        ratio=ratios,
+                        note=f"floor (raw httpx read) {statistics.median(floors):,.0f} tokens/s; "
+                        f"{sorted(sizes)[len(sizes) // 2]:.1f} bytes/token",
+                    )
+                )
     return out
 
 
@@ -105,21 +124,29 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     with ScriptedProvider() as provider:
-        direct = statistics.median(direct_tokens_per_second(provider, args.tokens) for _ in range(args.runs))
+        direct = statistics.median(
+            direct_tokens_per_second(provider, args.tokens) for _ in range(args.runs)
+        )
         for interval in (0, 40):
             with LiveNumi(NUMI_FRAME_INTERVAL_MS=interval) as numi:
                 one_run(numi, provider, 50, html=False)  # warm up: SDK import, connections
                 for html in (False, True):
                     runs = [one_run(numi, provider, args.tokens, html) for _ in range(args.runs)]
                     rows.append((interval, "html" if html else "json", runs))
-    print(f"One fast stream of {args.tokens} tokens, median of {args.runs} runs "
-          f"(raw httpx read of the stream: {direct:,.0f} tokens/s)\n")
-    print("| frame interval | view | WS messages | messages/s | bytes/token | tokens/s | ratio to direct |")
+    print(
+        f"One fast stream of {args.tokens} tokens, median of {args.runs} runs "
+        f"(raw httpx read of the stream: {direct:,.0f} tokens/s)\n"
+    )
+    print(
+        "| frame interval | view | WS messages | messages/s | bytes/token | tokens/s | ratio to direct |"
+    )
     print("|---|---|---|---|---|---|---|")
     for interval, view, runs in rows:
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-        print(f"| {interval} ms | {view} | {med['messages']:.0f} | {med['messages_per_s']:.0f} | "
-              f"{med['bytes_per_token']:.1f} | {med['tokens_per_s']:,.0f} | {med['tokens_per_s'] / direct:.2f} |")
+        print(
+            f"| {interval} ms | {view} | {med['messages']:.0f} | {med['messages_per_s']:.0f} | "
+            f"{med['bytes_per_token']:.1f} | {med['tokens_per_s']:,.0f} | {med['tokens_per_s'] / direct:.2f} |"
+        )
 
 
 if __name__ == "__main__":

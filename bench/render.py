@@ -36,10 +36,12 @@ def markdown_answer(tokens: int) -> list[str]:
         "| name | value |\n|:--|--:|\n| alpha | 1.5 |\n| beta | 20 |\n\n$$\n\\frac{a}{b} = c\n$$\n\n"
     )
     text = section * (tokens * 4 // len(section) + 1)
-    return [text[i * 4:(i + 1) * 4] for i in range(tokens)]
+    return [text[i * 4 : (i + 1) * 4] for i in range(tokens)]
 
 
-def one_turn(numi: LiveNumi, provider: ScriptedProvider, chunks: list[str], html: bool, rate: float) -> float:
+def one_turn(
+    numi: LiveNumi, provider: ScriptedProvider, chunks: list[str], html: bool, rate: float
+) -> float:
     """Server CPU seconds per token for one turn watched by one client."""
     chat_id = numi.chat_on(provider.openai_base_url)
     scenario = Scenario().tokens_per_second(rate)
@@ -47,7 +49,9 @@ def one_turn(numi: LiveNumi, provider: ScriptedProvider, chunks: list[str], html
         scenario.text(chunk)
     provider.enqueue(scenario)
     suffix = "" if html else "?format=json"
-    ws = Client.connect(f"ws://127.0.0.1:{numi.port}/ws/{chat_id}{suffix}", headers=numi.ws_headers())
+    ws = Client.connect(
+        f"ws://127.0.0.1:{numi.port}/ws/{chat_id}{suffix}", headers=numi.ws_headers()
+    )
     if html:
         ws.send(json.dumps({"type": "resume", "last_event_id": None, "last_message_id": 0}))
     time.sleep(0.5)  # the subscription settles before the clock starts
@@ -70,7 +74,9 @@ def measure(tokens: int = 20000, runs: int = 3, rate: float = 2000) -> list[dict
     per_view: dict[bool, list[float]] = {False: [], True: []}
     ratios = []
     with ScriptedProvider() as provider, LiveNumi() as numi:
-        one_turn(numi, provider, chunks[:200], html=True, rate=rate * 10)  # warm up: imports, templates
+        one_turn(
+            numi, provider, chunks[:200], html=True, rate=rate * 10
+        )  # warm up: imports, templates
         for _ in range(runs):
             results = {html: one_turn(numi, provider, chunks, html, rate) for html in (False, True)}
             for html, value in results.items():
@@ -91,7 +97,10 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=2000)
     args = parser.parse_args()
     for r in measure(args.tokens, args.runs, args.rate):
-        print(f"{r['metric']}: median {r['median']:.2f} {r['unit']} (min {r['min']:.2f}, max {r['max']:.2f}, {r['runs']} runs)")
+        print(
+            f"{r['metric']}: median {r['median']:.2f} {r['unit']} (min {r['min']:.2f}, max "
+            f"{r['max']:.2f}, {r['runs']} runs)"
+        )
 
 
 if __name__ == "__main__":

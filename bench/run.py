@@ -72,11 +72,15 @@ def main(argv: list[str]) -> None:
             failed.append(name)
     machine = f"{platform.machine()}, {__import__('os').cpu_count()} cores, Python {platform.python_version()}"
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    report = f"Numi benchmarks, {stamp}, {machine} ({time.time() - started:.0f} s)\n\n{table(rows)}\n"
+    report = (
+        f"Numi benchmarks, {stamp}, {machine} ({time.time() - started:.0f} s)\n\n{table(rows)}\n"
+    )
     results = HERE / "results"
     results.mkdir(exist_ok=True)
     (results / "latest.md").write_text(report)
-    (results / "latest.json").write_text(json.dumps({"date": stamp, "machine": machine, "rows": rows}, indent=2))
+    (results / "latest.json").write_text(
+        json.dumps({"date": stamp, "machine": machine, "rows": rows}, indent=2)
+    )
     print()
     print(report)
     if failed:

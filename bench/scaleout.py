@@ -34,7 +34,9 @@ from turns import JsonSocket, token_latencies
 # The benchmarks measure serving, not the single-user access token check.
 OPEN = {"NUMI_AUTH": "none"}
 REDIS_URL = os.environ.get("NUMI_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
-POSTGRES_URL = os.environ.get("NUMI_BENCH_DATABASE_URL") or os.environ.get("NUMI_TEST_DATABASE_URL", "")
+POSTGRES_URL = os.environ.get("NUMI_BENCH_DATABASE_URL") or os.environ.get(
+    "NUMI_TEST_DATABASE_URL", ""
+)
 
 
 def _redis_env() -> dict[str, str] | None:
@@ -57,15 +59,20 @@ def _drop_keys(env: dict[str, str]) -> None:
         client.delete(*keys)
 
 
-def per_event_latency(provider: ScriptedProvider, env: dict[str, str], turns: int = 3, tokens: int = 80) -> list[float]:
+def per_event_latency(
+    provider: ScriptedProvider, env: dict[str, str], turns: int = 3, tokens: int = 80
+) -> list[float]:
     """Provider write → client receipt per token, one event per token (no coalescing)."""
     values: list[float] = []
     with LiveNumi(NUMI_FRAME_INTERVAL_MS="0", **OPEN, **env) as numi:
         for turn in range(turns + 1):
             chat_id = numi.chat_on(provider.openai_base_url)
             socket = JsonSocket(numi, chat_id)
-            provider.enqueue(Scenario().text("".join(f"t{i:04d} " for i in range(tokens)), chunks=tokens)
-                             .tokens_per_second(40))
+            provider.enqueue(
+                Scenario()
+                .text("".join(f"t{i:04d} " for i in range(tokens)), chunks=tokens)
+                .tokens_per_second(40)
+            )
             before = len(provider.requests)
             socket.send(type="send", message="Per event")
             events = list(socket.events())
@@ -123,14 +130,18 @@ def stop_from_another_process(provider: ScriptedProvider, runs: int = 7) -> list
                     socket.close()
     finally:
         _drop_keys(env)
-    return [row("scale-out", "stop on process B → cancelled on A's socket", values, "ms", "≤ 100 ms")]
+    return [
+        row("scale-out", "stop on process B → cancelled on A's socket", values, "ms", "≤ 100 ms")
+    ]
 
 
 def _postgres_schema():
     import sqlalchemy as sa
 
     name = "bench_" + uuid.uuid4().hex[:12]
-    engine = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    engine = sa.create_engine(
+        POSTGRES_URL, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool
+    )
     with engine.connect() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{name}"'))
     url = sa.engine.make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={name}"})
@@ -143,8 +154,13 @@ def _postgres_schema():
     return url.render_as_string(hide_password=False), drop
 
 
-def _turns(numi: LiveNumi, provider: ScriptedProvider, turns: int, tokens: int,
-           going: threading.Event | None = None) -> float:
+def _turns(
+    numi: LiveNumi,
+    provider: ScriptedProvider,
+    turns: int,
+    tokens: int,
+    going: threading.Event | None = None,
+) -> float:
     """`turns` chats answering `tokens` tokens at 20/s at once (bench/load.py's clients);
     returns the p95 added latency per token in ms. `going` is set as the clients send."""
     chats = [numi.chat_on(provider.openai_base_url) for _ in range(turns)]
@@ -201,9 +217,18 @@ def _page_during_turns(provider: ScriptedProvider, label: str, **env: str) -> di
                 done.set()
             loader.join()
             runs.append((percentile(timings, 95), percentile(timings, 50), turns_p95))
-    return row("scale-out", f"GET / during 100 turns on {label}, p95", [r[0] for r in runs], "ms",
-               "≤ 100 ms" if label == "PostgreSQL" else "", note="p50 " + ", ".join(f"{r[1]:.0f}" for r in runs)
-               + " ms; the turns' token p95 " + ", ".join(f"{r[2]:.0f}" for r in runs) + " ms")
+    return row(
+        "scale-out",
+        f"GET / during 100 turns on {label}, p95",
+        [r[0] for r in runs],
+        "ms",
+        "≤ 100 ms" if label == "PostgreSQL" else "",
+        note="p50 "
+        + ", ".join(f"{r[1]:.0f}" for r in runs)
+        + " ms; the turns' token p95 "
+        + ", ".join(f"{r[2]:.0f}" for r in runs)
+        + " ms",
+    )
 
 
 def page_during_turns(provider: ScriptedProvider) -> list[dict]:
@@ -239,9 +264,20 @@ class GunicornNumi(LiveNumi):
         self.workers = workers
 
     def command(self) -> list[str]:
-        return [str(Path(sys.executable).with_name("gunicorn")), "-k", "gevent", "-w", str(self.workers),
-                "--worker-connections", "100000", "--graceful-timeout", "2", "-b", f"127.0.0.1:{self.port}",
-                "app:app"]
+        return [
+            str(Path(sys.executable).with_name("gunicorn")),
+            "-k",
+            "gevent",
+            "-w",
+            str(self.workers),
+            "--worker-connections",
+            "100000",
+            "--graceful-timeout",
+            "2",
+            "-b",
+            f"127.0.0.1:{self.port}",
+            "app:app",
+        ]
 
     def worker_pids(self) -> list[int]:
         with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as children:
@@ -252,10 +288,16 @@ class PacedProvider:
     """bench/pacedprovider.py: the scripted provider in its own process."""
 
     def __init__(self, tokens: int):
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "pacedprovider.py"), str(tokens)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "pacedprovider.py"), str(tokens)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.lines = load.queue.Queue()
-        threading.Thread(target=load._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
+        threading.Thread(
+            target=load._pump, args=(self.proc.stdout, self.lines), daemon=True
+        ).start()
         try:
             self.port = int(load._line(self.lines, time.monotonic() + 60))
         except BaseException:
@@ -314,23 +356,37 @@ def _cluster(server: str, processes: int, extra: dict[str, str]):
     if redis_env is None or not POSTGRES_URL:
         raise RuntimeError("the capacity search needs Redis and PostgreSQL")
     url, drop = _postgres_schema()
-    env = {**OPEN, **redis_env, **CAPACITY_ENV, **extra, "NUMI_DATABASE_URL": url,
-           "NUMI_SECRET_KEY": "bench-" + uuid.uuid4().hex}
+    env = {
+        **OPEN,
+        **redis_env,
+        **CAPACITY_ENV,
+        **extra,
+        "NUMI_DATABASE_URL": url,
+        "NUMI_SECRET_KEY": "bench-" + uuid.uuid4().hex,
+    }
     servers: list[LiveNumi] = []
     try:
         if server == "gunicorn":
             numi = GunicornNumi(processes, **env)
             servers.append(numi)
             # Workers would race to migrate a new database: README's order, upgrade first.
-            subprocess.run([str(Path(sys.executable).with_name("numi")), "db", "upgrade"], env=numi.env,
-                           cwd=ROOT, check=True, timeout=180,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [str(Path(sys.executable).with_name("numi")), "db", "upgrade"],
+                env=numi.env,
+                cwd=ROOT,
+                check=True,
+                timeout=180,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             numi.start()
             pids = {f"worker {n + 1}": pid for n, pid in enumerate(numi.worker_pids())}
         else:
             for n in range(processes):
                 # One after the other: the first migrates; all share its data dir (uploads).
-                numi = LiveNumi(**env, **({"NUMI_DATA_DIR": servers[0].data_dir} if servers else {}))
+                numi = LiveNumi(
+                    **env, **({"NUMI_DATA_DIR": servers[0].data_dir} if servers else {})
+                )
                 servers.append(numi)
                 numi.start()
             pids = {f"process {n + 1}": numi.proc.pid for n, numi in enumerate(servers)}
@@ -342,8 +398,13 @@ def _cluster(server: str, processes: int, extra: dict[str, str]):
         _drop_keys(redis_env)
 
 
-def _capacity_level(servers: list[LiveNumi], provider: PacedProvider, streams: int, tokens: int,
-                    pids: dict[str, int]) -> dict:
+def _capacity_level(
+    servers: list[LiveNumi],
+    provider: PacedProvider,
+    streams: int,
+    tokens: int,
+    pids: dict[str, int],
+) -> dict:
     """`streams` chats, spread evenly over the servers' ports, each answering `tokens`
     tokens at 20/s, all at once: tokens lost, added latency, CPU of every process."""
     began = time.perf_counter()
@@ -351,8 +412,14 @@ def _capacity_level(servers: list[LiveNumi], provider: PacedProvider, streams: i
     first.chat_on(provider.openai_base_url)  # the endpoint, once, before the threads
     with ThreadPoolExecutor(8) as pool:
         chats = list(pool.map(lambda _: first.chat_on(provider.openai_base_url), range(streams)))
-    clients = load.Clients("json", first.port, first.url, [f"/ws/{c}" for c in chats], tokens,
-                           servers=[(s.port, s.url) for s in servers])
+    clients = load.Clients(
+        "json",
+        first.port,
+        first.url,
+        [f"/ws/{c}" for c in chats],
+        tokens,
+        servers=[(s.port, s.url) for s in servers],
+    )
     try:
         watched = {**pids, "provider": provider.proc.pid}
         redis_pid = _redis_pid()
@@ -367,10 +434,14 @@ def _capacity_level(servers: list[LiveNumi], provider: PacedProvider, streams: i
         started = clients.go()
         seen, _ = clients.results(timeout=tokens / load.RATE + 60)
         wall = time.perf_counter() - started
-        cpu = {name: (load.cpu_seconds(pid) - cpu0[name]) / wall * 100 for name, pid in watched.items()}
+        cpu = {
+            name: (load.cpu_seconds(pid) - cpu0[name]) / wall * 100 for name, pid in watched.items()
+        }
         cpu["load clients"] = (_children_cpu() - clients_before) / wall * 100
         # Ready to run but given no CPU: the machine's share of the latency, not Numi's.
-        waited = {name: (_run_queue_wait(pid) - waited0[name]) / wall * 100 for name, pid in pids.items()}
+        waited = {
+            name: (_run_queue_wait(pid) - waited0[name]) / wall * 100 for name, pid in pids.items()
+        }
     finally:
         clients.kill()
     stamps = provider.stamps()
@@ -380,25 +451,45 @@ def _capacity_level(servers: list[LiveNumi], provider: PacedProvider, streams: i
         written = stamps.get(f"Turn {index}", [])
         lost += tokens - len(by_token)
         latencies += [(at - written[n]) * 1000 for n, at in by_token.items() if n < len(written)]
-    return {"streams": streams, "lost": lost, "p50": percentile(latencies, 50), "p95": percentile(latencies, 95),
-            "wall": wall, "cpu": cpu, "waited": waited, "errors": clients.errors, "unended": clients.unended,
-            "took": time.perf_counter() - began}
+    return {
+        "streams": streams,
+        "lost": lost,
+        "p50": percentile(latencies, 50),
+        "p95": percentile(latencies, 95),
+        "wall": wall,
+        "cpu": cpu,
+        "waited": waited,
+        "errors": clients.errors,
+        "unended": clients.unended,
+        "took": time.perf_counter() - began,
+    }
 
 
 def _describe_level(result: dict) -> str:
     if "error" in result:
         return f"{result['streams']} streams: failed ({result['error']})"
     cpu = ", ".join(f"{name} {share:.0f}" for name, share in result["cpu"].items())
-    trouble = "".join([f", errors {result['errors']}" if result["errors"] else "",
-                       f", {result['unended']} turns without turn_end" if result["unended"] else ""])
-    return (f"{result['streams']} streams: lost {result['lost']}{trouble}, p50 {result['p50']:.0f} ms,"
-            f" p95 {result['p95']:.0f} ms, wall {result['wall']:.1f} s; CPU % of a core: {cpu}; Numi waited for a"
-            f" core {' + '.join(f'{share:.0f}' for share in result['waited'].values())} % of the time;"
-            f" level took {result['took']:.0f} s")
+    trouble = "".join(
+        [
+            f", errors {result['errors']}" if result["errors"] else "",
+            f", {result['unended']} turns without turn_end" if result["unended"] else "",
+        ]
+    )
+    return (
+        f"{result['streams']} streams: lost {result['lost']}{trouble}, p50 {result['p50']:.0f} ms,"
+        f" p95 {result['p95']:.0f} ms, wall {result['wall']:.1f} s; CPU % of a core: {cpu}; Numi waited for a"
+        f" core {' + '.join(f'{share:.0f}' for share in result['waited'].values())} % of the time;"
+        f" level took {result['took']:.0f} s"
+    )
 
 
-def capacity_search(processes: int, server: str = "serve", steps=CAPACITY_STEPS, tokens: int = CAPACITY_TOKENS,
-                    env: dict[str, str] | None = None) -> dict:
+def capacity_search(
+    processes: int,
+    server: str = "serve",
+    steps=CAPACITY_STEPS,
+    tokens: int = CAPACITY_TOKENS,
+    env: dict[str, str] | None = None,
+) -> dict:
     """The largest step whose p95 added latency is ≤ 100 ms with no token lost. A level
     that fails ends the search (the next would only fail slower)."""
     provider = PacedProvider(tokens)
@@ -416,74 +507,134 @@ def capacity_search(processes: int, server: str = "serve", steps=CAPACITY_STEPS,
                     result = {"streams": streams, "error": f"{type(exc).__name__}: {exc}"}
                 levels.append(result)
                 print(f"    {processes} × {server}: {_describe_level(result)}", flush=True)
-                if ("error" in result or result["lost"] or result["errors"] or result["unended"]
-                        or not result["p95"] <= CAPACITY_P95_MS):
+                if (
+                    "error" in result
+                    or result["lost"]
+                    or result["errors"]
+                    or result["unended"]
+                    or not result["p95"] <= CAPACITY_P95_MS
+                ):
                     break
                 best = result
     finally:
         provider.close()
-    return {"capacity": best["streams"] if best else 0, "at": best, "levels": levels,
-            "all_passed": bool(levels) and levels[-1] is best}
+    return {
+        "capacity": best["streams"] if best else 0,
+        "at": best,
+        "levels": levels,
+        "all_passed": bool(levels) and levels[-1] is best,
+    }
 
 
 def _cpu_note(result: dict) -> str:
     at = result["at"]
     if at is None:
         return "no step passed"
-    numi = " + ".join(f"{share:.0f}" for name, share in at["cpu"].items() if name.startswith(("process", "worker")))
-    rest = ", ".join(f"{name} {share:.0f}" for name, share in at["cpu"].items()
-                     if not name.startswith(("process", "worker")))
+    numi = " + ".join(
+        f"{share:.0f}"
+        for name, share in at["cpu"].items()
+        if name.startswith(("process", "worker"))
+    )
+    rest = ", ".join(
+        f"{name} {share:.0f}"
+        for name, share in at["cpu"].items()
+        if not name.startswith(("process", "worker"))
+    )
     waited = " + ".join(f"{share:.0f}" for share in at["waited"].values())
-    return (f"at {at['streams']}: p95 {at['p95']:.0f} ms; CPU % of a core: Numi {numi}, {rest};"
-            f" Numi waited for a core {waited} %"
-            + ("; every step passed, raise --steps" if result["all_passed"] else ""))
+    return (
+        f"at {at['streams']}: p95 {at['p95']:.0f} ms; CPU % of a core: Numi {numi}, {rest};"
+        f" Numi waited for a core {waited} %"
+        + ("; every step passed, raise --steps" if result["all_passed"] else "")
+    )
 
 
-def capacity(runs: int = 1, server: str = "serve", steps=CAPACITY_STEPS, tokens: int = CAPACITY_TOKENS,
-             env: dict[str, str] | None = None) -> list[dict]:
+def capacity(
+    runs: int = 1,
+    server: str = "serve",
+    steps=CAPACITY_STEPS,
+    tokens: int = CAPACITY_TOKENS,
+    env: dict[str, str] | None = None,
+) -> list[dict]:
     """One process against two, searched alternately `runs` times."""
     one, two = [], []
     for _ in range(runs):
         one.append(capacity_search(1, server, steps, tokens, env))
         two.append(capacity_search(2, server, steps, tokens, env))
-    how = ("two `numi serve` on two ports, the clients' chats split evenly" if server == "serve"
-           else "gunicorn -k gevent -w 1 and -w 2 on one port, the kernel's accept spreads the sockets")
+    how = (
+        "two `numi serve` on two ports, the clients' chats split evenly"
+        if server == "serve"
+        else "gunicorn -k gevent -w 1 and -w 2 on one port, the kernel's accept spreads the sockets"
+    )
     cores = os.cpu_count()
-    shared = (f"{cores} cores shared by the Numi processes, 2 load clients, the provider, Redis and PostgreSQL"
-              + (": the ratio is bounded by the machine" if cores and cores < 6 else ""))
+    shared = (
+        f"{cores} cores shared by the Numi processes, 2 load clients, the provider, Redis and PostgreSQL"
+        + (": the ratio is bounded by the machine" if cores and cores < 6 else "")
+    )
     ratios = [b["capacity"] / a["capacity"] for a, b in zip(one, two) if a["capacity"]]
     label = f"concurrent 20-tokens/s streams at p95 ≤ {CAPACITY_P95_MS:.0f} ms, 0 lost"
     return [
-        row("scale-out", f"{label}: 1 process", [r["capacity"] for r in one], "streams",
-            note=f"{_cpu_note(one[-1])}; steps {','.join(map(str, steps))}, {tokens} tokens a turn"),
-        row("scale-out", f"{label}: 2 processes", [r["capacity"] for r in two], "streams",
-            note=f"{_cpu_note(two[-1])}; {how}"),
-        row("scale-out", "2 processes ÷ 1 process, streams carried", ratios, "×", "≥ 1.7×", note=shared),
+        row(
+            "scale-out",
+            f"{label}: 1 process",
+            [r["capacity"] for r in one],
+            "streams",
+            note=f"{_cpu_note(one[-1])}; steps {','.join(map(str, steps))}, {tokens} tokens a turn",
+        ),
+        row(
+            "scale-out",
+            f"{label}: 2 processes",
+            [r["capacity"] for r in two],
+            "streams",
+            note=f"{_cpu_note(two[-1])}; {how}",
+        ),
+        row(
+            "scale-out",
+            "2 processes ÷ 1 process, streams carried",
+            ratios,
+            "×",
+            "≥ 1.7×",
+            note=shared,
+        ),
     ]
 
 
 def _capacity_main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="bench/scaleout.py capacity",
-                                     description="How many 20-tokens/s streams one and two processes carry.")
-    parser.add_argument("--steps", default=",".join(map(str, CAPACITY_STEPS)),
-                        help="stream counts to try, in order (default %(default)s)")
-    parser.add_argument("--tokens", type=int, default=CAPACITY_TOKENS, help="tokens a turn, at 20/s")
+    parser = argparse.ArgumentParser(
+        prog="bench/scaleout.py capacity",
+        description="How many 20-tokens/s streams one and two processes carry.",
+    )
+    parser.add_argument(
+        "--steps",
+        default=",".join(map(str, CAPACITY_STEPS)),
+        help="stream counts to try, in order (default %(default)s)",
+    )
+    parser.add_argument(
+        "--tokens", type=int, default=CAPACITY_TOKENS, help="tokens a turn, at 20/s"
+    )
     parser.add_argument("--runs", type=int, default=1, help="searches per cluster size (median)")
     parser.add_argument("--server", choices=("serve", "gunicorn"), default="serve")
-    parser.add_argument("--processes", type=int, choices=(1, 2), help="search one cluster size only")
-    parser.add_argument("--env", action="append", default=[], help="NAME=value for every Numi process")
+    parser.add_argument(
+        "--processes", type=int, choices=(1, 2), help="search one cluster size only"
+    )
+    parser.add_argument(
+        "--env", action="append", default=[], help="NAME=value for every Numi process"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     steps = [int(step) for step in args.steps.split(",")]
     env = dict(item.split("=", 1) for item in args.env)
     if args.processes:
         result = capacity_search(args.processes, args.server, steps, args.tokens, env)
-        print(f"capacity {result['capacity']}; {_cpu_note(result)} ({time.perf_counter() - started:.0f} s)")
+        print(
+            f"capacity {result['capacity']}; {_cpu_note(result)} ({time.perf_counter() - started:.0f} s)"
+        )
         return
     rows = capacity(args.runs, args.server, steps, args.tokens, env)
     for r in rows:
-        print(f"{r['metric']}: median {r['median']:.2f} {r['unit']} (min {r['min']:.2f}, max {r['max']:.2f},"
-              f" runs {r['runs']}); {r['note']}")
+        print(
+            f"{r['metric']}: median {r['median']:.2f} {r['unit']} (min {r['min']:.2f}, max {r['max']:.2f},"
+            f" runs {r['runs']}); {r['note']}"
+        )
     print(f"({time.perf_counter() - started:.0f} s)")
 
 

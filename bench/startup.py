@@ -22,8 +22,11 @@ def bare_flask() -> float:
     """Seconds from process start to the first 200 of the bare app."""
     port = free_port()
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, str(HERE / "bare.py"), str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "bare.py"), str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         while True:
             try:
@@ -63,9 +66,18 @@ def measure(runs: int = 5) -> list[dict]:
         existing.append(numi.start())
         numi.stop()
         shutil.rmtree(numi.data_dir, ignore_errors=True)
-    rows = [row("startup", "bare Flask on gevent's WSGI server (the floor)", [v * 1000 for v in floor], "ms")]
-    for label, values, target in (("fresh data dir", fresh, "≤ 2.0× floor"), ("existing data dir", existing, "≤ 1.5× floor")):
+    rows = [
+        row(
+            "startup",
+            "bare Flask on gevent's WSGI server (the floor)",
+            [v * 1000 for v in floor],
+            "ms",
+        )
+    ]
+    for label, values, target in (
+        ("fresh data dir", fresh, "≤ 2.0× floor"),
+        ("existing data dir", existing, "≤ 1.5× floor"),
+    ):
         ratios = [v / f for v, f in zip(values, floor)]
-        rows.append(row("startup", label, [v * 1000 for v in values], "ms", target,
-                        ratio=ratios))
+        rows.append(row("startup", label, [v * 1000 for v in values], "ms", target, ratio=ratios))
     return rows

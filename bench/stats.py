@@ -13,8 +13,15 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def row(benchmark: str, metric: str, values: list[float], unit: str, target: str = "", note: str = "",
-        ratio: list[float] | None = None) -> dict:
+def row(
+    benchmark: str,
+    metric: str,
+    values: list[float],
+    unit: str,
+    target: str = "",
+    note: str = "",
+    ratio: list[float] | None = None,
+) -> dict:
     """One result line: the median of `values`, with min and max and the run count, and
     the median of `ratio`, each run's value over its floor measured in the same run."""
     return {
@@ -39,11 +46,15 @@ def _fmt(value: float) -> str:
 
 def table(rows: list[dict]) -> str:
     """The rows as a Markdown table, the form PROFILE.md and the README quote."""
-    lines = ["| benchmark | metric | median | × floor | min | max | runs | target | note |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| benchmark | metric | median | × floor | min | max | runs | target | note |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         unit = f" {r['unit']}" if r["unit"] else ""
         ratio = f"{r['ratio']:.2f}×" if r.get("ratio") is not None else ""
-        lines.append(f"| {r['benchmark']} | {r['metric']} | {_fmt(r['median'])}{unit} | {ratio} | {_fmt(r['min'])} | "
-                     f"{_fmt(r['max'])} | {r['runs']} | {r['target']} | {r['note']} |")
+        lines.append(
+            f"| {r['benchmark']} | {r['metric']} | {_fmt(r['median'])}{unit} | {ratio} | {_fmt(r['min'])} | "
+            f"{_fmt(r['max'])} | {r['runs']} | {r['target']} | {r['note']} |"
+        )
     return "\n".join(lines)

@@ -22,7 +22,9 @@ TOKEN = re.compile(r"t(\d+) ")
 
 class JsonSocket:
     def __init__(self, numi: LiveNumi, chat_id: str):
-        self.ws = Client.connect(f"ws://127.0.0.1:{numi.port}/ws/{chat_id}?format=json", headers=numi.ws_headers())
+        self.ws = Client.connect(
+            f"ws://127.0.0.1:{numi.port}/ws/{chat_id}?format=json", headers=numi.ws_headers()
+        )
 
     def send(self, **message) -> float:
         sent = time.perf_counter()
@@ -48,23 +50,33 @@ class JsonSocket:
 def add_messages(numi: LiveNumi, chat_id: str, count: int) -> None:
     """Grow a chat to `count` messages directly in the database (as years of use would)."""
     now = datetime.utcnow().isoformat(" ")
-    rows = [(chat_id, "user" if i % 2 == 0 else "assistant", f"message {i} " + "lorem ipsum " * 20, now)
-            for i in range(count)]
+    rows = [
+        (chat_id, "user" if i % 2 == 0 else "assistant", f"message {i} " + "lorem ipsum " * 20, now)
+        for i in range(count)
+    ]
     with sqlite3.connect(f"{numi.data_dir}/numi.db") as connection:
-        connection.executemany("INSERT INTO messages (chat_id, role, content, created_at) VALUES (?, ?, ?, ?)", rows)
+        connection.executemany(
+            "INSERT INTO messages (chat_id, role, content, created_at) VALUES (?, ?, ?, ?)", rows
+        )
 
 
 def paced(tokens: int, rate: float) -> Scenario:
     # Equal-width tokens: the scenario splits text into equal chunks, one token each.
-    return Scenario().text("".join(f"t{i:04d} " for i in range(tokens)), chunks=tokens).tokens_per_second(rate)
+    return (
+        Scenario()
+        .text("".join(f"t{i:04d} " for i in range(tokens)), chunks=tokens)
+        .tokens_per_second(rate)
+    )
 
 
 def turn_overhead(numi: LiveNumi, provider: ScriptedProvider, runs: int) -> list[dict]:
     results = {}
     long_chat = numi.chat_on(provider.openai_base_url)
     add_messages(numi, long_chat, 5000)
-    for label, chat_factory in (("empty chat", lambda: numi.chat_on(provider.openai_base_url)),
-                                ("chat of 5,000 messages", lambda: long_chat)):
+    for label, chat_factory in (
+        ("empty chat", lambda: numi.chat_on(provider.openai_base_url)),
+        ("chat of 5,000 messages", lambda: long_chat),
+    ):
         values = []
         for _ in range(runs):
             chat_id = chat_factory()
@@ -79,11 +91,20 @@ def turn_overhead(numi: LiveNumi, provider: ScriptedProvider, runs: int) -> list
         results[label] = values
     empty = results["empty chat"]
     # The floor for the long chat is the empty chat, measured in the same run.
-    return [row("turn overhead", f"send → provider request, {label}", values, "ms",
-                "≤ 10 ms p50" if label == "empty chat" else "≤ 2× the empty chat's",
-                note=f"p95 {percentile(values, 95):.1f} ms",
-                ratio=None if label == "empty chat" else [statistics.median(values) / statistics.median(empty)])
-            for label, values in results.items()]
+    return [
+        row(
+            "turn overhead",
+            f"send → provider request, {label}",
+            values,
+            "ms",
+            "≤ 10 ms p50" if label == "empty chat" else "≤ 2× the empty chat's",
+            note=f"p95 {percentile(values, 95):.1f} ms",
+            ratio=None
+            if label == "empty chat"
+            else [statistics.median(values) / statistics.median(empty)],
+        )
+        for label, values in results.items()
+    ]
 
 
 def token_latencies(events, request, by_index: dict | None = None) -> tuple[list[float], int]:
@@ -113,8 +134,20 @@ def added_latency(numi: LiveNumi, provider: ScriptedProvider, frame_ms: int) -> 
     socket.close()
     latencies, _ = token_latencies(events, provider.requests[before])
     return [
-        row("added latency", "per token at 20 tokens/s, p50", [percentile(latencies, 50)], "ms", f"≤ {frame_ms + 5} ms"),
-        row("added latency", "per token at 20 tokens/s, p95", [percentile(latencies, 95)], "ms", f"≤ {frame_ms + 25} ms"),
+        row(
+            "added latency",
+            "per token at 20 tokens/s, p50",
+            [percentile(latencies, 50)],
+            "ms",
+            f"≤ {frame_ms + 5} ms",
+        ),
+        row(
+            "added latency",
+            "per token at 20 tokens/s, p95",
+            [percentile(latencies, 95)],
+            "ms",
+            f"≤ {frame_ms + 25} ms",
+        ),
     ]
 
 
@@ -141,7 +174,15 @@ def reconnect(numi: LiveNumi, provider: ScriptedProvider, runs: int = 10) -> lis
     for _received, _event in stream:
         pass
     watcher.close()
-    return [row("reconnect", "resume with a last event id → first replayed event, mid-turn", values, "ms", "≤ 20 ms")]
+    return [
+        row(
+            "reconnect",
+            "resume with a last event id → first replayed event, mid-turn",
+            values,
+            "ms",
+            "≤ 20 ms",
+        )
+    ]
 
 
 def measure() -> list[dict]:

@@ -38,7 +38,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     if test_config:
         config.update(test_config)
     app.config.update(finalize(config))
-    logging.basicConfig(level=app.config["NUMI_LOG_LEVEL"], format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=app.config["NUMI_LOG_LEVEL"], format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     # The provider SDKs log every HTTP request at INFO (also on CLI commands' stderr):
     # that is debugging detail, shown only with NUMI_LOG_LEVEL=DEBUG.
     quiet = logging.DEBUG if logging.getLogger().isEnabledFor(logging.DEBUG) else logging.WARNING

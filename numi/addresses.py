@@ -33,8 +33,10 @@ from urllib.parse import urlsplit
 
 from .errors import NumiError
 
-REFUSED_MESSAGE = ("That address is refused: private, loopback and other internal addresses are for "
-                   "administrators only.")
+REFUSED_MESSAGE = (
+    "That address is refused: private, loopback and other internal addresses are for "
+    "administrators only."
+)
 
 
 class AddressRefused(Exception):
@@ -95,7 +97,11 @@ def _native_getaddrinfo() -> Callable[..., Any]:
     unpatched one, since gevent's resolver belongs to the hub's thread."""
     from gevent import monkey
 
-    return monkey.get_original("socket", "getaddrinfo") if monkey.is_module_patched("socket") else socket.getaddrinfo
+    return (
+        monkey.get_original("socket", "getaddrinfo")
+        if monkey.is_module_patched("socket")
+        else socket.getaddrinfo
+    )
 
 
 def resolve(host: str, port: int, getaddrinfo: Callable[..., Any] | None = None) -> list:
@@ -114,8 +120,13 @@ def resolve(host: str, port: int, getaddrinfo: Callable[..., Any] | None = None)
     return addresses
 
 
-def check_host(host: str, port: int, policy: AddressPolicy = STRICT, *,
-               getaddrinfo: Callable[..., Any] | None = None) -> str:
+def check_host(
+    host: str,
+    port: int,
+    policy: AddressPolicy = STRICT,
+    *,
+    getaddrinfo: Callable[..., Any] | None = None,
+) -> str:
     """Resolve `host`; refuse (AddressRefused) unless every address may be contacted.
     Returns the address to connect to."""
     host = host.lower().strip("[]")
@@ -212,4 +223,6 @@ def web_policy(settings: dict[str, Any], is_admin: bool) -> AddressPolicy:
     if not is_admin:
         return STRICT
     hosts: Iterable[str] = settings.get("allowed_hosts") or ()
-    return AddressPolicy(bool(settings.get("allow_private")), tuple(h for h in hosts if isinstance(h, str)))
+    return AddressPolicy(
+        bool(settings.get("allow_private")), tuple(h for h in hosts if isinstance(h, str))
+    )

@@ -42,9 +42,12 @@ DEMO_TOKENS_PER_SECOND = 40.0  # slow enough to watch the answer stream in
 @main.command()
 @click.option("--host", help="Address to bind (default NUMI_HOST, 127.0.0.1).")
 @click.option("--port", type=int, help="Port (default NUMI_PORT, 8765).")
-@click.option("--demo", is_flag=True,
-              help="Try Numi without an API key: also run the built-in scripted provider and add it as "
-                   f"the endpoint {DEMO_ENDPOINT!r} (answers are canned, paced like a real model).")
+@click.option(
+    "--demo",
+    is_flag=True,
+    help="Try Numi without an API key: also run the built-in scripted provider and add it as "
+    f"the endpoint {DEMO_ENDPOINT!r} (answers are canned, paced like a real model).",
+)
 def serve(host, port, demo):
     """Apply migrations and serve Numi with gevent's WSGI server.
 
@@ -65,8 +68,11 @@ def serve(host, port, demo):
     try:
         server.init_socket()  # bind before anything else: a taken port is one clear line
     except OSError as exc:
-        click.echo(f"Error: cannot listen on {host}:{port}: {exc.strerror or exc}. "
-                   "Is Numi (or something else) running there? Set NUMI_PORT or --port.", err=True)
+        click.echo(
+            f"Error: cannot listen on {host}:{port}: {exc.strerror or exc}. "
+            "Is Numi (or something else) running there? Set NUMI_PORT or --port.",
+            err=True,
+        )
         sys.exit(2)
     upgrade(app)
     if app.config["NUMI_AUTO_ENDPOINTS"]:
@@ -76,9 +82,13 @@ def serve(host, port, demo):
             db.session.remove()
     provider = _start_demo(app) if demo else None
     bound = "" if host == _browser_host(host) else f"bound to {host}; "
-    click.echo(f"Numi is running on {_browser_url(app, host, port)}  ({bound}data: {app.config['NUMI_DATA_DIR']})")
+    click.echo(
+        f"Numi is running on {_browser_url(app, host, port)}  ({bound}data: {app.config['NUMI_DATA_DIR']})"
+    )
     if provider is not None:
-        click.echo(f"Demo: the endpoint {DEMO_ENDPOINT!r} answers with the scripted provider (no API key, no model).")
+        click.echo(
+            f"Demo: the endpoint {DEMO_ENDPOINT!r} answers with the scripted provider (no API key, no model)."
+        )
     freeze_startup_heap()
     try:
         server.serve_forever()
@@ -98,8 +108,12 @@ def _start_demo(app):
     from .testing.server import ScriptedProvider
 
     provider = ScriptedProvider(default_scenario=demo_scenario(DEMO_TOKENS_PER_SECOND)).start()
-    fields = {"name": DEMO_ENDPOINT, "kind": "openai_chat", "base_url": provider.openai_base_url,
-              "default_model": "scripted-model"}
+    fields = {
+        "name": DEMO_ENDPOINT,
+        "kind": "openai_chat",
+        "base_url": provider.openai_base_url,
+        "default_model": "scripted-model",
+    }
     with app.app_context():
         existing = find_by_name(None, DEMO_ENDPOINT)
         if existing is None:
@@ -166,8 +180,12 @@ def endpoint():
 @endpoint.command("add")
 @click.argument("name")
 @click.option("--kind", type=click.Choice(kind_names()), default="openai_chat", show_default=True)
-@click.option("--base-url", required=True, help="e.g. http://127.0.0.1:11434/v1 or https://api.anthropic.com")
-@click.option("--api-key-env", metavar="VAR", help="Read the API key from this environment variable.")
+@click.option(
+    "--base-url", required=True, help="e.g. http://127.0.0.1:11434/v1 or https://api.anthropic.com"
+)
+@click.option(
+    "--api-key-env", metavar="VAR", help="Read the API key from this environment variable."
+)
 @click.option("--api-key-stdin", is_flag=True, help="Read the API key from standard input.")
 @click.option("--default-model", help="Model new chats use.")
 def endpoint_add(name, kind, base_url, api_key_env, api_key_stdin, default_model):
@@ -175,9 +193,17 @@ def endpoint_add(name, kind, base_url, api_key_env, api_key_stdin, default_model
     from .endpoints import create_endpoint
 
     api_key = _api_key(api_key_env, api_key_stdin)
-    fields = {"name": name, "kind": kind, "base_url": base_url, "api_key": api_key, "default_model": default_model}
+    fields = {
+        "name": name,
+        "kind": kind,
+        "base_url": base_url,
+        "api_key": api_key,
+        "default_model": default_model,
+    }
     with _context() as app:
-        created = _checked(lambda: create_endpoint(None, fields, max_name=app.config["NUMI_MAX_NAME_CHARS"]))
+        created = _checked(
+            lambda: create_endpoint(None, fields, max_name=app.config["NUMI_MAX_NAME_CHARS"])
+        )
         click.echo(f"Added endpoint {created.name} (id {created.id}).")
 
 
@@ -185,21 +211,38 @@ def endpoint_add(name, kind, base_url, api_key_env, api_key_stdin, default_model
 @click.argument("name")
 @click.option("--name", "new_name", help="A new name.")
 @click.option("--base-url", help="A new base URL.")
-@click.option("--api-key-env", metavar="VAR", help="Replace the API key with this environment variable's value.")
-@click.option("--api-key-stdin", is_flag=True, help="Replace the API key with a line read from standard input.")
+@click.option(
+    "--api-key-env",
+    metavar="VAR",
+    help="Replace the API key with this environment variable's value.",
+)
+@click.option(
+    "--api-key-stdin",
+    is_flag=True,
+    help="Replace the API key with a line read from standard input.",
+)
 @click.option("--default-model", help="Model new chats use (empty to clear).")
 @click.option("--reasoning-policy", type=click.Choice(["auto", "preserve", "strip"]))
 @click.option("--enable/--disable", "enabled", default=None, help="Offer the endpoint, or not.")
-def endpoint_edit(name, new_name, base_url, api_key_env, api_key_stdin, default_model, reasoning_policy, enabled):
+def endpoint_edit(
+    name, new_name, base_url, api_key_env, api_key_stdin, default_model, reasoning_policy, enabled
+):
     """Change the shared endpoint NAME; options not given stay as they are."""
     from .endpoints import find_by_name, update_endpoint
 
     if api_key_env and api_key_stdin:
         raise click.UsageError("Give --api-key-env or --api-key-stdin, not both.")
-    fields = {key: value for key, value in (
-        ("name", new_name), ("base_url", base_url), ("default_model", default_model),
-        ("reasoning_policy", reasoning_policy), ("enabled", enabled),
-    ) if value is not None}
+    fields = {
+        key: value
+        for key, value in (
+            ("name", new_name),
+            ("base_url", base_url),
+            ("default_model", default_model),
+            ("reasoning_policy", reasoning_policy),
+            ("enabled", enabled),
+        )
+        if value is not None
+    }
     api_key = _api_key(api_key_env, api_key_stdin)
     if api_key:
         fields["api_key"] = api_key
@@ -241,7 +284,9 @@ def endpoint_list():
         ).scalars()
         for e in rows:
             owner = "shared" if e.user_id is None else f"user {e.user_id}"
-            click.echo(f"{e.id}\t{e.name}\t{e.kind}\t{e.base_url}\t{e.default_model or '-'}\t{owner}")
+            click.echo(
+                f"{e.id}\t{e.name}\t{e.kind}\t{e.base_url}\t{e.default_model or '-'}\t{owner}"
+            )
 
 
 @endpoint.command("remove")
@@ -306,9 +351,13 @@ def user_create(username, admin, password_stdin):
     if len(password) < 8:
         raise click.ClickException("A password has at least 8 characters.")
     with _context():
-        if database.session.execute(select(User).where(User.username == username)).scalar_one_or_none():
+        if database.session.execute(
+            select(User).where(User.username == username)
+        ).scalar_one_or_none():
             raise click.ClickException(f"User {username!r} exists already.")
-        database.session.add(User(username=username, password_hash=hash_password(password), is_admin=admin))
+        database.session.add(
+            User(username=username, password_hash=hash_password(password), is_admin=admin)
+        )
         database.session.commit()
         click.echo(f"Created user {username}{' (admin)' if admin else ''}.")
 
@@ -352,11 +401,15 @@ def token_create(username, name):
     from .models import ApiToken, User
 
     with _context():
-        found = database.session.execute(select(User).where(User.username == username)).scalar_one_or_none()
+        found = database.session.execute(
+            select(User).where(User.username == username)
+        ).scalar_one_or_none()
         if found is None:
             raise click.ClickException(f"No user {username!r}.")
         secret = new_token()
-        database.session.add(ApiToken(user_id=found.id, name=name[:100], token_hash=hash_token(secret)))
+        database.session.add(
+            ApiToken(user_id=found.id, name=name[:100], token_hash=hash_token(secret))
+        )
         database.session.commit()
         click.echo(secret)
 
@@ -365,11 +418,23 @@ def token_create(username, name):
 
 
 @main.command("export")
-@click.option("--all", "directory", required=True, type=click.Path(file_okay=False, writable=True),
-              metavar="DIR", help="Write every live chat into DIR/<user>/ (one file per chat), and the user's saved prompts into DIR/<user>/prompts.json.")
+@click.option(
+    "--all",
+    "directory",
+    required=True,
+    type=click.Path(file_okay=False, writable=True),
+    metavar="DIR",
+    help="Write every live chat into DIR/<user>/ (one file per chat), and the user's saved "
+    "prompts into DIR/<user>/prompts.json.",
+)
 @click.option("--user", "username", help="Only this user's chats.")
-@click.option("--fmt", type=click.Choice(["json", "md", "txt", "html"]), default="json", show_default=True,
-              help="json re-imports losslessly (POST /api/import or Settings → Import).")
+@click.option(
+    "--fmt",
+    type=click.Choice(["json", "md", "txt", "html"]),
+    default="json",
+    show_default=True,
+    help="json re-imports losslessly (POST /api/import or Settings → Import).",
+)
 def export_all(directory, username, fmt):
     """Export chats to files, for backups."""
     from pathlib import Path
@@ -392,9 +457,15 @@ def export_all(directory, username, fmt):
             raise click.ClickException(f"No user {username!r}.")
         total = 0
         for owner in found:
-            chats = database.session.execute(
-                select(Chat).where(Chat.user_id == owner.id, Chat.deleted_at.is_(None)).order_by(Chat.created_at, Chat.id)
-            ).scalars().all()
+            chats = (
+                database.session.execute(
+                    select(Chat)
+                    .where(Chat.user_id == owner.id, Chat.deleted_at.is_(None))
+                    .order_by(Chat.created_at, Chat.id)
+                )
+                .scalars()
+                .all()
+            )
             document = prompt_store.export_document(owner.id)
             if not chats and not document["prompts"]:
                 continue
@@ -402,7 +473,9 @@ def export_all(directory, username, fmt):
             folder.mkdir(parents=True, exist_ok=True)
             if document["prompts"]:
                 # The user's saved prompts travel with their chats (Import reads this file too).
-                (folder / "prompts.json").write_text(json.dumps(document, ensure_ascii=False, indent=2), encoding="utf-8")
+                (folder / "prompts.json").write_text(
+                    json.dumps(document, ensure_ascii=False, indent=2), encoding="utf-8"
+                )
             for chat in chats:
                 exported = render_export(owner.id, chat, fmt)
                 # The id keeps two chats with one title apart and makes reruns overwrite, not pile up.
@@ -424,7 +497,12 @@ def dev():
 @dev.command("fake-provider")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8766, show_default=True)
-@click.option("--tokens-per-second", type=float, default=0, help="Pace of the default answer (0: as fast as possible).")
+@click.option(
+    "--tokens-per-second",
+    type=float,
+    default=0,
+    help="Pace of the default answer (0: as fast as possible).",
+)
 def fake_provider(host, port, tokens_per_second):
     """Run the scripted provider server (OpenAI Chat, Responses and Anthropic wire formats)."""
     from .testing.__main__ import serve as serve_fake

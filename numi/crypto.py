@@ -36,16 +36,21 @@ _AAD = b"numi:endpoint.api_key"
 
 class SecretUnreadable(NumiError):
     def __init__(self) -> None:
-        super().__init__("endpoint_key_unreadable",
-                         "The endpoint's API key cannot be read with this server's secret key "
-                         "(NUMI_SECRET_KEY changed?). Enter the API key again in Settings → Endpoints.", 409)
+        super().__init__(
+            "endpoint_key_unreadable",
+            "The endpoint's API key cannot be read with this server's secret key "
+            "(NUMI_SECRET_KEY changed?). Enter the API key again in Settings → Endpoints.",
+            409,
+        )
 
 
 def _key(secret_key: str) -> bytes:
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(secret_key.encode())
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(
+        secret_key.encode()
+    )
 
 
 def _app_secret() -> str:
@@ -76,7 +81,7 @@ def unseal(value: str, secret_key: str | None = None) -> str:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     try:
-        raw = base64.urlsafe_b64decode(value[len(PREFIX):].encode())
+        raw = base64.urlsafe_b64decode(value[len(PREFIX) :].encode())
         return AESGCM(_key(secret_key or _app_secret())).decrypt(raw[:12], raw[12:], _AAD).decode()
     except (InvalidTag, ValueError):
         raise SecretUnreadable() from None
@@ -92,13 +97,20 @@ def seal_plaintext_keys(app) -> int:
 
     with app.app_context():
         try:
-            rows = db.session.execute(text(
-                "SELECT id, api_key FROM endpoints WHERE api_key IS NOT NULL AND api_key <> '' "
-                "AND api_key NOT LIKE 'numi:v1:%'")).all()
+            rows = db.session.execute(
+                text(
+                    "SELECT id, api_key FROM endpoints WHERE api_key IS NOT NULL AND api_key <> '' "
+                    "AND api_key NOT LIKE 'numi:v1:%'"
+                )
+            ).all()
             secret_key = app.config["SECRET_KEY"]
             for endpoint_id, plaintext in rows:
-                db.session.execute(text("UPDATE endpoints SET api_key = :sealed WHERE id = :id AND api_key = :old"),
-                                   {"sealed": seal(plaintext, secret_key), "id": endpoint_id, "old": plaintext})
+                db.session.execute(
+                    text(
+                        "UPDATE endpoints SET api_key = :sealed WHERE id = :id AND api_key = :old"
+                    ),
+                    {"sealed": seal(plaintext, secret_key), "id": endpoint_id, "old": plaintext},
+                )
             rows += _seal_search_keys(db, text, secret_key)
             db.session.commit()
         finally:
@@ -112,8 +124,11 @@ def _seal_search_keys(db, text, secret_key: str) -> list:
     """The Brave Search keys inside `tool_settings.settings_json` (a few rows at most)."""
     import json
 
-    rows = db.session.execute(text(
-        "SELECT user_id, settings_json FROM tool_settings WHERE settings_json LIKE '%brave_api_key%'")).all()
+    rows = db.session.execute(
+        text(
+            "SELECT user_id, settings_json FROM tool_settings WHERE settings_json LIKE '%brave_api_key%'"
+        )
+    ).all()
     sealed = []
     for user_id, raw in rows:
         try:
@@ -124,7 +139,12 @@ def _seal_search_keys(db, text, secret_key: str) -> list:
         if not isinstance(key, str) or not key or is_sealed(key):
             continue
         settings["brave_api_key"] = seal(key, secret_key)
-        db.session.execute(text("UPDATE tool_settings SET settings_json = :new WHERE user_id = :id "
-                                "AND settings_json = :old"), {"new": json.dumps(settings), "id": user_id, "old": raw})
+        db.session.execute(
+            text(
+                "UPDATE tool_settings SET settings_json = :new WHERE user_id = :id "
+                "AND settings_json = :old"
+            ),
+            {"new": json.dumps(settings), "id": user_id, "old": raw},
+        )
         sealed.append(user_id)
     return sealed

@@ -67,7 +67,10 @@ def is_current(app: Flask) -> bool:
     with app.app_context():
         try:
             with db.engine.connect() as connection:
-                stored = {row[0] for row in connection.execute(text("SELECT version_num FROM alembic_version"))}
+                stored = {
+                    row[0]
+                    for row in connection.execute(text("SELECT version_num FROM alembic_version"))
+                }
         except Exception:  # no alembic_version table yet: a new database
             return False
         finally:
@@ -101,6 +104,10 @@ def include_object(obj, name, type_, reflected, compare_to) -> bool:
     if type_ in ("table", "index") and name and name.startswith(SEARCH_INDEX_PREFIX):
         return False
     table = getattr(obj, "table", None)
-    if type_ in ("index", "column") and table is not None and table.name.startswith(SEARCH_INDEX_PREFIX):
+    if (
+        type_ in ("index", "column")
+        and table is not None
+        and table.name.startswith(SEARCH_INDEX_PREFIX)
+    ):
         return False
     return True

@@ -72,7 +72,9 @@ def find_by_name(user_id: int | None, name: str) -> Endpoint | None:
     return db.session.execute(select(Endpoint).where(*cond).limit(1)).scalar_one_or_none()
 
 
-def validate(fields: dict[str, Any], *, max_name: int = 100, partial: bool = False) -> dict[str, Any]:
+def validate(
+    fields: dict[str, Any], *, max_name: int = 100, partial: bool = False
+) -> dict[str, Any]:
     """Check endpoint input; returns the clean values. Raises NumiError on the first problem."""
     clean: dict[str, Any] = {}
     if not partial or "name" in fields:
@@ -106,7 +108,11 @@ def validate(fields: dict[str, Any], *, max_name: int = 100, partial: bool = Fal
             raise invalid(f"reasoning_policy must be one of {', '.join(REASONING_POLICIES)}.")
         clean["reasoning_policy"] = fields["reasoning_policy"]
     if "enabled" in fields:
-        clean["enabled"] = bool(fields["enabled"]) and fields["enabled"] not in ("0", "false", "off")
+        clean["enabled"] = bool(fields["enabled"]) and fields["enabled"] not in (
+            "0",
+            "false",
+            "off",
+        )
     if "hidden_models" in fields:
         clean["hidden_models"] = _hidden_models(fields["hidden_models"])
     return clean
@@ -119,8 +125,11 @@ def _hidden_models(value: Any) -> list[str]:
     """Model ids to leave out of the pickers: a list of ids (duplicates and blanks dropped)."""
     if value is None:
         return []
-    if not isinstance(value, list) or len(value) > MAX_HIDDEN_MODELS \
-            or not all(isinstance(m, str) and len(m) <= 200 for m in value):
+    if (
+        not isinstance(value, list)
+        or len(value) > MAX_HIDDEN_MODELS
+        or not all(isinstance(m, str) and len(m) <= 200 for m in value)
+    ):
         raise invalid(f"hidden_models must be a list of at most {MAX_HIDDEN_MODELS} model ids.")
     return list(dict.fromkeys(m.strip() for m in value if m.strip()))
 
@@ -147,8 +156,13 @@ def _owner_guarded(owner_id: int | None) -> bool:
     return owner is None or not owner.is_admin
 
 
-def check_address(endpoint: Endpoint | None = None, *, base_url: str | None = None, owner_id: int | None = None,
-                  status: int = 403) -> None:
+def check_address(
+    endpoint: Endpoint | None = None,
+    *,
+    base_url: str | None = None,
+    owner_id: int | None = None,
+    status: int = 403,
+) -> None:
     """Refuse (NumiError `address_refused`) a guarded endpoint whose base URL is internal.
     A host that does not resolve passes here: connecting then fails as unreachable."""
     if endpoint is not None:
@@ -162,11 +176,15 @@ def check_address(endpoint: Endpoint | None = None, *, base_url: str | None = No
         raise exc.to_error(status) from None
 
 
-def create_endpoint(owner_id: int | None, fields: dict[str, Any], *, max_name: int = 100) -> Endpoint:
+def create_endpoint(
+    owner_id: int | None, fields: dict[str, Any], *, max_name: int = 100
+) -> Endpoint:
     clean = validate(fields, max_name=max_name)
     check_address(base_url=clean["base_url"], owner_id=owner_id, status=400)
     if find_by_name(owner_id, clean["name"]) is not None:
-        raise NumiError("duplicate_name", f"An endpoint named {clean['name']!r} exists already.", 409)
+        raise NumiError(
+            "duplicate_name", f"An endpoint named {clean['name']!r} exists already.", 409
+        )
     endpoint = Endpoint(user_id=owner_id, **clean)
     db.session.add(endpoint)
     db.session.commit()
@@ -180,7 +198,9 @@ def update_endpoint(endpoint: Endpoint, fields: dict[str, Any], *, max_name: int
     if "name" in clean and clean["name"] != endpoint.name:
         other = find_by_name(endpoint.user_id, clean["name"])
         if other is not None and other.id != endpoint.id:
-            raise NumiError("duplicate_name", f"An endpoint named {clean['name']!r} exists already.", 409)
+            raise NumiError(
+                "duplicate_name", f"An endpoint named {clean['name']!r} exists already.", 409
+            )
     if "base_url" in clean:
         check_address(base_url=clean["base_url"], owner_id=endpoint.user_id, status=400)
     if "base_url" in clean or "kind" in clean or "api_key" in clean:
@@ -259,11 +279,22 @@ def models(endpoint: Endpoint, *, max_age_seconds: int, refresh: bool = False) -
         from .providers import get_adapter
 
         _import_sdk_off_hub(endpoint.kind)
-        adapter = get_adapter(endpoint.kind, endpoint.base_url, endpoint.api_key, timeout=10, max_retries=0,
-                              transport=guarded_transport() if is_guarded else None)
+        adapter = get_adapter(
+            endpoint.kind,
+            endpoint.base_url,
+            endpoint.api_key,
+            timeout=10,
+            max_retries=0,
+            transport=guarded_transport() if is_guarded else None,
+        )
         listed = adapter.list_models()
     except ProviderError as exc:
-        log.info("listing the models of endpoint %s failed: %s (%r)", endpoint.id, exc.code, exc.__cause__)
+        log.info(
+            "listing the models of endpoint %s failed: %s (%r)",
+            endpoint.id,
+            exc.code,
+            exc.__cause__,
+        )
         raise NumiError(exc.code, exc.message, 502) from None
     endpoint.models = [_model_dict(m) for m in listed]
     endpoint.models_fetched_at = utcnow()

@@ -45,4 +45,6 @@ def no_model() -> NumiError:
 def turn_running() -> NumiError:
     """The refusal of a change (a send, an edit, a compaction, a delete) while a turn runs in
     the chat it would touch: one code and one wording wherever it is found."""
-    return NumiError("turn_running", "A turn is still running; stop it or wait for its answer first.", 409)
+    return NumiError(
+        "turn_running", "A turn is still running; stop it or wait for its answer first.", 409
+    )

@@ -1,6 +1,5 @@
 """Flask extensions, created unbound here and bound in create_app()."""
 
-
 from flask import current_app
 from flask_sock import Sock
 from flask_sqlalchemy import SQLAlchemy

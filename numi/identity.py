@@ -32,7 +32,9 @@ def local_user() -> User:
     user_id = cache.get("id")
     user = db.session.get(User, user_id) if user_id else None
     if user is None:
-        user = db.session.execute(select(User).where(User.username == LOCAL_USERNAME)).scalar_one_or_none()
+        user = db.session.execute(
+            select(User).where(User.username == LOCAL_USERNAME)
+        ).scalar_one_or_none()
         if user is None:
             user = User(username=LOCAL_USERNAME, is_admin=True)
             db.session.add(user)

@@ -57,8 +57,15 @@ class LoginStore(Protocol):
 class LoginThrottle:
     """The login policy over a `LoginStore`; `clock` gives seconds (tests move it by hand)."""
 
-    def __init__(self, store: LoginStore, *, free: int, delay: float, max_delay: float,
-                 clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        store: LoginStore,
+        *,
+        free: int,
+        delay: float,
+        max_delay: float,
+        clock: Callable[[], float] = time.time,
+    ):
         self.store = store
         self.free = max(0, free)
         self.delay = max(0.0, delay)
@@ -143,13 +150,16 @@ class DatabaseLoginStore:
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert
-        statement = insert(LoginFailure).values(key=key, failures=max(0, delta), last_failure_at=now,
-                                                blocked_until=0.0)
+        statement = insert(LoginFailure).values(
+            key=key, failures=max(0, delta), last_failure_at=now, blocked_until=0.0
+        )
         statement = statement.on_conflict_do_update(
             index_elements=[LoginFailure.key],
             set_={
-                "failures": case((LoginFailure.last_failure_at < stale, max(0, delta)),
-                                 else_=LoginFailure.failures + delta),
+                "failures": case(
+                    (LoginFailure.last_failure_at < stale, max(0, delta)),
+                    else_=LoginFailure.failures + delta,
+                ),
                 "last_failure_at": now,
             },
         ).returning(LoginFailure.failures)
@@ -167,7 +177,8 @@ class DatabaseLoginStore:
         from .models import LoginFailure
 
         claimed = db.session.execute(
-            update(LoginFailure).where(LoginFailure.key == key, LoginFailure.blocked_until <= now)
+            update(LoginFailure)
+            .where(LoginFailure.key == key, LoginFailure.blocked_until <= now)
             .values(blocked_until=until)
         ).rowcount
         db.session.commit()
@@ -214,8 +225,16 @@ class RedisLoginStore:
     def claim(self, key: str, until: float, now: float) -> bool:
         # Compare and set in one script, so exactly one caller starts the refusal. The key is
         # kept a little past the deadline; the deadline itself is what is compared.
-        return bool(self.client.eval(_CLAIM_SCRIPT, 1, self.prefix + "refused:" + key, repr(until), repr(now),
-                                     max(1, int((until - now + 1) * 1000))))
+        return bool(
+            self.client.eval(
+                _CLAIM_SCRIPT,
+                1,
+                self.prefix + "refused:" + key,
+                repr(until),
+                repr(now),
+                max(1, int((until - now + 1) * 1000)),
+            )
+        )
 
     def forget(self, key: str) -> None:
         self.client.delete(self.prefix + "failures:" + key, self.prefix + "refused:" + key)
@@ -227,7 +246,9 @@ def throttle_from_config(config: dict[str, Any]) -> LoginThrottle:
     if url:
         import redis
 
-        store: LoginStore = RedisLoginStore(redis.Redis.from_url(url), config.get("NUMI_REDIS_PREFIX") or "numi:")
+        store: LoginStore = RedisLoginStore(
+            redis.Redis.from_url(url), config.get("NUMI_REDIS_PREFIX") or "numi:"
+        )
     else:
         store = DatabaseLoginStore()
     return LoginThrottle(

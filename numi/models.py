@@ -12,7 +12,18 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, and_, text, true
+from sqlalchemy import (
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    and_,
+    text,
+    true,
+)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .extensions import db
@@ -100,7 +111,9 @@ class Endpoint(db.Model):
     __tablename__ = "endpoints"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
     name: Mapped[str] = mapped_column(String(100))
     kind: Mapped[str] = mapped_column(String(32))
     base_url: Mapped[str] = mapped_column(String(500))
@@ -169,7 +182,15 @@ class Chat(db.Model):
         Index("ix_chats_user_recent", "user_id", "deleted_at", "updated_at", "id"),
         # The sidebar: live, not archived, not pinned, by last activity (equality on the
         # leading columns, so the keyset page is one index range scan).
-        Index("ix_chats_user_sidebar", "user_id", "deleted_at", "archived_at", "pinned_at", "updated_at", "id"),
+        Index(
+            "ix_chats_user_sidebar",
+            "user_id",
+            "deleted_at",
+            "archived_at",
+            "pinned_at",
+            "updated_at",
+            "id",
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_chat_id)
@@ -186,7 +207,8 @@ class Chat(db.Model):
 
     # Lists load these eagerly: the sidebar joins them into its page query (one round trip).
     tag_rows: Mapped[list[ChatTag]] = relationship(
-        cascade="all, delete-orphan", lazy="select", passive_deletes=True)
+        cascade="all, delete-orphan", lazy="select", passive_deletes=True
+    )
 
     settings = json_property("settings_json", dict)
 
@@ -199,7 +221,9 @@ class Chat(db.Model):
         if "tag_rows" not in inspect(self).unloaded:
             tags = [row.tag for row in self.tag_rows]
         else:
-            tags = list(db.session.execute(select(ChatTag.tag).where(ChatTag.chat_id == self.id)).scalars())
+            tags = list(
+                db.session.execute(select(ChatTag.tag).where(ChatTag.chat_id == self.id)).scalars()
+            )
         return sorted(tags, key=str.casefold)
 
     def to_dict(self) -> dict[str, Any]:
@@ -224,7 +248,9 @@ class ChatTag(db.Model):
     __tablename__ = "chat_tags"
     __table_args__ = (Index("ix_chat_tags_user_tag", "user_id", "tag", "chat_id"),)
 
-    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"), primary_key=True)
+    chat_id: Mapped[str] = mapped_column(
+        ForeignKey("chats.id", ondelete="CASCADE"), primary_key=True
+    )
     tag: Mapped[str] = mapped_column(String(40), primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
 
@@ -258,7 +284,9 @@ class Message(db.Model):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
-    parent_id: Mapped[int | None] = mapped_column(Integer, default=lambda context: _branch_tip(context))
+    parent_id: Mapped[int | None] = mapped_column(
+        Integer, default=lambda context: _branch_tip(context)
+    )
     selected: Mapped[bool] = mapped_column(default=True, server_default=true())
     active: Mapped[bool] = mapped_column(default=True, server_default=true())
     role: Mapped[str] = mapped_column(String(16))
@@ -322,7 +350,8 @@ def _branch_tip(context) -> int | None:
     parent themselves (0 for a first message: None would mean "use this default")."""
     chat_id = context.get_current_parameters().get("chat_id")
     return context.connection.execute(
-        text("SELECT coalesce(max(id), 0) FROM messages WHERE chat_id = :chat AND active"), {"chat": chat_id}
+        text("SELECT coalesce(max(id), 0) FROM messages WHERE chat_id = :chat AND active"),
+        {"chat": chat_id},
     ).scalar()
 
 
@@ -334,10 +363,16 @@ def usage_columns(meta: dict[str, Any]) -> tuple[str | None, int | None, int | N
 
     def count(key: str) -> int | None:
         value = usage.get(key, metrics.get(key))
-        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+        )
 
     model = meta.get("model")
-    return (model[:200] if isinstance(model, str) and model else None), count("input_tokens"), count("output_tokens")
+    return (
+        (model[:200] if isinstance(model, str) and model else None),
+        count("input_tokens"),
+        count("output_tokens"),
+    )
 
 
 class QueuedMessage(db.Model):
@@ -425,7 +460,9 @@ class ToolSettings(db.Model):
 
     __tablename__ = "tool_settings"
 
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
     settings_json: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
@@ -437,9 +474,13 @@ class DocumentIndex(db.Model):
 
     __tablename__ = "document_index"
 
-    attachment_id: Mapped[int] = mapped_column(ForeignKey("attachments.id", ondelete="CASCADE"), primary_key=True)
+    attachment_id: Mapped[int] = mapped_column(
+        ForeignKey("attachments.id", ondelete="CASCADE"), primary_key=True
+    )
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
-    status: Mapped[str] = mapped_column(String(16), default="pending")  # pending|indexing|done|error
+    status: Mapped[str] = mapped_column(
+        String(16), default="pending"
+    )  # pending|indexing|done|error
     chunks: Mapped[int] = mapped_column(default=0)  # chunks indexed so far
     chunks_total: Mapped[int] = mapped_column(default=0)
     error: Mapped[str | None] = mapped_column(Text)
@@ -483,7 +524,11 @@ class ModelPrice(db.Model):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "input_per_mtok": self.input_per_mtok, "output_per_mtok": self.output_per_mtok}
+        return {
+            "model": self.model,
+            "input_per_mtok": self.input_per_mtok,
+            "output_per_mtok": self.output_per_mtok,
+        }
 
 
 class Prompt(db.Model):

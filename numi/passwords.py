@@ -48,7 +48,9 @@ def hash_password(password: str) -> str:
     return _off_hub(_current_hasher().hash, password)
 
 
-def check_password(stored: str | None, password: str, *, lane: str = "main") -> tuple[bool, str | None]:
+def check_password(
+    stored: str | None, password: str, *, lane: str = "main"
+) -> tuple[bool, str | None]:
     """Whether `password` matches the `stored` hash, and a new hash to store when the stored
     one is old (werkzeug's, or argon2 with weaker parameters); None when it is current.
 

@@ -37,7 +37,9 @@ DROPPED_CAPABILITIES = (16, 17, 19, 21, 38)
 
 def _prctl(option: int, arg: int) -> int:
     libc = ctypes.CDLL(None, use_errno=True)
-    return libc.prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    return libc.prctl(
+        option, ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+    )
 
 
 def make_undumpable() -> bool:

@@ -16,8 +16,9 @@ The text may hold placeholders, filled in the browser before sending (static/js/
 Export and import use a small document of their own, `numi.prompts` version 1 (chats keep
 `numi.chat`): the Import form and POST /api/import recognise it. Importing never replaces
 a prompt: one identical to an existing one (same title and text, under the same command or
-one an earlier import gave it) is skipped, so a second import of the same file changes nothing; one whose command is taken by a different
-prompt is kept under the next free command (`summary` -> `summary-2`), and the answer says so.
+one an earlier import gave it) is skipped, so a second import of the same file changes
+nothing; one whose command is taken by a different prompt is kept under the next free
+command (`summary` -> `summary-2`), and the answer says so.
 """
 
 from __future__ import annotations
@@ -46,14 +47,18 @@ FIELDS = ("command", "title", "text")
 
 def list_prompts(user_id: int) -> list[Prompt]:
     """The user's prompts, sorted by command (the order of the `/` list)."""
-    return list(db.session.execute(
-        select(Prompt).where(Prompt.user_id == user_id).order_by(Prompt.command)).scalars())
+    return list(
+        db.session.execute(
+            select(Prompt).where(Prompt.user_id == user_id).order_by(Prompt.command)
+        ).scalars()
+    )
 
 
 def get_prompt(user_id: int, prompt_id: int) -> Prompt:
     """The user's prompt `prompt_id`, or NotFound (also for another user's prompt)."""
     prompt = db.session.execute(
-        select(Prompt).where(Prompt.id == prompt_id, Prompt.user_id == user_id)).scalar_one_or_none()
+        select(Prompt).where(Prompt.id == prompt_id, Prompt.user_id == user_id)
+    ).scalar_one_or_none()
     if prompt is None:
         raise NotFound("prompt")
     return prompt
@@ -74,8 +79,11 @@ def clean(data: Any, *, partial: bool = False) -> dict[str, str]:
     if "command" in out:
         command = out["command"].strip().removeprefix("/")
         if not COMMAND.fullmatch(command):
-            raise invalid(f"The command must be 1 to {MAX_COMMAND_CHARS} characters: lowercase letters, digits, "
-                          "“-” and “_”.", "invalid_command")
+            raise invalid(
+                f"The command must be 1 to {MAX_COMMAND_CHARS} characters: lowercase letters, digits, "
+                "“-” and “_”.",
+                "invalid_command",
+            )
         out["command"] = command
     if "title" in out:
         title = " ".join(out["title"].split())
@@ -102,7 +110,9 @@ def _taken_error(command: str) -> NumiError:
 
 
 def _count(user_id: int) -> int:
-    return db.session.execute(select(func.count()).select_from(Prompt).where(Prompt.user_id == user_id)).scalar_one()
+    return db.session.execute(
+        select(func.count()).select_from(Prompt).where(Prompt.user_id == user_id)
+    ).scalar_one()
 
 
 def create_prompt(user_id: int, data: Any) -> Prompt:
@@ -121,7 +131,9 @@ def create_prompt(user_id: int, data: Any) -> Prompt:
 def update_prompt(prompt: Prompt, data: Any) -> Prompt:
     """Change some of a prompt's fields (the others stay)."""
     fields = clean(data, partial=True)
-    if "command" in fields and _command_taken(prompt.user_id, fields["command"], except_id=prompt.id):
+    if "command" in fields and _command_taken(
+        prompt.user_id, fields["command"], except_id=prompt.id
+    ):
         raise _taken_error(fields["command"])
     for key, value in fields.items():
         setattr(prompt, key, value)
@@ -143,7 +155,10 @@ def export_document(user_id: int) -> dict[str, Any]:
         "format": FORMAT_TAG,
         "version": FORMAT_VERSION,
         "exported_at": utcnow().isoformat() + "Z",
-        "prompts": [{key: value for key, value in p.to_dict().items() if key != "id"} for p in list_prompts(user_id)],
+        "prompts": [
+            {key: value for key, value in p.to_dict().items() if key != "id"}
+            for p in list_prompts(user_id)
+        ],
     }
 
 
@@ -165,8 +180,11 @@ def import_prompts(user_id: int, document: Any) -> dict[str, Any]:
 
     Answers {"created": [Prompt], "skipped": [command], "renamed": {command in file: saved as}}."""
     if document.get("version") != FORMAT_VERSION:
-        raise invalid(f"This prompts file has version {document.get('version')!r}; this Numi reads "
-                      f"version {FORMAT_VERSION}.", "invalid_import")
+        raise invalid(
+            f"This prompts file has version {document.get('version')!r}; this Numi reads "
+            f"version {FORMAT_VERSION}.",
+            "invalid_import",
+        )
     items = document.get("prompts")
     if not isinstance(items, list):
         raise invalid("prompts: expected a list.", "invalid_import")
@@ -202,8 +220,9 @@ def import_prompts(user_id: int, document: Any) -> dict[str, Any]:
 def _same(prompt: Prompt, fields: dict[str, str]) -> bool:
     """Whether `prompt` is the imported one already: same title and text, under the same
     command or under a name an earlier import gave it (`command-2`...)."""
-    return ((prompt.title, prompt.text) == (fields["title"], fields["text"])
-            and re.fullmatch(re.escape(fields["command"]) + r"(-[0-9]+)?", prompt.command) is not None)
+    return (prompt.title, prompt.text) == (fields["title"], fields["text"]) and re.fullmatch(
+        re.escape(fields["command"]) + r"(-[0-9]+)?", prompt.command
+    ) is not None
 
 
 def _free_command(command: str, taken: dict[str, Any]) -> str:

@@ -23,7 +23,6 @@ ends up exactly as a reload shows it.
 
 from __future__ import annotations
 
-import copy
 import re
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
@@ -33,23 +32,97 @@ import nh3
 from markupsafe import Markup, escape
 
 MATHML_TAGS = {
-    "math", "mrow", "mi", "mn", "mo", "ms", "mtext", "mspace", "msub", "msup", "msubsup",
-    "mfrac", "msqrt", "mroot", "munder", "mover", "munderover", "mtable", "mtr", "mtd",
-    "mstyle", "mpadded", "mphantom", "menclose", "semantics", "annotation", "mmultiscripts",
-    "mprescripts", "none",
+    "math",
+    "mrow",
+    "mi",
+    "mn",
+    "mo",
+    "ms",
+    "mtext",
+    "mspace",
+    "msub",
+    "msup",
+    "msubsup",
+    "mfrac",
+    "msqrt",
+    "mroot",
+    "munder",
+    "mover",
+    "munderover",
+    "mtable",
+    "mtr",
+    "mtd",
+    "mstyle",
+    "mpadded",
+    "mphantom",
+    "menclose",
+    "semantics",
+    "annotation",
+    "mmultiscripts",
+    "mprescripts",
+    "none",
 }
 # Presentation attributes only: nothing that links (href, xlink:href), runs (on*), styles
 # (style, mathcolor) or names (id) anything.
 MATHML_ATTRIBUTES = {
-    "display", "mathvariant", "stretchy", "fence", "separator", "lspace", "rspace", "accent",
-    "accentunder", "columnalign", "rowspacing", "columnspacing", "displaystyle", "scriptlevel",
-    "minsize", "maxsize", "movablelimits", "linethickness", "symmetric", "largeop", "width",
-    "height", "depth", "notation", "encoding",
+    "display",
+    "mathvariant",
+    "stretchy",
+    "fence",
+    "separator",
+    "lspace",
+    "rspace",
+    "accent",
+    "accentunder",
+    "columnalign",
+    "rowspacing",
+    "columnspacing",
+    "displaystyle",
+    "scriptlevel",
+    "minsize",
+    "maxsize",
+    "movablelimits",
+    "linethickness",
+    "symmetric",
+    "largeop",
+    "width",
+    "height",
+    "depth",
+    "notation",
+    "encoding",
 }
 ALLOWED_TAGS = {
-    "a", "p", "br", "hr", "strong", "em", "del", "s", "code", "pre", "blockquote",
-    "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6", "section",
-    "table", "thead", "tbody", "tr", "th", "td", "span", "div", "sup", "sub",
+    "a",
+    "p",
+    "br",
+    "hr",
+    "strong",
+    "em",
+    "del",
+    "s",
+    "code",
+    "pre",
+    "blockquote",
+    "ul",
+    "ol",
+    "li",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "section",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "span",
+    "div",
+    "sup",
+    "sub",
 } | MATHML_TAGS
 ALLOWED_ATTRIBUTES = {
     "a": {"href", "title"},
@@ -74,11 +147,25 @@ HEADING_SHIFT = 2
 # `\(…\)` inline, `\[…\]` inline (display) and as a block, in the rule format of
 # mdit_py_plugins.texmath (its own "brackets" rules share token names with dollarmath).
 _BRACKET_INLINE = [
-    {"name": "bracket_math_inline", "rex": re.compile(r"^\\\((.+?)\\\)", re.DOTALL), "tmpl": "", "tag": "\\("},
-    {"name": "bracket_math_display", "rex": re.compile(r"^\\\[(.+?)\\\]", re.DOTALL), "tmpl": "", "tag": "\\["},
+    {
+        "name": "bracket_math_inline",
+        "rex": re.compile(r"^\\\((.+?)\\\)", re.DOTALL),
+        "tmpl": "",
+        "tag": "\\(",
+    },
+    {
+        "name": "bracket_math_display",
+        "rex": re.compile(r"^\\\[(.+?)\\\]", re.DOTALL),
+        "tmpl": "",
+        "tag": "\\[",
+    },
 ]
-_BRACKET_BLOCK = {"name": "bracket_math_block", "rex": re.compile(r"^\\\[([\s\S]+?)\\\]\s*$", re.MULTILINE),
-                  "tmpl": "", "tag": "\\["}
+_BRACKET_BLOCK = {
+    "name": "bracket_math_block",
+    "rex": re.compile(r"^\\\[([\s\S]+?)\\\]\s*$", re.MULTILINE),
+    "tmpl": "",
+    "tag": "\\[",
+}
 
 
 @dataclass(frozen=True)
@@ -110,12 +197,20 @@ def _parser():
     md.use(amsmath_plugin)
     for rule in _BRACKET_INLINE:
         md.inline.ruler.before("escape", rule["name"], make_inline_func(rule))
-    md.block.ruler.before("fence", _BRACKET_BLOCK["name"], _with_map(make_block_func(_BRACKET_BLOCK)))
+    md.block.ruler.before(
+        "fence", _BRACKET_BLOCK["name"], _with_map(make_block_func(_BRACKET_BLOCK))
+    )
     # One rendering per place, whatever the delimiters: inline, displayed inside a
     # paragraph (a span: a div cannot sit in a <p>), displayed as a block.
-    for name, place in (("math_inline", "inline"), ("bracket_math_inline", "inline"),
-                        ("math_inline_double", "display"), ("bracket_math_display", "display"),
-                        ("math_block", "block"), ("bracket_math_block", "block"), ("amsmath", "block")):
+    for name, place in (
+        ("math_inline", "inline"),
+        ("bracket_math_inline", "inline"),
+        ("math_inline_double", "display"),
+        ("bracket_math_display", "display"),
+        ("math_block", "block"),
+        ("bracket_math_block", "block"),
+        ("amsmath", "block"),
+    ):
         md.add_render_rule(name, lambda self, t, i, o, e, place=place: _mathml(t[i].content, place))
     md.core.ruler.push("numi_markup", _adjust_tokens)
     md.add_render_rule("image", _image_as_link)
@@ -140,7 +235,10 @@ def _with_map(rule):
 
 
 _ALIGN = re.compile(r"text-align:(left|center|right)")
-_TASK_BOX = {False: '<span class="task-box">☐</span>', True: '<span class="task-box checked">☑</span>'}
+_TASK_BOX = {
+    False: '<span class="task-box">☐</span>',
+    True: '<span class="task-box checked">☑</span>',
+}
 
 
 def _adjust_tokens(state) -> None:
@@ -156,7 +254,10 @@ def _adjust_tokens(state) -> None:
                 token.attrSet("class", "align-" + match.group(1))
         elif token.type == "inline" and token.children:
             for child in token.children:
-                if child.type == "html_inline" and 'class="task-list-item-checkbox"' in child.content:
+                if (
+                    child.type == "html_inline"
+                    and 'class="task-list-item-checkbox"' in child.content
+                ):
                     child.content = _TASK_BOX["checked=" in child.content]
 
 
@@ -224,7 +325,8 @@ def _highlight(code: str, lang: str, _attrs) -> str:
     if lexer is None:
         return ""  # markdown-it escapes and wraps the code itself
     body = highlight(code, lexer, _formatter())
-    return f'<pre class="code"><code class="language-{escape(lexer.aliases[0] if lexer.aliases else "")}">{body}</code></pre>'
+    language = escape(lexer.aliases[0] if lexer.aliases else "")
+    return f'<pre class="code"><code class="language-{language}">{body}</code></pre>'
 
 
 @lru_cache(maxsize=1)
@@ -292,7 +394,12 @@ def render_blocks(text: str | None, sources: list | None = None) -> list[Block]:
     if len(text) > markdown_cap():
         # Parsing is CPU on the hub: a 2 MB message froze every user for 33 s on each view
         # (issue 28, item 5). Past the cap the text is shown as it is, escaped.
-        return [Block(html=Markup('<pre class="msg-plain">') + escape(text) + Markup("</pre>"), kind="plain")]
+        return [
+            Block(
+                html=Markup('<pre class="msg-plain">') + escape(text) + Markup("</pre>"),
+                kind="plain",
+            )
+        ]
     if sources:
         text = cite(text, sources)
     env: dict = {}
@@ -329,10 +436,15 @@ def cite(text: str, sources: list | None) -> str:
     for index, source in enumerate(sources or (), 1):
         if isinstance(source, dict) and isinstance(source.get("url"), str):
             url = source["url"]
-            if url.lower().startswith(("http://", "https://")) and not any(c in url for c in " <>()"):
+            if url.lower().startswith(("http://", "https://")) and not any(
+                c in url for c in " <>()"
+            ):
                 urls[str(source.get("n") or index)] = url
     if text and urls:
-        text = _CITATION.sub(lambda m: f"[[{m.group(1)}]]({urls[m.group(1)]})" if m.group(1) in urls else m.group(0), text)
+        text = _CITATION.sub(
+            lambda m: f"[[{m.group(1)}]]({urls[m.group(1)]})" if m.group(1) in urls else m.group(0),
+            text,
+        )
     return text
 
 
@@ -347,8 +459,10 @@ _SETTLED_TOKENS = {"math_block", "amsmath", "bracket_math_block", "fence", "code
 
 def _math_left_open(source: str) -> bool:
     """Whether a line of `source` opens display math that does not close after it."""
-    return any(source.find(_MATH_CLOSERS[match.group(1)], match.end()) < 0
-               for match in _MATH_OPENING.finditer(source))
+    return any(
+        source.find(_MATH_CLOSERS[match.group(1)], match.end()) < 0
+        for match in _MATH_OPENING.finditer(source)
+    )
 
 
 class StreamRender:
@@ -372,7 +486,7 @@ class StreamRender:
         self.open: list[Block] = []
 
     def feed(self, text: str) -> "Frame":
-        tail = text[self.offset:]
+        tail = text[self.offset :]
         env = {"references": dict(self.references)}
         md, tokens, groups = _parse(tail, env)
         lines = tail.split("\n")
@@ -382,7 +496,9 @@ class StreamRender:
             if groups[index][2] >= finished_lines:
                 break
             first, start = tokens[groups[index - 1][0]], groups[index - 1][2]
-            if first.type not in _SETTLED_TOKENS and _math_left_open("\n".join(lines[start:groups[index][2]])):
+            if first.type not in _SETTLED_TOKENS and _math_left_open(
+                "\n".join(lines[start : groups[index][2]])
+            ):
                 break  # math opened but not closed yet: a later line may still close it
             commit = index
         definitions = env["references"]
@@ -404,7 +520,7 @@ class StreamRender:
             reset = bool(self.blocks)
         if reset:
             env = {"references": dict(definitions)}
-            md, tokens, groups = _parse(text[:self.offset], env)
+            md, tokens, groups = _parse(text[: self.offset], env)
             self.blocks = [_render_group(md, tokens[a:b], env) for a, b, _ in groups]
             return Frame(list(self.blocks), self.open, reset=True)
         self.blocks.extend(new_blocks)

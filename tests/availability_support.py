@@ -13,12 +13,16 @@ from collections.abc import Callable
 def request_seconds(url: str, headers: dict[str, str] | None = None) -> float:
     """Seconds one GET of `url` takes, body read."""
     start = time.perf_counter()
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=120) as response:
+    with urllib.request.urlopen(
+        urllib.request.Request(url, headers=headers or {}), timeout=120
+    ) as response:
         response.read()
     return time.perf_counter() - start
 
 
-def slowest_during(attack: Callable[[], object], url: str, headers: dict[str, str] | None = None) -> tuple[float, object]:
+def slowest_during(
+    attack: Callable[[], object], url: str, headers: dict[str, str] | None = None
+) -> tuple[float, object]:
     """The slowest of back-to-back GETs of `url` while `attack()` runs in a thread (at least
     one GET after it has started and one overlapping its end), and what `attack` returned."""
     result: dict[str, object] = {}

@@ -78,7 +78,10 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     suite's own NUMI_TEST_* variables stay: tests read them)."""
     for name in list(os.environ):
         if name.startswith(("NUMI_", "PROMPT_MAX_")) or name in (
-            "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+            "OPENAI_API_KEY",
+            "OPENAI_BASE_URL",
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
         ):
             if not name.startswith("NUMI_TEST_"):
                 monkeypatch.delenv(name)
@@ -102,7 +105,11 @@ def _postgres_admin():
 def _postgres_url(database: str) -> str:
     import sqlalchemy as sa
 
-    return sa.engine.make_url(POSTGRES_URL).set(database=database).render_as_string(hide_password=False)
+    return (
+        sa.engine.make_url(POSTGRES_URL)
+        .set(database=database)
+        .render_as_string(hide_password=False)
+    )
 
 
 class PostgresDatabase:
@@ -389,7 +396,9 @@ class TestUser:
         return {"Authorization": f"Bearer {self.token}"}
 
 
-def create_user(app, username: str, password: str = "correct horse battery", *, is_admin: bool = False) -> TestUser:
+def create_user(
+    app, username: str, password: str = "correct horse battery", *, is_admin: bool = False
+) -> TestUser:
     """Create a user with a password and an API token, as `numi user create` and `numi token
     create` do (the password hashed by the app's own hasher: the fast test profile)."""
     from numi.extensions import db
@@ -478,7 +487,11 @@ def numi_command() -> list[str]:
     script = Path(sys.executable).with_name("numi")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from numi.cli import main; sys.argv[0] = 'numi'; main()"]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from numi.cli import main; sys.argv[0] = 'numi'; main()",
+    ]
 
 
 @dataclass
@@ -534,7 +547,11 @@ class LiveServer:
     def start(self, timeout: float = 30.0) -> None:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [*numi_command(), "serve", *self.serve_args], env=self.env, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT
+            [*numi_command(), "serve", *self.serve_args],
+            env=self.env,
+            cwd=str(ROOT),
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         log.close()
         deadline = time.monotonic() + timeout
@@ -569,14 +586,23 @@ class LiveServer:
         self.stop()
         self.start()
 
-    def cli(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    def cli(
+        self, *args: str, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess:
         """Run `numi ARGS` against this server's data directory and database."""
         result = subprocess.run(
-            [*numi_command(), *args], env=self.env, cwd=str(ROOT), input=input,
-            capture_output=True, text=True, timeout=60,
+            [*numi_command(), *args],
+            env=self.env,
+            cwd=str(ROOT),
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         if check and result.returncode != 0:
-            raise AssertionError(f"numi {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+            raise AssertionError(
+                f"numi {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+            )
         return result
 
     def log(self) -> str:
@@ -588,7 +614,8 @@ class LiveServer:
 
 def server_environment(data_dir: Path, port: int, **env: str) -> dict[str, str]:
     base = {
-        key: value for key, value in os.environ.items()
+        key: value
+        for key, value in os.environ.items()
         if not key.startswith(("NUMI_", "PROMPT_MAX_", "OPENAI_", "ANTHROPIC_"))
     }
     base.update(
@@ -620,7 +647,9 @@ def live_server_factory(tmp_path_factory, database_templates):
             database_templates.sqlite_copy(data_dir / "numi.db")
         # Live servers hash at the test cost (`numi_cli` runs as a newcomer would, without it).
         env = {"NUMI_TEST_FAST_PASSWORD_HASHES": "1", **env}
-        server = LiveServer(data_dir, port, server_environment(data_dir, port, **env), serve_args=serve_args)
+        server = LiveServer(
+            data_dir, port, server_environment(data_dir, port, **env), serve_args=serve_args
+        )
         servers.append(server)
         server.start()
         return server
@@ -638,8 +667,14 @@ def numi_cli(tmp_path):
 
     def run(*args: str, **env: str):
         environment = server_environment(data_dir, free_port(), **env)
-        result = subprocess.run([*numi_command(), *args], env=environment, cwd=str(ROOT),
-                                capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [*numi_command(), *args],
+            env=environment,
+            cwd=str(ROOT),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         return result, data_dir
 
     return run
@@ -714,7 +749,7 @@ HOSTILE_INPUTS = [
     "</title><script>alert(1)</script>",
     "</textarea><script>alert(1)</script>",
     "&lt;script&gt;alert(1)&lt;/script&gt; &#60;img src=x onerror=alert(1)&#62;",
-    "<!--<img src=\"--><img src=x onerror=alert(1)//\">",
+    '<!--<img src="--><img src=x onerror=alert(1)//">',
     '<noscript><p title="</noscript><img src=x onerror=alert(1)>">',
     "<details open ontoggle=alert(1)>x</details>",
     "<video><source onerror=alert(1)></video>",
@@ -727,14 +762,60 @@ HOSTILE_INPUTS = [
 ]
 assert len(HOSTILE_INPUTS) >= 30
 
-VOID_ELEMENTS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+VOID_ELEMENTS = {
+    "area",
+    "base",
+    "br",
+    "col",
+    "embed",
+    "hr",
+    "img",
+    "input",
+    "link",
+    "meta",
+    "source",
+    "track",
+    "wbr",
+}
 DANGEROUS_ELEMENTS = {
-    "script", "iframe", "frame", "frameset", "object", "embed", "applet", "svg", "math", "style",
-    "form", "button", "input", "textarea", "select", "meta", "base", "link", "img", "video",
-    "audio", "source", "template", "noscript", "details",
+    "script",
+    "iframe",
+    "frame",
+    "frameset",
+    "object",
+    "embed",
+    "applet",
+    "svg",
+    "math",
+    "style",
+    "form",
+    "button",
+    "input",
+    "textarea",
+    "select",
+    "meta",
+    "base",
+    "link",
+    "img",
+    "video",
+    "audio",
+    "source",
+    "template",
+    "noscript",
+    "details",
 }
 SAFE_SCHEMES = ("http:", "https:", "mailto:")
-URL_ATTRIBUTES = {"href", "src", "action", "formaction", "data", "background", "poster", "xlink:href", "srcset"}
+URL_ATTRIBUTES = {
+    "href",
+    "src",
+    "action",
+    "formaction",
+    "data",
+    "background",
+    "poster",
+    "xlink:href",
+    "srcset",
+}
 
 
 def _attribute_problem(tag: str, name: str, value: str | None) -> str | None:
@@ -744,8 +825,14 @@ def _attribute_problem(tag: str, name: str, value: str | None) -> str | None:
     if name in URL_ATTRIBUTES and value is not None:
         # As browsers parse URLs (WHATWG): leading/trailing controls and spaces are trimmed,
         # tabs and newlines removed anywhere; then a scheme is letters, digits, + - . and ':'.
-        url = re.sub(r"[\t\n\r]", "", value.strip("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\x0e\x0f"
-                                                  "\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f \t\n\r")).lower()
+        url = re.sub(
+            r"[\t\n\r]",
+            "",
+            value.strip(
+                "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\x0e\x0f"
+                "\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f \t\n\r"
+            ),
+        ).lower()
         scheme = re.match(r"^([a-z][a-z0-9+.-]*):", url)
         if scheme and scheme.group(0) not in SAFE_SCHEMES:
             return f"<{tag} {name}={value!r}>"
@@ -779,8 +866,12 @@ def _is_copy_button(tag: str, attrs) -> bool:
     """The Copy button of a code block (partials/_md_blocks.html): our template puts it in
     message bodies; the sanitiser allows no <button> and no `type`, so markdown cannot."""
     values = dict(attrs)
-    return (tag == "button" and set(values) == {"type", "class", "aria-label"}
-            and values["type"] == "button" and values["class"] == "copy-code")
+    return (
+        tag == "button"
+        and set(values) == {"type", "class", "aria-label"}
+        and values["type"] == "button"
+        and values["class"] == "copy-code"
+    )
 
 
 def page_outline(html: str) -> tuple[list, list[str]]:
@@ -844,7 +935,9 @@ def xss():
     `xss.inputs`, `xss.html_problems(html)`, `xss.page_outline(html)`."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(inputs=HOSTILE_INPUTS, html_problems=html_problems, page_outline=page_outline)
+    return SimpleNamespace(
+        inputs=HOSTILE_INPUTS, html_problems=html_problems, page_outline=page_outline
+    )
 
 
 # --- the scripted provider and a browser, shared by every folder --------------------------
@@ -868,8 +961,14 @@ def scripted(provider):
 
 
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -899,7 +998,10 @@ def browser_page(browser):
     def open_page(server, **options):
         page = server.open_page(browser, **options)
         errors: list[str] = []
-        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on(
+            "console",
+            lambda message: errors.append(message.text) if message.type == "error" else None,
+        )
         page.on("pageerror", lambda error: errors.append(str(error)))
         page.console_errors = errors
         pages.append(page)
@@ -935,7 +1037,9 @@ def require_extra():
         try:
             return importlib.import_module(module)
         except ImportError:
-            message = f"{module} is missing: install the optional extra numi[{extra}] (numi[test] has it)"
+            message = (
+                f"{module} is missing: install the optional extra numi[{extra}] (numi[test] has it)"
+            )
             if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
                 pytest.fail(message)
             pytest.skip(message)

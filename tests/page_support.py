@@ -10,11 +10,22 @@ import pytest
 SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 # Every item at both sizes; the colour scheme alternates so both are covered without
 # running every combination of everything.
-LOOKS = [pytest.param("desktop", "light", id="desktop-light"), pytest.param("phone", "dark", id="phone-dark")]
+LOOKS = [
+    pytest.param("desktop", "light", id="desktop-light"),
+    pytest.param("phone", "dark", id="phone-dark"),
+]
 
 
-def open_signed_in_page(browser, server, size: str, scheme: str, path: str = "/", *,
-                        timeout: int = 10_000, prepare: Callable | None = None):
+def open_signed_in_page(
+    browser,
+    server,
+    size: str,
+    scheme: str,
+    path: str = "/",
+    *,
+    timeout: int = 10_000,
+    prepare: Callable | None = None,
+):
     """A page of `server` at `path` in a new context (`size` of SIZES, colour `scheme`),
     signed in through the access-token URL; `prepare(context)` runs before the page opens.
     Console errors and page errors are collected on `page.errors`; the caller closes
@@ -25,7 +36,12 @@ def open_signed_in_page(browser, server, size: str, scheme: str, path: str = "/"
     page = context.new_page()
     page.set_default_timeout(timeout)
     page.errors = []
-    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" and "WebSocket" not in m.text else None)
+    page.on(
+        "console",
+        lambda m: (
+            page.errors.append(m.text) if m.type == "error" and "WebSocket" not in m.text else None
+        ),
+    )
     page.on("pageerror", lambda e: page.errors.append(str(e)))
     page.goto(server.auth_url(path))
     return page

@@ -18,14 +18,28 @@ def _readme() -> str:
 
 @pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.name)
 def test_every_setting_is_in_the_readme_table(setting):
-    rows = [line for line in _readme().splitlines() if line.startswith("|") and f"`{setting.name}`" in line]
-    assert rows, f"{setting.name} (numi/config.py) is not documented in README.md's configuration table"
+    rows = [
+        line
+        for line in _readme().splitlines()
+        if line.startswith("|") and f"`{setting.name}`" in line
+    ]
+    assert rows, (
+        f"{setting.name} (numi/config.py) is not documented in README.md's configuration table"
+    )
 
 
 def test_the_settings_list_is_not_empty():
     names = {s.name for s in SETTINGS}
-    assert {"NUMI_DATA_DIR", "NUMI_DATABASE_URL", "NUMI_HOST", "NUMI_PORT", "NUMI_AUTH", "NUMI_SECRET_KEY",
-            "PROMPT_MAX_HISTORY_MESSAGES", "PROMPT_MAX_HISTORY_CHARS"} <= names
+    assert {
+        "NUMI_DATA_DIR",
+        "NUMI_DATABASE_URL",
+        "NUMI_HOST",
+        "NUMI_PORT",
+        "NUMI_AUTH",
+        "NUMI_SECRET_KEY",
+        "PROMPT_MAX_HISTORY_MESSAGES",
+        "PROMPT_MAX_HISTORY_CHARS",
+    } <= names
 
 
 def test_quick_start_has_the_two_commands():
@@ -38,10 +52,21 @@ def test_quick_start_has_the_two_commands():
 
 def test_documented_cli_commands_exist():
     text = _readme()
-    for command in ("numi serve", "numi db upgrade", "numi endpoint add", "numi endpoint list", "numi endpoint remove",
-                    "numi endpoint models", "numi user create", "numi user list", "numi token create",
-                    "numi open", "numi token show",
-                    "numi dev fake-provider", "gunicorn -k gevent"):
+    for command in (
+        "numi serve",
+        "numi db upgrade",
+        "numi endpoint add",
+        "numi endpoint list",
+        "numi endpoint remove",
+        "numi endpoint models",
+        "numi user create",
+        "numi user list",
+        "numi token create",
+        "numi open",
+        "numi token show",
+        "numi dev fake-provider",
+        "gunicorn -k gevent",
+    ):
         assert command in text, command
 
 

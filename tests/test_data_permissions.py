@@ -15,8 +15,11 @@ def _mode(path: Path) -> int:
 
 def test_the_data_directory_and_its_files_are_private(sqlite_app, sqlite_client):
     data_dir = Path(sqlite_app.config["NUMI_DATA_DIR"])
-    response = sqlite_client.post("/api/upload", data={"file": (io.BytesIO(b"private words"), "notes.txt", "text/plain")},
-                                  content_type="multipart/form-data")
+    response = sqlite_client.post(
+        "/api/upload",
+        data={"file": (io.BytesIO(b"private words"), "notes.txt", "text/plain")},
+        content_type="multipart/form-data",
+    )
     assert response.status_code in (200, 201), response.get_data(as_text=True)[:200]
     assert _mode(data_dir) == 0o700
     files = [p for p in data_dir.rglob("*") if p.is_file()]
@@ -40,4 +43,6 @@ def test_an_older_world_readable_data_directory_is_tightened(tmp_path):
     fresh = tmp_path / "new" / "data"
     finalize({"NUMI_DATA_DIR": str(fresh), "NUMI_AUTH": "multi", "NUMI_MAX_REQUEST_BYTES": 1024})
     assert _mode(fresh) == 0o700 and _mode(fresh / "numi.db") == 0o600
-    assert all(_mode(p) & 0o077 == 0 for p in fresh.iterdir()), [(p, oct(_mode(p))) for p in fresh.iterdir()]
+    assert all(_mode(p) & 0o077 == 0 for p in fresh.iterdir()), [
+        (p, oct(_mode(p))) for p in fresh.iterdir()
+    ]

@@ -11,7 +11,13 @@ ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = ROOT / "docs" / "errors.md"
 CODE = re.compile(r"^[a-z][a-z0-9_]*$")
 # Calls whose code argument is a literal: (name, position of the code).
-CODE_ARGUMENT = {"NumiError": 0, "ProviderError": 0, "StreamError": 0, "error_response": 0, "invalid": 1}
+CODE_ARGUMENT = {
+    "NumiError": 0,
+    "ProviderError": 0,
+    "StreamError": 0,
+    "error_response": 0,
+    "invalid": 1,
+}
 
 
 def _literal(node) -> str | None:
@@ -61,7 +67,11 @@ def catalogued_codes() -> set[str]:
 
 
 def test_every_raised_code_is_in_the_catalogue():
-    missing = {code: sorted(where) for code, where in raised_codes().items() if code not in catalogued_codes()}
+    missing = {
+        code: sorted(where)
+        for code, where in raised_codes().items()
+        if code not in catalogued_codes()
+    }
     assert not missing, f"error codes raised but not in docs/errors.md: {missing}"
 
 
@@ -73,5 +83,12 @@ def test_the_catalogue_lists_no_code_that_nothing_raises():
 def test_the_scan_finds_codes_of_every_form():
     """Not vacuous: each form of raising a code is seen."""
     codes = raised_codes()
-    assert {"turn_running", "too_deep", "provider_timeout", "cancelled", "not_found", "internal_error"} <= set(codes)
+    assert {
+        "turn_running",
+        "too_deep",
+        "provider_timeout",
+        "cancelled",
+        "not_found",
+        "internal_error",
+    } <= set(codes)
     assert len(codes) > 60

@@ -22,14 +22,28 @@ def database_url(empty_database_url):
 def test_upgrade_to_head_matches_the_models(app):
     with app.app_context():
         with db.engine.connect() as conn:
-            context = MigrationContext.configure(conn, opts={
-                "compare_type": True, "compare_server_default": True, "include_object": include_object})
+            context = MigrationContext.configure(
+                conn,
+                opts={
+                    "compare_type": True,
+                    "compare_server_default": True,
+                    "include_object": include_object,
+                },
+            )
             diffs = compare_metadata(context, db.metadata)
             tables = set(sa.inspect(conn).get_table_names())
     assert diffs == [], f"migrations differ from numi/models.py; run `flask db migrate`: {diffs}"
     # Not vacuous: the upgrade really created every model's table.
     assert set(db.metadata.tables) <= tables
-    assert {"users", "chats", "messages", "endpoints", "api_tokens", "attachments", "checkpoints"} <= tables
+    assert {
+        "users",
+        "chats",
+        "messages",
+        "endpoints",
+        "api_tokens",
+        "attachments",
+        "checkpoints",
+    } <= tables
     assert "alembic_version" in tables
 
 

@@ -7,7 +7,9 @@ import pytest
 from numi.extensions import db
 from numi.models import Chat, Endpoint, Message, User
 
-UNICODE = "Grüße, 你好, مرحبا, emoji 🦊👩🏽‍💻, zero-width \u200b, nul-free \"quotes\" and \\ backslash"
+UNICODE = (
+    'Grüße, 你好, مرحبا, emoji 🦊👩🏽‍💻, zero-width \u200b, nul-free "quotes" and \\ backslash'
+)
 
 
 def _user(username="owner") -> User:
@@ -27,13 +29,20 @@ MESSAGE_JSON = {
         {"type": "reasoning.encrypted", "data": "gAAAA" * 50},
     ],
     "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "ä/ß.txt"}'}},
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": '{"path": "ä/ß.txt"}'},
+        },
         {"id": "call_2", "type": "function", "function": {"name": "bash", "arguments": "{}"}},
     ],
     "citation_sources": [{"url": "https://example.org/ünï", "title": UNICODE, "index": 1}],
     "meta": {
-        "model": "gpt-x", "usage": {"input_tokens": 12, "output_tokens": 3, "nested": {"a": [1, 2.5, None, True]}},
-        "finish_reason": "stop", "error": None, "note": UNICODE,
+        "model": "gpt-x",
+        "usage": {"input_tokens": 12, "output_tokens": 3, "nested": {"a": [1, 2.5, None, True]}},
+        "finish_reason": "stop",
+        "error": None,
+        "note": UNICODE,
     },
 }
 
@@ -91,7 +100,12 @@ def test_chat_settings_and_endpoint_models_round_trip(app):
     ]
     with app.app_context():
         user = _user()
-        endpoint = Endpoint(user_id=user.id, name="Ollama 🦙", kind="openai_chat", base_url="http://127.0.0.1:11434/v1")
+        endpoint = Endpoint(
+            user_id=user.id,
+            name="Ollama 🦙",
+            kind="openai_chat",
+            base_url="http://127.0.0.1:11434/v1",
+        )
         endpoint.models = models
         db.session.add(endpoint)
         db.session.flush()
@@ -117,12 +131,14 @@ def test_request_id_is_unique_per_chat(app):
         first, second = Chat(user_id=user.id), Chat(user_id=user.id)
         db.session.add_all([first, second])
         db.session.flush()
-        db.session.add_all([
-            Message(chat_id=first.id, role="user", request_id="r1"),
-            Message(chat_id=second.id, role="user", request_id="r1"),  # other chat: fine
-            Message(chat_id=first.id, role="assistant"),  # no request id: fine, many allowed
-            Message(chat_id=first.id, role="assistant"),
-        ])
+        db.session.add_all(
+            [
+                Message(chat_id=first.id, role="user", request_id="r1"),
+                Message(chat_id=second.id, role="user", request_id="r1"),  # other chat: fine
+                Message(chat_id=first.id, role="assistant"),  # no request id: fine, many allowed
+                Message(chat_id=first.id, role="assistant"),
+            ]
+        )
         db.session.commit()
         db.session.add(Message(chat_id=first.id, role="user", request_id="r1"))
         with pytest.raises(IntegrityError):
@@ -160,11 +176,18 @@ def test_soft_deleted_chat_and_messages_disappear_everywhere(client, app):
     with app.app_context():
         from numi.models import utcnow
 
-        db.session.add_all([
-            Message(chat_id=keep["id"], role="user", content="visible message"),
-            Message(chat_id=keep["id"], role="assistant", content="hidden answer", deleted_at=utcnow()),
-            Message(chat_id=gone["id"], role="user", content="message of doomed chat"),
-        ])
+        db.session.add_all(
+            [
+                Message(chat_id=keep["id"], role="user", content="visible message"),
+                Message(
+                    chat_id=keep["id"],
+                    role="assistant",
+                    content="hidden answer",
+                    deleted_at=utcnow(),
+                ),
+                Message(chat_id=gone["id"], role="user", content="message of doomed chat"),
+            ]
+        )
         db.session.commit()
 
     # Before deletion the doomed chat is visible: the checks below are not vacuous.
@@ -176,13 +199,21 @@ def test_soft_deleted_chat_and_messages_disappear_everywhere(client, app):
     titles = [s["title"] for s in client.get("/api/sessions").get_json()["sessions"]]
     assert titles == ["keeper chat"]
     assert client.get("/api/sessions?q=doomed").get_json()["sessions"] == []
-    for url in (f"/api/history/{gone['id']}", f"/api/session/{gone['id']}", f"/c/{gone['id']}",
-                f"/c/{gone['id']}/messages", f"/c/{gone['id']}/item", f"/c/{gone['id']}/rename"):
+    for url in (
+        f"/api/history/{gone['id']}",
+        f"/api/session/{gone['id']}",
+        f"/c/{gone['id']}",
+        f"/c/{gone['id']}/messages",
+        f"/c/{gone['id']}/item",
+        f"/c/{gone['id']}/rename",
+    ):
         assert client.get(url).status_code == 404, url
     assert client.patch(f"/api/session/{gone['id']}", json={"title": "back"}).status_code == 404
     assert client.delete(f"/api/session/{gone['id']}").status_code == 404
     for page in ("/", f"/c/{keep['id']}", "/chats?q=doomed", "/chats"):
-        body = client.get(page, headers={"HX-Request": "true"} if page.startswith("/chats") else {}).get_data(as_text=True)
+        body = client.get(
+            page, headers={"HX-Request": "true"} if page.startswith("/chats") else {}
+        ).get_data(as_text=True)
         assert "doomed chat" not in body, page
 
     # A soft-deleted message is not in the history nor in the page.
@@ -199,9 +230,12 @@ def test_soft_deleted_chat_and_messages_disappear_everywhere(client, app):
 
 def test_deleted_endpoint_is_hidden(client):
     created = client.post(
-        "/api/endpoints", json={"name": "Gone soon", "kind": "openai_chat", "base_url": "http://127.0.0.1:9/v1"}
+        "/api/endpoints",
+        json={"name": "Gone soon", "kind": "openai_chat", "base_url": "http://127.0.0.1:9/v1"},
     ).get_json()
-    assert any(e["id"] == created["id"] for e in client.get("/api/endpoints").get_json()["endpoints"])
+    assert any(
+        e["id"] == created["id"] for e in client.get("/api/endpoints").get_json()["endpoints"]
+    )
     assert client.delete(f"/api/endpoints/{created['id']}").status_code == 200
     assert client.get("/api/endpoints").get_json()["endpoints"] == []
     assert "Gone soon" not in client.get("/settings").get_data(as_text=True)

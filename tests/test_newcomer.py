@@ -21,7 +21,9 @@ def test_serve_demo_answers_without_an_api_key(live_server_factory):
     demo = next(e for e in body["endpoints"] if e["name"] == "Demo (scripted)")
     status, chat = api.post("/api/session", {"endpoint_id": demo["id"]})
     assert status == 201
-    stream = SSE(server, "POST", "/api/chat_stream", {"session": chat["id"], "message": "Hello demo"})
+    stream = SSE(
+        server, "POST", "/api/chat_stream", {"session": chat["id"], "message": "Hello demo"}
+    )
     try:
         events = list(stream.events())
     finally:
@@ -51,7 +53,9 @@ def test_every_cli_command_names_its_data_directory(numi_cli):
         result, data_dir = numi_cli(*args)
         assert result.returncode == 0, result.stderr
         assert f"data directory {data_dir}" in result.stderr, args
-        assert str(data_dir) not in result.stdout or args == ("db", "upgrade"), "stdout stays parseable"
+        assert str(data_dir) not in result.stdout or args == ("db", "upgrade"), (
+            "stdout stays parseable"
+        )
 
 
 def test_a_taken_port_is_one_line_and_exit_status_2(numi_cli):
@@ -62,14 +66,17 @@ def test_a_taken_port_is_one_line_and_exit_status_2(numi_cli):
         result, _ = numi_cli("serve", "--port", str(port))
     assert result.returncode == 2
     assert "running" not in result.stdout
-    lines = [line for line in result.stderr.splitlines() if line.strip() and "data directory" not in line]
+    lines = [
+        line for line in result.stderr.splitlines() if line.strip() and "data directory" not in line
+    ]
     assert len(lines) == 1 and str(port) in lines[0], result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_provider_http_requests_are_not_logged_at_info(numi_cli, scripted):
-    added, _ = numi_cli("endpoint", "add", "Scripted", "--base-url", scripted.openai_base_url,
-                     NUMI_LOG_LEVEL="INFO")
+    added, _ = numi_cli(
+        "endpoint", "add", "Scripted", "--base-url", scripted.openai_base_url, NUMI_LOG_LEVEL="INFO"
+    )
     assert added.returncode == 0, added.stderr
     listed, _ = numi_cli("endpoint", "models", "Scripted", NUMI_LOG_LEVEL="INFO")
     assert listed.returncode == 0 and "scripted-model" in listed.stdout, listed.stderr
@@ -82,11 +89,15 @@ def test_an_endpoint_added_in_settings_fetches_its_models(sqlite_app, sqlite_cli
     from numi.extensions import db
     from numi.models import Endpoint
 
-    response = sqlite_client.post("/settings/endpoints", data={
-        "name": "No default", "kind": "openai_chat", "base_url": scripted.openai_base_url})
+    response = sqlite_client.post(
+        "/settings/endpoints",
+        data={"name": "No default", "kind": "openai_chat", "base_url": scripted.openai_base_url},
+    )
     assert response.status_code in (200, 302, 303)
     with sqlite_app.app_context():
-        endpoint = db.session.execute(db.select(Endpoint).where(Endpoint.name == "No default")).scalar_one()
+        endpoint = db.session.execute(
+            db.select(Endpoint).where(Endpoint.name == "No default")
+        ).scalar_one()
         assert "scripted-model" in [m["id"] for m in endpoint.models]
     listing = sqlite_client.get("/settings").get_data(as_text=True)
     assert "0 models" not in listing
@@ -94,12 +105,23 @@ def test_an_endpoint_added_in_settings_fetches_its_models(sqlite_app, sqlite_cli
 
 def test_make_shows_pip_progress_and_offers_demo(tmp_path):
     venv = tmp_path / "venv"
-    dry = subprocess.run(["make", "-n", "run", f"VENV={venv}"], cwd=str(ROOT), capture_output=True, text=True,
-                         env={**os.environ, "MAKEFLAGS": ""}, timeout=60)
+    dry = subprocess.run(
+        ["make", "-n", "run", f"VENV={venv}"],
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MAKEFLAGS": ""},
+        timeout=60,
+    )
     assert dry.returncode == 0, dry.stderr
     installs = [line for line in dry.stdout.splitlines() if " install " in line and "pip" in line]
     assert installs and not any(" -q" in line for line in installs), dry.stdout
     assert "first time takes a few minutes" in dry.stdout
-    demo = subprocess.run(["make", "-n", "demo", f"VENV={venv}"], cwd=str(ROOT), capture_output=True, text=True,
-                          timeout=60)
+    demo = subprocess.run(
+        ["make", "-n", "demo", f"VENV={venv}"],
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert demo.returncode == 0 and "numi serve --demo" in demo.stdout

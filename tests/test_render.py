@@ -29,16 +29,36 @@ def test_hostile_markdown_renders_inert(hostile, xss):
 
 def test_the_checker_catches_what_it_should(xss):
     """The checks above are only worth something if they fail on dangerous HTML."""
-    for bad in ('<script>x</script>', '<a href="javascript:x">a</a>', '<a href=" JAVA\tscript:x">a</a>',
-                '<p onclick="x">', '<div hx-get="/x">', '<div data-hx-post="/x">', '<div ws-send>',
-                '<p id="chat-list">', '<p style="x">', '<svg>', '<a href="data:text/html,x">a</a>',
-                '<a href="vbscript:x">a</a>', '<iframe>', '<form>', '<meta>', '<base>'):
+    for bad in (
+        "<script>x</script>",
+        '<a href="javascript:x">a</a>',
+        '<a href=" JAVA\tscript:x">a</a>',
+        '<p onclick="x">',
+        '<div hx-get="/x">',
+        '<div data-hx-post="/x">',
+        "<div ws-send>",
+        '<p id="chat-list">',
+        '<p style="x">',
+        "<svg>",
+        '<a href="data:text/html,x">a</a>',
+        '<a href="vbscript:x">a</a>',
+        "<iframe>",
+        "<form>",
+        "<meta>",
+        "<base>",
+    ):
         assert xss.html_problems(bad), bad
-    assert xss.html_problems('<a href="https://x.example/a:b">ok</a><a href="/relative">r</a>') == []
+    assert (
+        xss.html_problems('<a href="https://x.example/a:b">ok</a><a href="/relative">r</a>') == []
+    )
 
 
 def test_commonmark_tables_strikethrough_and_code():
-    html = str(render_markdown("# Title\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n~~old~~ **new**\n\n```python\ndef f(): pass\n```"))
+    html = str(
+        render_markdown(
+            "# Title\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n~~old~~ **new**\n\n```python\ndef f(): pass\n```"
+        )
+    )
     assert "<h3>Title</h3>" in html, "model headings sit below the page's own h1 and h2"
     assert "<table>" in html and "<td>1</td>" in html
     assert "<del>old</del>" in html or "<s>old</s>" in html
@@ -65,7 +85,9 @@ def test_images_become_links():
 
 
 def test_sanitize_is_an_allow_list():
-    html = sanitize('<p class="x" data-foo="1" hx-get="/a" onclick="b" id="msg-1">t</p><custom-el>y</custom-el>')
+    html = sanitize(
+        '<p class="x" data-foo="1" hx-get="/a" onclick="b" id="msg-1">t</p><custom-el>y</custom-el>'
+    )
     assert html == "<p>t</p>y"
 
 
@@ -74,10 +96,20 @@ def test_empty_input():
 
 
 def test_citation_markers_link_to_their_sources():
-    sources = [{"n": 1, "title": "Docs", "url": "https://example.org/a"},
-               {"n": 2, "title": "Local", "url": "javascript:alert(1)"}]
-    html = "".join(block.html for block in render_blocks("Paris is big [1]. Also [2], and `a[1]` or x[1] stay. See [3].", sources))
-    assert '<a href="https://example.org/a" target="_blank" rel="noopener noreferrer nofollow">[1]</a>' in html
+    sources = [
+        {"n": 1, "title": "Docs", "url": "https://example.org/a"},
+        {"n": 2, "title": "Local", "url": "javascript:alert(1)"},
+    ]
+    html = "".join(
+        block.html
+        for block in render_blocks(
+            "Paris is big [1]. Also [2], and `a[1]` or x[1] stay. See [3].", sources
+        )
+    )
+    assert (
+        '<a href="https://example.org/a" target="_blank" rel="noopener noreferrer nofollow">[1]</a>'
+        in html
+    )
     assert "javascript" not in html, "a source without an http(s) URL is not linked"
     assert "[2]" in html and "[3]" in html
     assert "<code>a[1]</code>" in html and "x[1]" in html
@@ -85,7 +117,6 @@ def test_citation_markers_link_to_their_sources():
 
 # --- complete markdown (issue 11) ----------------------------------------------------------
 
-import re  # noqa: E402
 from html.parser import HTMLParser  # noqa: E402
 
 import pytest  # noqa: E402
@@ -107,14 +138,22 @@ def _tags(html: str) -> list[tuple[str, dict]]:
 
 
 def test_dollar_and_bracket_math_become_mathml():
-    html = str(render_markdown("Inline $a^2$ and \\(b_1\\).\n\n$$\n\\frac{1}{2}\n$$\n\n\\[\n\\sqrt{x}\n\\]\n\n"
-                               "\\begin{align}\na &= b \\\\\nc &= d\n\\end{align}"))
+    html = str(
+        render_markdown(
+            "Inline $a^2$ and \\(b_1\\).\n\n$$\n\\frac{1}{2}\n$$\n\n\\[\n\\sqrt{x}\n\\]\n\n"
+            "\\begin{align}\na &= b \\\\\nc &= d\n\\end{align}"
+        )
+    )
     tags = [tag for tag, _ in _tags(html)]
     assert tags.count("math") == 5
-    assert "<msup><mi>a</mi><mn>2</mn></msup>" in html and "<msub><mi>b</mi><mn>1</mn></msub>" in html
+    assert (
+        "<msup><mi>a</mi><mn>2</mn></msup>" in html and "<msub><mi>b</mi><mn>1</mn></msub>" in html
+    )
     assert "<mfrac>" in html and "<msqrt>" in html and "<mtable" in html
     assert '<math display="block">' in html and '<math display="inline">' in html
-    assert "\\(" not in html and "\\[" not in html and "$" not in html, "no delimiter is left as text"
+    assert "\\(" not in html and "\\[" not in html and "$" not in html, (
+        "no delimiter is left as text"
+    )
 
 
 def test_invalid_latex_is_shown_as_code_never_an_error():
@@ -125,28 +164,57 @@ def test_invalid_latex_is_shown_as_code_never_an_error():
 
 
 def test_math_cannot_carry_links_handlers_or_markup():
-    payloads = ["$\\href{javascript:alert(1)}{x}$", "$\\text{<script>alert(1)</script>}$",
-                "$\\text{<img src=x onerror=alert(1)>}$", "$x$<math href=javascript:alert(1)>",
-                '$$\n\\text{<a xlink:href="javascript:alert(1)">x</a>}\n$$',
-                "$\\color{red}{x}\\style{color:red}{y}$", "$\\mathrm{\\unicode{x41}}$ \\(\\text{</math><script>x</script>}\\)"]
+    payloads = [
+        "$\\href{javascript:alert(1)}{x}$",
+        "$\\text{<script>alert(1)</script>}$",
+        "$\\text{<img src=x onerror=alert(1)>}$",
+        "$x$<math href=javascript:alert(1)>",
+        '$$\n\\text{<a xlink:href="javascript:alert(1)">x</a>}\n$$',
+        "$\\color{red}{x}\\style{color:red}{y}$",
+        "$\\mathrm{\\unicode{x41}}$ \\(\\text{</math><script>x</script>}\\)",
+    ]
     for payload in payloads:
         html = str(render_markdown(payload))
         for tag, attrs in _tags(html):
-            assert tag not in ("script", "img", "a") or tag == "a" and "javascript" not in attrs.get("href", ""), (payload, html)
+            assert (
+                tag not in ("script", "img", "a")
+                or tag == "a"
+                and "javascript" not in attrs.get("href", "")
+            ), (payload, html)
             for name in attrs:
-                assert not name.startswith("on") and name not in ("href", "xlink:href", "style", "id", "mathcolor"), \
-                    (payload, html)
+                assert not name.startswith("on") and name not in (
+                    "href",
+                    "xlink:href",
+                    "style",
+                    "id",
+                    "mathcolor",
+                ), (payload, html)
             if tag in MATHML_TAGS:
                 assert "href" not in attrs
 
 
 def test_footnotes_task_lists_and_bare_urls():
-    html = str(render_markdown("See https://example.org/x?a=1 now.[^1]\n\n- [ ] todo\n- [x] done\n\n[^1]: The **note**."))
-    assert '<a href="https://example.org/x?a=1" target="_blank" rel="noopener noreferrer nofollow">' in html
+    html = str(
+        render_markdown(
+            "See https://example.org/x?a=1 now.[^1]\n\n- [ ] todo\n- [x] done\n\n[^1]: The **note**."
+        )
+    )
+    assert (
+        '<a href="https://example.org/x?a=1" target="_blank" rel="noopener noreferrer nofollow">'
+        in html
+    )
     assert '<sup class="footnote-ref">[1]</sup>' in html
-    assert '<div class="footnote"><span class="footnote-label">[1]</span>' in html and "<strong>note</strong>" in html
-    assert '<span class="task-box">☐</span> todo' in html and '<span class="task-box checked">☑</span> done' in html
-    assert "<input" not in html and " id=" not in html, "no form controls and no ids from model text"
+    assert (
+        '<div class="footnote"><span class="footnote-label">[1]</span>' in html
+        and "<strong>note</strong>" in html
+    )
+    assert (
+        '<span class="task-box">☐</span> todo' in html
+        and '<span class="task-box checked">☑</span> done' in html
+    )
+    assert "<input" not in html and " id=" not in html, (
+        "no form controls and no ids from model text"
+    )
 
 
 def test_table_alignment_is_kept_as_classes():
@@ -157,7 +225,11 @@ def test_table_alignment_is_kept_as_classes():
 
 
 def test_links_open_in_a_new_tab_without_referrer():
-    html = str(render_markdown("[a](https://example.org) <https://example.org/b> [ref][r]\n\n[r]: https://example.org/c"))
+    html = str(
+        render_markdown(
+            "[a](https://example.org) <https://example.org/b> [ref][r]\n\n[r]: https://example.org/c"
+        )
+    )
     links = [attrs for tag, attrs in _tags(html) if tag == "a"]
     assert len(links) == 3
     for attrs in links:
@@ -166,21 +238,41 @@ def test_links_open_in_a_new_tab_without_referrer():
 
 def test_headings_are_demoted_below_the_page_headings():
     html = str(render_markdown("# One\n\n## Two\n\n### Three\n\n###### Six"))
-    assert "<h3>One</h3>" in html and "<h4>Two</h4>" in html and "<h5>Three</h5>" in html and "<h6>Six</h6>" in html
+    assert (
+        "<h3>One</h3>" in html
+        and "<h4>Two</h4>" in html
+        and "<h5>Three</h5>" in html
+        and "<h6>Six</h6>" in html
+    )
     assert "<h1" not in html and "<h2" not in html
 
 
 def test_code_blocks_are_their_own_blocks_with_a_language():
-    blocks = render_blocks("Intro\n\n```python\nx = 1\n```\n\n    indented\n\n```\nplain\n```\n\n- ```js\n  nested\n  ```")
-    assert [(b.kind, b.lang) for b in blocks] == [("text", ""), ("code", "python"), ("code", ""), ("code", ""), ("text", "")]
+    blocks = render_blocks(
+        "Intro\n\n```python\nx = 1\n```\n\n    indented\n\n```\nplain\n```\n\n- ```js\n  nested\n  ```"
+    )
+    assert [(b.kind, b.lang) for b in blocks] == [
+        ("text", ""),
+        ("code", "python"),
+        ("code", ""),
+        ("code", ""),
+        ("text", ""),
+    ]
     assert "hl-" in blocks[1].html and "<pre" in blocks[2].html
 
 
-@pytest.mark.parametrize("payload", [
-    "$x$ $$y$$ \\(z\\) <span id=msg-1-body>", "[^<img src=x onerror=alert(1)>]\n\n[^<img src=x onerror=alert(1)>]: x",
-    "- [x] <input autofocus onfocus=alert(1)>", "http://x.example/<script>alert(1)</script>",
-    "| a |\n|:-:|\n| <div hx-get=/x> |", "```js\" id=\"turn-x-open\n1\n```", "www.example.org/\"onmouseover=\"alert(1)",
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "$x$ $$y$$ \\(z\\) <span id=msg-1-body>",
+        "[^<img src=x onerror=alert(1)>]\n\n[^<img src=x onerror=alert(1)>]: x",
+        "- [x] <input autofocus onfocus=alert(1)>",
+        "http://x.example/<script>alert(1)</script>",
+        "| a |\n|:-:|\n| <div hx-get=/x> |",
+        '```js" id="turn-x-open\n1\n```',
+        'www.example.org/"onmouseover="alert(1)',
+    ],
+)
 def test_new_plugins_keep_output_inert(payload, xss):
     html = "".join(block.html for block in render_blocks(payload))
     # <math> is allowed now (MathML, presentation attributes only: checked above).
@@ -259,14 +351,18 @@ def _stream(text: str, cuts):
         done = list(frame.completed) if frame.reset else done + frame.completed
         assert done == render.blocks
         streamed = [block.html for block in done + frame.open]
-        assert streamed == [block.html for block in render_blocks(text[:cut])], repr(text[:cut][-80:])
+        assert streamed == [block.html for block in render_blocks(text[:cut])], repr(
+            text[:cut][-80:]
+        )
     return render
 
 
 def test_streamed_blocks_equal_the_full_render_at_every_prefix():
     render = _stream(SAMPLE, range(1, len(SAMPLE) + 1))
     # All but the last block and the one before it (whose end the last line decides).
-    assert len(render.blocks) >= len(render_blocks(SAMPLE)) - 2, "blocks were completed along the way"
+    assert len(render.blocks) >= len(render_blocks(SAMPLE)) - 2, (
+        "blocks were completed along the way"
+    )
 
 
 @pytest.mark.parametrize("step", [3, 7, 50])
@@ -283,7 +379,11 @@ def test_the_work_per_frame_follows_the_open_block():
     # The last paragraph stays open until the line after it is finished.
     assert frame.completed == [] and len(frame.open) == 2 and "More" in frame.open[1].html
     frame = render.feed(text + "More\n")
-    assert len(frame.completed) == 1 and "Paragraph 299" in frame.completed[0].html and len(frame.open) == 1
+    assert (
+        len(frame.completed) == 1
+        and "Paragraph 299" in frame.completed[0].html
+        and len(frame.open) == 1
+    )
 
 
 def test_a_list_is_not_completed_before_its_next_item_is_known():
@@ -291,17 +391,57 @@ def test_a_list_is_not_completed_before_its_next_item_is_known():
     render.feed("1. a\n\n2")  # "2" could still become item 2 of the same list
     assert render.blocks == []
     frame = render.feed("1. a\n\n2. b\n\nx\n")
-    assert frame.completed and "<li>" in frame.completed[0].html and frame.completed[0].html.count("<li>") == 2
+    assert (
+        frame.completed
+        and "<li>" in frame.completed[0].html
+        and frame.completed[0].html.count("<li>") == 2
+    )
 
 
 # Snippets that stress block boundaries: lists that may continue after a blank line,
 # setext underlines, tables, fences, math that opens in one block and closes later.
-SNIPPETS = ["para one\n", "para two with *em*\n", "\n", "\n\n", "- a\n", "- b\n", "  cont\n", "1. x\n", "2. y\n",
-            "3) z\n", "```py\n", "```\n", "code()\n", "    indented\n", "Title\n", "---\n", "===\n", "| a | b |\n",
-            "|---|:-:|\n", "| 1 | 2 |\n", "$$\n", "\\frac{1}{2}\n", "\\[\n", "\\]\n", "\\begin{align}\n", "a&=b\n",
-            "\\end{align}\n", "> quote\n", "[r]: https://e.org/r\n", "see [r] and [x][r]\n", "[^1]: note\n",
-            "text[^1]\n", "* * *\n", "10. ten\n", "    \n", "- [ ] t\n", "$a$ and \\(b\\)\n", "~~~\n", "# H\n",
-            "  - nested\n"]
+SNIPPETS = [
+    "para one\n",
+    "para two with *em*\n",
+    "\n",
+    "\n\n",
+    "- a\n",
+    "- b\n",
+    "  cont\n",
+    "1. x\n",
+    "2. y\n",
+    "3) z\n",
+    "```py\n",
+    "```\n",
+    "code()\n",
+    "    indented\n",
+    "Title\n",
+    "---\n",
+    "===\n",
+    "| a | b |\n",
+    "|---|:-:|\n",
+    "| 1 | 2 |\n",
+    "$$\n",
+    "\\frac{1}{2}\n",
+    "\\[\n",
+    "\\]\n",
+    "\\begin{align}\n",
+    "a&=b\n",
+    "\\end{align}\n",
+    "> quote\n",
+    "[r]: https://e.org/r\n",
+    "see [r] and [x][r]\n",
+    "[^1]: note\n",
+    "text[^1]\n",
+    "* * *\n",
+    "10. ten\n",
+    "    \n",
+    "- [ ] t\n",
+    "$a$ and \\(b\\)\n",
+    "~~~\n",
+    "# H\n",
+    "  - nested\n",
+]
 
 
 def test_streamed_blocks_equal_the_full_render_for_random_documents():
@@ -332,7 +472,9 @@ def test_the_page_stylesheet_carries_the_code_highlighting_rules():
     from numi.render import highlight_css
 
     stylesheet = (Path(__file__).resolve().parent.parent / "static" / "css" / "app.css").read_text()
-    rules = [line for line in highlight_css().splitlines() if line.strip() and not line.startswith("/*")]
+    rules = [
+        line for line in highlight_css().splitlines() if line.strip() and not line.startswith("/*")
+    ]
     assert rules and all(rule in stylesheet for rule in rules)
 
 
@@ -347,4 +489,6 @@ def test_text_past_the_markdown_cap_is_shown_plain_and_escaped(make_app):
         html = str(render_markdown(long))
     assert html.startswith('<pre class="msg-plain">') and "<strong>" not in html
     assert "**bold** &lt;b&gt;x&lt;/b&gt; and more" in html
-    assert "<strong>" not in str(render_markdown("**b** " * 20_000)), "the default cap holds outside an app too"
+    assert "<strong>" not in str(render_markdown("**b** " * 20_000)), (
+        "the default cap holds outside an app too"
+    )

@@ -68,10 +68,16 @@ class Api:
         self.base = base
         self.auth = {"Authorization": f"Bearer {token}"} if token else {}
 
-    def call(self, method: str, path: str, body: Any = None, headers: dict | None = None) -> tuple[int, Any]:
+    def call(
+        self, method: str, path: str, body: Any = None, headers: dict | None = None
+    ) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json", **self.auth, **(headers or {})})
+        request = urllib.request.Request(
+            self.base + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json", **self.auth, **(headers or {})},
+        )
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
                 raw = response.read()
@@ -92,17 +98,34 @@ class Api:
         return body["messages"]
 
 
-def make_chat(api: Api, provider: ScriptedProvider, *, kind: str = "openai_chat", model: str = "fake-model",
-              settings: dict | None = None, name: str | None = None) -> dict:
+def make_chat(
+    api: Api,
+    provider: ScriptedProvider,
+    *,
+    kind: str = "openai_chat",
+    model: str = "fake-model",
+    settings: dict | None = None,
+    name: str | None = None,
+) -> dict:
     base_url = provider.anthropic_base_url if kind == "anthropic" else provider.openai_base_url
     status, endpoints = api.get("/api/endpoints")
     endpoint_name = name or f"scripted-{kind}"
     endpoint = next((e for e in endpoints["endpoints"] if e["name"] == endpoint_name), None)
     if endpoint is None:
-        status, endpoint = api.post("/api/endpoints", {"name": endpoint_name, "kind": kind, "base_url": base_url,
-                                                       "api_key": "test-key", "default_model": model})
+        status, endpoint = api.post(
+            "/api/endpoints",
+            {
+                "name": endpoint_name,
+                "kind": kind,
+                "base_url": base_url,
+                "api_key": "test-key",
+                "default_model": model,
+            },
+        )
         assert status == 201, endpoint
-    status, chat = api.post("/api/session", {"endpoint_id": endpoint["id"], "model": model, "settings": settings or {}})
+    status, chat = api.post(
+        "/api/session", {"endpoint_id": endpoint["id"], "model": model, "settings": settings or {}}
+    )
     assert status == 201, chat
     chat["endpoint"] = endpoint
     return chat
@@ -113,8 +136,10 @@ class Socket:
 
     def __init__(self, server, chat_id: str, *, html: bool = False):
         suffix = "" if html else "?format=json"
-        self.ws = Client.connect(f"ws://127.0.0.1:{server.port}/ws/{chat_id}{suffix}",
-                                 headers={"Origin": server.url, **server.headers})
+        self.ws = Client.connect(
+            f"ws://127.0.0.1:{server.port}/ws/{chat_id}{suffix}",
+            headers={"Origin": server.url, **server.headers},
+        )
         self.html = html
         self.frames: list[str] = []
 
@@ -165,11 +190,17 @@ def db_rows(server, sql: str, *params) -> list[tuple]:
 class SSE:
     """A minimal Server-Sent Events client over http.client."""
 
-    def __init__(self, server, method: str, path: str, body: Any = None, headers: dict | None = None):
+    def __init__(
+        self, server, method: str, path: str, body: Any = None, headers: dict | None = None
+    ):
         self.connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=15)
         data = json.dumps(body) if body is not None else None
-        self.connection.request(method, path, body=data,
-                                headers={"Content-Type": "application/json", **server.headers, **(headers or {})})
+        self.connection.request(
+            method,
+            path,
+            body=data,
+            headers={"Content-Type": "application/json", **server.headers, **(headers or {})},
+        )
         self.response = self.connection.getresponse()
 
     def events(self) -> Iterator[dict]:

@@ -11,33 +11,36 @@ Revision ID: a6c1f0e3b7d2
 Revises: 286b9b2feb87
 Create Date: 2026-11-29 19:20:00
 """
+
 from alembic import op
 import sqlalchemy as sa
 
-revision = 'a6c1f0e3b7d2'
-down_revision = '286b9b2feb87'
+revision = "a6c1f0e3b7d2"
+down_revision = "286b9b2feb87"
 branch_labels = None
 depends_on = None
 
 # The one condition for "indexed": used identically by every trigger, so each 'delete'
 # command removes exactly what an insert added (external-content tables require that).
-INDEXED = "{row}.deleted_at IS NULL AND {row}.role IN ('user', 'assistant') AND {row}.content IS NOT NULL"
+INDEXED = (
+    "{row}.deleted_at IS NULL AND {row}.role IN ('user', 'assistant') AND {row}.content IS NOT NULL"
+)
 
 SQLITE_UP = [
     "CREATE VIRTUAL TABLE fts_messages USING fts5("
     "content, content='messages', content_rowid='id', tokenize='unicode61 remove_diacritics 2')",
-    f"""CREATE TRIGGER fts_messages_ai AFTER INSERT ON messages WHEN {INDEXED.format(row='new')} BEGIN
+    f"""CREATE TRIGGER fts_messages_ai AFTER INSERT ON messages WHEN {INDEXED.format(row="new")} BEGIN
         INSERT INTO fts_messages(rowid, content) VALUES (new.id, new.content);
     END""",
-    f"""CREATE TRIGGER fts_messages_ad AFTER DELETE ON messages WHEN {INDEXED.format(row='old')} BEGIN
+    f"""CREATE TRIGGER fts_messages_ad AFTER DELETE ON messages WHEN {INDEXED.format(row="old")} BEGIN
         INSERT INTO fts_messages(fts_messages, rowid, content) VALUES ('delete', old.id, old.content);
     END""",
     # One update trigger with both steps in order: the old entry must be deleted before the
     # new one is inserted (same rowid), and separate triggers would fire in no promised order.
     f"""CREATE TRIGGER fts_messages_au AFTER UPDATE OF content, deleted_at, role ON messages BEGIN
         INSERT INTO fts_messages(fts_messages, rowid, content)
-            SELECT 'delete', old.id, old.content WHERE {INDEXED.format(row='old')};
-        INSERT INTO fts_messages(rowid, content) SELECT new.id, new.content WHERE {INDEXED.format(row='new')};
+            SELECT 'delete', old.id, old.content WHERE {INDEXED.format(row="old")};
+        INSERT INTO fts_messages(rowid, content) SELECT new.id, new.content WHERE {INDEXED.format(row="new")};
     END""",
     f"INSERT INTO fts_messages(rowid, content) SELECT id, content FROM messages WHERE {INDEXED.format(row='messages')}",
 ]
@@ -55,7 +58,9 @@ POSTGRES_DOWN = ["DROP INDEX IF EXISTS fts_messages_idx"]
 
 def _sqlite_has_fts5(bind) -> bool:
     try:
-        return bool(bind.execute(sa.text("SELECT sqlite_compileoption_used('ENABLE_FTS5')")).scalar())
+        return bool(
+            bind.execute(sa.text("SELECT sqlite_compileoption_used('ENABLE_FTS5')")).scalar()
+        )
     except Exception:
         return False
 

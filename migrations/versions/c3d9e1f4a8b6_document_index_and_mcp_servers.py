@@ -12,11 +12,12 @@ Revision ID: c3d9e1f4a8b6
 Revises: 956c23d5b03b
 Create Date: 2026-11-29 19:30:00
 """
+
 from alembic import op
 import sqlalchemy as sa
 
-revision = 'c3d9e1f4a8b6'
-down_revision = '956c23d5b03b'
+revision = "c3d9e1f4a8b6"
+down_revision = "956c23d5b03b"
 branch_labels = None
 depends_on = None
 
@@ -43,46 +44,62 @@ POSTGRES_UP = [
 
 def _sqlite_has_fts5(bind) -> bool:
     try:
-        return bool(bind.execute(sa.text("SELECT sqlite_compileoption_used('ENABLE_FTS5')")).scalar())
+        return bool(
+            bind.execute(sa.text("SELECT sqlite_compileoption_used('ENABLE_FTS5')")).scalar()
+        )
     except Exception:
         return False
 
 
 def upgrade():
-    op.create_table('document_index',
-    sa.Column('attachment_id', sa.Integer(), nullable=False),
-    sa.Column('user_id', sa.Integer(), nullable=False),
-    sa.Column('status', sa.String(length=16), nullable=False),
-    sa.Column('chunks', sa.Integer(), nullable=False),
-    sa.Column('chunks_total', sa.Integer(), nullable=False),
-    sa.Column('error', sa.Text(), nullable=True),
-    sa.Column('indexed_at', sa.DateTime(), nullable=True),
-    sa.Column('updated_at', sa.DateTime(), nullable=False),
-    sa.ForeignKeyConstraint(['attachment_id'], ['attachments.id'], name=op.f('fk_document_index_attachment_id_attachments'), ondelete='CASCADE'),
-    sa.ForeignKeyConstraint(['user_id'], ['users.id'], name=op.f('fk_document_index_user_id_users'), ondelete='CASCADE'),
-    sa.PrimaryKeyConstraint('attachment_id', name=op.f('pk_document_index'))
+    op.create_table(
+        "document_index",
+        sa.Column("attachment_id", sa.Integer(), nullable=False),
+        sa.Column("user_id", sa.Integer(), nullable=False),
+        sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("chunks", sa.Integer(), nullable=False),
+        sa.Column("chunks_total", sa.Integer(), nullable=False),
+        sa.Column("error", sa.Text(), nullable=True),
+        sa.Column("indexed_at", sa.DateTime(), nullable=True),
+        sa.Column("updated_at", sa.DateTime(), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["attachment_id"],
+            ["attachments.id"],
+            name=op.f("fk_document_index_attachment_id_attachments"),
+            ondelete="CASCADE",
+        ),
+        sa.ForeignKeyConstraint(
+            ["user_id"],
+            ["users.id"],
+            name=op.f("fk_document_index_user_id_users"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("attachment_id", name=op.f("pk_document_index")),
     )
-    with op.batch_alter_table('document_index', schema=None) as batch_op:
-        batch_op.create_index(batch_op.f('ix_document_index_user_id'), ['user_id'], unique=False)
+    with op.batch_alter_table("document_index", schema=None) as batch_op:
+        batch_op.create_index(batch_op.f("ix_document_index_user_id"), ["user_id"], unique=False)
 
-    op.create_table('mcp_servers',
-    sa.Column('id', sa.Integer(), nullable=False),
-    sa.Column('user_id', sa.Integer(), nullable=False),
-    sa.Column('name', sa.String(length=100), nullable=False),
-    sa.Column('transport', sa.String(length=16), nullable=False),
-    sa.Column('url', sa.String(length=500), nullable=True),
-    sa.Column('command', sa.String(length=500), nullable=True),
-    sa.Column('args_json', sa.Text(), nullable=True),
-    sa.Column('env_json', sa.Text(), nullable=True),
-    sa.Column('enabled', sa.Boolean(), nullable=False),
-    sa.Column('always_approve', sa.Boolean(), nullable=False),
-    sa.Column('created_at', sa.DateTime(), nullable=False),
-    sa.Column('deleted_at', sa.DateTime(), nullable=True),
-    sa.ForeignKeyConstraint(['user_id'], ['users.id'], name=op.f('fk_mcp_servers_user_id_users'), ondelete='CASCADE'),
-    sa.PrimaryKeyConstraint('id', name=op.f('pk_mcp_servers'))
+    op.create_table(
+        "mcp_servers",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("user_id", sa.Integer(), nullable=False),
+        sa.Column("name", sa.String(length=100), nullable=False),
+        sa.Column("transport", sa.String(length=16), nullable=False),
+        sa.Column("url", sa.String(length=500), nullable=True),
+        sa.Column("command", sa.String(length=500), nullable=True),
+        sa.Column("args_json", sa.Text(), nullable=True),
+        sa.Column("env_json", sa.Text(), nullable=True),
+        sa.Column("enabled", sa.Boolean(), nullable=False),
+        sa.Column("always_approve", sa.Boolean(), nullable=False),
+        sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.Column("deleted_at", sa.DateTime(), nullable=True),
+        sa.ForeignKeyConstraint(
+            ["user_id"], ["users.id"], name=op.f("fk_mcp_servers_user_id_users"), ondelete="CASCADE"
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_mcp_servers")),
     )
-    with op.batch_alter_table('mcp_servers', schema=None) as batch_op:
-        batch_op.create_index(batch_op.f('ix_mcp_servers_user_id'), ['user_id'], unique=False)
+    with op.batch_alter_table("mcp_servers", schema=None) as batch_op:
+        batch_op.create_index(batch_op.f("ix_mcp_servers_user_id"), ["user_id"], unique=False)
 
     bind = op.get_bind()
     if bind.dialect.name == "postgresql":
@@ -97,9 +114,9 @@ def upgrade():
 
 def downgrade():
     op.execute("DROP TABLE IF EXISTS fts_document_chunks")
-    with op.batch_alter_table('mcp_servers', schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f('ix_mcp_servers_user_id'))
-    op.drop_table('mcp_servers')
-    with op.batch_alter_table('document_index', schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f('ix_document_index_user_id'))
-    op.drop_table('document_index')
+    with op.batch_alter_table("mcp_servers", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_mcp_servers_user_id"))
+    op.drop_table("mcp_servers")
+    with op.batch_alter_table("document_index", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_document_index_user_id"))
+    op.drop_table("document_index")

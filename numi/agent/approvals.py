@@ -32,7 +32,9 @@ def new_call_id() -> str:
 
 def call_digest(name: str, arguments: Any) -> str:
     """SHA-256 of the tool name and arguments in a canonical JSON form."""
-    text = json.dumps([name, arguments], sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = json.dumps(
+        [name, arguments], sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
+    )
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -15,9 +15,21 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..chat.attachments import attachments_by_id, is_image, message_attachment_ids, model_parts, owned_rows
+from ..chat.attachments import (
+    attachments_by_id,
+    is_image,
+    message_attachment_ids,
+    model_parts,
+    owned_rows,
+)
 from ..chat.compaction import compact
-from ..chat.context import OMITTED_NOTICE, ChatContextService, ChatMeta, _group_turns, estimate_tokens
+from ..chat.context import (
+    OMITTED_NOTICE,
+    ChatContextService,
+    ChatMeta,
+    _group_turns,
+    estimate_tokens,
+)
 from ..errors import NumiError
 from ..turns.turn import Turn, TurnRequest
 from .routes import Route, adapter_for_route
@@ -29,7 +41,9 @@ log = logging.getLogger(__name__)
 def system_prompt(request: TurnRequest, settings: dict[str, Any]) -> str:
     """The chat's system prompt with the user's current date and time appended."""
     now = user_now(request.timezone, request.tz_offset_minutes)
-    context = f"Current date and time for the user: {now.strftime('%A, %Y-%m-%d %H:%M')} ({now.tzinfo})."
+    context = (
+        f"Current date and time for the user: {now.strftime('%A, %Y-%m-%d %H:%M')} ({now.tzinfo})."
+    )
     prompt = (settings.get("system_prompt") or "").strip()
     return f"{prompt}\n\n{context}" if prompt else context
 
@@ -40,8 +54,14 @@ class ContextWindow:
     `before_model_call` runs before a compaction calls the model (the agent leaves the
     start gate there: no other start waits for a summary)."""
 
-    def __init__(self, app, turn: Turn, context: ChatContextService, *,
-                 before_model_call: Callable[[], None] = lambda: None):
+    def __init__(
+        self,
+        app,
+        turn: Turn,
+        context: ChatContextService,
+        *,
+        before_model_call: Callable[[], None] = lambda: None,
+    ):
         self.app = app
         self.turn = turn
         self.request = turn.request
@@ -58,13 +78,19 @@ class ContextWindow:
         model that cannot see them."""
         if not self.request.attachments:
             return
-        rows = owned_rows(self.request.user_id, list(self.request.attachments), self.app.config["NUMI_DATA_DIR"])
+        rows = owned_rows(
+            self.request.user_id, list(self.request.attachments), self.app.config["NUMI_DATA_DIR"]
+        )
         if any(is_image(row) for row in rows) and not route.capabilities().vision:
-            raise NumiError("model_cannot_see",
-                            f"{route.model} cannot see images. Choose a model with vision, or remove the image.", 400)
+            raise NumiError(
+                "model_cannot_see",
+                f"{route.model} cannot see images. Choose a model with vision, or remove the image.",
+                400,
+            )
 
-    def messages(self, meta: ChatMeta, route: Route, *, limit: int | None = None,
-                 allow_compact: bool = True) -> list[dict]:
+    def messages(
+        self, meta: ChatMeta, route: Route, *, limit: int | None = None, allow_compact: bool = True
+    ) -> list[dict]:
         """The messages of the next request: the loaded history, compacted first when it
         nears the model's window (auto-compaction), else trimmed, with attachments rebuilt."""
         system = system_prompt(self.request, meta.settings)
@@ -72,7 +98,12 @@ class ContextWindow:
         history = self.context.history()
         self._report_history_limit(history, system)
         estimate = estimate_tokens(history.messages, system)
-        if estimate > limit and allow_compact and not self.compacted and self._auto_compact_enabled(meta):
+        if (
+            estimate > limit
+            and allow_compact
+            and not self.compacted
+            and self._auto_compact_enabled(meta)
+        ):
             if self.compact(route, "auto"):
                 history = self.context.history()
                 estimate = estimate_tokens(history.messages, system)
@@ -88,7 +119,11 @@ class ContextWindow:
         if self._overflow_retried:
             return None
         self._overflow_retried = True
-        compacted = not self.compacted and self._auto_compact_enabled(meta) and self.compact(route, "overflow")
+        compacted = (
+            not self.compacted
+            and self._auto_compact_enabled(meta)
+            and self.compact(route, "overflow")
+        )
         history = self.context.history()
         estimate = estimate_tokens(history.messages, system_prompt(self.request, meta.settings))
         # Our estimate was too low for this model: after compaction aim for the normal
@@ -109,17 +144,29 @@ class ContextWindow:
         self.before_model_call()
         self.turn.emit("context_compacting", {"reason": reason})
         try:
-            checkpoint = compact(self.context, adapter_for_route(self.app, route),
-                                 self.app.config["NUMI_COMPACT_MODEL"] or route.model, self.app.config,
-                                 on_cancel=self.turn.on_cancel)
+            checkpoint = compact(
+                self.context,
+                adapter_for_route(self.app, route),
+                self.app.config["NUMI_COMPACT_MODEL"] or route.model,
+                self.app.config,
+                on_cancel=self.turn.on_cancel,
+            )
         except NumiError as exc:
             log.info("compaction (%s) skipped: %s", reason, exc.code)
             self.turn.emit("context_compacted", {"reason": reason, "ok": False, "code": exc.code})
             return False
-        data = {"reason": reason, "ok": True, "checkpoint_id": checkpoint.id,
-                "messages_before": checkpoint.messages_before, "messages_after": checkpoint.messages_after,
-                "tokens_before": checkpoint.tokens_before, "tokens_after": checkpoint.tokens_after}
-        self.metrics["context_compacted"] = {k: data[k] for k in ("messages_before", "messages_after")}
+        data = {
+            "reason": reason,
+            "ok": True,
+            "checkpoint_id": checkpoint.id,
+            "messages_before": checkpoint.messages_before,
+            "messages_after": checkpoint.messages_after,
+            "tokens_before": checkpoint.tokens_before,
+            "tokens_after": checkpoint.tokens_after,
+        }
+        self.metrics["context_compacted"] = {
+            k: data[k] for k in ("messages_before", "messages_after")
+        }
         self.turn.emit("context_compacted", data)
         return True
 
@@ -131,18 +178,33 @@ class ContextWindow:
         """Drop the oldest whole turns from this request only (never the newest turn) until
         the estimate fits `limit`; report `context_trimmed` and keep the counts in metrics."""
         prefix = [m for m in messages if m.get("_checkpoint") or m.get("_notice")]
-        groups = _group_turns([m for m in messages if not (m.get("_checkpoint") or m.get("_notice"))])
-        notice = [] if any(m.get("_notice") for m in prefix) else [
-            {"role": "user", "content": OMITTED_NOTICE, "_notice": True},
-            {"role": "assistant", "content": "Understood.", "_notice": True}]
+        groups = _group_turns(
+            [m for m in messages if not (m.get("_checkpoint") or m.get("_notice"))]
+        )
+        notice = (
+            []
+            if any(m.get("_notice") for m in prefix)
+            else [
+                {"role": "user", "content": OMITTED_NOTICE, "_notice": True},
+                {"role": "assistant", "content": "Understood.", "_notice": True},
+            ]
+        )
         dropped = 0
-        while len(groups) > 1 and estimate_tokens(prefix + notice + [m for g in groups for m in g], system) > limit:
+        while (
+            len(groups) > 1
+            and estimate_tokens(prefix + notice + [m for g in groups for m in g], system) > limit
+        ):
             dropped += len(groups.pop(0))
         if not dropped:
             return messages
         trimmed = prefix + notice + [m for g in groups for m in g]
-        self._emit_trimmed("context_window", _saved_count(messages), _saved_count(trimmed),
-                           estimate_tokens(messages, system), estimate_tokens(trimmed, system))
+        self._emit_trimmed(
+            "context_window",
+            _saved_count(messages),
+            _saved_count(trimmed),
+            estimate_tokens(messages, system),
+            estimate_tokens(trimmed, system),
+        )
         return trimmed
 
     def _report_history_limit(self, history, system: str) -> None:
@@ -150,31 +212,62 @@ class ContextWindow:
         if not history.omitted or "history_limit" in self._trims_reported:
             return
         saved = [m for m in history.messages if not (m.get("_checkpoint") or m.get("_notice"))]
-        tokens_before = estimate_tokens(saved, system) + history.omitted_chars // 4 + 4 * history.omitted
-        self._emit_trimmed("history_limit", len(saved) + history.omitted, len(saved),
-                           tokens_before, estimate_tokens(history.messages, system))
+        tokens_before = (
+            estimate_tokens(saved, system) + history.omitted_chars // 4 + 4 * history.omitted
+        )
+        self._emit_trimmed(
+            "history_limit",
+            len(saved) + history.omitted,
+            len(saved),
+            tokens_before,
+            estimate_tokens(history.messages, system),
+        )
 
-    def _emit_trimmed(self, reason: str, before: int, after: int, tokens_before: int, tokens_after: int) -> None:
+    def _emit_trimmed(
+        self, reason: str, before: int, after: int, tokens_before: int, tokens_after: int
+    ) -> None:
         """`context_trimmed`: saved messages in the request before and after (the omission
         notice is not one of them) and the estimated tokens; the metrics keep the same."""
         self._trims_reported.add(reason)
-        data = {"before": before, "after": after, "dropped": before - after,
-                "tokens_before": tokens_before, "tokens_after": tokens_after, "reason": reason}
-        self.metrics["context_trimmed"] = {k: data[k] for k in ("before", "after", "tokens_before", "tokens_after")}
+        data = {
+            "before": before,
+            "after": after,
+            "dropped": before - after,
+            "tokens_before": tokens_before,
+            "tokens_after": tokens_after,
+            "reason": reason,
+        }
+        self.metrics["context_trimmed"] = {
+            k: data[k] for k in ("before", "after", "tokens_before", "tokens_after")
+        }
         self.turn.emit("context_trimmed", data)
 
     def _expand_attachments(self, messages: list[dict], vision: bool) -> list[dict]:
         """Rebuild attached files as content parts for this request only (image bytes are
         read from disk now; nothing of this is stored)."""
-        wanted = [i for m in messages for i in message_attachment_ids(m.get("_content_parts"))
-                  if (i, vision) not in self._parts_cache]
+        wanted = [
+            i
+            for m in messages
+            for i in message_attachment_ids(m.get("_content_parts"))
+            if (i, vision) not in self._parts_cache
+        ]
         if wanted:
-            rows = {i: a for i, a in attachments_by_id(wanted).items() if a.user_id == self.request.user_id}
+            rows = {
+                i: a
+                for i, a in attachments_by_id(wanted).items()
+                if a.user_id == self.request.user_id
+            }
             for i in wanted:
-                self._parts_cache[(i, vision)] = model_parts(
-                    self.app.config["NUMI_DATA_DIR"], [rows[i]] if i in rows else [], vision=vision,
-                    max_side=self.app.config["NUMI_IMAGE_MAX_SIDE"]) if i in rows else [
-                    {"type": "text", "text": "[an attached file is no longer available]"}]
+                self._parts_cache[(i, vision)] = (
+                    model_parts(
+                        self.app.config["NUMI_DATA_DIR"],
+                        [rows[i]] if i in rows else [],
+                        vision=vision,
+                        max_side=self.app.config["NUMI_IMAGE_MAX_SIDE"],
+                    )
+                    if i in rows
+                    else [{"type": "text", "text": "[an attached file is no longer available]"}]
+                )
         out = []
         for message in messages:
             ids = message_attachment_ids(message.get("_content_parts"))

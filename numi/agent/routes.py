@@ -31,8 +31,16 @@ class Route:
 
     @classmethod
     def of(cls, endpoint: Endpoint, model: str) -> Route:
-        return cls(endpoint.id, endpoint.kind, endpoint.base_url, endpoint.api_key, model,
-                   endpoint.reasoning_policy, endpoint.models, endpoint_store.guarded(endpoint))
+        return cls(
+            endpoint.id,
+            endpoint.kind,
+            endpoint.base_url,
+            endpoint.api_key,
+            model,
+            endpoint.reasoning_policy,
+            endpoint.models,
+            endpoint_store.guarded(endpoint),
+        )
 
     def capabilities(self) -> Capabilities:
         """What the route's model can do, as its endpoint's model list reports it."""
@@ -41,10 +49,14 @@ class Route:
 
 def adapter_for_route(app, route: Route):
     """The (cached) provider adapter that speaks to the route's endpoint."""
-    return endpoint_store.cached_adapter(app, route.kind, route.base_url, route.api_key, route.guarded)
+    return endpoint_store.cached_adapter(
+        app, route.kind, route.base_url, route.api_key, route.guarded
+    )
 
 
-def chat_routes(meta: ChatMeta, user_id: int, context: ChatContextService, turn: Turn) -> list[Route]:
+def chat_routes(
+    meta: ChatMeta, user_id: int, context: ChatContextService, turn: Turn
+) -> list[Route]:
     """The chat's model, then its fallbacks. An empty model or a deleted endpoint is
     repaired to a route the user can see, and the repair is stored on the chat (and
     announced on the turn as `model_route` with reason `repaired`)."""
@@ -59,16 +71,24 @@ def chat_routes(meta: ChatMeta, user_id: int, context: ChatContextService, turn:
     if endpoint is None or not endpoint.enabled or not model:
         if endpoint is None or not endpoint.enabled:
             endpoint = endpoint_store.default_route(user_id)
-        model = (endpoint.default_model or (endpoint.model_ids[0] if endpoint.models else None)) if endpoint else None
+        model = (
+            (endpoint.default_model or (endpoint.model_ids[0] if endpoint.models else None))
+            if endpoint
+            else None
+        )
         if endpoint is None or not model:
             raise no_model()
         context.update_route(endpoint.id, model)
         turn.emit("model_route", {"endpoint_id": endpoint.id, "model": model, "reason": "repaired"})
-    endpoint_store.check_address(endpoint)  # a clear refusal; the transport checks every request too
+    endpoint_store.check_address(
+        endpoint
+    )  # a clear refusal; the transport checks every request too
     routes.append(Route.of(endpoint, model))
     for fallback in meta.settings.get("fallbacks") or ():
         try:
-            fb_endpoint = endpoint_store.get_endpoint(user_id, int(fallback.get("endpoint_id") or endpoint.id))
+            fb_endpoint = endpoint_store.get_endpoint(
+                user_id, int(fallback.get("endpoint_id") or endpoint.id)
+            )
             endpoint_store.check_address(fb_endpoint)
         except (NumiError, TypeError, ValueError):
             continue

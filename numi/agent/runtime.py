@@ -37,7 +37,15 @@ from ..errors import NumiError
 from ..extensions import db
 from ..models import Message
 from ..providers import ChatRequest, ToolSpec
-from ..providers.events import Finish, ReasoningDelta, StreamError, TextDelta, ToolCallComplete, ToolCallDelta, Usage
+from ..providers.events import (
+    Finish,
+    ReasoningDelta,
+    StreamError,
+    TextDelta,
+    ToolCallComplete,
+    ToolCallDelta,
+    Usage,
+)
 from ..turns.turn import Turn
 from .approvals import new_call_id
 from .context_window import ContextWindow, system_prompt
@@ -127,14 +135,19 @@ class Agent:
                 turn.emit("done", {"message_id": answer_id})
                 return
         else:
-            routes = chat_routes(meta, req.user_id, self.context, turn)  # before saving: no model means nothing to answer with
-            self.window.check_attachments(routes[0])  # before saving: a missing file or a blind model
+            routes = chat_routes(
+                meta, req.user_id, self.context, turn
+            )  # before saving: no model means nothing to answer with
+            self.window.check_attachments(
+                routes[0]
+            )  # before saving: a missing file or a blind model
             try:
                 user_message = self.context.save(
                     role="user",
                     content=req.message,
                     request_id=req.request_id,
-                    content_parts=[{"type": "attachment", "id": a} for a in req.attachments] or None,
+                    content_parts=[{"type": "attachment", "id": a} for a in req.attachments]
+                    or None,
                 )
             except IntegrityError:
                 # The same request_id was saved at the same moment by another process (two
@@ -162,20 +175,26 @@ class Agent:
         error placeholders and steps that only called tools do not count: the turn
         stopped before its final answer, so a retry goes on from what was saved."""
         rows = db.session.execute(
-            select(Message).where(
+            select(Message)
+            .where(
                 Message.chat_id == self.request.chat_id,
                 Message.id > message_id,
                 Message.role == "assistant",
                 Message.shown(),
-            ).order_by(Message.id.desc()).limit(20)
+            )
+            .order_by(Message.id.desc())
+            .limit(20)
         ).scalars()
-        return next((row.id for row in rows if not row.meta.get("partial") and not row.tool_calls), None)
+        return next(
+            (row.id for row in rows if not row.meta.get("partial") and not row.tool_calls), None
+        )
 
     def _loop(self, meta: ChatMeta, routes: list[Route]) -> None:
         turn = self.turn
         settings = meta.settings
-        tools = self.registry.active(settings.get("tools"), is_admin=self.request.is_admin,
-                                     user_id=self.request.user_id)  # + the user's MCP tools
+        tools = self.registry.active(
+            settings.get("tools"), is_admin=self.request.is_admin, user_id=self.request.user_id
+        )  # + the user's MCP tools
         route_index = 0
         for step in range(1, self.max_steps + 1):
             route = routes[route_index]
@@ -189,19 +208,35 @@ class Agent:
             result = self._call_model(route, messages, settings, tools, step)
             result = self._recover_overflow(meta, route, result, tools, step)
             # Fallback: only while nothing has been shown, move to the next route.
-            while result.error is not None and not result.output_started and not turn.cancelled \
-                    and route_index + 1 < len(routes) and result.error.code != "context_budget":
+            while (
+                result.error is not None
+                and not result.output_started
+                and not turn.cancelled
+                and route_index + 1 < len(routes)
+                and result.error.code != "context_budget"
+            ):
                 route_index += 1
                 route = routes[route_index]
-                turn.emit("model_route", {"endpoint_id": route.endpoint_id, "model": route.model,
-                                          "reason": result.error.code})
+                turn.emit(
+                    "model_route",
+                    {
+                        "endpoint_id": route.endpoint_id,
+                        "model": route.model,
+                        "reason": result.error.code,
+                    },
+                )
                 messages = self.window.messages(meta, route, allow_compact=False)
                 self.context.release()
                 result = self._call_model(route, messages, settings, tools, step)
 
             if turn.cancelled:
-                self._save_partial(route, result, step, {"code": "cancelled", "message": "Stopped by the user."},
-                                   keep_empty=False)
+                self._save_partial(
+                    route,
+                    result,
+                    step,
+                    {"code": "cancelled", "message": "Stopped by the user."},
+                    keep_empty=False,
+                )
                 turn.emit("error", {"code": "cancelled", "message": "Stopped."})
                 return
             if result.error is not None:
@@ -221,19 +256,36 @@ class Agent:
             if turn.cancelled:
                 turn.emit("error", {"code": "cancelled", "message": "Stopped."})
                 return
-        turn.emit("error", {"code": "step_limit",
-                            "message": f"Stopped after {self.max_steps} model steps without a final answer."})
+        turn.emit(
+            "error",
+            {
+                "code": "step_limit",
+                "message": f"Stopped after {self.max_steps} model steps without a final answer.",
+            },
+        )
 
     # --- one model call -----------------------------------------------------------------------
 
-    def _call_model(self, route: Route, messages: list[dict], settings: dict[str, Any],
-                    tools: list[Tool], step: int) -> StepResult:
+    def _call_model(
+        self,
+        route: Route,
+        messages: list[dict],
+        settings: dict[str, Any],
+        tools: list[Tool],
+        step: int,
+    ) -> StepResult:
         caps = route.capabilities()
         request = ChatRequest(
             model=route.model,
-            messages=prepare_messages(messages, kind=route.kind, reasoning_policy=route.reasoning_policy,
-                                      model=route.model),
-            tools=[ToolSpec(t.name, t.description, t.parameters) for t in tools] if caps.tools else [],
+            messages=prepare_messages(
+                messages,
+                kind=route.kind,
+                reasoning_policy=route.reasoning_policy,
+                model=route.model,
+            ),
+            tools=[ToolSpec(t.name, t.description, t.parameters) for t in tools]
+            if caps.tools
+            else [],
             system=system_prompt(self.request, settings),
             temperature=settings.get("temperature"),
             max_tokens=settings.get("max_tokens"),
@@ -267,14 +319,25 @@ class Agent:
                     turn.emit_delta("reasoning", event.text, step)
                 elif isinstance(event, ToolCallDelta):
                     self._mark_output(result)
-                    call_id = call_ids.get(event.index) or call_ids.setdefault(event.index, new_call_id())
+                    call_id = call_ids.get(event.index) or call_ids.setdefault(
+                        event.index, new_call_id()
+                    )
                     if event.name:
-                        turn.emit("tool_preparing", {"call_id": call_id, "name": event.name, "step": step})
+                        turn.emit(
+                            "tool_preparing", {"call_id": call_id, "name": event.name, "step": step}
+                        )
                 elif isinstance(event, ToolCallComplete):
                     self._mark_output(result)
-                    result.tool_calls.append(ToolCall(
-                        call_ids.setdefault(event.index, new_call_id()), event.id, event.name, event.arguments,
-                        event.arguments_json, event.arguments_error))
+                    result.tool_calls.append(
+                        ToolCall(
+                            call_ids.setdefault(event.index, new_call_id()),
+                            event.id,
+                            event.name,
+                            event.arguments,
+                            event.arguments_json,
+                            event.arguments_error,
+                        )
+                    )
                 elif isinstance(event, Usage):
                     result.usage = event
                 elif isinstance(event, Finish):
@@ -285,8 +348,11 @@ class Agent:
                     result.output_started = result.output_started or event.after_output
         except Exception as exc:  # an adapter bug must not lose the partial answer
             log.exception("provider stream failed")
-            result.error = StreamError("stream_interrupted", f"The provider stream failed: {type(exc).__name__}.",
-                                       after_output=result.output_started)
+            result.error = StreamError(
+                "stream_interrupted",
+                f"The provider stream failed: {type(exc).__name__}.",
+                after_output=result.output_started,
+            )
         finally:
             result.content, result.reasoning = "".join(content), "".join(reasoning)
             unregister()
@@ -302,13 +368,18 @@ class Agent:
             result.first_output_at = time.monotonic()
             result.ttft_ms = round((result.first_output_at - result.started) * 1000, 1)
 
-    def _recover_overflow(self, meta: ChatMeta, route: Route, result: StepResult, tools: list[Tool],
-                          step: int) -> StepResult:
+    def _recover_overflow(
+        self, meta: ChatMeta, route: Route, result: StepResult, tools: list[Tool], step: int
+    ) -> StepResult:
         """A context_overflow before any output: compact (or trim) once and call again.
         Only once per turn (the context window keeps count), so a model that keeps
         refusing cannot make this loop."""
-        if (result.error is None or result.error.code != "context_overflow" or result.output_started
-                or self.turn.cancelled):
+        if (
+            result.error is None
+            or result.error.code != "context_overflow"
+            or result.output_started
+            or self.turn.cancelled
+        ):
             return result
         retry = self.window.after_overflow(meta, route)
         if retry is None:
@@ -329,7 +400,9 @@ class Agent:
             "duration_ms": round((result.ended - result.started) * 1000, 1),
             "input_tokens": getattr(usage, "input_tokens", None),
             "output_tokens": output_tokens,
-            "tokens_per_s": round(output_tokens / streaming_s, 1) if output_tokens and streaming_s > 0 else None,
+            "tokens_per_s": round(output_tokens / streaming_s, 1)
+            if output_tokens and streaming_s > 0
+            else None,
             **self.window.metrics,
         }
 
@@ -346,8 +419,12 @@ class Agent:
 
     def _save_step(self, route: Route, result: StepResult, step: int):
         tool_calls = [
-            {"id": c.id, "provider_id": c.provider_id, "type": "function",
-             "function": {"name": c.name, "arguments": c.arguments_json or "{}"}}
+            {
+                "id": c.id,
+                "provider_id": c.provider_id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments_json or "{}"},
+            }
             for c in result.tool_calls
         ]
         message = self.context.save(
@@ -358,15 +435,30 @@ class Agent:
             tool_calls=tool_calls or None,
             meta=self._meta(route, result, step),
             # The final answer carries the sources the turn's tools cited.
-            citation_sources=list(self.tools.sources) if self.tools.sources and not tool_calls else None,
+            citation_sources=list(self.tools.sources)
+            if self.tools.sources and not tool_calls
+            else None,
         )
-        self.turn.emit("message_saved", {"message_id": message.id, "role": "assistant",
-                                         "tool_calls": [c["id"] for c in tool_calls]})
+        self.turn.emit(
+            "message_saved",
+            {
+                "message_id": message.id,
+                "role": "assistant",
+                "tool_calls": [c["id"] for c in tool_calls],
+            },
+        )
         self.turn.emit("metrics", {"message_id": message.id, **self._metrics(route, result)})
         return message
 
-    def _save_partial(self, route: Route, result: StepResult, step: int, error: dict[str, Any],
-                      *, keep_empty: bool = True) -> None:
+    def _save_partial(
+        self,
+        route: Route,
+        result: StepResult,
+        step: int,
+        error: dict[str, Any],
+        *,
+        keep_empty: bool = True,
+    ) -> None:
         """Keep what was shown before a failure or a stop, with the error on the message.
 
         A failure before any output is kept too, as an empty answer carrying the error, so
@@ -378,9 +470,15 @@ class Agent:
         meta = self._meta(route, result, step)
         meta["error"] = error
         meta["partial"] = True
-        message = self.context.save(role="assistant", content=result.content,
-                                    reasoning_content=result.reasoning or None, meta=meta)
-        self.turn.emit("message_saved", {"message_id": message.id, "role": "assistant", "tool_calls": []})
+        message = self.context.save(
+            role="assistant",
+            content=result.content,
+            reasoning_content=result.reasoning or None,
+            meta=meta,
+        )
+        self.turn.emit(
+            "message_saved", {"message_id": message.id, "role": "assistant", "tool_calls": []}
+        )
 
     # --- title --------------------------------------------------------------------------------
 
@@ -388,7 +486,11 @@ class Agent:
         if meta.title != "New chat":
             return
         self.turn.after_end = lambda: generate_title(
-            self.app, self.turn.channel, self.turn.id, self.request.user_id, self.request.chat_id,
+            self.app,
+            self.turn.channel,
+            self.turn.id,
+            self.request.user_id,
+            self.request.chat_id,
             adapter_for_route(self.app, route),
             self.app.config["NUMI_TITLE_MODEL"] or route.model,
         )

@@ -59,12 +59,25 @@ def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, An
     if queue and saved and manager.is_running(chat_id):
         db.session.commit()
         return None  # a resend of a question already saved (and being answered): nothing to do
-    if queue and not saved and (manager.is_running(chat_id) or followups.list_items(user_id, chat_id)):
-        item = followups.add(user_id, chat_id, message=message, attachments=attachments,
-                             request_id=request_id or f"q-{uuid.uuid4().hex}", timezone=timezone, tz_offset=offset)
+    if (
+        queue
+        and not saved
+        and (manager.is_running(chat_id) or followups.list_items(user_id, chat_id))
+    ):
+        item = followups.add(
+            user_id,
+            chat_id,
+            message=message,
+            attachments=attachments,
+            request_id=request_id or f"q-{uuid.uuid4().hex}",
+            timezone=timezone,
+            tz_offset=offset,
+        )
         publish_queue(chat_id, user_id)
         if not manager.is_running(chat_id):
-            start_next(chat_id)  # nothing runs (the queue was paused): the first waiting one goes now
+            start_next(
+                chat_id
+            )  # nothing runs (the queue was paused): the first waiting one goes now
         return item
     db.session.commit()  # end the read transaction before the producer starts writing
     turn_request = TurnRequest(
@@ -91,6 +104,7 @@ def stop_turn(chat_id: str, user_id: int, *, clear_queue: Any = False) -> tuple[
 
 
 # --- queued follow-ups ----------------------------------------------------------------------
+
 
 def publish_queue(chat_id: str, user_id: int, *, paused: bool | None = None) -> None:
     """Tell every client of the chat what waits now (`queue` event: the whole list)."""
@@ -126,8 +140,11 @@ def start_next(chat_id: str) -> bool:
             if exc.code == "turn_running":  # a send without queue started first: wait for it
                 followups.put_back(taken)
                 return False
-            manager.channel(chat_id).publish(None, "error", {
-                "code": exc.code, "message": f"A queued message could not start: {exc.message}"})
+            manager.channel(chat_id).publish(
+                None,
+                "error",
+                {"code": exc.code, "message": f"A queued message could not start: {exc.message}"},
+            )
             publish_queue(chat_id, user.id, paused=True)
             return False
         publish_queue(chat_id, user.id, paused=False)
@@ -141,8 +158,13 @@ def queue_after_turn(turn: Turn) -> None:
     goes on with the queue: Stop ends this answer; "Stop and clear" ends the queue too."""
     chat_id = turn.request.chat_id
     state = turn.channel.state
-    failed = (not turn.cancelled and state is not None and state.turn_id == turn.id
-              and state.error is not None and state.error.get("code") != "cancelled")
+    failed = (
+        not turn.cancelled
+        and state is not None
+        and state.turn_id == turn.id
+        and state.error is not None
+        and state.error.get("code") != "cancelled"
+    )
     try:
         if not failed:
             # With Redis the lease is released when the writer greenlet stores `turn_end`,
@@ -177,6 +199,9 @@ def _check_request_reuse(chat_id: str, request_id: str, message: str) -> bool:
         select(Message.content).where(Message.chat_id == chat_id, Message.request_id == request_id)
     ).first()
     if saved is not None and (saved.content or "").strip() != message.strip():
-        raise NumiError("request_id_reused",
-                        "This request_id was used for another message; send a new request_id.", 409)
+        raise NumiError(
+            "request_id_reused",
+            "This request_id was used for another message; send a new request_id.",
+            409,
+        )
     return saved is not None

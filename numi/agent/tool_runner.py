@@ -56,34 +56,59 @@ class ToolRunner:
         """Run the step's calls concurrently; report each as it ends; save in call order."""
         available = {tool.name: tool for tool in tools}
         context = ToolContext(
-            user_id=self.request.user_id, chat_id=self.request.chat_id, is_admin=self.request.is_admin,
-            timezone=self.request.timezone, tz_offset_minutes=self.request.tz_offset_minutes,
-            workspace=meta.settings.get("workspace"), settings=meta.settings,
+            user_id=self.request.user_id,
+            chat_id=self.request.chat_id,
+            is_admin=self.request.is_admin,
+            timezone=self.request.timezone,
+            tz_offset_minutes=self.request.tz_offset_minutes,
+            workspace=meta.settings.get("workspace"),
+            settings=meta.settings,
         )
         results: dict[str, tuple[bool, str, str | None]] = {}
-        greenlets = [gevent.spawn(self._run_one, call, available.get(call.name), context, results)
-                     for call in calls]
+        greenlets = [
+            gevent.spawn(self._run_one, call, available.get(call.name), context, results)
+            for call in calls
+        ]
         # Running tools finish even when the turn is stopped: their effects cannot be undone.
         gevent.joinall(greenlets)
         for call in calls:
-            ok, text, code = results.get(call.id, (False, "The tool did not report a result.", "no_result"))
+            ok, text, code = results.get(
+                call.id, (False, "The tool did not report a result.", "no_result")
+            )
             meta = {"tool": call.name, "ok": ok, "step": step}
             if not ok:
                 meta["error_code"] = code or "tool_error"
             message = self.context.save(role="tool", tool_call_id=call.id, content=text, meta=meta)
-            self.turn.emit("message_saved", {"message_id": message.id, "role": "tool", "tool_call_id": call.id})
+            self.turn.emit(
+                "message_saved", {"message_id": message.id, "role": "tool", "tool_call_id": call.id}
+            )
 
-    def _run_one(self, call: ToolCall, tool: Tool | None, context: ToolContext,
-                 results: dict[str, tuple[bool, str, str | None]]) -> None:
+    def _run_one(
+        self,
+        call: ToolCall,
+        tool: Tool | None,
+        context: ToolContext,
+        results: dict[str, tuple[bool, str, str | None]],
+    ) -> None:
         turn = self.turn
         arguments = call.arguments if call.arguments is not None else {}
         started = time.monotonic()
         code = None
         if tool is None:
-            ok, text, code = False, f"Error: there is no tool named {call.name!r} in this chat.", "unknown_tool"
+            ok, text, code = (
+                False,
+                f"Error: there is no tool named {call.name!r} in this chat.",
+                "unknown_tool",
+            )
         elif call.arguments_error:
-            ok, text, code = False, (f"Error: the arguments are not valid JSON ({call.arguments_error}). "
-                                     "Call the tool again with a JSON object."), "invalid_arguments"
+            ok, text, code = (
+                False,
+                (
+                    f"Error: the arguments are not valid JSON ({call.arguments_error}). "
+                    "Call the tool again with a JSON object."
+                ),
+                "invalid_arguments",
+            )
         elif turn.cancelled:
             ok, text, code = False, "The call did not run: the user stopped the turn.", "stopped"
         else:
@@ -91,31 +116,53 @@ class ToolRunner:
             if approval_policy(tool, context.settings) == "ask":
                 # The card shows exactly these arguments; the approval must name their digest.
                 digest = call_digest(call.name, arguments)
-                turn.emit("tool_approval", {"call_id": call.id, "name": call.name, "arguments": arguments,
-                                            "digest": digest})
-                decision = turn.wait_for_approval(call.id, self.app.config["NUMI_APPROVAL_TIMEOUT_SECONDS"],
-                                                  digest=digest)
+                turn.emit(
+                    "tool_approval",
+                    {
+                        "call_id": call.id,
+                        "name": call.name,
+                        "arguments": arguments,
+                        "digest": digest,
+                    },
+                )
+                decision = turn.wait_for_approval(
+                    call.id, self.app.config["NUMI_APPROVAL_TIMEOUT_SECONDS"], digest=digest
+                )
                 if decision == "approve" and call_digest(call.name, arguments) != digest:
                     decision = "changed"  # never run what the card did not show
             if decision != "approve":
                 code = {"deny": "denied", "stopped": "stopped", "changed": "call_changed"}.get(
-                    decision, "approval_timeout")
-                ok, text = False, {
-                    "deny": "The user denied this call.",
-                    "stopped": "The call did not run: the user stopped the turn.",
-                    "changed": "The call changed after it was shown; it was not run.",
-                }.get(decision, "No approval arrived in time; the call was not run.")
+                    decision, "approval_timeout"
+                )
+                ok, text = (
+                    False,
+                    {
+                        "deny": "The user denied this call.",
+                        "stopped": "The call did not run: the user stopped the turn.",
+                        "changed": "The call changed after it was shown; it was not run.",
+                    }.get(decision, "No approval arrived in time; the call was not run."),
+                )
             else:
-                turn.emit("tool_start", {"call_id": call.id, "name": call.name, "arguments": arguments})
+                turn.emit(
+                    "tool_start", {"call_id": call.id, "name": call.name, "arguments": arguments}
+                )
                 ok, text, code = self._execute(tool, arguments, context)
         duration_ms = round((time.monotonic() - started) * 1000, 1)
         results[call.id] = (ok, text, code)
-        end = {"call_id": call.id, "name": call.name, "ok": ok, "result": text, "duration_ms": duration_ms}
+        end = {
+            "call_id": call.id,
+            "name": call.name,
+            "ok": ok,
+            "result": text,
+            "duration_ms": duration_ms,
+        }
         if not ok:
             end["error_code"] = code or "tool_error"
         turn.emit("tool_end", end)
 
-    def _execute(self, tool: Tool, arguments: dict, context: ToolContext) -> tuple[bool, str, str | None]:
+    def _execute(
+        self, tool: Tool, arguments: dict, context: ToolContext
+    ) -> tuple[bool, str, str | None]:
         """(ok, the text the model reads, an error code when not ok)."""
         timeout = tool.timeout or self.app.config["NUMI_TOOL_TIMEOUT_SECONDS"]
         try:
@@ -127,7 +174,10 @@ class ToolRunner:
         except ToolFailure as failure:
             text = failure.text
             if len(text) > MAX_TOOL_RESULT_CHARS:
-                text = text[:MAX_TOOL_RESULT_CHARS] + f"\n[... cut: {len(text) - MAX_TOOL_RESULT_CHARS} more characters]"
+                text = (
+                    text[:MAX_TOOL_RESULT_CHARS]
+                    + f"\n[... cut: {len(text) - MAX_TOOL_RESULT_CHARS} more characters]"
+                )
             return False, text, failure.code
         except Exception as exc:
             log.info("tool %s failed: %r", tool.name, exc)
@@ -135,9 +185,16 @@ class ToolRunner:
         if isinstance(value, ToolResult):
             text = self._cite(value)
         else:
-            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+            text = (
+                value
+                if isinstance(value, str)
+                else json.dumps(value, ensure_ascii=False, default=str)
+            )
         if len(text) > MAX_TOOL_RESULT_CHARS:
-            text = text[:MAX_TOOL_RESULT_CHARS] + f"\n[... cut: {len(text) - MAX_TOOL_RESULT_CHARS} more characters]"
+            text = (
+                text[:MAX_TOOL_RESULT_CHARS]
+                + f"\n[... cut: {len(text) - MAX_TOOL_RESULT_CHARS} more characters]"
+            )
         return True, text, None
 
     def _cite(self, result: ToolResult) -> str:
@@ -151,8 +208,18 @@ class ToolRunner:
             if number is None:
                 number = len(self.sources) + 1
                 saved = {"n": number, "title": title, "url": url}
-                saved.update({k: v for k, v in source.items() if k not in ("content", "title", "url", "n")
-                              and isinstance(v, str | int | float | bool | None)})
+                saved.update(
+                    {
+                        k: v
+                        for k, v in source.items()
+                        if k not in ("content", "title", "url", "n")
+                        and isinstance(v, str | int | float | bool | None)
+                    }
+                )
                 self.sources.append(saved)
-            parts.append(f"[{number}] {title}" + (f" ({url})" if url else "") + f"\n{source.get('content') or ''}".rstrip())
+            parts.append(
+                f"[{number}] {title}"
+                + (f" ({url})" if url else "")
+                + f"\n{source.get('content') or ''}".rstrip()
+            )
         return "\n\n".join(parts)

@@ -38,11 +38,62 @@ THUMBNAIL_SIDE = 160
 
 # Code and markup files that browsers label oddly (or not at all) but are plain text.
 TEXT_EXTENSIONS = {
-    ".txt", ".md", ".markdown", ".rst", ".csv", ".tsv", ".json", ".jsonl", ".yaml", ".yml", ".toml",
-    ".ini", ".cfg", ".conf", ".xml", ".html", ".htm", ".css", ".js", ".mjs", ".ts", ".tsx", ".jsx",
-    ".py", ".pyi", ".rb", ".go", ".rs", ".java", ".kt", ".c", ".h", ".cc", ".cpp", ".hpp", ".cs",
-    ".php", ".pl", ".sh", ".bash", ".zsh", ".sql", ".r", ".swift", ".scala", ".lua", ".tex", ".log",
-    ".diff", ".patch", ".env", ".dockerfile", ".gitignore", ".vue", ".svelte", ".ipynb",
+    ".txt",
+    ".md",
+    ".markdown",
+    ".rst",
+    ".csv",
+    ".tsv",
+    ".json",
+    ".jsonl",
+    ".yaml",
+    ".yml",
+    ".toml",
+    ".ini",
+    ".cfg",
+    ".conf",
+    ".xml",
+    ".html",
+    ".htm",
+    ".css",
+    ".js",
+    ".mjs",
+    ".ts",
+    ".tsx",
+    ".jsx",
+    ".py",
+    ".pyi",
+    ".rb",
+    ".go",
+    ".rs",
+    ".java",
+    ".kt",
+    ".c",
+    ".h",
+    ".cc",
+    ".cpp",
+    ".hpp",
+    ".cs",
+    ".php",
+    ".pl",
+    ".sh",
+    ".bash",
+    ".zsh",
+    ".sql",
+    ".r",
+    ".swift",
+    ".scala",
+    ".lua",
+    ".tex",
+    ".log",
+    ".diff",
+    ".patch",
+    ".env",
+    ".dockerfile",
+    ".gitignore",
+    ".vue",
+    ".svelte",
+    ".ipynb",
 }
 
 
@@ -63,7 +114,9 @@ def attachment_ids(value: Any) -> list[int]:
         if isinstance(item, str) and item.isdigit() and len(item) < 18:
             item = int(item)
         if not isinstance(item, int) or isinstance(item, bool) or item < 1:
-            raise invalid(f"attachments must be a list of at most {MAX_PER_MESSAGE} attachment ids.")
+            raise invalid(
+                f"attachments must be a list of at most {MAX_PER_MESSAGE} attachment ids."
+            )
         if item not in ids:
             ids.append(item)
     return ids
@@ -90,13 +143,19 @@ def owned_rows(user_id: int, ids: list[int], data_dir: str | None = None) -> lis
         from flask import current_app
 
         data_dir = current_app.config["NUMI_DATA_DIR"]
-    rows = {a.id: a for a in db.session.execute(
-        select(Attachment).where(Attachment.id.in_(ids), Attachment.user_id == user_id)
-    ).scalars()}
+    rows = {
+        a.id: a
+        for a in db.session.execute(
+            select(Attachment).where(Attachment.id.in_(ids), Attachment.user_id == user_id)
+        ).scalars()
+    }
     missing = [i for i in ids if i not in rows or not file_path(data_dir, rows[i]).is_file()]
     if missing:
-        raise NumiError("attachment_missing",
-                        "An attached file is missing or not yours; remove it and try again.", 404)
+        raise NumiError(
+            "attachment_missing",
+            "An attached file is missing or not yours; remove it and try again.",
+            404,
+        )
     return [rows[i] for i in ids]
 
 
@@ -112,14 +171,20 @@ def get_attachment(user_id: int, attachment_id: int) -> Attachment:
 
 def message_attachment_ids(content_parts: Any) -> list[int]:
     """The attachment ids a message's content parts refer to."""
-    return [p["id"] for p in content_parts or () if isinstance(p, dict) and p.get("type") == "attachment"
-            and isinstance(p.get("id"), int)]
+    return [
+        p["id"]
+        for p in content_parts or ()
+        if isinstance(p, dict) and p.get("type") == "attachment" and isinstance(p.get("id"), int)
+    ]
 
 
 def attachments_by_id(ids: list[int]) -> dict[int, Attachment]:
     if not ids:
         return {}
-    return {a.id: a for a in db.session.execute(select(Attachment).where(Attachment.id.in_(ids))).scalars()}
+    return {
+        a.id: a
+        for a in db.session.execute(select(Attachment).where(Attachment.id.in_(ids))).scalars()
+    }
 
 
 def text_sizes(ids: list[int]) -> dict[int, int]:
@@ -128,9 +193,14 @@ def text_sizes(ids: list[int]) -> dict[int, int]:
     if not ids:
         return {}
     rows = db.session.execute(
-        select(Attachment.id, Attachment.mime, func.length(Attachment.extracted_text)).where(Attachment.id.in_(ids))
+        select(Attachment.id, Attachment.mime, func.length(Attachment.extracted_text)).where(
+            Attachment.id.in_(ids)
+        )
     ).all()
-    return {i: (IMAGE_CHARS_ESTIMATE if mime in IMAGE_TYPES else (length or 0)) for i, mime, length in rows}
+    return {
+        i: (IMAGE_CHARS_ESTIMATE if mime in IMAGE_TYPES else (length or 0))
+        for i, mime, length in rows
+    }
 
 
 # --- storing --------------------------------------------------------------------------------
@@ -140,7 +210,9 @@ def file_path(data_dir: str, attachment: Attachment) -> Path:
     return Path(data_dir) / attachment.storage_path
 
 
-def store_upload(config, user_id: int, filename: str, declared_mime: str | None, data: bytes) -> Attachment:
+def store_upload(
+    config, user_id: int, filename: str, declared_mime: str | None, data: bytes
+) -> Attachment:
     """Check and store one upload; returns its (possibly existing) attachment row.
 
     The same user uploading the same bytes under the same name gets the same row; the
@@ -151,23 +223,41 @@ def store_upload(config, user_id: int, filename: str, declared_mime: str | None,
         raise invalid("The file is empty.", "empty_file")
     limit = config["NUMI_UPLOAD_MAX_BYTES"]
     if len(data) > limit:
-        raise NumiError("file_too_large", f"The file is larger than {limit // (1024 * 1024) or limit} "
-                        f"{'MB' if limit >= 1024 * 1024 else 'bytes'}.", 413)
+        raise NumiError(
+            "file_too_large",
+            f"The file is larger than {limit // (1024 * 1024) or limit} "
+            f"{'MB' if limit >= 1024 * 1024 else 'bytes'}.",
+            413,
+        )
     mime = detect_type(filename, declared_mime, data)
     if not type_allowed(mime, config["NUMI_UPLOAD_TYPES"]):
         raise NumiError("file_type", f"Files of type {mime} cannot be attached.", 415)
     extracted = _extract_text(mime, data, config)
     sha = hashlib.sha256(data).hexdigest()
-    existing = db.session.execute(
-        select(Attachment).where(Attachment.user_id == user_id, Attachment.sha256 == sha,
-                                 Attachment.filename == filename)
-    ).scalars().first()
+    existing = (
+        db.session.execute(
+            select(Attachment).where(
+                Attachment.user_id == user_id,
+                Attachment.sha256 == sha,
+                Attachment.filename == filename,
+            )
+        )
+        .scalars()
+        .first()
+    )
     relative = f"uploads/{sha[:2]}/{sha}"
     _write_once(Path(config["NUMI_DATA_DIR"]) / relative, data)
     if existing is not None:
         return existing
-    row = Attachment(user_id=user_id, filename=filename, mime=mime, size=len(data), sha256=sha,
-                     storage_path=relative, extracted_text=extracted)
+    row = Attachment(
+        user_id=user_id,
+        filename=filename,
+        mime=mime,
+        size=len(data),
+        sha256=sha,
+        storage_path=relative,
+        extracted_text=extracted,
+    )
     db.session.add(row)
     db.session.commit()
     return row
@@ -214,7 +304,12 @@ def detect_type(filename: str, declared: str | None, data: bytes) -> str:
         if guessed.startswith("text/"):
             return guessed
         return "text/plain"
-    return (declared or mimetypes.guess_type(filename)[0] or "application/octet-stream").split(";")[0].strip().lower()
+    return (
+        (declared or mimetypes.guess_type(filename)[0] or "application/octet-stream")
+        .split(";")[0]
+        .strip()
+        .lower()
+    )
 
 
 def _looks_textual(data: bytes) -> bool:
@@ -280,7 +375,9 @@ def image_bytes(data_dir: str, attachment: Attachment, max_side: int) -> tuple[s
     if cached.is_file():
         data = cached.read_bytes()
         return _sniff_image(data) or attachment.mime, data
-    mime, data = gevent.get_hub().threadpool.apply(_downscale, (original.read_bytes(), attachment.mime, max_side))
+    mime, data = gevent.get_hub().threadpool.apply(
+        _downscale, (original.read_bytes(), attachment.mime, max_side)
+    )
     _write_once(cached, data)
     return mime, data
 
@@ -331,7 +428,9 @@ def thumbnail(data_dir: str, attachment: Attachment) -> bytes | None:
 # --- what the model sees --------------------------------------------------------------------
 
 
-def model_parts(data_dir: str, attachments: list[Attachment], *, vision: bool, max_side: int) -> list[dict[str, Any]]:
+def model_parts(
+    data_dir: str, attachments: list[Attachment], *, vision: bool, max_side: int
+) -> list[dict[str, Any]]:
     """Content parts for a model request: documents as text, images as image parts
     (bytes, never a data URL), or a short note when the model cannot see or a file is gone."""
     parts: list[dict[str, Any]] = []
@@ -339,16 +438,33 @@ def model_parts(data_dir: str, attachments: list[Attachment], *, vision: bool, m
         path = file_path(data_dir, attachment)
         if is_image(attachment):
             if not vision:
-                parts.append({"type": "text", "text": f"[image {attachment.filename!r} left out: this model cannot see images]"})
+                parts.append(
+                    {
+                        "type": "text",
+                        "text": f"[image {attachment.filename!r} left out: this model cannot see images]",
+                    }
+                )
             elif not path.is_file():
-                parts.append({"type": "text", "text": f"[image {attachment.filename!r} is no longer available]"})
+                parts.append(
+                    {
+                        "type": "text",
+                        "text": f"[image {attachment.filename!r} is no longer available]",
+                    }
+                )
             else:
                 mime, data = image_bytes(data_dir, attachment, max_side)
                 parts.append({"type": "image", "mime": mime, "data": data})
         elif attachment.extracted_text is not None:
-            parts.append({"type": "document", "name": attachment.filename, "text": attachment.extracted_text})
+            parts.append(
+                {"type": "document", "name": attachment.filename, "text": attachment.extracted_text}
+            )
         else:
-            parts.append({"type": "text", "text": f"[file {attachment.filename!r} ({attachment.mime}) cannot be read by the model]"})
+            parts.append(
+                {
+                    "type": "text",
+                    "text": f"[file {attachment.filename!r} ({attachment.mime}) cannot be read by the model]",
+                }
+            )
     return parts
 
 
@@ -364,7 +480,8 @@ def template_attachments(message) -> list[Attachment]:
     from ..models import Chat
 
     rows = db.session.execute(
-        select(Attachment).join(Chat, Chat.user_id == Attachment.user_id)
+        select(Attachment)
+        .join(Chat, Chat.user_id == Attachment.user_id)
         .where(Chat.id == message.chat_id, Attachment.id.in_(ids))
     ).scalars()
     by_id = {a.id: a for a in rows}

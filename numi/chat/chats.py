@@ -45,8 +45,15 @@ def get_chat(user_id: int, chat_id: str) -> Chat:
     return chat
 
 
-def list_chats(user_id: int, *, limit: int, cursor: str | None = None, query: str = "", tag: str = "",
-               view: str = "sidebar") -> Page:
+def list_chats(
+    user_id: int,
+    *,
+    limit: int,
+    cursor: str | None = None,
+    query: str = "",
+    tag: str = "",
+    view: str = "sidebar",
+) -> Page:
     """Chats by last activity, newest first, keyset-paginated so 10,000 chats stay fast.
 
     `view` "sidebar": neither archived nor pinned (the first page carries the pinned chats
@@ -57,7 +64,11 @@ def list_chats(user_id: int, *, limit: int, cursor: str | None = None, query: st
     """
     stmt = select(Chat).where(Chat.user_id == user_id, Chat.deleted_at.is_(None))
     if tag:
-        stmt = stmt.where(Chat.id.in_(select(ChatTag.chat_id).where(ChatTag.user_id == user_id, ChatTag.tag == tag)))
+        stmt = stmt.where(
+            Chat.id.in_(
+                select(ChatTag.chat_id).where(ChatTag.user_id == user_id, ChatTag.tag == tag)
+            )
+        )
     pinned: list[Chat] = []
     if query:
         escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -66,20 +77,32 @@ def list_chats(user_id: int, *, limit: int, cursor: str | None = None, query: st
         stmt = stmt.where(Chat.archived_at.is_not(None))
     elif view != "all":
         if not cursor:
-            pinned = list(db.session.execute(
-                stmt.where(Chat.archived_at.is_(None), Chat.pinned_at.is_not(None))
-                .options(joinedload(Chat.tag_rows)).order_by(Chat.pinned_at.desc(), Chat.id).limit(PINNED_LIMIT)
-            ).unique().scalars())
+            pinned = list(
+                db.session.execute(
+                    stmt.where(Chat.archived_at.is_(None), Chat.pinned_at.is_not(None))
+                    .options(joinedload(Chat.tag_rows))
+                    .order_by(Chat.pinned_at.desc(), Chat.id)
+                    .limit(PINNED_LIMIT)
+                )
+                .unique()
+                .scalars()
+            )
         stmt = stmt.where(Chat.archived_at.is_(None), Chat.pinned_at.is_(None))
     if cursor:
         updated_at, chat_id = _parse_cursor(cursor)
         stmt = stmt.where(
-            or_(Chat.updated_at < updated_at, and_(Chat.updated_at == updated_at, Chat.id < chat_id))
+            or_(
+                Chat.updated_at < updated_at, and_(Chat.updated_at == updated_at, Chat.id < chat_id)
+            )
         )
     # Tags come in the same statement (a join on the limited page), not a second query: on
     # PostgreSQL under gevent each round trip waits its turn on a busy hub, and the sidebar
     # is on every page load.
-    stmt = stmt.options(joinedload(Chat.tag_rows)).order_by(Chat.updated_at.desc(), Chat.id.desc()).limit(limit + 1)
+    stmt = (
+        stmt.options(joinedload(Chat.tag_rows))
+        .order_by(Chat.updated_at.desc(), Chat.id.desc())
+        .limit(limit + 1)
+    )
     chats = list(db.session.execute(stmt).unique().scalars())
     next_cursor = None
     if len(chats) > limit:
@@ -109,20 +132,38 @@ def chats_listed_before(user_id: int, chat: Chat) -> int:
     from sqlalchemy import func
 
     return db.session.execute(
-        select(func.count()).select_from(Chat).where(
-            Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.archived_at.is_(None), Chat.pinned_at.is_(None),
-            or_(Chat.updated_at > chat.updated_at, and_(Chat.updated_at == chat.updated_at, Chat.id > chat.id)))
+        select(func.count())
+        .select_from(Chat)
+        .where(
+            Chat.user_id == user_id,
+            Chat.deleted_at.is_(None),
+            Chat.archived_at.is_(None),
+            Chat.pinned_at.is_(None),
+            or_(
+                Chat.updated_at > chat.updated_at,
+                and_(Chat.updated_at == chat.updated_at, Chat.id > chat.id),
+            ),
+        )
     ).scalar_one()
 
 
 def newest_empty_chat(user_id: int) -> Chat | None:
     """The user's newest live chat without a live message and with its first title: what
     "+ New chat" reuses instead of leaving one more empty chat behind."""
-    has_message = select(Message.id).where(Message.chat_id == Chat.id, Message.deleted_at.is_(None)).exists()
+    has_message = (
+        select(Message.id).where(Message.chat_id == Chat.id, Message.deleted_at.is_(None)).exists()
+    )
     return db.session.execute(
-        select(Chat).where(Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.archived_at.is_(None),
-                           Chat.title == "New chat", ~has_message)
-        .order_by(Chat.updated_at.desc(), Chat.id.desc()).limit(1)
+        select(Chat)
+        .where(
+            Chat.user_id == user_id,
+            Chat.deleted_at.is_(None),
+            Chat.archived_at.is_(None),
+            Chat.title == "New chat",
+            ~has_message,
+        )
+        .order_by(Chat.updated_at.desc(), Chat.id.desc())
+        .limit(1)
     ).scalar_one_or_none()
 
 
@@ -130,9 +171,13 @@ def owned_chat_ids(user_id: int, chat_ids: list[str]) -> list[str]:
     """Those of `chat_ids` that are the user's live chats (one query)."""
     if not chat_ids:
         return []
-    return list(db.session.execute(
-        select(Chat.id).where(Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.id.in_(chat_ids))
-    ).scalars())
+    return list(
+        db.session.execute(
+            select(Chat.id).where(
+                Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.id.in_(chat_ids)
+            )
+        ).scalars()
+    )
 
 
 def _parse_cursor(cursor: str) -> tuple[datetime, str]:
@@ -206,14 +251,24 @@ def _apply(chat: Chat, user_id: int, fields: dict[str, Any], limits: dict[str, A
         # Workspace files and bash act on the server's disk: the admin's (or single user's) only.
         user = db.session.get(User, user_id)
         if user is None or not user.is_admin:
-            raise NumiError("admin_only", "Only an administrator can give a chat a workspace directory.", 403)
+            raise NumiError(
+                "admin_only", "Only an administrator can give a chat a workspace directory.", 403
+            )
     for name, value in updates.items():
         setattr(chat, name, value)
     chat.settings = settings
 
 
-SETTING_KEYS = ("system_prompt", "temperature", "max_tokens", "reasoning_effort", "tools", "workspace", "auto_approve",
-                "tool_policy")
+SETTING_KEYS = (
+    "system_prompt",
+    "temperature",
+    "max_tokens",
+    "reasoning_effort",
+    "tools",
+    "workspace",
+    "auto_approve",
+    "tool_policy",
+)
 
 
 def validate_settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
@@ -228,10 +283,14 @@ def validate_settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, 
             clean[key] = _number(value, key, 1, 1_000_000, int)
         elif key == "reasoning_effort":
             if value not in REASONING_EFFORTS:
-                raise invalid(f"reasoning_effort must be one of: {', '.join(e for e in REASONING_EFFORTS if e)}.")
+                raise invalid(
+                    f"reasoning_effort must be one of: {', '.join(e for e in REASONING_EFFORTS if e)}."
+                )
             clean[key] = value or None
         elif key == "tools":
-            if not isinstance(value, list) or not all(isinstance(t, str) and len(t) <= 64 for t in value):
+            if not isinstance(value, list) or not all(
+                isinstance(t, str) and len(t) <= 64 for t in value
+            ):
                 raise invalid("tools must be a list of tool names.")
             clean[key] = value
         elif key == "fallbacks":
@@ -254,13 +313,18 @@ def _workspace(value: Any, data_dir: str | None = None) -> str | None:
     if not path:
         return None
     if not os.path.isabs(path):
-        raise invalid("The workspace must be an absolute path, like /home/me/project.", "invalid_workspace")
+        raise invalid(
+            "The workspace must be an absolute path, like /home/me/project.", "invalid_workspace"
+        )
     real = os.path.realpath(path)
     if not os.path.isdir(real):
         raise invalid("The workspace must be an existing directory.", "invalid_workspace")
     if data_dir and touches_data_dir(real, data_dir):
-        raise invalid("The workspace may not be, contain or lie inside Numi's data directory (it holds the "
-                      "database and the secret key).", "workspace_data_dir")
+        raise invalid(
+            "The workspace may not be, contain or lie inside Numi's data directory (it holds the "
+            "database and the secret key).",
+            "workspace_data_dir",
+        )
     return real
 
 
@@ -270,9 +334,15 @@ TOOL_POLICIES = ("ask", "auto")
 def _tool_policy(value: Any) -> dict[str, str]:
     """`{tool name: "ask" | "auto"}`: per tool, whether its calls wait for the user
     (agent/approvals.py applies it)."""
-    if not isinstance(value, dict) or len(value) > 200 or not all(
-            isinstance(name, str) and 0 < len(name) <= 64 and policy in TOOL_POLICIES for name, policy in value.items()):
-        raise invalid("tool_policy must map tool names to \"ask\" or \"auto\".")
+    if (
+        not isinstance(value, dict)
+        or len(value) > 200
+        or not all(
+            isinstance(name, str) and 0 < len(name) <= 64 and policy in TOOL_POLICIES
+            for name, policy in value.items()
+        )
+    ):
+        raise invalid('tool_policy must map tool names to "ask" or "auto".')
     return dict(value)
 
 
@@ -328,10 +398,14 @@ def list_messages_around(chat: Chat, message_id: int, *, limit: int) -> tuple[Pa
     outline entry), so the page can open on it. Returns the page (its cursor loads older
     messages as usual) and whether newer messages exist beyond it."""
     after = max(1, limit // 5)
-    newer = list(db.session.execute(
-        select(Message).where(Message.chat_id == chat.id, Message.shown(), Message.id > message_id)
-        .order_by(Message.id).limit(after + 1)
-    ).scalars())
+    newer = list(
+        db.session.execute(
+            select(Message)
+            .where(Message.chat_id == chat.id, Message.shown(), Message.id > message_id)
+            .order_by(Message.id)
+            .limit(after + 1)
+        ).scalars()
+    )
     has_newer = len(newer) > after
     newer = newer[:after]
     page = list_messages(chat, limit=limit - len(newer), before_id=message_id + 1)

@@ -19,8 +19,14 @@ from sqlalchemy import select
 from ..errors import NumiError
 from ..extensions import db
 from ..models import Checkpoint, Message
-from .context import (ChatContextService, _count_attachments, _group_turns, _is_error_placeholder,
-                      estimate_tokens, to_internal)
+from .context import (
+    ChatContextService,
+    _count_attachments,
+    _group_turns,
+    _is_error_placeholder,
+    estimate_tokens,
+    to_internal,
+)
 
 SUMMARY_SYSTEM = (
     "You compact a conversation between a user and an assistant so that it can continue "
@@ -53,7 +59,11 @@ def plan(context: ChatContextService, keep_messages: int) -> Plan:
     stmt = select(Message).where(Message.chat_id == context.chat_id, Message.shown())
     if previous is not None:
         stmt = stmt.where(Message.id > previous.through_message_id)
-    rows = [r for r in db.session.execute(stmt.order_by(Message.id)).scalars() if not _is_error_placeholder(r)]
+    rows = [
+        r
+        for r in db.session.execute(stmt.order_by(Message.id)).scalars()
+        if not _is_error_placeholder(r)
+    ]
     internal = [to_internal(r) for r in rows]
     _count_attachments(internal)
     turns = _group_turns(internal)
@@ -78,8 +88,10 @@ def transcript_text(plan_: Plan, max_chars: int) -> str:
         if role == "tool":
             lines.append(f"Tool result: {text}")
         elif role == "assistant" and message.get("tool_calls"):
-            calls = ", ".join(f"{c.get('function', {}).get('name')}({str(c.get('function', {}).get('arguments'))[:500]})"
-                              for c in message["tool_calls"])
+            calls = ", ".join(
+                f"{c.get('function', {}).get('name')}({str(c.get('function', {}).get('arguments'))[:500]})"
+                for c in message["tool_calls"]
+            )
             lines.append(f"Assistant: {text}\n(called tools: {calls})")
         else:
             attached = " (with attachments)" if message.get("_content_parts") else ""
@@ -95,8 +107,11 @@ def summarise(adapter, model: str, text: str, *, on_cancel=None) -> str:
     from ..providers import ChatRequest
     from ..providers.events import StreamError, TextDelta
 
-    request = ChatRequest(model=model, system=SUMMARY_SYSTEM,
-                          messages=[{"role": "user", "content": f"Summarise this conversation:\n\n{text}"}])
+    request = ChatRequest(
+        model=model,
+        system=SUMMARY_SYSTEM,
+        messages=[{"role": "user", "content": f"Summarise this conversation:\n\n{text}"}],
+    )
     stream = adapter.stream(request)
     unregister = on_cancel(stream.close) if on_cancel else None
     parts: list[str] = []
@@ -109,7 +124,9 @@ def summarise(adapter, model: str, text: str, *, on_cancel=None) -> str:
             if isinstance(event, TextDelta):
                 parts.append(event.text)
             elif isinstance(event, StreamError):
-                raise NumiError("compaction_failed", f"The summary could not be written: {event.message}", 502)
+                raise NumiError(
+                    "compaction_failed", f"The summary could not be written: {event.message}", 502
+                )
     finally:
         if unregister:
             unregister()
@@ -120,7 +137,9 @@ def summarise(adapter, model: str, text: str, *, on_cancel=None) -> str:
     return summary
 
 
-def compact(context: ChatContextService, adapter, model: str, config, *, on_cancel=None) -> Checkpoint:
+def compact(
+    context: ChatContextService, adapter, model: str, config, *, on_cancel=None
+) -> Checkpoint:
     """Summarise the older part of the chat and store a checkpoint with message and token
     counts before and after. The transcript itself is untouched."""
     plan_ = plan(context, config["NUMI_COMPACT_KEEP_MESSAGES"])
@@ -132,7 +151,10 @@ def compact(context: ChatContextService, adapter, model: str, config, *, on_canc
     through = plan_.through_message_id
     context.release()  # no transaction while the summariser streams
     summary = summarise(adapter, model, text, on_cancel=on_cancel)
-    after = [{"role": "user", "content": summary}, {"role": "assistant", "content": ""}] + plan_.keep
+    after = [
+        {"role": "user", "content": summary},
+        {"role": "assistant", "content": ""},
+    ] + plan_.keep
     return context.save_checkpoint(
         summary=summary,
         through_message_id=through,

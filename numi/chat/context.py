@@ -67,7 +67,9 @@ class ChatContextService:
     def meta(self) -> ChatMeta:
         if self._meta is None:
             chat = self._live_chat()
-            self._meta = ChatMeta(chat.id, chat.user_id, chat.title, chat.endpoint_id, chat.model, chat.settings)
+            self._meta = ChatMeta(
+                chat.id, chat.user_id, chat.title, chat.endpoint_id, chat.model, chat.settings
+            )
         return self._meta
 
     def refresh_meta(self) -> None:
@@ -82,7 +84,9 @@ class ChatContextService:
 
     def _live_chat(self) -> Chat:
         chat = db.session.execute(
-            select(Chat).where(Chat.id == self.chat_id, Chat.user_id == self.user_id, Chat.deleted_at.is_(None))
+            select(Chat).where(
+                Chat.id == self.chat_id, Chat.user_id == self.user_id, Chat.deleted_at.is_(None)
+            )
         ).scalar_one_or_none()
         if chat is None:
             raise ChatDeleted()
@@ -147,12 +151,26 @@ class ChatContextService:
             omitted_chars += int(unread * average)
         prefix: list[dict[str, Any]] = []
         if checkpoint is not None:
-            prefix.append({"role": "user", "content": f"Summary of the earlier conversation:\n{checkpoint.summary}", "_checkpoint": checkpoint.id})
-            prefix.append({"role": "assistant", "content": "Understood; I will continue from that summary.", "_checkpoint": checkpoint.id})
+            prefix.append(
+                {
+                    "role": "user",
+                    "content": f"Summary of the earlier conversation:\n{checkpoint.summary}",
+                    "_checkpoint": checkpoint.id,
+                }
+            )
+            prefix.append(
+                {
+                    "role": "assistant",
+                    "content": "Understood; I will continue from that summary.",
+                    "_checkpoint": checkpoint.id,
+                }
+            )
         if omitted:
             prefix.append({"role": "user", "content": OMITTED_NOTICE, "_notice": True})
             prefix.append({"role": "assistant", "content": "Understood.", "_notice": True})
-        return History(prefix + messages, omitted, checkpoint.id if checkpoint else None, chars, omitted_chars)
+        return History(
+            prefix + messages, omitted, checkpoint.id if checkpoint else None, chars, omitted_chars
+        )
 
     def invalidate_history(self) -> None:
         self._history = None
@@ -160,11 +178,16 @@ class ChatContextService:
     def latest_checkpoint(self) -> Checkpoint | None:
         """The newest valid checkpoint: its boundary message still exists in the transcript
         (an edit that deleted the boundary makes a checkpoint stale, and an older one applies)."""
-        live = select(Message.id).where(Message.chat_id == self.chat_id, Message.shown(),
-                                        Message.id == Checkpoint.through_message_id)
+        live = select(Message.id).where(
+            Message.chat_id == self.chat_id,
+            Message.shown(),
+            Message.id == Checkpoint.through_message_id,
+        )
         return db.session.execute(
-            select(Checkpoint).where(Checkpoint.chat_id == self.chat_id, live.exists())
-            .order_by(Checkpoint.id.desc()).limit(1)
+            select(Checkpoint)
+            .where(Checkpoint.chat_id == self.chat_id, live.exists())
+            .order_by(Checkpoint.id.desc())
+            .limit(1)
         ).scalar_one_or_none()
 
     def save_checkpoint(self, **fields: Any) -> Checkpoint:
@@ -189,7 +212,10 @@ class ChatContextService:
 
     def last_message_id(self) -> int | None:
         return db.session.execute(
-            select(Message.id).where(Message.chat_id == self.chat_id).order_by(Message.id.desc()).limit(1)
+            select(Message.id)
+            .where(Message.chat_id == self.chat_id)
+            .order_by(Message.id.desc())
+            .limit(1)
         ).scalar_one_or_none()
 
     def save(self, **fields: Any) -> Message:
@@ -201,15 +227,25 @@ class ChatContextService:
             # One UPDATE both moves the chat to the top and proves it is still live.
             touched = db.session.execute(
                 update(Chat)
-                .where(Chat.id == self.chat_id, Chat.user_id == self.user_id, Chat.deleted_at.is_(None))
+                .where(
+                    Chat.id == self.chat_id, Chat.user_id == self.user_id, Chat.deleted_at.is_(None)
+                )
                 .values(updated_at=utcnow())
                 .execution_options(synchronize_session=False)
             ).rowcount
             if touched != 1:
                 raise ChatDeleted()
             # Its parent is the tip of the shown branch (the column default, `Message`).
-            message = Message(chat_id=self.chat_id, **{k: v for k, v in fields.items() if k in _COLUMNS})
-            for name in ("content_parts", "reasoning_details", "tool_calls", "citation_sources", "meta"):
+            message = Message(
+                chat_id=self.chat_id, **{k: v for k, v in fields.items() if k in _COLUMNS}
+            )
+            for name in (
+                "content_parts",
+                "reasoning_details",
+                "tool_calls",
+                "citation_sources",
+                "meta",
+            ):
                 if name in fields:
                     setattr(message, name, fields[name])
             db.session.add(message)
@@ -250,7 +286,12 @@ def to_internal(row: Message) -> dict[str, Any]:
 
 def _is_error_placeholder(row: Message) -> bool:
     """An answer that failed before any output: shown in the transcript, never sent."""
-    return row.role == "assistant" and not row.content and not row.tool_calls_json and not row.reasoning_content
+    return (
+        row.role == "assistant"
+        and not row.content
+        and not row.tool_calls_json
+        and not row.reasoning_content
+    )
 
 
 def _group_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -293,8 +334,11 @@ def message_chars(message: dict[str, Any]) -> int:
 def _chars(message: dict[str, Any]) -> int:
     content = message.get("content")
     if isinstance(content, list):  # content parts built at request time
-        size = sum(len(p.get("text") or "") if p.get("type") != "image" else 4000 for p in content
-                   if isinstance(p, dict))
+        size = sum(
+            len(p.get("text") or "") if p.get("type") != "image" else 4000
+            for p in content
+            if isinstance(p, dict)
+        )
     else:
         size = len(content or "") + message.get("_attachment_chars", 0)
     for call in message.get("tool_calls") or ():

@@ -68,7 +68,9 @@ def get_message(chat: Chat, message_id: Any, *, any_version: bool = False) -> Me
     return message
 
 
-def edit_message(user_id: int, chat_id: str, message_id: int, text: Any, attachments: Any, limits) -> Message:
+def edit_message(
+    user_id: int, chat_id: str, message_id: int, text: Any, attachments: Any, limits
+) -> Message:
     """Ask a question again with new text and attachments: a new version of the question,
     saved beside the old one (which keeps its answers as an inactive version).
 
@@ -78,11 +80,16 @@ def edit_message(user_id: int, chat_id: str, message_id: int, text: Any, attachm
     message = get_message(chat, message_id)
     ensure_idle(chat.id)
     if message.role != "user":
-        raise invalid("Only your own messages can be edited; regenerate an answer instead.", "not_editable")
+        raise invalid(
+            "Only your own messages can be edited; regenerate an answer instead.", "not_editable"
+        )
     if not isinstance(text, str):
         raise invalid("text must be text.")
     if len(text) > limits["NUMI_MAX_MESSAGE_CHARS"]:
-        raise invalid(f"The message is too long (at most {limits['NUMI_MAX_MESSAGE_CHARS']} characters).", "too_long")
+        raise invalid(
+            f"The message is too long (at most {limits['NUMI_MAX_MESSAGE_CHARS']} characters).",
+            "too_long",
+        )
     ids = owned_attachments(user_id, attachments)  # before any row changes
     if not text.strip() and not ids:
         raise invalid("Write a message first.", "empty_message")
@@ -91,7 +98,11 @@ def edit_message(user_id: int, chat_id: str, message_id: int, text: Any, attachm
         kept = [p for p in message.content_parts if p.get("type") != "attachment"]
         edited = Message(chat_id=chat.id, parent_id=message.parent_id, role="user", content=text)
         edited.content_parts = kept + [{"type": "attachment", "id": a} for a in ids]
-        edited.meta = {**message.meta, "edited_at": utcnow().isoformat() + "Z", "edit_of": message.id}
+        edited.meta = {
+            **message.meta,
+            "edited_at": utcnow().isoformat() + "Z",
+            "edit_of": message.id,
+        }
         db.session.add(edited)
         db.session.flush()
         _ensure_request_id(edited)
@@ -109,8 +120,10 @@ def prepare_regenerate(user_id: int, chat_id: str, route: dict[str, Any] | None,
     chat = chats.get_chat(user_id, chat_id)
     ensure_idle(chat.id)
     question = db.session.execute(
-        select(Message).where(Message.chat_id == chat.id, Message.role == "user", Message.shown())
-        .order_by(Message.id.desc()).limit(1)
+        select(Message)
+        .where(Message.chat_id == chat.id, Message.role == "user", Message.shown())
+        .order_by(Message.id.desc())
+        .limit(1)
     ).scalar_one_or_none()
     if question is None:
         raise NumiError("nothing_to_regenerate", "There is no question to answer again.", 409)
@@ -148,7 +161,9 @@ def regeneration_payload(question: Message) -> dict[str, Any]:
     return {"message": question.content or " ", "request_id": question.request_id}
 
 
-def delete_messages(user_id: int, chat_id: str, message_id: int, scope: str = "message") -> list[int]:
+def delete_messages(
+    user_id: int, chat_id: str, message_id: int, scope: str = "message"
+) -> list[int]:
     """Soft-delete a message (scope "message") or its whole turn (scope "turn").
 
     A message is widened to keep tool calls paired: an assistant step goes with its tool
@@ -198,33 +213,59 @@ def fork_chat(user_id: int, chat_id: str, message_id: int) -> Chat:
     chat = chats.get_chat(user_id, chat_id)
     target = get_message(chat, message_id, any_version=True)
     path = versions.path_to(versions.load_tree(chat.id), target.id)  # the branch of the target
-    rows = list(db.session.execute(
-        select(Message).where(Message.chat_id == chat.id, Message.deleted_at.is_(None), Message.id.in_(path))
-        .order_by(Message.id)
-    ).scalars())
+    rows = list(
+        db.session.execute(
+            select(Message)
+            .where(Message.chat_id == chat.id, Message.deleted_at.is_(None), Message.id.in_(path))
+            .order_by(Message.id)
+        ).scalars()
+    )
     calls = {c.get("id") for row in rows if row.role == "assistant" for c in row.tool_calls}
     answered = {row.tool_call_id for row in rows if row.role == "tool"}
     missing = calls - answered
     if missing:
         below = versions.descendants(versions.load_tree(chat.id), target.id)
-        rows += list(db.session.execute(
-            select(Message).where(Message.chat_id == chat.id, Message.deleted_at.is_(None), Message.id.in_(below),
-                                  Message.role == "tool", Message.tool_call_id.in_(missing)).order_by(Message.id)
-        ).scalars())
-    fork = Chat(user_id=user_id, title=f"{chat.title} (fork)"[:300], endpoint_id=chat.endpoint_id, model=chat.model,
-                settings_json=chat.settings_json)
+        rows += list(
+            db.session.execute(
+                select(Message)
+                .where(
+                    Message.chat_id == chat.id,
+                    Message.deleted_at.is_(None),
+                    Message.id.in_(below),
+                    Message.role == "tool",
+                    Message.tool_call_id.in_(missing),
+                )
+                .order_by(Message.id)
+            ).scalars()
+        )
+    fork = Chat(
+        user_id=user_id,
+        title=f"{chat.title} (fork)"[:300],
+        endpoint_id=chat.endpoint_id,
+        model=chat.model,
+        settings_json=chat.settings_json,
+    )
     try:
         db.session.add(fork)
         db.session.flush()
         parent_id = 0  # the fork's first message
         for row in rows:
             copy = Message(
-                chat_id=fork.id, parent_id=parent_id, role=row.role, content=row.content,
-                content_parts_json=row.content_parts_json, reasoning_content=row.reasoning_content,
-                reasoning_details_json=row.reasoning_details_json, tool_calls_json=row.tool_calls_json,
-                tool_call_id=row.tool_call_id, citation_sources_json=row.citation_sources_json,
-                meta_json=row.meta_json, model=row.model, input_tokens=row.input_tokens,
-                output_tokens=row.output_tokens, created_at=row.created_at,
+                chat_id=fork.id,
+                parent_id=parent_id,
+                role=row.role,
+                content=row.content,
+                content_parts_json=row.content_parts_json,
+                reasoning_content=row.reasoning_content,
+                reasoning_details_json=row.reasoning_details_json,
+                tool_calls_json=row.tool_calls_json,
+                tool_call_id=row.tool_call_id,
+                citation_sources_json=row.citation_sources_json,
+                meta_json=row.meta_json,
+                model=row.model,
+                input_tokens=row.input_tokens,
+                output_tokens=row.output_tokens,
+                created_at=row.created_at,
             )
             db.session.add(copy)
             db.session.flush()  # ids in transcript order on every backend
@@ -240,9 +281,9 @@ def topics(user_id: int, chat_id: str) -> list[Topic]:
     """The chat's outline: one entry per question, its first non-empty line."""
     chat = chats.get_chat(user_id, chat_id)
     rows = db.session.execute(
-        select(Message.id, Message.content).where(
-            Message.chat_id == chat.id, Message.role == "user", Message.shown()
-        ).order_by(Message.id)
+        select(Message.id, Message.content)
+        .where(Message.chat_id == chat.id, Message.role == "user", Message.shown())
+        .order_by(Message.id)
     )
     return [Topic(row.id, first_line(row.content)) for row in rows]
 
@@ -261,7 +302,9 @@ def first_line(content: str | None) -> str:
 def _drop_checkpoints(chat: Chat, first_removed_id: int) -> None:
     # A summary through a removed message would bring the removed text back to the model.
     db.session.execute(
-        delete(Checkpoint).where(Checkpoint.chat_id == chat.id, Checkpoint.through_message_id >= first_removed_id)
+        delete(Checkpoint).where(
+            Checkpoint.chat_id == chat.id, Checkpoint.through_message_id >= first_removed_id
+        )
     )
 
 
@@ -273,20 +316,37 @@ def _ensure_request_id(message: Message) -> None:
 def _step_of(chat: Chat, result: Message) -> Message | None:
     """The live assistant step whose tool call `result` answers."""
     steps = db.session.execute(
-        select(Message).where(Message.chat_id == chat.id, Message.role == "assistant", Message.deleted_at.is_(None),
-                              Message.id <= result.parent_id if result.parent_id else Message.id < result.id,
-                              Message.tool_calls_json.is_not(None))
-        .order_by(Message.id.desc()).limit(50)
+        select(Message)
+        .where(
+            Message.chat_id == chat.id,
+            Message.role == "assistant",
+            Message.deleted_at.is_(None),
+            Message.id <= result.parent_id if result.parent_id else Message.id < result.id,
+            Message.tool_calls_json.is_not(None),
+        )
+        .order_by(Message.id.desc())
+        .limit(50)
     ).scalars()
-    return next((s for s in steps if any(c.get("id") == result.tool_call_id for c in s.tool_calls)), None)
+    return next(
+        (s for s in steps if any(c.get("id") == result.tool_call_id for c in s.tool_calls)), None
+    )
 
 
 def _step_ids(chat: Chat, step: Message) -> list[int]:
     call_ids = [c.get("id") for c in step.tool_calls if c.get("id")]
-    results = db.session.execute(
-        select(Message.id).where(Message.chat_id == chat.id, Message.role == "tool", Message.deleted_at.is_(None),
-                                 Message.id > step.id, Message.tool_call_id.in_(call_ids))
-    ).scalars() if call_ids else []
+    results = (
+        db.session.execute(
+            select(Message.id).where(
+                Message.chat_id == chat.id,
+                Message.role == "tool",
+                Message.deleted_at.is_(None),
+                Message.id > step.id,
+                Message.tool_call_id.in_(call_ids),
+            )
+        ).scalars()
+        if call_ids
+        else []
+    )
     return [step.id, *results]
 
 
@@ -300,7 +360,9 @@ def _turn_ids(tree: dict[int, versions.Node], target: Message) -> list[int]:
     ids = [start.id]
     node = start
     while True:
-        below = [n for n in versions.children(tree, node.id) if n.selected] or versions.children(tree, node.id)[-1:]
+        below = [n for n in versions.children(tree, node.id) if n.selected] or versions.children(
+            tree, node.id
+        )[-1:]
         if not below:
             break
         node = below[0]

@@ -110,9 +110,15 @@ def load_transcript(chat: Chat, *, every_version: bool = False) -> list[Message]
     message of every version, each with `export_parent_id`: its nearest live ancestor
     (a deleted message in between is skipped, so the file's tree has no holes)."""
     if not every_version:
-        stmt = select(Message).where(Message.chat_id == chat.id, Message.shown()).order_by(Message.id)
+        stmt = (
+            select(Message).where(Message.chat_id == chat.id, Message.shown()).order_by(Message.id)
+        )
         return list(db.session.execute(stmt).scalars())
-    stmt = select(Message).where(Message.chat_id == chat.id, Message.deleted_at.is_(None)).order_by(Message.id)
+    stmt = (
+        select(Message)
+        .where(Message.chat_id == chat.id, Message.deleted_at.is_(None))
+        .order_by(Message.id)
+    )
     messages = list(db.session.execute(stmt).scalars())
     tree = load_tree(chat.id)
     for message in messages:
@@ -126,8 +132,12 @@ def load_transcript(chat: Chat, *, every_version: bool = False) -> list[Message]
 def attachment_index(user_id: int, messages: list[Message]) -> dict[int, Attachment]:
     """The user's attachments referenced by the messages, by id (foreign ids are left out)."""
     ids = {
-        part["id"] for m in messages for part in m.content_parts
-        if isinstance(part, dict) and part.get("type") == "attachment" and isinstance(part.get("id"), int)
+        part["id"]
+        for m in messages
+        for part in m.content_parts
+        if isinstance(part, dict)
+        and part.get("type") == "attachment"
+        and isinstance(part.get("id"), int)
     }
     if not ids:
         return {}
@@ -140,7 +150,9 @@ def attachment_index(user_id: int, messages: list[Message]) -> dict[int, Attachm
 # --- JSON ----------------------------------------------------------------------------------
 
 
-def chat_document(chat: Chat, messages: list[Message], attachments: dict[int, Attachment]) -> dict[str, Any]:
+def chat_document(
+    chat: Chat, messages: list[Message], attachments: dict[int, Attachment]
+) -> dict[str, Any]:
     """The versioned `numi.chat` document: every stored field, JSON columns decoded."""
     endpoint = db.session.get(Endpoint, chat.endpoint_id) if chat.endpoint_id else None
     return {
@@ -151,7 +163,9 @@ def chat_document(chat: Chat, messages: list[Message], attachments: dict[int, At
             "id": chat.id,
             "title": chat.title,
             "model": chat.model,
-            "endpoint": {"id": endpoint.id, "name": endpoint.name, "kind": endpoint.kind} if endpoint else None,
+            "endpoint": {"id": endpoint.id, "name": endpoint.name, "kind": endpoint.kind}
+            if endpoint
+            else None,
             "settings": chat.settings,
             "created_at": _iso(chat.created_at),
             "updated_at": _iso(chat.updated_at),
@@ -163,12 +177,22 @@ def chat_document(chat: Chat, messages: list[Message], attachments: dict[int, At
 def _message_document(message: Message, attachments: dict[int, Attachment]) -> dict[str, Any]:
     parts = []
     for part in message.content_parts:
-        if isinstance(part, dict) and part.get("type") == "attachment" and part.get("id") in attachments:
+        if (
+            isinstance(part, dict)
+            and part.get("type") == "attachment"
+            and part.get("id") in attachments
+        ):
             found = attachments[part["id"]]
             # Lets an import into another account match the file by content, or say what is missing.
-            part = {**part, ATTACHMENT_INFO_KEY: {
-                "filename": found.filename, "mime": found.mime, "size": found.size, "sha256": found.sha256,
-            }}
+            part = {
+                **part,
+                ATTACHMENT_INFO_KEY: {
+                    "filename": found.filename,
+                    "mime": found.mime,
+                    "size": found.size,
+                    "sha256": found.sha256,
+                },
+            }
         parts.append(part)
     return {
         "id": message.id,
@@ -191,7 +215,9 @@ def _message_document(message: Message, attachments: dict[int, Attachment]) -> d
 # --- the readable view ---------------------------------------------------------------------
 
 
-def message_views(messages: list[Message], attachments: dict[int, Attachment]) -> list[ExportMessage]:
+def message_views(
+    messages: list[Message], attachments: dict[int, Attachment]
+) -> list[ExportMessage]:
     """The transcript as readable messages; tool results sit under the call that asked for them."""
     results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
     answered: set[str] = set()
@@ -206,7 +232,8 @@ def message_views(messages: list[Message], attachments: dict[int, Attachment]) -
             created_at=_stamp(message.created_at),
             text=text,
             attachments=references,
-            reasoning=message.reasoning_content or _reasoning_from_details(message.reasoning_details),
+            reasoning=message.reasoning_content
+            or _reasoning_from_details(message.reasoning_details),
             sources=[s for s in (_source(item) for item in message.citation_sources) if s],
             model=message.meta.get("model") if message.role == "assistant" else None,
             error=_error_text(message.meta.get("error")),
@@ -244,7 +271,11 @@ def flatten_content(message: Message, attachments: dict[int, Attachment]) -> tup
             else:
                 lines.append(f"[attachment #{part.get('id')} (not available)]")
         elif kind in ("image_url", "image"):
-            url = part.get("image_url", {}).get("url") if isinstance(part.get("image_url"), dict) else part.get("url")
+            url = (
+                part.get("image_url", {}).get("url")
+                if isinstance(part.get("image_url"), dict)
+                else part.get("url")
+            )
             shown = url if isinstance(url, str) and not url.startswith("data:") else "inline image"
             lines.append(f"[image: {shown}]")
         elif kind:
@@ -344,13 +375,25 @@ def _markdown(chat: Chat, views: list[ExportMessage]) -> str:
             out += [view.text if view.role != "tool" else _fence(view.text), ""]
         out += [line for item in view.attachments for line in (item, "")]
         for call in view.tool_calls:
-            out += [f"**Tool call:** `{call.name}` ({call.id})", "", _fence(call.arguments, "json"), ""]
+            out += [
+                f"**Tool call:** `{call.name}` ({call.id})",
+                "",
+                _fence(call.arguments, "json"),
+                "",
+            ]
             if call.result is not None:
-                out += ["**Result**" + ("" if call.ok else " (failed)"), "", _fence(call.result), ""]
+                out += [
+                    "**Result**" + ("" if call.ok else " (failed)"),
+                    "",
+                    _fence(call.result),
+                    "",
+                ]
         if view.sources:
             out += ["**Sources**", ""]
-            out += [f"{n}. {s.title}" + (f" <{s.url}>" if s.url and s.url != s.title else "")
-                    for n, s in enumerate(view.sources, 1)]
+            out += [
+                f"{n}. {s.title}" + (f" <{s.url}>" if s.url and s.url != s.title else "")
+                for n, s in enumerate(view.sources, 1)
+            ]
             out.append("")
         if view.error:
             out += [f"> **Error:** {view.error}", ""]
@@ -382,8 +425,10 @@ def _plain_text(chat: Chat, views: list[ExportMessage]) -> str:
             out.append("")
         if view.sources:
             out.append("Sources:")
-            out += [f"  {n}. {s.title}" + (f" <{s.url}>" if s.url and s.url != s.title else "")
-                    for n, s in enumerate(view.sources, 1)]
+            out += [
+                f"  {n}. {s.title}" + (f" <{s.url}>" if s.url and s.url != s.title else "")
+                for n, s in enumerate(view.sources, 1)
+            ]
             out.append("")
         if view.error:
             out += [f"Error: {view.error}", ""]
@@ -405,8 +450,12 @@ def _html(chat: Chat, views: list[ExportMessage]) -> str:
 
     # The Pygments stylesheet is ours, not input: it goes into <style> unescaped.
     return render_template(
-        "export.html", chat=chat, messages=views, created=_stamp(chat.created_at),
-        exported=_stamp(utcnow()), highlight_css=Markup(highlight_css()),
+        "export.html",
+        chat=chat,
+        messages=views,
+        created=_stamp(chat.created_at),
+        exported=_stamp(utcnow()),
+        highlight_css=Markup(highlight_css()),
     )
 
 

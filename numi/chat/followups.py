@@ -30,41 +30,68 @@ def check_text(message: Any, max_chars: int) -> str:
 
 
 def list_items(user_id: int, chat_id: str) -> list[QueuedMessage]:
-    return list(db.session.execute(
-        select(QueuedMessage).where(QueuedMessage.chat_id == chat_id, QueuedMessage.user_id == user_id)
-        .order_by(QueuedMessage.id)
-    ).scalars())
+    return list(
+        db.session.execute(
+            select(QueuedMessage)
+            .where(QueuedMessage.chat_id == chat_id, QueuedMessage.user_id == user_id)
+            .order_by(QueuedMessage.id)
+        ).scalars()
+    )
 
 
 def get_item(user_id: int, chat_id: str, item_id: int) -> QueuedMessage:
     item = db.session.execute(
-        select(QueuedMessage).where(QueuedMessage.id == item_id, QueuedMessage.chat_id == chat_id,
-                                    QueuedMessage.user_id == user_id)
+        select(QueuedMessage).where(
+            QueuedMessage.id == item_id,
+            QueuedMessage.chat_id == chat_id,
+            QueuedMessage.user_id == user_id,
+        )
     ).scalar_one_or_none()
     if item is None:
         raise NotFound("queued message")  # started already, removed, or never the user's
     return item
 
 
-def add(user_id: int, chat_id: str, *, message: str, attachments: list[int], request_id: str,
-        timezone: str | None, tz_offset: int | None) -> QueuedMessage:
+def add(
+    user_id: int,
+    chat_id: str,
+    *,
+    message: str,
+    attachments: list[int],
+    request_id: str,
+    timezone: str | None,
+    tz_offset: int | None,
+) -> QueuedMessage:
     """Queue a follow-up. The same request_id again is the same item (a resend after a lost
     connection), never a second one."""
     same = db.session.execute(
-        select(QueuedMessage).where(QueuedMessage.chat_id == chat_id, QueuedMessage.request_id == request_id)
+        select(QueuedMessage).where(
+            QueuedMessage.chat_id == chat_id, QueuedMessage.request_id == request_id
+        )
     ).scalar_one_or_none()
     if same is not None:
         if same.user_id != user_id or same.content.strip() != message.strip():
-            raise NumiError("request_id_reused",
-                            "This request_id was used for another message; send a new request_id.", 409)
+            raise NumiError(
+                "request_id_reused",
+                "This request_id was used for another message; send a new request_id.",
+                409,
+            )
         return same
     count = db.session.execute(
         select(func.count()).select_from(QueuedMessage).where(QueuedMessage.chat_id == chat_id)
     ).scalar_one()
     if count >= MAX_QUEUED:
-        raise NumiError("queue_full", f"At most {MAX_QUEUED} messages can wait in a chat's queue.", 409)
-    item = QueuedMessage(chat_id=chat_id, user_id=user_id, content=message, request_id=request_id,
-                         timezone=timezone, tz_offset=tz_offset)
+        raise NumiError(
+            "queue_full", f"At most {MAX_QUEUED} messages can wait in a chat's queue.", 409
+        )
+    item = QueuedMessage(
+        chat_id=chat_id,
+        user_id=user_id,
+        content=message,
+        request_id=request_id,
+        timezone=timezone,
+        tz_offset=tz_offset,
+    )
     item.attachments = attachments
     db.session.add(item)
     db.session.commit()
@@ -85,7 +112,9 @@ def remove(user_id: int, chat_id: str, item_id: int) -> None:
 
 def clear(chat_id: str) -> int:
     """Drop a chat's queue (Stop and clear, a deleted chat); the caller checked the owner."""
-    removed = db.session.execute(delete(QueuedMessage).where(QueuedMessage.chat_id == chat_id)).rowcount
+    removed = db.session.execute(
+        delete(QueuedMessage).where(QueuedMessage.chat_id == chat_id)
+    ).rowcount
     db.session.commit()
     return removed or 0
 
@@ -94,13 +123,24 @@ def take_next(chat_id: str) -> dict[str, Any] | None:
     """Remove the chat's first item and return what starting it needs. Deleted before it
     starts: a crash in between loses a follow-up rather than sending it twice."""
     item = db.session.execute(
-        select(QueuedMessage).where(QueuedMessage.chat_id == chat_id).order_by(QueuedMessage.id).limit(1)
+        select(QueuedMessage)
+        .where(QueuedMessage.chat_id == chat_id)
+        .order_by(QueuedMessage.id)
+        .limit(1)
     ).scalar_one_or_none()
     if item is None:
         db.session.commit()
         return None
-    taken = {"id": item.id, "chat_id": item.chat_id, "user_id": item.user_id, "message": item.content, "attachments": item.attachments,
-             "request_id": item.request_id, "timezone": item.timezone, "tz_offset": item.tz_offset}
+    taken = {
+        "id": item.id,
+        "chat_id": item.chat_id,
+        "user_id": item.user_id,
+        "message": item.content,
+        "attachments": item.attachments,
+        "request_id": item.request_id,
+        "timezone": item.timezone,
+        "tz_offset": item.tz_offset,
+    }
     db.session.delete(item)
     db.session.commit()
     return taken
@@ -109,9 +149,15 @@ def take_next(chat_id: str) -> dict[str, Any] | None:
 def put_back(taken: dict[str, Any]) -> None:
     """Return an item `take_next` took but could not start (another turn began first),
     under its old id, so it keeps its place at the head of the queue."""
-    item = QueuedMessage(id=taken["id"], chat_id=taken["chat_id"], user_id=taken["user_id"],
-                         content=taken["message"], request_id=taken["request_id"],
-                         timezone=taken["timezone"], tz_offset=taken["tz_offset"])
+    item = QueuedMessage(
+        id=taken["id"],
+        chat_id=taken["chat_id"],
+        user_id=taken["user_id"],
+        content=taken["message"],
+        request_id=taken["request_id"],
+        timezone=taken["timezone"],
+        tz_offset=taken["tz_offset"],
+    )
     item.attachments = taken["attachments"]
     db.session.add(item)
     db.session.commit()

@@ -20,12 +20,28 @@ from .imported import ImportedChat, invalid_import
 MAX_BRANCH = 100_000  # a parent chain longer than this is a cycle or a broken file
 
 
-def _message(role: str, content: str, *, reasoning: str | None = None, created_at: datetime | None = None,
-             meta: dict[str, Any] | None = None) -> dict[str, Any]:
+def _message(
+    role: str,
+    content: str,
+    *,
+    reasoning: str | None = None,
+    created_at: datetime | None = None,
+    meta: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """A message in the neutral shape `importer._store` writes."""
-    return {"role": role, "content": content, "content_parts": [], "reasoning_content": reasoning or None,
-            "reasoning_details": [], "tool_calls": [], "tool_call_id": None, "citation_sources": [],
-            "meta": meta or {}, "request_id": None, "created_at": created_at}
+    return {
+        "role": role,
+        "content": content,
+        "content_parts": [],
+        "reasoning_content": reasoning or None,
+        "reasoning_details": [],
+        "tool_calls": [],
+        "tool_call_id": None,
+        "citation_sources": [],
+        "meta": meta or {},
+        "request_id": None,
+        "created_at": created_at,
+    }
 
 
 def _epoch(value: Any, where: str) -> datetime | None:
@@ -83,17 +99,23 @@ def _tree(nodes: dict[str, Any], parent_key: str, time_of) -> list[tuple[str, st
         if not isinstance(node, dict):
             continue
         parent = node.get(parent_key)
-        below.setdefault(parent if isinstance(parent, str) and parent in nodes else None, []).append(node_id)
+        below.setdefault(
+            parent if isinstance(parent, str) and parent in nodes else None, []
+        ).append(node_id)
     order: list[tuple[str, str | None]] = []
     seen: set[str] = set()
-    stack: list[tuple[str, str | None]] = [(n, None) for n in reversed(_oldest_first(below.get(None, []), nodes, time_of))]
+    stack: list[tuple[str, str | None]] = [
+        (n, None) for n in reversed(_oldest_first(below.get(None, []), nodes, time_of))
+    ]
     while stack:
         node_id, parent = stack.pop()
         if node_id in seen or len(order) > MAX_BRANCH:
             continue
         seen.add(node_id)
         order.append((node_id, parent))
-        stack.extend((c, node_id) for c in reversed(_oldest_first(below.get(node_id, []), nodes, time_of)))
+        stack.extend(
+            (c, node_id) for c in reversed(_oldest_first(below.get(node_id, []), nodes, time_of))
+        )
     return order
 
 
@@ -101,11 +123,15 @@ def _oldest_first(ids: list[str], nodes: dict[str, Any], time_of) -> list[str]:
     return sorted(ids, key=lambda k: time_of(nodes[k]))  # stable: file order among equal times
 
 
-def _versions(chat: ImportedChat, order: list[tuple[str, str | None]], current_path: list[str], convert) -> None:
+def _versions(
+    chat: ImportedChat, order: list[tuple[str, str | None]], current_path: list[str], convert
+) -> None:
     """Append the converted messages of `order` to `chat` as versions: each keeps as parent
     its nearest converted ancestor; the nodes of the current path are the selected ones."""
     shown = set(current_path)
-    stands_for: dict[str, str | None] = {}  # node id -> key of its nearest converted ancestor-or-self
+    stands_for: dict[
+        str, str | None
+    ] = {}  # node id -> key of its nearest converted ancestor-or-self
     for node_id, parent in order:
         parent_key = stands_for.get(parent) if parent is not None else None
         converted = convert(node_id)
@@ -138,8 +164,10 @@ class ChatGPTImporter:
         return isinstance(first, dict) and "mapping" in first
 
     def parse(self, document: Any, limits: dict[str, Any]) -> list[ImportedChat]:
-        return [self._conversation(raw, f"conversations[{i}]", limits)
-                for i, raw in enumerate(_conversations(document, "ChatGPT"))]
+        return [
+            self._conversation(raw, f"conversations[{i}]", limits)
+            for i, raw in enumerate(_conversations(document, "ChatGPT"))
+        ]
 
     def _conversation(self, raw: Any, where: str, limits: dict[str, Any]) -> ImportedChat:
         if not isinstance(raw, dict):
@@ -150,7 +178,9 @@ class ChatGPTImporter:
         current = raw.get("current_node")
         if current is None:
             # No pointer: the newest leaf is what ChatGPT shows.
-            leaves = [k for k, n in mapping.items() if isinstance(n, dict) and not n.get("children")]
+            leaves = [
+                k for k, n in mapping.items() if isinstance(n, dict) and not n.get("children")
+            ]
             current = max(leaves, key=lambda k: _node_time(mapping[k]), default=None)
         if current is None:
             raise invalid_import(f"{where}.current_node is missing.")
@@ -184,30 +214,52 @@ class ChatGPTImporter:
         role, kind = author["role"], content["content_type"]
         created = _epoch(raw.get("create_time"), f"{where}.create_time")
         if metadata.get("is_visually_hidden_from_conversation") or kind in (
-                "user_editable_context", "model_editable_context", "reasoning_recap"):
+            "user_editable_context",
+            "model_editable_context",
+            "reasoning_recap",
+        ):
             return None  # custom instructions, memory and UI scaffolding: never shown in ChatGPT
         text = self._text(content, where)
         lines = [text] if text else []
-        lines += [f"[attachment: {a.get('name') or a.get('id')}]" for a in metadata.get("attachments") or []
-                  if isinstance(a, dict) and (a.get("name") or a.get("id"))]
+        lines += [
+            f"[attachment: {a.get('name') or a.get('id')}]"
+            for a in metadata.get("attachments") or []
+            if isinstance(a, dict) and (a.get("name") or a.get("id"))
+        ]
         body = "\n\n".join(lines)
         meta = {"imported_from": "chatgpt"}
         if isinstance(metadata.get("model_slug"), str):
             meta["model"] = metadata["model_slug"][:200]
         if kind == "thoughts":
-            return _message("assistant", "", reasoning=text, created_at=created, meta=meta) if text else None
+            return (
+                _message("assistant", "", reasoning=text, created_at=created, meta=meta)
+                if text
+                else None
+            )
         if role == "tool":
             name = author.get("name") if isinstance(author.get("name"), str) else "tool"
             if not body:
                 return None
-            return _message("assistant", f"**Tool output ({name})**\n\n{_fenced(body) if kind != 'multimodal_text' else body}",
-                            created_at=created, meta={**meta, "tool_output": name})
+            return _message(
+                "assistant",
+                f"**Tool output ({name})**\n\n{_fenced(body) if kind != 'multimodal_text' else body}",
+                created_at=created,
+                meta={**meta, "tool_output": name},
+            )
         if role == "assistant" and raw.get("recipient") not in (None, "all"):
             # A call to a tool (code for the python tool, a browser query...).
             recipient = str(raw.get("recipient"))[:100]
             language = content.get("language") if isinstance(content.get("language"), str) else ""
-            return _message("assistant", f"**Tool call ({recipient})**\n\n{_fenced(text, language if language != 'unknown' else '')}",
-                            created_at=created, meta={**meta, "tool_call": recipient}) if text else None
+            return (
+                _message(
+                    "assistant",
+                    f"**Tool call ({recipient})**\n\n{_fenced(text, language if language != 'unknown' else '')}",
+                    created_at=created,
+                    meta={**meta, "tool_call": recipient},
+                )
+                if text
+                else None
+            )
         if role == "system":
             return _message("system", body, created_at=created, meta=meta) if body.strip() else None
         if role not in ("user", "assistant"):
@@ -222,14 +274,32 @@ class ChatGPTImporter:
             parts = content.get("parts")
             if not isinstance(parts, list):
                 raise invalid_import(f"{where}.content.parts must be a list.")
-            return "\n\n".join(filter(None, (self._part(p, f"{where}.content.parts[{i}]") for i, p in enumerate(parts))))
+            return "\n\n".join(
+                filter(
+                    None,
+                    (self._part(p, f"{where}.content.parts[{i}]") for i, p in enumerate(parts)),
+                )
+            )
         if kind == "thoughts":
             thoughts = content.get("thoughts")
             if not isinstance(thoughts, list):
                 raise invalid_import(f"{where}.content.thoughts must be a list.")
-            return "\n\n".join(str(t.get("content") or t.get("summary") or "") for t in thoughts if isinstance(t, dict))
+            return "\n\n".join(
+                str(t.get("content") or t.get("summary") or "")
+                for t in thoughts
+                if isinstance(t, dict)
+            )
         if kind == "tether_quote":
-            return "\n".join(filter(None, (_str(content.get("title")), _str(content.get("url")), _str(content.get("text")))))
+            return "\n".join(
+                filter(
+                    None,
+                    (
+                        _str(content.get("title")),
+                        _str(content.get("url")),
+                        _str(content.get("text")),
+                    ),
+                )
+            )
         if kind == "tether_browsing_display":
             return _str(content.get("result")) or _str(content.get("summary"))
         # code, execution_output, system_error, and kinds this importer has not seen: their text.
@@ -242,7 +312,11 @@ class ChatGPTImporter:
             raise invalid_import(f"{where} must be text or an object.")
         kind = part.get("content_type")
         if kind == "image_asset_pointer":
-            size = f" ({part['width']}×{part['height']})" if part.get("width") and part.get("height") else ""
+            size = (
+                f" ({part['width']}×{part['height']})"
+                if part.get("width") and part.get("height")
+                else ""
+            )
             pointer = _str(part.get("asset_pointer")) or "image"
             return f"[image: {pointer}{size}]"
         if kind == "audio_transcription":
@@ -283,18 +357,27 @@ class OpenWebUIImporter:
         return isinstance(first, dict) and isinstance(first.get("chat"), dict)
 
     def parse(self, document: Any, limits: dict[str, Any]) -> list[ImportedChat]:
-        return [self._chat(raw, f"chats[{i}]", limits) for i, raw in enumerate(_conversations(document, "Open WebUI"))]
+        return [
+            self._chat(raw, f"chats[{i}]", limits)
+            for i, raw in enumerate(_conversations(document, "Open WebUI"))
+        ]
 
     def _chat(self, raw: Any, where: str, limits: dict[str, Any]) -> ImportedChat:
         if not isinstance(raw, dict) or not isinstance(raw.get("chat"), dict):
             raise invalid_import(f"{where}.chat must be an object.")
         body = raw["chat"]
         models = body.get("models")
-        model = models[0] if isinstance(models, list) and models and isinstance(models[0], str) else None
+        model = (
+            models[0]
+            if isinstance(models, list) and models and isinstance(models[0], str)
+            else None
+        )
         chat = ImportedChat(
             title=_title(body.get("title") or raw.get("title"), f"{where}.chat.title", limits),
             model=model[:200] if model else None,
-            created_at=_epoch(raw.get("created_at") or body.get("timestamp"), f"{where}.created_at"),
+            created_at=_epoch(
+                raw.get("created_at") or body.get("timestamp"), f"{where}.created_at"
+            ),
         )
         history = body.get("history")
         if isinstance(history, dict) and history.get("messages"):
@@ -307,7 +390,12 @@ class OpenWebUIImporter:
             base = f"{where}.chat.history.messages"
             path = _branch(nodes, current, "parentId", base)
             order = _tree(nodes, "parentId", _webui_time)
-            _versions(chat, order, path, lambda node_id: self._message(nodes[node_id], f"{base}.{node_id}"))
+            _versions(
+                chat,
+                order,
+                path,
+                lambda node_id: self._message(nodes[node_id], f"{base}.{node_id}"),
+            )
             return chat
         else:
             ordered = body.get("messages")
@@ -340,8 +428,13 @@ class OpenWebUIImporter:
             meta["model"] = raw["model"][:200]
         if not text.strip() and not reasoning:
             return None
-        return _message(role, text, reasoning=reasoning, meta=meta,
-                        created_at=_epoch(raw.get("timestamp"), f"{where}.timestamp"))
+        return _message(
+            role,
+            text,
+            reasoning=reasoning,
+            meta=meta,
+            created_at=_epoch(raw.get("timestamp"), f"{where}.timestamp"),
+        )
 
     def _content(self, content: Any, where: str) -> str:
         if content is None:
@@ -357,7 +450,11 @@ class OpenWebUIImporter:
             if part["type"] == "text":
                 out.append(_str(part.get("text")))
             elif part["type"] == "image_url":
-                url = part.get("image_url", {}).get("url") if isinstance(part.get("image_url"), dict) else part.get("image_url")
+                url = (
+                    part.get("image_url", {}).get("url")
+                    if isinstance(part.get("image_url"), dict)
+                    else part.get("image_url")
+                )
                 out.append(_reference("image", _str(url)))
             else:
                 out.append(f"[{part['type'][:40]}]")
@@ -365,7 +462,9 @@ class OpenWebUIImporter:
 
     def _file_line(self, item: dict[str, Any]) -> str:
         kind = "image" if item.get("type") == "image" else "file"
-        name = _str(item.get("name")) or _str((item.get("file") or {}).get("filename") if isinstance(item.get("file"), dict) else "")
+        name = _str(item.get("name")) or _str(
+            (item.get("file") or {}).get("filename") if isinstance(item.get("file"), dict) else ""
+        )
         return _reference(kind, name or _str(item.get("url")))
 
 

@@ -67,8 +67,10 @@ def _check_sizes(imported: list[ImportedChat], limit: int) -> None:
             for name in ("content", "reasoning_content"):
                 value = message.get(name)
                 if isinstance(value, str) and len(value) > limit:
-                    raise invalid_import(f"messages[{index}].{name} is too long (at most {limit} characters, "
-                                         "the limit of a sent message).")
+                    raise invalid_import(
+                        f"messages[{index}].{name} is too long (at most {limit} characters, "
+                        "the limit of a sent message)."
+                    )
 
 
 def detect_format(document: Any) -> ChatImporter:
@@ -79,8 +81,10 @@ def detect_format(document: Any) -> ChatImporter:
         raise invalid_import(
             f"This Numi export has version {document.get('version')!r}; this Numi reads version {FORMAT_VERSION}."
         )
-    raise invalid_import(f"Unrecognised file: expected a Numi chat export (format {FORMAT_TAG!r}), "
-                         "a ChatGPT conversations.json or an Open WebUI chat export.")
+    raise invalid_import(
+        f"Unrecognised file: expected a Numi chat export (format {FORMAT_TAG!r}), "
+        "a ChatGPT conversations.json or an Open WebUI chat export."
+    )
 
 
 # --- Numi's own format ---------------------------------------------------------------------
@@ -92,8 +96,11 @@ class NumiImporter:
     name = "numi"
 
     def detect(self, document: Any) -> bool:
-        return (isinstance(document, dict) and document.get("format") == FORMAT_TAG
-                and document.get("version") == FORMAT_VERSION)
+        return (
+            isinstance(document, dict)
+            and document.get("format") == FORMAT_TAG
+            and document.get("version") == FORMAT_VERSION
+        )
 
     def parse(self, document: Any, limits: dict[str, Any]) -> list[ImportedChat]:
         chat = _field(document, "chat", dict, "")
@@ -117,8 +124,6 @@ class NumiImporter:
         return [imported]
 
 
-
-
 def _message(raw: Any, where: str, seen_calls: set[str], seen_requests: set[str]) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise invalid_import(f"{where} must be an object.")
@@ -129,15 +134,21 @@ def _message(raw: Any, where: str, seen_calls: set[str], seen_requests: set[str]
     out: dict[str, Any] = {
         "role": role,
         "content": _optional(raw, "content", str, prefix),
-        "content_parts": [_part(p, f"{where}.content_parts[{i}]")
-                          for i, p in enumerate(_optional(raw, "content_parts", list, prefix) or [])],
+        "content_parts": [
+            _part(p, f"{where}.content_parts[{i}]")
+            for i, p in enumerate(_optional(raw, "content_parts", list, prefix) or [])
+        ],
         "reasoning_content": _optional(raw, "reasoning_content", str, prefix),
         "reasoning_details": _optional(raw, "reasoning_details", list, prefix) or [],
         "tool_calls": _optional(raw, "tool_calls", list, prefix) or [],
-        "tool_call_id": _text_limit(_optional(raw, "tool_call_id", str, prefix), 200, f"{where}.tool_call_id"),
+        "tool_call_id": _text_limit(
+            _optional(raw, "tool_call_id", str, prefix), 200, f"{where}.tool_call_id"
+        ),
         "citation_sources": _sources(_optional(raw, "citation_sources", list, prefix) or [], where),
         "meta": _meta(_optional(raw, "meta", dict, prefix) or {}, where),
-        "request_id": _text_limit(_optional(raw, "request_id", str, prefix), 100, f"{where}.request_id"),
+        "request_id": _text_limit(
+            _optional(raw, "request_id", str, prefix), 100, f"{where}.request_id"
+        ),
         "created_at": _time(raw.get("created_at"), f"{where}.created_at"),
     }
     if out["tool_calls"] and role != "assistant":
@@ -148,9 +159,14 @@ def _message(raw: Any, where: str, seen_calls: set[str], seen_requests: set[str]
         if len(call["id"]) > 200:
             raise invalid_import(f"{where}.tool_calls[{i}].id is too long.")
         function = call.get("function")
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str) \
-                or not isinstance(function.get("arguments", ""), str):
-            raise invalid_import(f"{where}.tool_calls[{i}].function needs a text name and text arguments.")
+        if (
+            not isinstance(function, dict)
+            or not isinstance(function.get("name"), str)
+            or not isinstance(function.get("arguments", ""), str)
+        ):
+            raise invalid_import(
+                f"{where}.tool_calls[{i}].function needs a text name and text arguments."
+            )
         seen_calls.add(call["id"])
     for i, detail in enumerate(out["reasoning_details"]):
         if not isinstance(detail, dict):
@@ -159,7 +175,9 @@ def _message(raw: Any, where: str, seen_calls: set[str], seen_requests: set[str]
         if not out["tool_call_id"]:
             raise invalid_import(f"{where}: a tool result needs its tool_call_id.")
         if out["tool_call_id"] not in seen_calls:
-            raise invalid_import(f"{where}: tool result for call {out['tool_call_id']!r} has no earlier tool call.")
+            raise invalid_import(
+                f"{where}: tool result for call {out['tool_call_id']!r} has no earlier tool call."
+            )
     if out["request_id"] is not None:
         # (chat_id, request_id) is unique: a repeated id in a hand-made file is dropped, not fatal.
         if out["request_id"] in seen_requests:
@@ -182,7 +200,9 @@ def _version_fields(raw: dict[str, Any], where: str, keys: set[int]) -> dict[str
     if "parent_id" in raw:
         parent = raw["parent_id"]
         if parent is not None and (isinstance(parent, bool) or parent not in keys or parent == key):
-            raise invalid_import(f"{where}.parent_id must be the id of an earlier message, or null.")
+            raise invalid_import(
+                f"{where}.parent_id must be the id of an earlier message, or null."
+            )
         fields["parent"] = parent
     if "selected" in raw:
         if not isinstance(raw["selected"], bool):
@@ -208,8 +228,13 @@ def _part(part: Any, where: str) -> dict[str, Any]:
 def _sources(sources: list[Any], where: str) -> list[dict[str, Any]]:
     for i, source in enumerate(sources):
         if not isinstance(source, dict) or any(
-                not isinstance(source.get(key), str) for key in ("url", "title") if source.get(key) is not None):
-            raise invalid_import(f"{where}.citation_sources[{i}] must be an object with text url and title.")
+            not isinstance(source.get(key), str)
+            for key in ("url", "title")
+            if source.get(key) is not None
+        ):
+            raise invalid_import(
+                f"{where}.citation_sources[{i}] must be an object with text url and title."
+            )
     return sources
 
 
@@ -217,10 +242,23 @@ def _sources(sources: list[Any], where: str) -> list[dict[str, Any]]:
 # (model, timings, a tool's outcome): a known key of the wrong type is refused, since the
 # pages and the agent read it; an unknown key is dropped.
 _META_TYPES: dict[str, type | tuple[type, ...]] = {
-    "model": str, "endpoint_id": int, "step": int, "turn_id": str, "finish_reason": str,
-    "tool": str, "ok": bool, "error_code": str, "partial": bool, "edited_at": str,
-    "imported_from": str, "tool_output": str, "tool_call": str, "error": (dict, str),
-    "metrics": dict, "usage": dict, "interrupted": bool,
+    "model": str,
+    "endpoint_id": int,
+    "step": int,
+    "turn_id": str,
+    "finish_reason": str,
+    "tool": str,
+    "ok": bool,
+    "error_code": str,
+    "partial": bool,
+    "edited_at": str,
+    "imported_from": str,
+    "tool_output": str,
+    "tool_call": str,
+    "error": (dict, str),
+    "metrics": dict,
+    "usage": dict,
+    "interrupted": bool,
 }
 
 
@@ -235,12 +273,17 @@ def _meta(raw: dict[str, Any], where: str) -> dict[str, Any]:
         meta[key] = value
     if isinstance(meta.get("error"), dict):
         error = meta["error"]
-        meta["error"] = {k: str(error[k])[:1000] for k in ("code", "message") if isinstance(error.get(k), str)}
+        meta["error"] = {
+            k: str(error[k])[:1000] for k in ("code", "message") if isinstance(error.get(k), str)
+        }
     for key in ("metrics", "usage"):
         if key in meta:
             # Figures only: a text "tokens_per_s" would break every page that shows the chat.
-            meta[key] = {k: v for k, v in meta[key].items()
-                         if isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)}
+            meta[key] = {
+                k: v
+                for k, v in meta[key].items()
+                if isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)
+            }
     return meta
 
 
@@ -257,8 +300,10 @@ def _endpoint_hint(value: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(value, dict):
         raise invalid_import("chat.endpoint must be an object or null.")
-    return {"id": value.get("id") if isinstance(value.get("id"), int) else None,
-            "name": value.get("name") if isinstance(value.get("name"), str) else None}
+    return {
+        "id": value.get("id") if isinstance(value.get("id"), int) else None,
+        "name": value.get("name") if isinstance(value.get("name"), str) else None,
+    }
 
 
 def _field(container: Any, name: str, kind: type, prefix: str) -> Any:
@@ -278,7 +323,13 @@ def _optional(container: dict[str, Any], name: str, kind: type, prefix: str) -> 
     return _field(container, name, kind, prefix)
 
 
-_KIND_NAMES = {str: "text", list: "a list", dict: "an object", int: "a number", bool: "true or false"}
+_KIND_NAMES = {
+    str: "text",
+    list: "a list",
+    dict: "an object",
+    int: "a number",
+    bool: "true or false",
+}
 
 
 def _text_limit(value: str | None, limit: int, where: str) -> str | None:
@@ -306,8 +357,14 @@ def _time(value: Any, where: str) -> datetime | None:
 def _store(user_id: int, item: ImportedChat) -> Chat:
     endpoint, model = _route(user_id, item)
     now = utcnow()
-    chat = Chat(user_id=user_id, title=item.title, endpoint_id=endpoint.id if endpoint else None, model=model,
-                created_at=item.created_at or now, updated_at=now)
+    chat = Chat(
+        user_id=user_id,
+        title=item.title,
+        endpoint_id=endpoint.id if endpoint else None,
+        model=model,
+        created_at=item.created_at or now,
+        updated_at=now,
+    )
     chat.settings = item.settings
     db.session.add(chat)
     db.session.flush()
@@ -317,12 +374,20 @@ def _store(user_id: int, item: ImportedChat) -> Chat:
     rows: list[Message] = []
     for fields in item.messages:
         # 0: a first message (None would let the column default choose a parent).
-        parent = (stored.get(fields["parent"], 0) if fields["parent"] is not None else 0) \
-            if "parent" in fields else previous
+        parent = (
+            (stored.get(fields["parent"], 0) if fields["parent"] is not None else 0)
+            if "parent" in fields
+            else previous
+        )
         message = Message(
-            chat_id=chat.id, parent_id=parent, selected=fields.get("selected", True), role=fields["role"],
-            content=fields["content"], reasoning_content=fields["reasoning_content"],
-            tool_call_id=fields["tool_call_id"], request_id=fields["request_id"],
+            chat_id=chat.id,
+            parent_id=parent,
+            selected=fields.get("selected", True),
+            role=fields["role"],
+            content=fields["content"],
+            reasoning_content=fields["reasoning_content"],
+            tool_call_id=fields["tool_call_id"],
+            request_id=fields["request_id"],
             created_at=fields["created_at"] or now,
         )
         message.content_parts = [_attachment_part(p, owned) for p in fields["content_parts"]]
@@ -383,10 +448,16 @@ def _owned_attachments(user_id: int, messages: list[dict[str, Any]]) -> dict[str
     if not parts:
         return {"by_id": {}, "by_sha": {}}
     ids = {p["id"] for p in parts}
-    shas = {p[ATTACHMENT_INFO_KEY].get("sha256") for p in parts if isinstance(p.get(ATTACHMENT_INFO_KEY), dict)}
+    shas = {
+        p[ATTACHMENT_INFO_KEY].get("sha256")
+        for p in parts
+        if isinstance(p.get(ATTACHMENT_INFO_KEY), dict)
+    }
     rows = db.session.execute(
-        select(Attachment).where(Attachment.user_id == user_id,
-                                 Attachment.id.in_(ids) | Attachment.sha256.in_({s for s in shas if isinstance(s, str)}))
+        select(Attachment).where(
+            Attachment.user_id == user_id,
+            Attachment.id.in_(ids) | Attachment.sha256.in_({s for s in shas if isinstance(s, str)}),
+        )
     ).scalars()
     found: dict[str, dict] = {"by_id": {}, "by_sha": {}}
     for row in rows:

@@ -84,14 +84,20 @@ def organise(user_id: int, chat_id: str, fields: dict[str, Any]) -> Chat:
     return chat
 
 
-def bulk(user_id: int, action: Any, ids: Any, running: set[str] | frozenset = frozenset()) -> list[str]:
+def bulk(
+    user_id: int, action: Any, ids: Any, running: set[str] | frozenset = frozenset()
+) -> list[str]:
     """Apply `action` to those of `ids` that are the user's chats; returns the ids changed.
 
     `restore` undoes a delete made within UNDO_SECONDS; `delete` refuses (changing nothing)
     when one of the chats is answering (`running`: the ids with a live turn)."""
     if action not in BULK_ACTIONS:
         raise invalid(f"action must be one of: {', '.join(BULK_ACTIONS)}.", "invalid_action")
-    if not isinstance(ids, list) or not all(isinstance(i, str) and len(i) <= 36 for i in ids) or not ids:
+    if (
+        not isinstance(ids, list)
+        or not all(isinstance(i, str) and len(i) <= 36 for i in ids)
+        or not ids
+    ):
         raise invalid("ids must be a non-empty list of chat ids.", "invalid_ids")
     if len(ids) > MAX_BULK:
         raise invalid(f"At most {MAX_BULK} chats at once.", "too_many")
@@ -110,15 +116,26 @@ def bulk(user_id: int, action: Any, ids: Any, running: set[str] | frozenset = fr
         elif action == "restore":
             chat.deleted_at = None
         else:
-            apply(user_id, chat, {"pinned" if action in ("pin", "unpin") else "archived": action in ("pin", "archive")})
+            apply(
+                user_id,
+                chat,
+                {
+                    "pinned" if action in ("pin", "unpin") else "archived": action
+                    in ("pin", "archive")
+                },
+            )
     db.session.commit()
     return [chat.id for chat in chats]
 
 
 def user_tags(user_id: int) -> list[str]:
     """Every tag the user has on a live chat, for the sidebar filter (one indexed query)."""
-    return sorted(db.session.execute(
-        select(ChatTag.tag).join(Chat, Chat.id == ChatTag.chat_id)
-        .where(ChatTag.user_id == user_id, Chat.deleted_at.is_(None)).distinct()
-    ).scalars(), key=str.casefold)
-
+    return sorted(
+        db.session.execute(
+            select(ChatTag.tag)
+            .join(Chat, Chat.id == ChatTag.chat_id)
+            .where(ChatTag.user_id == user_id, Chat.deleted_at.is_(None))
+            .distinct()
+        ).scalars(),
+        key=str.casefold,
+    )

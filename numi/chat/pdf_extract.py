@@ -34,10 +34,13 @@ class PdfLimits:
 
     @classmethod
     def from_config(cls, config) -> PdfLimits:
-        return cls(max_pages=config["NUMI_PDF_MAX_PAGES"], max_chars=config["NUMI_ATTACHMENT_MAX_TEXT_CHARS"],
-                   max_seconds=config["NUMI_PDF_MAX_SECONDS"],
-                   max_memory_bytes=config["NUMI_PDF_MAX_MEMORY_MB"] * 1024 * 1024,
-                   max_stream_bytes=config["NUMI_PDF_MAX_STREAM_MB"] * 1024 * 1024)
+        return cls(
+            max_pages=config["NUMI_PDF_MAX_PAGES"],
+            max_chars=config["NUMI_ATTACHMENT_MAX_TEXT_CHARS"],
+            max_seconds=config["NUMI_PDF_MAX_SECONDS"],
+            max_memory_bytes=config["NUMI_PDF_MAX_MEMORY_MB"] * 1024 * 1024,
+            max_stream_bytes=config["NUMI_PDF_MAX_STREAM_MB"] * 1024 * 1024,
+        )
 
 
 def extract(data: bytes, limits: PdfLimits) -> tuple[list[str], str | None, str | None]:
@@ -51,11 +54,22 @@ def extract(data: bytes, limits: PdfLimits) -> tuple[list[str], str | None, str 
         cpu = int(limits.max_seconds) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
 
-    args = json.dumps({"max_pages": limits.max_pages, "max_chars": limits.max_chars,
-                       "max_stream_bytes": limits.max_stream_bytes})
-    process = subprocess.Popen([sys.executable, "-m", "numi.chat.pdf_extract", args],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               preexec_fn=bound_child, start_new_session=True, env=_child_env())
+    args = json.dumps(
+        {
+            "max_pages": limits.max_pages,
+            "max_chars": limits.max_chars,
+            "max_stream_bytes": limits.max_stream_bytes,
+        }
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "numi.chat.pdf_extract", args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=bound_child,
+        start_new_session=True,
+        env=_child_env(),
+    )
     pages: list[str] = []
     note = error = None
     import gevent
@@ -112,15 +126,25 @@ def _cap_streams(cap: int) -> None:
     except ImportError:
         import pypdf.filters
 
-        for name in ("ZLIB_MAX_OUTPUT_LENGTH", "LZW_MAX_OUTPUT_LENGTH", "RUN_LENGTH_MAX_OUTPUT_LENGTH",
-                     "MAX_DECLARED_STREAM_LENGTH", "MAX_ARRAY_BASED_STREAM_OUTPUT_LENGTH"):
+        for name in (
+            "ZLIB_MAX_OUTPUT_LENGTH",
+            "LZW_MAX_OUTPUT_LENGTH",
+            "RUN_LENGTH_MAX_OUTPUT_LENGTH",
+            "MAX_DECLARED_STREAM_LENGTH",
+            "MAX_ARRAY_BASED_STREAM_OUTPUT_LENGTH",
+        ):
             if hasattr(pypdf.filters, name):
                 setattr(pypdf.filters, name, cap)
         return
-    overwrite_configuration(zlib_maximum_output_length=cap, lzw_maximum_output_length=cap,
-                            run_length_maximum_output_length=cap, maximum_declared_stream_length=cap,
-                            array_based_stream_maximum_output_length=cap, brotli_maximum_output_length=cap,
-                            jbig2_maximum_output_length=cap)
+    overwrite_configuration(
+        zlib_maximum_output_length=cap,
+        lzw_maximum_output_length=cap,
+        run_length_maximum_output_length=cap,
+        maximum_declared_stream_length=cap,
+        array_based_stream_maximum_output_length=cap,
+        brotli_maximum_output_length=cap,
+        jbig2_maximum_output_length=cap,
+    )
 
 
 def main() -> None:
@@ -139,7 +163,16 @@ def main() -> None:
             _emit({"error": ENCRYPTED})
             return
         count = len(reader.pages)
-    except (PdfReadError, LimitReachedError, ValueError, KeyError, TypeError, OSError, MemoryError, RecursionError):
+    except (
+        PdfReadError,
+        LimitReachedError,
+        ValueError,
+        KeyError,
+        TypeError,
+        OSError,
+        MemoryError,
+        RecursionError,
+    ):
         _emit({"error": UNREADABLE})
         return
     chars = 0
@@ -151,11 +184,19 @@ def main() -> None:
             text = (reader.pages[number].extract_text() or "").strip()
         except LimitReachedError:
             # pypdf's caps: a stream inflating past max_stream_bytes, or too many operators.
-            _emit({"stop": f"page {number + 1} inflates past {limits['max_stream_bytes'] // (1024 * 1024)} MB "
-                           "or holds too many operators; the text stops before it"})
+            _emit(
+                {
+                    "stop": f"page {number + 1} inflates past {limits['max_stream_bytes'] // (1024 * 1024)} MB "
+                    "or holds too many operators; the text stops before it"
+                }
+            )
             return
         except MemoryError:
-            _emit({"stop": f"page {number + 1} needs more memory than allowed; the text stops before it"})
+            _emit(
+                {
+                    "stop": f"page {number + 1} needs more memory than allowed; the text stops before it"
+                }
+            )
             return
         except (PdfReadError, ValueError, KeyError, TypeError, OSError, RecursionError):
             text = ""

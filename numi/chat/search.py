@@ -46,9 +46,14 @@ class MessageHit:
     rank: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"chat_id": self.chat_id, "chat_title": self.chat_title, "message_id": self.message_id,
-                "role": self.role, "snippet": "".join(t for t, _ in self.segments),
-                "highlights": [t for t, hit in self.segments if hit]}
+        return {
+            "chat_id": self.chat_id,
+            "chat_title": self.chat_title,
+            "message_id": self.message_id,
+            "role": self.role,
+            "snippet": "".join(t for t, _ in self.segments),
+            "highlights": [t for t, hit in self.segments if hit],
+        }
 
 
 @dataclass
@@ -79,7 +84,7 @@ def search(user_id: int, query: str, *, limit: int = 20) -> SearchResults:
 
 
 def search_engine() -> str:
-    """"fts5", "postgresql" or "ilike": what this database supports (checked once per engine)."""
+    """ "fts5", "postgresql" or "ilike": what this database supports (checked once per engine)."""
     extensions = current_app.extensions
     if "numi.search_engine" not in extensions:
         extensions["numi.search_engine"] = _detect(db.engine)
@@ -90,7 +95,8 @@ def _detect(engine) -> str:
     with engine.connect() as connection:
         if engine.dialect.name == "sqlite":
             found = connection.execute(
-                text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'fts_messages'")).first()
+                text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'fts_messages'")
+            ).first()
             return "fts5" if found else "ilike"
         if engine.dialect.name == "postgresql":
             found = connection.execute(text("SELECT to_regclass('fts_messages_idx')")).scalar()
@@ -126,54 +132,86 @@ def _tsquery(query: str) -> str:
 
 
 def _fts5(user_id: int, query: str, limit: int) -> list[MessageHit]:
-    rows = db.session.execute(text(
-        "SELECT m.id, m.chat_id, m.role, c.title, "
-        "snippet(fts_messages, 0, :start, :end, '…', :tokens) AS snip, bm25(fts_messages) AS rank "
-        "FROM fts_messages "
-        "JOIN messages m ON m.id = fts_messages.rowid "
-        "JOIN chats c ON c.id = m.chat_id "
-        "WHERE fts_messages MATCH :match AND c.user_id = :user AND c.deleted_at IS NULL "
-        "AND m.deleted_at IS NULL AND m.active "  # the shown versions only
-        "ORDER BY rank LIMIT :limit"
-    ), {"start": HIT_START, "end": HIT_END, "tokens": SNIPPET_TOKENS, "match": _fts5_query(query),
-        "user": user_id, "limit": limit})
-    return [MessageHit(r.chat_id, r.title, r.id, r.role, split_snippet(r.snip), r.rank) for r in rows]
+    rows = db.session.execute(
+        text(
+            "SELECT m.id, m.chat_id, m.role, c.title, "
+            "snippet(fts_messages, 0, :start, :end, '…', :tokens) AS snip, bm25(fts_messages) AS rank "
+            "FROM fts_messages "
+            "JOIN messages m ON m.id = fts_messages.rowid "
+            "JOIN chats c ON c.id = m.chat_id "
+            "WHERE fts_messages MATCH :match AND c.user_id = :user AND c.deleted_at IS NULL "
+            "AND m.deleted_at IS NULL AND m.active "  # the shown versions only
+            "ORDER BY rank LIMIT :limit"
+        ),
+        {
+            "start": HIT_START,
+            "end": HIT_END,
+            "tokens": SNIPPET_TOKENS,
+            "match": _fts5_query(query),
+            "user": user_id,
+            "limit": limit,
+        },
+    )
+    return [
+        MessageHit(r.chat_id, r.title, r.id, r.role, split_snippet(r.snip), r.rank) for r in rows
+    ]
 
 
 def _postgres(user_id: int, query: str, limit: int) -> list[MessageHit]:
     # The GIN index finds the matches; ranking needs each match's tsvector, recomputed from
     # the text (an expression index stores none), so only the newest RANK_CANDIDATES
     # matches are ranked: a word found in tens of thousands of messages stays fast.
-    rows = db.session.execute(text(
-        "WITH tsq AS (SELECT to_tsquery('simple', :query) AS q), "
-        "candidates AS ("
-        "  SELECT m.id, m.content FROM messages m JOIN chats c ON c.id = m.chat_id, tsq "
-        "  WHERE to_tsvector('simple', coalesce(m.content, '')) @@ tsq.q "
-        "  AND c.user_id = :user AND c.deleted_at IS NULL AND m.deleted_at IS NULL AND m.active "
-        "  AND m.role IN ('user', 'assistant') "
-        "  ORDER BY m.id DESC LIMIT :candidates), "
-        "ranked AS ("
-        "  SELECT candidates.id, candidates.content, "
-        "  ts_rank(to_tsvector('simple', coalesce(candidates.content, '')), tsq.q) AS rank "
-        "  FROM candidates, tsq ORDER BY rank DESC, candidates.id DESC LIMIT :limit) "
-        "SELECT m.id, m.chat_id, m.role, c.title, ranked.rank, "
-        "ts_headline('simple', ranked.content, tsq.q, :options) AS snip "
-        "FROM ranked JOIN messages m ON m.id = ranked.id JOIN chats c ON c.id = m.chat_id, tsq "
-        "ORDER BY ranked.rank DESC, m.id DESC"
-    ), {"query": _tsquery(query), "user": user_id, "limit": limit, "candidates": RANK_CANDIDATES,
-        "options": f"StartSel={HIT_START}, StopSel={HIT_END}, MaxWords=20, MinWords=8, MaxFragments=1"})
-    return [MessageHit(r.chat_id, r.title, r.id, r.role, split_snippet(r.snip), float(r.rank)) for r in rows]
+    rows = db.session.execute(
+        text(
+            "WITH tsq AS (SELECT to_tsquery('simple', :query) AS q), "
+            "candidates AS ("
+            "  SELECT m.id, m.content FROM messages m JOIN chats c ON c.id = m.chat_id, tsq "
+            "  WHERE to_tsvector('simple', coalesce(m.content, '')) @@ tsq.q "
+            "  AND c.user_id = :user AND c.deleted_at IS NULL AND m.deleted_at IS NULL AND m.active "
+            "  AND m.role IN ('user', 'assistant') "
+            "  ORDER BY m.id DESC LIMIT :candidates), "
+            "ranked AS ("
+            "  SELECT candidates.id, candidates.content, "
+            "  ts_rank(to_tsvector('simple', coalesce(candidates.content, '')), tsq.q) AS rank "
+            "  FROM candidates, tsq ORDER BY rank DESC, candidates.id DESC LIMIT :limit) "
+            "SELECT m.id, m.chat_id, m.role, c.title, ranked.rank, "
+            "ts_headline('simple', ranked.content, tsq.q, :options) AS snip "
+            "FROM ranked JOIN messages m ON m.id = ranked.id JOIN chats c ON c.id = m.chat_id, tsq "
+            "ORDER BY ranked.rank DESC, m.id DESC"
+        ),
+        {
+            "query": _tsquery(query),
+            "user": user_id,
+            "limit": limit,
+            "candidates": RANK_CANDIDATES,
+            "options": f"StartSel={HIT_START}, StopSel={HIT_END}, MaxWords=20, MinWords=8, MaxFragments=1",
+        },
+    )
+    return [
+        MessageHit(r.chat_id, r.title, r.id, r.role, split_snippet(r.snip), float(r.rank))
+        for r in rows
+    ]
 
 
 def _ilike(user_id: int, query: str, limit: int) -> list[MessageHit]:
     terms = _terms(query)
-    stmt = (select(Message, Chat.title).join(Chat, Chat.id == Message.chat_id)
-            .where(Chat.user_id == user_id, Chat.deleted_at.is_(None), Message.shown(),
-                   Message.role.in_(("user", "assistant"))))
+    stmt = (
+        select(Message, Chat.title)
+        .join(Chat, Chat.id == Message.chat_id)
+        .where(
+            Chat.user_id == user_id,
+            Chat.deleted_at.is_(None),
+            Message.shown(),
+            Message.role.in_(("user", "assistant")),
+        )
+    )
     for term in terms:
         stmt = stmt.where(Message.content.ilike(f"%{term}%"))
     rows = db.session.execute(stmt.order_by(Message.id.desc()).limit(limit))
-    return [MessageHit(m.chat_id, title, m.id, m.role, _cut_snippet(m.content or "", terms)) for m, title in rows]
+    return [
+        MessageHit(m.chat_id, title, m.id, m.role, _cut_snippet(m.content or "", terms))
+        for m, title in rows
+    ]
 
 
 def split_snippet(snippet: str | None) -> list[tuple[str, bool]]:
@@ -194,14 +232,14 @@ def _cut_snippet(content: str, terms: list[str]) -> list[tuple[str, bool]]:
     lowered = content.lower()
     first = min((i for i in (lowered.find(t.lower()) for t in terms) if i >= 0), default=0)
     start = max(0, first - SNIPPET_CHARS // 3)
-    window = content[start:start + SNIPPET_CHARS]
+    window = content[start : start + SNIPPET_CHARS]
     prefix, suffix = ("…" if start else ""), ("…" if start + SNIPPET_CHARS < len(content) else "")
     pattern = re.compile("|".join(re.escape(t) for t in terms), re.I)
     segments: list[tuple[str, bool]] = [(prefix, False)] if prefix else []
     position = 0
     for match in pattern.finditer(window):
         if match.start() > position:
-            segments.append((window[position:match.start()], False))
+            segments.append((window[position : match.start()], False))
         segments.append((match.group(0), True))
         position = match.end()
     if position < len(window):

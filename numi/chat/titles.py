@@ -39,12 +39,15 @@ def clean_title(raw: str, limit: int = 80) -> str:
     return text[:limit].rstrip(" .") if text else ""
 
 
-def generate_title(app, channel, turn_id: str, user_id: int, chat_id: str, adapter, model: str) -> None:
+def generate_title(
+    app, channel, turn_id: str, user_id: int, chat_id: str, adapter, model: str
+) -> None:
     """Set the chat's title if it still has the default one, and publish `title_update`."""
     rows = db.session.execute(
-        select(Message.role, Message.content).where(
-            Message.chat_id == chat_id, Message.shown(), Message.role.in_(("user", "assistant"))
-        ).order_by(Message.id).limit(2)
+        select(Message.role, Message.content)
+        .where(Message.chat_id == chat_id, Message.shown(), Message.role.in_(("user", "assistant")))
+        .order_by(Message.id)
+        .limit(2)
     ).all()
     question = next((content for role, content in rows if role == "user"), "") or ""
     answer = next((content for role, content in rows if role == "assistant"), "") or ""
@@ -70,7 +73,12 @@ def _ask_model(adapter, model: str, question: str, answer: str) -> str:
 
     request = ChatRequest(
         model=model,
-        messages=[{"role": "user", "content": f"{PROMPT}\n\nUser: {question[:2000]}\n\nAssistant: {answer[:1000]}"}],
+        messages=[
+            {
+                "role": "user",
+                "content": f"{PROMPT}\n\nUser: {question[:2000]}\n\nAssistant: {answer[:1000]}",
+            }
+        ],
         max_tokens=30,
     )
     text = ""

@@ -36,9 +36,15 @@ class UsageRow:
     deleted: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "label": self.label, "input_tokens": self.input_tokens,
-                "output_tokens": self.output_tokens, "answers": self.answers,
-                "cost": None if self.cost is None else round(self.cost, 6), "deleted": self.deleted}
+        return {
+            "key": self.key,
+            "label": self.label,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "answers": self.answers,
+            "cost": None if self.cost is None else round(self.cost, 6),
+            "deleted": self.deleted,
+        }
 
 
 @dataclass
@@ -51,13 +57,19 @@ class UsageReport:
     total: UsageRow = field(default_factory=lambda: UsageRow(None, "Total"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"group": self.group, "period": self.period,
-                "from": self.start.isoformat() if self.start else None,
-                "to": self.end.isoformat() if self.end else None,
-                "rows": [r.to_dict() for r in self.rows], "total": self.total.to_dict()}
+        return {
+            "group": self.group,
+            "period": self.period,
+            "from": self.start.isoformat() if self.start else None,
+            "to": self.end.isoformat() if self.end else None,
+            "rows": [r.to_dict() for r in self.rows],
+            "total": self.total.to_dict(),
+        }
 
 
-def parse_period(period: str | None, start: str | None, end: str | None) -> tuple[str, date | None, date | None]:
+def parse_period(
+    period: str | None, start: str | None, end: str | None
+) -> tuple[str, date | None, date | None]:
     """(period name, first day, last day) from `period` or from/to dates (YYYY-MM-DD)."""
     if start or end:
         first, last = _day(start, "from"), _day(end, "to")
@@ -66,10 +78,17 @@ def parse_period(period: str | None, start: str | None, end: str | None) -> tupl
         return "custom", first, last
     period = period or "30d"
     if period not in PERIODS:
-        raise invalid(f"period must be one of: {', '.join(PERIODS)} (or give from/to dates).", "invalid_period")
+        raise invalid(
+            f"period must be one of: {', '.join(PERIODS)} (or give from/to dates).",
+            "invalid_period",
+        )
     today = utcnow().date()
     days = {"today": 0, "7d": 6, "30d": 29}.get(period)
-    return period, (None if days is None else today - timedelta(days=days)), (None if days is None else today)
+    return (
+        period,
+        (None if days is None else today - timedelta(days=days)),
+        (None if days is None else today),
+    )
 
 
 def _day(value: str | None, name: str) -> date | None:
@@ -81,24 +100,37 @@ def _day(value: str | None, name: str) -> date | None:
         raise invalid(f"{name} must be a date like 2026-01-31.", "invalid_period") from None
 
 
-def usage_report(user_id: int, *, group: str, period: str, start: date | None, end: date | None) -> UsageReport:
+def usage_report(
+    user_id: int, *, group: str, period: str, start: date | None, end: date | None
+) -> UsageReport:
     """The user's token sums by chat or by model (one grouped query), priced where a price is set."""
     if group not in GROUPS:
         raise invalid(f"group must be one of: {', '.join(GROUPS)}.", "invalid_group")
-    conditions = [Chat.user_id == user_id, Message.role == "assistant",
-                  or_(Message.input_tokens.is_not(None), Message.output_tokens.is_not(None))]
+    conditions = [
+        Chat.user_id == user_id,
+        Message.role == "assistant",
+        or_(Message.input_tokens.is_not(None), Message.output_tokens.is_not(None)),
+    ]
     if start is not None:
         conditions.append(Message.created_at >= datetime.combine(start, time.min))
     if end is not None:
         conditions.append(Message.created_at < datetime.combine(end + timedelta(days=1), time.min))
-    sums = (func.coalesce(func.sum(Message.input_tokens), 0).label("tokens_in"),
-            func.coalesce(func.sum(Message.output_tokens), 0).label("tokens_out"),
-            func.count().label("answers"))
+    sums = (
+        func.coalesce(func.sum(Message.input_tokens), 0).label("tokens_in"),
+        func.coalesce(func.sum(Message.output_tokens), 0).label("tokens_out"),
+        func.count().label("answers"),
+    )
     # By chat the model is kept in the grouping too: each model has its own price.
-    keys = (Chat.id, Chat.title, Chat.deleted_at.is_not(None).label("deleted"), Message.model) \
-        if group == "chat" else (Message.model,)
+    keys = (
+        (Chat.id, Chat.title, Chat.deleted_at.is_not(None).label("deleted"), Message.model)
+        if group == "chat"
+        else (Message.model,)
+    )
     rows = db.session.execute(
-        select(*keys, *sums).join(Chat, Chat.id == Message.chat_id).where(*conditions).group_by(*keys)
+        select(*keys, *sums)
+        .join(Chat, Chat.id == Message.chat_id)
+        .where(*conditions)
+        .group_by(*keys)
     ).all()
     prices = model_prices(user_id)
     report = UsageReport(group, period, start, end)
@@ -111,7 +143,9 @@ def usage_report(user_id: int, *, group: str, period: str, start: date | None, e
             item = by_key.setdefault(model, UsageRow(row.model, model))
         _add(item, row, prices.get(row.model or ""))
         _add(report.total, row, prices.get(row.model or ""))
-    report.rows = sorted(by_key.values(), key=lambda r: (-(r.input_tokens + r.output_tokens), r.label))
+    report.rows = sorted(
+        by_key.values(), key=lambda r: (-(r.input_tokens + r.output_tokens), r.label)
+    )
     return report
 
 
@@ -120,25 +154,35 @@ def _add(item: UsageRow, row, price: ModelPrice | None) -> None:
     item.output_tokens += int(row.tokens_out)
     item.answers += int(row.answers)
     if price is not None:
-        cost = int(row.tokens_in) / 1e6 * price.input_per_mtok + int(row.tokens_out) / 1e6 * price.output_per_mtok
+        cost = (
+            int(row.tokens_in) / 1e6 * price.input_per_mtok
+            + int(row.tokens_out) / 1e6 * price.output_per_mtok
+        )
         item.cost = (item.cost or 0.0) + cost
 
 
 def model_prices(user_id: int) -> dict[str, ModelPrice]:
-    rows = db.session.execute(select(ModelPrice).where(ModelPrice.user_id == user_id).order_by(ModelPrice.model))
+    rows = db.session.execute(
+        select(ModelPrice).where(ModelPrice.user_id == user_id).order_by(ModelPrice.model)
+    )
     return {p.model: p for p in rows.scalars()}
 
 
 def used_models(user_id: int) -> list[str]:
     """Models the user's answers name, for the price form (one grouped query)."""
     rows = db.session.execute(
-        select(Message.model).join(Chat, Chat.id == Message.chat_id)
-        .where(Chat.user_id == user_id, Message.model.is_not(None)).group_by(Message.model).order_by(Message.model)
+        select(Message.model)
+        .join(Chat, Chat.id == Message.chat_id)
+        .where(Chat.user_id == user_id, Message.model.is_not(None))
+        .group_by(Message.model)
+        .order_by(Message.model)
     ).scalars()
     return list(rows)
 
 
-def set_price(user_id: int, model: Any, input_per_mtok: Any, output_per_mtok: Any) -> ModelPrice | None:
+def set_price(
+    user_id: int, model: Any, input_per_mtok: Any, output_per_mtok: Any
+) -> ModelPrice | None:
     """Set (or, with both prices empty, remove) the user's price per million tokens for `model`."""
     if not isinstance(model, str) or not model.strip() or len(model) > 200:
         raise invalid("model must be a model name of at most 200 characters.")
@@ -151,7 +195,10 @@ def set_price(user_id: int, model: Any, input_per_mtok: Any, output_per_mtok: An
             db.session.delete(existing)
             db.session.commit()
         return None
-    price_in, price_out = _price(input_per_mtok, "input_per_mtok"), _price(output_per_mtok, "output_per_mtok")
+    price_in, price_out = (
+        _price(input_per_mtok, "input_per_mtok"),
+        _price(output_per_mtok, "output_per_mtok"),
+    )
     if existing is None:
         existing = ModelPrice(user_id=user_id, model=model)
         db.session.add(existing)
@@ -166,7 +213,9 @@ def _price(value: Any, name: str) -> float:
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise invalid(f"{name} must be a number (a price per million tokens).", "invalid_price") from None
+        raise invalid(
+            f"{name} must be a number (a price per million tokens).", "invalid_price"
+        ) from None
     if isinstance(value, bool) or not 0 <= number <= MAX_PRICE or number != number:
         raise invalid(f"{name} must be between 0 and {MAX_PRICE:,.0f}.", "invalid_price")
     return number

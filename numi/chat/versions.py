@@ -84,11 +84,21 @@ def version_info(chat_id: str, messages: list[Message]) -> dict[int, Version]:
 def load_tree(chat_id: str) -> dict[int, Node]:
     """Every row of the chat (deleted ones too) as a tree node, in id order."""
     rows = db.session.execute(
-        select(Message.id, Message.parent_id, Message.role, Message.selected, Message.active,
-               Message.deleted_at.is_(None).label("live"))
-        .where(Message.chat_id == chat_id).order_by(Message.id)
+        select(
+            Message.id,
+            Message.parent_id,
+            Message.role,
+            Message.selected,
+            Message.active,
+            Message.deleted_at.is_(None).label("live"),
+        )
+        .where(Message.chat_id == chat_id)
+        .order_by(Message.id)
     )
-    return {r.id: Node(r.id, r.parent_id, r.role, bool(r.selected), bool(r.active), bool(r.live)) for r in rows}
+    return {
+        r.id: Node(r.id, r.parent_id, r.role, bool(r.selected), bool(r.active), bool(r.live))
+        for r in rows
+    }
 
 
 def children(tree: dict[int, Node], parent_id: int | None) -> list[Node]:
@@ -120,8 +130,10 @@ def select_version(chat_id: str, message_id: int, parent_id: int | None) -> None
     """Make `message_id` the version its parent shows, then settle `active` (caller commits)."""
     same_parent = Message.id == message_id if parent_id is None else Message.parent_id == parent_id
     db.session.execute(
-        update(Message).where(Message.chat_id == chat_id, same_parent)
-        .values(selected=Message.id == message_id).execution_options(synchronize_session=False)
+        update(Message)
+        .where(Message.chat_id == chat_id, same_parent)
+        .values(selected=Message.id == message_id)
+        .execution_options(synchronize_session=False)
     )
     refresh_active(chat_id)
 
@@ -132,7 +144,9 @@ def unselect_children(chat_id: str, parent_id: int | None) -> None:
         return  # a hand-written row with no recorded parent: nothing is known to replace
     same_parent = Message.parent_id == parent_id
     db.session.execute(
-        update(Message).where(Message.chat_id == chat_id, same_parent).values(selected=False)
+        update(Message)
+        .where(Message.chat_id == chat_id, same_parent)
+        .values(selected=False)
         .execution_options(synchronize_session=False)
     )
     refresh_active(chat_id)
@@ -152,7 +166,9 @@ def refresh_active(chat_id: str) -> None:
     for ids, value in ((on, True), (off, False)):
         for start in range(0, len(ids), UPDATE_CHUNK):
             db.session.execute(
-                update(Message).where(Message.id.in_(ids[start:start + UPDATE_CHUNK])).values(active=value)
+                update(Message)
+                .where(Message.id.in_(ids[start : start + UPDATE_CHUNK]))
+                .values(active=value)
                 .execution_options(synchronize_session=False)
             )
     db.session.expire_all()  # loaded rows must not keep the old flags

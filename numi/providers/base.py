@@ -267,16 +267,22 @@ class ProviderStream(Iterator[StreamEvent]):
                     return
                 if idle is not None and self._http_response is not None:
                     self._last_event_at = time.monotonic()
-                    threading.Thread(target=self._watch_idle, args=(watch_done, idle), daemon=True).start()
+                    threading.Thread(
+                        target=self._watch_idle, args=(watch_done, idle), daemon=True
+                    ).start()
                 events = adapter._events(sdk_stream, request)
                 for event in events:
                     self._last_event_at = time.monotonic()
                     if isinstance(event, OUTPUT_EVENTS):
                         output_seen = True
                     yield event
-                    self._last_event_at = time.monotonic()  # the consumer's time is not the provider's
+                    self._last_event_at = (
+                        time.monotonic()
+                    )  # the consumer's time is not the provider's
                 if self._idle_expired:
-                    raise ProviderError("provider_timeout", "idle")  # the abort ended the stream quietly
+                    raise ProviderError(
+                        "provider_timeout", "idle"
+                    )  # the abort ended the stream quietly
                 return
             except Exception as exc:  # GeneratorExit (a close) is not an Exception
                 if self.cancelled:

@@ -180,6 +180,10 @@ REPORTED_FIELDS = ("context_window", "supports_vision", "supports_tools", "suppo
 def listed_capabilities(model_id: str, models: list[Any] | None) -> Capabilities:
     """A model's capabilities, with what an endpoint's stored model list (dicts of
     ModelInfo's fields, as the endpoint reported them) says of it."""
-    listed = next((m for m in models or () if isinstance(m, dict) and m.get("id") == model_id), None)
-    reported = ModelInfo(id=model_id, **{k: listed.get(k) for k in REPORTED_FIELDS}) if listed else None
+    listed = next(
+        (m for m in models or () if isinstance(m, dict) and m.get("id") == model_id), None
+    )
+    reported = (
+        ModelInfo(id=model_id, **{k: listed.get(k) for k in REPORTED_FIELDS}) if listed else None
+    )
     return capabilities(model_id, reported)

@@ -12,12 +12,24 @@ from typing import Any
 from .kinds import EndpointKind, register_kind
 
 BUILT_IN = (
-    EndpointKind("openai_chat", "OpenAI-compatible (Chat Completions)",
-                 "numi.providers.openai_chat:OpenAIChatAdapter", "openai"),
-    EndpointKind("openai_responses", "OpenAI Responses",
-                 "numi.providers.openai_responses:OpenAIResponsesAdapter", "openai"),
-    EndpointKind("anthropic", "Anthropic Messages",
-                 "numi.providers.anthropic_messages:AnthropicAdapter", "anthropic"),
+    EndpointKind(
+        "openai_chat",
+        "OpenAI-compatible (Chat Completions)",
+        "numi.providers.openai_chat:OpenAIChatAdapter",
+        "openai",
+    ),
+    EndpointKind(
+        "openai_responses",
+        "OpenAI Responses",
+        "numi.providers.openai_responses:OpenAIResponsesAdapter",
+        "openai",
+    ),
+    EndpointKind(
+        "anthropic",
+        "Anthropic Messages",
+        "numi.providers.anthropic_messages:AnthropicAdapter",
+        "anthropic",
+    ),
 )
 
 

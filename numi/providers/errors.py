@@ -42,7 +42,9 @@ CODES = (
 )
 
 # Failures worth another attempt, provided nothing has streamed yet.
-RETRYABLE_CODES = frozenset({"rate_limited", "provider_unavailable", "stream_interrupted", "provider_timeout"})
+RETRYABLE_CODES = frozenset(
+    {"rate_limited", "provider_unavailable", "stream_interrupted", "provider_timeout"}
+)
 
 _MAX_MESSAGE = 300
 
@@ -222,7 +224,9 @@ def unreachable(base_url: str, *, timed_out: bool = False) -> ProviderError:
     # ones who set the endpoint up, and which ports answer is itself information.
     if timed_out:
         return ProviderError("provider_unavailable", "The endpoint did not answer in time.")
-    return ProviderError("provider_unavailable", "Could not connect to the endpoint. Is the server running?")
+    return ProviderError(
+        "provider_unavailable", "Could not connect to the endpoint. Is the server running?"
+    )
 
 
 def interrupted(reason: str = "the connection closed before the answer finished") -> ProviderError:

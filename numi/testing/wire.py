@@ -82,7 +82,10 @@ _ERRORS = {
     ),
 }
 _CONTEXT_MESSAGES = {
-    "openai_chat": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130412 tokens. Please reduce the length of the messages.",
+    "openai_chat": (
+        "This model's maximum context length is 128000 tokens. However, your messages "
+        "resulted in 130412 tokens. Please reduce the length of the messages."
+    ),
     "openai_responses": "Your input exceeds the context window of this model. Please adjust your input and try again.",
     "anthropic": "prompt is too long: 208310 tokens > 200000 maximum",
 }

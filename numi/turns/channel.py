@@ -84,7 +84,10 @@ class Event(dict):
     def encoded(self) -> str:
         text = self._text
         if text is None:
-            text = self._text = '{"event_id":%d%s' % (self["event_id"], event_tail(self["turn_id"], self["type"], self["data"]))
+            text = self._text = '{"event_id":%d%s' % (
+                self["event_id"],
+                event_tail(self["turn_id"], self["type"], self["data"]),
+            )
         return text
 
     @encoded.setter
@@ -92,7 +95,9 @@ class Event(dict):
         self._text = text
 
 
-def make_event(event_id: int, turn_id: str | None, type_: str, data: dict[str, Any], tail: str | None) -> Event:
+def make_event(
+    event_id: int, turn_id: str | None, type_: str, data: dict[str, Any], tail: str | None
+) -> Event:
     """An event; without `tail` its JSON is made when first asked for (a delta's data is
     a fresh dict nobody changes after publishing, so later is the same text)."""
     event = Event(event_id=event_id, turn_id=turn_id, type=type_, data=data)
@@ -132,20 +137,34 @@ class TurnState:
         elif type_ in ("content", "reasoning"):
             if data.get("step", self.step) != self.step:
                 self.step, self.content_parts, self.reasoning_parts = data["step"], [], []
-            (self.content_parts if type_ == "content" else self.reasoning_parts).append(data["delta"])
+            (self.content_parts if type_ == "content" else self.reasoning_parts).append(
+                data["delta"]
+            )
         elif type_ == "tool_preparing":
-            self.tools.setdefault(data["call_id"], {"call_id": data["call_id"], "name": data["name"], "status": "preparing"})
+            self.tools.setdefault(
+                data["call_id"],
+                {"call_id": data["call_id"], "name": data["name"], "status": "preparing"},
+            )
         elif type_ == "tool_approval":
             self.pending_approvals[data["call_id"]] = data
-            self.tools.setdefault(data["call_id"], {"call_id": data["call_id"], "name": data["name"]})["status"] = "approval"
+            self.tools.setdefault(
+                data["call_id"], {"call_id": data["call_id"], "name": data["name"]}
+            )["status"] = "approval"
         elif type_ == "tool_start":
             self.pending_approvals.pop(data["call_id"], None)
-            card = self.tools.setdefault(data["call_id"], {"call_id": data["call_id"], "name": data["name"]})
+            card = self.tools.setdefault(
+                data["call_id"], {"call_id": data["call_id"], "name": data["name"]}
+            )
             card.update(status="running", arguments=data.get("arguments"))
         elif type_ == "tool_end":
-            card = self.tools.setdefault(data["call_id"], {"call_id": data["call_id"], "name": data["name"]})
-            card.update(status="done" if data.get("ok") else "failed", result=data.get("result"),
-                        duration_ms=data.get("duration_ms"))
+            card = self.tools.setdefault(
+                data["call_id"], {"call_id": data["call_id"], "name": data["name"]}
+            )
+            card.update(
+                status="done" if data.get("ok") else "failed",
+                result=data.get("result"),
+                duration_ms=data.get("duration_ms"),
+            )
         elif type_ == "message_saved":
             # The step's text now lives in a saved message: the live part starts over.
             self.saved_message_ids.append(data["message_id"])
@@ -309,7 +328,9 @@ class ChatChannel:
             self.state.apply(type_, data)
         self.buffer.append((event, size))
         self.buffer_bytes += size
-        while self.buffer and (len(self.buffer) > self.max_events or self.buffer_bytes > self.max_bytes):
+        while self.buffer and (
+            len(self.buffer) > self.max_events or self.buffer_bytes > self.max_bytes
+        ):
             old, old_size = self.buffer.popleft()
             self.buffer_bytes -= old_size
             self.dropped_through = old["event_id"]
@@ -323,7 +344,9 @@ class ChatChannel:
 
     # --- consumer side --------------------------------------------------------------------
 
-    def subscribe(self, last_event_id: int | None = None) -> tuple[Subscription, list[dict[str, Any]]]:
+    def subscribe(
+        self, last_event_id: int | None = None
+    ) -> tuple[Subscription, list[dict[str, Any]]]:
         """A new subscription plus what the client missed since `last_event_id`.
 
         With no last event id the client has only what the database shows, so a running
@@ -348,4 +371,9 @@ class ChatChannel:
         """A synthetic event standing for everything up to `last_event_id`."""
         data = self.state.snapshot() if self.state else {}
         turn_id = self.state.turn_id if self.state else None
-        return {"event_id": self.last_event_id, "turn_id": turn_id, "type": "snapshot", "data": data}
+        return {
+            "event_id": self.last_event_id,
+            "turn_id": turn_id,
+            "type": "snapshot",
+            "data": data,
+        }

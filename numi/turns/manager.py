@@ -39,7 +39,13 @@ Producer = Callable[[Turn], None]
 class TurnManager:
     """One per app: this process's running turns and the table of the chats' channels."""
 
-    def __init__(self, app: Flask, *, producer: Producer, turn_end_hooks: Iterable[Callable[[Turn], None]] = ()):
+    def __init__(
+        self,
+        app: Flask,
+        *,
+        producer: Producer,
+        turn_end_hooks: Iterable[Callable[[Turn], None]] = (),
+    ):
         self.app = app
         config = app.config
         self.frame_interval = config["NUMI_FRAME_INTERVAL_MS"] / 1000.0
@@ -62,7 +68,9 @@ class TurnManager:
         if config.get("NUMI_REDIS_URL"):
             self.table = SharedTurns(self, config, channel_options)
         else:
-            self.table = LocalTurns(retention=config["NUMI_TURN_RETENTION_SECONDS"], channel_options=channel_options)
+            self.table = LocalTurns(
+                retention=config["NUMI_TURN_RETENTION_SECONDS"], channel_options=channel_options
+            )
         # The function that runs a turn to its end (the agent's run_turn; a later runtime,
         # e.g. a remote worker, plugs in here without touching the web layer).
         self.producer = producer
@@ -81,7 +89,9 @@ class TurnManager:
         """Which of these chats have a running turn (one Redis round trip for them all)."""
         chat_ids = list(chat_ids)
         running = {chat_id for chat_id in chat_ids if chat_id in self.turns}
-        return running | self.table.running([chat_id for chat_id in chat_ids if chat_id not in running])
+        return running | self.table.running(
+            [chat_id for chat_id in chat_ids if chat_id not in running]
+        )
 
     def last_event_id(self, chat_id: str) -> int:
         """The chat's newest event id: a client that follows from it misses nothing."""
@@ -125,7 +135,13 @@ class TurnManager:
                 self.producer(turn)
         except Exception:
             log.exception("turn %s of chat %s crashed", turn.id, turn.request.chat_id)
-            turn.emit("error", {"code": "internal_error", "message": "The turn failed on the server. The log has the details."})
+            turn.emit(
+                "error",
+                {
+                    "code": "internal_error",
+                    "message": "The turn failed on the server. The log has the details.",
+                },
+            )
         finally:
             self.turns.pop(turn.request.chat_id, None)
             turn.emit("turn_end", {})
@@ -162,7 +178,9 @@ class TurnManager:
             return self.table.approve(chat_id, call_id, decision, digest)
         return self.approve_local(chat_id, call_id, decision, digest)
 
-    def approve_local(self, chat_id: str, call_id: str, decision: str, digest: str | None = None) -> bool:
+    def approve_local(
+        self, chat_id: str, call_id: str, decision: str, digest: str | None = None
+    ) -> bool:
         turn = self.turns.get(chat_id)
         if turn is None:
             return False
@@ -171,12 +189,17 @@ class TurnManager:
             return False
         expected = turn.approval_digests.get(call_id)
         if decision == "approve" and expected is not None and digest != expected:
-            raise NumiError("approval_mismatch",
-                            "That approval does not match the call shown on its card; nothing was run.", 409)
+            raise NumiError(
+                "approval_mismatch",
+                "That approval does not match the call shown on its card; nothing was run.",
+                409,
+            )
         result.set("approve" if decision == "approve" else "deny")
         return True
 
-    def subscribe(self, chat_id: str, last_event_id: int | None = None) -> tuple[Subscription, list[dict]]:
+    def subscribe(
+        self, chat_id: str, last_event_id: int | None = None
+    ) -> tuple[Subscription, list[dict]]:
         return self.channel(chat_id).subscribe(last_event_id)
 
     def status(self, chat_id: str) -> dict[str, Any]:

@@ -33,8 +33,15 @@ class ChannelHost(Protocol):
 
     def key(self, chat_id: str, name: str) -> str: ...
 
-    def begin(self, channel: RedisChannel, turn_id: str, token: str, floor: int, state_json: str,
-              request_id: str | None) -> int: ...
+    def begin(
+        self,
+        channel: RedisChannel,
+        turn_id: str,
+        token: str,
+        floor: int,
+        state_json: str,
+        request_id: str | None,
+    ) -> int: ...
 
     def mark_dirty(self, channel: RedisChannel) -> None: ...
 
@@ -55,7 +62,6 @@ def decode(entry_id: bytes, fields: dict) -> Event:
     return event
 
 
-
 class Batch:
     """Events of one chat taken for one Lua call, with the trimming and snapshot decided."""
 
@@ -67,14 +73,24 @@ class Batch:
 
     def args(self, shared: ChannelHost, channel: RedisChannel) -> list:
         floor = max(int(time.time() * 1000), channel.last_written + 1)
-        return [floor, self.maxlen, self.state, self.ending_turn, self.token, shared.retention_ms,
-                channel.chat_id, *self.tails]
+        return [
+            floor,
+            self.maxlen,
+            self.state,
+            self.ending_turn,
+            self.token,
+            shared.retention_ms,
+            channel.chat_id,
+            *self.tails,
+        ]
 
 
 class RedisChannel:
     """This process's view of one chat's channel in Redis (same interface as ChatChannel)."""
 
-    def __init__(self, shared: ChannelHost, chat_id: str, *, max_events: int, max_bytes: int, queue_size: int):
+    def __init__(
+        self, shared: ChannelHost, chat_id: str, *, max_events: int, max_bytes: int, queue_size: int
+    ):
         self.shared = shared
         self.chat_id = chat_id
         self.key = shared.key(chat_id, "events")
@@ -97,7 +113,12 @@ class RedisChannel:
         self.last_written = 0
 
     def idle(self) -> bool:
-        return not self.subscribers and self.reader is None and not self.pending and self.owned_turn is None
+        return (
+            not self.subscribers
+            and self.reader is None
+            and not self.pending
+            and self.owned_turn is None
+        )
 
     # --- producer side --------------------------------------------------------------------
 
@@ -106,7 +127,9 @@ class RedisChannel:
         state = TurnState(turn_id=turn_id)
         token = f"{self.shared.process}:{turn_id}"
         floor = max(int(time.time() * 1000), self.last_written + 1)
-        self.shared.begin(self, turn_id, token, floor, json.dumps({**state.snapshot(), "error": None}), request_id)
+        self.shared.begin(
+            self, turn_id, token, floor, json.dumps({**state.snapshot(), "error": None}), request_id
+        )
         self.state, self.owned_turn, self.token = state, turn_id, token
         self.sizes.clear()
         self.bytes = self.since_snapshot = 0
@@ -116,7 +139,9 @@ class RedisChannel:
         tail = event_tail(turn_id, type_, data)
         if self.state is not None and turn_id == self.state.turn_id:
             self.state.apply(type_, data)
-        self.pending.append((tail, len(tail) + 24, type_ == TERMINAL and turn_id == self.owned_turn))
+        self.pending.append(
+            (tail, len(tail) + 24, type_ == TERMINAL and turn_id == self.owned_turn)
+        )
         self.shared.mark_dirty(self)
         return {"event_id": None, "turn_id": turn_id, "type": type_, "data": data}
 
@@ -146,7 +171,9 @@ class RedisChannel:
         token = self.token
         if ending:
             self.owned_turn = None
-        return Batch(tails, sizes, maxlen, state, self.state.turn_id if ending and self.state else "", token)
+        return Batch(
+            tails, sizes, maxlen, state, self.state.turn_id if ending and self.state else "", token
+        )
 
     def _state_json(self) -> str:
         return json.dumps({**self.state.snapshot(), "error": self.state.error}, ensure_ascii=False)
@@ -187,7 +214,9 @@ class RedisChannel:
     def last_event_id(self) -> int:
         return self.shared.last_event_id(self.chat_id)
 
-    def subscribe(self, last_event_id: int | None = None) -> tuple[Subscription, list[dict[str, Any]]]:
+    def subscribe(
+        self, last_event_id: int | None = None
+    ) -> tuple[Subscription, list[dict[str, Any]]]:
         """As ChatChannel.subscribe: exact replay from the stream when it still holds every
         event after `last_event_id`, else a snapshot; then live events from the reader."""
         subscription = Subscription(self, self.queue_size)
@@ -200,7 +229,9 @@ class RedisChannel:
             raise
         return subscription, backlog
 
-    def _backlog(self, subscription: Subscription, last_event_id: int | None) -> list[dict[str, Any]]:
+    def _backlog(
+        self, subscription: Subscription, last_event_id: int | None
+    ) -> list[dict[str, Any]]:
         if last_event_id is not None:
             # One MULTI: the stream after the client's id and the newest id, at one instant
             # (read apart, events published in between would look like a gap).
@@ -224,8 +255,12 @@ class RedisChannel:
 
     def snapshot_event(self) -> dict[str, Any]:
         state, last = self.shared.fold(self.chat_id)
-        return {"event_id": last, "turn_id": state.turn_id if state else None, "type": "snapshot",
-                "data": state.snapshot() if state else {}}
+        return {
+            "event_id": last,
+            "turn_id": state.turn_id if state else None,
+            "type": "snapshot",
+            "data": state.snapshot() if state else {},
+        }
 
     def _ensure_reader(self) -> None:
         if self.reader is None:
@@ -248,9 +283,13 @@ class RedisChannel:
             self.reader_ready.set()
             while self.subscribers:
                 try:
-                    response = client.xread({self.key: f"{self.pos}-0"}, count=READ_COUNT, block=READ_BLOCK_MS)
+                    response = client.xread(
+                        {self.key: f"{self.pos}-0"}, count=READ_COUNT, block=READ_BLOCK_MS
+                    )
                 except errors as exc:
-                    log.warning("reading chat %s from Redis failed (%s); retrying", self.chat_id, exc)
+                    log.warning(
+                        "reading chat %s from Redis failed (%s); retrying", self.chat_id, exc
+                    )
                     gevent.sleep(0.5)
                     continue
                 for _, entries in response or ():

@@ -94,4 +94,9 @@ if not stored[1] then return {false, false, {}, seq} end
 return {stored[1], stored[2], redis.call('XRANGE', KEYS[2], '(' .. stored[1] .. '-0', '+'), seq}
 """
 
-INTERRUPTED = json.dumps({"code": "interrupted", "message": "The server running this answer stopped. Retry to answer again."})
+INTERRUPTED = json.dumps(
+    {
+        "code": "interrupted",
+        "message": "The server running this answer stopped. Retry to answer again.",
+    }
+)

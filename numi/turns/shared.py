@@ -81,8 +81,9 @@ class SharedTurns:
 
         self.redis_module = redis
         self.manager = manager
-        self.client = redis.Redis.from_url(config["NUMI_REDIS_URL"], health_check_interval=30,
-                                           max_connections=MAX_CONNECTIONS)
+        self.client = redis.Redis.from_url(
+            config["NUMI_REDIS_URL"], health_check_interval=30, max_connections=MAX_CONNECTIONS
+        )
         self.prefix = config["NUMI_REDIS_PREFIX"]
         self.lease_ms = max(int(config["NUMI_TURN_LEASE_MS"]), 300)
         self.retention_ms = max(int(config["NUMI_TURN_RETENTION_SECONDS"] * 1000), 1000)
@@ -91,8 +92,16 @@ class SharedTurns:
         self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.control_channel = f"{self.prefix}ctl:{self.process}"
         self.running_key = f"{self.prefix}running"
-        self.scripts = {name: self.client.register_script(text) for name, text in (
-            ("begin", BEGIN), ("publish", PUBLISH), ("renew", RENEW), ("close_dead", CLOSE_DEAD), ("fold", FOLD))}
+        self.scripts = {
+            name: self.client.register_script(text)
+            for name, text in (
+                ("begin", BEGIN),
+                ("publish", PUBLISH),
+                ("renew", RENEW),
+                ("close_dead", CLOSE_DEAD),
+                ("fold", FOLD),
+            )
+        }
         self.channels: dict[str, RedisChannel] = {}
         self.dirty: dict[str, RedisChannel] = {}
         self.wake = gevent.event.Event()
@@ -111,7 +120,9 @@ class SharedTurns:
         # of its own: its leases and control channel must not be its siblings'.
         self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.control_channel = f"{self.prefix}ctl:{self.process}"
-        self.greenlets = [gevent.spawn(loop) for loop in (self._write, self._listen, self._heartbeat, self._sweep)]
+        self.greenlets = [
+            gevent.spawn(loop) for loop in (self._write, self._listen, self._heartbeat, self._sweep)
+        ]
 
     def close(self) -> None:
         for greenlet in self.greenlets:
@@ -171,7 +182,8 @@ class SharedTurns:
     def fold(self, chat_id: str) -> tuple[TurnState | None, int]:
         """The chat's turn folded through its newest event, and that event's id."""
         through, state_json, entries, seq = self.scripts["fold"](
-            keys=[self.key(chat_id, "turn"), self.key(chat_id, "events"), self.key(chat_id, "seq")])
+            keys=[self.key(chat_id, "turn"), self.key(chat_id, "events"), self.key(chat_id, "seq")]
+        )
         last = int(seq or 0)
         if not through or not state_json:
             return None, last
@@ -208,10 +220,21 @@ class SharedTurns:
         # Checked here too, so the client gets the error; the owner checks again.
         expected = pending.get("digest")
         if decision == "approve" and expected is not None and digest != expected:
-            raise NumiError("approval_mismatch",
-                            "That approval does not match the call shown on its card; nothing was run.", 409)
-        return self._send_control(owner, {"op": "approve", "chat_id": chat_id, "call_id": call_id,
-                                          "decision": decision, "digest": digest})
+            raise NumiError(
+                "approval_mismatch",
+                "That approval does not match the call shown on its card; nothing was run.",
+                409,
+            )
+        return self._send_control(
+            owner,
+            {
+                "op": "approve",
+                "chat_id": chat_id,
+                "call_id": call_id,
+                "decision": decision,
+                "digest": digest,
+            },
+        )
 
     def _listen(self) -> None:
         """Apply stop and approve messages other processes send for this process's turns."""
@@ -240,26 +263,52 @@ class SharedTurns:
         if message.get("op") == "stop":
             self.manager.stop_local(chat_id)
         elif message.get("op") == "approve":
-            self.manager.approve_local(chat_id, message.get("call_id"), message.get("decision"), message.get("digest"))
+            self.manager.approve_local(
+                chat_id, message.get("call_id"), message.get("decision"), message.get("digest")
+            )
 
     # --- leases --------------------------------------------------------------------------
 
-    def begin(self, channel: RedisChannel, turn_id: str, token: str, floor: int, state_json: str,
-              request_id: str | None) -> int:
+    def begin(
+        self,
+        channel: RedisChannel,
+        turn_id: str,
+        token: str,
+        floor: int,
+        state_json: str,
+        request_id: str | None,
+    ) -> int:
         """Take the chat's lease, or raise turn_running (with the running turn's request_id)."""
         self.ensure_started()
         chat_id = channel.chat_id
         try:
             result = self.scripts["begin"](
-                keys=[self.key(chat_id, "lease"), self.key(chat_id, "turn"), self.key(chat_id, "seq"),
-                      self.key(chat_id, "events"), self.running_key],
-                args=[token, self.lease_ms, turn_id, self.process, time.time(), floor, state_json, chat_id,
-                      request_id or ""])
+                keys=[
+                    self.key(chat_id, "lease"),
+                    self.key(chat_id, "turn"),
+                    self.key(chat_id, "seq"),
+                    self.key(chat_id, "events"),
+                    self.running_key,
+                ],
+                args=[
+                    token,
+                    self.lease_ms,
+                    turn_id,
+                    self.process,
+                    time.time(),
+                    floor,
+                    state_json,
+                    chat_id,
+                    request_id or "",
+                ],
+            )
         except self.redis_module.RedisError as exc:
             # Without the lease no turn may start (another process might run one); nothing
             # was saved yet, so the client can simply send again.
             log.warning("starting a turn failed: Redis is unreachable (%s)", exc)
-            raise NumiError("live_unavailable", "The server cannot reach Redis; try again in a moment.", 503) from None
+            raise NumiError(
+                "live_unavailable", "The server cannot reach Redis; try again in a moment.", 503
+            ) from None
         if result[0] < 0:
             error = turn_running()
             error.request_id = result[1].decode() if len(result) > 1 and result[1] else None
@@ -279,15 +328,25 @@ class SharedTurns:
                 for turn in turns:
                     chat_id = turn.request.chat_id
                     self.scripts["renew"](
-                        keys=[self.key(chat_id, "lease"), self.key(chat_id, "turn"), self.running_key],
-                        args=[turn.channel.token, self.lease_ms, turn.id, self.process, chat_id], client=pipe)
+                        keys=[
+                            self.key(chat_id, "lease"),
+                            self.key(chat_id, "turn"),
+                            self.running_key,
+                        ],
+                        args=[turn.channel.token, self.lease_ms, turn.id, self.process, chat_id],
+                        client=pipe,
+                    )
                 results = pipe.execute(raise_on_error=False)
             except self.redis_module.RedisError as exc:
                 log.warning("lease renewal failed (%s)", exc)
                 continue
             for turn, result in zip(turns, results):
                 if result == 0 and not turn.cancelled:
-                    log.warning("turn %s of chat %s lost its lease; stopping it", turn.id, turn.request.chat_id)
+                    log.warning(
+                        "turn %s of chat %s lost its lease; stopping it",
+                        turn.id,
+                        turn.request.chat_id,
+                    )
                     turn.cancel()
                 elif result == 2:  # Redis lost its data: store the turn's state again
                     turn.channel.force_snapshot = True
@@ -315,11 +374,19 @@ class SharedTurns:
         floor = int(time.time() * 1000)
         for chat_id in lapsed:
             closed = self.scripts["close_dead"](
-                keys=[self.key(chat_id, "lease"), self.key(chat_id, "turn"), self.key(chat_id, "seq"),
-                      self.key(chat_id, "events"), self.running_key],
-                args=[floor, self.retention_ms, chat_id, INTERRUPTED])
+                keys=[
+                    self.key(chat_id, "lease"),
+                    self.key(chat_id, "turn"),
+                    self.key(chat_id, "seq"),
+                    self.key(chat_id, "events"),
+                    self.running_key,
+                ],
+                args=[floor, self.retention_ms, chat_id, INTERRUPTED],
+            )
             if closed:
-                log.warning("closed the turn of chat %s: its process stopped renewing the lease", chat_id)
+                log.warning(
+                    "closed the turn of chat %s: its process stopped renewing the lease", chat_id
+                )
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -342,9 +409,16 @@ class SharedTurns:
                     for channel, batch in batches:
                         chat_id = channel.chat_id
                         self.scripts["publish"](
-                            keys=[self.key(chat_id, "seq"), self.key(chat_id, "events"), self.key(chat_id, "turn"),
-                                  self.key(chat_id, "lease"), self.running_key],
-                            args=batch.args(self, channel), client=pipe)
+                            keys=[
+                                self.key(chat_id, "seq"),
+                                self.key(chat_id, "events"),
+                                self.key(chat_id, "turn"),
+                                self.key(chat_id, "lease"),
+                                self.running_key,
+                            ],
+                            args=batch.args(self, channel),
+                            client=pipe,
+                        )
                     results = pipe.execute(raise_on_error=False)
                 except self.redis_module.RedisError as exc:
                     log.warning("publishing to Redis failed (%s); retrying", exc)
@@ -357,7 +431,8 @@ class SharedTurns:
                 backoff = 0.05
                 for (channel, batch), result in zip(batches, results):
                     if isinstance(result, Exception):
-                        log.error("publishing events of chat %s failed: %s", channel.chat_id, result)
+                        log.error(
+                            "publishing events of chat %s failed: %s", channel.chat_id, result
+                        )
                     else:
                         channel.written(batch, int(result))
-

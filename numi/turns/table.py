@@ -55,7 +55,9 @@ class TurnHost(Protocol):
 
     def stop_local(self, chat_id: str) -> bool: ...
 
-    def approve_local(self, chat_id: str, call_id: str, decision: str, digest: str | None = None) -> bool: ...
+    def approve_local(
+        self, chat_id: str, call_id: str, decision: str, digest: str | None = None
+    ) -> bool: ...
 
 
 class LocalTurns:
@@ -84,7 +86,9 @@ class LocalTurns:
         channel = self.channels.get(chat_id)
         return {
             "running": turn is not None,
-            "turn_id": turn.id if turn else (channel.state.turn_id if channel and channel.state else None),
+            "turn_id": turn.id
+            if turn
+            else (channel.state.turn_id if channel and channel.state else None),
             "last_event_id": channel.last_event_id if channel else 0,
             "started_at": turn.started_at if turn else None,
         }
@@ -105,6 +109,12 @@ class LocalTurns:
             gevent.sleep(min(self.retention, 30) or 1)
             now = time.monotonic()
             for chat_id, channel in list(self.channels.items()):
-                expired = channel.finished_at is not None and now - channel.finished_at > self.retention
-                if not channel.running and not channel.subscribers and (expired or channel.state is None):
+                expired = (
+                    channel.finished_at is not None and now - channel.finished_at > self.retention
+                )
+                if (
+                    not channel.running
+                    and not channel.subscribers
+                    and (expired or channel.state is None)
+                ):
                     self.channels.pop(chat_id, None)

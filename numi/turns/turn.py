@@ -78,8 +78,14 @@ class StartGate:
 class Turn:
     """A running turn as its producer sees it: emit events, check for cancellation."""
 
-    def __init__(self, channel: ChatChannel, request: TurnRequest, *, frame_interval: float = 0.0,
-                 start_gate: StartGate | None = None):
+    def __init__(
+        self,
+        channel: ChatChannel,
+        request: TurnRequest,
+        *,
+        frame_interval: float = 0.0,
+        start_gate: StartGate | None = None,
+    ):
         self.id = uuid.uuid4().hex[:16]
         self.channel = channel
         self.request = request
@@ -145,7 +151,9 @@ class Turn:
             timer.close()
         if pending is not None:
             self._last_delta_at = time.monotonic()
-            self.channel.publish(self.id, pending["type"], {"delta": pending["delta"], "step": pending["step"]})
+            self.channel.publish(
+                self.id, pending["type"], {"delta": pending["delta"], "step": pending["step"]}
+            )
 
     # --- cancellation -------------------------------------------------------------------------
 
@@ -167,7 +175,9 @@ class Turn:
         self._cancel_callbacks.append(callback)
         if self.cancelled:
             callback()
-        return lambda: self._cancel_callbacks.remove(callback) if callback in self._cancel_callbacks else None
+        return lambda: (
+            self._cancel_callbacks.remove(callback) if callback in self._cancel_callbacks else None
+        )
 
     def wait_for_approval(self, call_id: str, timeout: float, digest: str | None = None) -> str:
         """Block this greenlet (not the hub) until the user approves or denies, or timeout.

@@ -10,8 +10,23 @@ def register(app: Flask) -> None:
     from .routing import LazyBuilderRule
 
     app.url_rule_class = LazyBuilderRule  # before any blueprint adds its rules
-    from . import (access, api, assets, auth, errors, followups, inputs, organising, pages, prompts, security,
-                   streams, transcript, transfer, ws)
+    from . import (
+        access,
+        api,
+        assets,
+        auth,
+        errors,
+        followups,
+        inputs,
+        organising,
+        pages,
+        prompts,
+        security,
+        streams,
+        transcript,
+        transfer,
+        ws,
+    )
     from ..render import render_blocks, render_markdown
 
     security.init_app(app)

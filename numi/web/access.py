@@ -100,8 +100,12 @@ def _remembered() -> bool:
 def _is_api_request() -> bool:
     from .errors import wants_json
 
-    return (request.path.startswith(("/api/", "/ws/")) or is_htmx()
-            or is_websocket_upgrade() or wants_json())
+    return (
+        request.path.startswith(("/api/", "/ws/"))
+        or is_htmx()
+        or is_websocket_upgrade()
+        or wants_json()
+    )
 
 
 def _is_page_visit() -> bool:

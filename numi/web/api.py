@@ -14,8 +14,17 @@ from .inputs import int_arg, request_data
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
-CHAT_FIELDS = ("title", "endpoint_id", "model", "settings", "system_prompt", "temperature",
-               "max_tokens", "reasoning_effort", "tools")
+CHAT_FIELDS = (
+    "title",
+    "endpoint_id",
+    "model",
+    "settings",
+    "system_prompt",
+    "temperature",
+    "max_tokens",
+    "reasoning_effort",
+    "tools",
+)
 
 
 def _chat_fields(data: dict, current_tools: list[str] | None = None) -> dict:
@@ -30,7 +39,9 @@ def _chat_fields(data: dict, current_tools: list[str] | None = None) -> dict:
             tools = fields.get("tools", current_tools or [])
             if not isinstance(tools, list):
                 break  # the tools field itself is malformed: its own check reports it
-            fields["tools"] = [t for t in tools if t != DOCUMENT_SEARCH] + ([DOCUMENT_SEARCH] if on else [])
+            fields["tools"] = [t for t in tools if t != DOCUMENT_SEARCH] + (
+                [DOCUMENT_SEARCH] if on else []
+            )
     return fields
 
 
@@ -62,8 +73,14 @@ def list_sessions():
     view = request.args.get("view") or "all"
     if view not in ("all", "sidebar", "archived"):
         raise NumiError("invalid_view", "view must be all, sidebar or archived.", 400)
-    page = chats.list_chats(g.user.id, limit=limit, cursor=request.args.get("cursor") or None, query=query,
-                            tag=(request.args.get("tag") or "")[:organising.MAX_TAG_CHARS], view=view)
+    page = chats.list_chats(
+        g.user.id,
+        limit=limit,
+        cursor=request.args.get("cursor") or None,
+        query=query,
+        tag=(request.args.get("tag") or "")[: organising.MAX_TAG_CHARS],
+        view=view,
+    )
     body = {"sessions": [c.to_dict() for c in page.items], "next_cursor": page.next_cursor}
     if view == "sidebar":
         body["pinned"] = [c.to_dict() for c in page.pinned]
@@ -78,7 +95,9 @@ def get_session(chat_id: str):
 @bp.patch("/session/<chat_id>")
 def update_session(chat_id: str):
     data = request_data()
-    changes = organising.validate(data)  # pinned, archived, tags: checked before anything is written
+    changes = organising.validate(
+        data
+    )  # pinned, archived, tags: checked before anything is written
     current = chats.get_chat(g.user.id, chat_id).settings.get("tools")
     chat = chats.update_chat(g.user.id, chat_id, _chat_fields(data, current), current_app.config)
     organising.apply(g.user.id, chat, changes)
@@ -101,8 +120,13 @@ def history(chat_id: str):
     limit = int_arg("limit", current_app.config["NUMI_PAGE_SIZE_MESSAGES"], low=1, high=1000)
     page = chats.list_messages(chat, limit=limit, before_id=int_arg("before", low=1))
     versions = version_info(chat.id, page.items)
-    return jsonify(messages=[{**m.to_dict(), "version": versions[m.id].to_dict() if m.id in versions else None}
-                             for m in page.items], next_cursor=page.next_cursor)
+    return jsonify(
+        messages=[
+            {**m.to_dict(), "version": versions[m.id].to_dict() if m.id in versions else None}
+            for m in page.items
+        ],
+        next_cursor=page.next_cursor,
+    )
 
 
 @bp.get("/endpoints")
@@ -123,7 +147,9 @@ def add_endpoint():
 @bp.patch("/endpoints/<int:endpoint_id>")
 def update_endpoint(endpoint_id: int):
     endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
-    endpoint_store.update_endpoint(endpoint, request_data(), max_name=current_app.config["NUMI_MAX_NAME_CHARS"])
+    endpoint_store.update_endpoint(
+        endpoint, request_data(), max_name=current_app.config["NUMI_MAX_NAME_CHARS"]
+    )
     return jsonify(endpoint.to_dict())
 
 

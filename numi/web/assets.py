@@ -16,8 +16,15 @@ from functools import lru_cache
 from flask import Flask, current_app, request
 
 LONG_TERM = "public, max-age=31536000, immutable"
-COMPRESSED_TYPES = ["text/html", "application/json", "text/css", "text/javascript",
-                    "application/javascript", "image/svg+xml", "text/plain"]
+COMPRESSED_TYPES = [
+    "text/html",
+    "application/json",
+    "text/css",
+    "text/javascript",
+    "application/javascript",
+    "image/svg+xml",
+    "text/plain",
+]
 
 
 def init_app(app: Flask) -> None:
@@ -58,7 +65,11 @@ def _hash(path: str, _mtime_ns: int, _size: int) -> str:
 def _cache_headers(response):
     if request.endpoint == "static":
         version = request.args.get("v")
-        if version and response.status_code in (200, 304) and version == static_version(request.view_args.get("filename", "")):
+        if (
+            version
+            and response.status_code in (200, 304)
+            and version == static_version(request.view_args.get("filename", ""))
+        ):
             response.headers["Cache-Control"] = LONG_TERM
     elif response.mimetype == "text/html" and "Cache-Control" not in response.headers:
         response.headers["Cache-Control"] = "no-cache"

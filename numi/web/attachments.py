@@ -43,7 +43,9 @@ def upload():
     for item in files:
         # Read one byte past the limit: enough to know it is too large, no more.
         data = item.stream.read(config["NUMI_UPLOAD_MAX_BYTES"] + 1)
-        saved.append(store.store_upload(config, g.user.id, item.filename or "", item.mimetype, data))
+        saved.append(
+            store.store_upload(config, g.user.id, item.filename or "", item.mimetype, data)
+        )
     for attachment in saved:
         _schedule_indexing(attachment.id)
     return jsonify(attachments=[_describe(a) for a in saved]), 201
@@ -77,8 +79,14 @@ def download(attachment_id: int):
     if not path.is_file():
         raise NotFound("file")
     inline = attachment.mime in INLINE_TYPES and request.args.get("download") is None
-    response = send_file(path, mimetype=served_type(attachment.mime), as_attachment=not inline,
-                         download_name=attachment.filename, conditional=True, max_age=0)
+    response = send_file(
+        path,
+        mimetype=served_type(attachment.mime),
+        as_attachment=not inline,
+        download_name=attachment.filename,
+        conditional=True,
+        max_age=0,
+    )
     response.headers["Cache-Control"] = "private, no-cache"
     return _inert(response)
 
@@ -102,9 +110,14 @@ def _inert(response: Response) -> Response:
 @bp.get("/attachments/<int:attachment_id>/thumbnail")
 def thumbnail(attachment_id: int):
     attachment = store.get_attachment(g.user.id, attachment_id)
-    if not store.is_image(attachment) or not store.file_path(current_app.config["NUMI_DATA_DIR"], attachment).is_file():
+    if (
+        not store.is_image(attachment)
+        or not store.file_path(current_app.config["NUMI_DATA_DIR"], attachment).is_file()
+    ):
         raise NotFound("thumbnail")
     data = store.thumbnail(current_app.config["NUMI_DATA_DIR"], attachment)
     if data is None:  # no Pillow: the original is small enough for a browser to scale
         return download(attachment_id)
-    return _inert(Response(data, mimetype="image/png", headers={"Cache-Control": "private, max-age=86400"}))
+    return _inert(
+        Response(data, mimetype="image/png", headers={"Cache-Control": "private, max-age=86400"})
+    )

@@ -19,7 +19,14 @@ from collections import Counter
 from urllib.parse import unquote, urlsplit
 
 from flask import (
-    Blueprint, current_app, g, redirect, render_template, request, session, url_for,
+    Blueprint,
+    current_app,
+    g,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
 )
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlalchemy import select, update
@@ -74,25 +81,44 @@ def login():
     throttle.succeeded(username, address)
     if new_hash:
         # Only if the hash is still the one checked: a password changed meanwhile stays.
-        db.session.execute(update(User).where(User.id == user_id, User.password_hash == stored)
-                           .values(password_hash=new_hash))
+        db.session.execute(
+            update(User)
+            .where(User.id == user_id, User.password_hash == stored)
+            .values(password_hash=new_hash)
+        )
         db.session.commit()
     user = db.session.get(User, user_id)
     _start_session(user)
     response = redirect(safe_next(request.args.get("next")))
-    response.set_cookie(DEVICE_COOKIE, _device_serializer().dumps({"u": user_id}), max_age=DEVICE_MAX_AGE_SECONDS,
-                        httponly=True, samesite="Lax", secure=bool(current_app.config.get("SESSION_COOKIE_SECURE")))
+    response.set_cookie(
+        DEVICE_COOKIE,
+        _device_serializer().dumps({"u": user_id}),
+        max_age=DEVICE_MAX_AGE_SECONDS,
+        httponly=True,
+        samesite="Lax",
+        secure=bool(current_app.config.get("SESSION_COOKIE_SECURE")),
+    )
     return response
 
 
-def _checked_password(throttle: LoginThrottle, username: str, address: str, stored: str | None,
-                      password: str, *, known: bool = False, template: str | None = "login.html"):
+def _checked_password(
+    throttle: LoginThrottle,
+    username: str,
+    address: str,
+    stored: str | None,
+    password: str,
+    *,
+    known: bool = False,
+    template: str | None = "login.html",
+):
     """(matches, new_hash) of a password check, or the 429 response that refused it unchecked:
     too many checks from this address at once, or a login limit (the attempt is reserved
     before the hash, so guesses sent together are limited as if sent one by one)."""
     in_flight = current_app.extensions.setdefault("numi.hashes_in_flight", Counter())
     if in_flight[address] >= MAX_HASHES_PER_ADDRESS and not known:
-        return _too_many(1, template, "Another login from your address is being checked. Try again in a moment.")
+        return _too_many(
+            1, template, "Another login from your address is being checked. Try again in a moment."
+        )
     # Taken before the throttle's queries, which yield to other greenlets on PostgreSQL.
     in_flight[address] += 1
     try:
@@ -168,12 +194,15 @@ def change_password():
     throttle.succeeded(username, address)
     new_hash = hash_password(new)
     changed = db.session.execute(
-        update(User).where(User.id == user_id, User.password_hash == stored)
+        update(User)
+        .where(User.id == user_id, User.password_hash == stored)
         .values(password_hash=new_hash, session_version=User.session_version + 1)
     ).rowcount
     db.session.commit()
     if not changed:  # changed in another tab meanwhile: nothing is overwritten
-        return _password_form("Your password was changed elsewhere meanwhile. Reload and try again.", 409)
+        return _password_form(
+            "Your password was changed elsewhere meanwhile. Reload and try again.", 409
+        )
     # This browser stays signed in with the new version; every other cookie is retired.
     _start_session(db.session.get(User, user_id))
     if is_htmx():
@@ -183,7 +212,9 @@ def change_password():
 
 def end_sessions(user_id: int) -> None:
     """Retire every session cookie of the user (logout, Log out everywhere)."""
-    db.session.execute(update(User).where(User.id == user_id).values(session_version=User.session_version + 1))
+    db.session.execute(
+        update(User).where(User.id == user_id).values(session_version=User.session_version + 1)
+    )
     db.session.commit()
 
 
@@ -214,7 +245,8 @@ def _multi_user_only() -> None:
 def _too_many(wait: int, template: str | None, message: str | None = None):
     """429 with Retry-After: the attempt was not checked and changed nothing."""
     message = message or "Too many failed logins. Try again in " + (
-        f"{wait} seconds." if wait < 120 else f"{math.ceil(wait / 60)} minutes.")
+        f"{wait} seconds." if wait < 120 else f"{math.ceil(wait / 60)} minutes."
+    )
     if template is None:
         body, status = _password_form(message, 429)
     else:

@@ -1,10 +1,10 @@
 """Context routes: what the next request would send, and compaction.
 
-    GET  /api/session/<id>/context_info   budget data: window, estimated tokens, counts, checkpoint
-    GET  /api/session/<id>/context        the exact messages the next request would send
-    POST /api/session/<id>/compact        summarise older messages into a checkpoint
-    GET  /c/<id>/context_gauge            the chat header's gauge (HTML partial)
-    POST /c/<id>/compact                  the gauge's Compact button (HTMX or plain form)
+GET  /api/session/<id>/context_info   budget data: window, estimated tokens, counts, checkpoint
+GET  /api/session/<id>/context        the exact messages the next request would send
+POST /api/session/<id>/compact        summarise older messages into a checkpoint
+GET  /c/<id>/context_gauge            the chat header's gauge (HTML partial)
+POST /c/<id>/compact                  the gauge's Compact button (HTMX or plain form)
 """
 
 from __future__ import annotations
@@ -27,8 +27,12 @@ bp = Blueprint("context", __name__)
 
 def _service(chat) -> ChatContextService:
     config = current_app.config
-    return ChatContextService(chat.id, g.user.id, max_messages=config["PROMPT_MAX_HISTORY_MESSAGES"],
-                              max_chars=config["PROMPT_MAX_HISTORY_CHARS"])
+    return ChatContextService(
+        chat.id,
+        g.user.id,
+        max_messages=config["PROMPT_MAX_HISTORY_MESSAGES"],
+        max_chars=config["PROMPT_MAX_HISTORY_CHARS"],
+    )
 
 
 def _endpoint(chat):
@@ -44,7 +48,9 @@ def _system_prompt(chat) -> str:
     from ..agent.tools.clock import user_now
 
     now = user_now(request.headers.get("X-Timezone"), _offset())
-    context = f"Current date and time for the user: {now.strftime('%A, %Y-%m-%d %H:%M')} ({now.tzinfo})."
+    context = (
+        f"Current date and time for the user: {now.strftime('%A, %Y-%m-%d %H:%M')} ({now.tzinfo})."
+    )
     prompt = (chat.settings.get("system_prompt") or "").strip()
     return f"{prompt}\n\n{context}" if prompt else context
 
@@ -78,12 +84,18 @@ def context_info(chat) -> dict[str, Any]:
     try:
         history = service.history()
     except NumiError as exc:
-        info.update(estimated_tokens=None, messages_included=0, messages_omitted=None, error=exc.to_dict())
+        info.update(
+            estimated_tokens=None, messages_included=0, messages_omitted=None, error=exc.to_dict()
+        )
         return info
     original = [m for m in history.messages if not (m.get("_checkpoint") or m.get("_notice"))]
     tokens = estimate_tokens(history.messages, _system_prompt(chat))
-    info.update(estimated_tokens=tokens, messages_included=len(original), messages_omitted=history.omitted,
-                fraction=round(tokens / window, 4))
+    info.update(
+        estimated_tokens=tokens,
+        messages_included=len(original),
+        messages_omitted=history.omitted,
+        fraction=round(tokens / window, 4),
+    )
     return info
 
 
@@ -113,17 +125,26 @@ def context_messages(chat_id: str):
             for i in own:
                 row = rows.get(i)
                 if row is None:
-                    parts.append({"type": "text", "text": "[an attached file is no longer available]"})
+                    parts.append(
+                        {"type": "text", "text": "[an attached file is no longer available]"}
+                    )
                 elif is_image(row):
                     parts.append({"type": "image", "mime": row.mime, "name": row.filename})
                 else:
-                    parts.append({"type": "document", "name": row.filename, "text": row.extracted_text or ""})
+                    parts.append(
+                        {"type": "document", "name": row.filename, "text": row.extracted_text or ""}
+                    )
             message["content"] = parts
         messages.append(message)
     kind = endpoint.kind if endpoint is not None else "openai_chat"
     prepared = prepare_messages(messages, kind=kind, model=chat.model)
-    return jsonify(system=_system_prompt(chat), messages=prepared, model=chat.model,
-                   omitted=history.omitted, checkpoint_id=history.checkpoint_id)
+    return jsonify(
+        system=_system_prompt(chat),
+        messages=prepared,
+        model=chat.model,
+        omitted=history.omitted,
+        checkpoint_id=history.checkpoint_id,
+    )
 
 
 def run_compaction(chat):
@@ -135,8 +156,13 @@ def run_compaction(chat):
     if endpoint is None:
         raise no_model()
     endpoint_store.check_address(endpoint)
-    adapter = endpoint_store.cached_adapter(current_app._get_current_object(), endpoint.kind,
-                                           endpoint.base_url, endpoint.api_key, endpoint_store.guarded(endpoint))
+    adapter = endpoint_store.cached_adapter(
+        current_app._get_current_object(),
+        endpoint.kind,
+        endpoint.base_url,
+        endpoint.api_key,
+        endpoint_store.guarded(endpoint),
+    )
     model = config["NUMI_COMPACT_MODEL"] or chat.model
     service = _service(chat)
     db.session.expunge(chat)  # the service commits and releases the session while the model writes
@@ -173,7 +199,9 @@ def auto_compact_page(chat_id: str):
 
     data = request_data()
     value = data.get("auto_compact") in ("1", "on", "true", True)
-    chat = chats.update_chat(g.user.id, chat_id, {"settings": {"auto_compact": value}}, current_app.config)
+    chat = chats.update_chat(
+        g.user.id, chat_id, {"settings": {"auto_compact": value}}, current_app.config
+    )
     if is_htmx():
         return render_template("partials/_context_gauge.html", chat=chat, gauge=context_info(chat))
     return redirect(url_for("pages.chat_view", chat_id=chat_id))

@@ -42,7 +42,9 @@ def error_response(code: str, message: str, status: int):
     if wants_json():
         return jsonify(error={"code": code, "message": message}), status
     if is_htmx():
-        response = render_template("partials/_toast.html", code=code, message=message, status=status)
+        response = render_template(
+            "partials/_toast.html", code=code, message=message, status=status
+        )
         return response, status, {"HX-Retarget": "#toasts", "HX-Reswap": "beforeend"}
     return render_template("error.html", code=code, message=message, status=status), status
 
@@ -63,4 +65,6 @@ def _http_error(exc: HTTPException):
 
 def _unexpected(exc: Exception):
     log.exception("unhandled error on %s %s", request.method, request.path)
-    return error_response("internal_error", "Something went wrong on the server. The log has the details.", 500)
+    return error_response(
+        "internal_error", "Something went wrong on the server. The log has the details.", 500
+    )

@@ -35,7 +35,9 @@ def _answer(chat, status: int = 200, **extra):
     queue = _queue(chat.id)
     publish_queue(chat.id, g.user.id, paused=queue["paused"])
     if extra.pop("html", False):
-        return render_template("partials/_queue.html", chat=chat, queue=queue["items"], paused=queue["paused"])
+        return render_template(
+            "partials/_queue.html", chat=chat, queue=queue["items"], paused=queue["paused"]
+        )
     return jsonify(**queue, **extra), status
 
 
@@ -50,8 +52,13 @@ def show(chat_id: str):
 def edit(chat_id: str, item_id: int):
     chat = chats.get_chat(g.user.id, chat_id)
     data = request_data()
-    item = followups.edit(g.user.id, chat.id, item_id, data.get("message", data.get("text")),
-                          current_app.config["NUMI_MAX_MESSAGE_CHARS"])
+    item = followups.edit(
+        g.user.id,
+        chat.id,
+        item_id,
+        data.get("message", data.get("text")),
+        current_app.config["NUMI_MAX_MESSAGE_CHARS"],
+    )
     return _answer(chat, item=item.to_dict(), html=_is_form())
 
 

@@ -35,9 +35,11 @@ def blocks_html(blocks) -> Markup:
         if block.kind == "code":
             lang = escape(block.lang or "code")
             label = escape(block.lang + " ") if block.lang else ""
-            out.append(f'<div class="code-block"><div class="code-head"><span class="code-lang">{lang}</span>'
-                       f'<button type="button" class="copy-code" aria-label="Copy {label}code">Copy</button></div>'
-                       f'{block.html}</div>')
+            out.append(
+                f'<div class="code-block"><div class="code-head"><span class="code-lang">{lang}</span>'
+                f'<button type="button" class="copy-code" aria-label="Copy {label}code">Copy</button></div>'
+                f"{block.html}</div>"
+            )
         else:
             out.append(str(block.html))
     return Markup("".join(out))
@@ -54,7 +56,10 @@ def frame_html(turn_id: str, part: str, frame) -> str:
         out = f'<div id="{prefix}done" class="md-done" hx-swap-oob="true">{blocks_html(frame.completed)}</div>'
     elif frame.completed:
         out = f'<div hx-swap-oob="beforeend:#{prefix}done">{blocks_html(frame.completed)}</div>'
-    return out + f'<div id="{prefix}open" class="md-open" hx-swap-oob="true">{blocks_html(frame.open)}</div>'
+    return (
+        out
+        + f'<div id="{prefix}open" class="md-open" hx-swap-oob="true">{blocks_html(frame.open)}</div>'
+    )
 
 
 def _newlines(text: str) -> str:
@@ -113,7 +118,11 @@ class HtmlView:
         self.unaccepted_turn = None
         self.pending_send = False
         # Tells the composer its send was saved: it clears its text, chips and draft.
-        return [render_template("partials/_composer_feedback.html", accepted=data.get("request_id") or "")]
+        return [
+            render_template(
+                "partials/_composer_feedback.html", accepted=data.get("request_id") or ""
+            )
+        ]
 
     def _on_message_saved(self, turn_id, data, views: dict | None = None):
         out = []
@@ -139,8 +148,12 @@ class HtmlView:
         """What a saved message tells the view (plain values) and its fragment, placed
         before the live part (or last in the turn when no turn runs)."""
         error = message.meta.get("error") if message.role == "assistant" else None
-        facts = {"id": message.id, "role": message.role, "model": message.meta.get("model"),
-                 "error": error.get("code") if isinstance(error, dict) else None}
+        facts = {
+            "id": message.id,
+            "role": message.role,
+            "model": message.meta.get("model"),
+            "error": error.get("code") if isinstance(error, dict) else None,
+        }
         return facts, self._insert_message(turn_id, message)
 
     def _note_message(self, facts: dict) -> None:
@@ -177,47 +190,96 @@ class HtmlView:
         return self.renders[kind]
 
     def _on_tool_preparing(self, turn_id, data):
-        self.preparing[data["call_id"]] = {"call_id": data["call_id"], "name": data["name"], "status": "preparing"}
+        self.preparing[data["call_id"]] = {
+            "call_id": data["call_id"],
+            "name": data["name"],
+            "status": "preparing",
+        }
         return [self._live(turn_id)]
 
     def _on_tool_approval(self, turn_id, data):
-        card = {"call_id": data["call_id"], "name": data["name"], "status": "approval", "arguments": data.get("arguments"),
-                "digest": data.get("digest")}
+        card = {
+            "call_id": data["call_id"],
+            "name": data["name"],
+            "status": "approval",
+            "arguments": data.get("arguments"),
+            "digest": data.get("digest"),
+        }
         return [render_template("partials/_tool_card.html", card=card, oob=True)]
 
     def _on_tool_start(self, turn_id, data):
-        card = {"call_id": data["call_id"], "name": data["name"], "status": "running", "arguments": data.get("arguments")}
+        card = {
+            "call_id": data["call_id"],
+            "name": data["name"],
+            "status": "running",
+            "arguments": data.get("arguments"),
+        }
         return [render_template("partials/_tool_card.html", card=card, oob=True)]
 
     def _on_tool_end(self, turn_id, data):
-        card = {"call_id": data["call_id"], "name": data["name"], "status": "done" if data.get("ok") else "failed",
-                "result": data.get("result"), "duration_ms": data.get("duration_ms")}
+        card = {
+            "call_id": data["call_id"],
+            "name": data["name"],
+            "status": "done" if data.get("ok") else "failed",
+            "result": data.get("result"),
+            "duration_ms": data.get("duration_ms"),
+        }
         return [render_template("partials/_tool_card.html", card=card, oob=True)]
 
     def _on_metrics(self, turn_id, data):
-        return [render_template("partials/_metrics.html", message_id=data["message_id"], metrics=data,
-                                model=self.models.get(data["message_id"]), oob=True)]
+        return [
+            render_template(
+                "partials/_metrics.html",
+                message_id=data["message_id"],
+                metrics=data,
+                model=self.models.get(data["message_id"]),
+                oob=True,
+            )
+        ]
 
     def _on_model_route(self, turn_id, data):
-        return [render_template("partials/_turn_notice.html", turn_id=turn_id,
-                                text=f"Using {data.get('model')} ({data.get('reason')}).")]
+        return [
+            render_template(
+                "partials/_turn_notice.html",
+                turn_id=turn_id,
+                text=f"Using {data.get('model')} ({data.get('reason')}).",
+            )
+        ]
 
     def _on_context_compacting(self, turn_id, data):
-        return [render_template("partials/_turn_notice.html", turn_id=turn_id,
-                                text="Summarising earlier messages to fit the context…")]
+        return [
+            render_template(
+                "partials/_turn_notice.html",
+                turn_id=turn_id,
+                text="Summarising earlier messages to fit the context…",
+            )
+        ]
 
     def _on_context_compacted(self, turn_id, data):
-        text = ("Earlier messages were summarised." if data.get("ok", True)
-                else "Summarising failed; older messages are left out of this request instead.")
+        text = (
+            "Earlier messages were summarised."
+            if data.get("ok", True)
+            else "Summarising failed; older messages are left out of this request instead."
+        )
         return [render_template("partials/_turn_notice.html", turn_id=turn_id, text=text)]
 
     def _on_context_retry(self, turn_id, data):
-        return [render_template("partials/_turn_notice.html", turn_id=turn_id,
-                                text="The model's context was full; retrying with a shorter history.")]
+        return [
+            render_template(
+                "partials/_turn_notice.html",
+                turn_id=turn_id,
+                text="The model's context was full; retrying with a shorter history.",
+            )
+        ]
 
     def _on_context_trimmed(self, turn_id, data):
-        return [render_template("partials/_turn_notice.html", turn_id=turn_id,
-                                text="Older messages were left out of this request to fit the context.")]
+        return [
+            render_template(
+                "partials/_turn_notice.html",
+                turn_id=turn_id,
+                text="Older messages were left out of this request to fit the context.",
+            )
+        ]
 
     def _on_error(self, turn_id, data):
         if self.saved_error == data.get("code"):
@@ -226,28 +288,62 @@ class HtmlView:
         refused = turn_id is None or turn_id == self.unaccepted_turn
         if refused and self.pending_send:
             self.pending_send = False
-            return [render_template("partials/_composer_feedback.html", code=data.get("code"), message=data.get("message"))]
+            return [
+                render_template(
+                    "partials/_composer_feedback.html",
+                    code=data.get("code"),
+                    message=data.get("message"),
+                )
+            ]
         if turn_id is None:
-            return [render_template("partials/_toast.html", code=data.get("code"), message=data.get("message"), oob=True)]
-        return [render_template("partials/_turn_error.html", turn_id=turn_id, chat=self.chat,
-                                code=data.get("code"), message=data.get("message"),
-                                retry=turn_id != self.unaccepted_turn)]
+            return [
+                render_template(
+                    "partials/_toast.html",
+                    code=data.get("code"),
+                    message=data.get("message"),
+                    oob=True,
+                )
+            ]
+        return [
+            render_template(
+                "partials/_turn_error.html",
+                turn_id=turn_id,
+                chat=self.chat,
+                code=data.get("code"),
+                message=data.get("message"),
+                retry=turn_id != self.unaccepted_turn,
+            )
+        ]
 
     def _on_turn_end(self, turn_id, data):
         self.running = False
         self.content, self.reasoning, self.preparing, self.renders = "", "", {}, {}
-        return [render_template("partials/_turn_live.html", turn_id=turn_id, delete=True), self._controls(),
-                # The turn changed the context: the header's gauge loads its estimate again.
-                render_template("partials/_context_gauge.html", chat=self.chat, oob=True)]
+        return [
+            render_template("partials/_turn_live.html", turn_id=turn_id, delete=True),
+            self._controls(),
+            # The turn changed the context: the header's gauge loads its estimate again.
+            render_template("partials/_context_gauge.html", chat=self.chat, oob=True),
+        ]
 
     def _on_queue(self, turn_id, data):
-        return [render_template("partials/_queue.html", chat=self.chat, queue=data.get("items") or [],
-                                paused=data.get("paused"), oob=True)]
+        return [
+            render_template(
+                "partials/_queue.html",
+                chat=self.chat,
+                queue=data.get("items") or [],
+                paused=data.get("paused"),
+                oob=True,
+            )
+        ]
 
     def _on_title_update(self, turn_id, data):
         self.chat.title = data["title"]
-        return [render_template("partials/_chat_item.html", chat=self.chat, current_id=self.chat.id, oob=True),
-                render_template("partials/_chat_title.html", chat=self.chat, oob=True)]
+        return [
+            render_template(
+                "partials/_chat_item.html", chat=self.chat, current_id=self.chat.id, oob=True
+            ),
+            render_template("partials/_chat_title.html", chat=self.chat, oob=True),
+        ]
 
     def _on_snapshot(self, turn_id, data):
         if not data:
@@ -266,9 +362,14 @@ class HtmlView:
             out.append(self._insert_message(turn_id, message, target=target))
         self.running = not data.get("finished")
         self.step = data.get("step", 0)
-        self.content, self.reasoning = _newlines(data.get("content", "")), _newlines(data.get("reasoning", ""))
+        self.content, self.reasoning = (
+            _newlines(data.get("content", "")),
+            _newlines(data.get("reasoning", "")),
+        )
         self.renders = {}
-        self.preparing = {t["call_id"]: t for t in data.get("tools", []) if t.get("status") == "preparing"}
+        self.preparing = {
+            t["call_id"]: t for t in data.get("tools", []) if t.get("status") == "preparing"
+        }
         # A pending approval keeps its arguments (the exact command) so a reloaded page can
         # show what it is asked to approve.
         pending = {a["call_id"]: a for a in data.get("pending_approvals", []) if a.get("call_id")}
@@ -296,7 +397,9 @@ class HtmlView:
         return render_template("partials/_turn.html", turn_id=turn_id)
 
     def _controls(self):
-        return render_template("partials/_composer_controls.html", chat=self.chat, running=self.running, oob=True)
+        return render_template(
+            "partials/_composer_controls.html", chat=self.chat, running=self.running, oob=True
+        )
 
     def _live(self, turn_id):
         """The whole live part, from fresh render states (O(answer): on layout changes only)."""
@@ -343,9 +446,14 @@ class HtmlView:
     def _load_many(self, ids: list[int]) -> list[Message]:
         if not ids:
             return []
-        rows = db.session.execute(
-            select(Message).where(Message.id.in_(ids), Message.chat_id == self.chat.id, Message.shown())
-            .order_by(Message.id)
-        ).scalars().all()
+        rows = (
+            db.session.execute(
+                select(Message)
+                .where(Message.id.in_(ids), Message.chat_id == self.chat.id, Message.shown())
+                .order_by(Message.id)
+            )
+            .scalars()
+            .all()
+        )
         db.session.commit()  # end the read transaction: this connection may live for hours
         return list(rows)

@@ -52,12 +52,14 @@ def json_depth_exceeds(text: str, limit: int) -> bool:
     for start in range(0, len(plain), _DEPTH_SLICE):
         if start:
             _let_the_hub_run()
-        part = plain[start:start + _DEPTH_SLICE]
+        part = plain[start : start + _DEPTH_SLICE]
         if in_string:  # a string left open by the slice before: reopen it here
             part = '"' + part
         # Every quote left opens or closes a string: an odd count leaves one open.
         in_string = part.count('"') % 2 == 1
-        brackets = _NOT_BRACKET.sub("", _STRING.sub("", part)).encode("ascii").translate(_BRACKET_STEPS)
+        brackets = (
+            _NOT_BRACKET.sub("", _STRING.sub("", part)).encode("ascii").translate(_BRACKET_STEPS)
+        )
         sums = list(accumulate(array("b", brackets), initial=depth))
         if max(sums) > limit:
             return True
@@ -71,8 +73,13 @@ def _let_the_hub_run() -> None:
     gevent.sleep(0)
 
 
-def decode_json(raw: bytes | str, *, max_depth: int, subject: str = "The request body",
-                code: str = "invalid_json") -> Any:
+def decode_json(
+    raw: bytes | str,
+    *,
+    max_depth: int,
+    subject: str = "The request body",
+    code: str = "invalid_json",
+) -> Any:
     """The decoded JSON of `raw`, or a NumiError(code) saying what is wrong with it."""
     if isinstance(raw, bytes):
         try:
@@ -86,7 +93,9 @@ def decode_json(raw: bytes | str, *, max_depth: int, subject: str = "The request
     try:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise invalid(f"{subject} is not valid JSON (line {exc.lineno}, column {exc.colno}).", code) from None
+        raise invalid(
+            f"{subject} is not valid JSON (line {exc.lineno}, column {exc.colno}).", code
+        ) from None
     except (ValueError, RecursionError):
         # e.g. an integer of more digits than Python converts
         raise invalid(f"{subject} is not valid JSON.", code) from None
@@ -123,7 +132,9 @@ def event_id_value(value: Any, name: str = "last_event_id") -> int | None:
     return int(value)
 
 
-def int_arg(name: str, default: int | None = None, *, low: int = 0, high: int = 2**62) -> int | None:
+def int_arg(
+    name: str, default: int | None = None, *, low: int = 0, high: int = 2**62
+) -> int | None:
     """An integer query argument within bounds, or a 400 naming it."""
     value = request.args.get(name)
     if value in (None, ""):

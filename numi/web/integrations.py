@@ -72,8 +72,12 @@ def test_mcp_server(server_id: int):
 
 @bp.get("/api/mcp_servers")
 def api_mcp_servers():
-    return jsonify({"servers": [mcp.server_dict(s) for s in mcp.list_servers(g.user.id)],
-                    "sdk_installed": mcp.sdk_available()})
+    return jsonify(
+        {
+            "servers": [mcp.server_dict(s) for s in mcp.list_servers(g.user.id)],
+            "sdk_installed": mcp.sdk_available(),
+        }
+    )
 
 
 @bp.post("/api/mcp_servers")
@@ -94,9 +98,14 @@ def api_test_mcp_server(server_id: int):
     ok, message = mcp.test_server(server, g.user.is_admin)
     tools = []
     if ok:
-        tools = [{"name": mcp.tool_name(server.name, t["name"]), "description": t["description"],
-                  "needs_approval": mcp.needs_approval(server, t)}
-                 for t in mcp.server_tools(server, guarded=not g.user.is_admin)]
+        tools = [
+            {
+                "name": mcp.tool_name(server.name, t["name"]),
+                "description": t["description"],
+                "needs_approval": mcp.needs_approval(server, t),
+            }
+            for t in mcp.server_tools(server, guarded=not g.user.is_admin)
+        ]
     return jsonify({"ok": ok, "message": message, "tools": tools})
 
 

@@ -32,15 +32,27 @@ def sidebar_list(current_id: str | None = None, tag: str = ""):
     """The sidebar list's first page, as #chat-list's content."""
     page = chats.list_chats(g.user.id, limit=current_app.config["NUMI_PAGE_SIZE_CHATS"], tag=tag)
     running = turn_manager().running_among([c.id for c in page.pinned + page.items])
-    return render_template("partials/_chat_list_page.html", sidebar=page, current_id=current_id, tag=tag,
-                           running_ids=running, group_before="")
+    return render_template(
+        "partials/_chat_list_page.html",
+        sidebar=page,
+        current_id=current_id,
+        tag=tag,
+        running_ids=running,
+        group_before="",
+    )
 
 
 def _undo_toast(action: str, changed: list[str], current_id: str | None):
     """The answer to an archive or delete: the chats leave the list, a toast offers Undo."""
     word, undo = DONE[action]
-    return render_template("partials/_undo_toast.html", changed=changed, word=word, undo=undo,
-                           current_id=current_id, toast_id=f"toast-{uuid.uuid4().hex[:12]}")
+    return render_template(
+        "partials/_undo_toast.html",
+        changed=changed,
+        word=word,
+        undo=undo,
+        current_id=current_id,
+        toast_id=f"toast-{uuid.uuid4().hex[:12]}",
+    )
 
 
 @bp.post("/c/<chat_id>/organise")
@@ -73,14 +85,20 @@ def bulk_html():
     if action in DONE:
         return _undo_toast(action, changed, current)
     # An undo (or a bulk pin): the list again, and the toast that offered it goes.
-    return sidebar_list(current) + render_template("partials/_toast_gone.html", toast_id=request.form.get("toast", ""))
+    return sidebar_list(current) + render_template(
+        "partials/_toast_gone.html", toast_id=request.form.get("toast", "")
+    )
 
 
 @bp.get("/archived")
 def archived():
     config = current_app.config
-    page = chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"], cursor=request.args.get("cursor") or None,
-                            view="archived")
+    page = chats.list_chats(
+        g.user.id,
+        limit=config["NUMI_PAGE_SIZE_CHATS"],
+        cursor=request.args.get("cursor") or None,
+        view="archived",
+    )
     return render_template("archived.html", page=page)
 
 
@@ -105,8 +123,11 @@ def appearance():
 def bulk_json():
     data = request_data()
     ids = data.get("ids")
-    running = (turn_manager().running_among([i for i in ids if isinstance(i, str)])
-               if data.get("action") == "delete" and isinstance(ids, list) else frozenset())
+    running = (
+        turn_manager().running_among([i for i in ids if isinstance(i, str)])
+        if data.get("action") == "delete" and isinstance(ids, list)
+        else frozenset()
+    )
     changed = organising.bulk(g.user.id, data.get("action"), ids, running)
     return jsonify(action=data["action"], changed=changed)
 

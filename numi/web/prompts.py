@@ -1,12 +1,12 @@
 """Routes for saved prompts: the Settings section (HTML forms, HTMX-enhanced) and the API.
 
-    POST /settings/prompts                  add (the section again, or its form with the error)
-    POST /settings/prompts/<id>             save an edit
-    POST /settings/prompts/<id>/delete      delete
-    GET  /api/prompts                       {prompts: [...]}
-    POST /api/prompts                       create -> 201 {prompt}
-    GET|PATCH|DELETE /api/prompts/<id>      one prompt (another user's id is a 404)
-    GET  /api/prompts/export                the `numi.prompts` file (Import reads it back)
+POST /settings/prompts                  add (the section again, or its form with the error)
+POST /settings/prompts/<id>             save an edit
+POST /settings/prompts/<id>/delete      delete
+GET  /api/prompts                       {prompts: [...]}
+POST /api/prompts                       create -> 201 {prompt}
+GET|PATCH|DELETE /api/prompts/<id>      one prompt (another user's id is a 404)
+GET  /api/prompts/export                the `numi.prompts` file (Import reads it back)
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ bp = Blueprint("prompts", __name__)
 
 def _section(status: int = 200, **context):
     """The Settings section (#prompts-section), with the user's prompts."""
-    return render_template("partials/_prompts_section.html", prompts=prompt_store.list_prompts(g.user.id),
-                           **context), status
+    return render_template(
+        "partials/_prompts_section.html", prompts=prompt_store.list_prompts(g.user.id), **context
+    ), status
 
 
 def _answer(change, *, editing: int | None = None, adding: bool = False):
@@ -43,7 +44,9 @@ def _answer(change, *, editing: int | None = None, adding: bool = False):
             return _section(exc.status, error=error)
         from .pages.settings import settings_context
 
-        return render_template("settings.html", prompt_error=error, **settings_context()), exc.status
+        return render_template(
+            "settings.html", prompt_error=error, **settings_context()
+        ), exc.status
     if is_htmx():
         return _section(added=adding)  # after an add, the focus is back in an empty Add form
     return redirect(url_for("pages.settings") + "#prompts")
@@ -94,8 +97,12 @@ def one_json(prompt_id: int):
 @bp.get("/api/prompts/export")
 def export_json():
     body = json.dumps(prompt_store.export_document(g.user.id), ensure_ascii=False, indent=2)
-    return body, 200, {
-        "Content-Type": "application/json; charset=utf-8",
-        "Content-Disposition": 'attachment; filename="numi-prompts.json"',
-        "Cache-Control": "no-store",
-    }
+    return (
+        body,
+        200,
+        {
+            "Content-Type": "application/json; charset=utf-8",
+            "Content-Disposition": 'attachment; filename="numi-prompts.json"',
+            "Cache-Control": "no-store",
+        },
+    )

@@ -60,7 +60,9 @@ def _check_host():
     if "*" in allowed:
         return None
     if _hostname(request.host) not in allowed:
-        raise NumiError("bad_host", "This host name is not allowed. Add it to NUMI_ALLOWED_HOSTS.", 400)
+        raise NumiError(
+            "bad_host", "This host name is not allowed. Add it to NUMI_ALLOWED_HOSTS.", 400
+        )
     return None
 
 
@@ -120,7 +122,9 @@ def _identify():
     if g.user is None and request.endpoint not in PUBLIC_ENDPOINTS:
         if request.path.startswith(("/api/", "/ws/")) or is_htmx():
             raise NumiError("auth_required", "Log in first.", 401)
-        return redirect(url_for("auth.login", next=request.full_path if request.query_string else request.path))
+        return redirect(
+            url_for("auth.login", next=request.full_path if request.query_string else request.path)
+        )
     return None
 
 

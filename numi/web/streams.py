@@ -49,9 +49,16 @@ def parse_client_message(raw: Any, config) -> dict[str, Any]:
         for key in ("last_event_id", "last_message_id"):
             message[key] = event_id_value(message.get(key), key)
         turn_id = message.get("turn_id")
-        message["turn_id"] = turn_id if isinstance(turn_id, str) and turn_id.isalnum() and len(turn_id) <= 32 else None
+        message["turn_id"] = (
+            turn_id
+            if isinstance(turn_id, str) and turn_id.isalnum() and len(turn_id) <= 32
+            else None
+        )
     if kind == "approve":
-        if not isinstance(message.get("call_id"), str) or message.get("decision") not in ("approve", "deny"):
+        if not isinstance(message.get("call_id"), str) or message.get("decision") not in (
+            "approve",
+            "deny",
+        ):
             raise invalid("approve needs a call_id and a decision of approve or deny.")
         if message.get("digest") is not None and not isinstance(message["digest"], str):
             raise invalid("digest must be the text the approval card carries.")
@@ -61,7 +68,9 @@ def parse_client_message(raw: Any, config) -> dict[str, Any]:
 def request_timezone(payload: dict[str, Any]) -> dict[str, Any]:
     """The user's time zone from the IANA timezone header or X-Tz-Offset, unless given."""
     payload = dict(payload)
-    payload.setdefault("timezone", request.headers.get("X-Timezone") or request.headers.get("Timezone"))
+    payload.setdefault(
+        "timezone", request.headers.get("X-Timezone") or request.headers.get("Timezone")
+    )
     payload.setdefault("tz_offset", request.headers.get("X-Tz-Offset"))
     return payload
 
@@ -84,8 +93,10 @@ def _follow(chat_id: str, last_event_id: int | None, *, until_turn_end: bool = T
             yield ": numi\n\n"  # first bytes now, so proxies and clients see the stream open
             for event in backlog:
                 yield _sse(event)
-                if until_turn_end and (event["type"] == "turn_end" or (
-                        event["type"] == "snapshot" and event["data"].get("finished"))):
+                if until_turn_end and (
+                    event["type"] == "turn_end"
+                    or (event["type"] == "snapshot" and event["data"].get("finished"))
+                ):
                     return  # a finished turn has nothing more to send
             while True:
                 event = subscription.get(timeout=SSE_KEEPALIVE_SECONDS)
@@ -100,8 +111,11 @@ def _follow(chat_id: str, last_event_id: int | None, *, until_turn_end: bool = T
         finally:
             subscription.close()
 
-    return Response(stream_with_context(generate()), mimetype="text/event-stream",
-                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return Response(
+        stream_with_context(generate()),
+        mimetype="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
 
 
 @bp.post("/chat_stream")
@@ -134,8 +148,12 @@ def _route_fields(data: dict[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     selected = data.get("selected_endpoint_id")
     if selected not in (None, ""):
-        if isinstance(selected, bool) or not isinstance(selected, int | str) or not str(selected).isdecimal() \
-                or len(str(selected)) > 18:
+        if (
+            isinstance(selected, bool)
+            or not isinstance(selected, int | str)
+            or not str(selected).isdecimal()
+            or len(str(selected)) > 18
+        ):
             raise invalid("selected_endpoint_id must be a number.")
         try:
             fields["endpoint_id"] = endpoint_store.get_endpoint(g.user.id, int(selected)).id
@@ -181,9 +199,13 @@ def _tool_fields(chat, data: dict[str, Any]) -> dict[str, Any]:
 def resume(chat_id: str):
     chats.get_chat(g.user.id, chat_id)
     manager = turn_manager()
-    last_event_id = event_id_value(request.headers.get("Last-Event-ID") or request.args.get("last_event_id"))
+    last_event_id = event_id_value(
+        request.headers.get("Last-Event-ID") or request.args.get("last_event_id")
+    )
     status = manager.status(chat_id)
-    if not status["running"] and (status["turn_id"] is None or (last_event_id or 0) >= status["last_event_id"]):
+    if not status["running"] and (
+        status["turn_id"] is None or (last_event_id or 0) >= status["last_event_id"]
+    ):
         return Response(status=204)  # nothing to resume: the database has it all
     db.session.commit()
     return _follow(chat_id, last_event_id)
@@ -194,7 +216,9 @@ def stop(chat_id: str):
     chats.get_chat(g.user.id, chat_id)
     clear_queue = request_data().get("clear_queue", request.args.get("clear_queue"))
     stopped, cleared = stop_turn(chat_id, g.user.id, clear_queue=clear_queue)
-    return jsonify(stopped=stopped, **({"cleared": cleared} if flag(clear_queue, "clear_queue") else {}))
+    return jsonify(
+        stopped=stopped, **({"cleared": cleared} if flag(clear_queue, "clear_queue") else {})
+    )
 
 
 @bp.get("/chat/stream_status/<chat_id>")

@@ -56,8 +56,12 @@ def _route_fields(data: dict[str, Any]) -> dict[str, Any] | None:
     return fields or None
 
 
-def _refreshed_transcript(chat_id: str, *, start_payload: dict[str, Any] | None = None,
-                          focus_version: tuple[int, str] | None = None):
+def _refreshed_transcript(
+    chat_id: str,
+    *,
+    start_payload: dict[str, Any] | None = None,
+    focus_version: tuple[int, str] | None = None,
+):
     """The HTMX answer after a change: the transcript again; then start the turn, if any.
     `focus_version` (message id, "previous"|"next") puts the focus back on the switcher used."""
     chat = chats.get_chat(g.user.id, chat_id)
@@ -69,8 +73,13 @@ def _refreshed_transcript(chat_id: str, *, start_payload: dict[str, Any] | None 
     else:
         page = chats.list_messages(chat, limit=limit)
     response = current_app.make_response(
-        render_template("partials/_edit_transcript.html", chat=chat, focus_version=focus_version,
-                        has_newer=has_newer, **transcript_context(page))
+        render_template(
+            "partials/_edit_transcript.html",
+            chat=chat,
+            focus_version=focus_version,
+            has_newer=has_newer,
+            **transcript_context(page),
+        )
     )
     if start_payload is not None:
         app = current_app._get_current_object()
@@ -106,8 +115,12 @@ def _after_change(chat_id: str, payload: dict[str, Any] | None, status: int = 20
 def message_view(chat_id: str, message_id: int):
     chat = chats.get_chat(g.user.id, chat_id)
     message = edits.get_message(chat, message_id)
-    return render_template("partials/_message.html", message=message, chat=chat,
-                           versions=version_info(chat.id, [message]))
+    return render_template(
+        "partials/_message.html",
+        message=message,
+        chat=chat,
+        versions=version_info(chat.id, [message]),
+    )
 
 
 @bp.get("/c/<chat_id>/messages/<int:message_id>/edit")
@@ -115,7 +128,9 @@ def edit_form(chat_id: str, message_id: int):
     chat = chats.get_chat(g.user.id, chat_id)
     message = edits.get_message(chat, message_id)
     if message.role != "user":
-        raise invalid("Only your own messages can be edited; regenerate an answer instead.", "not_editable")
+        raise invalid(
+            "Only your own messages can be edited; regenerate an answer instead.", "not_editable"
+        )
     return render_template("partials/_edit_form.html", message=message, chat=chat)
 
 
@@ -124,7 +139,9 @@ def edit_form(chat_id: str, message_id: int):
 def edit(chat_id: str, message_id: int):
     data = request_data()
     text = data.get("text", data.get("message"))
-    message = edits.edit_message(g.user.id, chat_id, message_id, text, _attachment_field(data), current_app.config)
+    message = edits.edit_message(
+        g.user.id, chat_id, message_id, text, _attachment_field(data), current_app.config
+    )
     payload = request_timezone(edits.regeneration_payload(message))
     return _after_change(chat_id, payload, message=message.to_dict())
 
@@ -170,12 +187,18 @@ def fork(chat_id: str, message_id: int):
 def show_version(chat_id: str, message_id: int):
     message = edits.switch_version(g.user.id, chat_id, message_id)
     if is_htmx():
-        direction = request.form.get("direction") if request.form.get("direction") in ("previous", "next") else "next"
+        direction = (
+            request.form.get("direction")
+            if request.form.get("direction") in ("previous", "next")
+            else "next"
+        )
         return _refreshed_transcript(chat_id, focus_version=(message.id, direction))
     if request.path.startswith("/api/"):
         info = version_info(chat_id, [message]).get(message.id)
         return jsonify(message_id=message.id, version=info.to_dict() if info else None)
-    return redirect(url_for("pages.chat_view", chat_id=chat_id, _anchor=f"msg-{message.id}"), code=303)
+    return redirect(
+        url_for("pages.chat_view", chat_id=chat_id, _anchor=f"msg-{message.id}"), code=303
+    )
 
 
 # --- outline ------------------------------------------------------------------------------
@@ -206,13 +229,23 @@ def search():
     if request.args.get("mode") != "messages" or not query.strip():
         # Title mode is the chat list filtered by title, the same list /chats gives.
         tag = (request.args.get("tag") or "")[:40]
-        page = chats.list_chats(g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"], query=query, tag=tag)
+        page = chats.list_chats(
+            g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"], query=query, tag=tag
+        )
         template = "partials/_chat_list_page.html"
         if is_htmx():
             running = turn_manager().running_among([c.id for c in page.pinned + page.items])
-            return render_template(template, sidebar=page, query=query, current_id=current, tag=tag,
-                                   running_ids=running)
-        return render_template("search.html", results=None, query=query, sidebar=page, current_id=current)
+            return render_template(
+                template,
+                sidebar=page,
+                query=query,
+                current_id=current,
+                tag=tag,
+                running_ids=running,
+            )
+        return render_template(
+            "search.html", results=None, query=query, sidebar=page, current_id=current
+        )
     results = chat_search.search(g.user.id, query, limit=config["NUMI_PAGE_SIZE_CHATS"])
     if is_htmx():
         return render_template("partials/_search_results.html", results=results, current_id=current)
@@ -221,7 +254,12 @@ def search():
 
 @bp.get("/api/search")
 def search_json():
-    results = chat_search.search(g.user.id, request.args.get("q") or "", limit=int_arg("limit", 20, low=1, high=100))
-    return jsonify(query=results.query, engine=results.engine,
-                   chats=[{"id": c.id, "title": c.title} for c in results.chats],
-                   messages=[m.to_dict() for m in results.messages])
+    results = chat_search.search(
+        g.user.id, request.args.get("q") or "", limit=int_arg("limit", 20, low=1, high=100)
+    )
+    return jsonify(
+        query=results.query,
+        engine=results.engine,
+        chats=[{"id": c.id, "title": c.title} for c in results.chats],
+        messages=[m.to_dict() for m in results.messages],
+    )

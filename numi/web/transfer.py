@@ -22,8 +22,11 @@ bp = Blueprint("transfer", __name__)
 def export_session(chat_id: str):
     exported = export_chat(g.user.id, chat_id, request.args.get("fmt", "md"))
     return send_file(
-        io.BytesIO(exported.body.encode("utf-8")), mimetype=exported.mimetype,
-        as_attachment=True, download_name=exported.filename, max_age=0,
+        io.BytesIO(exported.body.encode("utf-8")),
+        mimetype=exported.mimetype,
+        as_attachment=True,
+        download_name=exported.filename,
+        max_age=0,
     )
 
 
@@ -32,8 +35,11 @@ def import_session():
     document = _uploaded_document()
     if prompt_store.is_prompts_document(document):
         result = prompt_store.import_prompts(g.user.id, document)
-        return jsonify(prompts=[p.to_dict() for p in result["created"]], skipped=result["skipped"],
-                       renamed=result["renamed"]), 201
+        return jsonify(
+            prompts=[p.to_dict() for p in result["created"]],
+            skipped=result["skipped"],
+            renamed=result["renamed"],
+        ), 201
     created = importer.import_chats(g.user.id, document, current_app.config)
     return jsonify(chat=created[0].to_dict(), chats=[c.to_dict() for c in created]), 201
 
@@ -60,5 +66,9 @@ def _uploaded_document():
 
 
 def _decode(raw: bytes) -> object:
-    return decode_json(raw, max_depth=current_app.config["NUMI_MAX_JSON_DEPTH"], subject="The file",
-                       code="invalid_import")
+    return decode_json(
+        raw,
+        max_depth=current_app.config["NUMI_MAX_JSON_DEPTH"],
+        subject="The file",
+        code="invalid_import",
+    )

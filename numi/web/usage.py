@@ -1,10 +1,10 @@
 """Usage: tokens in and out per chat or per model over a period, and per-model prices.
 
-    GET  /usage                  the Usage page (HTMX: the report alone)
-    POST /usage/prices           set or clear a model's price (form)
-    GET  /api/usage?period=today|7d|30d|all&from=&to=&group=chat|model
-    GET  /api/usage/prices       the user's prices
-    POST /api/usage/prices       {model, input_per_mtok, output_per_mtok} (both empty: remove)
+GET  /usage                  the Usage page (HTMX: the report alone)
+POST /usage/prices           set or clear a model's price (form)
+GET  /api/usage?period=today|7d|30d|all&from=&to=&group=chat|model
+GET  /api/usage/prices       the user's prices
+POST /api/usage/prices       {model, input_per_mtok, output_per_mtok} (both empty: remove)
 """
 
 from __future__ import annotations
@@ -21,14 +21,24 @@ bp = Blueprint("usage", __name__)
 def _report() -> usage.UsageReport:
     # request.values: the query string, or the filter fields a price form carries along.
     values = request.values
-    period, start, end = usage.parse_period(values.get("period"), values.get("from"), values.get("to"))
-    return usage.usage_report(g.user.id, group=values.get("group") or "chat", period=period, start=start, end=end)
+    period, start, end = usage.parse_period(
+        values.get("period"), values.get("from"), values.get("to")
+    )
+    return usage.usage_report(
+        g.user.id, group=values.get("group") or "chat", period=period, start=start, end=end
+    )
 
 
 def _page_context(report: usage.UsageReport, **extra) -> dict:
     prices = usage.model_prices(g.user.id)
     models = sorted(set(usage.used_models(g.user.id)) | set(prices))
-    return {"report": report, "prices": prices, "price_models": models, "periods": usage.PERIODS, **extra}
+    return {
+        "report": report,
+        "prices": prices,
+        "price_models": models,
+        "periods": usage.PERIODS,
+        **extra,
+    }
 
 
 @bp.get("/usage")
@@ -42,10 +52,14 @@ def usage_page():
 @bp.post("/usage/prices")
 def usage_price_form():
     data = request_data()
-    usage.set_price(g.user.id, data.get("model"), data.get("input_per_mtok"), data.get("output_per_mtok"))
+    usage.set_price(
+        g.user.id, data.get("model"), data.get("input_per_mtok"), data.get("output_per_mtok")
+    )
     if is_htmx():
         report = _report()
-        return render_template("partials/_usage_body.html", **_page_context(report, saved=data.get("model")))
+        return render_template(
+            "partials/_usage_body.html", **_page_context(report, saved=data.get("model"))
+        )
     return redirect(url_for("usage.usage_page"), code=303)
 
 
@@ -62,5 +76,7 @@ def prices_json():
 @bp.post("/api/usage/prices")
 def set_price_json():
     data = request_data()
-    price = usage.set_price(g.user.id, data.get("model"), data.get("input_per_mtok"), data.get("output_per_mtok"))
+    price = usage.set_price(
+        g.user.id, data.get("model"), data.get("input_per_mtok"), data.get("output_per_mtok")
+    )
     return jsonify(price=price.to_dict() if price else None)

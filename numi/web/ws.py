@@ -18,7 +18,15 @@ import logging
 import struct
 
 import gevent
-from flask import Blueprint, copy_current_request_context, current_app, g, render_template, request, session
+from flask import (
+    Blueprint,
+    copy_current_request_context,
+    current_app,
+    g,
+    render_template,
+    request,
+    session,
+)
 from gevent.lock import Semaphore
 from simple_websocket import ConnectionClosed
 from sqlalchemy import select
@@ -74,7 +82,9 @@ class Connection:
         self.subscription = None
         self.sender: gevent.Greenlet | None = None
         self.chat = chats.get_chat(self.user_id, chat_id)
-        db.session.expunge(self.chat)  # the views read its id and title long after this request's query
+        db.session.expunge(
+            self.chat
+        )  # the views read its id and title long after this request's query
         self.view = None
         db.session.commit()  # end the read transaction: this request may live for hours
 
@@ -98,33 +108,46 @@ class Connection:
             message = parse_client_message(raw, self.app.config)
             kind = message["type"]
             if kind == "resume":
-                self.subscribe(message.get("last_event_id"), message.get("last_message_id"), message.get("turn_id"))
+                self.subscribe(
+                    message.get("last_event_id"),
+                    message.get("last_message_id"),
+                    message.get("turn_id"),
+                )
             elif kind == "send":
                 if self.subscription is None:
                     self.subscribe(self.manager.last_event_id(self.chat_id), None, None)
                 if self.view is not None:
                     self.view.pending_send = True
-                started = start_turn(self.user_id, self.is_admin, self.chat_id, message, self.app.config)
+                started = start_turn(
+                    self.user_id, self.is_admin, self.chat_id, message, self.app.config
+                )
                 if not isinstance(started, Turn):
                     self.send_queued(message.get("request_id"), started)
             elif kind == "stop":
                 stop_turn(self.chat_id, self.user_id, clear_queue=message.get("clear_queue"))
             elif kind == "approve":
-                if not self.manager.approve(self.chat_id, message["call_id"], message["decision"],
-                                            message.get("digest")):
-                    raise NumiError("no_such_approval", "That tool call is not waiting for approval.", 409)
+                if not self.manager.approve(
+                    self.chat_id, message["call_id"], message["decision"], message.get("digest")
+                ):
+                    raise NumiError(
+                        "no_such_approval", "That tool call is not waiting for approval.", 409
+                    )
         except NumiError as exc:
             self.send_error(exc.code, exc.message)
         except Exception:
             # A bug in handling one message must not drop the socket (and the page's stream).
             log.exception("handling a WebSocket message failed")
             db.session.rollback()
-            self.send_error("internal_error", "Something went wrong on the server. The log has the details.")
+            self.send_error(
+                "internal_error", "Something went wrong on the server. The log has the details."
+            )
         finally:
             db.session.remove()
 
     def _session_current(self) -> bool:
-        version = db.session.execute(select(User.session_version).where(User.id == self.user_id)).scalar()
+        version = db.session.execute(
+            select(User.session_version).where(User.id == self.user_id)
+        ).scalar()
         return version == self.session_version
 
     # --- events -----------------------------------------------------------------------------
@@ -144,8 +167,18 @@ class Connection:
             # What waits in the queue now: the page may have missed changes while away.
             items = [item.to_dict() for item in followups.list_items(self.user_id, self.chat_id)]
             db.session.commit()
-            backlog.insert(0, {"event_id": None, "turn_id": None, "type": "queue", "data": {
-                "items": items, "paused": bool(items) and not self.manager.is_running(self.chat_id)}})
+            backlog.insert(
+                0,
+                {
+                    "event_id": None,
+                    "turn_id": None,
+                    "type": "queue",
+                    "data": {
+                        "items": items,
+                        "paused": bool(items) and not self.manager.is_running(self.chat_id),
+                    },
+                },
+            )
         # A copy of this request's context: templates build URLs, and the sender greenlet
         # gets its own app context (and so its own database session).
         self.sender = gevent.spawn(copy_current_request_context(self._relay), subscription, backlog)
@@ -164,8 +197,17 @@ class Connection:
         events = []
         recent = chats.list_messages(self.chat, limit=3).items
         if interrupted_turn(recent):
-            events.append({"event_id": None, "turn_id": client_turn_id, "type": "error", "data": {
-                "code": "interrupted", "message": "This answer was interrupted: the server stopped before it finished."}})
+            events.append(
+                {
+                    "event_id": None,
+                    "turn_id": client_turn_id,
+                    "type": "error",
+                    "data": {
+                        "code": "interrupted",
+                        "message": "This answer was interrupted: the server stopped before it finished.",
+                    },
+                }
+            )
         db.session.commit()
         events.append({"event_id": None, "turn_id": client_turn_id, "type": "turn_end", "data": {}})
         return events
@@ -190,7 +232,11 @@ class Connection:
                     pending.append(event)
                 if not self.as_json:
                     # Everything already queued goes out in one message.
-                    while len(pending) < MAX_BATCH and not subscription.queue.empty() and not subscription.resync:
+                    while (
+                        len(pending) < MAX_BATCH
+                        and not subscription.queue.empty()
+                        and not subscription.resync
+                    ):
                         event = subscription.get(timeout=0)
                         if event is None:
                             break
@@ -227,14 +273,33 @@ class Connection:
         """This client's send waits in the queue (or was saved before): its composer may
         clear. Every client sees the queue itself through the channel's `queue` event."""
         if self.as_json:
-            self._send(json.dumps({"event_id": None, "turn_id": None, "type": "queued", "data": {
-                "request_id": request_id, "item": item.to_dict() if item is not None else None}}, ensure_ascii=False))
+            self._send(
+                json.dumps(
+                    {
+                        "event_id": None,
+                        "turn_id": None,
+                        "type": "queued",
+                        "data": {
+                            "request_id": request_id,
+                            "item": item.to_dict() if item is not None else None,
+                        },
+                    },
+                    ensure_ascii=False,
+                )
+            )
         else:
             self.view.pending_send = False
-            self._send(render_template("partials/_composer_feedback.html", accepted=request_id or ""))
+            self._send(
+                render_template("partials/_composer_feedback.html", accepted=request_id or "")
+            )
 
     def send_error(self, code: str, message: str) -> None:
-        event = {"event_id": None, "turn_id": None, "type": "error", "data": {"code": code, "message": message}}
+        event = {
+            "event_id": None,
+            "turn_id": None,
+            "type": "error",
+            "data": {"code": code, "message": message},
+        }
         if self.as_json:
             self._send(json.dumps(event))
         else:

@@ -15,7 +15,9 @@ PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touc
 
 @pytest.fixture(scope="module")
 def accounts_server(live_server_factory):
-    server = live_server_factory(NUMI_AUTH="multi", NUMI_LOGIN_FREE_ATTEMPTS="2", NUMI_LOGIN_DELAY_SECONDS="600")
+    server = live_server_factory(
+        NUMI_AUTH="multi", NUMI_LOGIN_FREE_ATTEMPTS="2", NUMI_LOGIN_DELAY_SECONDS="600"
+    )
     server.cli("user", "create", "alice", "--password-stdin", input=PASSWORD + "\n")
     yield server
     server.stop()
@@ -57,7 +59,11 @@ def test_password_change_log_out_everywhere_and_the_login_limit(browser, account
     from axe_playwright_python.sync_playwright import Axe
 
     results = Axe().run(laptop, context="#account")
-    serious = [v["id"] for v in results.response["violations"] if v.get("impact") in ("serious", "critical")]
+    serious = [
+        v["id"]
+        for v in results.response["violations"]
+        if v.get("impact") in ("serious", "critical")
+    ]
     assert serious == []
 
     # The phone's session ended with the password change.
@@ -69,7 +75,9 @@ def test_password_change_log_out_everywhere_and_the_login_limit(browser, account
         _log_in(phone, "not the password")
         phone.get_by_text("Wrong username or password.").wait_for()
     _log_in(phone, "the second password")
-    phone.get_by_role("alert").filter(has_text="Too many failed logins. Try again in 10 minutes.").wait_for()
+    phone.get_by_role("alert").filter(
+        has_text="Too many failed logins. Try again in 10 minutes."
+    ).wait_for()
 
     # Log out everywhere ends the laptop's session too.
     laptop.get_by_role("button", name="Log out everywhere").click()

@@ -11,7 +11,10 @@ from turn_support import Api, make_chat, turn_server_env
 
 pytestmark = pytest.mark.browser
 
-PADDED = {"command": "echo harmless" + "\n" * 60 + "touch HIDDEN_BELOW", "comment": "x" * 40 + "\n" * 40}
+PADDED = {
+    "command": "echo harmless" + "\n" * 60 + "touch HIDDEN_BELOW",
+    "comment": "x" * 40 + "\n" * 40,
+}
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +38,17 @@ def test_padded_command_is_shown_whole(browser_page, card_server, scripted, tmp_
     assert hidden.count() == 1
     # Whole: no box clips it (its scroll height is its height) and the line is on screen
     # once the card is scrolled to, without scrolling inside anything.
-    clipped = command.evaluate("e => e.scrollHeight > e.clientHeight + 1 || getComputedStyle(e).maxHeight !== 'none'")
+    clipped = command.evaluate(
+        "e => e.scrollHeight > e.clientHeight + 1 || getComputedStyle(e).maxHeight !== 'none'"
+    )
     assert not clipped
     assert "⏎ ×59 blank lines" in command.inner_text()
     assert "61 lines" in page.locator(".tool-approval .tool-command-count").inner_text()
     ignored = page.locator(".tool-approval .tool-ignored")
     assert "comment" in ignored.inner_text() and "ignored" in ignored.inner_text().lower()
-    page.locator(".tool-approval .tool-command .command-line", has_text="touch HIDDEN_BELOW").scroll_into_view_if_needed()
+    page.locator(
+        ".tool-approval .tool-command .command-line", has_text="touch HIDDEN_BELOW"
+    ).scroll_into_view_if_needed()
     assert page.locator(".tool-approval .command-line", has_text="touch HIDDEN_BELOW").is_visible()
     shot = tmp_path / f"approval-{size[0]}.png"
     page.screenshot(path=str(shot), full_page=True)

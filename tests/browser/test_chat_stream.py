@@ -13,8 +13,6 @@ from turn_support import Api, make_chat, turn_server_env
 pytestmark = pytest.mark.browser
 
 
-
-
 @pytest.fixture(scope="module")
 def stream_server(live_server_factory):
     started = live_server_factory(**turn_server_env())
@@ -34,15 +32,21 @@ def test_send_stream_reload_mid_turn_and_stop(browser_page, provider, stream_ser
     page.press("#composer-input", "Enter")
 
     # Tokens appear while the model is still writing.
-    page.wait_for_function("() => (document.querySelector('.turn-live .msg-body')?.textContent || '').includes('word5')")
+    page.wait_for_function(
+        "() => (document.querySelector('.turn-live .msg-body')?.textContent || '').includes('word5')"
+    )
     assert page.locator("#stop-button").is_visible()
-    assert page.locator(".msg-user .msg-body").first.inner_text().strip() == "Tell me **eighty** words"
+    assert (
+        page.locator(".msg-user .msg-body").first.inner_text().strip() == "Tell me **eighty** words"
+    )
 
     # Reload mid-turn: the saved question is there once and the answer keeps streaming.
     page.reload()
     page.wait_for_selector("#connection[data-state=open]", state="attached")
-    page.wait_for_function("() => (document.querySelector('.turn-live .msg-body')?.textContent || '').includes('word30')",
-                           timeout=15000)
+    page.wait_for_function(
+        "() => (document.querySelector('.turn-live .msg-body')?.textContent || '').includes('word30')",
+        timeout=15000,
+    )
     assert page.locator(".msg-user").count() == 1
     assert page.locator("#stop-button").is_visible()
 
@@ -61,7 +65,12 @@ def test_send_stream_reload_mid_turn_and_stop(browser_page, provider, stream_ser
 def test_a_finished_answer_renders_markdown_and_metrics(browser_page, provider, stream_server):
     api = Api(stream_server.url)
     chat = make_chat(api, provider)
-    provider.enqueue(Scenario().reasoning("Consider the question.").text("Here is **bold** and `code`.", chunks=4).usage(9, 8))
+    provider.enqueue(
+        Scenario()
+        .reasoning("Consider the question.")
+        .text("Here is **bold** and `code`.", chunks=4)
+        .usage(9, 8)
+    )
     page = browser_page(stream_server)
     page.goto(f"{stream_server.url}/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
@@ -77,8 +86,11 @@ def test_a_finished_answer_renders_markdown_and_metrics(browser_page, provider, 
     assert body.locator("strong").inner_text() == "bold"
     assert body.locator("code").inner_text() == "code"
     assert "8 out" in page.locator(f"#msg-{answer['id']}-metrics").inner_text()
-    assert page.locator(f"#msg-{answer['id']} .reasoning summary").inner_text().startswith("Reasoning")
+    assert (
+        page.locator(f"#msg-{answer['id']} .reasoning summary").inner_text().startswith("Reasoning")
+    )
     # The finished turn refreshes the context gauge in the header.
     page.wait_for_function(
-        f"() => parseFloat(document.querySelector('#context-gauge meter')?.getAttribute('value') || '0') > {before}")
+        f"() => parseFloat(document.querySelector('#context-gauge meter')?.getAttribute('value') || '0') > {before}"
+    )
     assert page.console_errors == []

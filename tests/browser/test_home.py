@@ -21,7 +21,9 @@ def site(live_server_factory):
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_the_first_question_is_typed_on_the_home_page(site, scripted, open_page_on, size, scheme, shot):
+def test_the_first_question_is_typed_on_the_home_page(
+    site, scripted, open_page_on, size, scheme, shot
+):
     api = Api(site.url, token=site.token)
     endpoint = make_chat(api, scripted, name=f"home-{size}")["endpoint"]
     scripted.enqueue(Scenario().text("Hello from **home**."))
@@ -41,6 +43,8 @@ def test_the_first_question_is_typed_on_the_home_page(site, scripted, open_page_
     assert page.locator(".msg-assistant strong").inner_text() == "home"
     chat_id = page.url.rsplit("/", 1)[1]
     assert page.locator(f"#sidebar a[href='/c/{chat_id}']").count() == 1
-    assert scripted.wait_for_requests(1).body["messages"][-1]["content"] == "First line\nsecond line"
+    assert (
+        scripted.wait_for_requests(1).body["messages"][-1]["content"] == "First line\nsecond line"
+    )
     shot(page, f"home-sent-{size}")
     assert page.errors == []

@@ -82,7 +82,7 @@ unbroken token: {"abcdefghij" * 8}{i} that has to wrap inside the column.
 def part_{i}(values):
     # Sum the squares of the values, scaled by the part number.
     total = sum(v * v for v in values)
-    return total * {i} + len("{'x' * 60}")
+    return total * {i} + len("{"x" * 60}")
 ```
 
 | Name | Value | Note |
@@ -110,14 +110,17 @@ def stream_server(live_server_factory):
 
 def _open(browser, server, viewport, scheme, errors, **options):
     page = server.open_page(browser, viewport=viewport, color_scheme=scheme, **options)
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on(
+        "console", lambda message: errors.append(message.text) if message.type == "error" else None
+    )
     page.on("pageerror", lambda error: errors.append(str(error)))
     return page
 
 
-
 @pytest.mark.parametrize("viewport,scheme", VIEWS)
-def test_streamed_text_never_moves_and_ends_as_a_reload_shows_it(browser, provider, stream_server, viewport, scheme, shot):
+def test_streamed_text_never_moves_and_ends_as_a_reload_shows_it(
+    browser, provider, stream_server, viewport, scheme, shot
+):
     api = Api(stream_server.url)
     chat = make_chat(api, provider)
     answer = _answer()
@@ -173,13 +176,22 @@ def test_streamed_text_never_moves_and_ends_as_a_reload_shows_it(browser, provid
 
 
 @pytest.mark.parametrize("viewport,scheme", [VIEWS[0], VIEWS[3]])
-def test_copy_code_and_message_to_the_clipboard(browser, provider, stream_server, viewport, scheme, shot):
+def test_copy_code_and_message_to_the_clipboard(
+    browser, provider, stream_server, viewport, scheme, shot
+):
     api = Api(stream_server.url)
     chat = make_chat(api, provider)
     answer = "Run this:\n\n```bash\necho 'hello <world>' && ls -la\n```\n\nThen check $a^2$."
     provider.enqueue(Scenario().text(answer, chunks=3))
     errors: list[str] = []
-    page = _open(browser, stream_server, viewport, scheme, errors, permissions=["clipboard-read", "clipboard-write"])
+    page = _open(
+        browser,
+        stream_server,
+        viewport,
+        scheme,
+        errors,
+        permissions=["clipboard-read", "clipboard-write"],
+    )
     page.goto(f"{stream_server.url}/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     page.fill("#composer-input", "How do I list files?")
@@ -195,12 +207,16 @@ def test_copy_code_and_message_to_the_clipboard(browser, provider, stream_server
     assert button.get_attribute("aria-label") == "Copy bash code"
     button.focus()
     page.keyboard.press("Enter")
-    page.wait_for_function("() => document.querySelector('button.copy-code').textContent === 'Copied'")
+    page.wait_for_function(
+        "() => document.querySelector('button.copy-code').textContent === 'Copied'"
+    )
     assert page.evaluate("navigator.clipboard.readText()") == "echo 'hello <world>' && ls -la\n"
 
     # The message's Copy gives its markdown source, not the rendered text.
     article.locator("button.copy-message").click()
-    page.wait_for_function(f"() => document.querySelector('#msg-{saved['id']} .copy-message').textContent === 'Copied'")
+    page.wait_for_function(
+        f"() => document.querySelector('#msg-{saved['id']} .copy-message').textContent === 'Copied'"
+    )
     assert page.evaluate("navigator.clipboard.readText()") == answer
     shot(page, f"copy-{viewport['width']}-{scheme}")
     assert [e for e in errors if "WebSocket" not in e] == []

@@ -23,7 +23,9 @@ RECORD_NOTIFICATIONS = """
 (() => {
   const Real = window.Notification;
   window.__notes = [];
-  function Recorded(title, options) { window.__notes.push({title, body: options && options.body}); this.close = () => {}; }
+  function Recorded(title, options) {
+    window.__notes.push({title, body: options && options.body}); this.close = () => {};
+  }
   Object.defineProperty(Recorded, "permission", {get: () => Real.permission});
   Recorded.requestPermission = (...args) => Real.requestPermission(...args);
   window.Notification = Recorded;
@@ -55,8 +57,14 @@ def open_page(open_page_on, site):
         context.add_init_script(RECORD_NOTIFICATIONS)
 
     def opener(size: str, scheme: str, path: str = "/", notifications: bool = False):
-        page = open_page_on(site, size, scheme, path, timeout=15_000,
-                            prepare=record_notifications if notifications else None)
+        page = open_page_on(
+            site,
+            size,
+            scheme,
+            path,
+            timeout=15_000,
+            prepare=record_notifications if notifications else None,
+        )
         page.on("dialog", lambda d: d.accept())
         return page
 
@@ -64,9 +72,13 @@ def open_page(open_page_on, site):
 
 
 def reveal_sidebar(page, size: str) -> None:
-    if size == "phone" and not page.evaluate("() => document.querySelector('.layout').classList.contains('drawer-open')"):
+    if size == "phone" and not page.evaluate(
+        "() => document.querySelector('.layout').classList.contains('drawer-open')"
+    ):
         page.click("#menu-button")
-        page.wait_for_function("() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0")
+        page.wait_for_function(
+            "() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0"
+        )
 
 
 def chat_action(page, chat_id: str, label: str) -> None:
@@ -84,7 +96,6 @@ def new_titled_chat(api, title: str) -> str:
     status, chat = api.post("/api/session", {"title": title})
     assert status == 201
     return chat["id"]
-
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
@@ -143,7 +154,9 @@ def test_multi_select_archive_and_delete_with_undo(open_page, api, size, scheme,
     assert not page.locator(f"#chat-{ids[0]} .chat-select").is_visible()
     page.get_by_label("Select chats").check()
     for chat_id in ids[:2]:
-        page.get_by_label(f"Select “{page.locator(f'#chat-{chat_id} .chat-link-title').inner_text()}”").check()
+        page.get_by_label(
+            f"Select “{page.locator(f'#chat-{chat_id} .chat-link-title').inner_text()}”"
+        ).check()
     shot(page, f"select-{size}-{scheme}")
     page.get_by_role("button", name="Archive", exact=True).click()
     for chat_id in ids[:2]:
@@ -163,21 +176,28 @@ def test_multi_select_archive_and_delete_with_undo(open_page, api, size, scheme,
     page.get_by_role("button", name="Delete", exact=True).click()
     page.locator(f"#chat-{ids[2]}").wait_for(state="detached")
     assert api.get(f"/api/session/{ids[2]}")[0] == 404
-    page.locator(".toast-undo").filter(has_text="1 chat deleted.").get_by_role("button", name="Undo").click()
+    page.locator(".toast-undo").filter(has_text="1 chat deleted.").get_by_role(
+        "button", name="Undo"
+    ).click()
     page.locator(f"#chat-{ids[2]}").wait_for()
     assert api.get(f"/api/session/{ids[2]}")[0] == 200
     assert page.errors == []
 
 
 @pytest.mark.parametrize("size", ["desktop", "phone"])
-@pytest.mark.parametrize("system,chosen,expected", [
-    ("light", "dark", "rgb(33, 33, 33)"),
-    ("dark", "light", "rgb(255, 255, 255)"),
-    ("dark", "system", "rgb(33, 33, 33)"),
-])
+@pytest.mark.parametrize(
+    "system,chosen,expected",
+    [
+        ("light", "dark", "rgb(33, 33, 33)"),
+        ("dark", "light", "rgb(255, 255, 255)"),
+        ("dark", "system", "rgb(33, 33, 33)"),
+    ],
+)
 def test_theme_applies_from_the_first_paint(open_page, site, size, system, chosen, expected, shot):
     page = open_page(size, system, "/settings")
-    page.get_by_label({"dark": "Dark", "light": "Light", "system": "Same as the system"}[chosen]).check()
+    page.get_by_label(
+        {"dark": "Dark", "light": "Light", "system": "Same as the system"}[chosen]
+    ).check()
     page.get_by_role("button", name="Save theme").click()
     page.wait_for_url("**/settings")
     # The served HTML carries the theme (no script decides it) ...
@@ -185,7 +205,9 @@ def test_theme_applies_from_the_first_paint(open_page, site, size, system, chose
     assert f'<html lang="en" data-theme="{chosen}">' in response.text()
     # ... and the first frame already has its colours: record the background on the first
     # animation frame of a fresh navigation.
-    page.add_init_script("requestAnimationFrame(() => { window.__firstBg = getComputedStyle(document.body).backgroundColor; })")
+    page.add_init_script(
+        "requestAnimationFrame(() => { window.__firstBg = getComputedStyle(document.body).backgroundColor; })"
+    )
     page.goto("/")
     page.wait_for_function("() => window.__firstBg !== undefined")
     assert page.evaluate("window.__firstBg") == expected
@@ -199,7 +221,9 @@ def test_theme_applies_from_the_first_paint(open_page, site, size, system, chose
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_a_background_answer_notifies_and_stays_unread_until_opened(open_page, api, scripted, site, size, scheme, shot):
+def test_a_background_answer_notifies_and_stays_unread_until_opened(
+    open_page, api, scripted, site, size, scheme, shot
+):
     model = f"org-{uuid.uuid4().hex[:8]}"
     busy = make_chat(api, scripted, model=model)
     shown = make_chat(api, scripted, model=model)
@@ -207,7 +231,9 @@ def test_a_background_answer_notifies_and_stays_unread_until_opened(open_page, a
     scripted.enqueue(Scenario().text("Working on it").stall().text(" — done."), model=model)
 
     page = open_page(size, scheme, "/settings", notifications=True)
-    toggle = page.get_by_label("Desktop notification when an answer finishes in a chat or tab I am not looking at")
+    toggle = page.get_by_label(
+        "Desktop notification when an answer finishes in a chat or tab I am not looking at"
+    )
     toggle.check()
     page.get_by_text("Notifications are on in this browser.").wait_for()
     page.goto(f"/c/{shown['id']}")
@@ -225,7 +251,9 @@ def test_a_background_answer_notifies_and_stays_unread_until_opened(open_page, a
         sock.close()
     answering.wait_for(state="hidden")
     page.wait_for_function("() => window.__notes.length === 1")
-    assert page.evaluate("window.__notes") == [{"title": "Answer ready", "body": f"Background {model}"}]
+    assert page.evaluate("window.__notes") == [
+        {"title": "Answer ready", "body": f"Background {model}"}
+    ]
     unread = page.locator(f"#chat-{busy['id']} .unread-mark")
     assert unread.is_visible()
     shot(page, f"unread-{size}-{scheme}")
@@ -239,12 +267,20 @@ def test_a_background_answer_notifies_and_stays_unread_until_opened(open_page, a
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_no_notification_for_the_chat_in_view_but_one_when_the_tab_is_hidden(open_page, api, scripted, size, scheme):
+def test_no_notification_for_the_chat_in_view_but_one_when_the_tab_is_hidden(
+    open_page, api, scripted, size, scheme
+):
     model = f"org-{uuid.uuid4().hex[:8]}"
     chat = make_chat(api, scripted, model=model)
-    scripted.enqueue(Scenario().text("Seen as it came."), Scenario().text("Finished while").stall().text(" away."), model=model)
+    scripted.enqueue(
+        Scenario().text("Seen as it came."),
+        Scenario().text("Finished while").stall().text(" away."),
+        model=model,
+    )
     page = open_page(size, scheme, "/settings", notifications=True)
-    page.get_by_label("Desktop notification when an answer finishes in a chat or tab I am not looking at").check()
+    page.get_by_label(
+        "Desktop notification when an answer finishes in a chat or tab I am not looking at"
+    ).check()
     page.get_by_text("Notifications are on in this browser.").wait_for()
     page.goto(f"/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
@@ -252,7 +288,9 @@ def test_no_notification_for_the_chat_in_view_but_one_when_the_tab_is_hidden(ope
     page.fill("#composer-input", "First")
     page.press("#composer-input", "Enter")
     page.locator("#transcript").get_by_text("Seen as it came.").wait_for()
-    page.wait_for_function("() => document.querySelector('#composer-controls').getAttribute('data-running') !== '1'")
+    page.wait_for_function(
+        "() => document.querySelector('#composer-controls').getAttribute('data-running') !== '1'"
+    )
     assert page.evaluate("window.__notes") == []
 
     # The tab goes to the background (the browser's visibility API says so), then it ends.
@@ -273,11 +311,15 @@ def test_axe_finds_no_serious_problems_in_the_new_views(open_page, api, size, th
     from test_page import serious_violations  # the page's axe helper (same directory)
 
     mark = uuid.uuid4().hex[:6]
-    pinned, tagged, archived = (new_titled_chat(api, f"{name} {mark}") for name in ("Pinned", "Tagged", "Archived"))
+    pinned, tagged, archived = (
+        new_titled_chat(api, f"{name} {mark}") for name in ("Pinned", "Tagged", "Archived")
+    )
     api.call("PATCH", f"/api/session/{pinned}", {"pinned": True})
     api.call("PATCH", f"/api/session/{tagged}", {"tags": ["axe"]})
     api.call("PATCH", f"/api/session/{archived}", {"archived": True})
-    page = open_page(size, "light" if theme == "dark" else "dark", "/settings")  # the choice beats the system's
+    page = open_page(
+        size, "light" if theme == "dark" else "dark", "/settings"
+    )  # the choice beats the system's
     page.get_by_label(theme.title()).check()
     page.get_by_role("button", name="Save theme").click()
     page.wait_for_url("**/settings")

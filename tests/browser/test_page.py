@@ -54,7 +54,9 @@ def open_chat(page, chat_id: str) -> None:
 def reveal_sidebar(page, size: str) -> None:
     if size == "phone":
         page.click("#menu-button")
-        page.wait_for_function("() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0")
+        page.wait_for_function(
+            "() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0"
+        )
 
 
 def no_horizontal_overflow(page) -> bool:
@@ -62,13 +64,18 @@ def no_horizontal_overflow(page) -> bool:
 
 
 def in_viewport(page, selector: str) -> bool:
-    return page.evaluate("""(sel) => { const r = document.querySelector(sel).getBoundingClientRect();
-        return r.width > 0 && r.left >= 0 && r.top >= 0 && r.right <= innerWidth + 0.5 && r.bottom <= innerHeight + 0.5; }""",
-                         selector)
+    return page.evaluate(
+        """(sel) => { const r = document.querySelector(sel).getBoundingClientRect();
+        return r.width > 0 && r.left >= 0 && r.top >= 0
+          && r.right <= innerWidth + 0.5 && r.bottom <= innerHeight + 0.5; }""",
+        selector,
+    )
 
 
 def focused_inside(page, selector: str) -> bool:
-    return page.evaluate("(sel) => !!document.activeElement && !!document.activeElement.closest(sel)", selector)
+    return page.evaluate(
+        "(sel) => !!document.activeElement && !!document.activeElement.closest(sel)", selector
+    )
 
 
 def send(page, text: str) -> None:
@@ -80,7 +87,9 @@ def send(page, text: str) -> None:
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_phone_drawer_traps_focus_and_closes_back_to_the_menu_button(open_page, api, scripted, scheme):
+def test_phone_drawer_traps_focus_and_closes_back_to_the_menu_button(
+    open_page, api, scripted, scheme
+):
     chat = make_chat(api, scripted, model=unique_model())
     page = open_page("phone", scheme)
     open_chat(page, chat["id"])
@@ -89,7 +98,9 @@ def test_phone_drawer_traps_focus_and_closes_back_to_the_menu_button(open_page, 
     assert not in_viewport(page, "#sidebar")
 
     menu.click()
-    page.wait_for_function("() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0")
+    page.wait_for_function(
+        "() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0"
+    )
     assert menu.get_attribute("aria-expanded") == "true"
     assert focused_inside(page, "#sidebar")
     for _ in range(25):  # Tab and Shift+Tab never leave the drawer
@@ -104,22 +115,30 @@ def test_phone_drawer_traps_focus_and_closes_back_to_the_menu_button(open_page, 
     assert page.get_by_role("searchbox", name="Search chats").is_visible()
 
     page.keyboard.press("Escape")
-    page.wait_for_function("() => document.querySelector('#sidebar').getBoundingClientRect().right <= 0")
+    page.wait_for_function(
+        "() => document.querySelector('#sidebar').getBoundingClientRect().right <= 0"
+    )
     assert menu.get_attribute("aria-expanded") == "false"
     assert page.evaluate("() => document.activeElement.id") == "menu-button"
 
     # An outside tap closes it too.
     menu.click()
-    page.wait_for_function("() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0")
+    page.wait_for_function(
+        "() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0"
+    )
     page.mouse.click(375, 400)
-    page.wait_for_function("() => document.querySelector('#sidebar').getBoundingClientRect().right <= 0")
+    page.wait_for_function(
+        "() => document.querySelector('#sidebar').getBoundingClientRect().right <= 0"
+    )
     assert page.evaluate("() => document.activeElement.id") == "menu-button"
     assert no_horizontal_overflow(page)
     assert page.errors == []
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_chat_settings_open_on_screen_and_the_composer_is_usable(open_page, api, scripted, size, scheme):
+def test_chat_settings_open_on_screen_and_the_composer_is_usable(
+    open_page, api, scripted, size, scheme
+):
     model = unique_model()
     chat = make_chat(api, scripted, model=model)
     scripted.enqueue(Scenario().text("Answer from the phone."), model=model)
@@ -160,7 +179,10 @@ def many_chats(site):
         stamp = (now - timedelta(hours=2 * i + 1)).isoformat(sep=" ")
         rows.append((str(uuid.uuid4()), user_id, f"Old chat {i + 1:03d}", stamp, stamp))
     with sqlite3.connect(site.database_url.removeprefix("sqlite:///"), timeout=10) as db:
-        db.executemany("INSERT INTO chats (id, user_id, title, created_at, updated_at) VALUES (?, ?, ?, ?, ?)", rows)
+        db.executemany(
+            "INSERT INTO chats (id, user_id, title, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+            rows,
+        )
     return {title: chat_id for chat_id, _, title, _, _ in rows}
 
 
@@ -173,31 +195,44 @@ def test_sidebar_scrolls_to_the_500th_chat_with_date_groups(open_page, many_chat
     current = page.locator("#chat-list .chat-item.current")
     assert current.inner_text().startswith("Old chat 120")
     assert page.evaluate("""() => { const l = document.querySelector('#chat-list').getBoundingClientRect(),
-        c = document.querySelector('#chat-list .current').getBoundingClientRect(); return c.top >= l.top && c.bottom <= l.bottom; }""")
+        c = document.querySelector('#chat-list .current').getBoundingClientRect();
+        return c.top >= l.top && c.bottom <= l.bottom; }""")
 
     target = page.locator("#chat-list .chat-link", has_text="Old chat 500")
     for _ in range(30):
         if target.count():
             break
         count = page.locator("#chat-list .chat-item").count()
-        page.evaluate("() => { const l = document.querySelector('#chat-list'); l.scrollTop = l.scrollHeight; }")
-        page.wait_for_function(f"() => document.querySelectorAll('#chat-list .chat-item').length > {count} "
-                               "|| !document.querySelector('#chat-list .load-more')")
+        page.evaluate(
+            "() => { const l = document.querySelector('#chat-list'); l.scrollTop = l.scrollHeight; }"
+        )
+        page.wait_for_function(
+            f"() => document.querySelectorAll('#chat-list .chat-item').length > {count} "
+            "|| !document.querySelector('#chat-list .load-more')"
+        )
     target.scroll_into_view_if_needed()
     assert target.is_visible()
 
     headers = page.locator("#chat-list .chat-group-title").all_inner_texts()
     assert len(headers) == len(set(headers)), headers  # no group repeated across pages
     assert headers[:4] == ["Today", "Yesterday", "Previous 7 days", "Previous 30 days"], headers
-    assert len(headers) >= 5 and all(h.split()[-1].isdigit() for h in headers[4:]), headers  # then months
+    assert len(headers) >= 5 and all(h.split()[-1].isdigit() for h in headers[4:]), (
+        headers
+    )  # then months
     # Every chat appears once, in order.
-    titles = [t for t in page.locator("#chat-list .chat-link-title").all_inner_texts() if t.startswith("Old chat")]
+    titles = [
+        t
+        for t in page.locator("#chat-list .chat-link-title").all_inner_texts()
+        if t.startswith("Old chat")
+    ]
     assert titles == sorted(titles) and len(titles) == len(set(titles)) and len(titles) >= 500
     assert page.errors == []
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_answering_mark_follows_a_turn_in_another_chat(open_page, api, scripted, site, size, scheme):
+def test_answering_mark_follows_a_turn_in_another_chat(
+    open_page, api, scripted, site, size, scheme
+):
     model = unique_model()
     busy = make_chat(api, scripted, model=model)
     other = make_chat(api, scripted, model=model)
@@ -234,7 +269,9 @@ def test_new_chat_twice_leaves_one_empty_chat(open_page, size, scheme):
     page.locator("#sidebar").get_by_role("button", name="New chat", exact=True).click()
     page.wait_for_load_state()
     assert page.url == first  # the empty chat again, not one more
-    assert page.locator("#chat-list .chat-link-title", has_text="New chat").count() == max(empty_before, 1)
+    assert page.locator("#chat-list .chat-link-title", has_text="New chat").count() == max(
+        empty_before, 1
+    )
     assert page.errors == []
 
 
@@ -242,7 +279,8 @@ def test_new_chat_twice_leaves_one_empty_chat(open_page, size, scheme):
 
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d49484452000000100000001008020000009091683600000017494441547801"
-    "63fccfc0c0c0c4c0c0c0c0c0c0c0301a2a1a2a00a8b20b1d9d8f8a4b0000000049454e44ae426082")
+    "63fccfc0c0c0c4c0c0c0c0c0c0c0301a2a1a2a00a8b20b1d9d8f8a4b0000000049454e44ae426082"
+)
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
@@ -281,14 +319,19 @@ def test_a_refused_send_keeps_text_and_attachments(open_page, api, scripted, siz
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_drafts_survive_reload_and_navigation_and_clear_on_send(open_page, api, scripted, size, scheme):
+def test_drafts_survive_reload_and_navigation_and_clear_on_send(
+    open_page, api, scripted, size, scheme
+):
     model = unique_model()
     chat = make_chat(api, scripted, model=model)
     other = make_chat(api, scripted, model=model)
     scripted.enqueue(Scenario().text("Got your draft."), model=model)
     page = open_page(size, scheme)
     open_chat(page, chat["id"])
-    page.set_input_files("#composer-file", files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hello"}])
+    page.set_input_files(
+        "#composer-file",
+        files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hello"}],
+    )
     page.locator("#composer-attachments .attachment-chip[data-attachment-id]").wait_for()
     page.fill("#composer-input", "A draft\nover two lines")
     page.reload()
@@ -311,7 +354,9 @@ def test_drafts_survive_reload_and_navigation_and_clear_on_send(open_page, api, 
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_the_composer_grows_up_to_forty_percent_of_the_screen(open_page, api, scripted, size, scheme):
+def test_the_composer_grows_up_to_forty_percent_of_the_screen(
+    open_page, api, scripted, size, scheme
+):
     chat = make_chat(api, scripted, model=unique_model())
     page = open_page(size, scheme)
     open_chat(page, chat["id"])
@@ -335,7 +380,9 @@ def test_the_composer_grows_up_to_forty_percent_of_the_screen(open_page, api, sc
 def test_keyboard_stop_edit_shortcuts_and_menus(open_page, api, scripted, size, scheme):
     model = unique_model()
     chat = make_chat(api, scripted, model=model)
-    scripted.enqueue(Scenario().text(" ".join(f"w{i}" for i in range(200)), chunks=200).delay(0.05), model=model)
+    scripted.enqueue(
+        Scenario().text(" ".join(f"w{i}" for i in range(200)), chunks=200).delay(0.05), model=model
+    )
     page = open_page(size, scheme)
     open_chat(page, chat["id"])
     send(page, "Count slowly")
@@ -344,7 +391,9 @@ def test_keyboard_stop_edit_shortcuts_and_menus(open_page, api, scripted, size, 
     page.click("#stop-button")  # focus is on Stop when the turn ends ...
     page.locator(".msg-error[data-code=cancelled]").wait_for()
     page.locator("#send-button").wait_for()
-    page.wait_for_function("() => document.activeElement.id === 'composer-input'")  # ... then on the composer
+    page.wait_for_function(
+        "() => document.activeElement.id === 'composer-input'"
+    )  # ... then on the composer
 
     # ArrowUp in the empty composer edits the last question, with focus in the edit field.
     page.press("#composer-input", "ArrowUp")
@@ -354,7 +403,9 @@ def test_keyboard_stop_edit_shortcuts_and_menus(open_page, api, scripted, size, 
     page.locator(".msg-editing").wait_for(state="detached")
 
     # Esc stops a running turn from the composer.
-    scripted.enqueue(Scenario().text(" ".join(f"v{i}" for i in range(200)), chunks=200).delay(0.05), model=model)
+    scripted.enqueue(
+        Scenario().text(" ".join(f"v{i}" for i in range(200)), chunks=200).delay(0.05), model=model
+    )
     send(page, "Again, slowly")
     page.locator(".turn-live .msg-body", has_text="v3").wait_for()
     page.focus("#composer-input")
@@ -414,7 +465,9 @@ def test_titles_follow_auto_title_rename_and_other_tabs(open_page, api, scripted
     assert page.title() == "New chat · Numi"
 
     send(page, "Plan a trip to Lisbon")
-    page.wait_for_function("() => document.title === 'Plan a trip to Lisbon · Numi'")  # the automatic title
+    page.wait_for_function(
+        "() => document.title === 'Plan a trip to Lisbon · Numi'"
+    )  # the automatic title
     assert page.locator("#chat-title").inner_text() == "Plan a trip to Lisbon"
     other_tab.wait_for_function("() => document.title === 'Plan a trip to Lisbon · Numi'")
 
@@ -459,39 +512,62 @@ def long_chat(site):
     status, chat = api.post("/api/session", {"title": "Long read"})
     assert status == 201
     now = datetime.now(timezone.utc).replace(tzinfo=None).isoformat(sep=" ")
-    rows = [(chat["id"], "user" if i % 2 == 0 else "assistant", f"Message number {i}\n\n" + "Some text. " * 20, now)
-            for i in range(240)]
+    rows = [
+        (
+            chat["id"],
+            "user" if i % 2 == 0 else "assistant",
+            f"Message number {i}\n\n" + "Some text. " * 20,
+            now,
+        )
+        for i in range(240)
+    ]
     with sqlite3.connect(site.database_url.removeprefix("sqlite:///"), timeout=10) as db:
-        db.executemany("INSERT INTO messages (chat_id, role, content, created_at) VALUES (?, ?, ?, ?)", rows)
+        db.executemany(
+            "INSERT INTO messages (chat_id, role, content, created_at) VALUES (?, ?, ?, ?)", rows
+        )
     return chat
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_scrolling_up_loads_one_older_page_and_keeps_the_reading_position(open_page, long_chat, size, scheme):
+def test_scrolling_up_loads_one_older_page_and_keeps_the_reading_position(
+    open_page, long_chat, size, scheme
+):
     page = open_page(size, scheme)
     open_chat(page, long_chat["id"])
     messages = page.locator("#transcript article.msg")
-    page.wait_for_function("() => document.querySelectorAll('#transcript article.msg').length === 50")
+    page.wait_for_function(
+        "() => document.querySelectorAll('#transcript article.msg').length === 50"
+    )
     first = page.locator("#transcript article.msg").first
     first_text = first.locator(".msg-body").inner_text().split("\n")[0]
     assert first_text == "Message number 190"
     # Scroll to the very top: one page arrives, and the message that was first stays put.
     first.evaluate("el => el.dataset.watch = '1'")
     page.evaluate("() => { document.querySelector('#transcript').scrollTop = 0; }")
-    page.wait_for_function("() => document.querySelectorAll('#transcript article.msg').length === 100")
-    page.wait_for_function("""() => { const t = document.querySelector('#transcript'), el = t.querySelector('[data-watch]');
-        const r = el.getBoundingClientRect(), b = t.getBoundingClientRect(); return r.top >= b.top - 2 && r.top <= b.top + 80; }""")
+    page.wait_for_function(
+        "() => document.querySelectorAll('#transcript article.msg').length === 100"
+    )
+    page.wait_for_function("""() => { const t = document.querySelector('#transcript'),
+        el = t.querySelector('[data-watch]');
+        const r = el.getBoundingClientRect(), b = t.getBoundingClientRect();
+        return r.top >= b.top - 2 && r.top <= b.top + 80; }""")
     assert messages.count() == 100  # one page, not all of them
     assert page.locator("#transcript .load-older").count() == 1
     assert page.errors == []
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_jump_to_latest_appears_when_scrolled_up_while_streaming(open_page, api, scripted, size, scheme):
+def test_jump_to_latest_appears_when_scrolled_up_while_streaming(
+    open_page, api, scripted, size, scheme
+):
     model = unique_model()
     chat = make_chat(api, scripted, model=model)
-    scripted.enqueue(Scenario().text("\n\n".join(f"Paragraph {i} of a long answer." for i in range(120)), chunks=240)
-                     .delay(0.04), model=model)
+    scripted.enqueue(
+        Scenario()
+        .text("\n\n".join(f"Paragraph {i} of a long answer." for i in range(120)), chunks=240)
+        .delay(0.04),
+        model=model,
+    )
     page = open_page(size, scheme)
     open_chat(page, chat["id"])
     send(page, "Write a lot")
@@ -533,8 +609,11 @@ def serious_violations(page) -> list[str]:
     from axe_playwright_python.sync_playwright import Axe
 
     results = Axe().run(page)
-    return [f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:5]}"
-            for v in results.response["violations"] if v.get("impact") in ("serious", "critical")]
+    return [
+        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:5]}"
+        for v in results.response["violations"]
+        if v.get("impact") in ("serious", "critical")
+    ]
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
@@ -543,10 +622,13 @@ def test_axe_finds_no_serious_problems_in_any_view(open_page, api, scripted, siz
     model = unique_model()
     chat = make_chat(api, scripted, model=model)
     scripted.enqueue(
-        Scenario().text("## A heading\n\nSome **bold** text, `code`, and a [link](https://example.org).\n\n"
-                        "```python\nprint('hi')\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n- one\n- two"),
+        Scenario().text(
+            "## A heading\n\nSome **bold** text, `code`, and a [link](https://example.org).\n\n"
+            "```python\nprint('hi')\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n- one\n- two"
+        ),
         Scenario().text(" ".join(f"token{i}" for i in range(300)), chunks=300).delay(0.05),
-        model=model)
+        model=model,
+    )
     page = open_page(size, scheme)
     found = {"home": serious_violations(page)}
     open_chat(page, chat["id"])
@@ -561,7 +643,9 @@ def test_axe_finds_no_serious_problems_in_any_view(open_page, api, scripted, siz
     page.locator("#send-button").wait_for()
     if size == "phone":
         page.click("#menu-button")
-        page.wait_for_function("() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0")
+        page.wait_for_function(
+            "() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0"
+        )
         found["drawer"] = serious_violations(page)
         page.keyboard.press("Escape")
     page.click(".chat-settings summary")
@@ -573,10 +657,14 @@ def test_axe_finds_no_serious_problems_in_any_view(open_page, api, scripted, siz
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_screen_readers_hear_finished_answers_and_find_landmarks(open_page, api, scripted, size, scheme):
+def test_screen_readers_hear_finished_answers_and_find_landmarks(
+    open_page, api, scripted, size, scheme
+):
     model = unique_model()
     chat = make_chat(api, scripted, model=model)
-    scripted.enqueue(Scenario().text("First part. " * 5 + "The end.", chunks=30).delay(0.03), model=model)
+    scripted.enqueue(
+        Scenario().text("First part. " * 5 + "The end.", chunks=30).delay(0.03), model=model
+    )
     page = open_page(size, scheme)
     open_chat(page, chat["id"])
     assert page.get_by_role("main").count() == 1
@@ -590,12 +678,16 @@ def test_screen_readers_hear_finished_answers_and_find_landmarks(open_page, api,
     page.locator(".turn-live .msg-body", has_text="First part.").wait_for()
     assert region.inner_text() == ""  # nothing while tokens stream
     page.locator("#send-button").wait_for()
-    page.wait_for_function("() => document.querySelector('#answer-announcer').textContent.includes('The end.')")
+    page.wait_for_function(
+        "() => document.querySelector('#answer-announcer').textContent.includes('The end.')"
+    )
     assert page.errors == []
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_a_lost_connection_shows_reconnecting_until_it_is_back(open_page_on, live_server_factory, size, scheme):
+def test_a_lost_connection_shows_reconnecting_until_it_is_back(
+    open_page_on, live_server_factory, size, scheme
+):
     server = live_server_factory(**turn_server_env())
     status, chat = Api(server.url, token=server.token).post("/api/session", {"title": "Flaky line"})
     assert status == 201

@@ -30,8 +30,11 @@ def _serious(page, *regions: str) -> list[str]:
     from axe_playwright_python.sync_playwright import Axe
 
     results = Axe().run(page, context={"include": [[r] for r in regions]})
-    return [f"{v['id']}: {v['help']} at {[n['target'] for n in v['nodes']][:5]}"
-            for v in results.response["violations"] if v.get("impact") in ("serious", "critical")]
+    return [
+        f"{v['id']}: {v['help']} at {[n['target'] for n in v['nodes']][:5]}"
+        for v in results.response["violations"]
+        if v.get("impact") in ("serious", "critical")
+    ]
 
 
 def _state(page) -> dict:
@@ -51,8 +54,10 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
     api = Api(server.url)
     chat = make_chat(api, scripted)
     # One made through the API; the others in Settings.
-    status, _ = api.post("/api/prompts", {"command": "ask", "title": "Ask briefly",
-                                          "text": "Question: {{input}} (answer briefly)"})
+    status, _ = api.post(
+        "/api/prompts",
+        {"command": "ask", "title": "Ask briefly", "text": "Question: {{input}} (answer briefly)"},
+    )
     assert status == 201
 
     context = browser.new_context(viewport=VIEWPORTS[viewport], base_url=server.url)
@@ -60,7 +65,12 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
     page = context.new_page()
     page.set_default_timeout(15_000)
     errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "WebSocket" not in m.text else None)
+    page.on(
+        "console",
+        lambda m: (
+            errors.append(m.text) if m.type == "error" and "WebSocket" not in m.text else None
+        ),
+    )
     page.on("pageerror", lambda e: errors.append(str(e)))
     try:
         page.goto(server.auth_url("/settings"))
@@ -73,12 +83,17 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
         add.get_by_label("Text").fill("Explain {{clipboard}} to me: {{input}}")
         # The browser's own pattern check would stop the form first; the server's is the one
         # that counts, so it is what this test sees.
-        page.evaluate("document.querySelector('#prompt-add-form input[name=command]').removeAttribute('pattern')")
+        page.evaluate(
+            "document.querySelector('#prompt-add-form input[name=command]').removeAttribute('pattern')"
+        )
         add.get_by_role("button", name="Add prompt").click()
         alert = page.locator("#prompt-add-form .form-error")
         alert.wait_for()
         assert alert.get_attribute("data-code") == "invalid_command"
-        assert page.locator("#prompt-add-form").get_by_label("Text").input_value() == "Explain {{clipboard}} to me: {{input}}"
+        assert (
+            page.locator("#prompt-add-form").get_by_label("Text").input_value()
+            == "Explain {{clipboard}} to me: {{input}}"
+        )
         # (The browser logs the 400 of that refusal, as it logs every error status.)
         assert errors and all("400" in e for e in errors), errors
         errors.clear()
@@ -86,9 +101,13 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
         page.locator("#prompt-add-form").get_by_label("Command").fill("explain")
         page.locator("#prompt-add-form").get_by_role("button", name="Add prompt").click()
         section.locator(".prompt-command", has_text="/explain").wait_for()
-        assert page.locator("#prompt-add-form").get_by_label("Command").input_value() == ""  # empty again
+        assert (
+            page.locator("#prompt-add-form").get_by_label("Command").input_value() == ""
+        )  # empty again
         # ... and the focus is in it, ready for the next one.
-        page.wait_for_function("() => document.activeElement && document.activeElement.name === 'command'")
+        page.wait_for_function(
+            "() => document.activeElement && document.activeElement.name === 'command'"
+        )
         page.locator("#prompt-add-form").get_by_label("Command").fill("old")
         page.locator("#prompt-add-form").get_by_label("Title").fill("To delete")
         page.locator("#prompt-add-form").get_by_label("Text").fill("Gone soon")
@@ -96,7 +115,9 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
         section.locator(".prompt-command", has_text="/old").wait_for()
 
         # Edit: a new title for /explain.
-        item = section.locator(".prompt-item", has=page.locator(".prompt-command", has_text="/explain"))
+        item = section.locator(
+            ".prompt-item", has=page.locator(".prompt-command", has_text="/explain")
+        )
         item.locator("summary").click()
         item.get_by_label("Title").fill("Explain simply")
         shot(item, f"edit-{viewport}")
@@ -118,7 +139,12 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
         box.click()
         page.keyboard.type("/")
         page.wait_for_function("() => !document.getElementById('prompt-list').hidden")
-        assert _state(page) == {"expanded": "true", "active": "ask", "shown": ["ask", "explain"], "visible": True}
+        assert _state(page) == {
+            "expanded": "true",
+            "active": "ask",
+            "shown": ["ask", "explain"],
+            "visible": True,
+        }
         page.keyboard.press("ArrowDown")
         assert _state(page)["active"] == "explain"
         page.keyboard.press("ArrowDown")  # wraps around
@@ -134,19 +160,30 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
 
         # Typing filters; what follows the command is the {{input}}; Enter picks.
         page.keyboard.type("ex")
-        assert _state(page) == {"expanded": "true", "active": "explain", "shown": ["explain"], "visible": True}
+        assert _state(page) == {
+            "expanded": "true",
+            "active": "explain",
+            "shown": ["explain"],
+            "visible": True,
+        }
         page.keyboard.type(" to a child")
         assert _state(page)["active"] == "explain"
         page.keyboard.press("Enter")
-        page.wait_for_function("() => document.getElementById('composer-input').value.startsWith('Explain')")
+        page.wait_for_function(
+            "() => document.getElementById('composer-input').value.startsWith('Explain')"
+        )
         assert box.input_value() == "Explain photosynthesis to me: to a child"
         assert _state(page)["expanded"] == "false"
 
         # Enter again sends it, and the question sent is the filled text.
         scripted.enqueue(Scenario().text("Plants make sugar from light."))
         page.keyboard.press("Enter")
-        page.locator("article.msg-user", has_text="Explain photosynthesis to me: to a child").wait_for()
-        page.wait_for_function("() => document.body.innerText.includes('Plants make sugar from light.')")
+        page.locator(
+            "article.msg-user", has_text="Explain photosynthesis to me: to a child"
+        ).wait_for()
+        page.wait_for_function(
+            "() => document.body.innerText.includes('Plants make sugar from light.')"
+        )
         sent = [m["content"] for m in api.history(chat["id"]) if m["role"] == "user"]
         assert sent == ["Explain photosynthesis to me: to a child"]
         page.wait_for_function("() => document.getElementById('composer-input').value === ''")
@@ -155,7 +192,9 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
         box.click()
         page.keyboard.type("/as")
         page.keyboard.press("Tab")
-        page.wait_for_function("() => document.getElementById('composer-input').value.startsWith('Question')")
+        page.wait_for_function(
+            "() => document.getElementById('composer-input').value.startsWith('Question')"
+        )
         assert box.input_value() == "Question:  (answer briefly)"
         assert page.evaluate("document.activeElement.id") == "composer-input"
         page.keyboard.type("why is the sky blue?")
@@ -165,7 +204,9 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
         box.fill("")
         page.keyboard.type("/")
         page.locator("#prompt-list li", has_text="/explain").click()
-        page.wait_for_function("() => document.getElementById('composer-input').value.startsWith('Explain')")
+        page.wait_for_function(
+            "() => document.getElementById('composer-input').value.startsWith('Explain')"
+        )
         assert box.input_value() == "Explain photosynthesis to me: "
         assert page.evaluate("document.activeElement.id") == "composer-input"
         assert errors == []
@@ -181,7 +222,9 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
         page.locator("#composer-input").click()
         page.keyboard.type("/explain gravity")
         page.keyboard.press("Enter")
-        page.wait_for_function("() => document.getElementById('composer-input').value.startsWith('Explain')")
+        page.wait_for_function(
+            "() => document.getElementById('composer-input').value.startsWith('Explain')"
+        )
         assert page.locator("#composer-input").input_value() == "Explain  to me: gravity"
     finally:
         refused.close()

@@ -37,16 +37,27 @@ def send(page, text):
 
 
 def user_messages(server, chat_id):
-    return [row[0] for row in db_rows(server, "SELECT content FROM messages WHERE chat_id = ? AND role = 'user' "
-                                              "AND deleted_at IS NULL ORDER BY id", chat_id)]
+    return [
+        row[0]
+        for row in db_rows(
+            server,
+            "SELECT content FROM messages WHERE chat_id = ? AND role = 'user' "
+            "AND deleted_at IS NULL ORDER BY id",
+            chat_id,
+        )
+    ]
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_a_send_while_answering_is_queued_and_runs_after(browser_page, site, scripted, until, size, scheme, shot):
+def test_a_send_while_answering_is_queued_and_runs_after(
+    browser_page, site, scripted, until, size, scheme, shot
+):
     api = Api(site.url, token=site.token)
     model = f"queue-{uuid.uuid4().hex[:8]}"
     chat = make_chat(api, scripted, model=model)
-    scripted.enqueue(Scenario().text("Answer one.").stall(), Scenario().text("Answer two."), model=model)
+    scripted.enqueue(
+        Scenario().text("Answer one.").stall(), Scenario().text("Answer two."), model=model
+    )
     page = open_chat(browser_page, site, chat["id"], size, scheme)
     send(page, "First question")
     page.locator(".turn-live", has_text="Answer one.").wait_for()
@@ -103,7 +114,9 @@ def test_stop_and_clear_queue_button(browser_page, site, scripted, size, scheme)
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
-def test_a_send_while_offline_waits_and_goes_out_once(browser_page, live_server_factory, scripted, until, size, scheme, shot):
+def test_a_send_while_offline_waits_and_goes_out_once(
+    browser_page, live_server_factory, scripted, until, size, scheme, shot
+):
     server = live_server_factory(**turn_server_env())
     api = Api(server.url, token=server.token)
     model = f"offline-{uuid.uuid4().hex[:8]}"
@@ -134,8 +147,13 @@ def test_a_send_while_offline_waits_and_goes_out_once(browser_page, live_server_
     # refused while stopped, or reset/empty when the stop cut one in flight (a sidebar poll,
     # a keep-alive). htmx reports the sidebar poll it could not send as sendError/afterRequest.
     lost = (
-        "WebSocket", "[object Event]", "ERR_CONNECTION_REFUSED", "ERR_CONNECTION_RESET",
-        "ERR_EMPTY_RESPONSE", "htmx:sendError", "htmx:afterRequest",
+        "WebSocket",
+        "[object Event]",
+        "ERR_CONNECTION_REFUSED",
+        "ERR_CONNECTION_RESET",
+        "ERR_EMPTY_RESPONSE",
+        "htmx:sendError",
+        "htmx:afterRequest",
     )
     assert [e for e in page.console_errors if not any(mark in e for mark in lost)] == []
 
@@ -159,7 +177,9 @@ def test_the_outbox_survives_a_reload(browser, live_server_factory, scripted):
         server.start()
         again = context.new_page()
         again.goto(f"{server.url}/c/{chat['id']}")
-        again.locator("#transcript .msg-assistant", has_text="Kept and sent.").wait_for(timeout=30_000)
+        again.locator("#transcript .msg-assistant", has_text="Kept and sent.").wait_for(
+            timeout=30_000
+        )
         assert again.locator("#outbox .queued").count() == 0
         assert user_messages(server, chat["id"]) == ["Written before the reload"]
     finally:

@@ -9,10 +9,6 @@ import pytest
 pytestmark = pytest.mark.browser
 
 
-
-
-
-
 @pytest.fixture
 def page(browser, live_server):
     context = browser.new_context(base_url=live_server.url)
@@ -20,7 +16,10 @@ def page(browser, live_server):
     page.set_default_timeout(10_000)
     page.goto(live_server.auth_url("/"))
     errors: list[str] = []
-    page.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
+    page.on(
+        "console",
+        lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None,
+    )
     page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
     page.console_errors = errors
     yield page
@@ -59,6 +58,12 @@ def test_a_csp_violation_would_be_caught(page, live_server):
     page.goto("/")
     csp = lambda message: message.type == "error" and "Content Security Policy" in message.text  # noqa: E731
     with page.expect_console_message(csp):  # waits for the report, however long it takes
-        page.evaluate("() => { const s = document.createElement('script'); s.textContent = 'window.x = 1'; document.body.append(s); }")
+        page.evaluate(
+            "() => { const s = document.createElement('script'); s.textContent = 'window.x = 1'; "
+            "document.body.append(s); }"
+        )
     assert page.evaluate("window.x") is None, "the inline script did not run"
-    assert any("Content Security Policy" in e or "Content-Security-Policy" in e for e in page.console_errors), page.console_errors
+    assert any(
+        "Content Security Policy" in e or "Content-Security-Policy" in e
+        for e in page.console_errors
+    ), page.console_errors

@@ -40,7 +40,9 @@ def _wait_focus(page, label: str) -> None:
     pressed while the new content is still settling can reach the plain form instead)."""
     page.wait_for_function(
         "(label) => document.activeElement && document.activeElement.getAttribute('aria-label') === label"
-        " && !document.querySelector('.htmx-settling, .htmx-swapping, .htmx-added, .htmx-request')", arg=label)
+        " && !document.querySelector('.htmx-settling, .htmx-swapping, .htmx-added, .htmx-request')",
+        arg=label,
+    )
 
 
 def _serious(page, *regions: str) -> list[str]:
@@ -48,8 +50,11 @@ def _serious(page, *regions: str) -> list[str]:
     from axe_playwright_python.sync_playwright import Axe
 
     results = Axe().run(page, context={"include": [[r] for r in regions]} if regions else None)
-    return [f"{v['id']}: {v['help']} at {[n['target'] for n in v['nodes']][:5]}"
-            for v in results.response["violations"] if v.get("impact") in ("serious", "critical")]
+    return [
+        f"{v['id']}: {v['help']} at {[n['target'] for n in v['nodes']][:5]}"
+        for v in results.response["violations"]
+        if v.get("impact") in ("serious", "critical")
+    ]
 
 
 @pytest.mark.parametrize("viewport", list(VIEWPORTS))
@@ -57,13 +62,21 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
     chat = make_chat(api, scripted, name=f"scripted-{viewport}")
     chat_id = chat["id"]
     scripted.enqueue(Scenario().text("First answer.").usage(120, 30))
-    _turn(server, api, chat_id, lambda: Socket(server, chat_id).send(type="send", message="Pick a number",
-                                                                    request_id=f"v-{viewport}"))
+    _turn(
+        server,
+        api,
+        chat_id,
+        lambda: Socket(server, chat_id).send(
+            type="send", message="Pick a number", request_id=f"v-{viewport}"
+        ),
+    )
     for text in ("Second answer.", "Third answer."):
         scripted.enqueue(Scenario().text(text).usage(120, 30))
         _turn(server, api, chat_id, lambda: api.post(f"/api/session/{chat_id}/regenerate", {}))
 
-    page = server.open_page(browser, viewport=VIEWPORTS[viewport], base_url=server.url)  # with the access token
+    page = server.open_page(
+        browser, viewport=VIEWPORTS[viewport], base_url=server.url
+    )  # with the access token
     context = page.context
     page.set_default_timeout(10_000)
     errors: list[str] = []
@@ -101,15 +114,23 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
         # Saved: a reload (or another tab) shows the second answer.
         other = server.open_page(browser, viewport=VIEWPORTS[viewport], base_url=server.url)
         other.goto(f"/c/{chat_id}")
-        assert other.locator("article.msg-assistant").last.locator(".msg-body").inner_text().strip() == "Second answer."
-        assert other.locator("article.msg-assistant").last.locator(".version-count").inner_text() == "2/3"
+        assert (
+            other.locator("article.msg-assistant").last.locator(".msg-body").inner_text().strip()
+            == "Second answer."
+        )
+        assert (
+            other.locator("article.msg-assistant").last.locator(".version-count").inner_text()
+            == "2/3"
+        )
         other.context.close()
         assert _serious(page, ".msg-versions") == []
 
         # Regenerate in the page: the new answer streams in and arrives with its switcher.
         scripted.enqueue(Scenario().text("Fourth answer.", chunks=3).usage(120, 30))
         page.locator("article.msg-assistant").last.hover()
-        page.locator("article.msg-assistant").last.locator(".action-regenerate button[type=submit]").click()
+        page.locator("article.msg-assistant").last.locator(
+            ".action-regenerate button[type=submit]"
+        ).click()
         page.wait_for_function("() => document.body.innerText.includes('Fourth answer.')")
         page.locator("article.msg-assistant .version-count", has_text="4/4").wait_for()
         assert "Second answer." not in page.locator("#transcript").inner_text()
@@ -131,7 +152,9 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
         card.locator(".endpoint-status", has_text="Saved.").wait_for()
         assert card.locator(".endpoint-name").inner_text() == f"Renamed {viewport}"
         assert "default other-model" in card.inner_text()
-        endpoint = next(e for e in api.get("/api/endpoints")[1]["endpoints"] if e["id"] == endpoint_id)
+        endpoint = next(
+            e for e in api.get("/api/endpoints")[1]["endpoints"] if e["id"] == endpoint_id
+        )
         assert (endpoint["name"], endpoint["reasoning_policy"]) == (f"Renamed {viewport}", "strip")
 
         # Add an endpoint: the form comes back empty, key included.
@@ -143,8 +166,10 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
         add.get_by_role("button", name="Add endpoint").click()
         page.locator(".endpoint-name", has_text=f"Added {viewport}").wait_for()
         add = page.locator("#endpoint-add-form")
-        assert [add.locator(f"input[name={n}]").input_value() for n in ("name", "base_url", "api_key", "default_model")] \
-            == ["", "", "", ""]
+        assert [
+            add.locator(f"input[name={n}]").input_value()
+            for n in ("name", "base_url", "api_key", "default_model")
+        ] == ["", "", "", ""]
         assert _serious(page, "#endpoint-list", "#endpoint-add-form") == []
 
         # Usage: the chat's three answers, 360 tokens in and 90 out; by model in place.

@@ -25,24 +25,48 @@ def build_chat(app, user_id: int, *, title: str = "Trip plan", hostile: str = HO
     with app.app_context():
         chat = Chat(user_id=user_id, title=title, model="model-x")
         chat.settings = {"system_prompt": "Be brief. " + hostile, "temperature": 0.5}
-        attachment = Attachment(user_id=user_id, filename="report " + hostile + ".pdf", mime="application/pdf",
-                                size=2048, sha256="ab" * 32, storage_path="x/y")
+        attachment = Attachment(
+            user_id=user_id,
+            filename="report " + hostile + ".pdf",
+            mime="application/pdf",
+            size=2048,
+            sha256="ab" * 32,
+            storage_path="x/y",
+        )
         db.session.add_all([chat, attachment])
         db.session.flush()
         rows = [
-            Message(chat_id=chat.id, role="user", content=f"{UNICODE}\n{hostile}", request_id="req-1"),
-            Message(chat_id=chat.id, role="assistant", content="Let me look that up.",
-                    reasoning_content="Thinking about " + hostile),
-            Message(chat_id=chat.id, role="tool", tool_call_id="call_1", content="sunny " + hostile),
+            Message(
+                chat_id=chat.id, role="user", content=f"{UNICODE}\n{hostile}", request_id="req-1"
+            ),
+            Message(
+                chat_id=chat.id,
+                role="assistant",
+                content="Let me look that up.",
+                reasoning_content="Thinking about " + hostile,
+            ),
+            Message(
+                chat_id=chat.id, role="tool", tool_call_id="call_1", content="sunny " + hostile
+            ),
             Message(chat_id=chat.id, role="tool", tool_call_id="call_2", content="no such file"),
             Message(chat_id=chat.id, role="assistant", content="**Sunny** in Paris. " + hostile),
             Message(chat_id=chat.id, role="user", content="gone", deleted_at=utcnow()),
         ]
         rows[0].content_parts = [{"type": "attachment", "id": attachment.id}]
-        rows[1].reasoning_details = [{"type": "reasoning.text", "text": "Thinking about " + hostile}]
+        rows[1].reasoning_details = [
+            {"type": "reasoning.text", "text": "Thinking about " + hostile}
+        ]
         rows[1].tool_calls = [
-            {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}},
-            {"id": "call_2", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a"}'}},
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+            },
+            {
+                "id": "call_2",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path": "a"}'},
+            },
         ]
         rows[1].meta = {"model": "model-x", "usage": {"input_tokens": 10, "output_tokens": 5}}
         rows[2].meta = {"tool": "weather", "ok": True}
@@ -66,8 +90,10 @@ def counts(app) -> tuple[int, int]:
     from numi.models import Chat, Message
 
     with app.app_context():
-        return (db.session.execute(select(func.count(Chat.id))).scalar_one(),
-                db.session.execute(select(func.count(Message.id))).scalar_one())
+        return (
+            db.session.execute(select(func.count(Chat.id))).scalar_one(),
+            db.session.execute(select(func.count(Message.id))).scalar_one(),
+        )
 
 
 def export(client, chat_id: str, fmt: str):
@@ -101,10 +127,16 @@ def test_markdown_and_text_exports_are_readable(multi_app, users, client_a):
 
 
 def test_export_filename_and_format_errors(multi_app, users, client_a):
-    chat_id = build_chat(multi_app, users["a"].id, title='../../etc/passwd "x"; <b>Ünï</b>\r\nSet-Cookie: a=b')
+    chat_id = build_chat(
+        multi_app, users["a"].id, title='../../etc/passwd "x"; <b>Ünï</b>\r\nSet-Cookie: a=b'
+    )
     response = export(client_a, chat_id, "json")
     disposition = response.headers["Content-Disposition"]
-    assert "\r" not in disposition and "\n" not in disposition and "/" not in disposition.split("filename", 1)[1]
+    assert (
+        "\r" not in disposition
+        and "\n" not in disposition
+        and "/" not in disposition.split("filename", 1)[1]
+    )
     assert re.search(r'filename="[\w .-]+\.json"', disposition)
     assert response.mimetype == "application/json"
 
@@ -130,8 +162,19 @@ def test_json_export_is_a_versioned_document(multi_app, users, client_a):
     part = doc["messages"][0]["content_parts"][0]
     assert part["type"] == "attachment" and part["attachment"]["size"] == 2048
     for message in doc["messages"]:
-        assert set(message) >= {"role", "content", "content_parts", "reasoning_content", "reasoning_details",
-                                "tool_calls", "tool_call_id", "citation_sources", "meta", "request_id", "created_at"}
+        assert set(message) >= {
+            "role",
+            "content",
+            "content_parts",
+            "reasoning_content",
+            "reasoning_details",
+            "tool_calls",
+            "tool_call_id",
+            "citation_sources",
+            "meta",
+            "request_id",
+            "created_at",
+        }
 
 
 class _Tags(HTMLParser):
@@ -176,7 +219,17 @@ def test_html_export_is_self_contained_and_escapes_every_hostile_input(sqlite_ap
         parser = _Tags()
         parser.feed(html)
         tags = {tag for tag, _ in parser.tags}
-        assert not tags & {"script", "link", "img", "iframe", "object", "embed", "base", "form", "svg"}, hostile
+        assert not tags & {
+            "script",
+            "link",
+            "img",
+            "iframe",
+            "object",
+            "embed",
+            "base",
+            "form",
+            "svg",
+        }, hostile
         for tag, attrs in parser.tags:
             assert not {"src", "srcset", "action", "style"} & set(attrs), (hostile, tag, attrs)
             assert not any(name.startswith("on") for name in attrs), (hostile, tag, attrs)
@@ -196,7 +249,10 @@ def test_html_export_uses_the_app_markdown_renderer(multi_app, users, client_a):
     html = response.get_data(as_text=True)
     assert response.mimetype == "text/html"
     assert str(render_markdown("**Sunny** in Paris. " + HOSTILE)) in html
-    assert '<details class="reasoning">' in html and "<summary>Tool call: read_file (failed)</summary>" in html
+    assert (
+        '<details class="reasoning">' in html
+        and "<summary>Tool call: read_file (failed)</summary>" in html
+    )
     assert '<a href="https://example.org/paris" rel="noopener noreferrer nofollow">' in html
     assert 'href="javascript' not in html and "<li>bad link</li>" in html
     assert "[attachment: report " in html and "(2.0 KB)]</li>" in html
@@ -207,15 +263,26 @@ def test_user_b_cannot_export_user_a_chat(multi_app, users, client_a, client_b):
     for fmt in ("md", "txt", "json", "html"):
         response = client_b.get(f"/api/session/{chat_id}/export?fmt={fmt}")
         assert response.status_code == 404 and response.get_json()["error"]["code"] == "not_found"
-    with_token = multi_app.test_client().get(f"/api/session/{chat_id}/export?fmt=json",
-                                             headers=users["b"].auth_header)
+    with_token = multi_app.test_client().get(
+        f"/api/session/{chat_id}/export?fmt=json", headers=users["b"].auth_header
+    )
     assert with_token.status_code == 404
 
 
 # --- import --------------------------------------------------------------------------------
 
-COMPARED = ("role", "content", "content_parts", "reasoning_content", "reasoning_details", "tool_calls",
-            "tool_call_id", "citation_sources", "meta", "request_id")
+COMPARED = (
+    "role",
+    "content",
+    "content_parts",
+    "reasoning_content",
+    "reasoning_details",
+    "tool_calls",
+    "tool_call_id",
+    "citation_sources",
+    "meta",
+    "request_id",
+)
 
 
 def _transcript(app, chat_id: str) -> list[dict]:
@@ -224,7 +291,10 @@ def _transcript(app, chat_id: str) -> list[dict]:
     from numi.models import Chat
 
     with app.app_context():
-        return [{k: m.to_dict()[k] for k in COMPARED} for m in load_transcript(db.session.get(Chat, chat_id))]
+        return [
+            {k: m.to_dict()[k] for k in COMPARED}
+            for m in load_transcript(db.session.get(Chat, chat_id))
+        ]
 
 
 def test_json_round_trip_gives_the_same_transcript(multi_app, users, client_a):
@@ -234,17 +304,28 @@ def test_json_round_trip_gives_the_same_transcript(multi_app, users, client_a):
     assert response.status_code == 201, response.get_data(as_text=True)
     new = response.get_json()["chat"]
     assert new["id"] != chat_id
-    assert (new["title"], new["model"], new["settings"]) == ("Trip plan", "model-x", doc["chat"]["settings"])
+    assert (new["title"], new["model"], new["settings"]) == (
+        "Trip plan",
+        "model-x",
+        doc["chat"]["settings"],
+    )
     assert _transcript(multi_app, new["id"]) == _transcript(multi_app, chat_id)
     # Exporting the copy gives the same document, ids and export time aside.
     again = export(client_a, new["id"], "json").get_json()
+
     def strip(d):  # ids differ; the tree is compared by positions
         position = {m["id"]: i for i, m in enumerate(d["messages"])}
-        return [{**{k: v for k, v in m.items() if k != "id"}, "parent_id": position.get(m["parent_id"])}
-                for m in d["messages"]]
+        return [
+            {**{k: v for k, v in m.items() if k != "id"}, "parent_id": position.get(m["parent_id"])}
+            for m in d["messages"]
+        ]
+
     assert strip(again) == strip(doc)
     assert [m["id"] for m in again["messages"]] == sorted(m["id"] for m in again["messages"])
-    assert client_a.get(f"/api/history/{new['id']}").get_json()["messages"][2]["tool_call_id"] == "call_1"
+    assert (
+        client_a.get(f"/api/history/{new['id']}").get_json()["messages"][2]["tool_call_id"]
+        == "call_1"
+    )
 
 
 def test_an_import_never_brings_an_approval_policy(multi_app, users, client_a):
@@ -257,14 +338,18 @@ def test_an_import_never_brings_an_approval_policy(multi_app, users, client_a):
     assert "tool_policy" not in response.get_json()["chat"]["settings"]
 
 
-def test_import_into_another_account_never_references_foreign_attachments(multi_app, users, client_a, client_b):
+def test_import_into_another_account_never_references_foreign_attachments(
+    multi_app, users, client_a, client_b
+):
     chat_id = build_chat(multi_app, users["a"].id)
     doc = export(client_a, chat_id, "json").get_json()
     response = client_b.post("/api/import", json=doc)
     assert response.status_code == 201
     new_id = response.get_json()["chat"]["id"]
     first = _transcript(multi_app, new_id)[0]
-    assert first["content_parts"] == [{"type": "text", "text": f"[attachment not available: report {HOSTILE}.pdf]"}]
+    assert first["content_parts"] == [
+        {"type": "text", "text": f"[attachment not available: report {HOSTILE}.pdf]"}
+    ]
     assert client_a.get(f"/api/session/{new_id}").status_code == 404
     md = export(client_b, new_id, "md").get_data(as_text=True)
     assert "[attachment not available: report" in md
@@ -284,30 +369,46 @@ def test_import_by_file_upload_and_from_the_settings_form(app, client):
 
     from io import BytesIO
 
-    api = client.post("/api/import", data={"file": (BytesIO(body), "chat.json")}, content_type="multipart/form-data")
+    api = client.post(
+        "/api/import",
+        data={"file": (BytesIO(body), "chat.json")},
+        content_type="multipart/form-data",
+    )
     assert api.status_code == 201
 
     page = client.get("/settings").get_data(as_text=True)
     assert 'action="/import"' in page and 'enctype="multipart/form-data"' in page
-    form = client.post("/import", data={"file": (BytesIO(body), "chat.json")}, content_type="multipart/form-data")
+    form = client.post(
+        "/import", data={"file": (BytesIO(body), "chat.json")}, content_type="multipart/form-data"
+    )
     assert form.status_code == 303 and form.headers["Location"].startswith("/c/")
     view = client.get(form.headers["Location"]).get_data(as_text=True)
     assert "Trip plan" in view and 'class="chat-export' in view and "fmt=html" in view
 
     before = counts(app)
-    bad = client.post("/import", data={"file": (BytesIO(b"{not json"), "x.json")}, content_type="multipart/form-data")
+    bad = client.post(
+        "/import",
+        data={"file": (BytesIO(b"{not json"), "x.json")},
+        content_type="multipart/form-data",
+    )
     assert bad.status_code == 400 and "not valid JSON" in bad.get_data(as_text=True)
     assert counts(app) == before
 
 
 def _good_doc() -> dict:
     return {
-        "format": "numi.chat", "version": 1,
+        "format": "numi.chat",
+        "version": 1,
         "chat": {"title": "T", "model": None, "settings": {}},
         "messages": [
             {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": None,
-             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            },
             {"role": "tool", "tool_call_id": "c1", "content": "ok"},
             {"role": "assistant", "content": "done"},
         ],
@@ -333,15 +434,21 @@ MALFORMED = {
     "messages not a list": _broken(lambda d: d.update(messages={"0": {}})),
     "message not an object": _broken(lambda d: d["messages"].append("hello")),
     "meta not an object": _broken(lambda d: d["messages"][3].update(meta=[1])),
-    "bad part": _broken(lambda d: d["messages"][0].update(content_parts=[{"type": "attachment", "id": "1"}])),
+    "bad part": _broken(
+        lambda d: d["messages"][0].update(content_parts=[{"type": "attachment", "id": "1"}])
+    ),
     "call without id": _broken(lambda d: d["messages"][1]["tool_calls"][0].pop("id")),
-    "tool calls on a user message": _broken(lambda d: d["messages"][0].update(tool_calls=[{"id": "z"}])),
+    "tool calls on a user message": _broken(
+        lambda d: d["messages"][0].update(tool_calls=[{"id": "z"}])
+    ),
     "bad setting": _broken(lambda d: d["chat"].update(settings={"temperature": 9})),
     "bad time": _broken(lambda d: d["messages"][0].update(created_at="yesterday")),
-    "tool result without its call": _broken(lambda d: d["messages"].append(
-        {"role": "tool", "tool_call_id": "nope", "content": "x"})),
-    "tool result before its call": _broken(lambda d: d["messages"].insert(
-        0, {"role": "tool", "tool_call_id": "c1", "content": "x"})),
+    "tool result without its call": _broken(
+        lambda d: d["messages"].append({"role": "tool", "tool_call_id": "nope", "content": "x"})
+    ),
+    "tool result before its call": _broken(
+        lambda d: d["messages"].insert(0, {"role": "tool", "tool_call_id": "c1", "content": "x"})
+    ),
 }
 
 
@@ -359,7 +466,9 @@ def test_malformed_bodies_and_the_good_document(multi_app, users, client_a):
     before = counts(multi_app)
     for body in (b"", b"{not json", b"\xff\xfe", b'"just a string"'):
         response = client_a.post("/api/import", data=body, content_type="application/json")
-        assert response.status_code == 400 and response.get_json()["error"]["code"] == "invalid_import", body
+        assert (
+            response.status_code == 400 and response.get_json()["error"]["code"] == "invalid_import"
+        ), body
     empty_form = client_a.post("/api/import", data={}, content_type="multipart/form-data")
     assert empty_form.status_code == 400
     assert counts(multi_app) == before
@@ -390,12 +499,21 @@ def test_cli_export_all_writes_one_file_per_live_chat(sqlite_app, tmp_path):
         db.session.commit()
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMI_")}
-    env.update(NUMI_DATA_DIR=sqlite_app.config["NUMI_DATA_DIR"], NUMI_DATABASE_URL=sqlite_app.config["NUMI_DATABASE_URL"],
-               NUMI_AUTO_ENDPOINTS="0")
+    env.update(
+        NUMI_DATA_DIR=sqlite_app.config["NUMI_DATA_DIR"],
+        NUMI_DATABASE_URL=sqlite_app.config["NUMI_DATABASE_URL"],
+        NUMI_AUTO_ENDPOINTS="0",
+    )
     script = Path(sys.executable).with_name("numi")
-    command = [str(script)] if script.exists() else [sys.executable, "-c", "from numi.cli import main; main()"]
+    command = (
+        [str(script)]
+        if script.exists()
+        else [sys.executable, "-c", "from numi.cli import main; main()"]
+    )
     out = tmp_path / "backup"
-    result = subprocess.run([*command, "export", "--all", str(out)], env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [*command, "export", "--all", str(out)], env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert "Exported 3 chats" in result.stdout
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.json"))
@@ -404,12 +522,24 @@ def test_cli_export_all_writes_one_file_per_live_chat(sqlite_app, tmp_path):
     doc = json.loads((out / "alice" / f"Same title-{first[:8]}.json").read_text(encoding="utf-8"))
     assert doc["format"] == "numi.chat" and len(doc["messages"]) == 5
 
-    only_bob = subprocess.run([*command, "export", "--all", str(tmp_path / "md"), "--user", "bob", "--fmt", "md"],
-                              env=env, capture_output=True, text=True, timeout=60)
+    only_bob = subprocess.run(
+        [*command, "export", "--all", str(tmp_path / "md"), "--user", "bob", "--fmt", "md"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert only_bob.returncode == 0, only_bob.stderr
-    assert [p.name for p in (tmp_path / "md").rglob("*.md")] and not (tmp_path / "md" / "alice").exists()
-    nobody = subprocess.run([*command, "export", "--all", str(tmp_path / "x"), "--user", "nobody"],
-                            env=env, capture_output=True, text=True, timeout=60)
+    assert [p.name for p in (tmp_path / "md").rglob("*.md")] and not (
+        tmp_path / "md" / "alice"
+    ).exists()
+    nobody = subprocess.run(
+        [*command, "export", "--all", str(tmp_path / "x"), "--user", "nobody"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert nobody.returncode != 0 and "No user 'nobody'" in nobody.stderr
 
 
@@ -424,7 +554,12 @@ def test_an_imported_message_is_no_longer_than_a_sent_one(multi_app, users, clie
         response = client_a.post("/api/import", json=doc)
         assert response.status_code == 400, response.get_data(as_text=True)
         error = response.get_json()["error"]
-        assert error["code"] == "invalid_import" and f"messages[1].{field} is too long" in error["message"]
+        assert (
+            error["code"] == "invalid_import"
+            and f"messages[1].{field} is too long" in error["message"]
+        )
         doc["messages"][1][field] = "x" * limit if field == "content" else None
     assert client_a.get("/api/sessions").get_json()["sessions"] == before, "nothing was imported"
-    assert client_a.post("/api/import", json=doc).status_code == 201, "a message at the limit imports"
+    assert client_a.post("/api/import", json=doc).status_code == 201, (
+        "a message at the limit imports"
+    )

@@ -21,15 +21,18 @@ def make_user(name: str = "ctx") -> int:
 
 
 def make_chat(user_id: int, **settings) -> str:
-    chat = Chat(user_id=user_id, title="t", settings_json=json.dumps(settings) if settings else None)
+    chat = Chat(
+        user_id=user_id, title="t", settings_json=json.dumps(settings) if settings else None
+    )
     db.session.add(chat)
     db.session.commit()
     return chat.id
 
 
 def add(chat_id: str, role: str, content: str = "", **fields) -> int:
-    message = Message(chat_id=chat_id, role=role, content=content,
-                      tool_call_id=fields.pop("tool_call_id", None))
+    message = Message(
+        chat_id=chat_id, role=role, content=content, tool_call_id=fields.pop("tool_call_id", None)
+    )
     for name, value in fields.items():
         setattr(message, name, value)
     db.session.add(message)
@@ -41,17 +44,35 @@ def tool_call(call_id: str, name: str = "lookup") -> dict:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
 
 
-def upload(base_url: str, filename: str, data: bytes, mime: str = "application/octet-stream",
-           headers: dict | None = None, token: str | None = ACCESS_TOKEN) -> tuple[int, dict]:
+def upload(
+    base_url: str,
+    filename: str,
+    data: bytes,
+    mime: str = "application/octet-stream",
+    headers: dict | None = None,
+    token: str | None = ACCESS_TOKEN,
+) -> tuple[int, dict]:
     """POST one file to /api/upload as multipart form data (a real HTTP request), with the
     access token as a bearer header (`token=None`: none)."""
     boundary = uuid.uuid4().hex
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{filename}\"\r\n"
-            f"Content-Type: {mime}\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
-    request = urllib.request.Request(base_url + "/api/upload", data=body, method="POST",
-                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
-                                              **({"Authorization": f"Bearer {token}"} if token else {}),
-                                              **(headers or {})})
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+            f"Content-Type: {mime}\r\n\r\n"
+        ).encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    request = urllib.request.Request(
+        base_url + "/api/upload",
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+            **({"Authorization": f"Bearer {token}"} if token else {}),
+            **(headers or {}),
+        },
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())
@@ -79,7 +100,9 @@ def minimal_pdf(text: str) -> bytes:
     out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
     for offset in offsets:
         out += f"{offset:010d} 00000 n \n".encode()
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    out += (
+        f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    )
     return bytes(out)
 
 
@@ -108,12 +131,18 @@ def bomb_pdf(pages: int, inflated_bytes: int, text: str = "Intro page 4711") -> 
         f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode(),
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
         b"<< /Length " + str(len(first)).encode() + b" >>\nstream\n" + first + b"\nendstream",
-        b"<< /Length " + str(len(body)).encode() + b" /Filter /FlateDecode >>\nstream\n" + body + b"\nendstream",
+        b"<< /Length "
+        + str(len(body)).encode()
+        + b" /Filter /FlateDecode >>\nstream\n"
+        + body
+        + b"\nendstream",
     ]
     for n in range(pages):
         contents = 4 if n == 0 else 5
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {contents} 0 R "
-                       f"/Resources << /Font << /F1 3 0 R >> >> >>".encode())
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {contents} 0 R "
+            f"/Resources << /Font << /F1 3 0 R >> >> >>".encode()
+        )
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, obj in enumerate(objects, 1):
@@ -123,5 +152,7 @@ def bomb_pdf(pages: int, inflated_bytes: int, text: str = "Intro page 4711") -> 
     out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
     for offset in offsets:
         out += f"{offset:010d} 00000 n \n".encode()
-    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    out += (
+        f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    )
     return bytes(out)

@@ -14,7 +14,6 @@ from turn_support import Api, db_rows, make_chat, turn_server_env
 pytestmark = pytest.mark.browser
 
 
-
 @pytest.fixture(scope="module")
 def server(live_server_factory):
     started = live_server_factory(**turn_server_env())
@@ -39,7 +38,9 @@ def test_attach_with_the_picker_and_send(browser_page, scripted, server, tmp_pat
     page.wait_for_selector(".msg-user .msg-attachments .attachment-chip")
     chip = page.locator(".msg-user .msg-attachments .attachment-name").first
     assert chip.inner_text() == "notes <b>.txt"
-    assert page.locator("#composer-attachments .attachment-chip").count() == 0, "chips clear after sending"
+    assert page.locator("#composer-attachments .attachment-chip").count() == 0, (
+        "chips clear after sending"
+    )
     content = json.dumps(scripted.requests[0].body["messages"][-1]["content"])
     assert "PINEAPPLE-7" in content and "What is the code?" in content
     href = chip.get_attribute("href")
@@ -55,8 +56,10 @@ def test_compact_by_button_shows_the_divider(browser_page, scripted, server):
     with sqlite3.connect(path, timeout=10) as connection:
         for n in range(4):
             for role, text in (("user", f"question {n}"), ("assistant", f"answer {n}")):
-                connection.execute("INSERT INTO messages (chat_id, role, content, created_at) VALUES (?, ?, ?, CURRENT_TIMESTAMP)",
-                                   (chat["id"], role, text))
+                connection.execute(
+                    "INSERT INTO messages (chat_id, role, content, created_at) VALUES (?, ?, ?, CURRENT_TIMESTAMP)",
+                    (chat["id"], role, text),
+                )
     scripted.enqueue(Scenario().text("We discussed **four** questions.", chunks=2))
     page = browser_page(server)
     page.goto(f"{server.url}/c/{chat['id']}")
@@ -68,6 +71,8 @@ def test_compact_by_button_shows_the_divider(browser_page, scripted, server):
     assert not page.locator(".checkpoint-summary").is_visible()
     divider.locator("summary").click()
     assert page.locator(".checkpoint-summary strong").inner_text() == "four"
-    assert db_rows(server, "SELECT COUNT(*) FROM checkpoints WHERE chat_id = ?", chat["id"])[0][0] == 1
+    assert (
+        db_rows(server, "SELECT COUNT(*) FROM checkpoints WHERE chat_id = ?", chat["id"])[0][0] == 1
+    )
     assert page.locator(".msg-user").count() == 4, "the transcript stays whole"
     assert not page.console_errors, page.console_errors

@@ -119,8 +119,15 @@ def test_error_placeholders_are_not_sent(ctx):
 
 def test_checkpoint_summary_then_later_messages(ctx):
     chat = make_chat(ctx)
-    ids = [add(chat, "user", "q0"), add(chat, "assistant", "a0"), add(chat, "user", "q1"), add(chat, "assistant", "a1")]
-    db.session.add(Checkpoint(chat_id=chat, summary="They talked about q0.", through_message_id=ids[1]))
+    ids = [
+        add(chat, "user", "q0"),
+        add(chat, "assistant", "a0"),
+        add(chat, "user", "q1"),
+        add(chat, "assistant", "a1"),
+    ]
+    db.session.add(
+        Checkpoint(chat_id=chat, summary="They talked about q0.", through_message_id=ids[1])
+    )
     db.session.commit()
     history = service(chat, ctx).history()
     assert history.messages[0]["content"].endswith("They talked about q0.")
@@ -129,6 +136,7 @@ def test_checkpoint_summary_then_later_messages(ctx):
     assert history.checkpoint_id is not None
     # The transcript stays whole.
     from numi.models import Message
+
     assert db.session.query(Message).filter_by(chat_id=chat).count() == 4
 
 

@@ -16,15 +16,27 @@ def test_gauge_and_auto_compact_toggle(client):
     gauge = client.get(f"/c/{chat_id}/context_gauge", headers={"HX-Request": "true"})
     assert gauge.status_code == 200
     html = gauge.get_data(as_text=True)
-    assert "<meter" in html and 'id="compact-button"' in html and "checked" in html  # global default on
+    assert (
+        "<meter" in html and 'id="compact-button"' in html and "checked" in html
+    )  # global default on
     off = client.post(f"/c/{chat_id}/auto_compact", data={}, headers={"HX-Request": "true"})
     assert off.status_code == 200 and "checked" not in off.get_data(as_text=True)
     assert client.get(f"/api/session/{chat_id}").get_json()["settings"]["auto_compact"] is False
-    on = client.post(f"/c/{chat_id}/auto_compact", data={"auto_compact": "1"}, headers={"HX-Request": "true"})
+    on = client.post(
+        f"/c/{chat_id}/auto_compact", data={"auto_compact": "1"}, headers={"HX-Request": "true"}
+    )
     assert "checked" in on.get_data(as_text=True)
     info = client.get(f"/api/session/{chat_id}/context_info").get_json()
-    assert info["auto_compact"] is True and info["estimated_tokens"] > 0 and info["messages_included"] == 0
-    assert info["context_window"] == 32768 and info["window_assumed"] is True and info["checkpoint"] is None
+    assert (
+        info["auto_compact"] is True
+        and info["estimated_tokens"] > 0
+        and info["messages_included"] == 0
+    )
+    assert (
+        info["context_window"] == 32768
+        and info["window_assumed"] is True
+        and info["checkpoint"] is None
+    )
 
 
 def test_compact_without_a_model_says_so(client):
@@ -35,9 +47,12 @@ def test_compact_without_a_model_says_so(client):
 
 def test_file_names_are_escaped_in_the_transcript(app, client):
     chat_id = new_chat(client)
-    name = '<img src=x onerror=alert(1)>.txt'
-    item = client.post("/api/upload", data={"file": (io.BytesIO(b"hello"), name, "text/plain")},
-                       content_type="multipart/form-data").get_json()["attachments"][0]
+    name = "<img src=x onerror=alert(1)>.txt"
+    item = client.post(
+        "/api/upload",
+        data={"file": (io.BytesIO(b"hello"), name, "text/plain")},
+        content_type="multipart/form-data",
+    ).get_json()["attachments"][0]
     with app.app_context():
         from numi.extensions import db
         from numi.models import Message

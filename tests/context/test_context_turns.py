@@ -17,8 +17,11 @@ from context_support import minimal_pdf, png, upload
 
 # A small assumed window so that a few kilobytes of history cross the threshold:
 # 2000 tokens * 0.5 = 1000 estimated tokens, about 4000 characters.
-SMALL_WINDOW = {"NUMI_DEFAULT_CONTEXT_WINDOW": "2000", "NUMI_AUTO_COMPACT_FRACTION": "0.5",
-                "NUMI_COMPACT_KEEP_MESSAGES": "2"}
+SMALL_WINDOW = {
+    "NUMI_DEFAULT_CONTEXT_WINDOW": "2000",
+    "NUMI_AUTO_COMPACT_FRACTION": "0.5",
+    "NUMI_COMPACT_KEEP_MESSAGES": "2",
+}
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +42,23 @@ def seed(server, chat_id: str, turns: int, size: int = 20) -> list[int]:
     """Write `turns` question/answer pairs straight into the server's database."""
     ids = []
     for n in range(turns):
-        ids.append(db_exec(server, "INSERT INTO messages (chat_id, role, content, created_at) VALUES (?, 'user', ?, CURRENT_TIMESTAMP)",
-                           chat_id, f"question {n} " + "q" * size))
-        ids.append(db_exec(server, "INSERT INTO messages (chat_id, role, content, created_at) VALUES (?, 'assistant', ?, CURRENT_TIMESTAMP)",
-                           chat_id, f"answer {n} " + "a" * size))
+        ids.append(
+            db_exec(
+                server,
+                "INSERT INTO messages (chat_id, role, content, created_at) VALUES (?, 'user', ?, CURRENT_TIMESTAMP)",
+                chat_id,
+                f"question {n} " + "q" * size,
+            )
+        )
+        ids.append(
+            db_exec(
+                server,
+                "INSERT INTO messages (chat_id, role, content, created_at) VALUES (?, "
+                "'assistant', ?, CURRENT_TIMESTAMP)",
+                chat_id,
+                f"answer {n} " + "a" * size,
+            )
+        )
     return ids
 
 
@@ -67,8 +83,15 @@ def test_compact_by_api_stores_a_checkpoint_with_counts(server, api, scripted, s
     assert checkpoint["messages_before"] == 12 and checkpoint["messages_after"] == 4
     assert checkpoint["tokens_before"] > checkpoint["tokens_after"] > 0
     summariser = scripted.requests[-1].body
-    assert "question 0" in sent_text(scripted.requests[-1]) and "compact" in summariser["messages"][0]["content"].lower()
-    rows = db_rows(server, "SELECT summary, messages_before, messages_after FROM checkpoints WHERE chat_id = ?", chat["id"])
+    assert (
+        "question 0" in sent_text(scripted.requests[-1])
+        and "compact" in summariser["messages"][0]["content"].lower()
+    )
+    rows = db_rows(
+        server,
+        "SELECT summary, messages_before, messages_after FROM checkpoints WHERE chat_id = ?",
+        chat["id"],
+    )
     assert rows == [("SUMMARY: six questions about q.", 12, 4)]
     assert count_messages(server, chat["id"]) == 12, "the transcript stays whole"
 
@@ -91,6 +114,7 @@ def test_compact_by_api_stores_a_checkpoint_with_counts(server, api, scripted, s
 
     # The transcript page shows the divider, expandable to the summary.
     import urllib.request
+
     page_request = urllib.request.Request(server.url + f"/c/{chat['id']}", headers=server.headers)
     html = urllib.request.urlopen(page_request).read().decode()
     assert "Earlier messages summarised" in html and "six questions about q." in html
@@ -119,22 +143,41 @@ def test_auto_compaction_starts_above_the_threshold_only(server, api, scripted, 
     scripted.reset()
     above = make_chat(api, scripted)
     seed(server, above["id"], 6, size=400)  # ~5000 characters: above the threshold
-    scripted.enqueue(Scenario().text("AUTO SUMMARY", chunks=1), Scenario().text("Answer after compaction."))
+    scripted.enqueue(
+        Scenario().text("AUTO SUMMARY", chunks=1), Scenario().text("Answer after compaction.")
+    )
     ws = sockets(above["id"])
     ws.send(type="send", message="big")
     events = ws.events_until("turn_end")
     names = types(events)
-    assert names.index("accepted") < names.index("context_compacting") < names.index("context_compacted") < names.index("content")
+    assert (
+        names.index("accepted")
+        < names.index("context_compacting")
+        < names.index("context_compacted")
+        < names.index("content")
+    )
     compacted = of_type(events, "context_compacted")[0]["data"]
     assert compacted["ok"] and compacted["reason"] == "auto"
-    assert compacted["messages_before"] == 13 and compacted["tokens_before"] > compacted["tokens_after"]
+    assert (
+        compacted["messages_before"] == 13
+        and compacted["tokens_before"] > compacted["tokens_after"]
+    )
     assert len(scripted.requests) == 2
     answer_request = sent_text(scripted.requests[1])
-    assert "AUTO SUMMARY" in answer_request and "question 0" not in answer_request and "big" in answer_request
-    assert db_rows(server, "SELECT COUNT(*) FROM checkpoints WHERE chat_id = ?", above["id"])[0][0] == 1
+    assert (
+        "AUTO SUMMARY" in answer_request
+        and "question 0" not in answer_request
+        and "big" in answer_request
+    )
+    assert (
+        db_rows(server, "SELECT COUNT(*) FROM checkpoints WHERE chat_id = ?", above["id"])[0][0]
+        == 1
+    )
 
 
-def test_without_auto_compaction_older_turns_are_trimmed_from_the_request(server, api, scripted, sockets):
+def test_without_auto_compaction_older_turns_are_trimmed_from_the_request(
+    server, api, scripted, sockets
+):
     chat = make_chat(api, scripted, settings={"auto_compact": False})
     seed(server, chat["id"], 6, size=400)
     ws = sockets(chat["id"])
@@ -143,7 +186,10 @@ def test_without_auto_compaction_older_turns_are_trimmed_from_the_request(server
     assert "context_compacting" not in types(events)
     trimmed = of_type(events, "context_trimmed")[0]["data"]
     assert trimmed["before"] == 13 and trimmed["after"] < trimmed["before"]
-    assert trimmed["dropped"] == trimmed["before"] - trimmed["after"] and trimmed["reason"] == "context_window"
+    assert (
+        trimmed["dropped"] == trimmed["before"] - trimmed["after"]
+        and trimmed["reason"] == "context_window"
+    )
     assert trimmed["tokens_before"] > 1000 >= trimmed["tokens_after"] > 0
     request = scripted.requests[-1].body["messages"]
     # system + omitted notice pair + the kept turns: the counts leave the notice out
@@ -152,7 +198,8 @@ def test_without_auto_compaction_older_turns_are_trimmed_from_the_request(server
     assert "question 0" not in sent_text(scripted.requests[-1])
     answer = api.history(chat["id"])[-1]
     assert answer["meta"]["metrics"]["context_trimmed"] == {
-        k: trimmed[k] for k in ("before", "after", "tokens_before", "tokens_after")}
+        k: trimmed[k] for k in ("before", "after", "tokens_before", "tokens_after")
+    }
     assert count_messages(server, chat["id"]) == 14, "trimming never touches the transcript"
 
 
@@ -194,8 +241,11 @@ def test_the_history_row_limit_reports_context_trimmed(live_server_factory, scri
 def test_context_overflow_compacts_once_and_retries(server, api, scripted, sockets):
     chat = make_chat(api, scripted)
     seed(server, chat["id"], 3)
-    scripted.enqueue(Scenario.http_error(400, "context_length"), Scenario().text("OVERFLOW SUMMARY"),
-                     Scenario().text("Recovered answer."))
+    scripted.enqueue(
+        Scenario.http_error(400, "context_length"),
+        Scenario().text("OVERFLOW SUMMARY"),
+        Scenario().text("Recovered answer."),
+    )
     ws = sockets(chat["id"])
     ws.send(type="send", message="overflow me")
     events = ws.events_until("turn_end")
@@ -209,9 +259,13 @@ def test_context_overflow_compacts_once_and_retries(server, api, scripted, socke
 def test_context_overflow_never_loops(server, api, scripted, sockets):
     chat = make_chat(api, scripted)
     seed(server, chat["id"], 3)
-    scripted.enqueue(Scenario.http_error(400, "context_length"), Scenario().text("S"),
-                     Scenario.http_error(400, "context_length"), Scenario.http_error(400, "context_length"),
-                     Scenario.http_error(400, "context_length"))
+    scripted.enqueue(
+        Scenario.http_error(400, "context_length"),
+        Scenario().text("S"),
+        Scenario.http_error(400, "context_length"),
+        Scenario.http_error(400, "context_length"),
+        Scenario.http_error(400, "context_length"),
+    )
     ws = sockets(chat["id"])
     ws.send(type="send", message="still too big")
     events = ws.events_until("turn_end")
@@ -237,7 +291,9 @@ def test_context_overflow_without_compaction_trims_and_retries(server, api, scri
 
 def test_documents_reach_the_model_as_text(server, api, scripted, sockets):
     chat = make_chat(api, scripted)
-    status, body = upload(server.url, "report.pdf", minimal_pdf("Revenue grew 17 percent"), "application/pdf")
+    status, body = upload(
+        server.url, "report.pdf", minimal_pdf("Revenue grew 17 percent"), "application/pdf"
+    )
     assert status == 201, body
     pdf_id = body["attachments"][0]["id"]
     status, body = upload(server.url, "main.py", b"def answer():\n    return 42\n", "text/x-python")
@@ -250,17 +306,31 @@ def test_documents_reach_the_model_as_text(server, api, scripted, sockets):
     assert "Revenue grew 17 percent" in text and "return 42" in text and "read these" in text
     saved = api.history(chat["id"])[0]
     assert saved["content"] == "read these"
-    assert saved["content_parts"] == [{"type": "attachment", "id": pdf_id}, {"type": "attachment", "id": code_id}]
+    assert saved["content_parts"] == [
+        {"type": "attachment", "id": pdf_id},
+        {"type": "attachment", "id": code_id},
+    ]
 
 
-def test_missing_or_foreign_attachment_fails_the_send_and_saves_nothing(server, api, scripted, sockets):
+def test_missing_or_foreign_attachment_fails_the_send_and_saves_nothing(
+    server, api, scripted, sockets
+):
     chat = make_chat(api, scripted)
-    other = db_exec(server, "INSERT INTO users (username, password_hash, is_admin, created_at) VALUES ('mallory', 'x', 0, CURRENT_TIMESTAMP)")
+    other = db_exec(
+        server,
+        "INSERT INTO users (username, password_hash, is_admin, created_at) VALUES ('mallory', "
+        "'x', 0, CURRENT_TIMESTAMP)",
+    )
     status, body = upload(server.url, "mine.txt", b"mine", "text/plain")
     mine = body["attachments"][0]
-    foreign = db_exec(server, "INSERT INTO attachments (user_id, filename, mime, size, sha256, storage_path, created_at) "
-                              "VALUES (?, 'theirs.txt', 'text/plain', 4, ?, ?, CURRENT_TIMESTAMP)",
-                      other, mine["sha256"], f"uploads/{mine['sha256'][:2]}/{mine['sha256']}")
+    foreign = db_exec(
+        server,
+        "INSERT INTO attachments (user_id, filename, mime, size, sha256, storage_path, created_at) "
+        "VALUES (?, 'theirs.txt', 'text/plain', 4, ?, ?, CURRENT_TIMESTAMP)",
+        other,
+        mine["sha256"],
+        f"uploads/{mine['sha256'][:2]}/{mine['sha256']}",
+    )
     ws = sockets(chat["id"])
     ws.send(type="send", message="with a foreign file", attachments=[mine["id"], foreign])
     error = ws.receive()
@@ -271,7 +341,9 @@ def test_missing_or_foreign_attachment_fails_the_send_and_saves_nothing(server, 
     ws.send(type="send", message="with a missing file", attachments=[mine["id"]])
     error = ws.receive()
     assert error["type"] == "error" and error["data"]["code"] == "attachment_missing"
-    status, body = api.post("/api/chat_stream", {"session": chat["id"], "message": "sse", "attachments": [foreign]})
+    status, body = api.post(
+        "/api/chat_stream", {"session": chat["id"], "message": "sse", "attachments": [foreign]}
+    )
     assert status == 404 and body["error"]["code"] == "attachment_missing"
     assert count_messages(server, chat["id"]) == 0
     assert scripted.requests == []
@@ -299,17 +371,24 @@ def test_image_reaches_a_vision_model_and_no_data_url_is_stored(server, api, scr
     assert of_type(ws.events_until("turn_end"), "done")
     content = scripted.requests[-1].body["messages"][-1]["content"]
     image_parts = [p for p in content if p["type"] == "image_url"]
-    assert len(image_parts) == 1 and image_parts[0]["image_url"]["url"].startswith("data:image/png;base64,")
-    import base64, io
+    assert len(image_parts) == 1 and image_parts[0]["image_url"]["url"].startswith(
+        "data:image/png;base64,"
+    )
+    import base64
+    import io
     from PIL import Image
 
-    sent = Image.open(io.BytesIO(base64.b64decode(image_parts[0]["image_url"]["url"].split(",", 1)[1])))
+    sent = Image.open(
+        io.BytesIO(base64.b64decode(image_parts[0]["image_url"]["url"].split(",", 1)[1]))
+    )
     assert max(sent.size) == 1568, "downscaled to NUMI_IMAGE_MAX_SIDE"
     # No data URL (nor base64 image bytes) anywhere in the messages table.
     for row in db_rows(server, "SELECT * FROM messages"):
         for value in row:
             if isinstance(value, str):
-                assert "data:image" not in value and "base64" not in value and "iVBORw0" not in value
+                assert (
+                    "data:image" not in value and "base64" not in value and "iVBORw0" not in value
+                )
 
 
 # --- a long chat ------------------------------------------------------------------------------
@@ -320,14 +399,22 @@ def test_a_2000_message_chat_sends_a_bounded_well_formed_request(server, api, sc
     path = server.database_url.removeprefix("sqlite:///")
     rows = []
     for n in range(400):  # 5 rows per turn (question, tool call, result, two answers) x 400 = 2000
-        call = json.dumps([{"id": f"c{n}", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}])
-        rows += [("user", f"question {n}", None, None), ("assistant", "", call, None),
-                 ("tool", f"result {n}", None, f"c{n}"), ("assistant", f"answer {n}", None, None),
-                 ("assistant", f"more {n}", None, None)]
+        call = json.dumps(
+            [{"id": f"c{n}", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]
+        )
+        rows += [
+            ("user", f"question {n}", None, None),
+            ("assistant", "", call, None),
+            ("tool", f"result {n}", None, f"c{n}"),
+            ("assistant", f"answer {n}", None, None),
+            ("assistant", f"more {n}", None, None),
+        ]
     with sqlite3.connect(path, timeout=10) as connection:
         connection.executemany(
             "INSERT INTO messages (chat_id, role, content, tool_calls_json, tool_call_id, created_at) "
-            "VALUES (?, ?, ?, ?, ?, CURRENT_TIMESTAMP)", [(chat["id"], *row) for row in rows])
+            "VALUES (?, ?, ?, ?, ?, CURRENT_TIMESTAMP)",
+            [(chat["id"], *row) for row in rows],
+        )
     assert count_messages(server, chat["id"]) == 2000
     for turn in range(2):
         ws = sockets(chat["id"])
@@ -335,10 +422,14 @@ def test_a_2000_message_chat_sends_a_bounded_well_formed_request(server, api, sc
         assert of_type(ws.events_until("turn_end"), "done")
         ws.close()
         messages = scripted.requests[-1].body["messages"]
-        assert len(messages) <= 200 + 3  # system + notice pair + at most PROMPT_MAX_HISTORY_MESSAGES
+        assert (
+            len(messages) <= 200 + 3
+        )  # system + notice pair + at most PROMPT_MAX_HISTORY_MESSAGES
         assert messages[0]["role"] == "system" and "left out" in messages[1]["content"]
         assert messages[3]["role"] == "user", "the kept history starts with a whole turn"
         calls = {c["id"] for m in messages for c in m.get("tool_calls") or ()}
         results = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
-        assert calls == results and calls, "every tool call has its result and no result is orphaned"
+        assert calls == results and calls, (
+            "every tool call has its result and no result is orphaned"
+        )
         assert messages[-1]["content"] == f"turn {turn}"

@@ -11,8 +11,11 @@ from context_support import minimal_pdf, png
 
 
 def post_file(client, name, data, mime="application/octet-stream"):
-    return client.post("/api/upload", data={"file": (io.BytesIO(data), name, mime)},
-                       content_type="multipart/form-data")
+    return client.post(
+        "/api/upload",
+        data={"file": (io.BytesIO(data), name, mime)},
+        content_type="multipart/form-data",
+    )
 
 
 def test_text_upload_is_stored_once_by_hash_and_deduplicated(app, client):
@@ -41,7 +44,9 @@ def test_code_file_counts_as_text(client):
 
 
 def test_pdf_text_is_extracted_from_a_real_pdf(app, client):
-    response = post_file(client, "report.pdf", minimal_pdf("Quarterly numbers 4711"), "application/pdf")
+    response = post_file(
+        client, "report.pdf", minimal_pdf("Quarterly numbers 4711"), "application/pdf"
+    )
     assert response.status_code == 201, response.get_json()
     item = response.get_json()["attachments"][0]
     assert item["mime"] == "application/pdf"
@@ -54,7 +59,9 @@ def test_pdf_text_is_extracted_from_a_real_pdf(app, client):
 
 
 def test_broken_pdf_is_refused(client):
-    response = post_file(client, "broken.pdf", b"%PDF-1.4\nthis is not a pdf at all", "application/pdf")
+    response = post_file(
+        client, "broken.pdf", b"%PDF-1.4\nthis is not a pdf at all", "application/pdf"
+    )
     assert response.status_code == 415
     assert response.get_json()["error"]["code"] == "pdf_unreadable"
 
@@ -86,7 +93,9 @@ def test_a_label_does_not_make_html_an_image(client):
 
 
 def test_download_is_owner_only(client_a, client_b):
-    item = post_file(client_a, "secret.txt", b"top secret", "text/plain").get_json()["attachments"][0]
+    item = post_file(client_a, "secret.txt", b"top secret", "text/plain").get_json()["attachments"][
+        0
+    ]
     own = client_a.get(f"/api/attachments/{item['id']}")
     assert own.status_code == 200 and own.data == b"top secret"
     assert own.headers["X-Content-Type-Options"] == "nosniff"
@@ -110,7 +119,9 @@ def test_image_thumbnail_and_downscale(app, client, require_extra):
         from numi.extensions import db
         from numi.models import Attachment
 
-        mime, data = image_bytes(app.config["NUMI_DATA_DIR"], db.session.get(Attachment, item["id"]), 1568)
+        mime, data = image_bytes(
+            app.config["NUMI_DATA_DIR"], db.session.get(Attachment, item["id"]), 1568
+        )
     assert mime == "image/png" and Image.open(io.BytesIO(data)).size == (1568, 523)
 
 
@@ -125,14 +136,24 @@ def upload(client, name: str, data: bytes, mime: str) -> dict:
     return response.get_json()["attachments"][0]
 
 
-@pytest.mark.parametrize("name, data, declared", [
-    ("app.js", b"fetch('/api/sessions').then(r => r.text()).then(alert)", "text/javascript"),
-    ("style.css", b"body { background: url(/api/sessions) }", "text/css"),
-    ("page.html", b"<!doctype html><script>alert(document.cookie)</script>", "text/html"),
-    ("logo.svg", b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>', "image/svg+xml"),
-    ("page.xhtml", b'<html xmlns="http://www.w3.org/1999/xhtml"><script>alert(1)</script></html>',
-     "application/xhtml+xml"),
-])
+@pytest.mark.parametrize(
+    "name, data, declared",
+    [
+        ("app.js", b"fetch('/api/sessions').then(r => r.text()).then(alert)", "text/javascript"),
+        ("style.css", b"body { background: url(/api/sessions) }", "text/css"),
+        ("page.html", b"<!doctype html><script>alert(document.cookie)</script>", "text/html"),
+        (
+            "logo.svg",
+            b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>',
+            "image/svg+xml",
+        ),
+        (
+            "page.xhtml",
+            b'<html xmlns="http://www.w3.org/1999/xhtml"><script>alert(1)</script></html>',
+            "application/xhtml+xml",
+        ),
+    ],
+)
 def test_active_content_downloads_as_inert_text(client, name, data, declared):
     item = upload(client, name, data, declared)
     for url in (item["url"], item["url"] + "?download=1"):
@@ -146,14 +167,21 @@ def test_active_content_downloads_as_inert_text(client, name, data, declared):
 
 def test_images_and_pdfs_show_inline_in_a_sandbox(client, require_extra):
     require_extra("PIL", "images")
-    for name, data, mime in (("dot.png", png(2, 2), "image/png"), ("doc.pdf", minimal_pdf("hi"), "application/pdf")):
+    for name, data, mime in (
+        ("dot.png", png(2, 2), "image/png"),
+        ("doc.pdf", minimal_pdf("hi"), "application/pdf"),
+    ):
         item = upload(client, name, data, mime)
         response = client.get(item["url"])
         assert response.mimetype == mime
         assert not response.headers.get("Content-Disposition", "").startswith("attachment")
         assert response.headers["Content-Security-Policy"] == SANDBOX
         assert response.headers["X-Content-Type-Options"] == "nosniff"
-        assert client.get(item["url"] + "?download=1").headers["Content-Disposition"].startswith("attachment")
+        assert (
+            client.get(item["url"] + "?download=1")
+            .headers["Content-Disposition"]
+            .startswith("attachment")
+        )
 
 
 def stored_text(app, item) -> str:
@@ -176,14 +204,18 @@ def test_pdf_decompression_bomb_is_indexed_up_to_the_stream_limit_and_says_so(ma
     text = stored_text(app, response.get_json()["attachments"][0])
     assert text.startswith("[page 1]\nIntro page 4711")
     assert "bomb" not in text
-    assert text.endswith("[... PDF cut: page 2 inflates past 4 MB or holds too many operators; the text stops before it]")
+    assert text.endswith(
+        "[... PDF cut: page 2 inflates past 4 MB or holds too many operators; the text stops before it]"
+    )
 
 
 def test_pdf_pages_past_the_page_limit_are_left_out_and_the_text_says_so(make_app):
     from context_support import bomb_pdf
 
     app = make_app(NUMI_PDF_MAX_PAGES=3)
-    response = post_file(app.test_client(), "long.pdf", bomb_pdf(pages=10, inflated_bytes=320), "application/pdf")
+    response = post_file(
+        app.test_client(), "long.pdf", bomb_pdf(pages=10, inflated_bytes=320), "application/pdf"
+    )
     assert response.status_code == 201, response.get_json()
     text = stored_text(app, response.get_json()["attachments"][0])
     assert "[page 3]\n" in text and "[page 4]" not in text
@@ -194,8 +226,12 @@ def test_pdf_reading_that_outgrows_its_memory_bound_keeps_the_pages_read(make_ap
     from context_support import bomb_pdf
 
     app = make_app(NUMI_PDF_MAX_STREAM_MB=512, NUMI_PDF_MAX_MEMORY_MB=200)
-    response = post_file(app.test_client(), "bomb.pdf", bomb_pdf(pages=5, inflated_bytes=300 * 1024 * 1024),
-                         "application/pdf")
+    response = post_file(
+        app.test_client(),
+        "bomb.pdf",
+        bomb_pdf(pages=5, inflated_bytes=300 * 1024 * 1024),
+        "application/pdf",
+    )
     assert response.status_code == 201, response.get_json()
     text = stored_text(app, response.get_json()["attachments"][0])
     assert text.startswith("[page 1]\nIntro page 4711") and "[... PDF cut: " in text

@@ -55,7 +55,9 @@ def test_cancel_interrupts_a_retry_backoff(scripted, make_adapter, kind):
     consumer = threading.Thread(target=lambda: events.extend(stream))
     consumer.start()
     scripted.wait_for_requests(1)
-    assert scripted.last_request.finished.wait(10)  # the 500 was sent: the consumer is in its backoff
+    assert scripted.last_request.finished.wait(
+        10
+    )  # the 500 was sent: the consumer is in its backoff
 
     stream.close()
     consumer.join(10)  # the backoff is 30 s: joining at all shows it was interrupted

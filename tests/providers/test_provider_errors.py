@@ -201,14 +201,20 @@ def test_a_stream_of_keep_alive_comments_ends_with_provider_timeout(scripted, ma
 def test_provider_timeout_is_retried_before_output_only(scripted, make_adapter):
     scripted.enqueue(Scenario().keep_alive(0.02))
     scripted.enqueue(Scenario().text("second try"))
-    final_event, events = final(make_adapter("openai_chat", retry=RetryPolicy(max_retries=1, base_delay=0.01),
-                                             idle_timeout=0.3))
+    final_event, events = final(
+        make_adapter(
+            "openai_chat", retry=RetryPolicy(max_retries=1, base_delay=0.01), idle_timeout=0.3
+        )
+    )
     assert isinstance(final_event, Finish) and joined(events, TextDelta) == "second try"
 
     scripted.enqueue(Scenario().text("partial").keep_alive(0.02))
     scripted.enqueue(Scenario().text("never asked for"))
-    error, events = final(make_adapter("openai_chat", retry=RetryPolicy(max_retries=1, base_delay=0.01),
-                                       idle_timeout=0.3))
+    error, events = final(
+        make_adapter(
+            "openai_chat", retry=RetryPolicy(max_retries=1, base_delay=0.01), idle_timeout=0.3
+        )
+    )
     assert error.code == "provider_timeout" and error.after_output
     assert joined(events, TextDelta) == "partial"
     assert len(scripted.requests) == 3

@@ -140,7 +140,10 @@ def test_capability_attributes_are_plain_class_attributes():
 def test_importing_providers_does_not_import_the_sdks():
     import subprocess
 
-    code = "import sys, numi.providers, numi.testing, numi.agent.prepare; print('openai' in sys.modules, 'anthropic' in sys.modules)"
+    code = (
+        "import sys, numi.providers, numi.testing, numi.agent.prepare; "
+        "print('openai' in sys.modules, 'anthropic' in sys.modules)"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout

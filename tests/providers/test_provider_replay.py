@@ -348,15 +348,32 @@ def test_unanswered_tool_calls_get_a_result_and_orphan_results_are_dropped(scrip
 def test_replay_sends_the_provider_ids_of_calls_stored_under_numi_ids(scripted, adapter):
     """Numi names every call with its own id (unique in the chat); the provider still gets
     back the ids it gave, even when it gave two calls the same one."""
-    calls = [{"id": f"nc_{n}", "provider_id": "dup_01", "type": "function",
-              "function": {"name": "get_time", "arguments": "{}"}} for n in (1, 2)]
-    messages = [user("Twice"), {"role": "assistant", "content": "", "tool_calls": calls},
-                tool_result("nc_2", "second"), tool_result("nc_1", "first"), user("And?")]
+    calls = [
+        {
+            "id": f"nc_{n}",
+            "provider_id": "dup_01",
+            "type": "function",
+            "function": {"name": "get_time", "arguments": "{}"},
+        }
+        for n in (1, 2)
+    ]
+    messages = [
+        user("Twice"),
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        tool_result("nc_2", "second"),
+        tool_result("nc_1", "first"),
+        user("And?"),
+    ]
     prepared = prepare_messages(messages, kind=adapter.kind)
     assert [c["id"] for c in prepared[1]["tool_calls"]] == ["dup_01", "dup_01"]
     assert all("provider_id" not in c for c in prepared[1]["tool_calls"])
-    assert [(m["tool_call_id"], m["content"]) for m in prepared[2:4]] == [("dup_01", "second"), ("dup_01", "first")]
-    assert messages[1]["tool_calls"] == calls and calls[0]["id"] == "nc_1", "the input is not changed"
+    assert [(m["tool_call_id"], m["content"]) for m in prepared[2:4]] == [
+        ("dup_01", "second"),
+        ("dup_01", "first"),
+    ]
+    assert messages[1]["tool_calls"] == calls and calls[0]["id"] == "nc_1", (
+        "the input is not changed"
+    )
     scripted.enqueue(Scenario().text("ok"))
     list(adapter.stream(request(*prepared)))
     body = str(scripted.last_request.body)

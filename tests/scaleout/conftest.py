@@ -15,8 +15,12 @@ def cluster_env(postgres_module_url, redis_settings, tmp_path_factory):
     """What every process of the cluster shares: database, Redis prefix, secret, data dir."""
     data_dir = tmp_path_factory.mktemp("shared") / "data"
     return turn_server_env(
-        NUMI_DATABASE_URL=postgres_module_url, NUMI_SECRET_KEY=SECRET, NUMI_DATA_DIR=str(data_dir),
-        NUMI_TURN_LEASE_MS=1500, NUMI_ACCESS_TOKEN=ACCESS_TOKEN, **redis_settings(),
+        NUMI_DATABASE_URL=postgres_module_url,
+        NUMI_SECRET_KEY=SECRET,
+        NUMI_DATA_DIR=str(data_dir),
+        NUMI_TURN_LEASE_MS=1500,
+        NUMI_ACCESS_TOKEN=ACCESS_TOKEN,
+        **redis_settings(),
     )
 
 
@@ -43,4 +47,3 @@ def sockets():
     yield open_socket
     for sock in opened:
         sock.close()
-

@@ -12,12 +12,17 @@ from turn_support import Api, Socket, make_chat, of_type, turn_server_env, types
 pytestmark = pytest.mark.postgres
 
 
-def test_no_connection_is_held_while_providers_stream(live_server_factory, postgres_module_url, scripted):
+def test_no_connection_is_held_while_providers_stream(
+    live_server_factory, postgres_module_url, scripted
+):
     name = "numi-pool-test"
     url = sa.engine.make_url(postgres_module_url)
-    app_url = url.update_query_dict({"application_name": name}).render_as_string(hide_password=False)
-    server = live_server_factory(**turn_server_env(NUMI_DATABASE_URL=app_url, NUMI_DB_POOL_SIZE=3,
-                                                   NUMI_DB_MAX_OVERFLOW=0))
+    app_url = url.update_query_dict({"application_name": name}).render_as_string(
+        hide_password=False
+    )
+    server = live_server_factory(
+        **turn_server_env(NUMI_DATABASE_URL=app_url, NUMI_DB_POOL_SIZE=3, NUMI_DB_MAX_OVERFLOW=0)
+    )
     api = Api(server.url)
     chats = [make_chat(api, scripted) for _ in range(6)]
     for _ in chats:
@@ -35,8 +40,14 @@ def test_no_connection_is_held_while_providers_stream(live_server_factory, postg
         # ...and no connection of the server sits in a transaction meanwhile.
         observer = sa.create_engine(postgres_module_url, poolclass=sa.pool.NullPool)
         with observer.connect() as conn:
-            states = conn.execute(sa.text(
-                "SELECT state FROM pg_stat_activity WHERE application_name = :name"), {"name": name}).scalars().all()
+            states = (
+                conn.execute(
+                    sa.text("SELECT state FROM pg_stat_activity WHERE application_name = :name"),
+                    {"name": name},
+                )
+                .scalars()
+                .all()
+            )
         observer.dispose()
         assert states, "the server's connections are visible"
         assert [s for s in states if s != "idle"] == [], states

@@ -34,21 +34,31 @@ def test_a_turn_started_on_a_streams_to_a_socket_on_b(pair, scripted, sockets):
     on_a = sender.events_until("content")
     # SSE resume on B from the first delta: the rest of the turn, once.
     first_delta = on_a[-1]["event_id"]
-    resumed = SSE(b, "GET", f"/api/chat/resume/{chat['id']}", headers={"Last-Event-ID": str(first_delta)})
+    resumed = SSE(
+        b, "GET", f"/api/chat/resume/{chat['id']}", headers={"Last-Event-ID": str(first_delta)}
+    )
     on_a += sender.events_until("turn_end")
     on_b = watcher.events_until("turn_end")
     rest = list(resumed.events())
     resumed.close()
-    assert [e["event_id"] for e in rest] == [e["event_id"] for e in on_a if e["event_id"] > first_delta]
+    assert [e["event_id"] for e in rest] == [
+        e["event_id"] for e in on_a if e["event_id"] > first_delta
+    ]
     assert [e["event_id"] for e in on_b] == [e["event_id"] for e in on_a]
-    assert [e["event_id"] for e in on_a] == list(range(on_a[0]["event_id"], on_a[0]["event_id"] + len(on_a)))
+    assert [e["event_id"] for e in on_a] == list(
+        range(on_a[0]["event_id"], on_a[0]["event_id"] + len(on_a))
+    )
     assert "".join(e["data"]["delta"] for e in of_type(on_b, "content")) == words(30)
     assert Api(b.url).history(chat["id"])[-1]["content"] == words(30)
     status, body = Api(b.url).get(f"/api/chat/stream_status/{chat['id']}")
-    assert status == 200 and body["running"] is False and body["last_event_id"] >= on_a[-1]["event_id"]
+    assert (
+        status == 200 and body["running"] is False and body["last_event_id"] >= on_a[-1]["event_id"]
+    )
 
 
-def test_resume_on_the_other_process_at_twenty_random_points_loses_and_repeats_nothing(pair, scripted, sockets):
+def test_resume_on_the_other_process_at_twenty_random_points_loses_and_repeats_nothing(
+    pair, scripted, sockets
+):
     a, b = pair
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -73,7 +83,9 @@ def test_resume_on_the_other_process_at_twenty_random_points_loses_and_repeats_n
     expected = reference.events_until("turn_end", timeout=30)
     ids = [e["event_id"] for e in seen]
     assert ids == sorted(set(ids)), f"no event repeated (seed {seed})"
-    assert ids == [e["event_id"] for e in expected if e["event_id"] >= ids[0]], f"no event lost (seed {seed})"
+    assert ids == [e["event_id"] for e in expected if e["event_id"] >= ids[0]], (
+        f"no event lost (seed {seed})"
+    )
     assert "".join(e["data"]["delta"] for e in of_type(seen, "content")) == words(240)
 
 
@@ -105,9 +117,13 @@ def test_approve_from_b_reaches_the_turn_on_a(pair, scripted, sockets):
     other = sockets(b, chat["id"])
     other.send(type="approve", call_id="no-such-call", decision="approve")
     assert other.events_until("error")[-1]["data"]["code"] == "no_such_approval"
-    other.send(type="approve", call_id=approval["call_id"], decision="approve", digest="not-the-card's")
+    other.send(
+        type="approve", call_id=approval["call_id"], decision="approve", digest="not-the-card's"
+    )
     assert other.events_until("error")[-1]["data"]["code"] == "approval_mismatch"
-    other.send(type="approve", call_id=approval["call_id"], decision="approve", digest=approval["digest"])
+    other.send(
+        type="approve", call_id=approval["call_id"], decision="approve", digest=approval["digest"]
+    )
     events = sender.events_until("turn_end")
     [end] = of_type(events, "tool_end")
     assert end["data"]["ok"] is True and "approved on B" in end["data"]["result"]
@@ -128,12 +144,16 @@ def test_second_send_and_delete_on_b_while_a_runs_are_refused(pair, scripted, so
     assert status == 409 and body["error"]["code"] == "turn_running"
     idle = make_chat(Api(b.url), scripted)
     status, body = Api(b.url).get(f"/chats/running?ids={chat['id']},{idle['id']}")
-    assert status == 200 and body["running"] == [chat["id"]], "B's sidebar marks A's turn as answering"
+    assert status == 200 and body["running"] == [chat["id"]], (
+        "B's sidebar marks A's turn as answering"
+    )
     sse = SSE(b, "POST", "/api/chat_stream", {"message": "And me", "session": chat["id"]})
     assert sse.response.status == 409
     sse.close()
     assert "done" in types(sender.events_until("turn_end"))
-    assert [m["content"] for m in Api(b.url).history(chat["id"]) if m["role"] == "user"] == ["Take a while"]
+    assert [m["content"] for m in Api(b.url).history(chat["id"]) if m["role"] == "user"] == [
+        "Take a while"
+    ]
 
 
 def test_a_request_id_sent_to_both_processes_at_once_is_saved_once(pair, scripted, sockets):
@@ -155,8 +175,9 @@ def test_a_request_id_sent_to_both_processes_at_once_is_saved_once(pair, scripte
         assert "done" in types(events)
 
 
-def test_kill_minus_nine_of_a_closes_the_turn_on_b_and_retry_on_b_answers(live_server_factory, cluster_env,
-                                                                           scripted, sockets):
+def test_kill_minus_nine_of_a_closes_the_turn_on_b_and_retry_on_b_answers(
+    live_server_factory, cluster_env, scripted, sockets
+):
     a = live_server_factory(**cluster_env)  # a process of its own: this test kills it
     b = live_server_factory(**cluster_env)
     chat = make_chat(Api(a.url), scripted)
@@ -174,13 +195,17 @@ def test_kill_minus_nine_of_a_closes_the_turn_on_b_and_retry_on_b_answers(live_s
     assert ids == sorted(set(ids))
     api_b = Api(b.url)
     assert api_b.get(f"/api/chat/stream_status/{chat['id']}")[1]["running"] is False
-    assert [(m["role"], m["content"]) for m in api_b.history(chat["id"])] == [("user", "Crash midway")]
+    assert [(m["role"], m["content"]) for m in api_b.history(chat["id"])] == [
+        ("user", "Crash midway")
+    ]
     # Retry (the page sends the same request_id again) answers the saved question on B.
     scripted.enqueue(Scenario().text("Answered after the crash."))
     watcher.send(type="send", message="Crash midway", request_id="crash-1")
     assert "done" in types(watcher.events_until("turn_end"))
     assert [(m["role"], m["content"]) for m in api_b.history(chat["id"])] == [
-        ("user", "Crash midway"), ("assistant", "Answered after the crash.")]
+        ("user", "Crash midway"),
+        ("assistant", "Answered after the crash."),
+    ]
 
 
 # --- gunicorn -k gevent -w 2 --------------------------------------------------------------------
@@ -208,9 +233,23 @@ def gunicorn_server(cluster_env, pair, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [str(Path(sys.executable).with_name("gunicorn")), "-k", "gevent", "-w", "2", "-b", f"127.0.0.1:{port}",
-             "--graceful-timeout", "2", "app:app"],
-            env={**os.environ, **cluster_env}, cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT)
+            [
+                str(Path(sys.executable).with_name("gunicorn")),
+                "-k",
+                "gevent",
+                "-w",
+                "2",
+                "-b",
+                f"127.0.0.1:{port}",
+                "--graceful-timeout",
+                "2",
+                "app:app",
+            ],
+            env={**os.environ, **cluster_env},
+            cwd=str(ROOT),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     server = Gunicorn(port, proc)
     api = Api(server.url)
     deadline = time.monotonic() + 60

@@ -35,7 +35,9 @@ class Proxy:
 
 @pytest.fixture(scope="module")
 def proxy(pair, tmp_path_factory):
-    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+    nginx = shutil.which("nginx") or (
+        "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
+    )
     if nginx is None:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail("nginx is missing in CI (.ci/run installs it)")
@@ -61,8 +63,11 @@ http {{
     include {prefix}/site.conf;
 }}
 """)
-    proc = subprocess.Popen([nginx, "-p", str(prefix), "-c", str(prefix / "nginx.conf")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [nginx, "-p", str(prefix), "-c", str(prefix / "nginx.conf")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     server = Proxy(port)
     deadline = time.monotonic() + 20
     while True:
@@ -72,7 +77,9 @@ http {{
                     break
         except OSError:
             pass
-        assert proc.poll() is None and time.monotonic() < deadline, (prefix / "error.log").read_text()
+        assert proc.poll() is None and time.monotonic() < deadline, (
+            prefix / "error.log"
+        ).read_text()
         time.sleep(0.05)
     yield server
     proc.terminate()
@@ -101,7 +108,9 @@ def test_sse_through_the_proxy_is_not_buffered(proxy, scripted):
     api = Api(proxy.url)
     chat = make_chat(api, scripted)
     scripted.enqueue(Scenario().text(" ".join(f"s{i}" for i in range(50)), chunks=50).delay(0.1))
-    stream = SSE(proxy, "POST", "/api/chat_stream", {"message": "SSE via nginx", "session": chat["id"]})
+    stream = SSE(
+        proxy, "POST", "/api/chat_stream", {"message": "SSE via nginx", "session": chat["id"]}
+    )
     try:
         assert stream.response.status == 200
         events = stream.events()
@@ -110,7 +119,12 @@ def test_sse_through_the_proxy_is_not_buffered(proxy, scripted):
         status, body = api.get(f"/api/chat/stream_status/{chat['id']}")
         assert body["running"] is True, "the proxy buffered the stream until the turn ended"
         # Resume on whichever process the next connection reaches, from that event.
-        resumed = SSE(proxy, "GET", f"/api/chat/resume/{chat['id']}", headers={"Last-Event-ID": str(first["event_id"])})
+        resumed = SSE(
+            proxy,
+            "GET",
+            f"/api/chat/resume/{chat['id']}",
+            headers={"Last-Event-ID": str(first["event_id"])},
+        )
         rest = list(resumed.events())
         resumed.close()
         assert rest[0]["event_id"] == first["event_id"] + 1 and rest[-1]["type"] == "turn_end"

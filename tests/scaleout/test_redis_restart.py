@@ -30,8 +30,22 @@ class PrivateRedis:
         import redis
 
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.directory)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.directory),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
         client = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + 20
         while True:
@@ -39,7 +53,9 @@ class PrivateRedis:
                 client.ping()
                 return
             except redis.ConnectionError:
-                assert self.proc.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+                assert self.proc.poll() is None and time.monotonic() < deadline, (
+                    "redis-server did not start"
+                )
                 time.sleep(0.05)
 
     def kill(self) -> None:
@@ -60,9 +76,12 @@ def private_redis(tmp_path):
     server.kill()
 
 
-def test_a_turn_survives_a_redis_restart_and_its_client_misses_nothing(live_server_factory, private_redis, scripted,
-                                                                        sockets):
-    server = live_server_factory(**turn_server_env(NUMI_REDIS_URL=private_redis.url, NUMI_TURN_LEASE_MS=1500))
+def test_a_turn_survives_a_redis_restart_and_its_client_misses_nothing(
+    live_server_factory, private_redis, scripted, sockets
+):
+    server = live_server_factory(
+        **turn_server_env(NUMI_REDIS_URL=private_redis.url, NUMI_TURN_LEASE_MS=1500)
+    )
     api = Api(server.url)
     chat = make_chat(api, scripted)
     text = " ".join(f"r{i}" for i in range(60))

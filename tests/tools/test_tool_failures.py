@@ -13,8 +13,15 @@ def test_failed_tool_results_carry_ok_false_and_a_code(api, scripted, sockets, t
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "notes.md").write_text("hello")
-    chat = make_chat(api, scripted, settings={
-        "tools": ["bash", "read_file", "fetch_page", "echo"], "workspace": str(workspace), "auto_approve": True})
+    chat = make_chat(
+        api,
+        scripted,
+        settings={
+            "tools": ["bash", "read_file", "fetch_page", "echo"],
+            "workspace": str(workspace),
+            "auto_approve": True,
+        },
+    )
     scripted.enqueue(
         Scenario()
         .tool_call("bash", {"command": "echo out; exit 3"})
@@ -39,7 +46,9 @@ def test_failed_tool_results_carry_ok_false_and_a_code(api, scripted, sockets, t
         ("read_file", True, None),
         ("echo", True, None),
     ]
-    assert "out" in results[0]["content"] and "exit code 3" in results[0]["content"], "the model still reads the output"
+    assert "out" in results[0]["content"] and "exit code 3" in results[0]["content"], (
+        "the model still reads the output"
+    )
     ends = {e["data"]["name"]: e["data"] for e in of_type(events, "tool_end")}
     assert ends["bash"]["ok"] is False and ends["bash"]["error_code"] == "exit_status"
     assert ends["echo"]["ok"] is True and "error_code" not in ends["echo"]

@@ -10,15 +10,26 @@ import pytest
 from numi.testing import Scenario
 from turn_support import Api, Socket, make_chat, of_type, turn_server_env, wait_until
 
-SECRETS = {"MY_SERVICE_API_KEY": "sk-live-0123456789abcdef", "GITHUB_TOKEN": "ghp_tokenvalue987654321",
-           "DEPLOY_SECRET": "hunter2hunter2hunter2", "NUMI_SECRET_KEY": "numi-session-secret-4242424242",
-           "OPENAI_API_KEY": "sk-proj-openai-key-1357913579", "WEBHOOK_SECRET": "s3cr3t/with+special=chars&more"}
+SECRETS = {
+    "MY_SERVICE_API_KEY": "sk-live-0123456789abcdef",
+    "GITHUB_TOKEN": "ghp_tokenvalue987654321",
+    "DEPLOY_SECRET": "hunter2hunter2hunter2",
+    "NUMI_SECRET_KEY": "numi-session-secret-4242424242",
+    "OPENAI_API_KEY": "sk-proj-openai-key-1357913579",
+    "WEBHOOK_SECRET": "s3cr3t/with+special=chars&more",
+}
 
 
 @pytest.fixture(scope="module")
 def server(live_server_factory):
-    started = live_server_factory(**turn_server_env(NUMI_BASH_TIMEOUT_SECONDS="1.5", NUMI_BASH_MAX_OUTPUT_CHARS="2000",
-                                                 NUMI_APPROVAL_TIMEOUT_SECONDS="1.5", **SECRETS))
+    started = live_server_factory(
+        **turn_server_env(
+            NUMI_BASH_TIMEOUT_SECONDS="1.5",
+            NUMI_BASH_MAX_OUTPUT_CHARS="2000",
+            NUMI_APPROVAL_TIMEOUT_SECONDS="1.5",
+            **SECRETS,
+        )
+    )
     yield started
     started.stop()
 
@@ -30,7 +41,11 @@ def workspace(tmp_path):
 
 
 def bash_chat(server, scripted, workspace, **settings):
-    return make_chat(Api(server.url), scripted, settings={"tools": ["bash"], "workspace": str(workspace), **settings})
+    return make_chat(
+        Api(server.url),
+        scripted,
+        settings={"tools": ["bash"], "workspace": str(workspace), **settings},
+    )
 
 
 def run_turn(server, chat, command, *, decision=None, html=False):
@@ -43,7 +58,12 @@ def run_turn(server, chat, command, *, decision=None, html=False):
         events = socket.events_until("tool_approval")
         approval = events[-1]["data"]
         assert approval["name"] == "bash" and approval["arguments"] == {"command": command}
-        socket.send(type="approve", call_id=approval["call_id"], digest=approval["digest"], decision=decision)
+        socket.send(
+            type="approve",
+            call_id=approval["call_id"],
+            digest=approval["digest"],
+            decision=decision,
+        )
         return events + socket.events_until("turn_end", timeout=20)
     finally:
         socket.close()
@@ -104,10 +124,18 @@ def test_auto_approve_timeout_kills_the_command(server, scripted, workspace):
     events = run_turn(server, chat, command)
     assert not of_type(events, "tool_approval"), "auto-approve skips the question"
     result = tool_result(events)
-    assert result.startswith("[timed out after 1.5 s (killed)]") and "started" in result and "never" not in result
+    assert (
+        result.startswith("[timed out after 1.5 s (killed)]")
+        and "started" in result
+        and "never" not in result
+    )
     # The kill reaches the process group: the sleep disappears (waited for, not assumed).
-    wait_until(lambda: subprocess.run(["pgrep", "-f", "sleep 31.2345"], capture_output=True).returncode == 1,
-               what="the killed command to be gone")
+    wait_until(
+        lambda: (
+            subprocess.run(["pgrep", "-f", "sleep 31.2345"], capture_output=True).returncode == 1
+        ),
+        what="the killed command to be gone",
+    )
 
 
 def test_long_output_keeps_head_and_tail(server, scripted, workspace):
@@ -153,14 +181,20 @@ def test_encoded_forms_of_secrets_are_masked_too(server, scripted, workspace):
         "    v = env[name]\n"
         "    for prefix in (b'', b'x', b'xy'):\n"
         "        print(base64.b64encode(prefix + v).decode())\n"
-        "    print(v.hex(), urllib.parse.quote(v, safe=''))\n")
+        "    print(v.hex(), urllib.parse.quote(v, safe=''))\n"
+    )
     script(scripted, command)
     result = tool_result(run_turn(server, chat, command))
     assert result.startswith("[exit code 0]") and "[secret hidden]" in result, result
     for name in ("WEBHOOK_SECRET", "DEPLOY_SECRET", "NUMI_SECRET_KEY"):
         value = SECRETS[name].encode()
-        for form in (base64.b64encode(value), base64.b64encode(b"x" + value)[4:-4],
-                     base64.b64encode(b"xy" + value)[4:-4], value.hex().encode(), quote(value, safe="").encode()):
+        for form in (
+            base64.b64encode(value),
+            base64.b64encode(b"x" + value)[4:-4],
+            base64.b64encode(b"xy" + value)[4:-4],
+            value.hex().encode(),
+            quote(value, safe="").encode(),
+        ):
             assert form.decode() not in result, f"{name} leaked as {form.decode()}"
 
 
@@ -178,7 +212,10 @@ def test_command_is_escaped_in_the_html_view(server, scripted, workspace):
         socket.close()
     page = "".join(frames)
     assert "needs your approval" in page and "Command to run" in page
-    assert "echo &#39;&lt;img src=x onerror=alert(1)&gt;&#39; &lt;/script&gt;&lt;script&gt;alert(2)&lt;/script&gt;" in page
+    assert (
+        "echo &#39;&lt;img src=x onerror=alert(1)&gt;&#39; &lt;/script&gt;&lt;script&gt;alert(2)&lt;/script&gt;"
+        in page
+    )
     assert "<img src=x" not in page and "<script>alert(2)" not in page
     Api(server.url).post(f"/api/chat/stop/{chat['id']}")
 
@@ -187,12 +224,24 @@ def test_chat_stream_fields_turn_tools_on(server, scripted, workspace):
     from turn_support import SSE
 
     api = Api(server.url)
-    chat = make_chat(api, scripted, settings={"auto_approve": True, "tools": ["web_search", "fetch_page"]})
+    chat = make_chat(
+        api, scripted, settings={"auto_approve": True, "tools": ["web_search", "fetch_page"]}
+    )
     scripted.enqueue(Scenario().tool_call("bash", {"command": "echo mapped"}))
     scripted.enqueue(Scenario().text("Finished."))
-    stream = SSE(server, "POST", "/api/chat_stream", {"session": chat["id"], "message": "go", "allow_bash": True,
-                                                      "allow_web_search": False, "use_rag": True,
-                                                      "workspace": str(workspace)})
+    stream = SSE(
+        server,
+        "POST",
+        "/api/chat_stream",
+        {
+            "session": chat["id"],
+            "message": "go",
+            "allow_bash": True,
+            "allow_web_search": False,
+            "use_rag": True,
+            "workspace": str(workspace),
+        },
+    )
     try:
         events = []
         for event in stream.events():
@@ -204,10 +253,19 @@ def test_chat_stream_fields_turn_tools_on(server, scripted, workspace):
     assert tool_result(events) == "[exit code 0]\nmapped\n"
     # The model only gets the schemas of the chat's tools: bash, the workspace files and
     # document search, no web.
-    assert sorted(t["function"]["name"] for t in scripted.requests[0].body["tools"]) == \
-        ["bash", "list_files", "patch_file", "read_file", "search_documents", "search_files", "write_file"]
+    assert sorted(t["function"]["name"] for t in scripted.requests[0].body["tools"]) == [
+        "bash",
+        "list_files",
+        "patch_file",
+        "read_file",
+        "search_documents",
+        "search_files",
+        "write_file",
+    ]
     status, saved = api.get(f"/api/session/{chat['id']}")
     assert saved["settings"]["workspace"] == str(workspace.resolve())
     assert "web_search" not in saved["settings"]["tools"] and "bash" in saved["settings"]["tools"]
-    status, body = api.post("/api/chat_stream", {"session": chat["id"], "message": "go", "workspace": "/no/such/dir"})
+    status, body = api.post(
+        "/api/chat_stream", {"session": chat["id"], "message": "go", "workspace": "/no/such/dir"}
+    )
     assert status == 400 and body["error"]["code"] == "invalid_workspace"

@@ -16,7 +16,7 @@ SECRET_KEY = "numi-server-secret-key-0123456789abcdef"
 ACCESS = "numi-access-token-for-isolation-test-4242"
 ENDPOINT_KEY = "sk-endpoint-key-only-the-server-may-read-77"
 
-REVEAL = r'''
+REVEAL = r"""
 import os, sqlite3, sys
 found = {}
 pid = os.getpid()
@@ -44,17 +44,23 @@ if "NUMI_SECRET_KEY" in found:
             print("decrypted", unseal(sealed, found["NUMI_SECRET_KEY"])[::-1])
         except Exception as exc:
             print("cannot decrypt", type(exc).__name__)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
 def server(live_server_factory):
-    return live_server_factory(**turn_server_env(NUMI_SECRET_KEY=SECRET_KEY, NUMI_ACCESS_TOKEN=ACCESS))
+    return live_server_factory(
+        **turn_server_env(NUMI_SECRET_KEY=SECRET_KEY, NUMI_ACCESS_TOKEN=ACCESS)
+    )
 
 
 def run_command(server, scripted, workspace, command: str) -> str:
     api = Api(server.url, token=ACCESS)
-    chat = make_chat(api, scripted, settings={"tools": ["bash"], "workspace": str(workspace), "auto_approve": True})
+    chat = make_chat(
+        api,
+        scripted,
+        settings={"tools": ["bash"], "workspace": str(workspace), "auto_approve": True},
+    )
     endpoint = chat["endpoint"]
     status, body = api.call("PATCH", f"/api/endpoints/{endpoint['id']}", {"api_key": ENDPOINT_KEY})
     assert status == 200, body
@@ -76,9 +82,13 @@ def assert_nothing_revealed(result: str) -> None:
             assert form not in result, f"{secret} leaked as {form!r}:\n{result}"
 
 
-def test_walking_up_the_parents_and_decrypting_the_endpoint_key_reveal_nothing(server, scripted, tmp_path):
+def test_walking_up_the_parents_and_decrypting_the_endpoint_key_reveal_nothing(
+    server, scripted, tmp_path
+):
     (tmp_path / "reveal.py").write_text(REVEAL)
-    result = run_command(server, scripted, tmp_path, f"{sys.executable} reveal.py {server.data_dir}")
+    result = run_command(
+        server, scripted, tmp_path, f"{sys.executable} reveal.py {server.data_dir}"
+    )
     assert result.startswith("[exit code 0]"), result
     assert "cannot read environ of" in result, "the server's environ is not readable"
     assert_nothing_revealed(result)
@@ -91,10 +101,16 @@ def test_cat_proc_ppid_environ_and_env_reveal_nothing(server, scripted, tmp_path
     assert_nothing_revealed(result)
 
 
-def test_bash_runs_in_its_own_process_group_without_the_server_environment(server, scripted, tmp_path):
-    result = run_command(server, scripted, tmp_path, "ps -o pid=,pgid=,sid= -p $$ -p $PPID; env | cut -d= -f1")
+def test_bash_runs_in_its_own_process_group_without_the_server_environment(
+    server, scripted, tmp_path
+):
+    result = run_command(
+        server, scripted, tmp_path, "ps -o pid=,pgid=,sid= -p $$ -p $PPID; env | cut -d= -f1"
+    )
     lines = [line.split() for line in result.splitlines()[1:] if line.strip()]
     groups = [line for line in lines if len(line) == 3]
     assert len(groups) == 2 and groups[0][1] != groups[1][1], result
     names = {line[0] for line in lines if len(line) == 1}
-    assert names and not any(name.startswith("NUMI_") or "TOKEN" in name or "SECRET" in name for name in names)
+    assert names and not any(
+        name.startswith("NUMI_") or "TOKEN" in name or "SECRET" in name for name in names
+    )

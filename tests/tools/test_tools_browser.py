@@ -12,7 +12,6 @@ from turn_support import Api, make_chat, turn_server_env
 pytestmark = pytest.mark.browser
 
 
-
 @pytest.fixture(scope="module")
 def approval_server(live_server_factory):
     started = live_server_factory(**turn_server_env(NUMI_APPROVAL_TIMEOUT_SECONDS="60"))
@@ -30,7 +29,9 @@ def open_chat(browser_page, server, chat):
 @pytest.mark.parametrize("decision", ["Approve", "Deny"])
 def test_approval_survives_reload(browser_page, scripted, approval_server, tmp_path, decision):
     command = "echo '<b>made</b>' > made.txt && cat made.txt"
-    chat = make_chat(Api(approval_server.url), scripted, settings={"tools": ["bash"], "workspace": str(tmp_path)})
+    chat = make_chat(
+        Api(approval_server.url), scripted, settings={"tools": ["bash"], "workspace": str(tmp_path)}
+    )
     scripted.enqueue(Scenario().tool_call("bash", {"command": command}, id="call_bash"))
     scripted.enqueue(Scenario().text("All **done**."))
     page = open_chat(browser_page, approval_server, chat)
@@ -46,12 +47,17 @@ def test_approval_survives_reload(browser_page, scripted, approval_server, tmp_p
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     card = page.locator(f"#{card_id}")
     card.locator("button", has_text=decision).wait_for(timeout=10000)
-    assert card.locator(".tool-command").inner_text() == command, "the command is shown again after a reload"
+    assert card.locator(".tool-command").inner_text() == command, (
+        "the command is shown again after a reload"
+    )
     assert not (tmp_path / "made.txt").exists()
 
     card.locator("button", has_text=decision).click()
-    page.wait_for_function("() => [...document.querySelectorAll('.msg-assistant .msg-body')]"
-                           ".some(b => b.textContent.includes('All done.'))", timeout=15000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.msg-assistant .msg-body')]"
+        ".some(b => b.textContent.includes('All done.'))",
+        timeout=15000,
+    )
     result = page.locator(f"#{card_id} .tool-output").text_content().strip()
     if decision == "Approve":
         assert "<b>made</b>" in result and (tmp_path / "made.txt").exists()

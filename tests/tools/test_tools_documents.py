@@ -9,15 +9,24 @@ import gevent
 import pytest
 
 from numi.agent.tools import ToolContext, ToolResult
-from numi.agent.tools.documents import (SEARCH_DOCUMENTS, chunk_text, document_rows, ensure_indexed,
-                                        schedule_indexing, search, wait_for_indexing)
+from numi.agent.tools.documents import (
+    SEARCH_DOCUMENTS,
+    chunk_text,
+    document_rows,
+    ensure_indexed,
+    schedule_indexing,
+    search,
+    wait_for_indexing,
+)
 from numi.extensions import db
 from numi.models import Attachment, DocumentIndex, User
 
 CORPUS = {
     "gardening.txt": "Tomatoes need full sun and regular watering.\n\nPrune the side shoots of tomato plants weekly.",
-    "biology.txt": ("Photosynthesis happens in the chloroplast. Chlorophyll absorbs light, and the plant turns "
-                    "carbon dioxide and water into glucose and oxygen.\n\nMitochondria release energy from glucose."),
+    "biology.txt": (
+        "Photosynthesis happens in the chloroplast. Chlorophyll absorbs light, and the plant turns "
+        "carbon dioxide and water into glucose and oxygen.\n\nMitochondria release energy from glucose."
+    ),
     "cooking.txt": "A tomato sauce simmers for an hour. Add basil, garlic and olive oil.",
     "history.txt": "The printing press spread books across Europe in the fifteenth century.",
 }
@@ -31,8 +40,15 @@ def _user(name: str) -> int:
 
 
 def _document(user_id: int, filename: str, body: str | None) -> int:
-    attachment = Attachment(user_id=user_id, filename=filename, mime="text/plain", size=len(body or ""),
-                            sha256=uuid.uuid4().hex, storage_path=f"/nonexistent/{filename}", extracted_text=body)
+    attachment = Attachment(
+        user_id=user_id,
+        filename=filename,
+        mime="text/plain",
+        size=len(body or ""),
+        sha256=uuid.uuid4().hex,
+        storage_path=f"/nonexistent/{filename}",
+        extracted_text=body,
+    )
     db.session.add(attachment)
     db.session.commit()
     return attachment.id
@@ -62,7 +78,9 @@ def test_most_relevant_passage_ranks_first_and_search_is_owner_scoped(app):
     with app.app_context():
         alice, bob = _user("alice"), _user("bob")
         ids = {name: _document(alice, name, body) for name, body in CORPUS.items()}
-        bob_doc = _document(bob, "bob-secret.txt", "Chlorophyll photosynthesis notes of Bob, private.")
+        bob_doc = _document(
+            bob, "bob-secret.txt", "Chlorophyll photosynthesis notes of Bob, private."
+        )
         _index_all(app, [*ids.values(), bob_doc])
 
         hits = search(alice, "how does chlorophyll photosynthesis work")
@@ -86,11 +104,16 @@ def test_tool_returns_passages_as_citation_sources(app):
         alice = _user("alice")
         doc = _document(alice, "biology.txt", CORPUS["biology.txt"])
         _index_all(app, [doc])
-        result = SEARCH_DOCUMENTS.run({"query": "chlorophyll"}, ToolContext(user_id=alice, chat_id="x"))
+        result = SEARCH_DOCUMENTS.run(
+            {"query": "chlorophyll"}, ToolContext(user_id=alice, chat_id="x")
+        )
         assert isinstance(result, ToolResult)
         assert "Chlorophyll absorbs light" in result.text
         assert result.sources[0]["title"] == "biology.txt (chunk 1)"
-        assert result.sources[0]["attachment_id"] == doc and "Chlorophyll" in result.sources[0]["content"]
+        assert (
+            result.sources[0]["attachment_id"] == doc
+            and "Chlorophyll" in result.sources[0]["content"]
+        )
         empty = SEARCH_DOCUMENTS.run({"query": "  "}, ToolContext(user_id=alice, chat_id="x"))
         assert empty.startswith("Error")
 
@@ -116,7 +139,9 @@ def test_indexing_runs_in_background_with_progress_to_done(app):
             gevent.sleep(0)  # the indexer yields between batches, so this loop runs meanwhile
             ticks += 1
         assert seen[-1][0] == "done" and seen[-1][1] == seen[-1][2] > 100
-        partial = {chunks for status, chunks, total in seen if status == "indexing" and 0 < chunks < total}
+        partial = {
+            chunks for status, chunks, total in seen if status == "indexing" and 0 < chunks < total
+        }
         assert len(partial) >= 2, f"progress was visible while indexing: {seen[:5]}..."
         assert ticks > 5, "the indexer gave the hub back between batches"
         assert search(alice, "quasar")[0]["attachment_id"] == doc
@@ -178,14 +203,21 @@ def test_turn_searches_documents_without_waiting_for_indexing(doc_server, script
     api = Api(doc_server.url)
     chat = make_chat(api, scripted, settings={"tools": ["search_documents"]})
     user_id = db_rows(doc_server, "SELECT user_id FROM chats WHERE id = ?", chat["id"])[0][0]
-    big = "\n\n".join(f"Chapter {i}. " + ("filler text about nothing in particular " * 30) for i in range(4000))
+    big = "\n\n".join(
+        f"Chapter {i}. " + ("filler text about nothing in particular " * 30) for i in range(4000)
+    )
     path = doc_server.database_url.removeprefix("sqlite:///")
     with sqlite3.connect(path, timeout=10) as connection:
-        for name, body in (("biology.txt", CORPUS["biology.txt"]), ("huge.txt", big + "\n\nThe nebula is pink.")):
+        for name, body in (
+            ("biology.txt", CORPUS["biology.txt"]),
+            ("huge.txt", big + "\n\nThe nebula is pink."),
+        ):
             connection.execute(
-                "INSERT INTO attachments (user_id, filename, mime, size, sha256, storage_path, extracted_text, created_at)"
+                "INSERT INTO attachments (user_id, filename, mime, size, sha256, storage_path, "
+                "extracted_text, created_at)"
                 " VALUES (?, ?, 'text/plain', ?, ?, '/nonexistent', ?, '2026-01-01 00:00:00')",
-                (user_id, name, len(body), uuid.uuid4().hex, body))
+                (user_id, name, len(body), uuid.uuid4().hex, body),
+            )
 
     scripted.enqueue(Scenario().tool_call("search_documents", {"query": "chlorophyll nebula"}))
     scripted.enqueue(Scenario().text("Chlorophyll absorbs light [1]."))
@@ -201,8 +233,13 @@ def test_turn_searches_documents_without_waiting_for_indexing(doc_server, script
     # (thousands of chunks) was still being indexed when the turn ended.
     assert "2 documents are still being indexed" in end["result"], end["result"]
     assert of_type(events, "done"), [e["type"] for e in events]
-    states = dict(db_rows(doc_server, "SELECT a.filename, d.status FROM document_index d "
-                                      "JOIN attachments a ON a.id = d.attachment_id"))
+    states = dict(
+        db_rows(
+            doc_server,
+            "SELECT a.filename, d.status FROM document_index d "
+            "JOIN attachments a ON a.id = d.attachment_id",
+        )
+    )
     assert states.get("huge.txt") in ("pending", "indexing"), "the turn did not wait for indexing"
 
     def indexed():

@@ -72,8 +72,11 @@ def mcp_script(tmp_path_factory):
 @pytest.fixture(scope="module")
 def http_mcp(mcp_script):
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, str(mcp_script), "http", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(mcp_script), "http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
@@ -107,7 +110,9 @@ def _turn(server, chat_id, message, *, approve: str | None = None):
         if approve:
             events = ws.events_until("tool_approval", timeout=30)
             card = of_type(events, "tool_approval")[0]["data"]
-            ws.send(type="approve", call_id=card["call_id"], digest=card["digest"], decision=approve)
+            ws.send(
+                type="approve", call_id=card["call_id"], digest=card["digest"], decision=approve
+            )
         events += ws.events_until("turn_end", timeout=40)
         return events
     finally:
@@ -119,14 +124,18 @@ def test_http_mcp_server_tools_in_a_full_turn_with_approval(mcp_server, scripted
     from turn_support import Api, make_chat, of_type
 
     api = Api(mcp_server.url)
-    status, server = api.post("/api/mcp_servers", {"name": "calc", "transport": "http", "url": http_mcp})
+    status, server = api.post(
+        "/api/mcp_servers", {"name": "calc", "transport": "http", "url": http_mcp}
+    )
     assert status == 201, server
     status, tested = api.post(f"/api/mcp_servers/{server['id']}/test")
     assert tested["ok"], tested
     tools = {t["name"]: t for t in tested["tools"]}
     assert tools["mcp__calc__add"]["needs_approval"] is False
     assert tools["mcp__calc__wipe"]["needs_approval"] is True, "destructiveHint asks first"
-    assert tools["mcp__calc__note"]["needs_approval"] is True, "a tool not marked read-only asks first"
+    assert tools["mcp__calc__note"]["needs_approval"] is True, (
+        "a tool not marked read-only asks first"
+    )
 
     chat = make_chat(api, scripted, settings={"tools": ["mcp__calc"]})
     scripted.enqueue(Scenario().tool_call("mcp__calc__add", {"a": 2, "b": 40}))
@@ -137,14 +146,18 @@ def test_http_mcp_server_tools_in_a_full_turn_with_approval(mcp_server, scripted
     assert not of_type(events, "tool_approval")
     sent = {t["function"]["name"]: t["function"] for t in scripted.requests[0].body["tools"]}
     assert {"mcp__calc__add", "mcp__calc__wipe", "mcp__calc__getenv"} <= set(sent)
-    assert sent["mcp__calc__add"]["parameters"]["properties"]["a"]["type"] == "integer", "the server's schema"
+    assert sent["mcp__calc__add"]["parameters"]["properties"]["a"]["type"] == "integer", (
+        "the server's schema"
+    )
 
     # The destructive tool waits for the user's approval over the WebSocket.
     scripted.enqueue(Scenario().tool_call("mcp__calc__wipe", {"target": "/tmp/nothing"}))
     scripted.enqueue(Scenario().text("Done."))
     events = _turn(mcp_server, chat["id"], "Wipe it", approve="approve")
     approval = of_type(events, "tool_approval")[0]["data"]
-    assert approval["name"] == "mcp__calc__wipe" and approval["arguments"] == {"target": "/tmp/nothing"}
+    assert approval["name"] == "mcp__calc__wipe" and approval["arguments"] == {
+        "target": "/tmp/nothing"
+    }
     end = of_type(events, "tool_end")[0]["data"]
     assert end["ok"] and "wiped /tmp/nothing" in end["result"]
 
@@ -160,7 +173,8 @@ def test_http_mcp_server_tools_in_a_full_turn_with_approval(mcp_server, scripted
     scripted.enqueue(Scenario().text("No tools."))
     _turn(mcp_server, chat["id"], "Again")
     assert "tools" not in scripted.requests[-1].body or not any(
-        t["function"]["name"].startswith("mcp__calc") for t in scripted.requests[-1].body["tools"])
+        t["function"]["name"].startswith("mcp__calc") for t in scripted.requests[-1].body["tools"]
+    )
 
 
 def test_stdio_mcp_server_in_a_full_turn_without_numi_secrets(mcp_server, scripted, mcp_script):
@@ -168,18 +182,30 @@ def test_stdio_mcp_server_in_a_full_turn_without_numi_secrets(mcp_server, script
     from turn_support import Api, make_chat, of_type
 
     api = Api(mcp_server.url)
-    status, server = api.post("/api/mcp_servers", {"name": "local", "transport": "stdio",
-                                                   "command": sys.executable, "args": [str(mcp_script)],
-                                                   "always_approve": False})
+    status, server = api.post(
+        "/api/mcp_servers",
+        {
+            "name": "local",
+            "transport": "stdio",
+            "command": sys.executable,
+            "args": [str(mcp_script)],
+            "always_approve": False,
+        },
+    )
     assert status == 201, server
     chat = make_chat(api, scripted, settings={"tools": ["mcp__local__add", "mcp__local__getenv"]})
-    scripted.enqueue(Scenario().tool_call("mcp__local__add", {"a": 1, "b": 1})
-                     .tool_call("mcp__local__getenv", {"name": "NUMI_DATA_DIR"}))
+    scripted.enqueue(
+        Scenario()
+        .tool_call("mcp__local__add", {"a": 1, "b": 1})
+        .tool_call("mcp__local__getenv", {"name": "NUMI_DATA_DIR"})
+    )
     scripted.enqueue(Scenario().text("Two."))
     events = _turn(mcp_server, chat["id"], "1 + 1?")
     ends = {e["data"]["name"]: e["data"] for e in of_type(events, "tool_end")}
     assert ends["mcp__local__add"]["ok"] and "sum=2" in ends["mcp__local__add"]["result"], ends
-    assert ends["mcp__local__getenv"]["result"] == "<unset>", "Numi's environment stays out of MCP servers"
+    assert ends["mcp__local__getenv"]["result"] == "<unset>", (
+        "Numi's environment stays out of MCP servers"
+    )
     names = {t["function"]["name"] for t in scripted.requests[0].body["tools"]}
     assert names == {"mcp__local__add", "mcp__local__getenv"}, "only the tools the chat turned on"
 
@@ -197,7 +223,11 @@ def test_mcp_server_settings_are_validated_and_owner_scoped(multi_app, client_a,
     ]
     for body, code in bad:
         response = client_a.post("/api/mcp_servers", json=body)
-        assert response.get_json()["error"]["code"] == code if "error" in response.get_json() else False, (body, response.get_json())
+        assert (
+            response.get_json()["error"]["code"] == code
+            if "error" in response.get_json()
+            else False
+        ), (body, response.get_json())
     assert len(client_a.get("/api/mcp_servers").get_json()["servers"]) == 1
     # Another user sees none of it and cannot touch it.
     assert client_b.get("/api/mcp_servers").get_json()["servers"] == []
@@ -218,11 +248,21 @@ def test_stdio_mcp_environment_values_are_stored_sealed(mcp_server, scripted, mc
     from turn_support import Api, db_rows, make_chat, of_type
 
     api = Api(mcp_server.url)
-    status, server = api.post("/api/mcp_servers", {"name": "sealed", "transport": "stdio",
-                                                   "command": sys.executable, "args": [str(mcp_script)],
-                                                   "env": "MCP_TOKEN=tok-3141592653", "always_approve": False})
+    status, server = api.post(
+        "/api/mcp_servers",
+        {
+            "name": "sealed",
+            "transport": "stdio",
+            "command": sys.executable,
+            "args": [str(mcp_script)],
+            "env": "MCP_TOKEN=tok-3141592653",
+            "always_approve": False,
+        },
+    )
     assert status == 201, server
-    (stored,), = db_rows(mcp_server, "SELECT env_json FROM mcp_servers WHERE id = ?", server["id"])
+    ((stored,),) = db_rows(
+        mcp_server, "SELECT env_json FROM mcp_servers WHERE id = ?", server["id"]
+    )
     assert "tok-3141592653" not in stored and "numi:v1:" in stored, stored
     chat = make_chat(api, scripted, settings={"tools": ["mcp__sealed__getenv"]})
     scripted.enqueue(Scenario().tool_call("mcp__sealed__getenv", {"name": "MCP_TOKEN"}))

@@ -22,7 +22,9 @@ def tree(tmp_path):
     (outside / "secret.txt").write_text("TOP SECRET\n")
     ws = tmp_path / "ws"
     (ws / "src").mkdir(parents=True)
-    (ws / "src" / "app.py").write_text("".join(f"line {i}\n" for i in range(1, 21)) + "def needle():\n    pass\n")
+    (ws / "src" / "app.py").write_text(
+        "".join(f"line {i}\n" for i in range(1, 21)) + "def needle():\n    pass\n"
+    )
     (ws / "notes.md").write_text("needle in notes\n")
     (ws / "blob.bin").write_bytes(b"\x00\x01\x02needle")
     (ws / "big.txt").write_text("needle\n" + "x" * 2_000_000)
@@ -36,13 +38,24 @@ def call(app, name, arguments, ws, *, is_admin=True):
     """What the model reads: the tool's result, or the text of a failure it reports."""
     try:
         with app.app_context():
-            return TOOLS[name].run(arguments, ToolContext(user_id=1, chat_id="c", is_admin=is_admin, workspace=str(ws)))
+            return TOOLS[name].run(
+                arguments, ToolContext(user_id=1, chat_id="c", is_admin=is_admin, workspace=str(ws))
+            )
     except ToolFailure as failure:
         return failure.text
 
 
-@pytest.mark.parametrize("path", ["../outside/secret.txt", "/etc/passwd", "src/../../outside/secret.txt",
-                                  "link-to-secret", "link-to-outside/secret.txt", "link-to-outside"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../outside/secret.txt",
+        "/etc/passwd",
+        "src/../../outside/secret.txt",
+        "link-to-secret",
+        "link-to-outside/secret.txt",
+        "link-to-outside",
+    ],
+)
 def test_reads_cannot_escape(sqlite_app, tree, path):
     ws, _ = tree
     result = call(sqlite_app, "read_file", {"path": path}, ws)
@@ -50,16 +63,24 @@ def test_reads_cannot_escape(sqlite_app, tree, path):
     assert call(sqlite_app, "list_files", {"path": path}, ws).startswith("Error: Refused")
 
 
-@pytest.mark.parametrize("path", ["../escaped.txt", "link-to-outside/new.txt", "link-to-secret", "/tmp/escaped.txt"])
+@pytest.mark.parametrize(
+    "path", ["../escaped.txt", "link-to-outside/new.txt", "link-to-secret", "/tmp/escaped.txt"]
+)
 def test_writes_cannot_escape(sqlite_app, tree, path):
     ws, outside = tree
-    assert call(sqlite_app, "write_file", {"path": path, "content": "pwned"}, ws).startswith("Error: Refused")
-    assert call(sqlite_app, "patch_file", {"path": path, "old_string": "TOP", "new_string": "pwned"}, ws) \
-        .startswith("Error: Refused")
+    assert call(sqlite_app, "write_file", {"path": path, "content": "pwned"}, ws).startswith(
+        "Error: Refused"
+    )
+    assert call(
+        sqlite_app, "patch_file", {"path": path, "old_string": "TOP", "new_string": "pwned"}, ws
+    ).startswith("Error: Refused")
     assert (outside / "secret.txt").read_text() == "TOP SECRET\n"
     # Where each write would have landed had it escaped: nothing is there.
-    landing = {"../escaped.txt": ws.parent / "escaped.txt", "link-to-outside/new.txt": outside / "new.txt",
-               "/tmp/escaped.txt": Path("/tmp/escaped.txt")}
+    landing = {
+        "../escaped.txt": ws.parent / "escaped.txt",
+        "link-to-outside/new.txt": outside / "new.txt",
+        "/tmp/escaped.txt": Path("/tmp/escaped.txt"),
+    }
     if path in landing:
         assert not landing[path].exists(), landing[path]
 
@@ -71,9 +92,15 @@ def test_symlinks_inside_the_workspace_work(sqlite_app, tree):
 
 def test_read_line_ranges_and_refusals(sqlite_app, tree):
     ws, _ = tree
-    result = call(sqlite_app, "read_file", {"path": "src/app.py", "start_line": 3, "end_line": 5}, ws)
+    result = call(
+        sqlite_app, "read_file", {"path": "src/app.py", "start_line": 3, "end_line": 5}, ws
+    )
     assert result.splitlines()[0] == "src/app.py (lines 3-5 of 22):"
-    assert [line.split("\t")[1] for line in result.splitlines()[1:]] == ["line 3", "line 4", "line 5"]
+    assert [line.split("\t")[1] for line in result.splitlines()[1:]] == [
+        "line 3",
+        "line 4",
+        "line 5",
+    ]
     assert "outside" in call(sqlite_app, "read_file", {"path": "src/app.py", "start_line": 99}, ws)
     assert "binary" in call(sqlite_app, "read_file", {"path": "blob.bin"}, ws)
     assert "too large" in call(sqlite_app, "read_file", {"path": "big.txt"}, ws)
@@ -86,25 +113,47 @@ def test_search_is_bounded_and_stays_inside(sqlite_app, tree):
     assert "src/app.py:21: def needle():" in result and "notes.md:1: needle in notes" in result
     assert "blob.bin" not in result and "big.txt" not in result  # binary and huge: skipped
     assert "SECRET" not in call(sqlite_app, "search_files", {"pattern": "SECRET"}, ws)
-    assert call(sqlite_app, "search_files", {"pattern": "def \\w+", "regex": True, "glob": "*.py"}, ws) \
+    assert (
+        call(sqlite_app, "search_files", {"pattern": "def \\w+", "regex": True, "glob": "*.py"}, ws)
         == "src/app.py:21: def needle():"
-    assert "not a valid regular expression" in call(sqlite_app, "search_files", {"pattern": "(", "regex": True}, ws)
+    )
+    assert "not a valid regular expression" in call(
+        sqlite_app, "search_files", {"pattern": "(", "regex": True}, ws
+    )
     (ws / "many.txt").write_text("hit\n" * 1000)
     assert "stopped at 200 matches" in call(sqlite_app, "search_files", {"pattern": "hit"}, ws)
 
 
 def test_write_and_patch(sqlite_app, tree):
     ws, _ = tree
-    assert call(sqlite_app, "write_file", {"path": "new/dir/file.txt", "content": "alpha beta alpha"}, ws) \
-        .startswith("Created new/dir/file.txt")
-    assert "occurs 2 times" in call(sqlite_app, "patch_file",
-                                    {"path": "new/dir/file.txt", "old_string": "alpha", "new_string": "x"}, ws)
-    assert "not found" in call(sqlite_app, "patch_file",
-                               {"path": "new/dir/file.txt", "old_string": "gamma", "new_string": "x"}, ws)
-    assert call(sqlite_app, "patch_file", {"path": "new/dir/file.txt", "old_string": "beta", "new_string": "BETA"},
-                ws).startswith("Patched")
+    assert call(
+        sqlite_app, "write_file", {"path": "new/dir/file.txt", "content": "alpha beta alpha"}, ws
+    ).startswith("Created new/dir/file.txt")
+    assert "occurs 2 times" in call(
+        sqlite_app,
+        "patch_file",
+        {"path": "new/dir/file.txt", "old_string": "alpha", "new_string": "x"},
+        ws,
+    )
+    assert "not found" in call(
+        sqlite_app,
+        "patch_file",
+        {"path": "new/dir/file.txt", "old_string": "gamma", "new_string": "x"},
+        ws,
+    )
+    assert call(
+        sqlite_app,
+        "patch_file",
+        {"path": "new/dir/file.txt", "old_string": "beta", "new_string": "BETA"},
+        ws,
+    ).startswith("Patched")
     assert (ws / "new/dir/file.txt").read_text() == "alpha BETA alpha"
-    assert "binary" in call(sqlite_app, "patch_file", {"path": "blob.bin", "old_string": "needle", "new_string": "x"}, ws)
+    assert "binary" in call(
+        sqlite_app,
+        "patch_file",
+        {"path": "blob.bin", "old_string": "needle", "new_string": "x"},
+        ws,
+    )
     listing = call(sqlite_app, "list_files", {"recursive": True}, ws)
     assert "new/dir/file.txt" in listing and "link-to-outside -> (symlink)" in listing
     assert "TOP SECRET" not in listing and "secret.txt" not in listing
@@ -122,14 +171,20 @@ def test_non_admin_and_missing_workspace_are_refused(sqlite_app, tree):
 
 def test_chat_workspace_setting_must_be_an_existing_directory(sqlite_client, tree):
     ws, outside = tree
-    response = sqlite_client.post("/api/session", json={"settings": {"workspace": str(ws / "missing")}})
+    response = sqlite_client.post(
+        "/api/session", json={"settings": {"workspace": str(ws / "missing")}}
+    )
     assert response.status_code == 400 and response.json["error"]["code"] == "invalid_workspace"
     response = sqlite_client.post("/api/session", json={"settings": {"workspace": "relative/path"}})
     assert response.status_code == 400
-    response = sqlite_client.post("/api/session", json={"settings": {"workspace": str(ws / "link-to-outside"),
-                                                                      "tools": ["read_file"]}})
+    response = sqlite_client.post(
+        "/api/session",
+        json={"settings": {"workspace": str(ws / "link-to-outside"), "tools": ["read_file"]}},
+    )
     assert response.status_code == 201, response.json
-    assert response.json["settings"]["workspace"] == str(outside.resolve()), "stored as its real path"
+    assert response.json["settings"]["workspace"] == str(outside.resolve()), (
+        "stored as its real path"
+    )
 
 
 def test_a_workspace_may_not_hold_or_sit_in_the_data_directory(sqlite_app, sqlite_client, tmp_path):
@@ -138,7 +193,13 @@ def test_a_workspace_may_not_hold_or_sit_in_the_data_directory(sqlite_app, sqlit
     data_dir = sqlite_app.config["NUMI_DATA_DIR"]
     (tmp_path / "data" / "uploads").mkdir(parents=True, exist_ok=True)
     os.symlink(data_dir, tmp_path / "data-link")
-    for path in (data_dir, str(tmp_path), str(tmp_path / "data" / "uploads"), str(tmp_path / "data-link"), "/"):
+    for path in (
+        data_dir,
+        str(tmp_path),
+        str(tmp_path / "data" / "uploads"),
+        str(tmp_path / "data-link"),
+        "/",
+    ):
         response = sqlite_client.post("/api/session", json={"settings": {"workspace": path}})
         assert response.status_code == 400, (path, response.json)
         assert response.json["error"]["code"] == "workspace_data_dir"
@@ -150,7 +211,10 @@ def test_a_workspace_may_not_hold_or_sit_in_the_data_directory(sqlite_app, sqlit
             from numi.agent.tools.bash import BASH
 
             with pytest.raises(ToolFailure) as refused:
-                BASH.run({"command": "ls"}, ToolContext(user_id=1, chat_id="c", is_admin=True, workspace=path))
+                BASH.run(
+                    {"command": "ls"},
+                    ToolContext(user_id=1, chat_id="c", is_admin=True, workspace=path),
+                )
         assert "data directory" in refused.value.text and refused.value.code == "workspace_data_dir"
 
 
@@ -166,9 +230,16 @@ def test_settings_form_turns_tools_on_and_off(sqlite_client, tree):
     page = sqlite_client.get(f"/c/{chat['id']}").get_data(as_text=True)
     for name in ("web_search", "fetch_page", "read_file", "bash"):
         assert f'name="tools" value="{name}"' in page
-    response = sqlite_client.post(f"/c/{chat['id']}/settings", headers={"HX-Request": "true"},
-                                  data={"tools_shown": "1", "tools": ["bash", "read_file"], "workspace": str(ws),
-                                        "auto_approve": "1"})
+    response = sqlite_client.post(
+        f"/c/{chat['id']}/settings",
+        headers={"HX-Request": "true"},
+        data={
+            "tools_shown": "1",
+            "tools": ["bash", "read_file"],
+            "workspace": str(ws),
+            "auto_approve": "1",
+        },
+    )
     assert response.status_code == 200
     html = response.get_data(as_text=True)
     assert 'value="bash" checked' in html and f'value="{ws}"' in html

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 
 HOSTILE_TITLE = '<img src=x onerror=alert(1)> "Quotes" & <b>bold</b>'
 
-ARTICLE = f"""<!doctype html><html><head><title>{HOSTILE_TITLE.replace('<', '&lt;')}</title>
+ARTICLE = f"""<!doctype html><html><head><title>{HOSTILE_TITLE.replace("<", "&lt;")}</title>
 <script>var secretScript = 1;</script><style>.x{{color:red}}</style></head>
 <body><nav><a href="/">Home</a> | <a href="/menu">Menu item nav-noise</a></nav>
 <article><h1>Otters hold hands</h1>
@@ -103,10 +103,16 @@ class WebServers:
                     return
                 q = query.get("q", [""])[0]
                 results = [
-                    {"title": f"Otters and {q}", "url": f"{servers.page_url}/article",
-                     "content": "Sea otters <b>hold hands</b> while sleeping."},
-                    {"title": HOSTILE_TITLE, "url": "https://example.org/otters?a=1&b=<2>",
-                     "content": "A second result."},
+                    {
+                        "title": f"Otters and {q}",
+                        "url": f"{servers.page_url}/article",
+                        "content": "Sea otters <b>hold hands</b> while sleeping.",
+                    },
+                    {
+                        "title": HOSTILE_TITLE,
+                        "url": "https://example.org/otters?a=1&b=<2>",
+                        "content": "A second result.",
+                    },
                     {"title": "Bad scheme", "url": "javascript:alert(1)", "content": "dropped"},
                 ]
                 body = json.dumps({"query": q, "results": results}).encode()

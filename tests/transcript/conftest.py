@@ -12,7 +12,9 @@ def rows(multi_app):
     from numi.extensions import db
     from numi.models import Chat, Message
 
-    def build(user_id: int, messages, *, title: str = "A chat", chat_id: str | None = None) -> tuple[str, list[int]]:
+    def build(
+        user_id: int, messages, *, title: str = "A chat", chat_id: str | None = None
+    ) -> tuple[str, list[int]]:
         with multi_app.app_context():
             if chat_id is None:
                 chat = Chat(user_id=user_id, title=title)
@@ -22,8 +24,13 @@ def rows(multi_app):
             ids = []
             for item in messages:
                 role, content, extra = (*item, {})[:3]
-                message = Message(chat_id=chat_id, role=role, content=content,
-                                  tool_call_id=extra.get("tool_call_id"), request_id=extra.get("request_id"))
+                message = Message(
+                    chat_id=chat_id,
+                    role=role,
+                    content=content,
+                    tool_call_id=extra.get("tool_call_id"),
+                    request_id=extra.get("request_id"),
+                )
                 for name in ("tool_calls", "content_parts", "meta"):
                     if name in extra:
                         setattr(message, name, extra[name])
@@ -44,9 +51,14 @@ def live_rows(app, chat_id: str) -> list[tuple]:
     from numi.models import Message
 
     with app.app_context():
-        return [tuple(r) for r in db.session.execute(
-            select(Message.id, Message.role, Message.content, Message.tool_call_id)
-            .where(Message.chat_id == chat_id, Message.shown()).order_by(Message.id))]
+        return [
+            tuple(r)
+            for r in db.session.execute(
+                select(Message.id, Message.role, Message.content, Message.tool_call_id)
+                .where(Message.chat_id == chat_id, Message.shown())
+                .order_by(Message.id)
+            )
+        ]
 
 
 @pytest.fixture

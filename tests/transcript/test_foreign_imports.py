@@ -15,75 +15,242 @@ def node(node_id, parent, children, role=None, parts=None, *, content=None, t=0.
     if role is None:
         return {"id": node_id, "message": None, "parent": parent, "children": children}
     body = content or {"content_type": "text", "parts": parts or []}
-    return {"id": node_id, "parent": parent, "children": children, "message": {
-        "id": node_id, "author": {"role": role, "name": message.pop("name", None), "metadata": {}},
-        "create_time": 1_700_000_000 + t, "update_time": None, "content": body, "status": "finished_successfully",
-        "end_turn": True, "weight": 1.0, "metadata": message.pop("metadata", {}), "recipient": message.pop("recipient", "all"),
-    }}
+    return {
+        "id": node_id,
+        "parent": parent,
+        "children": children,
+        "message": {
+            "id": node_id,
+            "author": {"role": role, "name": message.pop("name", None), "metadata": {}},
+            "create_time": 1_700_000_000 + t,
+            "update_time": None,
+            "content": body,
+            "status": "finished_successfully",
+            "end_turn": True,
+            "weight": 1.0,
+            "metadata": message.pop("metadata", {}),
+            "recipient": message.pop("recipient", "all"),
+        },
+    }
 
 
 def chatgpt_export() -> list[dict]:
-    mapping = {n["id"]: n for n in [
-        node("root", None, ["sys"]),
-        node("sys", "root", ["ctx"], "system", [""], metadata={"is_visually_hidden_from_conversation": True}),
-        node("ctx", "sys", ["u1"], "user", content={"content_type": "user_editable_context",
-                                                    "user_profile": "I live in Lyon", "user_instructions": "Be brief"}),
-        node("u1", "ctx", ["a1"], "user", content={"content_type": "multimodal_text", "parts": [
-            {"content_type": "image_asset_pointer", "asset_pointer": "file-service://file-AbC123", "size_bytes": 53211,
-             "width": 1024, "height": 768, "fovea": None, "metadata": None},
-            "What is in this <b>photo</b>?"]}, t=1,
-            metadata={"attachments": [{"id": "file-AbC123", "name": "cat.jpg", "mimeType": "image/jpeg", "size": 53211}]}),
-        node("a1", "u1", ["u2-old", "u2"], "assistant", ["A cat on a sofa."], t=2, metadata={"model_slug": "gpt-4o"}),
-        # The user edited their second question: two branches; the second is current.
-        node("u2-old", "a1", ["a2-old"], "user", ["How old is it? (first try)"], t=3),
-        node("a2-old", "u2-old", [], "assistant", ["Hard to say."], t=4),
-        node("u2", "a1", ["th"], "user", ["Compute 2**10 for me"], t=5),
-        node("th", "u2", ["code"], "assistant", content={"content_type": "thoughts", "thoughts": [
-            {"summary": "Plan", "content": "I should run Python."}], "source_analysis_msg_id": "x"}, t=6),
-        node("code", "th", ["out"], "assistant", content={"content_type": "code", "language": "python",
-                                                          "text": "print(2**10)"}, t=7, recipient="python"),
-        node("out", "code", ["a3"], "tool", content={"content_type": "execution_output", "text": "1024"},
-             t=8, name="python"),
-        node("a3", "out", [], "assistant", ["2**10 is **1024**."], t=9),
-    ]}
+    mapping = {
+        n["id"]: n
+        for n in [
+            node("root", None, ["sys"]),
+            node(
+                "sys",
+                "root",
+                ["ctx"],
+                "system",
+                [""],
+                metadata={"is_visually_hidden_from_conversation": True},
+            ),
+            node(
+                "ctx",
+                "sys",
+                ["u1"],
+                "user",
+                content={
+                    "content_type": "user_editable_context",
+                    "user_profile": "I live in Lyon",
+                    "user_instructions": "Be brief",
+                },
+            ),
+            node(
+                "u1",
+                "ctx",
+                ["a1"],
+                "user",
+                content={
+                    "content_type": "multimodal_text",
+                    "parts": [
+                        {
+                            "content_type": "image_asset_pointer",
+                            "asset_pointer": "file-service://file-AbC123",
+                            "size_bytes": 53211,
+                            "width": 1024,
+                            "height": 768,
+                            "fovea": None,
+                            "metadata": None,
+                        },
+                        "What is in this <b>photo</b>?",
+                    ],
+                },
+                t=1,
+                metadata={
+                    "attachments": [
+                        {
+                            "id": "file-AbC123",
+                            "name": "cat.jpg",
+                            "mimeType": "image/jpeg",
+                            "size": 53211,
+                        }
+                    ]
+                },
+            ),
+            node(
+                "a1",
+                "u1",
+                ["u2-old", "u2"],
+                "assistant",
+                ["A cat on a sofa."],
+                t=2,
+                metadata={"model_slug": "gpt-4o"},
+            ),
+            # The user edited their second question: two branches; the second is current.
+            node("u2-old", "a1", ["a2-old"], "user", ["How old is it? (first try)"], t=3),
+            node("a2-old", "u2-old", [], "assistant", ["Hard to say."], t=4),
+            node("u2", "a1", ["th"], "user", ["Compute 2**10 for me"], t=5),
+            node(
+                "th",
+                "u2",
+                ["code"],
+                "assistant",
+                content={
+                    "content_type": "thoughts",
+                    "thoughts": [{"summary": "Plan", "content": "I should run Python."}],
+                    "source_analysis_msg_id": "x",
+                },
+                t=6,
+            ),
+            node(
+                "code",
+                "th",
+                ["out"],
+                "assistant",
+                content={"content_type": "code", "language": "python", "text": "print(2**10)"},
+                t=7,
+                recipient="python",
+            ),
+            node(
+                "out",
+                "code",
+                ["a3"],
+                "tool",
+                content={"content_type": "execution_output", "text": "1024"},
+                t=8,
+                name="python",
+            ),
+            node("a3", "out", [], "assistant", ["2**10 is **1024**."], t=9),
+        ]
+    }
     return [
-        {"title": "Cat photo & maths", "create_time": 1_700_000_000.5, "update_time": 1_700_000_100.0,
-         "mapping": mapping, "current_node": "a3", "default_model_slug": "gpt-4o", "conversation_id": "c-1",
-         "moderation_results": [], "plugin_ids": None, "is_archived": False},
-        {"title": "Second", "create_time": 1_700_001_000, "mapping": {
-            "r": node("r", None, ["q"]), "q": node("q", "r", ["a"], "user", ["Hello"]),
-            "a": node("a", "q", [], "assistant", ["Hi!"])}, "current_node": "a"},
+        {
+            "title": "Cat photo & maths",
+            "create_time": 1_700_000_000.5,
+            "update_time": 1_700_000_100.0,
+            "mapping": mapping,
+            "current_node": "a3",
+            "default_model_slug": "gpt-4o",
+            "conversation_id": "c-1",
+            "moderation_results": [],
+            "plugin_ids": None,
+            "is_archived": False,
+        },
+        {
+            "title": "Second",
+            "create_time": 1_700_001_000,
+            "mapping": {
+                "r": node("r", None, ["q"]),
+                "q": node("q", "r", ["a"], "user", ["Hello"]),
+                "a": node("a", "q", [], "assistant", ["Hi!"]),
+            },
+            "current_node": "a",
+        },
     ]
 
 
 def openwebui_export() -> list[dict]:
     history = {
-        "m1": {"id": "m1", "parentId": None, "childrenIds": ["m2a", "m2b"], "role": "user",
-               "content": "Describe the attached chart", "timestamp": 1_710_000_000, "models": ["llama3:8b"],
-               "files": [{"type": "image", "url": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUg=="},
-                         {"type": "file", "name": "sales.csv", "id": "f1", "size": 120}]},
+        "m1": {
+            "id": "m1",
+            "parentId": None,
+            "childrenIds": ["m2a", "m2b"],
+            "role": "user",
+            "content": "Describe the attached chart",
+            "timestamp": 1_710_000_000,
+            "models": ["llama3:8b"],
+            "files": [
+                {"type": "image", "url": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUg=="},
+                {"type": "file", "name": "sales.csv", "id": "f1", "size": 120},
+            ],
+        },
         # Regenerated: two answers, the second is the one shown.
-        "m2a": {"id": "m2a", "parentId": "m1", "childrenIds": [], "role": "assistant", "content": "First answer.",
-                "model": "llama3:8b", "timestamp": 1_710_000_005},
-        "m2b": {"id": "m2b", "parentId": "m1", "childrenIds": ["m3"], "role": "assistant",
-                "content": "Sales grow <script>alert(1)</script> each quarter.", "model": "llama3:8b",
-                "timestamp": 1_710_000_009, "info": {"eval_count": 42}},
-        "m3": {"id": "m3", "parentId": "m2b", "childrenIds": ["m4"], "role": "user", "timestamp": 1_710_000_020,
-               "content": [{"type": "text", "text": "And this one?"},
-                           {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4AAQ"}}]},
-        "m4": {"id": "m4", "parentId": "m3", "childrenIds": [], "role": "assistant", "content": "Flat.",
-               "timestamp": 1_710_000_030_000},  # milliseconds, as some versions write
+        "m2a": {
+            "id": "m2a",
+            "parentId": "m1",
+            "childrenIds": [],
+            "role": "assistant",
+            "content": "First answer.",
+            "model": "llama3:8b",
+            "timestamp": 1_710_000_005,
+        },
+        "m2b": {
+            "id": "m2b",
+            "parentId": "m1",
+            "childrenIds": ["m3"],
+            "role": "assistant",
+            "content": "Sales grow <script>alert(1)</script> each quarter.",
+            "model": "llama3:8b",
+            "timestamp": 1_710_000_009,
+            "info": {"eval_count": 42},
+        },
+        "m3": {
+            "id": "m3",
+            "parentId": "m2b",
+            "childrenIds": ["m4"],
+            "role": "user",
+            "timestamp": 1_710_000_020,
+            "content": [
+                {"type": "text", "text": "And this one?"},
+                {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4AAQ"}},
+            ],
+        },
+        "m4": {
+            "id": "m4",
+            "parentId": "m3",
+            "childrenIds": [],
+            "role": "assistant",
+            "content": "Flat.",
+            "timestamp": 1_710_000_030_000,
+        },  # milliseconds, as some versions write
     }
     return [
-        {"id": "owui-1", "user_id": "u-1", "title": "Chart questions", "created_at": 1_710_000_000,
-         "updated_at": 1_710_000_030, "archived": False, "pinned": False, "meta": {"tags": []},
-         "chat": {"id": "", "title": "Chart questions", "models": ["llama3:8b"], "params": {},
-                  "history": {"messages": history, "currentId": "m4"},
-                  "messages": [history[k] for k in ("m1", "m2b", "m3", "m4")], "tags": [], "timestamp": 1_710_000_000_000}},
-        {"id": "owui-2", "title": "Old style", "chat": {"title": "Old style", "models": ["mistral"], "messages": [
-            {"id": "x1", "role": "system", "content": "You are terse."},
-            {"id": "x2", "role": "user", "content": "Hi"},
-            {"id": "x3", "role": "assistant", "content": "Hello."}]}},
+        {
+            "id": "owui-1",
+            "user_id": "u-1",
+            "title": "Chart questions",
+            "created_at": 1_710_000_000,
+            "updated_at": 1_710_000_030,
+            "archived": False,
+            "pinned": False,
+            "meta": {"tags": []},
+            "chat": {
+                "id": "",
+                "title": "Chart questions",
+                "models": ["llama3:8b"],
+                "params": {},
+                "history": {"messages": history, "currentId": "m4"},
+                "messages": [history[k] for k in ("m1", "m2b", "m3", "m4")],
+                "tags": [],
+                "timestamp": 1_710_000_000_000,
+            },
+        },
+        {
+            "id": "owui-2",
+            "title": "Old style",
+            "chat": {
+                "title": "Old style",
+                "models": ["mistral"],
+                "messages": [
+                    {"id": "x1", "role": "system", "content": "You are terse."},
+                    {"id": "x2", "role": "user", "content": "Hi"},
+                    {"id": "x3", "role": "assistant", "content": "Hello."},
+                ],
+            },
+        },
     ]
 
 
@@ -92,11 +259,15 @@ def upload(client, document):
 
 
 def transcript(client, chat_id):
-    return [(m["role"], m["content"], m["reasoning_content"])
-            for m in client.get(f"/api/history/{chat_id}?limit=1000").get_json()["messages"]]
+    return [
+        (m["role"], m["content"], m["reasoning_content"])
+        for m in client.get(f"/api/history/{chat_id}?limit=1000").get_json()["messages"]
+    ]
 
 
-def test_chatgpt_current_branch_with_images_tools_and_hidden_messages(multi_app, client_a, client_b):
+def test_chatgpt_current_branch_with_images_tools_and_hidden_messages(
+    multi_app, client_a, client_b
+):
     response = upload(client_a, chatgpt_export())
     assert response.status_code == 201, response.get_json()
     chats = response.get_json()["chats"]
@@ -104,25 +275,41 @@ def test_chatgpt_current_branch_with_images_tools_and_hidden_messages(multi_app,
     assert chats[0]["model"] == "gpt-4o"
     messages = transcript(client_a, chats[0]["id"])
     roles = [m[0] for m in messages]
-    assert roles == ["user", "assistant", "user", "assistant", "assistant", "assistant", "assistant"]
+    assert roles == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "assistant",
+        "assistant",
+        "assistant",
+    ]
     first = messages[0][1]
     assert "[image: file-service://file-AbC123 (1024×768)]" in first
     assert "What is in this <b>photo</b>?" in first and "[attachment: cat.jpg]" in first
     text = "\n".join(m[1] for m in messages)
     assert "first try" not in text and "Hard to say" not in text  # the other branch is not shown
-    assert "I live in Lyon" not in text and "Be brief" not in text  # custom instructions are not messages
+    assert (
+        "I live in Lyon" not in text and "Be brief" not in text
+    )  # custom instructions are not messages
     assert messages[2][1] == "Compute 2**10 for me"
     assert messages[3][2] == "I should run Python."  # thoughts → reasoning
     assert "Tool call (python)" in messages[4][1] and "print(2**10)" in messages[4][1]
     assert "Tool output (python)" in messages[5][1] and "1024" in messages[5][1]
     assert messages[6][1] == "2**10 is **1024**."
-    assert transcript(client_a, chats[1]["id"]) == [("user", "Hello", None), ("assistant", "Hi!", None)]
+    assert transcript(client_a, chats[1]["id"]) == [
+        ("user", "Hello", None),
+        ("assistant", "Hi!", None),
+    ]
     # The other branch is kept as a version of the edited question (1/2 ‹ 2/2 ›).
     current = client_a.get(f"/api/history/{chats[0]['id']}").get_json()["messages"][2]
     assert current["version"]["n"] == 2 and current["version"]["m"] == 2
     older = current["version"]["ids"][0]
     assert client_a.post(f"/api/session/{chats[0]['id']}/messages/{older}/show").status_code == 200
-    assert [m[1] for m in transcript(client_a, chats[0]["id"])][2:] == ["How old is it? (first try)", "Hard to say."]
+    assert [m[1] for m in transcript(client_a, chats[0]["id"])][2:] == [
+        "How old is it? (first try)",
+        "Hard to say.",
+    ]
     # Owned by the importer only.
     assert client_b.get(f"/api/history/{chats[0]['id']}").status_code == 404
 
@@ -138,16 +325,22 @@ def test_openwebui_history_branch_files_and_flat_messages(multi_app, client_a):
     assert "base64" not in "".join(m[1] for m in messages)  # data URLs are never stored
     assert messages[1][1].startswith("Sales grow")  # the current branch, not "First answer."
     assert messages[2][1] == "And this one?\n\n[image: inline image/jpeg]"
-    assert transcript(client_a, chats[1]["id"]) == [("system", "You are terse.", None), ("user", "Hi", None),
-                                                    ("assistant", "Hello.", None)]
+    assert transcript(client_a, chats[1]["id"]) == [
+        ("system", "You are terse.", None),
+        ("user", "Hi", None),
+        ("assistant", "Hello.", None),
+    ]
     # The escaped rendering of imported text.
     html = client_a.get(f"/c/{chats[0]['id']}").get_data(as_text=True)
     assert "<script>alert(1)</script>" not in html
 
 
 def test_the_import_form_accepts_a_chatgpt_file(multi_app, client_a):
-    response = client_a.post("/import", data={"file": (io.BytesIO(json.dumps(chatgpt_export()).encode()), "conversations.json")},
-                             content_type="multipart/form-data")
+    response = client_a.post(
+        "/import",
+        data={"file": (io.BytesIO(json.dumps(chatgpt_export()).encode()), "conversations.json")},
+        content_type="multipart/form-data",
+    )
     assert response.status_code == 303 and response.headers["Location"].startswith("/c/")
 
 
@@ -165,7 +358,15 @@ def _broken_chatgpt():
     no_mapping[1]["mapping"] = []
     bad_time = copy.deepcopy(good)
     bad_time[1]["create_time"] = "yesterday"
-    return [missing_parent, cycle, bad_role, bad_parts, no_mapping, bad_time, [good[0], "not a conversation"]]
+    return [
+        missing_parent,
+        cycle,
+        bad_role,
+        bad_parts,
+        no_mapping,
+        bad_time,
+        [good[0], "not a conversation"],
+    ]
 
 
 def _broken_openwebui():

@@ -27,13 +27,20 @@ def search(client, q: str) -> dict:
 
 
 def test_finds_messages_ranked_with_highlighted_snippets(multi_app, users, client_a, rows):
-    chat_id, ids = rows(users["a"].id, [
-        ("user", "Tell me about the moon."),
-        ("assistant", "The moon orbits Earth. The moon has phases; moon light is reflected sunlight."),
-        ("user", "Any other moons?"),
-        ("assistant", "Saturn has many moons, and the moon of Earth is the fifth largest."),
-        ("tool", "moon moon moon moon", {"tool_call_id": "c1"}),
-    ], title="Astronomy night")
+    chat_id, ids = rows(
+        users["a"].id,
+        [
+            ("user", "Tell me about the moon."),
+            (
+                "assistant",
+                "The moon orbits Earth. The moon has phases; moon light is reflected sunlight.",
+            ),
+            ("user", "Any other moons?"),
+            ("assistant", "Saturn has many moons, and the moon of Earth is the fifth largest."),
+            ("tool", "moon moon moon moon", {"tool_call_id": "c1"}),
+        ],
+        title="Astronomy night",
+    )
     found = search(client_a, "moon")
     hits = [m["message_id"] for m in found["messages"]]
     # bm25 (or ts_rank): the message saying "moon" most often ranks first; the last word is a
@@ -59,27 +66,38 @@ def test_finds_messages_ranked_with_highlighted_snippets(multi_app, users, clien
 
 
 def test_results_partial_escapes_text_and_marks_hits(multi_app, users, client_a, rows, xss):
-    hostile = '<img src=x onerror=alert(1)> needle <script>alert(2)</script>'
+    hostile = "<img src=x onerror=alert(1)> needle <script>alert(2)</script>"
     chat_id, ids = rows(users["a"].id, [("user", hostile)], title="<b>bold</b> needle")
-    html = client_a.get("/search", query_string={"q": "needle", "mode": "messages"}, headers=HX).get_data(as_text=True)
+    html = client_a.get(
+        "/search", query_string={"q": "needle", "mode": "messages"}, headers=HX
+    ).get_data(as_text=True)
     assert "<mark>needle</mark>" in html
     assert "<script>" not in html and "<img" not in html and "<b>bold" not in html
     assert "&gt;" in html  # the markup shows as text (ts_headline may cut the snippet around it)
     assert f'href="/c/{chat_id}?at={ids[0]}#msg-{ids[0]}"' in html
     assert xss.html_problems(html) == []
     # Title mode gives the ordinary chat list.
-    titles = client_a.get("/search", query_string={"q": "needle", "mode": "titles"}, headers=HX).get_data(as_text=True)
+    titles = client_a.get(
+        "/search", query_string={"q": "needle", "mode": "titles"}, headers=HX
+    ).get_data(as_text=True)
     assert f'id="chat-{chat_id}"' in titles
 
 
 def test_index_follows_edit_and_delete(multi_app, users, client_a, rows):
-    chat_id, ids = rows(users["a"].id, [
-        ("user", "first about giraffes"), ("assistant", "Giraffes are tall."), ("user", "zebras please"),
-    ])
+    chat_id, ids = rows(
+        users["a"].id,
+        [
+            ("user", "first about giraffes"),
+            ("assistant", "Giraffes are tall."),
+            ("user", "zebras please"),
+        ],
+    )
     assert {m["message_id"] for m in search(client_a, "giraffes")["messages"]} == {ids[0], ids[1]}
     # Edit the first question: the old question and what followed it become an inactive
     # version, which search does not show; the new version is found.
-    response = client_a.post(f"/api/session/{chat_id}/messages/{ids[0]}/edit", json={"text": "first about penguins"})
+    response = client_a.post(
+        f"/api/session/{chat_id}/messages/{ids[0]}/edit", json={"text": "first about penguins"}
+    )
     assert response.status_code == 202
     edited = response.get_json()["message"]["id"]
     wait_idle(multi_app, chat_id)
@@ -109,7 +127,9 @@ def test_search_is_scoped_to_the_owner(multi_app, users, client_a, client_b, row
     assert search(client_a, "platypus")["messages"]
     found = search(client_b, "platypus")
     assert found["messages"] == [] and found["chats"] == []
-    html = client_b.get("/search", query_string={"q": "platypus", "mode": "messages"}, headers=HX).get_data(as_text=True)
+    html = client_b.get(
+        "/search", query_string={"q": "platypus", "mode": "messages"}, headers=HX
+    ).get_data(as_text=True)
     assert "alice" not in html
 
 
@@ -125,11 +145,16 @@ def test_engine_matches_the_database(multi_app):
 
 def test_the_ilike_fallback_finds_and_marks_the_same_words(multi_app, users, client_a, rows):
     """Databases without full-text support: the same results shape, newest first."""
-    chat_id, ids = rows(users["a"].id, [("user", "An <i>Axolotl</i> question"), ("assistant", "axolotls are salamanders")])
+    chat_id, ids = rows(
+        users["a"].id,
+        [("user", "An <i>Axolotl</i> question"), ("assistant", "axolotls are salamanders")],
+    )
     multi_app.extensions["numi.search_engine"] = "ilike"
     found = search(client_a, "axolotl")
     assert found["engine"] == "ilike"
     assert [m["message_id"] for m in found["messages"]] == [ids[1], ids[0]]
     assert found["messages"][1]["highlights"] == ["Axolotl"]
-    html = client_a.get("/search", query_string={"q": "axolotl", "mode": "messages"}, headers=HX).get_data(as_text=True)
+    html = client_a.get(
+        "/search", query_string={"q": "axolotl", "mode": "messages"}, headers=HX
+    ).get_data(as_text=True)
     assert "An &lt;i&gt;<mark>Axolotl</mark>&lt;/i&gt; question" in html

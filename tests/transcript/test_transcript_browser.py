@@ -15,7 +15,6 @@ from turn_support import Socket, make_chat
 pytestmark = pytest.mark.browser
 
 
-
 def _ask(server, chat_id, text):
     socket = Socket(server, chat_id)
     socket.send(type="send", message=text, request_id=f"b-{text}")
@@ -45,25 +44,40 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser_page, server, api,
     page.wait_for_selector(f"#msg-{question['id']}-edit")
     page.fill(f"#msg-{question['id']}-edit", "Capital of <Spain>?")
     # Add a file to the edited question, through the same upload the composer uses.
-    page.set_input_files(f"#msg-{question['id']} .attach-input",
-                         files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"Spain notes: Madrid."}])
-    page.wait_for_selector(f"#msg-{question['id']} .attach-chips .attachment-chip[data-attachment-id]")
+    page.set_input_files(
+        f"#msg-{question['id']} .attach-input",
+        files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"Spain notes: Madrid."}],
+    )
+    page.wait_for_selector(
+        f"#msg-{question['id']} .attach-chips .attachment-chip[data-attachment-id]"
+    )
     # Submit once htmx has settled every swap: a click while it settles (a slow machine)
     # would send the plain form instead of the htmx request the test means.
-    page.wait_for_function("() => !document.querySelector('.htmx-request, .htmx-settling, .htmx-swapping')")
+    page.wait_for_function(
+        "() => !document.querySelector('.htmx-request, .htmx-settling, .htmx-swapping')"
+    )
     page.click(f"#msg-{question['id']} button[type=submit]")
-    page.wait_for_function("() => document.body.innerText.includes('Madrid is the capital of Spain.')", timeout=15000)
+    page.wait_for_function(
+        "() => document.body.innerText.includes('Madrid is the capital of Spain.')", timeout=15000
+    )
     page.wait_for_function("() => !document.body.innerText.includes('Tuscany')")
     page.wait_for_selector("#send-button")
     history = api.history(chat["id"])
     # The edited question is a new version beside the old one (‹ 2/2 ›).
-    assert page.locator(f"#msg-{history[0]['id']} .msg-body").inner_text().strip() == "Capital of <Spain>?"
+    assert (
+        page.locator(f"#msg-{history[0]['id']} .msg-body").inner_text().strip()
+        == "Capital of <Spain>?"
+    )
     assert page.locator(f"#msg-{history[0]['id']} .version-count").inner_text() == "2/2"
     assert "Best region?" not in page.locator("#transcript").inner_text()
     assert [(m["role"], m["content"]) for m in history] == [
-        ("user", "Capital of <Spain>?"), ("assistant", "Madrid is the capital of Spain.")]
+        ("user", "Capital of <Spain>?"),
+        ("assistant", "Madrid is the capital of Spain."),
+    ]
     assert [p["type"] for p in history[0]["content_parts"]] == ["attachment"]
-    assert "Spain notes: Madrid." in json.dumps(scripted.requests[-1].body), "the added file reached the model"
+    assert "Spain notes: Madrid." in json.dumps(scripted.requests[-1].body), (
+        "the added file reached the model"
+    )
 
     # After a reload the saved answer has its actions; fork at it.
     page.reload()
@@ -74,10 +88,14 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser_page, server, api,
     page.wait_for_url(lambda url: chat["id"] not in url and "/c/" in url)
     page.wait_for_selector("article.msg-assistant")
     assert "(fork)" in page.title()
-    assert [page.locator("article.msg .msg-body").nth(i).inner_text().strip() for i in range(2)] == [
-        "Capital of <Spain>?", "Madrid is the capital of Spain."]
+    assert [
+        page.locator("article.msg .msg-body").nth(i).inner_text().strip() for i in range(2)
+    ] == ["Capital of <Spain>?", "Madrid is the capital of Spain."]
     forked_id = page.url.rsplit("/", 1)[-1].split("#")[0]
-    assert [m["content"] for m in api.history(forked_id)] == ["Capital of <Spain>?", "Madrid is the capital of Spain."]
+    assert [m["content"] for m in api.history(forked_id)] == [
+        "Capital of <Spain>?",
+        "Madrid is the capital of Spain.",
+    ]
 
     # Delete the turn in the fork: a confirmation, then the transcript updates in place.
     page.on("dialog", lambda dialog: dialog.accept())

@@ -26,16 +26,27 @@ ROUTES = [
 
 @pytest.fixture
 def alice_chat(multi_app, users, rows):
-    chat_id, ids = rows(users["a"].id, [("user", "alice private question"), ("assistant", "alice private answer")],
-                        title="alice secret chat")
+    chat_id, ids = rows(
+        users["a"].id,
+        [("user", "alice private question"), ("assistant", "alice private answer")],
+        title="alice secret chat",
+    )
     return chat_id, ids
 
 
 def state(app, chat_id):
     with app.app_context():
         db.session.expire_all()
-        return ([(m.id, m.content, m.deleted_at) for m in db.session.query(Message).order_by(Message.id)],
-                [(c.id, c.title, c.endpoint_id, c.model) for c in db.session.query(Chat).order_by(Chat.id)])
+        return (
+            [
+                (m.id, m.content, m.deleted_at)
+                for m in db.session.query(Message).order_by(Message.id)
+            ],
+            [
+                (c.id, c.title, c.endpoint_id, c.model)
+                for c in db.session.query(Chat).order_by(Chat.id)
+            ],
+        )
 
 
 @pytest.mark.parametrize("htmx", [False, True])
@@ -55,7 +66,9 @@ def test_user_b_gets_404_everywhere(multi_app, client_b, alice_chat, htmx):
     assert state(multi_app, chat_id) == before
 
 
-def test_a_message_of_another_chat_is_not_found(multi_app, users, client_a, client_b, rows, alice_chat):
+def test_a_message_of_another_chat_is_not_found(
+    multi_app, users, client_a, client_b, rows, alice_chat
+):
     """B's own chat with A's message id: the message must belong to the chat named."""
     chat_id, ids = alice_chat
     own, _ = rows(users["b"].id, [("user", "bob question")])
@@ -64,8 +77,11 @@ def test_a_message_of_another_chat_is_not_found(multi_app, users, client_a, clie
         if "{msg}" not in pattern:
             continue
         url = pattern.format(chat=own, msg=ids[0])
-        response = client_b.open(url, method=method, json=body) if url.startswith("/api/") else \
-            client_b.open(url, method=method, data=body)
+        response = (
+            client_b.open(url, method=method, json=body)
+            if url.startswith("/api/")
+            else client_b.open(url, method=method, data=body)
+        )
         assert response.status_code == 404, f"{method} {url}: {response.status_code}"
     assert state(multi_app, chat_id) == before
 
@@ -74,5 +90,7 @@ def test_user_a_reaches_the_get_routes(multi_app, client_a, alice_chat):
     chat_id, ids = alice_chat
     for method, pattern, _ in ROUTES:
         if method == "GET":
-            response = client_a.get(pattern.format(chat=chat_id, msg=ids[0]), headers={"HX-Request": "true"})
+            response = client_a.get(
+                pattern.format(chat=chat_id, msg=ids[0]), headers={"HX-Request": "true"}
+            )
             assert response.status_code == 200, pattern

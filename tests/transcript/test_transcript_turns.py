@@ -14,7 +14,9 @@ def user_texts(body) -> list[str]:
         if message["role"] != "user":
             continue
         content = message["content"]
-        texts.append(content if isinstance(content, str) else " ".join(p.get("text", "") for p in content))
+        texts.append(
+            content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
+        )
     return texts
 
 
@@ -46,8 +48,10 @@ def test_edit_then_regenerate_answers_the_edited_question(server, api, scripted)
     socket = listen(server, api, chat["id"])  # the page's connection: the new answer streams here
     scripted.reset()
     scripted.enqueue(Scenario().text("France's capital is Paris.", chunks=3))
-    status, body = api.post(f"/api/session/{chat['id']}/messages/{first_question['id']}/edit",
-                            {"text": "What is the capital of France?"})
+    status, body = api.post(
+        f"/api/session/{chat['id']}/messages/{first_question['id']}/edit",
+        {"text": "What is the capital of France?"},
+    )
     assert status == 202, body
     events = socket.events_until("turn_end")
     assert of_type(events, "done")
@@ -64,16 +68,26 @@ def test_edit_then_regenerate_answers_the_edited_question(server, api, scripted)
 
     history = api.history(chat["id"])
     assert [(m["role"], m["content"]) for m in history] == [
-        ("user", "What is the capital of France?"), ("assistant", "France's capital is Paris.")]
+        ("user", "What is the capital of France?"),
+        ("assistant", "France's capital is Paris."),
+    ]
     assert history[0]["id"] == edited_id
     assert history[0]["version"] == {"n": 2, "m": 2, "ids": [first_question["id"], edited_id]}
     # The old rows are an inactive version, nothing is deleted, and the edited question was
     # saved once.
-    assert db_rows(server, "SELECT count(*) FROM messages WHERE chat_id = ? AND NOT active", chat["id"]) == [(4,)]
-    assert db_rows(server, "SELECT count(*) FROM messages WHERE chat_id = ? AND deleted_at IS NOT NULL",
-                   chat["id"]) == [(0,)]
-    assert db_rows(server, "SELECT count(*) FROM messages WHERE chat_id = ? AND role = 'user' AND active",
-                   chat["id"]) == [(1,)]
+    assert db_rows(
+        server, "SELECT count(*) FROM messages WHERE chat_id = ? AND NOT active", chat["id"]
+    ) == [(4,)]
+    assert db_rows(
+        server,
+        "SELECT count(*) FROM messages WHERE chat_id = ? AND deleted_at IS NOT NULL",
+        chat["id"],
+    ) == [(0,)]
+    assert db_rows(
+        server,
+        "SELECT count(*) FROM messages WHERE chat_id = ? AND role = 'user' AND active",
+        chat["id"],
+    ) == [(1,)]
 
 
 def test_regenerate_the_last_answer_with_another_model(server, api, scripted):
@@ -83,18 +97,25 @@ def test_regenerate_the_last_answer_with_another_model(server, api, scripted):
     scripted.reset()
     scripted.enqueue(Scenario().text("A better joke."), model="model-two")
     socket = listen(server, api, chat["id"])
-    status, body = api.post(f"/api/session/{chat['id']}/regenerate",
-                            {"endpoint_id": chat["endpoint"]["id"], "model": "model-two"})
+    status, body = api.post(
+        f"/api/session/{chat['id']}/regenerate",
+        {"endpoint_id": chat["endpoint"]["id"], "model": "model-two"},
+    )
     assert status == 202, body
     socket.events_until("turn_end")
     socket.close()
     assert scripted.wait_for_requests(1).body["model"] == "model-two"
     history = api.history(chat["id"])
-    assert [(m["role"], m["content"]) for m in history] == [("user", "Tell me a joke"), ("assistant", "A better joke.")]
+    assert [(m["role"], m["content"]) for m in history] == [
+        ("user", "Tell me a joke"),
+        ("assistant", "A better joke."),
+    ]
     assert history[0]["id"] == before[0]["id"] and history[1]["id"] != before[1]["id"]
     assert api.get(f"/api/session/{chat['id']}")[1]["model"] == "model-two"
     # A route the user cannot use is refused before the answer is removed.
-    status, body = api.post(f"/api/session/{chat['id']}/regenerate", {"endpoint_id": 987654, "model": "x"})
+    status, body = api.post(
+        f"/api/session/{chat['id']}/regenerate", {"endpoint_id": 987654, "model": "x"}
+    )
     assert status == 404 and api.history(chat["id"]) == history
 
 
@@ -107,7 +128,9 @@ def test_edit_while_the_turn_runs_is_refused(server, api, scripted):
     socket.send(type="send", message="Second", request_id="r-second")
     socket.events_until("accepted")
     question = api.history(chat["id"])[0]
-    status, body = api.post(f"/api/session/{chat['id']}/messages/{question['id']}/edit", {"text": "changed"})
+    status, body = api.post(
+        f"/api/session/{chat['id']}/messages/{question['id']}/edit", {"text": "changed"}
+    )
     assert status == 409 and body["error"]["code"] == "turn_running"
     status, body = api.post(f"/api/session/{chat['id']}/regenerate", {})
     assert status == 409 and body["error"]["code"] == "turn_running"

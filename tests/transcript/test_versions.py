@@ -60,8 +60,12 @@ def test_regenerate_edit_switch_export_and_import_every_version(server, api, scr
     chat = make_chat(api, scripted)
     chat_id = chat["id"]
     scripted.enqueue(Scenario().text("Answer one."))
-    wait_turn(server, api, chat_id, lambda: Socket(server, chat_id).send(
-        type="send", message="Name a colour", request_id="q1"))
+    wait_turn(
+        server,
+        api,
+        chat_id,
+        lambda: Socket(server, chat_id).send(type="send", message="Name a colour", request_id="q1"),
+    )
     question = api.history(chat_id)[0]
 
     # Regenerate three times: every answer stays, the newest is shown.
@@ -69,7 +73,10 @@ def test_regenerate_edit_switch_export_and_import_every_version(server, api, scr
         scripted.enqueue(Scenario().text(text))
         wait_turn(server, api, chat_id, lambda: api.post(f"/api/session/{chat_id}/regenerate", {}))
     history = api.history(chat_id)
-    assert [(m["role"], m["content"]) for m in history] == [("user", "Name a colour"), ("assistant", "Answer four.")]
+    assert [(m["role"], m["content"]) for m in history] == [
+        ("user", "Name a colour"),
+        ("assistant", "Answer four."),
+    ]
     answers = history[1]["version"]["ids"]
     assert history[1]["version"]["n"] == 4 and history[1]["version"]["m"] == 4 and len(answers) == 4
     assert history[0]["version"] is None
@@ -78,26 +85,45 @@ def test_regenerate_edit_switch_export_and_import_every_version(server, api, scr
 
     # Edit the question: a second version of it, answered anew.
     scripted.enqueue(Scenario().text("Blue."))
-    status, body = wait_turn(server, api, chat_id, lambda: api.post(
-        f"/api/session/{chat_id}/messages/{question['id']}/edit", {"text": "Name a cold colour"}))
+    status, body = wait_turn(
+        server,
+        api,
+        chat_id,
+        lambda: api.post(
+            f"/api/session/{chat_id}/messages/{question['id']}/edit", {"text": "Name a cold colour"}
+        ),
+    )
     assert status == 202, body
     edited = body["message"]["id"]
     assert "Name a colour" not in str(scripted.requests[-1].body["messages"])
     history = api.history(chat_id)
-    assert [(m["role"], m["content"]) for m in history] == [("user", "Name a cold colour"), ("assistant", "Blue.")]
+    assert [(m["role"], m["content"]) for m in history] == [
+        ("user", "Name a cold colour"),
+        ("assistant", "Blue."),
+    ]
     assert history[0]["version"] == {"n": 2, "m": 2, "ids": [question["id"], edited]}
 
     # Switch between every version; the question's first version brings its last shown answer.
-    assert switch(api, chat_id, question["id"])["version"] == {"n": 1, "m": 2, "ids": [question["id"], edited]}
+    assert switch(api, chat_id, question["id"])["version"] == {
+        "n": 1,
+        "m": 2,
+        "ids": [question["id"], edited],
+    }
     assert shown(api, chat_id) == [("user", "Name a colour"), ("assistant", "Answer four.")]
-    for n, (answer_id, text) in enumerate(zip(answers, ("Answer one.", "Answer two.", "Answer three.", "Answer four.")), 1):
+    for n, (answer_id, text) in enumerate(
+        zip(answers, ("Answer one.", "Answer two.", "Answer three.", "Answer four.")), 1
+    ):
         assert switch(api, chat_id, answer_id)["version"]["n"] == n
         assert shown(api, chat_id) == [("user", "Name a colour"), ("assistant", text)]
     switch(api, chat_id, answers[1])
     # Saved: a reload (a new page, any tab) shows the chosen version, with its switcher.
     page = fetch(server, f"/c/{chat_id}")
     assert "Answer two." in page and "Answer four." not in page and "Blue." not in page
-    assert 'aria-label="Previous version"' in page and 'aria-label="Next version"' in page and "2/4" in page
+    assert (
+        'aria-label="Previous version"' in page
+        and 'aria-label="Next version"' in page
+        and "2/4" in page
+    )
 
     # The readable exports follow the shown versions only; the JSON export carries them all.
     markdown = fetch(server, f"/api/session/{chat_id}/export?fmt=md")
@@ -105,8 +131,17 @@ def test_regenerate_edit_switch_export_and_import_every_version(server, api, scr
     status, document = api.get(f"/api/session/{chat_id}/export?fmt=json")
     assert status == 200
     contents = sorted(m["content"] for m in document["messages"])
-    assert contents == sorted(["Name a colour", "Answer one.", "Answer two.", "Answer three.", "Answer four.",
-                               "Name a cold colour", "Blue."])
+    assert contents == sorted(
+        [
+            "Name a colour",
+            "Answer one.",
+            "Answer two.",
+            "Answer three.",
+            "Answer four.",
+            "Name a cold colour",
+            "Blue.",
+        ]
+    )
 
     # Import it again: the same transcript, every version reachable.
     status, body = api.post("/api/import", document)
@@ -145,7 +180,12 @@ def test_no_switch_while_a_turn_runs_and_bad_ids(server, api, scripted):
     chat = make_chat(api, scripted)
     chat_id = chat["id"]
     scripted.enqueue(Scenario().text("First."), Scenario().text("Second."))
-    wait_turn(server, api, chat_id, lambda: Socket(server, chat_id).send(type="send", message="Hi", request_id="h1"))
+    wait_turn(
+        server,
+        api,
+        chat_id,
+        lambda: Socket(server, chat_id).send(type="send", message="Hi", request_id="h1"),
+    )
     wait_turn(server, api, chat_id, lambda: api.post(f"/api/session/{chat_id}/regenerate", {}))
     first, second = api.history(chat_id)[1]["version"]["ids"]
 

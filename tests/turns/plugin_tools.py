@@ -22,7 +22,10 @@ def _echo(arguments, context):
 
 def register(app):
     tools = app.extensions["numi.tools"]
-    schema = {"type": "object", "properties": {"seconds": {"type": "number"}, "label": {"type": "string"}}}
+    schema = {
+        "type": "object",
+        "properties": {"seconds": {"type": "number"}, "label": {"type": "string"}},
+    }
     tools.register(Tool("sleepy", "Sleep for some seconds.", schema, _sleep))
     tools.register(Tool("broken", "Always fails.", {"type": "object", "properties": {}}, _fail))
     tools.register(Tool("echo", "Echo the arguments.", {"type": "object", "properties": {}}, _echo))

@@ -46,7 +46,10 @@ def test_one_process_follows_more_chats_than_a_default_redis_pool(api, scripted,
         tabs[i].send(type="send", message=f"Question {i}")
         events = tabs[i].events_until("turn_end", timeout=30)
         assert "error" not in types(events), events
-        assert "".join(e["data"]["delta"] for e in events if e["type"] == "content") == f"Answer number {i}."
+        assert (
+            "".join(e["data"]["delta"] for e in events if e["type"] == "content")
+            == f"Answer number {i}."
+        )
 
 
 def test_every_tab_of_a_chat_gets_the_saved_answer(api, scripted, sockets):
@@ -68,4 +71,6 @@ def test_every_tab_of_a_chat_gets_the_saved_answer(api, scripted, sockets):
         answer_id = saved[-1]["id"]
         assert f'id="msg-{answer_id}"' in page
         assert "<strong>shared</strong>" in page
-        assert 'hx-swap-oob="beforebegin:#turn-' in page  # before the live part, as the page expects
+        assert (
+            'hx-swap-oob="beforebegin:#turn-' in page
+        )  # before the live part, as the page expects

@@ -12,7 +12,9 @@ from turn_support import SSE, Api, Socket, make_chat, of_type, turn_server_env, 
 
 
 def test_stop_during_streaming_keeps_the_partial_answer(api, scripted, chat, sockets):
-    scripted.enqueue(Scenario().text("one two three four five six seven eight nine ten", chunks=10).delay(0.1))
+    scripted.enqueue(
+        Scenario().text("one two three four five six seven eight nine ten", chunks=10).delay(0.1)
+    )
     ws = sockets(chat["id"])
     ws.send(type="send", message="Count slowly")
     before = ws.events_until("content")
@@ -25,7 +27,9 @@ def test_stop_during_streaming_keeps_the_partial_answer(api, scripted, chat, soc
     shown = "".join(e["data"]["delta"] for e in of_type(events, "content"))
     answer = api.history(chat["id"])[-1]
     assert answer["role"] == "assistant"
-    assert answer["content"] == shown and 0 < len(shown) < len("one two three four five six seven eight nine ten")
+    assert answer["content"] == shown and 0 < len(shown) < len(
+        "one two three four five six seven eight nine ten"
+    )
     assert answer["meta"]["error"]["code"] == "cancelled"
 
 
@@ -63,7 +67,9 @@ def test_disconnect_and_resume_loses_and_repeats_nothing(server, scripted, api, 
     flaky.close()  # the browser goes away; the turn must go on
     # ... and it does: the watcher sees more words go out while no one else listens.
     reference = []
-    while not any(e["type"] == "content" and e["event_id"] > seen[-1]["event_id"] + 3 for e in reference):
+    while not any(
+        e["type"] == "content" and e["event_id"] > seen[-1]["event_id"] + 3 for e in reference
+    ):
         reference.append(watcher.receive())
     again = sockets(chat["id"])
     again.send(type="resume", last_event_id=seen[-1]["event_id"])
@@ -72,13 +78,21 @@ def test_disconnect_and_resume_loses_and_repeats_nothing(server, scripted, api, 
 
     combined = [e["event_id"] for e in seen + rest]
     assert combined == sorted(set(combined)), "no event repeated"
-    assert combined == [e["event_id"] for e in reference if e["event_id"] >= combined[0]], "no event lost"
-    assert "".join(e["data"]["delta"] for e in of_type(seen + rest, "content")) == " ".join(f"w{i}" for i in range(40))
+    assert combined == [e["event_id"] for e in reference if e["event_id"] >= combined[0]], (
+        "no event lost"
+    )
+    assert "".join(e["data"]["delta"] for e in of_type(seen + rest, "content")) == " ".join(
+        f"w{i}" for i in range(40)
+    )
     assert api.history(chat["id"])[-1]["content"] == " ".join(f"w{i}" for i in range(40))
 
 
-def test_reconnect_after_the_buffer_overflowed_gets_a_snapshot_then_live(live_server_factory, scripted, channel_env):
-    server = live_server_factory(**turn_server_env(NUMI_TURN_BUFFER_EVENTS=5, NUMI_FRAME_INTERVAL_MS=0, **channel_env))
+def test_reconnect_after_the_buffer_overflowed_gets_a_snapshot_then_live(
+    live_server_factory, scripted, channel_env
+):
+    server = live_server_factory(
+        **turn_server_env(NUMI_TURN_BUFFER_EVENTS=5, NUMI_FRAME_INTERVAL_MS=0, **channel_env)
+    )
     api = Api(server.url)
     chat = make_chat(api, scripted)
     words = [f"t{i} " for i in range(60)]
@@ -90,8 +104,10 @@ def test_reconnect_after_the_buffer_overflowed_gets_a_snapshot_then_live(live_se
         last = seen[-1]["event_id"]
         ws.close()
         # more than the 5 buffered events happen meanwhile
-        wait_until(lambda: api.get(f"/api/chat/stream_status/{chat['id']}")[1]["last_event_id"] > last + 5,
-                   what="more events than the buffer holds")
+        wait_until(
+            lambda: api.get(f"/api/chat/stream_status/{chat['id']}")[1]["last_event_id"] > last + 5,
+            what="more events than the buffer holds",
+        )
         ws = Socket(server, chat["id"])
         ws.send(type="resume", last_event_id=last)
         rest = ws.events_until("turn_end", timeout=20)
@@ -100,13 +116,21 @@ def test_reconnect_after_the_buffer_overflowed_gets_a_snapshot_then_live(live_se
     assert rest[0]["type"] == "snapshot"
     snapshot = rest[0]["data"]
     live = "".join(e["data"]["delta"] for e in of_type(rest, "content"))
-    assert snapshot["content"] + live == "".join(words), "snapshot plus live events give the whole answer"
-    assert [e["event_id"] for e in rest[1:]] == list(range(rest[0]["event_id"] + 1, rest[0]["event_id"] + len(rest)))
+    assert snapshot["content"] + live == "".join(words), (
+        "snapshot plus live events give the whole answer"
+    )
+    assert [e["event_id"] for e in rest[1:]] == list(
+        range(rest[0]["event_id"] + 1, rest[0]["event_id"] + len(rest))
+    )
 
 
-def test_kill_minus_nine_mid_turn_leaves_only_saved_boundaries(live_server_factory, scripted, channel_env):
+def test_kill_minus_nine_mid_turn_leaves_only_saved_boundaries(
+    live_server_factory, scripted, channel_env
+):
     shared = bool(channel_env)
-    server = live_server_factory(**turn_server_env(**channel_env, **({"NUMI_TURN_LEASE_MS": 1000} if shared else {})))
+    server = live_server_factory(
+        **turn_server_env(**channel_env, **({"NUMI_TURN_LEASE_MS": 1000} if shared else {}))
+    )
     api = Api(server.url)
     chat = make_chat(api, scripted)
     scripted.enqueue(Scenario().text("never finished " * 20, chunks=40).delay(0.05))
@@ -142,8 +166,12 @@ def test_kill_minus_nine_mid_turn_leaves_only_saved_boundaries(live_server_facto
 
 
 def test_sse_stream_status_stop_and_resume(server, api, scripted, chat):
-    scripted.enqueue(Scenario().text(" ".join("abcdefghijklmnopqrstuvwxyz" * 2), chunks=52).delay(0.1))
-    stream = SSE(server, "POST", "/api/chat_stream", {"message": "SSE please", "session": chat["id"]})
+    scripted.enqueue(
+        Scenario().text(" ".join("abcdefghijklmnopqrstuvwxyz" * 2), chunks=52).delay(0.1)
+    )
+    stream = SSE(
+        server, "POST", "/api/chat_stream", {"message": "SSE please", "session": chat["id"]}
+    )
     assert stream.response.status == 200
     assert stream.response.getheader("Content-Type").startswith("text/event-stream")
     events = stream.events()
@@ -155,7 +183,12 @@ def test_sse_stream_status_stop_and_resume(server, api, scripted, chat):
     status, body = api.get(f"/api/chat/stream_status/{chat['id']}")
     assert body["running"] is True and body["turn_id"] == received[0]["turn_id"]
 
-    resumed = SSE(server, "GET", f"/api/chat/resume/{chat['id']}", headers={"Last-Event-ID": str(received[-1]["event_id"])})
+    resumed = SSE(
+        server,
+        "GET",
+        f"/api/chat/resume/{chat['id']}",
+        headers={"Last-Event-ID": str(received[-1]["event_id"])},
+    )
     status, body = api.post(f"/api/chat/stop/{chat['id']}")
     assert body == {"stopped": True}
     rest = list(events)
@@ -165,7 +198,12 @@ def test_sse_stream_status_stop_and_resume(server, api, scripted, chat):
     assert types(rest)[-2:] == ["error", "turn_end"] and rest[-2]["data"]["code"] == "cancelled"
     assert [e["event_id"] for e in tail] == [e["event_id"] for e in rest]
     assert api.get(f"/api/chat/stream_status/{chat['id']}")[1]["running"] is False
-    nothing = SSE(server, "GET", f"/api/chat/resume/{chat['id']}", headers={"Last-Event-ID": str(rest[-1]["event_id"])})
+    nothing = SSE(
+        server,
+        "GET",
+        f"/api/chat/resume/{chat['id']}",
+        headers={"Last-Event-ID": str(rest[-1]["event_id"])},
+    )
     assert nothing.response.status == 204
     nothing.close()
 
@@ -194,7 +232,9 @@ def test_bad_input_over_the_websocket_changes_nothing(server, api, scripted, cha
     events = ws.events_until("turn_end")
     refused = [e for e in events if e["type"] == "error" and e["event_id"] is None]
     assert refused and refused[0]["data"]["code"] == "turn_running"
-    assert [m["content"] for m in api.history(chat["id"]) if m["role"] == "user"] == ["Real question"]
+    assert [m["content"] for m in api.history(chat["id"]) if m["role"] == "user"] == [
+        "Real question"
+    ]
 
 
 def test_websocket_to_a_missing_chat_is_a_404(server):
@@ -203,8 +243,10 @@ def test_websocket_to_a_missing_chat_is_a_404(server):
     from simple_websocket.errors import ConnectionError as WsConnectionError
 
     with pytest.raises(WsConnectionError) as missing:
-        Client.connect(f"ws://127.0.0.1:{server.port}/ws/00000000-0000-0000-0000-000000000000",
-                       headers={"Origin": server.url, **server.headers})
+        Client.connect(
+            f"ws://127.0.0.1:{server.port}/ws/00000000-0000-0000-0000-000000000000",
+            headers={"Origin": server.url, **server.headers},
+        )
     assert missing.value.status_code == 404
 
 
@@ -222,7 +264,9 @@ def test_html_view_swaps_fragments_by_id_and_coalesces_deltas(server, api, scrip
         if 'data-running="0"' in frame:
             break
     html = "".join(frames)
-    assert len(frames) < 100, f"{len(frames)} WebSocket messages for 300 tokens: deltas are not coalesced"
+    assert len(frames) < 100, (
+        f"{len(frames)} WebSocket messages for 300 tokens: deltas are not coalesced"
+    )
     assert "hx-swap-oob" in frames[0]
     assert 'id="turn-' in html and 'id="event-cursor"' in html
     assert "Fast &lt;b&gt;stream&lt;/b&gt;" in html and "<b>stream</b>" not in html

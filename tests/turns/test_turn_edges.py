@@ -28,7 +28,9 @@ def _page(api: Api, chat_id: str) -> str:
         return response.read().decode()
 
 
-def test_retry_button_after_a_failed_step_that_followed_a_tool_answers(server, api, scripted, sockets):
+def test_retry_button_after_a_failed_step_that_followed_a_tool_answers(
+    server, api, scripted, sockets
+):
     chat = make_chat(api, scripted, settings={"tools": ["echo"]})
     scripted.enqueue(Scenario().tool_call("echo", {"x": 1}))
     scripted.enqueue(Scenario.http_error(500))
@@ -50,7 +52,9 @@ def test_retry_button_after_a_failed_step_that_followed_a_tool_answers(server, a
     assert sent == ["system", "user", "assistant", "tool"]
 
 
-def test_after_a_crash_every_interrupted_turn_shows_with_retry_and_a_resend_answers(server, api, scripted):
+def test_after_a_crash_every_interrupted_turn_shows_with_retry_and_a_resend_answers(
+    server, api, scripted
+):
     tool_chat = make_chat(api, scripted, settings={"tools": ["sleepy"]})
     text_chat = make_chat(api, scripted)
     # A turn killed while its tool runs, and one killed mid-answer.
@@ -80,7 +84,9 @@ def test_after_a_crash_every_interrupted_turn_shows_with_retry_and_a_resend_answ
 
     for chat in (tool_chat, text_chat):
         page = _page(api, chat["id"])
-        assert 'id="turn-interrupted"' in page and f'/c/{chat["id"]}/retry' in page, "notice with Retry"
+        assert 'id="turn-interrupted"' in page and f"/c/{chat['id']}/retry" in page, (
+            "notice with Retry"
+        )
     page = _page(api, tool_chat["id"])
     assert "tool-interrupted" in page and "queued" not in page
 
@@ -132,8 +138,10 @@ def test_a_used_request_id_with_other_text_is_refused(server, api, scripted, cha
     ws.send(type="send", message="Different text", request_id="used-once")
     error = ws.events_until("error")[-1]  # (a title_update of the first turn may come first)
     assert error["data"]["code"] == "request_id_reused"
-    status, body = api.post("/api/chat_stream", {"session": chat["id"], "message": "Different text",
-                                                 "request_id": "used-once"})
+    status, body = api.post(
+        "/api/chat_stream",
+        {"session": chat["id"], "message": "Different text", "request_id": "used-once"},
+    )
     assert status == 409 and body["error"]["code"] == "request_id_reused"
     assert api.history(chat["id"]) == before
     # the same text is still a retry that answers with the saved answer
@@ -160,8 +168,9 @@ def test_snapshot_carries_the_history_boundary(server, api, scripted, chat, sock
 
 
 @pytest.mark.parametrize("last_event_id", [None, "1"], ids=["no-id", "older-than-the-buffer"])
-def test_resuming_a_finished_turn_by_sse_sends_the_snapshot_and_ends(server, api, scripted, chat, sockets,
-                                                                     last_event_id):
+def test_resuming_a_finished_turn_by_sse_sends_the_snapshot_and_ends(
+    server, api, scripted, chat, sockets, last_event_id
+):
     ws = sockets(chat["id"])
     ws.send(type="send", message="Finish")
     ws.events_until("turn_end")
@@ -176,14 +185,32 @@ def test_resuming_a_finished_turn_by_sse_sends_the_snapshot_and_ends(server, api
     assert events[0]["data"]["finished"] is True
 
 
-def test_chat_stream_with_a_deleted_selected_endpoint_repairs_the_route(server, api, scripted, chat):
-    status, gone = api.post("/api/endpoints", {"name": "soon gone", "kind": "openai_chat",
-                                               "base_url": scripted.openai_base_url, "default_model": "x"})
+def test_chat_stream_with_a_deleted_selected_endpoint_repairs_the_route(
+    server, api, scripted, chat
+):
+    status, gone = api.post(
+        "/api/endpoints",
+        {
+            "name": "soon gone",
+            "kind": "openai_chat",
+            "base_url": scripted.openai_base_url,
+            "default_model": "x",
+        },
+    )
     assert status == 201
     assert api.call("DELETE", f"/api/endpoints/{gone['id']}")[0] == 200
     scripted.enqueue(Scenario().text("Answered on a valid route."))
-    stream = SSE(server, "POST", "/api/chat_stream", {"session": chat["id"], "message": "hello",
-                                                      "selected_endpoint_id": str(gone["id"]), "model": "x"})
+    stream = SSE(
+        server,
+        "POST",
+        "/api/chat_stream",
+        {
+            "session": chat["id"],
+            "message": "hello",
+            "selected_endpoint_id": str(gone["id"]),
+            "model": "x",
+        },
+    )
     try:
         assert stream.response.status == 200
         events = list(stream.events())
@@ -192,6 +219,11 @@ def test_chat_stream_with_a_deleted_selected_endpoint_repairs_the_route(server, 
     assert "done" in types(events) and "error" not in types(events)
     answer = api.history(chat["id"])[-1]
     assert answer["content"] == "Answered on a valid route."
-    assert answer["meta"]["endpoint_id"] == chat["endpoint"]["id"] and answer["meta"]["model"] == "fake-model"
-    status, body = api.post("/api/chat_stream", {"session": chat["id"], "message": "x", "selected_endpoint_id": "²"})
+    assert (
+        answer["meta"]["endpoint_id"] == chat["endpoint"]["id"]
+        and answer["meta"]["model"] == "fake-model"
+    )
+    status, body = api.post(
+        "/api/chat_stream", {"session": chat["id"], "message": "x", "selected_endpoint_id": "²"}
+    )
     assert status == 400 and body["error"]["code"] == "invalid_input"

@@ -4,7 +4,6 @@ the real wire protocols through the real SDKs, and a real WebSocket client (JSON
 from __future__ import annotations
 
 
-
 from numi.testing import Scenario
 
 from turn_support import db_rows, make_chat, of_type, types
@@ -18,7 +17,12 @@ def test_plain_answer_is_saved_at_the_boundaries(server, api, scripted, chat, so
 
     names = types(events)
     assert names[0] == "turn_start"
-    assert names.index("accepted") < names.index("content") < names.index("done") < names.index("turn_end")
+    assert (
+        names.index("accepted")
+        < names.index("content")
+        < names.index("done")
+        < names.index("turn_end")
+    )
     assert names[-1] == "turn_end"
     ids = [e["event_id"] for e in events]
     assert ids == list(range(ids[0], ids[0] + len(ids))), "event ids increase by one"
@@ -28,7 +32,10 @@ def test_plain_answer_is_saved_at_the_boundaries(server, api, scripted, chat, so
     accepted = of_type(events, "accepted")[0]["data"]
     done = of_type(events, "done")[0]["data"]
     messages = api.history(chat["id"])
-    assert [(m["role"], m["content"]) for m in messages] == [("user", "Say hello"), ("assistant", "Hello there, friend.")]
+    assert [(m["role"], m["content"]) for m in messages] == [
+        ("user", "Say hello"),
+        ("assistant", "Hello there, friend."),
+    ]
     assert messages[0]["id"] == accepted["message_id"] and accepted["request_id"] == "req-1"
     assert messages[1]["id"] == done["message_id"]
     metrics = of_type(events, "metrics")[0]["data"]
@@ -58,7 +65,9 @@ def test_messages_of_every_frame_length_arrive_whole(api, scripted, chat, socket
 
 
 def test_reasoning_streams_and_is_saved_apart_from_the_answer(api, scripted, chat, sockets):
-    scripted.enqueue(Scenario().reasoning("First, think. Then answer.", chunks=3).text("42", chunks=1))
+    scripted.enqueue(
+        Scenario().reasoning("First, think. Then answer.", chunks=3).text("42", chunks=1)
+    )
     ws = sockets(chat["id"])
     ws.send(type="send", message="What is the answer?")
     events = ws.events_until("turn_end")
@@ -70,7 +79,9 @@ def test_reasoning_streams_and_is_saved_apart_from_the_answer(api, scripted, cha
     assert answer["reasoning_content"] == "First, think. Then answer."
 
 
-def test_parallel_tool_calls_report_in_completion_order_and_save_in_call_order(api, scripted, sockets):
+def test_parallel_tool_calls_report_in_completion_order_and_save_in_call_order(
+    api, scripted, sockets
+):
     chat = make_chat(api, scripted, settings={"tools": ["sleepy"]})
     scripted.enqueue(
         Scenario()
@@ -95,7 +106,9 @@ def test_parallel_tool_calls_report_in_completion_order_and_save_in_call_order(a
     assert roles == ["user", "assistant", "tool", "tool", "assistant"]
     call_message = messages[1]
     assert [c["id"] for c in call_message["tool_calls"]] == [first_call, second_call]
-    assert [m["tool_call_id"] for m in messages[2:4]] == [first_call, second_call], "database order is call order"
+    assert [m["tool_call_id"] for m in messages[2:4]] == [first_call, second_call], (
+        "database order is call order"
+    )
     assert "slow" in messages[2]["content"] and "fast" in messages[3]["content"]
     # The step with the calls was saved before its tools ran.
     saved = of_type(events, "message_saved")
@@ -107,7 +120,11 @@ def test_parallel_tool_calls_report_in_completion_order_and_save_in_call_order(a
     follow_up = scripted.requests[-1].body["messages"]
     assistant = next(m for m in follow_up if m.get("tool_calls"))
     results = [m for m in follow_up if m["role"] == "tool"]
-    assert [c["id"] for c in assistant["tool_calls"]] == [r["tool_call_id"] for r in results] == ["call_1", "call_2"]
+    assert (
+        [c["id"] for c in assistant["tool_calls"]]
+        == [r["tool_call_id"] for r in results]
+        == ["call_1", "call_2"]
+    )
     assert of_type(events, "done")[0]["data"]["message_id"] == messages[-1]["id"]
 
 
@@ -173,8 +190,14 @@ def test_retry_with_the_same_request_id_does_not_duplicate(api, scripted, chat, 
     ws.send(type="send", message="Once", request_id="same-id")
     second = ws.events_until("turn_end")
 
-    assert of_type(second, "accepted")[0]["data"]["message_id"] == of_type(first, "accepted")[0]["data"]["message_id"]
-    assert of_type(second, "done")[0]["data"]["message_id"] == of_type(first, "done")[0]["data"]["message_id"]
+    assert (
+        of_type(second, "accepted")[0]["data"]["message_id"]
+        == of_type(first, "accepted")[0]["data"]["message_id"]
+    )
+    assert (
+        of_type(second, "done")[0]["data"]["message_id"]
+        == of_type(first, "done")[0]["data"]["message_id"]
+    )
     assert len(scripted.requests) == 1, "no second model call for a finished request"
     assert [m["role"] for m in api.history(chat["id"])] == ["user", "assistant"]
 
@@ -191,16 +214,29 @@ def test_a_failed_request_is_answered_when_retried(api, scripted, chat, sockets)
     assert "done" in types(retried)
     messages = api.history(chat["id"])
     assert [(m["role"], m["content"]) for m in messages] == [
-        ("user", "Try me"), ("assistant", ""), ("assistant", "Second time lucky.")]
+        ("user", "Try me"),
+        ("assistant", ""),
+        ("assistant", "Second time lucky."),
+    ]
     # The failure stays on the transcript, with its code, but is never sent to the model.
-    assert messages[1]["meta"]["error"]["code"] == "provider_unavailable" and messages[1]["meta"]["partial"]
+    assert (
+        messages[1]["meta"]["error"]["code"] == "provider_unavailable"
+        and messages[1]["meta"]["partial"]
+    )
     assert [m["role"] for m in scripted.requests[-1].body["messages"]] == ["system", "user"]
 
 
 def test_failure_before_output_falls_back_to_the_next_model(api, scripted, sockets):
     chat = make_chat(api, scripted, model="primary-model")
-    status, _ = api.call("PATCH", f"/api/session/{chat['id']}", {
-        "settings": {"fallbacks": [{"endpoint_id": chat["endpoint"]["id"], "model": "backup-model"}]}})
+    status, _ = api.call(
+        "PATCH",
+        f"/api/session/{chat['id']}",
+        {
+            "settings": {
+                "fallbacks": [{"endpoint_id": chat["endpoint"]["id"], "model": "backup-model"}]
+            }
+        },
+    )
     assert status == 200
     scripted.enqueue(Scenario.http_error(429, retry_after=0), model="primary-model")
     scripted.enqueue(Scenario().text("From the backup."), model="backup-model")
@@ -216,8 +252,15 @@ def test_failure_before_output_falls_back_to_the_next_model(api, scripted, socke
 
 def test_failure_after_output_keeps_the_partial_answer_and_never_falls_back(api, scripted, sockets):
     chat = make_chat(api, scripted, model="primary-model")
-    api.call("PATCH", f"/api/session/{chat['id']}", {
-        "settings": {"fallbacks": [{"endpoint_id": chat["endpoint"]["id"], "model": "backup-model"}]}})
+    api.call(
+        "PATCH",
+        f"/api/session/{chat['id']}",
+        {
+            "settings": {
+                "fallbacks": [{"endpoint_id": chat["endpoint"]["id"], "model": "backup-model"}]
+            }
+        },
+    )
     scripted.enqueue(Scenario().text("Half an ans", chunks=2).drop(), model="primary-model")
     ws = sockets(chat["id"])
     ws.send(type="send", message="Hello")
@@ -244,8 +287,14 @@ def test_an_empty_model_is_repaired_before_the_call(api, scripted, sockets):
     assert stored["model"] == "fake-model"
 
 
-def test_chat_deleted_mid_turn_ends_cleanly_and_recreates_nothing(server, api, scripted, chat, sockets):
-    scripted.enqueue(Scenario().text("This will never be saved because the chat goes away", chunks=20).delay(0.05))
+def test_chat_deleted_mid_turn_ends_cleanly_and_recreates_nothing(
+    server, api, scripted, chat, sockets
+):
+    scripted.enqueue(
+        Scenario()
+        .text("This will never be saved because the chat goes away", chunks=20)
+        .delay(0.05)
+    )
     ws = sockets(chat["id"])
     ws.send(type="send", message="Long answer please")
     ws.events_until("content")
@@ -255,9 +304,16 @@ def test_chat_deleted_mid_turn_ends_cleanly_and_recreates_nothing(server, api, s
     db_rows(server, "UPDATE chats SET deleted_at = CURRENT_TIMESTAMP WHERE id = ?", chat["id"])
     events = ws.events_until("turn_end")
     assert of_type(events, "error")[0]["data"]["code"] == "chat_deleted"
-    roles = [r[0] for r in db_rows(server, "SELECT role FROM messages WHERE chat_id = ? ORDER BY id", chat["id"])]
+    roles = [
+        r[0]
+        for r in db_rows(
+            server, "SELECT role FROM messages WHERE chat_id = ? ORDER BY id", chat["id"]
+        )
+    ]
     assert roles == ["user"]
-    assert db_rows(server, "SELECT deleted_at IS NOT NULL FROM chats WHERE id = ?", chat["id"]) == [(1,)]
+    assert db_rows(server, "SELECT deleted_at IS NOT NULL FROM chats WHERE id = ?", chat["id"]) == [
+        (1,)
+    ]
 
 
 def test_title_update_follows_the_first_answer(live_server_factory, scripted, channel_env):

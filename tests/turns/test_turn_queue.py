@@ -52,14 +52,32 @@ def test_two_follow_ups_run_in_order_after_every_client_closed(queue_server, scr
     ws.send(type="send", message="Third", request_id="r-3", queue=True)
     assert queued(ws)["item"]["request_id"] == "r-3"
     status, body = api.get(f"/api/session/{chat['id']}/queue")
-    assert status == 200 and [i["message"] for i in body["items"]] == ["Second", "Third"] and not body["paused"]
+    assert (
+        status == 200
+        and [i["message"] for i in body["items"]] == ["Second", "Third"]
+        and not body["paused"]
+    )
     ws.close()  # every browser gone: the queue goes on without them
     scripted.release()
-    expected = [("user", "First"), ("assistant", "Answer one."), ("user", "Second"), ("assistant", "Answer two."),
-                ("user", "Third"), ("assistant", "Answer three.")]
-    wait_until(lambda: roles_and_texts(api, chat["id"]) == expected, timeout=30, what="both follow-ups answered")
+    expected = [
+        ("user", "First"),
+        ("assistant", "Answer one."),
+        ("user", "Second"),
+        ("assistant", "Answer two."),
+        ("user", "Third"),
+        ("assistant", "Answer three."),
+    ]
+    wait_until(
+        lambda: roles_and_texts(api, chat["id"]) == expected,
+        timeout=30,
+        what="both follow-ups answered",
+    )
     assert api.get(f"/api/session/{chat['id']}/queue")[1] == {"items": [], "paused": False}
-    assert [m["request_id"] for m in api.history(chat["id"]) if m["role"] == "user"] == ["r-First", "r-2", "r-3"]
+    assert [m["request_id"] for m in api.history(chat["id"]) if m["role"] == "user"] == [
+        "r-First",
+        "r-2",
+        "r-3",
+    ]
     # The model saw each follow-up after the answer before it.
     last = scripted.wait_for_requests(3).body["messages"]
     assert [m["content"] for m in last if m["role"] == "user"] == ["First", "Second", "Third"]
@@ -96,8 +114,13 @@ def test_edit_and_remove_queued_messages_before_they_start(api, scripted, chat, 
     while [i["message"] for i in ws.events_until("queue")[-1]["data"]["items"]] != ["Fixed"]:
         pass
     scripted.release()
-    wait_until(lambda: len(api.history(chat["id"])) == 4, timeout=20, what="the edited follow-up answered")
-    assert roles_and_texts(api, chat["id"])[2:] == [("user", "Fixed"), ("assistant", "Answer to the edit.")]
+    wait_until(
+        lambda: len(api.history(chat["id"])) == 4, timeout=20, what="the edited follow-up answered"
+    )
+    assert roles_and_texts(api, chat["id"])[2:] == [
+        ("user", "Fixed"),
+        ("assistant", "Answer to the edit."),
+    ]
     # Once started, an item is no longer in the queue: editing it is a 404.
     status, body = api.call("PATCH", f"{base}/{first['id']}", {"message": "Too late"})
     assert status == 404 and body["error"]["code"] == "not_found"
@@ -124,7 +147,10 @@ def test_stop_and_clear_queue_ends_the_turn_and_drops_what_waits(api, scripted, 
         return ("user", "After") in roles and roles[-1][0] == "assistant" and roles[-1] != roles[1]
 
     wait_until(answered_after, timeout=20, what="the next send answered")
-    assert [m["content"] for m in api.history(chat["id"]) if m["role"] == "user"] == ["First", "After"]
+    assert [m["content"] for m in api.history(chat["id"]) if m["role"] == "user"] == [
+        "First",
+        "After",
+    ]
     assert len(scripted.requests) == 2, "nothing queued started"
 
 
@@ -161,21 +187,31 @@ def test_a_failed_turn_pauses_the_queue_until_resumed(api, scripted, chat, socke
     status, body = api.post(f"/api/session/{chat['id']}/queue/resume")
     assert status == 200 and body["started"] is True and body["items"] == []
     ws.events_until("turn_end")
-    assert roles_and_texts(api, chat["id"])[-2:] == [("user", "After the failure"), ("assistant", "Resumed answer.")]
+    assert roles_and_texts(api, chat["id"])[-2:] == [
+        ("user", "After the failure"),
+        ("assistant", "Resumed answer."),
+    ]
 
 
 def test_sse_send_with_queue_answers_202_with_the_item(server, api, scripted, chat, sockets):
     ws = sockets(chat["id"])
     start_stalled_turn(scripted, ws)
     scripted.enqueue(Scenario().text("Via SSE."))
-    stream = SSE(server, "POST", "/api/chat_stream",
-                 {"session": chat["id"], "message": "From a program", "request_id": "r-sse", "queue": True})
+    stream = SSE(
+        server,
+        "POST",
+        "/api/chat_stream",
+        {"session": chat["id"], "message": "From a program", "request_id": "r-sse", "queue": True},
+    )
     try:
         assert stream.response.status == 202
         import json
 
         body = json.loads(stream.response.read())
-        assert body["queued"]["message"] == "From a program" and body["queued"]["request_id"] == "r-sse"
+        assert (
+            body["queued"]["message"] == "From a program"
+            and body["queued"]["request_id"] == "r-sse"
+        )
     finally:
         stream.close()
     stream = SSE(server, "POST", "/api/chat_stream", {"session": chat["id"], "message": "No queue"})
@@ -184,8 +220,11 @@ def test_sse_send_with_queue_answers_202_with_the_item(server, api, scripted, ch
     finally:
         stream.close()
     scripted.release()
-    wait_until(lambda: roles_and_texts(api, chat["id"])[-1:] == [("assistant", "Via SSE.")], timeout=20,
-               what="the SSE follow-up answered")
+    wait_until(
+        lambda: roles_and_texts(api, chat["id"])[-1:] == [("assistant", "Via SSE.")],
+        timeout=20,
+        what="the SSE follow-up answered",
+    )
 
 
 def test_queue_limits_and_bad_values(api, scripted, chat, sockets):

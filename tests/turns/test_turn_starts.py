@@ -27,15 +27,26 @@ def endpoint_id(client, scripted):
 
 
 def add_endpoint(client, scripted) -> int:
-    response = client.post("/api/endpoints", json={"name": "scripted", "kind": "openai_chat",
-                                                   "base_url": scripted.openai_base_url, "api_key": "k",
-                                                   "default_model": "fake-model"})
+    response = client.post(
+        "/api/endpoints",
+        json={
+            "name": "scripted",
+            "kind": "openai_chat",
+            "base_url": scripted.openai_base_url,
+            "api_key": "k",
+            "default_model": "fake-model",
+        },
+    )
     assert response.status_code == 201, response.get_json()
     return response.get_json()["id"]
 
 
 def new_chat(client, endpoint_id=None) -> str:
-    body = {"endpoint_id": endpoint_id, "model": "fake-model"} if endpoint_id else {"title": "no model"}
+    body = (
+        {"endpoint_id": endpoint_id, "model": "fake-model"}
+        if endpoint_id
+        else {"title": "no model"}
+    )
     response = client.post("/api/session", json=body)
     assert response.status_code == 201, response.get_json()
     return response.get_json()["id"]
@@ -45,8 +56,11 @@ def send(client, chat_id: str, message: str) -> list[dict]:
     """POST /api/chat_stream and read its events to the turn's end."""
     response = client.post("/api/chat_stream", json={"session": chat_id, "message": message})
     assert response.status_code == 200, response.get_data(as_text=True)
-    return [json.loads(line[len("data: "):]) for line in response.get_data(as_text=True).splitlines()
-            if line.startswith("data: ")]
+    return [
+        json.loads(line[len("data: ") :])
+        for line in response.get_data(as_text=True).splitlines()
+        if line.startswith("data: ")
+    ]
 
 
 def text_of(events: list[dict]) -> str:
@@ -68,7 +82,10 @@ def test_a_burst_of_sends_all_answer_and_the_gate_is_free_after(app, client, scr
     chats = [new_chat(client, endpoint_id) for _ in range(8)]
     for n in range(len(chats)):
         scripted.enqueue(Scenario().text(f"Answer {n}.", chunks=3))
-    results = [gevent.spawn(send, app.test_client(), chat_id, f"Question {n}") for n, chat_id in enumerate(chats)]
+    results = [
+        gevent.spawn(send, app.test_client(), chat_id, f"Question {n}")
+        for n, chat_id in enumerate(chats)
+    ]
     gevent.joinall(results, timeout=30, raise_error=True)
     answers = sorted(text_of(r.value) for r in results)
     assert answers == sorted(f"Answer {n}." for n in range(len(chats)))
@@ -83,7 +100,10 @@ def test_starts_that_end_before_the_model_give_the_gate_back(app, client, script
     events = send(client, no_model, "Anyone?")
     assert [e["data"]["code"] for e in events if e["type"] == "error"], events
     chat_id = new_chat(client, add_endpoint(client, scripted))
-    response = client.post("/api/chat_stream", json={"session": chat_id, "message": "see file", "attachments": [987654]})
+    response = client.post(
+        "/api/chat_stream",
+        json={"session": chat_id, "message": "see file", "attachments": [987654]},
+    )
     assert response.status_code in (200, 400, 404), response.get_data(as_text=True)
     wait_idle(app)
     assert gate_is_free(app)

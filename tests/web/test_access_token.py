@@ -53,11 +53,18 @@ def test_requests_without_the_token_are_refused_and_change_nothing(app, client):
     assert page.status_code == 401
     html = page.get_data(as_text=True)
     assert 'name="token"' in html and "mine" not in html
-    for url in ("/api/sessions", f"/api/session/{chat_id}", f"/api/history/{chat_id}", f"/api/chat/resume/{chat_id}",
-                f"/api/session/{chat_id}/export?fmt=json"):
+    for url in (
+        "/api/sessions",
+        f"/api/session/{chat_id}",
+        f"/api/history/{chat_id}",
+        f"/api/chat/resume/{chat_id}",
+        f"/api/session/{chat_id}/export?fmt=json",
+    ):
         _assert_refused_json(stranger.get(url))
     _assert_refused_json(stranger.post("/api/session", json={"title": "evil"}))
-    _assert_refused_json(stranger.post("/api/chat_stream", json={"session": chat_id, "message": "run id"}))
+    _assert_refused_json(
+        stranger.post("/api/chat_stream", json={"session": chat_id, "message": "run id"})
+    )
     assert stranger.post("/chats", data={"title": "evil"}).status_code == 401
     assert stranger.post(f"/c/{chat_id}/delete").status_code == 401
     assert stranger.get("/settings").status_code == 401
@@ -85,7 +92,12 @@ def test_the_token_in_the_url_sets_the_cookie_and_leaves_the_url(sqlite_client, 
     assert ACCESS_TOKEN not in browser.get_cookie("session").value
     page = browser.get(f"/c/{chat_id}")
     assert page.status_code == 200 and "mine" in page.get_data(as_text=True)
-    assert browser.post("/api/session", json={"title": "by cookie"}, headers={"Origin": "http://localhost"}).status_code == 201
+    assert (
+        browser.post(
+            "/api/session", json={"title": "by cookie"}, headers={"Origin": "http://localhost"}
+        ).status_code
+        == 201
+    )
     assert browser.get("/?token=" + ACCESS_TOKEN).headers["Location"] == "/"
 
 
@@ -98,18 +110,25 @@ def test_the_token_form_works_without_javascript_and_escapes_what_it_shows(sqlit
     assert form, html
     assert 'name="token"' in form.group(1) and 'type="password"' in form.group(1)
     assert 'name="next"' in form.group(1) and "<script>alert(1)" not in html
-    assert "<script>" not in re.sub(r'<script src="[^"]+" defer></script>', "", html)  # no inline script
+    assert "<script>" not in re.sub(
+        r'<script src="[^"]+" defer></script>', "", html
+    )  # no inline script
     assert "'unsafe-inline'" not in asked.headers["Content-Security-Policy"]
 
     hostile = '/settings"><script>alert(1)</script>'
-    wrong = browser.post("/token", data={"token": "guess", "next": hostile}, headers={"Origin": "http://localhost"})
+    wrong = browser.post(
+        "/token", data={"token": "guess", "next": hostile}, headers={"Origin": "http://localhost"}
+    )
     html = wrong.get_data(as_text=True)
     assert wrong.status_code == 401 and "not right" in html
     assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)" in html
     assert browser.get_cookie("session") is None
 
-    right = browser.post("/token", data={"token": ACCESS_TOKEN, "next": "/settings"},
-                         headers={"Origin": "http://localhost"})
+    right = browser.post(
+        "/token",
+        data={"token": ACCESS_TOKEN, "next": "/settings"},
+        headers={"Origin": "http://localhost"},
+    )
     assert right.status_code == 302 and right.headers["Location"] == "/settings"
     assert browser.get("/settings").status_code == 200
     # `next` is a path on this site only.
@@ -129,12 +148,19 @@ def test_a_bearer_header_works_and_a_wrong_token_is_refused(sqlite_app):
         assert response.get_json()["error"]["code"] in ("auth_invalid", "auth_required")
         page = stranger.get(f"/?token={wrong}")
         assert page.status_code == 401 and stranger.get_cookie("session") is None, wrong
-    assert stranger.post("/api/session", json={}, headers={"Authorization": "Bearer guess"}).status_code == 401
+    assert (
+        stranger.post(
+            "/api/session", json={}, headers={"Authorization": "Bearer guess"}
+        ).status_code
+        == 401
+    )
     assert _chat_count(sqlite_app) == 0
     # A wrong header is refused even next to a good cookie.
     stranger.get("/?token=" + ACCESS_TOKEN)
     assert stranger.get("/api/sessions").status_code == 200
-    assert stranger.get("/api/sessions", headers={"Authorization": "Bearer guess"}).status_code == 401
+    assert (
+        stranger.get("/api/sessions", headers={"Authorization": "Bearer guess"}).status_code == 401
+    )
 
 
 def test_a_forged_or_stale_cookie_is_refused(make_app):
@@ -152,7 +178,9 @@ def test_a_forged_or_stale_cookie_is_refused(make_app):
 def test_auth_none_turns_the_token_off_with_a_warning(make_app, caplog):
     with caplog.at_level(logging.WARNING):
         app = make_app(NUMI_AUTH="none")
-    assert any("NUMI_AUTH=none" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
+    assert any(
+        "NUMI_AUTH=none" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records
+    )
     stranger = app.test_client(access_token=None)
     assert stranger.get("/api/sessions").status_code == 200
     assert stranger.post("/api/session", json={"title": "open"}).status_code == 201
@@ -163,14 +191,21 @@ def test_the_generated_token_is_kept_in_a_private_file(sqlite_app, tmp_path):
     from numi import create_app
 
     data_dir = tmp_path / "own"
-    config = {"NUMI_DATA_DIR": str(data_dir), "NUMI_SECRET_KEY": "k", "NUMI_AUTO_ENDPOINTS": False,
-              "NUMI_DATABASE_URL": f"sqlite:///{tmp_path / 'own.db'}"}
+    config = {
+        "NUMI_DATA_DIR": str(data_dir),
+        "NUMI_SECRET_KEY": "k",
+        "NUMI_AUTO_ENDPOINTS": False,
+        "NUMI_DATABASE_URL": f"sqlite:///{tmp_path / 'own.db'}",
+    }
     token = create_app(config).config["NUMI_ACCESS_TOKEN"]
     stored = data_dir / "access_token"
     assert stored.read_text().strip() == token and len(token) >= 32
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
     assert create_app(dict(config)).config["NUMI_ACCESS_TOKEN"] == token
-    assert create_app({**config, "NUMI_ACCESS_TOKEN": "from-env"}).config["NUMI_ACCESS_TOKEN"] == "from-env"
+    assert (
+        create_app({**config, "NUMI_ACCESS_TOKEN": "from-env"}).config["NUMI_ACCESS_TOKEN"]
+        == "from-env"
+    )
     # Multi-user mode has logins instead and needs no access token.
     other = tmp_path / "multi"
     create_app({**config, "NUMI_DATA_DIR": str(other), "NUMI_AUTH": "multi"})
@@ -180,9 +215,15 @@ def test_the_generated_token_is_kept_in_a_private_file(sqlite_app, tmp_path):
 # --- the real server --------------------------------------------------------------------------
 
 
-def _status(url: str, *, data: bytes | None = None, headers: dict | None = None, opener=None) -> int:
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json", **(headers or {})},
-                                     method="POST" if data is not None else "GET")
+def _status(
+    url: str, *, data: bytes | None = None, headers: dict | None = None, opener=None
+) -> int:
+    request = urllib.request.Request(
+        url,
+        data=data,
+        headers={"Content-Type": "application/json", **(headers or {})},
+        method="POST" if data is not None else "GET",
+    )
     try:
         with (opener or urllib.request.build_opener()).open(request, timeout=10) as response:
             return response.status
@@ -202,15 +243,26 @@ def test_live_server_refuses_strangers_on_http_sse_and_websocket(live_server):
     before = _chats_in(live_server)
     assert _status(live_server.url + "/") == 401
     assert _status(live_server.url + "/api/sessions") == 401
-    assert _status(live_server.url + "/api/session", data=b'{"settings": {"tools": ["bash"]}}') == 401
-    assert _status(live_server.url + "/api/sessions", headers={"Authorization": "Bearer guess"}) == 401
-    stream = SSE(live_server, "POST", "/api/chat_stream", {"session": chat["id"], "message": "id"},
-                 headers={"Authorization": "Bearer guess"})
+    assert (
+        _status(live_server.url + "/api/session", data=b'{"settings": {"tools": ["bash"]}}') == 401
+    )
+    assert (
+        _status(live_server.url + "/api/sessions", headers={"Authorization": "Bearer guess"}) == 401
+    )
+    stream = SSE(
+        live_server,
+        "POST",
+        "/api/chat_stream",
+        {"session": chat["id"], "message": "id"},
+        headers={"Authorization": "Bearer guess"},
+    )
     assert stream.response.status == 401
     stream.close()
     with pytest.raises(WsConnectionError) as refused:
-        WebSocketClient.connect(f"ws://127.0.0.1:{live_server.port}/ws/{chat['id']}?format=json",
-                                headers={"Origin": live_server.url})
+        WebSocketClient.connect(
+            f"ws://127.0.0.1:{live_server.port}/ws/{chat['id']}?format=json",
+            headers={"Origin": live_server.url},
+        )
     assert refused.value.status_code == 401
     assert _chats_in(live_server) == before
     assert _status(live_server.url + "/healthz") == 200
@@ -222,8 +274,10 @@ def test_live_server_refuses_strangers_on_http_sse_and_websocket(live_server):
         assert response.status == 200 and response.url == live_server.url + "/"
     assert _status(live_server.url + "/api/sessions", opener=opener) == 200
     cookie = "; ".join(f"{c.name}={c.value}" for c in jar)
-    ws = WebSocketClient.connect(f"ws://127.0.0.1:{live_server.port}/ws/{chat['id']}?format=json",
-                                 headers={"Origin": live_server.url, "Cookie": cookie})
+    ws = WebSocketClient.connect(
+        f"ws://127.0.0.1:{live_server.port}/ws/{chat['id']}?format=json",
+        headers={"Origin": live_server.url, "Cookie": cookie},
+    )
     ws.close()
 
 
@@ -235,13 +289,17 @@ def test_serve_prints_the_url_with_a_generated_token_kept_across_restarts(live_s
     url = f"http://127.0.0.1:{server.port}/?token={token}"
     assert url in server.log()
     # The printed link is one click to a working page: the cookie follows the redirect.
-    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+    )
     assert _status(url, opener=opener) == 200
     assert _status(server.url + "/settings", opener=opener) == 200
     server.restart()
     assert stored.read_text().strip() == token
     assert server.log().count(url) == 2
-    assert _status(server.url + "/api/sessions", headers={"Authorization": f"Bearer {token}"}) == 200
+    assert (
+        _status(server.url + "/api/sessions", headers={"Authorization": f"Bearer {token}"}) == 200
+    )
     server.stop()
 
 
@@ -257,7 +315,9 @@ def test_serve_uses_numi_access_token_and_auth_none_warns(live_server, live_serv
 def test_numi_open_opens_the_browser_at_the_url_with_the_token(live_server, tmp_path):
     opened = tmp_path / "opened"
     fake_browser = tmp_path / "browser"
-    fake_browser.write_text(f'#!/bin/sh\necho "$1" > "{opened}.tmp" && mv "{opened}.tmp" "{opened}"\n')
+    fake_browser.write_text(
+        f'#!/bin/sh\necho "$1" > "{opened}.tmp" && mv "{opened}.tmp" "{opened}"\n'
+    )
     fake_browser.chmod(0o700)
     live_server.env["BROWSER"] = str(fake_browser)
     try:
@@ -273,10 +333,14 @@ def test_numi_open_opens_the_browser_at_the_url_with_the_token(live_server, tmp_
 
 
 @pytest.mark.browser
-def test_chromium_pastes_the_token_once_without_javascript_and_the_cookie_carries_it(browser, live_server):
+def test_chromium_pastes_the_token_once_without_javascript_and_the_cookie_carries_it(
+    browser, live_server
+):
     from turn_support import Api
 
-    chat = Api(live_server.url, token=live_server.token).post("/api/session", {"title": "pasted here"})[1]
+    chat = Api(live_server.url, token=live_server.token).post(
+        "/api/session", {"title": "pasted here"}
+    )[1]
     page = browser.new_page(java_script_enabled=False)
     try:
         assert page.goto(f"{live_server.url}/c/{chat['id']}").status == 401

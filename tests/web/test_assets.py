@@ -44,7 +44,9 @@ def test_static_files_are_fingerprinted_and_cached_for_a_year(sqlite_client):
     assert any("/js/app.js" in url for url in urls) and any("/css/app.css" in url for url in urls)
     for url in urls:
         assert re.search(r"[?&]v=[0-9a-f]{12}$", url.replace("&amp;", "&")), url
-        response = sqlite_client.get(url.replace("&amp;", "&"), headers={"Accept-Encoding": "br, gzip"})
+        response = sqlite_client.get(
+            url.replace("&amp;", "&"), headers={"Accept-Encoding": "br, gzip"}
+        )
         assert response.status_code == 200, url
         assert response.headers["Cache-Control"] == "public, max-age=31536000, immutable", url
         if url.split("?")[0].endswith((".js", ".css")):
@@ -82,8 +84,13 @@ def test_sse_is_not_compressed_and_streams_before_the_answer_ends(server, api, s
     chat = make_chat(api, scripted)
     # The provider stalls after its first words: they can only arrive if nothing buffers.
     scripted.enqueue(Scenario().text("First words").stall())
-    stream = SSE(server, "POST", "/api/chat_stream", {"message": "hi", "session": chat["id"]},
-                 headers={"Accept-Encoding": "br, gzip, deflate"})
+    stream = SSE(
+        server,
+        "POST",
+        "/api/chat_stream",
+        {"message": "hi", "session": chat["id"]},
+        headers={"Accept-Encoding": "br, gzip, deflate"},
+    )
     try:
         assert stream.response.getheader("Content-Type").startswith("text/event-stream")
         assert stream.response.getheader("Content-Encoding") is None

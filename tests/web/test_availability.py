@@ -19,8 +19,12 @@ HARMLESS_JSON = "[" * 65 + '"' + "ab" * (HOSTILE_SIZE // 2)
 def _post(server, body: str) -> tuple[int, float]:
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
     start = time.perf_counter()
-    connection.request("POST", "/api/session", body=body.encode(),
-                       headers={"Content-Type": "application/json", **server.headers})
+    connection.request(
+        "POST",
+        "/api/session",
+        body=body.encode(),
+        headers={"Content-Type": "application/json", **server.headers},
+    )
     response = connection.getresponse()
     response.read()
     connection.close()
@@ -29,9 +33,13 @@ def _post(server, body: str) -> tuple[int, float]:
 
 def test_a_hostile_json_body_does_not_stall_other_clients(live_server):
     url, headers = live_server.url + "/api/sessions", live_server.headers
-    harmless_slowest, (status, harmless_seconds) = slowest_during(lambda: _post(live_server, HARMLESS_JSON), url, headers)
+    harmless_slowest, (status, harmless_seconds) = slowest_during(
+        lambda: _post(live_server, HARMLESS_JSON), url, headers
+    )
     assert status == 400  # invalid JSON either way: nothing is created
-    hostile_slowest, (status, hostile_seconds) = slowest_during(lambda: _post(live_server, HOSTILE_JSON), url, headers)
+    hostile_slowest, (status, hostile_seconds) = slowest_during(
+        lambda: _post(live_server, HOSTILE_JSON), url, headers
+    )
     assert status == 400
     # Before the fix: the hostile body took ~1.5 s against ~5 ms, and so did the other
     # client's request that waited behind it.

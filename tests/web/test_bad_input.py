@@ -11,18 +11,25 @@ from numi.models import Chat, Endpoint
 def _snapshot(app):
     with app.app_context():
         db.session.expire_all()
-        chats = [(c.id, c.title, c.settings_json, c.endpoint_id, c.model, c.deleted_at)
-                 for c in db.session.execute(db.select(Chat).order_by(Chat.id)).scalars()]
-        endpoints = [(e.id, e.name, e.kind, e.base_url, e.deleted_at)
-                     for e in db.session.execute(db.select(Endpoint).order_by(Endpoint.id)).scalars()]
+        chats = [
+            (c.id, c.title, c.settings_json, c.endpoint_id, c.model, c.deleted_at)
+            for c in db.session.execute(db.select(Chat).order_by(Chat.id)).scalars()
+        ]
+        endpoints = [
+            (e.id, e.name, e.kind, e.base_url, e.deleted_at)
+            for e in db.session.execute(db.select(Endpoint).order_by(Endpoint.id)).scalars()
+        ]
         return chats, endpoints
 
 
 @pytest.fixture
 def existing(client):
-    chat = client.post("/api/session", json={"title": "original", "system_prompt": "orig"}).get_json()
+    chat = client.post(
+        "/api/session", json={"title": "original", "system_prompt": "orig"}
+    ).get_json()
     endpoint = client.post(
-        "/api/endpoints", json={"name": "Orig", "kind": "openai_chat", "base_url": "http://127.0.0.1:9/v1"}
+        "/api/endpoints",
+        json={"name": "Orig", "kind": "openai_chat", "base_url": "http://127.0.0.1:9/v1"},
     ).get_json()
     return {"chat": chat["id"], "endpoint": endpoint["id"]}
 
@@ -45,31 +52,133 @@ def _cases(app, ids):
         ("POST", "/api/session", {"json": {"title": long_title}}, 400, "too_long"),
         ("PATCH", f"/api/session/{chat}", {"json": {"title": long_title}}, 400, "too_long"),
         ("PATCH", f"/api/session/{chat}", {"json": {"title": 42}}, 400, "invalid_input"),
-        ("PATCH", f"/api/session/{chat}", {"json": {"system_prompt": long_prompt}}, 400, "too_long"),
-        ("PATCH", f"/api/session/{chat}", {"json": {"settings": {"system_prompt": long_prompt}}}, 400, "too_long"),
-        ("PATCH", f"/api/session/{chat}", {"json": {"title": "changed", "settings": {"colour": "red"}}}, 400, "unknown_setting"),
-        ("PATCH", f"/api/session/{chat}", {"json": {"settings": "not an object"}}, 400, "invalid_input"),
-        ("PATCH", f"/api/session/{chat}", {"json": {"title": "changed", "temperature": 9}}, 400, "invalid_input"),
+        (
+            "PATCH",
+            f"/api/session/{chat}",
+            {"json": {"system_prompt": long_prompt}},
+            400,
+            "too_long",
+        ),
+        (
+            "PATCH",
+            f"/api/session/{chat}",
+            {"json": {"settings": {"system_prompt": long_prompt}}},
+            400,
+            "too_long",
+        ),
+        (
+            "PATCH",
+            f"/api/session/{chat}",
+            {"json": {"title": "changed", "settings": {"colour": "red"}}},
+            400,
+            "unknown_setting",
+        ),
+        (
+            "PATCH",
+            f"/api/session/{chat}",
+            {"json": {"settings": "not an object"}},
+            400,
+            "invalid_input",
+        ),
+        (
+            "PATCH",
+            f"/api/session/{chat}",
+            {"json": {"title": "changed", "temperature": 9}},
+            400,
+            "invalid_input",
+        ),
         ("PATCH", f"/api/session/{chat}", {"json": {"temperature": "hot"}}, 400, "invalid_input"),
-        ("PATCH", f"/api/session/{chat}", {"json": {"reasoning_effort": "extreme"}}, 400, "invalid_input"),
+        (
+            "PATCH",
+            f"/api/session/{chat}",
+            {"json": {"reasoning_effort": "extreme"}},
+            400,
+            "invalid_input",
+        ),
         ("PATCH", f"/api/session/{chat}", {"json": {"endpoint_id": "abc"}}, 400, "invalid_input"),
-        ("PATCH", f"/api/session/{chat}", {"json": {"title": "changed", "endpoint_id": 99999}}, 404, "not_found"),
+        (
+            "PATCH",
+            f"/api/session/{chat}",
+            {"json": {"title": "changed", "endpoint_id": 99999}},
+            404,
+            "not_found",
+        ),
         ("POST", f"/c/{chat}/rename", {"data": {"title": long_title}}, 400, "too_long"),
         ("POST", f"/c/{chat}/settings", {"data": {"system_prompt": long_prompt}}, 400, "too_long"),
         ("POST", f"/c/{chat}/settings", {"data": {"temperature": "-1"}}, 400, "invalid_input"),
-        ("POST", "/api/endpoints", {"json": {**ok_endpoint, "kind": "gemini"}}, 400, "unknown_kind"),
+        (
+            "POST",
+            "/api/endpoints",
+            {"json": {**ok_endpoint, "kind": "gemini"}},
+            400,
+            "unknown_kind",
+        ),
         ("POST", "/api/endpoints", {"json": {**ok_endpoint, "kind": None}}, 400, "unknown_kind"),
-        ("POST", "/api/endpoints", {"json": {**ok_endpoint, "base_url": "ftp://127.0.0.1/v1"}}, 400, "invalid_url"),
-        ("POST", "/api/endpoints", {"json": {**ok_endpoint, "base_url": "javascript:alert(1)"}}, 400, "invalid_url"),
-        ("POST", "/api/endpoints", {"json": {**ok_endpoint, "base_url": "not a url"}}, 400, "invalid_url"),
-        ("POST", "/api/endpoints", {"json": {**ok_endpoint, "base_url": "http://"}}, 400, "invalid_url"),
-        ("POST", "/api/endpoints", {"json": {**ok_endpoint, "base_url": ["http://x"]}}, 400, "invalid_url"),
+        (
+            "POST",
+            "/api/endpoints",
+            {"json": {**ok_endpoint, "base_url": "ftp://127.0.0.1/v1"}},
+            400,
+            "invalid_url",
+        ),
+        (
+            "POST",
+            "/api/endpoints",
+            {"json": {**ok_endpoint, "base_url": "javascript:alert(1)"}},
+            400,
+            "invalid_url",
+        ),
+        (
+            "POST",
+            "/api/endpoints",
+            {"json": {**ok_endpoint, "base_url": "not a url"}},
+            400,
+            "invalid_url",
+        ),
+        (
+            "POST",
+            "/api/endpoints",
+            {"json": {**ok_endpoint, "base_url": "http://"}},
+            400,
+            "invalid_url",
+        ),
+        (
+            "POST",
+            "/api/endpoints",
+            {"json": {**ok_endpoint, "base_url": ["http://x"]}},
+            400,
+            "invalid_url",
+        ),
         ("POST", "/api/endpoints", {"json": {**ok_endpoint, "name": ""}}, 400, "invalid_input"),
         ("POST", "/api/endpoints", {"json": {**ok_endpoint, "name": "n" * 101}}, 400, "too_long"),
-        ("POST", "/api/endpoints", {"json": {**ok_endpoint, "reasoning_policy": "sometimes"}}, 400, "invalid_input"),
-        ("POST", "/settings/endpoints", {"data": {**ok_endpoint, "kind": "gemini"}}, 400, "unknown_kind"),
-        ("PATCH", f"/api/endpoints/{endpoint}", {"json": {"base_url": "gopher://x"}}, 400, "invalid_url"),
-        ("PATCH", f"/api/endpoints/{endpoint}", {"json": {"name": "Renamed", "kind": "nope"}}, 400, "unknown_kind"),
+        (
+            "POST",
+            "/api/endpoints",
+            {"json": {**ok_endpoint, "reasoning_policy": "sometimes"}},
+            400,
+            "invalid_input",
+        ),
+        (
+            "POST",
+            "/settings/endpoints",
+            {"data": {**ok_endpoint, "kind": "gemini"}},
+            400,
+            "unknown_kind",
+        ),
+        (
+            "PATCH",
+            f"/api/endpoints/{endpoint}",
+            {"json": {"base_url": "gopher://x"}},
+            400,
+            "invalid_url",
+        ),
+        (
+            "PATCH",
+            f"/api/endpoints/{endpoint}",
+            {"json": {"name": "Renamed", "kind": "nope"}},
+            400,
+            "unknown_kind",
+        ),
         ("GET", "/api/sessions?cursor=garbage", {}, 400, "invalid_cursor"),
         ("GET", "/api/sessions?cursor=2024-13-45T99:00:00|abc", {}, 400, "invalid_cursor"),
         ("GET", "/api/sessions?limit=0", {}, 400, "invalid_input"),
@@ -89,7 +198,9 @@ def test_bad_input_is_refused_with_a_stable_code_and_changes_nothing(app, client
     for method, url, kwargs, status, code in cases:
         response = client.open(url, method=method, **kwargs)
         where = f"{method} {url[:60]} {str(kwargs)[:80]}"
-        assert response.status_code == status, f"{where}: {response.status_code} {response.get_data(as_text=True)[:200]}"
+        assert response.status_code == status, (
+            f"{where}: {response.status_code} {response.get_data(as_text=True)[:200]}"
+        )
         if url.startswith("/api/"):
             error = response.get_json()["error"]
             assert error["code"] == code, where
@@ -102,7 +213,9 @@ def test_bad_input_is_refused_with_a_stable_code_and_changes_nothing(app, client
 
 def test_htmx_errors_come_back_as_a_toast(sqlite_client):
     chat = sqlite_client.post("/api/session", json={}).get_json()["id"]
-    response = sqlite_client.post(f"/c/{chat}/rename", data={"title": "t" * 500}, headers={"HX-Request": "true"})
+    response = sqlite_client.post(
+        f"/c/{chat}/rename", data={"title": "t" * 500}, headers={"HX-Request": "true"}
+    )
     assert response.status_code == 400
     assert response.headers["HX-Retarget"] == "#toasts"
     body = response.get_data(as_text=True)

@@ -7,14 +7,14 @@ import pytest
 
 from numi.providers.kinds import unregister_kind
 
-PLUGIN = '''
+PLUGIN = """
 from numi.providers.kinds import EndpointKind, register_kind
 
 
 def register(app):
     register_kind(EndpointKind("relay_chat", "Relay (Chat Completions)",
                                "numi.providers.openai_chat:OpenAIChatAdapter", "openai"))
-'''
+"""
 
 
 @pytest.fixture
@@ -26,8 +26,10 @@ def kind_plugin(tmp_path, monkeypatch):
 
 
 def _add(client, kind):
-    return client.post("/api/endpoints", json={"name": f"via {kind}", "kind": kind,
-                                               "base_url": "https://relay.example.test/v1"})
+    return client.post(
+        "/api/endpoints",
+        json={"name": f"via {kind}", "kind": kind, "base_url": "https://relay.example.test/v1"},
+    )
 
 
 def test_a_plugin_kind_is_offered_accepted_and_served(make_app, kind_plugin):

@@ -40,11 +40,21 @@ def _fill(rule, values: dict[str, object]) -> str:
 
 # Routes that read a JSON body: each must refuse the deep one as too_deep.
 JSON_ROUTES = {
-    "/api/session", "/api/session/<chat_id>", "/api/endpoints", "/api/endpoints/<int:endpoint_id>",
-    "/api/chat_stream", "/api/import", "/api/session/<chat_id>/messages/<int:message_id>/edit",
+    "/api/session",
+    "/api/session/<chat_id>",
+    "/api/endpoints",
+    "/api/endpoints/<int:endpoint_id>",
+    "/api/chat_stream",
+    "/api/import",
+    "/api/session/<chat_id>/messages/<int:message_id>/edit",
     "/api/session/<chat_id>/regenerate",
-    "/api/mcp_servers", "/c/<chat_id>/auto_compact", "/chats", "/c/<chat_id>/rename",
-    "/c/<chat_id>/settings", "/settings/endpoints", "/api/prompts",
+    "/api/mcp_servers",
+    "/c/<chat_id>/auto_compact",
+    "/chats",
+    "/c/<chat_id>/rename",
+    "/c/<chat_id>/settings",
+    "/settings/endpoints",
+    "/api/prompts",
 }
 
 
@@ -52,15 +62,34 @@ def test_a_1000_deep_json_body_is_refused_on_every_route(sqlite_app, sqlite_clie
     client = sqlite_client
     seen_json = set()
     for method, rule in _routes_with_bodies(sqlite_app):
-        endpoint = client.post("/api/endpoints", json={"name": f"E {method} {rule.rule}"[:90], "kind": "openai_chat",
-                                                       "base_url": "http://127.0.0.1:9/v1"}).get_json()
-        chat_id, message_id = _chat_with_messages(sqlite_app, sqlite_client)  # a fresh chat: some routes delete
-        url = _fill(rule, {"chat_id": chat_id, "message_id": message_id, "endpoint_id": endpoint["id"],
-                           "server_id": 1, "item_id": 1, "prompt_id": 1})
+        endpoint = client.post(
+            "/api/endpoints",
+            json={
+                "name": f"E {method} {rule.rule}"[:90],
+                "kind": "openai_chat",
+                "base_url": "http://127.0.0.1:9/v1",
+            },
+        ).get_json()
+        chat_id, message_id = _chat_with_messages(
+            sqlite_app, sqlite_client
+        )  # a fresh chat: some routes delete
+        url = _fill(
+            rule,
+            {
+                "chat_id": chat_id,
+                "message_id": message_id,
+                "endpoint_id": endpoint["id"],
+                "server_id": 1,
+                "item_id": 1,
+                "prompt_id": 1,
+            },
+        )
         if rule.rule == "/logout":
             continue  # ends the session the other requests need
         response = client.open(url, method=method, data=DEEP, content_type="application/json")
-        where = f"{method} {rule.rule}: {response.status_code} {response.get_data(as_text=True)[:200]}"
+        where = (
+            f"{method} {rule.rule}: {response.status_code} {response.get_data(as_text=True)[:200]}"
+        )
         assert response.status_code < 500, where
         if rule.rule in JSON_ROUTES and method != "DELETE":
             assert response.status_code == 400, where
@@ -74,11 +103,15 @@ def test_a_1000_deep_json_body_is_refused_on_every_route(sqlite_app, sqlite_clie
 
 def test_a_100000_deep_array_on_chat_stream_is_a_400(sqlite_app, sqlite_client):
     chat_id, _ = _chat_with_messages(sqlite_app, sqlite_client)
-    response = sqlite_client.post("/api/chat_stream", data=VERY_DEEP, content_type="application/json")
+    response = sqlite_client.post(
+        "/api/chat_stream", data=VERY_DEEP, content_type="application/json"
+    )
     assert response.status_code == 400
     assert response.get_json()["error"]["code"] == "too_deep"
     deep_object = '{"session": "%s", "message": "hi", "x": %s}' % (chat_id, VERY_DEEP)
-    response = sqlite_client.post("/api/chat_stream", data=deep_object, content_type="application/json")
+    response = sqlite_client.post(
+        "/api/chat_stream", data=deep_object, content_type="application/json"
+    )
     assert response.status_code == 400 and response.get_json()["error"]["code"] == "too_deep"
     # a deep value inside a string is text, not nesting
     shallow = sqlite_client.post("/api/session", json={"title": "[" * 150})
@@ -88,7 +121,10 @@ def test_a_100000_deep_array_on_chat_stream_is_a_400(sqlite_app, sqlite_client):
 @pytest.mark.parametrize("value", ["²", "5" * 5000, "-1", "1e3", "0x10"])
 def test_resume_with_a_malformed_last_event_id_is_a_400(sqlite_app, sqlite_client, value):
     chat_id, _ = _chat_with_messages(sqlite_app, sqlite_client)
-    for kwargs in ({"query_string": {"last_event_id": value}}, {"headers": {"Last-Event-ID": value}}):
+    for kwargs in (
+        {"query_string": {"last_event_id": value}},
+        {"headers": {"Last-Event-ID": value}},
+    ):
         response = sqlite_client.get(f"/api/chat/resume/{chat_id}", **kwargs)
         assert response.status_code == 400, (kwargs, response.get_data(as_text=True)[:200])
         assert response.get_json()["error"]["code"] in ("invalid_event_id", "too_long")
@@ -114,23 +150,37 @@ def test_int_query_arguments_refuse_unicode_digits_and_huge_numbers(sqlite_app, 
 
 def _doc(**chat_changes) -> dict:
     return {
-        "format": "numi.chat", "version": 1,
+        "format": "numi.chat",
+        "version": 1,
         "chat": {"title": "Poisoned", "model": None, "settings": {}, **chat_changes},
         "messages": [
             {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": "hello",
-             "meta": {"model": "m", "metrics": {"tokens_per_s": "fast", "ttft_ms": 12.5},
-                      "usage": {"input_tokens": "many"}, "surprise": {"nested": [1]}}},
+            {
+                "role": "assistant",
+                "content": "hello",
+                "meta": {
+                    "model": "m",
+                    "metrics": {"tokens_per_s": "fast", "ttft_ms": 12.5},
+                    "usage": {"input_tokens": "many"},
+                    "surprise": {"nested": [1]},
+                },
+            },
         ],
     }
 
 
-def test_a_poisoned_import_comes_without_tools_approval_or_workspace(sqlite_app, sqlite_client, tmp_path):
+def test_a_poisoned_import_comes_without_tools_approval_or_workspace(
+    sqlite_app, sqlite_client, tmp_path
+):
     from numi.extensions import db
     from numi.models import Chat, Message
 
-    settings = {"tools": ["bash", "write_file"], "auto_approve": True, "workspace": str(tmp_path),
-                "system_prompt": "kept"}
+    settings = {
+        "tools": ["bash", "write_file"],
+        "auto_approve": True,
+        "workspace": str(tmp_path),
+        "system_prompt": "kept",
+    }
     response = sqlite_client.post("/api/import", json=_doc(settings=settings))
     assert response.status_code == 201, response.get_data(as_text=True)
     chat_id = response.get_json()["chat"]["id"]
@@ -140,24 +190,36 @@ def test_a_poisoned_import_comes_without_tools_approval_or_workspace(sqlite_app,
         assert not chat.settings.get("auto_approve")
         assert not chat.settings.get("workspace")
         assert chat.settings["system_prompt"] == "kept"
-        answer = db.session.execute(db.select(Message).where(Message.chat_id == chat_id,
-                                                             Message.role == "assistant")).scalar_one()
+        answer = db.session.execute(
+            db.select(Message).where(Message.chat_id == chat_id, Message.role == "assistant")
+        ).scalar_one()
         assert answer.meta["metrics"] == {"ttft_ms": 12.5}
         assert "surprise" not in answer.meta and answer.meta["usage"] == {}
     page = sqlite_client.get(f"/c/{chat_id}")
     assert page.status_code == 200
-    assert "first token 12 ms" in page.get_data(as_text=True) or "first token 13 ms" in page.get_data(as_text=True)
+    assert "first token 12 ms" in page.get_data(
+        as_text=True
+    ) or "first token 13 ms" in page.get_data(as_text=True)
 
 
-@pytest.mark.parametrize("change, where", [
-    (lambda d: d["messages"][1]["meta"].update(ok="yes"), "meta.ok"),
-    (lambda d: d["messages"][1]["meta"].update(error=[1]), "meta.error"),
-    (lambda d: d["messages"][1].update(citation_sources=["x"]), "citation_sources[0]"),
-    (lambda d: d["messages"][1].update(citation_sources=[{"url": 5}]), "citation_sources[0]"),
-    (lambda d: d["messages"][1].update(reasoning_details=[3]), "reasoning_details[0]"),
-    (lambda d: d["messages"][0].update(content_parts=[{"type": "text", "text": {"a": 1}}]), "content_parts[0].text"),
-    (lambda d: d["messages"][1].update(tool_calls=[{"id": "c", "function": {"name": 1}}]), "tool_calls[0]"),
-])
+@pytest.mark.parametrize(
+    "change, where",
+    [
+        (lambda d: d["messages"][1]["meta"].update(ok="yes"), "meta.ok"),
+        (lambda d: d["messages"][1]["meta"].update(error=[1]), "meta.error"),
+        (lambda d: d["messages"][1].update(citation_sources=["x"]), "citation_sources[0]"),
+        (lambda d: d["messages"][1].update(citation_sources=[{"url": 5}]), "citation_sources[0]"),
+        (lambda d: d["messages"][1].update(reasoning_details=[3]), "reasoning_details[0]"),
+        (
+            lambda d: d["messages"][0].update(content_parts=[{"type": "text", "text": {"a": 1}}]),
+            "content_parts[0].text",
+        ),
+        (
+            lambda d: d["messages"][1].update(tool_calls=[{"id": "c", "function": {"name": 1}}]),
+            "tool_calls[0]",
+        ),
+    ],
+)
 def test_import_refuses_a_field_of_the_wrong_type_and_names_it(sqlite_client, change, where):
     doc = _doc()
     change(doc)
@@ -171,12 +233,17 @@ def test_import_refuses_a_field_of_the_wrong_type_and_names_it(sqlite_client, ch
 def test_a_deep_import_file_is_refused(sqlite_client):
     from io import BytesIO
 
-    body = ('{"format": "numi.chat", "version": 1, "chat": {"title": "x"}, "messages": [], "x": %s}'
-            % VERY_DEEP).encode()
+    body = (
+        '{"format": "numi.chat", "version": 1, "chat": {"title": "x"}, "messages": [], "x": %s}'
+        % VERY_DEEP
+    ).encode()
     for response in (
         sqlite_client.post("/api/import", data=body, content_type="application/json"),
-        sqlite_client.post("/api/import", data={"file": (BytesIO(body), "chat.json")},
-                           content_type="multipart/form-data"),
+        sqlite_client.post(
+            "/api/import",
+            data={"file": (BytesIO(body), "chat.json")},
+            content_type="multipart/form-data",
+        ),
     ):
         assert response.status_code == 400
         assert response.get_json()["error"]["code"] == "too_deep"
@@ -212,30 +279,67 @@ def test_bad_websocket_messages_get_an_error_event_and_keep_the_socket(server, a
 
 
 # Every field of a Numi export, and what a wrong type there must not break.
-RICH_EXPORT = {"format": "numi.chat", "version": 1,
-               "chat": {"title": "T", "settings": {"temperature": 0.5}, "endpoint": {"id": 1, "name": "x"}},
-               "messages": [
-                   {"role": "user", "content": "hi", "content_parts": [
-                       {"type": "text", "text": "a"},
-                       {"type": "attachment", "id": 3, "attachment_info": {"filename": "f", "sha256": "ab"}}]},
-                   {"role": "assistant", "content": None, "reasoning_content": "r",
-                    "reasoning_details": [{"type": "x"}],
-                    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
-                    "meta": {"model": "m", "metrics": {"tokens_per_s": 1.0, "ttft_ms": 3}, "usage": {"input_tokens": 1},
-                             "error": {"code": "x", "message": "y"}, "ok": True, "tool": "t"}},
-                   {"role": "tool", "tool_call_id": "c1", "content": "ok",
-                    "meta": {"tool": "f", "ok": False, "error_code": "e"}},
-                   {"role": "assistant", "content": "done",
-                    "citation_sources": [{"n": 1, "url": "https://example.org", "title": "t"}],
-                    "meta": {"model": "m", "metrics": {"duration_ms": 5}}},
-               ]}
+RICH_EXPORT = {
+    "format": "numi.chat",
+    "version": 1,
+    "chat": {"title": "T", "settings": {"temperature": 0.5}, "endpoint": {"id": 1, "name": "x"}},
+    "messages": [
+        {
+            "role": "user",
+            "content": "hi",
+            "content_parts": [
+                {"type": "text", "text": "a"},
+                {
+                    "type": "attachment",
+                    "id": 3,
+                    "attachment_info": {"filename": "f", "sha256": "ab"},
+                },
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning_content": "r",
+            "reasoning_details": [{"type": "x"}],
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+            "meta": {
+                "model": "m",
+                "metrics": {"tokens_per_s": 1.0, "ttft_ms": 3},
+                "usage": {"input_tokens": 1},
+                "error": {"code": "x", "message": "y"},
+                "ok": True,
+                "tool": "t",
+            },
+        },
+        {
+            "role": "tool",
+            "tool_call_id": "c1",
+            "content": "ok",
+            "meta": {"tool": "f", "ok": False, "error_code": "e"},
+        },
+        {
+            "role": "assistant",
+            "content": "done",
+            "citation_sources": [{"n": 1, "url": "https://example.org", "title": "t"}],
+            "meta": {"model": "m", "metrics": {"duration_ms": 5}},
+        },
+    ],
+}
 WRONG_VALUES = [None, 7, "text", [], {}, True, 1.5, [1], {"a": 1}]
 
 
 def _field_paths(value, path=()):
     if path:
         yield path
-    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    children = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
     for key, child in children:
         yield from _field_paths(child, path + (key,))
 
@@ -255,11 +359,18 @@ def test_any_field_of_the_wrong_type_is_refused_or_imports_a_chat_that_opens(sql
             response = sqlite_client.post("/api/import", json=document)
             assert response.status_code in (201, 400), where
             if response.status_code == 400:
-                assert response.get_json()["error"]["code"] in ("invalid_import", "invalid_input"), where
+                assert response.get_json()["error"]["code"] in (
+                    "invalid_import",
+                    "invalid_input",
+                ), where
                 continue
             imported += 1
             chat_id = response.get_json()["chat"]["id"]
-            for url in (f"/c/{chat_id}", f"/api/session/{chat_id}/export?fmt=html", f"/api/history/{chat_id}",
-                        f"/api/session/{chat_id}/context"):
+            for url in (
+                f"/c/{chat_id}",
+                f"/api/session/{chat_id}/export?fmt=html",
+                f"/api/history/{chat_id}",
+                f"/api/session/{chat_id}/context",
+            ):
                 assert sqlite_client.get(url).status_code == 200, (where, url)
     assert imported > 50  # not vacuous: most wrong values are dropped or tolerated, not refused

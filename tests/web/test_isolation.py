@@ -14,7 +14,16 @@ from pathlib import Path
 import pytest
 
 from numi.extensions import db
-from numi.models import Attachment, Chat, Endpoint, McpServer, Message, Prompt, QueuedMessage, utcnow
+from numi.models import (
+    Attachment,
+    Chat,
+    Endpoint,
+    McpServer,
+    Message,
+    Prompt,
+    QueuedMessage,
+    utcnow,
+)
 
 WS_HEADERS = {
     "Upgrade": "websocket",
@@ -23,9 +32,15 @@ WS_HEADERS = {
     "Sec-WebSocket-Version": "13",
 }
 # Route arguments that name an object, and the key of user A's object of that kind.
-ID_ARGUMENTS = {"chat_id": "chat_id", "endpoint_id": "endpoint_id", "attachment_id": "attachment_id",
-                "message_id": "message_id", "server_id": "server_id", "item_id": "item_id",
-                "prompt_id": "prompt_id"}
+ID_ARGUMENTS = {
+    "chat_id": "chat_id",
+    "endpoint_id": "endpoint_id",
+    "attachment_id": "attachment_id",
+    "message_id": "message_id",
+    "server_id": "server_id",
+    "item_id": "item_id",
+    "prompt_id": "prompt_id",
+}
 # Route arguments that name no owned object (nothing to isolate).
 FREE_ARGUMENTS = {"filename"}
 # Bodies that make a state-changing request valid apart from the foreign id, so a 404
@@ -49,7 +64,12 @@ def owned(multi_app, users):
     """User A's chat (with a message) and private endpoint."""
     a = users["a"]
     with multi_app.app_context():
-        endpoint = Endpoint(user_id=a.id, name="alice endpoint", kind="openai_chat", base_url="http://127.0.0.1:9/v1")
+        endpoint = Endpoint(
+            user_id=a.id,
+            name="alice endpoint",
+            kind="openai_chat",
+            base_url="http://127.0.0.1:9/v1",
+        )
         endpoint.models = [{"id": "m"}]  # a fresh cached list: no network needed
         endpoint.models_fetched_at = utcnow()
         db.session.add(endpoint)
@@ -64,29 +84,54 @@ def owned(multi_app, users):
         path = Path(multi_app.config["NUMI_DATA_DIR"]) / "uploads" / "00" / ("0" * 64)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(png)
-        attachment = Attachment(user_id=a.id, filename="alice.png", mime="image/png", size=len(png), sha256="0" * 64,
-                                storage_path="uploads/00/" + "0" * 64)
+        attachment = Attachment(
+            user_id=a.id,
+            filename="alice.png",
+            mime="image/png",
+            size=len(png),
+            sha256="0" * 64,
+            storage_path="uploads/00/" + "0" * 64,
+        )
         db.session.add(attachment)
         # A closed loopback port: user A's "test" answers quickly with a connection error.
-        server = McpServer(user_id=a.id, name="alice-tools", transport="http", url="http://127.0.0.1:9/mcp")
+        server = McpServer(
+            user_id=a.id, name="alice-tools", transport="http", url="http://127.0.0.1:9/mcp"
+        )
         db.session.add(server)
         # A follow-up waiting in user A's queue.
-        item = QueuedMessage(chat_id=chat.id, user_id=a.id, content="alice queued", request_id="q-alice")
+        item = QueuedMessage(
+            chat_id=chat.id, user_id=a.id, content="alice queued", request_id="q-alice"
+        )
         db.session.add(item)
         # A saved prompt of user A's.
-        prompt = Prompt(user_id=a.id, command="alice-cmd", title="alice prompt", text="alice private prompt")
+        prompt = Prompt(
+            user_id=a.id, command="alice-cmd", title="alice prompt", text="alice private prompt"
+        )
         db.session.add(prompt)
         db.session.commit()
-        return {"chat_id": chat.id, "endpoint_id": endpoint.id, "attachment_id": attachment.id,
-                "message_id": message.id, "server_id": server.id, "item_id": item.id, "prompt_id": prompt.id}
+        return {
+            "chat_id": chat.id,
+            "endpoint_id": endpoint.id,
+            "attachment_id": attachment.id,
+            "message_id": message.id,
+            "server_id": server.id,
+            "item_id": item.id,
+            "prompt_id": prompt.id,
+        }
 
 
 def _tiny_png() -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00"))
+        + chunk(b"IEND", b"")
+    )
 
 
 def id_routes(app):
@@ -107,7 +152,9 @@ def id_routes(app):
 
 
 def _url(rule, ids) -> str:
-    return rule.build({name: ids[ID_ARGUMENTS[name]] for name in rule.arguments if name in ID_ARGUMENTS})[1]
+    return rule.build(
+        {name: ids[ID_ARGUMENTS[name]] for name in rule.arguments if name in ID_ARGUMENTS}
+    )[1]
 
 
 def _state(app, ids):
@@ -115,10 +162,17 @@ def _state(app, ids):
         db.session.expire_all()
         chat = db.session.get(Chat, ids["chat_id"])
         endpoint = db.session.get(Endpoint, ids["endpoint_id"])
-        return (chat.title, chat.settings_json, chat.deleted_at, endpoint.name, endpoint.deleted_at,
-                endpoint.models_json, db.session.query(Message).count(),
-                [q.content for q in db.session.query(QueuedMessage)],
-                [(p.command, p.title, p.text) for p in db.session.query(Prompt)])
+        return (
+            chat.title,
+            chat.settings_json,
+            chat.deleted_at,
+            endpoint.name,
+            endpoint.deleted_at,
+            endpoint.models_json,
+            db.session.query(Message).count(),
+            [q.content for q in db.session.query(QueuedMessage)],
+            [(p.command, p.title, p.text) for p in db.session.query(Prompt)],
+        )
 
 
 def _request(client, method, url, endpoint_name, headers=None):
@@ -134,10 +188,23 @@ def _request(client, method, url, endpoint_name, headers=None):
 def test_the_table_covers_the_known_routes(multi_app):
     covered = {rule.endpoint for rule, _ in id_routes(multi_app)}
     # Not vacuous: the routes of the foundation are all found.
-    assert {"pages.chat_view", "pages.older_messages", "pages.rename", "pages.delete", "pages.chat_settings",
-            "pages.remove_endpoint", "pages.refresh_models", "api.get_session", "api.update_session",
-            "api.delete_session", "api.history", "api.update_endpoint", "api.delete_endpoint",
-            "api.endpoint_models", "ws.chat_socket"} <= covered
+    assert {
+        "pages.chat_view",
+        "pages.older_messages",
+        "pages.rename",
+        "pages.delete",
+        "pages.chat_settings",
+        "pages.remove_endpoint",
+        "pages.refresh_models",
+        "api.get_session",
+        "api.update_session",
+        "api.delete_session",
+        "api.history",
+        "api.update_endpoint",
+        "api.delete_endpoint",
+        "api.endpoint_models",
+        "ws.chat_socket",
+    } <= covered
 
 
 @pytest.mark.parametrize("how", ["session", "htmx", "token"])
@@ -152,7 +219,9 @@ def test_user_b_gets_404_for_every_route_with_user_a_ids(multi_app, users, owned
     for rule, method in id_routes(multi_app):
         url = _url(rule, owned)
         response = _request(client, method, url, rule.endpoint, headers)
-        assert response.status_code == 404, f"{method} {url} as user B ({how}): {response.status_code}"
+        assert response.status_code == 404, (
+            f"{method} {url} as user B ({how}): {response.status_code}"
+        )
         body = response.get_data(as_text=True)
         assert "alice" not in body, f"{method} {url} leaked user A's data"
         if url.startswith("/api/"):
@@ -175,9 +244,17 @@ def test_user_a_reaches_the_same_routes(multi_app, owned, client_a):
 
 def test_lists_and_ids_in_bodies_never_show_user_a_objects(multi_app, users, owned, client_b):
     hx = {"HX-Request": "true"}
-    for url, headers in (("/", {}), ("/settings", {}), ("/chats", hx), ("/chats?q=alice", hx),
-                         ("/api/sessions", {}), ("/api/sessions?q=secret", {}), ("/api/endpoints", {}),
-                         ("/api/prompts", {}), ("/api/prompts/export", {})):
+    for url, headers in (
+        ("/", {}),
+        ("/settings", {}),
+        ("/chats", hx),
+        ("/chats?q=alice", hx),
+        ("/api/sessions", {}),
+        ("/api/sessions?q=secret", {}),
+        ("/api/endpoints", {}),
+        ("/api/prompts", {}),
+        ("/api/prompts/export", {}),
+    ):
         response = client_b.get(url, headers=headers)
         assert response.status_code == 200, url
         assert "alice" not in response.get_data(as_text=True), url
@@ -195,24 +272,39 @@ def test_lists_and_ids_in_bodies_never_show_user_a_objects(multi_app, users, own
     ]
     for response in attempts:
         assert response.status_code == 404, response.get_data(as_text=True)
-    assert [s["title"] for s in client_b.get("/api/sessions").get_json()["sessions"]] == ["bob chat"]
+    assert [s["title"] for s in client_b.get("/api/sessions").get_json()["sessions"]] == [
+        "bob chat"
+    ]
     assert client_b.get(f"/api/session/{own_chat['id']}").get_json()["endpoint_id"] is None
     assert _state(multi_app, owned) == before
 
 
 def test_shared_endpoints_are_visible_but_only_admins_change_them(multi_app, users, client_b):
     with multi_app.app_context():
-        shared = Endpoint(user_id=None, name="Shared one", kind="openai_chat", base_url="http://127.0.0.1:9/v1")
+        shared = Endpoint(
+            user_id=None, name="Shared one", kind="openai_chat", base_url="http://127.0.0.1:9/v1"
+        )
         db.session.add(shared)
         db.session.commit()
         shared_id = shared.id
-    assert [e["name"] for e in client_b.get("/api/endpoints").get_json()["endpoints"]] == ["Shared one"]
+    assert [e["name"] for e in client_b.get("/api/endpoints").get_json()["endpoints"]] == [
+        "Shared one"
+    ]
     assert client_b.delete(f"/api/endpoints/{shared_id}").status_code == 404
     assert client_b.patch(f"/api/endpoints/{shared_id}", json={"name": "mine"}).status_code == 404
     assert client_b.post(f"/settings/endpoints/{shared_id}/delete").status_code == 404
     # A non-admin cannot create a shared endpoint either: "shared" is ignored.
     created = client_b.post(
-        "/api/endpoints", json={"name": "try shared", "kind": "openai_chat", "base_url": "https://api.example.test/v1", "shared": True}
+        "/api/endpoints",
+        json={
+            "name": "try shared",
+            "kind": "openai_chat",
+            "base_url": "https://api.example.test/v1",
+            "shared": True,
+        },
     ).get_json()
     assert created["shared"] is False
-    assert [e["name"] for e in client_b.get("/api/endpoints").get_json()["endpoints"]] == ["Shared one", "try shared"]
+    assert [e["name"] for e in client_b.get("/api/endpoints").get_json()["endpoints"]] == [
+        "Shared one",
+        "try shared",
+    ]

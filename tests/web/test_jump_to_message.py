@@ -12,8 +12,12 @@ def _long_chat(app, count=200):
         chat = Chat(user_id=local_user().id, title="Long")
         db.session.add(chat)
         db.session.flush()
-        messages = [Message(chat_id=chat.id, role="user" if i % 2 == 0 else "assistant", content=f"needle-{i}")
-                    for i in range(count)]
+        messages = [
+            Message(
+                chat_id=chat.id, role="user" if i % 2 == 0 else "assistant", content=f"needle-{i}"
+            )
+            for i in range(count)
+        ]
         db.session.add_all(messages)
         db.session.commit()
         return chat.id, [m.id for m in messages]
@@ -33,5 +37,7 @@ def test_chat_page_opens_on_an_old_message(sqlite_app, sqlite_client):
 
 def test_search_hits_link_to_the_message_page(sqlite_app, sqlite_client):
     chat_id, ids = _long_chat(sqlite_app)
-    html = sqlite_client.get("/search?mode=messages&q=needle-10", headers={"HX-Request": "true"}).get_data(as_text=True)
+    html = sqlite_client.get(
+        "/search?mode=messages&q=needle-10", headers={"HX-Request": "true"}
+    ).get_data(as_text=True)
     assert f"at={ids[10]}#msg-{ids[10]}" in html

@@ -15,8 +15,9 @@ from simple_websocket import Client as WebSocketClient
 
 def _http(server, method, path, body=None, headers=None):
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(server.url + path, data=data, method=method,
-                                     headers={**server.headers, **(headers or {})})
+    request = urllib.request.Request(
+        server.url + path, data=data, method=method, headers={**server.headers, **(headers or {})}
+    )
     if data is not None:
         request.add_header("Content-Type", "application/json")
     try:
@@ -28,9 +29,14 @@ def _http(server, method, path, body=None, headers=None):
 
 def _handshake(server, path, headers) -> int:
     """Send a WebSocket upgrade request and return the HTTP status of the answer."""
-    lines = [f"GET {path} HTTP/1.1", f"Host: 127.0.0.1:{server.port}", "Upgrade: websocket",
-             "Connection: Upgrade", f"Sec-WebSocket-Key: {b64encode(urandom(16)).decode()}",
-             "Sec-WebSocket-Version: 13"]
+    lines = [
+        f"GET {path} HTTP/1.1",
+        f"Host: 127.0.0.1:{server.port}",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        f"Sec-WebSocket-Key: {b64encode(urandom(16)).decode()}",
+        "Sec-WebSocket-Version: 13",
+    ]
     lines += [f"{k}: {v}" for k, v in {**server.headers, **headers}.items()]
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
@@ -40,7 +46,8 @@ def _handshake(server, path, headers) -> int:
 
 def _ws(server, path, **headers):
     return WebSocketClient.connect(
-        f"ws://127.0.0.1:{server.port}{path}", headers={"Origin": server.url, **server.headers, **headers}
+        f"ws://127.0.0.1:{server.port}{path}",
+        headers={"Origin": server.url, **server.headers, **headers},
     )
 
 
@@ -62,8 +69,15 @@ def test_websocket_checks_origin_and_owner(live_server):
     assert _handshake(live_server, path, {"Origin": live_server.url}) == 101
     assert _handshake(live_server, path, {"Origin": "http://evil.example"}) == 403
     assert _handshake(live_server, path, {"Origin": "null"}) == 403
-    assert _handshake(live_server, "/ws/00000000-0000-0000-0000-000000000000", {"Origin": live_server.url}) == 404
-    assert _handshake(live_server, path, {"Origin": live_server.url, "Host": "evil.example"}) in (400,)
+    assert (
+        _handshake(
+            live_server, "/ws/00000000-0000-0000-0000-000000000000", {"Origin": live_server.url}
+        )
+        == 404
+    )
+    assert _handshake(live_server, path, {"Origin": live_server.url, "Host": "evil.example"}) in (
+        400,
+    )
 
 
 def test_websocket_refuses_bad_messages_and_stays_open(live_server):
@@ -71,9 +85,15 @@ def test_websocket_refuses_bad_messages_and_stays_open(live_server):
     ws = _ws(live_server, f"/ws/{chat['id']}?format=json")
     try:
         expected = []
-        for raw, code in (("{not json", "invalid_json"), ("[1, 2]", "invalid_json"),
-                          (json.dumps({"type": "explode"}), "unknown_type"),
-                          (json.dumps({"type": "send", "message": "x" * 200_001, "request_id": "r1"}), "too_long")):
+        for raw, code in (
+            ("{not json", "invalid_json"),
+            ("[1, 2]", "invalid_json"),
+            (json.dumps({"type": "explode"}), "unknown_type"),
+            (
+                json.dumps({"type": "send", "message": "x" * 200_001, "request_id": "r1"}),
+                "too_long",
+            ),
+        ):
             ws.send(raw)
             expected.append(code)
         seen = []
@@ -93,18 +113,31 @@ def test_data_survives_restart_and_crash(live_server):
     status, chat = _http(live_server, "POST", "/api/session", {"title": "durable"})
     assert status == 201
     live_server.restart()
-    assert "durable" in [s["title"] for s in _http(live_server, "GET", "/api/sessions")[1]["sessions"]]
+    assert "durable" in [
+        s["title"] for s in _http(live_server, "GET", "/api/sessions")[1]["sessions"]
+    ]
     live_server.kill()
     live_server.start()
-    assert "durable" in [s["title"] for s in _http(live_server, "GET", "/api/sessions")[1]["sessions"]]
+    assert "durable" in [
+        s["title"] for s in _http(live_server, "GET", "/api/sessions")[1]["sessions"]
+    ]
 
 
 def test_cli_endpoint_commands_share_the_data_dir(live_server):
     env_key = "NUMI_TEST_CLI_KEY"
     live_server.env[env_key] = "sk-cli-secret-123"
     try:
-        out = live_server.cli("endpoint", "add", "CLI endpoint", "--base-url", "http://127.0.0.1:9/v1",
-                              "--api-key-env", env_key, "--default-model", "tiny")
+        out = live_server.cli(
+            "endpoint",
+            "add",
+            "CLI endpoint",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--api-key-env",
+            env_key,
+            "--default-model",
+            "tiny",
+        )
     finally:
         live_server.env.pop(env_key)
     assert "Added endpoint CLI endpoint" in out.stdout
@@ -113,11 +146,21 @@ def test_cli_endpoint_commands_share_the_data_dir(live_server):
     assert status == 200 and [e["name"] for e in body["endpoints"]] == ["CLI endpoint"]
     assert "sk-cli-secret" not in json.dumps(body)
     failed = live_server.cli("endpoint", "models", "CLI endpoint", check=False)
-    assert failed.returncode != 0 and "Traceback" not in failed.stderr and "provider_unavailable" in failed.stderr
+    assert (
+        failed.returncode != 0
+        and "Traceback" not in failed.stderr
+        and "provider_unavailable" in failed.stderr
+    )
     assert "Removed" in live_server.cli("endpoint", "remove", "CLI endpoint").stdout
     assert _http(live_server, "GET", "/api/endpoints")[1]["endpoints"] == []
-    for command in (["--help"], ["serve", "--help"], ["endpoint", "add", "--help"], ["user", "create", "--help"],
-                    ["token", "create", "--help"], ["db", "upgrade", "--help"]):
+    for command in (
+        ["--help"],
+        ["serve", "--help"],
+        ["endpoint", "add", "--help"],
+        ["user", "create", "--help"],
+        ["token", "create", "--help"],
+        ["db", "upgrade", "--help"],
+    ):
         assert live_server.cli(*command).stdout.startswith("Usage:")
 
 
@@ -159,24 +202,45 @@ def test_running_chats_names_only_the_askers_own_running_chats(multi_server, scr
 
     server, tokens = multi_server
     auth = {name: {"Authorization": f"Bearer {token}"} for name, token in tokens.items()}
-    server.cli("endpoint", "add", "Running", "--base-url", scripted.openai_base_url,
-               "--default-model", "fake-model")
-    endpoint = next(e for e in _http(server, "GET", "/api/endpoints", headers=auth["alice"])[1]["endpoints"]
-                    if e["name"] == "Running")
+    server.cli(
+        "endpoint",
+        "add",
+        "Running",
+        "--base-url",
+        scripted.openai_base_url,
+        "--default-model",
+        "fake-model",
+    )
+    endpoint = next(
+        e
+        for e in _http(server, "GET", "/api/endpoints", headers=auth["alice"])[1]["endpoints"]
+        if e["name"] == "Running"
+    )
     chat_ids, sockets = {}, []
     try:
         for name in ("alice", "bob"):
             scripted.enqueue(Scenario().text("held").stall())
-            status, chat = _http(server, "POST", "/api/session",
-                                 {"endpoint_id": endpoint["id"], "model": "fake-model"}, auth[name])
+            status, chat = _http(
+                server,
+                "POST",
+                "/api/session",
+                {"endpoint_id": endpoint["id"], "model": "fake-model"},
+                auth[name],
+            )
             assert status == 201, chat
             chat_ids[name] = chat["id"]
-            sock = WebSocketClient.connect(f"ws://127.0.0.1:{server.port}/ws/{chat['id']}?format=json",
-                                           headers={"Origin": server.url, **auth[name]})
+            sock = WebSocketClient.connect(
+                f"ws://127.0.0.1:{server.port}/ws/{chat['id']}?format=json",
+                headers={"Origin": server.url, **auth[name]},
+            )
             sockets.append(sock)
             sock.send(json.dumps({"type": "send", "message": "Keep going"}))
-            until(lambda: _http(server, "GET", f"/api/chat/stream_status/{chat['id']}", headers=auth[name])[1]
-                  .get("running"), what=f"{name}'s turn to run")
+            until(
+                lambda: _http(
+                    server, "GET", f"/api/chat/stream_status/{chat['id']}", headers=auth[name]
+                )[1].get("running"),
+                what=f"{name}'s turn to run",
+            )
         both = f"{chat_ids['alice']},{chat_ids['bob']}"
         for name in ("alice", "bob"):
             status, body = _http(server, "GET", f"/chats/running?ids={both}", headers=auth[name])

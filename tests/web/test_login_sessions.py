@@ -13,13 +13,13 @@ from numi.extensions import db
 from numi.models import User
 
 OPEN_REDIRECTS = [
-    "/%09/evil.example",       # the tab is dropped by browsers: //evil.example
+    "/%09/evil.example",  # the tab is dropped by browsers: //evil.example
     "/%0a/evil.example",
     "/%0d%0aSet-Cookie:%20x=y",  # CR/LF: header injection attempt (was a 500)
-    "/%5Cevil.example",         # /\evil.example: browsers read a backslash as a slash
-    "/%2F/evil.example",        # decodes to //evil.example
+    "/%5Cevil.example",  # /\evil.example: browsers read a backslash as a slash
+    "/%2F/evil.example",  # decodes to //evil.example
     "%2F%2Fevil.example",
-    "/%252F/evil.example",      # double-encoded
+    "/%252F/evil.example",  # double-encoded
     "//evil.example/",
     "https://evil.example/",
     "/\\evil.example",
@@ -39,7 +39,9 @@ def _location(response) -> str:
 def test_login_next_accepts_only_same_site_paths(multi_app, users, target):
     client = multi_app.test_client()
     # The raw query string, exactly as an attacker's link would carry it.
-    response = client.post(f"/login?next={target}", data={"username": "alice", "password": users["a"].password})
+    response = client.post(
+        f"/login?next={target}", data={"username": "alice", "password": users["a"].password}
+    )
     assert response.status_code == 302, response.get_data(as_text=True)
     assert _location(response) == "/"
 
@@ -49,11 +51,15 @@ def test_login_next_keeps_same_site_paths(multi_app, users, target):
     client = multi_app.test_client()
     from urllib.parse import quote
 
-    response = client.post(f"/login?next={quote(target)}", data={"username": "alice", "password": users["a"].password})
+    response = client.post(
+        f"/login?next={quote(target)}", data={"username": "alice", "password": users["a"].password}
+    )
     assert response.status_code == 302 and _location(response) == target
 
 
-@pytest.mark.parametrize("target", ["/%09/evil.example", "/\t/evil.example", "/\r\nSet-Cookie: x=y"])
+@pytest.mark.parametrize(
+    "target", ["/%09/evil.example", "/\t/evil.example", "/\r\nSet-Cookie: x=y"]
+)
 def test_the_token_form_next_accepts_only_same_site_paths(app, target):
     from turn_support import ACCESS_TOKEN
 
@@ -90,14 +96,23 @@ def test_logout_refuses_the_old_cookie(multi_app, users, login):
 
 
 def _change_password(client, current: str, new: str, repeat: str | None = None, **headers):
-    return client.post("/settings/password", headers=headers, data={
-        "current_password": current, "new_password": new, "repeat_password": new if repeat is None else repeat})
+    return client.post(
+        "/settings/password",
+        headers=headers,
+        data={
+            "current_password": current,
+            "new_password": new,
+            "repeat_password": new if repeat is None else repeat,
+        },
+    )
 
 
 def _hash(app, username: str) -> str:
     with app.app_context():
         db.session.expire_all()
-        return db.session.execute(db.select(User.password_hash).where(User.username == username)).scalar_one()
+        return db.session.execute(
+            db.select(User.password_hash).where(User.username == username)
+        ).scalar_one()
 
 
 def test_the_settings_page_offers_a_password_change_and_log_out_everywhere(multi_app, users, login):
@@ -118,16 +133,31 @@ def test_a_password_change_ends_the_other_sessions(multi_app, users, login):
     assert elsewhere.get("/api/sessions").status_code == 401
     assert _hash(multi_app, "alice").startswith("$argon2id$")
     fresh = multi_app.test_client()
-    assert fresh.post("/login", data={"username": "alice", "password": users["a"].password}).status_code == 401
-    assert fresh.post("/login", data={"username": "alice", "password": "a brand new password"}).status_code == 302
+    assert (
+        fresh.post(
+            "/login", data={"username": "alice", "password": users["a"].password}
+        ).status_code
+        == 401
+    )
+    assert (
+        fresh.post(
+            "/login", data={"username": "alice", "password": "a brand new password"}
+        ).status_code
+        == 302
+    )
 
 
-@pytest.mark.parametrize("current, new, repeat, message", [
-    ("not my password", "a brand new password", None, "current password is not right"),
-    (None, "short", None, "at least 8 characters"),
-    (None, "a brand new password", "a different one", "do not match"),
-])
-def test_a_refused_password_change_changes_nothing(multi_app, users, login, current, new, repeat, message):
+@pytest.mark.parametrize(
+    "current, new, repeat, message",
+    [
+        ("not my password", "a brand new password", None, "current password is not right"),
+        (None, "short", None, "at least 8 characters"),
+        (None, "a brand new password", "a different one", "do not match"),
+    ],
+)
+def test_a_refused_password_change_changes_nothing(
+    multi_app, users, login, current, new, repeat, message
+):
     here, elsewhere = multi_app.test_client(), multi_app.test_client()
     login(here, users["a"])
     login(elsewhere, users["a"])
@@ -143,7 +173,9 @@ def test_a_cross_site_password_change_is_refused(multi_app, users, login):
     client = multi_app.test_client()
     login(client, users["a"])
     before = _hash(multi_app, "alice")
-    response = _change_password(client, users["a"].password, "evil new password", Origin="http://evil.example")
+    response = _change_password(
+        client, users["a"].password, "evil new password", Origin="http://evil.example"
+    )
     assert response.status_code == 403
     assert _hash(multi_app, "alice") == before
 
@@ -154,7 +186,12 @@ def test_log_out_everywhere(multi_app, users, login):
     login(elsewhere, users["a"])
     login(bob, users["b"])
     # Another site cannot do it for the user.
-    assert here.post("/settings/logout-everywhere", headers={"Origin": "http://evil.example"}).status_code == 403
+    assert (
+        here.post(
+            "/settings/logout-everywhere", headers={"Origin": "http://evil.example"}
+        ).status_code
+        == 403
+    )
     assert elsewhere.get("/api/sessions").status_code == 200
     response = here.post("/settings/logout-everywhere")
     assert response.status_code == 302 and "/login" in _location(response)
@@ -170,30 +207,46 @@ def test_log_out_everywhere(multi_app, users, login):
 
 
 def _session_set_cookie(response) -> str:
-    cookies = [value for value in response.headers.getlist("Set-Cookie") if value.startswith("session=")]
+    cookies = [
+        value for value in response.headers.getlist("Set-Cookie") if value.startswith("session=")
+    ]
     assert cookies, response.headers
     return cookies[-1]
 
 
 def test_the_session_cookie_is_secure_only_when_configured(make_app, users, multi_app):
-    plain = _session_set_cookie(multi_app.test_client().post(
-        "/login", data={"username": "alice", "password": users["a"].password}))
+    plain = _session_set_cookie(
+        multi_app.test_client().post(
+            "/login", data={"username": "alice", "password": users["a"].password}
+        )
+    )
     assert "Secure" not in plain and "HttpOnly" in plain and "SameSite=Lax" in plain
     secure_app = make_app(NUMI_AUTH="multi", NUMI_SECURE_COOKIES=True)
-    secure = _session_set_cookie(secure_app.test_client().post(
-        "/login", base_url="https://localhost", data={"username": "alice", "password": users["a"].password}))
+    secure = _session_set_cookie(
+        secure_app.test_client().post(
+            "/login",
+            base_url="https://localhost",
+            data={"username": "alice", "password": users["a"].password},
+        )
+    )
     assert "Secure" in secure and "HttpOnly" in secure
 
 
 def test_the_session_cookie_lifetime_is_bounded(make_app, users, multi_app):
-    cookie = _session_set_cookie(multi_app.test_client().post(
-        "/login", data={"username": "alice", "password": users["a"].password}))
+    cookie = _session_set_cookie(
+        multi_app.test_client().post(
+            "/login", data={"username": "alice", "password": users["a"].password}
+        )
+    )
     expires = parsedate_to_datetime(cookie.split("Expires=")[1].split(";")[0])
     days = (expires - datetime.now(timezone.utc)).total_seconds() / 86400
     assert 6.9 < days <= 7.01, cookie
     short = make_app(NUMI_AUTH="multi", NUMI_SESSION_LIFETIME_HOURS=12)
-    cookie = _session_set_cookie(short.test_client().post(
-        "/login", data={"username": "alice", "password": users["a"].password}))
+    cookie = _session_set_cookie(
+        short.test_client().post(
+            "/login", data={"username": "alice", "password": users["a"].password}
+        )
+    )
     expires = parsedate_to_datetime(cookie.split("Expires=")[1].split(";")[0])
     assert (expires - datetime.now(timezone.utc)).total_seconds() <= 12 * 3600 + 60
 
@@ -201,12 +254,22 @@ def test_the_session_cookie_lifetime_is_bounded(make_app, users, multi_app):
 def test_forwarded_host_is_honoured_only_behind_trusted_proxies(make_app):
     direct = make_app().test_client()
     # Not configured: X-Forwarded-Host is a header like any other and the Host check passes.
-    assert direct.get("/api/sessions", headers={"X-Forwarded-Host": "evil.example"}).status_code == 200
+    assert (
+        direct.get("/api/sessions", headers={"X-Forwarded-Host": "evil.example"}).status_code == 200
+    )
     proxied = make_app(NUMI_TRUSTED_PROXIES=1, NUMI_ALLOWED_HOSTS=("numi.example",)).test_client()
     # Behind a trusted proxy, the host the browser asked for is the one checked.
-    assert proxied.get("/api/sessions", headers={"X-Forwarded-Host": "evil.example"}).status_code == 400
-    assert proxied.get("/api/sessions", headers={"X-Forwarded-Host": "numi.example",
-                                                  "X-Forwarded-Proto": "https"}).status_code == 200
+    assert (
+        proxied.get("/api/sessions", headers={"X-Forwarded-Host": "evil.example"}).status_code
+        == 400
+    )
+    assert (
+        proxied.get(
+            "/api/sessions",
+            headers={"X-Forwarded-Host": "numi.example", "X-Forwarded-Proto": "https"},
+        ).status_code
+        == 200
+    )
 
 
 # --- a live server: the WebSocket of a session that ended ---------------------------------------
@@ -227,21 +290,36 @@ def test_an_open_websocket_ends_with_its_session(live_server_factory):
         server.cli("user", "create", "alice", "--password-stdin", input="alice's password\n")
         jar = http.cookiejar.CookieJar()
         browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-        form = urllib.parse.urlencode({"username": "alice", "password": "alice's password"}).encode()
+        form = urllib.parse.urlencode(
+            {"username": "alice", "password": "alice's password"}
+        ).encode()
         browser.open(urllib.request.Request(server.url + "/login", data=form), timeout=30).read()
         cookie = "; ".join(f"{c.name}={c.value}" for c in jar)
-        chat = json.loads(browser.open(urllib.request.Request(
-            server.url + "/api/session", data=b"{}", headers={"Content-Type": "application/json", "Origin": server.url}),
-            timeout=30).read())
+        chat = json.loads(
+            browser.open(
+                urllib.request.Request(
+                    server.url + "/api/session",
+                    data=b"{}",
+                    headers={"Content-Type": "application/json", "Origin": server.url},
+                ),
+                timeout=30,
+            ).read()
+        )
 
-        ws = Client.connect(f"ws://127.0.0.1:{server.port}/ws/{chat['id']}?format=json",
-                            headers={"Origin": server.url, "Cookie": cookie})
+        ws = Client.connect(
+            f"ws://127.0.0.1:{server.port}/ws/{chat['id']}?format=json",
+            headers={"Origin": server.url, "Cookie": cookie},
+        )
         ws.send(json.dumps({"type": "approve", "call_id": "none", "decision": "deny"}))
         assert json.loads(ws.receive(timeout=10))["data"]["code"] == "no_such_approval"
 
         # Logged out in another tab (same cookie): the open socket's session is over.
-        browser.open(urllib.request.Request(server.url + "/logout", data=b"", headers={"Origin": server.url}),
-                     timeout=30).read()
+        browser.open(
+            urllib.request.Request(
+                server.url + "/logout", data=b"", headers={"Origin": server.url}
+            ),
+            timeout=30,
+        ).read()
         ws.send(json.dumps({"type": "approve", "call_id": "none", "decision": "deny"}))
         assert json.loads(ws.receive(timeout=10))["data"]["code"] == "auth_required"
         from simple_websocket import ConnectionClosed

@@ -22,7 +22,11 @@ from numi.extensions import db
 from numi.models import User
 
 # Few free attempts (the username alone and the address alone get 4 x 2 = 8): fewer hashes per test.
-LIMITS = {"NUMI_LOGIN_FREE_ATTEMPTS": 2, "NUMI_LOGIN_DELAY_SECONDS": 30, "NUMI_LOGIN_MAX_DELAY_SECONDS": 900}
+LIMITS = {
+    "NUMI_LOGIN_FREE_ATTEMPTS": 2,
+    "NUMI_LOGIN_DELAY_SECONDS": 30,
+    "NUMI_LOGIN_MAX_DELAY_SECONDS": 900,
+}
 
 
 class Clock:
@@ -59,21 +63,30 @@ def full_cost_app(make_app, users, clock):
     app.extensions["numi.login_throttle"].clock = clock
     with app.app_context():
         for user in users.values():
-            db.session.execute(db.update(User).where(User.id == user.id)
-                               .values(password_hash=PasswordHasher().hash(user.password)))
+            db.session.execute(
+                db.update(User)
+                .where(User.id == user.id)
+                .values(password_hash=PasswordHasher().hash(user.password))
+            )
         db.session.commit()
     return app
 
 
 def _post_login(client, username: str, password: str, address: str = "198.51.100.7", **headers):
-    return client.post("/login", data={"username": username, "password": password},
-                       environ_base={"REMOTE_ADDR": address}, headers=headers)
+    return client.post(
+        "/login",
+        data={"username": username, "password": password},
+        environ_base={"REMOTE_ADDR": address},
+        headers=headers,
+    )
 
 
 def _password_hash(app, username: str) -> str:
     with app.app_context():
         db.session.expire_all()
-        return db.session.execute(db.select(User.password_hash).where(User.username == username)).scalar_one()
+        return db.session.execute(
+            db.select(User.password_hash).where(User.username == username)
+        ).scalar_one()
 
 
 def _logged_in(client) -> bool:
@@ -87,7 +100,9 @@ def _statuses(responses) -> list[int]:
 # --- the limits -------------------------------------------------------------------------------
 
 
-def test_fifty_bad_logins_are_limited_and_the_right_password_waits_for_the_delay(multi_app, users, clock):
+def test_fifty_bad_logins_are_limited_and_the_right_password_waits_for_the_delay(
+    multi_app, users, clock
+):
     client = multi_app.test_client()
     alice = users["a"]
     responses = [_post_login(client, "alice", f"guess {i}") for i in range(50)]
@@ -144,9 +159,13 @@ def test_one_address_guessing_many_usernames_is_limited(multi_app, users, clock)
     assert _post_login(client, "bob", users["b"].password, address="203.0.113.9").status_code == 302
 
 
-def test_one_username_guessed_from_many_addresses_slows_each_failing_address(multi_app, users, clock):
+def test_one_username_guessed_from_many_addresses_slows_each_failing_address(
+    multi_app, users, clock
+):
     client = multi_app.test_client()
-    statuses = [_post_login(client, "alice", "wrong", address=f"192.0.2.{i}").status_code for i in range(12)]
+    statuses = [
+        _post_login(client, "alice", "wrong", address=f"192.0.2.{i}").status_code for i in range(12)
+    ]
     assert statuses == [401] * 12  # each address's first guess is checked
     # Past the username's allowance (8) an address has no free failures: its next guess waits.
     assert _post_login(client, "alice", "wrong", address="192.0.2.11").status_code == 429
@@ -158,10 +177,15 @@ def test_failures_from_other_addresses_do_not_lock_the_owner_out(multi_app, user
     """Issue 28 item 3: 21 wrong logins from 5 addresses used to refuse alice's right
     password from a sixth address (the username-wide key refused everyone)."""
     attacker = multi_app.test_client()
-    statuses = [_post_login(attacker, "alice", "wrong", address=f"192.0.2.{i % 5}").status_code for i in range(21)]
+    statuses = [
+        _post_login(attacker, "alice", "wrong", address=f"192.0.2.{i % 5}").status_code
+        for i in range(21)
+    ]
     assert 429 in statuses
     owner = multi_app.test_client()
-    assert _post_login(owner, "alice", users["a"].password, address="203.0.113.9").status_code == 302
+    assert (
+        _post_login(owner, "alice", users["a"].password, address="203.0.113.9").status_code == 302
+    )
     assert _logged_in(owner)
 
 
@@ -170,19 +194,29 @@ def test_a_known_browser_keeps_its_free_attempts_during_an_attack(multi_app, use
     username-wide limit: a typo from a new address does not make it wait; a browser
     without the cookie, in the same place, waits."""
     known = multi_app.test_client()
-    assert _post_login(known, "alice", users["a"].password, address="198.51.100.1").status_code == 302
+    assert (
+        _post_login(known, "alice", users["a"].password, address="198.51.100.1").status_code == 302
+    )
     known.post("/logout", headers={"Origin": "http://localhost"})
     attacker = multi_app.test_client()
     for i in range(12):
         _post_login(attacker, "alice", "wrong", address=f"192.0.2.{i}")
-    for client, address, expected in ((known, "203.0.113.1", 302), (multi_app.test_client(), "203.0.113.2", 429)):
+    for client, address, expected in (
+        (known, "203.0.113.1", 302),
+        (multi_app.test_client(), "203.0.113.2", 429),
+    ):
         assert _post_login(client, "alice", "typo", address=address).status_code == 401
-        assert _post_login(client, "alice", users["a"].password, address=address).status_code == expected
+        assert (
+            _post_login(client, "alice", users["a"].password, address=address).status_code
+            == expected
+        )
     # A forged or foreign device cookie is no device at all.
     forged = multi_app.test_client()
     forged.set_cookie("numi_device", "eyJ1IjoxfQ.forged.signature")
     assert _post_login(forged, "alice", "typo", address="203.0.113.3").status_code == 401
-    assert _post_login(forged, "alice", users["a"].password, address="203.0.113.3").status_code == 429
+    assert (
+        _post_login(forged, "alice", users["a"].password, address="203.0.113.3").status_code == 429
+    )
 
 
 def test_guesses_sent_at_once_are_limited_as_if_sent_one_by_one(full_cost_app, users, clock):
@@ -223,7 +257,10 @@ def test_the_limits_in_redis(make_app, users, multi_app, clock, redis_url):
 
     url = redis_url
     prefix = f"numi-test-{uuid.uuid4().hex[:12]}:"
-    apps = [make_app(NUMI_AUTH="multi", NUMI_REDIS_URL=url, NUMI_REDIS_PREFIX=prefix, **LIMITS) for _ in range(2)]
+    apps = [
+        make_app(NUMI_AUTH="multi", NUMI_REDIS_URL=url, NUMI_REDIS_PREFIX=prefix, **LIMITS)
+        for _ in range(2)
+    ]
     for app in apps:
         app.extensions["numi.login_throttle"].clock = clock
     try:
@@ -237,8 +274,13 @@ def test_the_limits_in_redis(make_app, users, multi_app, clock, redis_url):
         clock.now += 31
         assert _post_login(second, "alice", users["a"].password).status_code == 302
         # Nothing went to the database store.
-        assert multi_app.extensions["numi.login_throttle"].store.__class__.__name__ == "DatabaseLoginStore"
-        assert apps[0].extensions["numi.login_throttle"].store.__class__.__name__ == "RedisLoginStore"
+        assert (
+            multi_app.extensions["numi.login_throttle"].store.__class__.__name__
+            == "DatabaseLoginStore"
+        )
+        assert (
+            apps[0].extensions["numi.login_throttle"].store.__class__.__name__ == "RedisLoginStore"
+        )
     finally:
         client = redis.Redis.from_url(url)
         keys = list(client.scan_iter(match=prefix + "*"))
@@ -249,15 +291,21 @@ def test_the_limits_in_redis(make_app, users, multi_app, clock, redis_url):
 def test_proxy_headers_are_ignored_unless_proxies_are_trusted(make_app, users, multi_app, clock):
     client = multi_app.test_client()
     # Without NUMI_TRUSTED_PROXIES a client cannot dodge the address limit with X-Forwarded-For.
-    statuses = [_post_login(client, f"user{i}", "wrong", **{"X-Forwarded-For": f"192.0.2.{i}"}).status_code
-                for i in range(12)]
+    statuses = [
+        _post_login(client, f"user{i}", "wrong", **{"X-Forwarded-For": f"192.0.2.{i}"}).status_code
+        for i in range(12)
+    ]
     assert statuses[-1] == 429
 
     proxied = make_app(NUMI_AUTH="multi", NUMI_TRUSTED_PROXIES=1, **LIMITS)
     proxied.extensions["numi.login_throttle"].clock = clock
     behind = proxied.test_client()
-    statuses = [_post_login(behind, f"user{i}", "wrong", address="127.0.0.1",
-                            **{"X-Forwarded-For": f"192.0.2.{i}"}).status_code for i in range(12)]
+    statuses = [
+        _post_login(
+            behind, f"user{i}", "wrong", address="127.0.0.1", **{"X-Forwarded-For": f"192.0.2.{i}"}
+        ).status_code
+        for i in range(12)
+    ]
     # Behind one trusted proxy each forwarded address is a client of its own.
     assert 429 not in statuses
 
@@ -268,7 +316,12 @@ def test_proxy_headers_are_ignored_unless_proxies_are_trusted(make_app, users, m
 def test_an_old_werkzeug_hash_is_upgraded_on_a_good_login_only(multi_app, clock):
     with multi_app.app_context():
         for name, method in (("carol", "scrypt"), ("dave", "pbkdf2:sha256")):
-            db.session.add(User(username=name, password_hash=generate_password_hash("old password 1", method=method)))
+            db.session.add(
+                User(
+                    username=name,
+                    password_hash=generate_password_hash("old password 1", method=method),
+                )
+            )
         db.session.commit()
     client = multi_app.test_client()
     for name in ("carol", "dave"):
@@ -284,11 +337,22 @@ def test_an_old_werkzeug_hash_is_upgraded_on_a_good_login_only(multi_app, clock)
 
 def test_numi_user_create_stores_an_argon2_hash(multi_app, database_url):
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMI_")}
-    env.update(NUMI_AUTH="multi", NUMI_DATABASE_URL=database_url, NUMI_DATA_DIR=multi_app.config["NUMI_DATA_DIR"],
-               NUMI_AUTO_ENDPOINTS="0")
+    env.update(
+        NUMI_AUTH="multi",
+        NUMI_DATABASE_URL=database_url,
+        NUMI_DATA_DIR=multi_app.config["NUMI_DATA_DIR"],
+        NUMI_AUTO_ENDPOINTS="0",
+    )
     script = Path(sys.executable).with_name("numi")
-    subprocess.run([str(script), "user", "create", "erin", "--password-stdin"], input="a long password\n",
-                   env=env, text=True, check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [str(script), "user", "create", "erin", "--password-stdin"],
+        input="a long password\n",
+        env=env,
+        text=True,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     assert _password_hash(multi_app, "erin").startswith("$argon2id$")
     assert _post_login(multi_app.test_client(), "erin", "a long password").status_code == 302
 
@@ -341,13 +405,19 @@ def _form_login(url: str, username: str, password: str) -> tuple[int, dict]:
 
 def test_two_live_servers_share_the_limits(live_server_factory, tmp_path):
     """Failures counted by one `numi serve` refuse logins at another on the same database."""
-    env = {"NUMI_AUTH": "multi", "NUMI_LOGIN_FREE_ATTEMPTS": "2", "NUMI_LOGIN_DELAY_SECONDS": "600",
-           "NUMI_DATABASE_URL": f"sqlite:///{tmp_path / 'shared.db'}"}
+    env = {
+        "NUMI_AUTH": "multi",
+        "NUMI_LOGIN_FREE_ATTEMPTS": "2",
+        "NUMI_LOGIN_DELAY_SECONDS": "600",
+        "NUMI_DATABASE_URL": f"sqlite:///{tmp_path / 'shared.db'}",
+    }
     first = live_server_factory(**env)
     second = live_server_factory(**env)
     try:
         first.cli("user", "create", "alice", "--password-stdin", input="the right password\n")
-        assert [_form_login(server.url, "alice", "wrong")[0] for server in (first, second, first)] == [401] * 3
+        assert [
+            _form_login(server.url, "alice", "wrong")[0] for server in (first, second, first)
+        ] == [401] * 3
         status, headers = _form_login(second.url, "alice", "the right password")
         assert status == 429 and 590 <= int(headers["Retry-After"]) <= 600
         assert _form_login(first.url, "alice", "the right password")[0] == 429
@@ -356,7 +426,9 @@ def test_two_live_servers_share_the_limits(live_server_factory, tmp_path):
         second.stop()
 
 
-def test_a_test_suite_fast_hash_is_replaced_at_full_strength_without_the_setting(make_app, users, multi_app):
+def test_a_test_suite_fast_hash_is_replaced_at_full_strength_without_the_setting(
+    make_app, users, multi_app
+):
     """NUMI_TEST_FAST_PASSWORD_HASHES (the suite's apps have it) is never a weaker hash in
     use: an app without it verifies such a hash once and stores RFC 9106's parameters."""
     from argon2 import PasswordHasher
@@ -387,7 +459,9 @@ def _during_bogus_logins(multi_app, addresses: list[str], measure):
     def loop(address: str):
         client = multi_app.test_client()
         while not stop:
-            attempts.append(_post_login(client, f"bogus-{len(attempts)}", "wrong", address=address).status_code)
+            attempts.append(
+                _post_login(client, f"bogus-{len(attempts)}", "wrong", address=address).status_code
+            )
             # A refused attempt never waits on the hub; in one process with no network in
             # between, ten loops of them would only measure how fast 429s are made.
             gevent.sleep(0.25 if attempts[-1] == 429 else 0)
@@ -413,12 +487,18 @@ def test_bogus_logins_do_not_starve_real_ones(full_cost_app, users, clock):
     _login_seconds(known, users["a"], "198.51.100.1")  # leaves alice's device cookie
     before = min(_login_seconds(known, users["a"], "198.51.100.1") for _ in range(2))
     # Ten loops from ten addresses: the known browser has a hashing lane of its own.
-    during = _during_bogus_logins(full_cost_app, [f"192.0.2.{i}" for i in range(10)],
-                                  lambda: _login_seconds(known, users["a"], "198.51.100.1"))
+    during = _during_bogus_logins(
+        full_cost_app,
+        [f"192.0.2.{i}" for i in range(10)],
+        lambda: _login_seconds(known, users["a"], "198.51.100.1"),
+    )
     assert during < 4 * before + 0.2, ("known browser", during, before)
     # Twenty loops from one address: at most two of its hashes run at once, so a first
     # login from elsewhere waits for those two at most (before: for all twenty).
     fresh = full_cost_app.test_client()
-    during = _during_bogus_logins(full_cost_app, ["192.0.2.200"] * 20,
-                                  lambda: _login_seconds(fresh, users["b"], "203.0.113.50"))
+    during = _during_bogus_logins(
+        full_cost_app,
+        ["192.0.2.200"] * 20,
+        lambda: _login_seconds(fresh, users["b"], "203.0.113.50"),
+    )
     assert during < 10 * before + 0.2, ("first login", during, before)

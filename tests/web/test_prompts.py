@@ -10,7 +10,11 @@ from io import BytesIO
 
 import pytest
 
-SUMMARY = {"command": "summarize", "title": "Summarize", "text": "Summarize in three bullets:\n\n{{input}}"}
+SUMMARY = {
+    "command": "summarize",
+    "title": "Summarize",
+    "text": "Summarize in three bullets:\n\n{{input}}",
+}
 
 
 def create(client, **fields) -> dict:
@@ -27,7 +31,9 @@ def listed(client) -> list[tuple[str, str, str]]:
 
 def test_create_list_get_patch_delete(client):
     made = create(client, command="/summarize", title="  Summarize   it ")
-    assert made["command"] == "summarize" and made["title"] == "Summarize it"  # "/" dropped, spaces tidied
+    assert (
+        made["command"] == "summarize" and made["title"] == "Summarize it"
+    )  # "/" dropped, spaces tidied
     create(client, command="ask_2", title="Ask", text="Explain {{clipboard}} simply")
     assert [c for c, _, _ in listed(client)] == ["ask_2", "summarize"]  # sorted by command
 
@@ -36,28 +42,36 @@ def test_create_list_get_patch_delete(client):
     patched = client.patch(f"/api/prompts/{made['id']}", json={"title": "Sum up"})
     assert patched.status_code == 200
     assert (patched.get_json()["title"], patched.get_json()["command"]) == ("Sum up", "summarize")
-    patched = client.patch(f"/api/prompts/{made['id']}", json={"command": "sum", "text": "Short: {{input}}"})
-    assert (patched.get_json()["command"], patched.get_json()["text"]) == ("sum", "Short: {{input}}")
+    patched = client.patch(
+        f"/api/prompts/{made['id']}", json={"command": "sum", "text": "Short: {{input}}"}
+    )
+    assert (patched.get_json()["command"], patched.get_json()["text"]) == (
+        "sum",
+        "Short: {{input}}",
+    )
 
     assert client.delete(f"/api/prompts/{made['id']}").status_code == 204
     assert client.get(f"/api/prompts/{made['id']}").status_code == 404
     assert [c for c, _, _ in listed(client)] == ["ask_2"]
 
 
-@pytest.mark.parametrize("fields, code, status", [
-    ({"command": "Summarize"}, "invalid_command", 400),
-    ({"command": "two words"}, "invalid_command", 400),
-    ({"command": ""}, "invalid_command", 400),
-    ({"command": "x" * 33}, "invalid_command", 400),
-    ({"command": "émoji"}, "invalid_command", 400),
-    ({"command": 7}, "invalid_command", 400),
-    ({"title": " "}, "invalid_title", 400),
-    ({"title": "t" * 101}, "invalid_title", 400),
-    ({"text": "   "}, "invalid_text", 400),
-    ({"text": "x" * 10_001}, "invalid_text", 400),
-    ({"text": None}, "invalid_text", 400),
-    ({"command": "taken"}, "command_taken", 409),
-])
+@pytest.mark.parametrize(
+    "fields, code, status",
+    [
+        ({"command": "Summarize"}, "invalid_command", 400),
+        ({"command": "two words"}, "invalid_command", 400),
+        ({"command": ""}, "invalid_command", 400),
+        ({"command": "x" * 33}, "invalid_command", 400),
+        ({"command": "émoji"}, "invalid_command", 400),
+        ({"command": 7}, "invalid_command", 400),
+        ({"title": " "}, "invalid_title", 400),
+        ({"title": "t" * 101}, "invalid_title", 400),
+        ({"text": "   "}, "invalid_text", 400),
+        ({"text": "x" * 10_001}, "invalid_text", 400),
+        ({"text": None}, "invalid_text", 400),
+        ({"command": "taken"}, "command_taken", 409),
+    ],
+)
 def test_bad_input_answers_a_stable_code_and_saves_nothing(client, fields, code, status):
     create(client, command="taken")
     before = listed(client)
@@ -79,9 +93,16 @@ def test_prompts_are_scoped_to_their_owner(client_a, client_b):
         response = getattr(client_b, method)(f"/api/prompts/{mine['id']}", json={"title": "stolen"})
         assert response.status_code == 404 and response.get_json()["error"]["code"] == "not_found"
     assert client_b.post(f"/settings/prompts/{mine['id']}/delete").status_code == 404
-    assert client_b.post(f"/settings/prompts/{mine['id']}", data={**SUMMARY, "title": "stolen"}).status_code == 404
+    assert (
+        client_b.post(
+            f"/settings/prompts/{mine['id']}", data={**SUMMARY, "title": "stolen"}
+        ).status_code
+        == 404
+    )
     assert listed(client_a) == [("summarize", "Summarize", SUMMARY["text"])]
-    assert [p["text"] for p in client_b.get("/api/prompts/export").get_json()["prompts"]] == ["Bob's summary"]
+    assert [p["text"] for p in client_b.get("/api/prompts/export").get_json()["prompts"]] == [
+        "Bob's summary"
+    ]
     # Alice's prompts are in her composer only.
     chat = client_b.post("/api/session", json={"title": "b's"}).get_json()
     create(client_b, command="bobs-own", text="Bob's text")
@@ -98,19 +119,29 @@ def test_settings_forms_add_edit_delete_and_show_errors_next_to_the_form(client)
     prompt_id = client.get("/api/prompts").get_json()["prompts"][0]["id"]
 
     # A refused add: the error is shown by the Add form, what was typed is kept, nothing saved.
-    refused = client.post("/settings/prompts", data={**SUMMARY, "command": "Bad Command"}, headers=hx)
+    refused = client.post(
+        "/settings/prompts", data={**SUMMARY, "command": "Bad Command"}, headers=hx
+    )
     html = refused.get_data(as_text=True)
-    assert refused.status_code == 400 and 'data-code="invalid_command"' in html and 'value="Bad Command"' in html
+    assert (
+        refused.status_code == 400
+        and 'data-code="invalid_command"' in html
+        and 'value="Bad Command"' in html
+    )
     taken = client.post("/settings/prompts", data={**SUMMARY, "title": "again"}, headers=hx)
     assert taken.status_code == 409 and 'data-code="command_taken"' in taken.get_data(as_text=True)
     assert len(listed(client)) == 1
 
-    edited = client.post(f"/settings/prompts/{prompt_id}", data={**SUMMARY, "title": "Sum up"}, headers=hx)
+    edited = client.post(
+        f"/settings/prompts/{prompt_id}", data={**SUMMARY, "title": "Sum up"}, headers=hx
+    )
     assert edited.status_code == 200 and "Sum up" in edited.get_data(as_text=True)
     # A refused edit reopens that prompt's form with the error.
     bad = client.post(f"/settings/prompts/{prompt_id}", data={**SUMMARY, "text": " "}, headers=hx)
     assert bad.status_code == 400
-    assert re.search(r'<details class="prompt-edit" open>\s*<summary>Edit', bad.get_data(as_text=True))
+    assert re.search(
+        r'<details class="prompt-edit" open>\s*<summary>Edit', bad.get_data(as_text=True)
+    )
     assert listed(client)[0][1] == "Sum up"
 
     # Without JavaScript: a redirect back to Settings, or the page with the error.
@@ -131,7 +162,12 @@ def test_prompt_text_is_escaped_where_it_renders(client, xss):
     baseline = [xss.page_outline(client.get(path).get_data(as_text=True))[0] for path in pages]
     for hostile in xss.inputs:
         title = hostile.strip()[:100] or "x"
-        assert client.patch(f"/api/prompts/{prompt['id']}", json={"title": title, "text": hostile}).status_code == 200
+        assert (
+            client.patch(
+                f"/api/prompts/{prompt['id']}", json={"title": title, "text": hostile}
+            ).status_code
+            == 200
+        )
         for path, outline in zip(pages, baseline):
             html = client.get(path).get_data(as_text=True)
             assert xss.page_outline(html)[0] == outline, (path, hostile)
@@ -140,7 +176,9 @@ def test_prompt_text_is_escaped_where_it_renders(client, xss):
 
 def test_export_and_import_round_trip_without_clobbering(client_a, client_b):
     create(client_a)
-    create(client_a, command="translate", title="Translate", text="Translate to French: {{clipboard}}")
+    create(
+        client_a, command="translate", title="Translate", text="Translate to French: {{clipboard}}"
+    )
     exported = client_a.get("/api/prompts/export")
     assert exported.status_code == 200 and "attachment" in exported.headers["Content-Disposition"]
     document = json.loads(exported.get_data(as_text=True))
@@ -148,37 +186,55 @@ def test_export_and_import_round_trip_without_clobbering(client_a, client_b):
 
     # Into an account that already has a different /summarize: kept as summarize-2.
     create(client_b, text="Bob's own summary")
-    response = client_b.post("/api/import", data={"file": (BytesIO(exported.get_data()), "numi-prompts.json")},
-                             content_type="multipart/form-data")
+    response = client_b.post(
+        "/api/import",
+        data={"file": (BytesIO(exported.get_data()), "numi-prompts.json")},
+        content_type="multipart/form-data",
+    )
     assert response.status_code == 201, response.get_json()
     body = response.get_json()
     assert body["renamed"] == {"summarize": "summarize-2"} and body["skipped"] == []
-    assert listed(client_b) == [("summarize", "Summarize", "Bob's own summary"),
-                                ("summarize-2", "Summarize", SUMMARY["text"]),
-                                ("translate", "Translate", "Translate to French: {{clipboard}}")]
+    assert listed(client_b) == [
+        ("summarize", "Summarize", "Bob's own summary"),
+        ("summarize-2", "Summarize", SUMMARY["text"]),
+        ("translate", "Translate", "Translate to French: {{clipboard}}"),
+    ]
     # Lossless: the imported prompts are the exported ones (times included).
     theirs = {p["command"]: p for p in client_b.get("/api/prompts").get_json()["prompts"]}
     for original in document["prompts"]:
         copy = theirs[body["renamed"].get(original["command"], original["command"])]
-        assert {k: copy[k] for k in original if k != "command"} == {k: v for k, v in original.items() if k != "command"}
+        assert {k: copy[k] for k in original if k != "command"} == {
+            k: v for k, v in original.items() if k != "command"
+        }
 
     # A second import of the same file changes nothing (identical prompts are skipped).
     again = client_b.post("/api/import", json=document).get_json()
     assert again["prompts"] == [] and sorted(again["skipped"]) == ["summarize", "translate"]
     assert len(listed(client_b)) == 3
     # Through the Settings Import form: back to the prompts.
-    form = client_a.post("/import", data={"file": (BytesIO(exported.get_data()), "p.json")},
-                         content_type="multipart/form-data")
+    form = client_a.post(
+        "/import",
+        data={"file": (BytesIO(exported.get_data()), "p.json")},
+        content_type="multipart/form-data",
+    )
     assert form.status_code == 303 and form.headers["Location"].endswith("/settings#prompts")
 
     # A malformed file is refused whole: nothing is added.
-    bad = {**document, "prompts": [*document["prompts"], {"command": "Nope!", "title": "t", "text": "x"}]}
+    bad = {
+        **document,
+        "prompts": [*document["prompts"], {"command": "Nope!", "title": "t", "text": "x"}],
+    }
     bad["prompts"][0] = {**bad["prompts"][0], "command": "fresh"}
     refused = client_b.post("/api/import", json=bad)
     assert refused.status_code == 400 and refused.get_json()["error"]["code"] == "invalid_import"
     assert "prompts[2]" in refused.get_json()["error"]["message"]
     assert len(listed(client_b)) == 3
-    assert client_b.post("/api/import", json={"format": "numi.prompts", "version": 9, "prompts": []}).status_code == 400
+    assert (
+        client_b.post(
+            "/api/import", json={"format": "numi.prompts", "version": 9, "prompts": []}
+        ).status_code
+        == 400
+    )
 
 
 def test_cli_export_all_writes_each_users_prompts(app, client, numi_cli, tmp_path):
@@ -196,13 +252,20 @@ def test_cli_export_all_writes_each_users_prompts(app, client, numi_cli, tmp_pat
 def test_a_user_keeps_at_most_max_prompts(client):
     from numi.prompts import MAX_PROMPTS
 
-    document = {"format": "numi.prompts", "version": 1,
-                "prompts": [{"command": f"p{i}", "title": f"P {i}", "text": "t"} for i in range(MAX_PROMPTS + 1)]}
+    document = {
+        "format": "numi.prompts",
+        "version": 1,
+        "prompts": [
+            {"command": f"p{i}", "title": f"P {i}", "text": "t"} for i in range(MAX_PROMPTS + 1)
+        ],
+    }
     refused = client.post("/api/import", json=document)
     assert refused.status_code == 400 and refused.get_json()["error"]["code"] == "too_many_prompts"
     assert listed(client) == []
     document["prompts"].pop()
     assert client.post("/api/import", json=document).status_code == 201
     one_more = client.post("/api/prompts", json=SUMMARY)
-    assert one_more.status_code == 400 and one_more.get_json()["error"]["code"] == "too_many_prompts"
+    assert (
+        one_more.status_code == 400 and one_more.get_json()["error"]["code"] == "too_many_prompts"
+    )
     assert len(listed(client)) == MAX_PROMPTS

@@ -18,7 +18,10 @@ WS_HEADERS = {
 def _chat_rows(app):
     with app.app_context():
         db.session.expire_all()
-        return [(c.id, c.title, c.deleted_at) for c in db.session.execute(db.select(Chat).order_by(Chat.id)).scalars()]
+        return [
+            (c.id, c.title, c.deleted_at)
+            for c in db.session.execute(db.select(Chat).order_by(Chat.id)).scalars()
+        ]
 
 
 def _writes(chat_id: str):
@@ -27,16 +30,26 @@ def _writes(chat_id: str):
         ("POST", "/api/session", {"json": {"title": "evil"}}),
         ("PATCH", f"/api/session/{chat_id}", {"json": {"title": "evil"}}),
         ("DELETE", f"/api/session/{chat_id}", {}),
-        ("POST", "/api/endpoints", {"json": {"name": "evil", "kind": "openai_chat", "base_url": "http://127.0.0.1:9"}}),
+        (
+            "POST",
+            "/api/endpoints",
+            {"json": {"name": "evil", "kind": "openai_chat", "base_url": "http://127.0.0.1:9"}},
+        ),
         ("POST", "/chats", {"data": {"title": "evil"}}),
         ("POST", f"/c/{chat_id}/rename", {"data": {"title": "evil"}}),
         ("POST", f"/c/{chat_id}/delete", {}),
         ("POST", f"/c/{chat_id}/settings", {"data": {"system_prompt": "evil"}}),
-        ("POST", "/settings/endpoints", {"data": {"name": "evil", "kind": "openai_chat", "base_url": "http://127.0.0.1:9"}}),
+        (
+            "POST",
+            "/settings/endpoints",
+            {"data": {"name": "evil", "kind": "openai_chat", "base_url": "http://127.0.0.1:9"}},
+        ),
     ]
 
 
-@pytest.mark.parametrize("host", ["evil.example", "attacker.localhost.evil", "127.0.0.2", "localhost.evil:8765"])
+@pytest.mark.parametrize(
+    "host", ["evil.example", "attacker.localhost.evil", "127.0.0.2", "localhost.evil:8765"]
+)
 def test_foreign_host_is_refused(sqlite_client, host):
     for url in ("/", "/api/sessions", "/healthz", "/settings"):
         response = sqlite_client.get(url, headers={"Host": host})
@@ -48,7 +61,14 @@ def test_foreign_host_is_refused(sqlite_client, host):
 def test_local_hosts_and_configured_hosts_are_accepted(make_app):
     app = make_app(NUMI_ALLOWED_HOSTS=("numi.lan",))
     client = app.test_client()
-    for host in ("localhost", "localhost:8765", "127.0.0.1:8765", "[::1]:8765", "numi.lan", "NUMI.LAN:80"):
+    for host in (
+        "localhost",
+        "localhost:8765",
+        "127.0.0.1:8765",
+        "[::1]:8765",
+        "numi.lan",
+        "NUMI.LAN:80",
+    ):
         assert client.get("/api/sessions", headers={"Host": host}).status_code == 200, host
     assert client.get("/api/sessions", headers={"Host": "other.lan"}).status_code == 400
 
@@ -80,11 +100,15 @@ def test_cross_site_writes_are_refused_and_change_nothing(app, client, headers):
 
 def test_same_origin_writes_are_accepted(sqlite_client):
     response = sqlite_client.post(
-        "/api/session", json={"title": "ok"}, headers={"Origin": "http://localhost", "Sec-Fetch-Site": "same-origin"}
+        "/api/session",
+        json={"title": "ok"},
+        headers={"Origin": "http://localhost", "Sec-Fetch-Site": "same-origin"},
     )
     assert response.status_code == 201
     response = sqlite_client.post(
-        "/api/session", json={"title": "ok"}, headers={"Origin": "http://127.0.0.1:8765", "Host": "127.0.0.1:8765"}
+        "/api/session",
+        json={"title": "ok"},
+        headers={"Origin": "http://127.0.0.1:8765", "Host": "127.0.0.1:8765"},
     )
     assert response.status_code == 201
 
@@ -115,7 +139,11 @@ def test_login_is_required(multi_app, users):
     for url in ("/", "/settings", "/chats"):
         response = client.get(url)
         assert response.status_code == 302 and "/login" in response.headers["Location"], url
-    for method, url in (("GET", "/api/sessions"), ("POST", "/api/session"), ("GET", "/api/endpoints")):
+    for method, url in (
+        ("GET", "/api/sessions"),
+        ("POST", "/api/session"),
+        ("GET", "/api/endpoints"),
+    ):
         response = client.open(url, method=method, json={})
         assert response.status_code == 401
         assert response.get_json()["error"]["code"] == "auth_required"
@@ -146,13 +174,22 @@ def test_login_then_logout(multi_app, users, login):
 
 
 @pytest.mark.parametrize(
-    "target", ["//evil.example/", "https://evil.example/", "/\\evil.example", "javascript:alert(1)", "http:evil.example"]
+    "target",
+    [
+        "//evil.example/",
+        "https://evil.example/",
+        "/\\evil.example",
+        "javascript:alert(1)",
+        "http:evil.example",
+    ],
 )
 def test_login_next_never_leaves_the_site(multi_app, users, target):
     from urllib.parse import quote
 
     client = multi_app.test_client()
-    response = client.post(f"/login?next={quote(target)}", data={"username": "alice", "password": users["a"].password})
+    response = client.post(
+        f"/login?next={quote(target)}", data={"username": "alice", "password": users["a"].password}
+    )
     assert response.status_code == 302
     assert response.headers["Location"] == "/"
 
@@ -160,9 +197,15 @@ def test_login_next_never_leaves_the_site(multi_app, users, target):
 def test_bearer_tokens_work_for_the_api_and_skip_the_origin_check(multi_app, users):
     client = multi_app.test_client()
     auth = users["a"].auth_header
-    created = client.post("/api/session", json={"title": "by token"}, headers={**auth, "Origin": "http://tool.example"})
+    created = client.post(
+        "/api/session",
+        json={"title": "by token"},
+        headers={**auth, "Origin": "http://tool.example"},
+    )
     assert created.status_code == 201
-    assert [s["title"] for s in client.get("/api/sessions", headers=auth).get_json()["sessions"]] == ["by token"]
+    assert [
+        s["title"] for s in client.get("/api/sessions", headers=auth).get_json()["sessions"]
+    ] == ["by token"]
     bad = client.get("/api/sessions", headers={"Authorization": "Bearer numi_not-a-real-token"})
     assert bad.status_code == 401 and bad.get_json()["error"]["code"] == "auth_invalid"
     # The token is user A's: user B's token does not see the chat.
@@ -172,12 +215,16 @@ def test_bearer_tokens_work_for_the_api_and_skip_the_origin_check(multi_app, use
 def test_session_cookie_writes_still_need_a_same_site_origin(multi_app, users, login):
     client = multi_app.test_client()
     login(client, users["a"])
-    refused = client.post("/api/session", json={"title": "csrf"}, headers={"Origin": "http://evil.example"})
+    refused = client.post(
+        "/api/session", json={"title": "csrf"}, headers={"Origin": "http://evil.example"}
+    )
     assert refused.status_code == 403
     assert client.get("/api/sessions").get_json()["sessions"] == []
     # The login form itself refuses a cross-site post (login CSRF).
     other = multi_app.test_client()
     response = other.post(
-        "/login", data={"username": "alice", "password": users["a"].password}, headers={"Origin": "http://evil.example"}
+        "/login",
+        data={"username": "alice", "password": users["a"].password},
+        headers={"Origin": "http://evil.example"},
     )
     assert response.status_code == 403

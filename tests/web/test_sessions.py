@@ -35,7 +35,10 @@ def test_create_without_fields_gets_a_default_title(client):
 
 
 def test_sessions_are_paginated_by_last_activity(client, app):
-    ids = [client.post("/api/session", json={"title": f"chat {n:02d}"}).get_json()["id"] for n in range(7)]
+    ids = [
+        client.post("/api/session", json={"title": f"chat {n:02d}"}).get_json()["id"]
+        for n in range(7)
+    ]
     base = utcnow()
     with app.app_context():
         for n, chat_id in enumerate(ids):
@@ -76,7 +79,11 @@ def test_history_is_paginated_newest_page_first(client, app):
     chat_id = client.post("/api/session", json={"title": "long"}).get_json()["id"]
     with app.app_context():
         for n in range(12):
-            db.session.add(Message(chat_id=chat_id, role="user" if n % 2 == 0 else "assistant", content=f"m{n}"))
+            db.session.add(
+                Message(
+                    chat_id=chat_id, role="user" if n % 2 == 0 else "assistant", content=f"m{n}"
+                )
+            )
         db.session.commit()
     first = client.get(f"/api/history/{chat_id}?limit=5").get_json()
     assert [m["content"] for m in first["messages"]] == ["m7", "m8", "m9", "m10", "m11"]
@@ -86,13 +93,24 @@ def test_history_is_paginated_newest_page_first(client, app):
     assert [m["content"] for m in third["messages"]] == ["m0", "m1"]
     assert third["next_cursor"] is None
     message = first["messages"][0]
-    for key in ("id", "chat_id", "role", "content", "content_parts", "tool_calls", "meta", "created_at"):
+    for key in (
+        "id",
+        "chat_id",
+        "role",
+        "content",
+        "content_parts",
+        "tool_calls",
+        "meta",
+        "created_at",
+    ):
         assert key in message
 
     # The chat page shows the newest page and a loader for older messages.
     client_page = client.get(f"/c/{chat_id}").get_data(as_text=True)
     assert "m11" in client_page
-    older = client.get(f"/c/{chat_id}/messages?before={first['next_cursor']}", headers={"HX-Request": "true"})
+    older = client.get(
+        f"/c/{chat_id}/messages?before={first['next_cursor']}", headers={"HX-Request": "true"}
+    )
     assert older.status_code == 200 and "m6" in older.get_data(as_text=True)
 
 
@@ -131,13 +149,17 @@ def test_pages_create_rename_delete(client):
 
     form = client.get(f"/c/{chat_id}/rename", headers={"HX-Request": "true"}).get_data(as_text=True)
     assert 'name="title"' in form
-    renamed = client.post(f"/c/{chat_id}/rename", data={"title": "Renamed inline"}, headers={"HX-Request": "true"})
+    renamed = client.post(
+        f"/c/{chat_id}/rename", data={"title": "Renamed inline"}, headers={"HX-Request": "true"}
+    )
     assert renamed.status_code == 200
     assert f'id="chat-{chat_id}"' in renamed.get_data(as_text=True)
     assert "Renamed inline" in client.get("/").get_data(as_text=True)
 
     deleted = client.post(f"/c/{chat_id}/delete?current={chat_id}", headers={"HX-Request": "true"})
-    assert deleted.status_code == 200 and deleted.headers["HX-Redirect"] == "/"  # no chat left to open
+    assert (
+        deleted.status_code == 200 and deleted.headers["HX-Redirect"] == "/"
+    )  # no chat left to open
     assert client.get(chat_url).status_code == 404
     assert "Renamed inline" not in client.get("/").get_data(as_text=True)
 
@@ -146,7 +168,12 @@ def test_chat_settings_form_saves_system_prompt(client):
     chat_id = client.post("/api/session", json={}).get_json()["id"]
     response = client.post(
         f"/c/{chat_id}/settings",
-        data={"system_prompt": "You are terse.", "temperature": "0.3", "max_tokens": "", "reasoning_effort": "high"},
+        data={
+            "system_prompt": "You are terse.",
+            "temperature": "0.3",
+            "max_tokens": "",
+            "reasoning_effort": "high",
+        },
         headers={"HX-Request": "true"},
     )
     assert response.status_code == 200 and "Saved." in response.get_data(as_text=True)
@@ -172,17 +199,26 @@ def test_sidebar_loads_more_on_scroll(client, app):
 def test_model_picker_uses_the_endpoint(client):
     endpoint = client.post(
         "/api/endpoints",
-        json={"name": "Local", "kind": "openai_chat", "base_url": "http://127.0.0.1:9/v1", "default_model": "llama3"},
+        json={
+            "name": "Local",
+            "kind": "openai_chat",
+            "base_url": "http://127.0.0.1:9/v1",
+            "default_model": "llama3",
+        },
     ).get_json()
     chat = client.post("/api/session", json={}).get_json()
     # A new chat starts on the first endpoint with a default model.
     assert chat["endpoint_id"] == endpoint["id"] and chat["model"] == "llama3"
     response = client.post(
-        f"/c/{chat['id']}/settings", data={"route": f"{endpoint['id']}:qwen2"}, headers={"HX-Request": "true"}
+        f"/c/{chat['id']}/settings",
+        data={"route": f"{endpoint['id']}:qwen2"},
+        headers={"HX-Request": "true"},
     )
     assert response.status_code == 200
     assert client.get(f"/api/session/{chat['id']}").get_json()["model"] == "qwen2"
-    assert f'value="{endpoint["id"]}:qwen2" selected' in client.get(f"/c/{chat['id']}").get_data(as_text=True)
+    assert f'value="{endpoint["id"]}:qwen2" selected' in client.get(f"/c/{chat['id']}").get_data(
+        as_text=True
+    )
 
 
 def test_date_groups_of_the_sidebar():
@@ -192,7 +228,12 @@ def test_date_groups_of_the_sidebar():
 
     now = datetime(2026, 3, 20, 9, 0)
     assert [date_group(datetime(2026, 3, d, 8, 0), now) for d in (20, 19, 14, 13, 1)] == [
-        "Today", "Yesterday", "Previous 7 days", "Previous 30 days", "Previous 30 days"]
+        "Today",
+        "Yesterday",
+        "Previous 7 days",
+        "Previous 30 days",
+        "Previous 30 days",
+    ]
     assert date_group(datetime(2026, 2, 18, 23, 0), now) == "February 2026"
     assert date_group(datetime(2025, 12, 31), now) == "December 2025"
 
@@ -213,6 +254,8 @@ def test_new_chat_reuses_the_empty_one_and_deleting_the_open_chat_opens_the_next
     client.patch(f"/api/session/{chat_id}", json={"title": "Not empty by name"})
     second = client.post("/chats", headers={"HX-Request": "true"}).headers["HX-Location"]
     assert second not in (first, f"/c/{older}")  # a renamed chat is kept, not reused
-    deleted = client.post(f"{second}/delete?current={second.rsplit('/', 1)[1]}", headers={"HX-Request": "true"})
+    deleted = client.post(
+        f"{second}/delete?current={second.rsplit('/', 1)[1]}", headers={"HX-Request": "true"}
+    )
     assert deleted.headers["HX-Redirect"].startswith("/c/")
     assert client.get(deleted.headers["HX-Redirect"]).status_code == 200

@@ -33,7 +33,9 @@ def _fill(app, ids, text: str) -> None:
         user.content = text
         assistant.content = text + "\n\n" + text
         assistant.reasoning_content = text
-        assistant.tool_calls = [{"id": "call_1", "type": "function", "function": {"name": text[:64], "arguments": text}}]
+        assistant.tool_calls = [
+            {"id": "call_1", "type": "function", "function": {"name": text[:64], "arguments": text}}
+        ]
         assistant.meta = {"model": text, "error": {"code": "x", "message": text}}
         tool.content = text
         tool.tool_call_id = text[:200]
@@ -45,7 +47,9 @@ def _setup(app) -> dict:
         from numi.identity import local_user
 
         user_id = local_user().id
-        endpoint = Endpoint(user_id=user_id, name="e", kind="openai_chat", base_url="http://127.0.0.1:9/v1")
+        endpoint = Endpoint(
+            user_id=user_id, name="e", kind="openai_chat", base_url="http://127.0.0.1:9/v1"
+        )
         db.session.add(endpoint)
         db.session.flush()
         chat = Chat(user_id=user_id, endpoint_id=endpoint.id)
@@ -96,8 +100,16 @@ def test_hostile_text_in_pages_stays_text(sqlite_app, hostile, xss):
 
     # Not vacuous: the hostile text is really on the pages, escaped.
     shown = escape(hostile.strip()[:100])
-    for name in ("index", "chat page", "sidebar fragment", "chat item fragment", "rename form fragment"):
-        assert shown in pages[name].get_data(as_text=True) or escape(hostile[:100]) in pages[name].get_data(as_text=True), name
+    for name in (
+        "index",
+        "chat page",
+        "sidebar fragment",
+        "chat item fragment",
+        "rename form fragment",
+    ):
+        assert shown in pages[name].get_data(as_text=True) or escape(hostile[:100]) in pages[
+            name
+        ].get_data(as_text=True), name
     chat_page = pages["chat page"].get_data(as_text=True)
     assert f'id="msg-{ids["messages"][1]}-body" class="msg-body md" hx-disable' in chat_page
 
@@ -105,7 +117,8 @@ def test_hostile_text_in_pages_stays_text(sqlite_app, hostile, xss):
 def test_hostile_input_echoed_in_errors_stays_text(sqlite_client, hostile, xss):
     def attempt(text, headers):
         return sqlite_client.post(
-            "/settings/endpoints", headers=headers,
+            "/settings/endpoints",
+            headers=headers,
             data={"name": "n", "kind": text, "base_url": "http://127.0.0.1:9/v1"},
         )
 
@@ -113,4 +126,7 @@ def test_hostile_input_echoed_in_errors_stays_text(sqlite_client, hostile, xss):
         plain = attempt(PLAIN, headers)
         bad = attempt(hostile, headers)
         assert plain.status_code == bad.status_code == 400
-        assert xss.page_outline(bad.get_data(as_text=True))[0] == xss.page_outline(plain.get_data(as_text=True))[0]
+        assert (
+            xss.page_outline(bad.get_data(as_text=True))[0]
+            == xss.page_outline(plain.get_data(as_text=True))[0]
+        )

@@ -86,7 +86,9 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return sorted(self._tools)
 
-    def active(self, enabled: list[str] | None, *, is_admin: bool, user_id: int | None = None) -> list[Tool]:
+    def active(
+        self, enabled: list[str] | None, *, is_admin: bool, user_id: int | None = None
+    ) -> list[Tool]:
         """The tools a chat has turned on that this user may use, in a stable order.
 
         With `user_id`, the registered providers add that user's dynamic tools (e.g. the

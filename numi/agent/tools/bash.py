@@ -31,13 +31,18 @@ from .workspace import WorkspaceError, workspace_root
 # Only these variables pass to the command; everything else (NUMI_*, *_API_KEY, *_TOKEN,
 # *SECRET*, database URLs, ...) stays behind.
 ENV_ALLOW = ("PATH", "HOME", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "SHELL", "TMPDIR", "TERM")
-SECRET_NAME = re.compile(r"(^NUMI_|_API_KEY$|_KEY$|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|DATABASE_URL|^PG)", re.I)
+SECRET_NAME = re.compile(
+    r"(^NUMI_|_API_KEY$|_KEY$|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|DATABASE_URL|^PG)", re.I
+)
 
 
 def child_environment(workspace: str) -> dict[str, str]:
     """The environment a command sees: allow-listed variables only, never a secret."""
-    env = {k: v for k, v in os.environ.items()
-           if (k in ENV_ALLOW or k.startswith("LC_")) and not SECRET_NAME.search(k)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (k in ENV_ALLOW or k.startswith("LC_")) and not SECRET_NAME.search(k)
+    }
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env["PWD"] = workspace
     env["TERM"] = "dumb"
@@ -68,7 +73,7 @@ def encoded_forms(value: str) -> set[str]:
         # 4-character groups made only of the value's bytes: groups start every 3 bytes.
         first = -(-shift // 3)  # the first group that starts at or after the value
         last = (shift + len(raw)) // 3  # groups before this one end inside the value
-        core = encoded[first * 4:last * 4]
+        core = encoded[first * 4 : last * 4]
         if len(core) >= MIN_ENCODED_CHARS:
             forms.update((core, core.replace("+", "-").replace("/", "_")))
     return {form for form in forms if len(form) >= MIN_ENCODED_CHARS}
@@ -76,7 +81,9 @@ def encoded_forms(value: str) -> set[str]:
 
 def mask_secrets(output: str, values: list[str]) -> str:
     """Replace every secret, in every encoded form, with a marker (longest forms first)."""
-    forms = sorted({form for value in values for form in encoded_forms(value)}, key=len, reverse=True)
+    forms = sorted(
+        {form for value in values for form in encoded_forms(value)}, key=len, reverse=True
+    )
     for form in forms:
         output = output.replace(form, "[secret hidden]")
     return output
@@ -107,7 +114,7 @@ class CappedOutput:
     def text(self) -> str:
         tail = b"".join(self.tail)
         if len(tail) > self.half:
-            tail = tail[-self.half:]
+            tail = tail[-self.half :]
         omitted = self.total - len(self.head) - len(tail)
         head = self.head.decode("utf-8", "replace")
         if omitted <= 0:
@@ -115,11 +122,18 @@ class CappedOutput:
         return f"{head}\n[... {omitted} bytes of output omitted ...]\n{tail.decode('utf-8', 'replace')}"
 
 
-def run_command(command: str, workspace: str, *, timeout: float, max_output: int) -> tuple[int | None, str, bool]:
+def run_command(
+    command: str, workspace: str, *, timeout: float, max_output: int
+) -> tuple[int | None, str, bool]:
     """Run `command` with bash in `workspace`: (exit code or None, capped output, timed out)."""
     process = subprocess.Popen(
-        ["bash", "-c", command], cwd=workspace, env=child_environment(workspace),
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        ["bash", "-c", command],
+        cwd=workspace,
+        env=child_environment(workspace),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
         preexec_fn=drop_ptrace_capability,
     )
     output = CappedOutput(max_output)
@@ -127,7 +141,11 @@ def run_command(command: str, workspace: str, *, timeout: float, max_output: int
     try:
         with gevent.Timeout(timeout):
             while True:
-                chunk = process.stdout.read1(65536) if hasattr(process.stdout, "read1") else process.stdout.read(65536)
+                chunk = (
+                    process.stdout.read1(65536)
+                    if hasattr(process.stdout, "read1")
+                    else process.stdout.read(65536)
+                )
                 if not chunk:
                     break
                 output.add(chunk)
@@ -157,8 +175,9 @@ def _bash(arguments: dict, context: ToolContext) -> str:
     limit = config["NUMI_BASH_TIMEOUT_SECONDS"]
     asked = arguments.get("timeout")
     timeout = min(float(asked), limit) if isinstance(asked, int | float) and asked > 0 else limit
-    code, output, timed_out = run_command(command, workspace, timeout=timeout,
-                                          max_output=config["NUMI_BASH_MAX_OUTPUT_CHARS"])
+    code, output, timed_out = run_command(
+        command, workspace, timeout=timeout, max_output=config["NUMI_BASH_MAX_OUTPUT_CHARS"]
+    )
     output = mask_secrets(output, secret_values())
     status = f"timed out after {timeout:g} s (killed)" if timed_out else f"exit code {code}"
     text = f"[{status}]\n{output}" if output else f"[{status}] (no output)"
@@ -170,18 +189,24 @@ def _bash(arguments: dict, context: ToolContext) -> str:
 
 BASH = Tool(
     name="bash",
-    description=("Run a bash command in the chat's workspace directory (the user approves each command). "
-                 "Returns the exit code and the output (stdout and stderr; long output keeps its start and end)."),
+    description=(
+        "Run a bash command in the chat's workspace directory (the user approves each command). "
+        "Returns the exit code and the output (stdout and stderr; long output keeps its start and end)."
+    ),
     parameters={
         "type": "object",
         "properties": {
             "command": {"type": "string", "description": "The command line, run with bash -c."},
-            "timeout": {"type": "number", "description": "Seconds before the command is killed (capped by the server)."},
+            "timeout": {
+                "type": "number",
+                "description": "Seconds before the command is killed (capped by the server).",
+            },
         },
         "required": ["command"],
     },
     run=_bash,
     needs_approval=True,
     admin_only=True,
-    timeout=24 * 3600,  # the command has its own timeout (NUMI_BASH_TIMEOUT_SECONDS); this only backs it up
+    timeout=24
+    * 3600,  # the command has its own timeout (NUMI_BASH_TIMEOUT_SECONDS); this only backs it up
 )

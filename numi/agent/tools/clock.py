@@ -8,7 +8,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from . import Tool, ToolContext
 
 
-def user_now(timezone_name: str | None, offset_minutes: int | None, now: datetime | None = None) -> datetime:
+def user_now(
+    timezone_name: str | None, offset_minutes: int | None, now: datetime | None = None
+) -> datetime:
     """Now in the user's IANA time zone, else their UTC offset, else UTC."""
     now = now or datetime.now(UTC)
     if timezone_name:
@@ -36,7 +38,10 @@ CURRENT_TIME = Tool(
     parameters={
         "type": "object",
         "properties": {
-            "timezone": {"type": "string", "description": "Optional IANA time zone, e.g. Europe/Paris."}
+            "timezone": {
+                "type": "string",
+                "description": "Optional IANA time zone, e.g. Europe/Paris.",
+            }
         },
     },
     run=_current_time,

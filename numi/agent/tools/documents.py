@@ -70,7 +70,7 @@ def chunk_text(value: str, *, size: int = CHUNK_CHARS, overlap: int = OVERLAP_CH
             chunks.append(current)
             tail = current[-overlap:] if overlap else ""
             space = tail.find(" ")
-            current = (tail[space + 1:] if space >= 0 else tail) if overlap else ""
+            current = (tail[space + 1 :] if space >= 0 else tail) if overlap else ""
             current = f"{current} … {piece}" if current else piece
         else:
             current = f"{current}\n\n{piece}" if current else piece
@@ -91,9 +91,13 @@ def backend() -> str:
         if engine.dialect.name == "postgresql":
             cache[key] = "postgres"
         else:
-            sql = db.session.execute(
-                text("SELECT sql FROM sqlite_master WHERE name = 'fts_document_chunks'")
-            ).scalar() if engine.dialect.name == "sqlite" else None
+            sql = (
+                db.session.execute(
+                    text("SELECT sql FROM sqlite_master WHERE name = 'fts_document_chunks'")
+                ).scalar()
+                if engine.dialect.name == "sqlite"
+                else None
+            )
             cache[key] = "fts5" if sql and "fts5" in sql.lower() else "like"
     return cache[key]
 
@@ -103,8 +107,13 @@ def _query_words(query: str) -> list[str]:
     return list(dict.fromkeys(words))[:MAX_QUERY_WORDS]
 
 
-def search(user_id: int, query: str, *, limit: int = DEFAULT_RESULTS,
-           attachment_ids: list[int] | None = None) -> list[dict[str, Any]]:
+def search(
+    user_id: int,
+    query: str,
+    *,
+    limit: int = DEFAULT_RESULTS,
+    attachment_ids: list[int] | None = None,
+) -> list[dict[str, Any]]:
     """The best passages of this user's indexed documents for `query`, best first."""
     words = _query_words(query)
     if not words or attachment_ids == []:
@@ -122,31 +131,47 @@ def search(user_id: int, query: str, *, limit: int = DEFAULT_RESULTS,
         # Every word quoted (no FTS5 syntax from the user gets through), any word may match;
         # bm25() is smaller for better matches.
         params["q"] = " OR ".join(f'"{w}"' for w in words)
-        sql = ("SELECT f.attachment_id, f.chunk, f.title, f.content, bm25(fts_document_chunks, 2.0, 1.0) AS score "
-               "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
-               f"WHERE fts_document_chunks MATCH :q AND f.user_id = :uid AND a.user_id = :uid{scope} "
-               "ORDER BY score LIMIT :k")
+        sql = (
+            "SELECT f.attachment_id, f.chunk, f.title, f.content, bm25(fts_document_chunks, 2.0, 1.0) AS score "
+            "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
+            f"WHERE fts_document_chunks MATCH :q AND f.user_id = :uid AND a.user_id = :uid{scope} "
+            "ORDER BY score LIMIT :k"
+        )
     elif kind == "postgres":
         params["q"] = " | ".join(words)
-        sql = ("SELECT f.attachment_id, f.chunk, f.title, f.content, "
-               "ts_rank_cd(to_tsvector('english', f.title || ' ' || f.content), to_tsquery('english', :q)) AS score "
-               "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
-               "WHERE to_tsvector('english', f.title || ' ' || f.content) @@ to_tsquery('english', :q) "
-               f"AND f.user_id = :uid AND a.user_id = :uid{scope} ORDER BY score DESC LIMIT :k")
+        sql = (
+            "SELECT f.attachment_id, f.chunk, f.title, f.content, "
+            "ts_rank_cd(to_tsvector('english', f.title || ' ' || f.content), to_tsquery('english', :q)) AS score "
+            "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
+            "WHERE to_tsvector('english', f.title || ' ' || f.content) @@ to_tsquery('english', :q) "
+            f"AND f.user_id = :uid AND a.user_id = :uid{scope} ORDER BY score DESC LIMIT :k"
+        )
     else:
         # The documented fallback: LIKE, ranked by how many query words a chunk contains.
         terms = []
         for i, word in enumerate(words[:8]):
             params[f"w{i}"] = f"%{word}%"
-            terms.append(f"(CASE WHEN lower(f.content) LIKE :w{i} OR lower(f.title) LIKE :w{i} THEN 1 ELSE 0 END)")
+            terms.append(
+                f"(CASE WHEN lower(f.content) LIKE :w{i} OR lower(f.title) LIKE :w{i} THEN 1 ELSE 0 END)"
+            )
         score = " + ".join(terms)
-        sql = (f"SELECT f.attachment_id, f.chunk, f.title, f.content, ({score}) AS score "
-               "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
-               f"WHERE f.user_id = :uid AND a.user_id = :uid{scope} AND ({score}) > 0 "
-               "ORDER BY score DESC, f.attachment_id, f.chunk LIMIT :k")
+        sql = (
+            f"SELECT f.attachment_id, f.chunk, f.title, f.content, ({score}) AS score "
+            "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
+            f"WHERE f.user_id = :uid AND a.user_id = :uid{scope} AND ({score}) > 0 "
+            "ORDER BY score DESC, f.attachment_id, f.chunk LIMIT :k"
+        )
     rows = db.session.execute(text(sql), params).all()
-    return [{"attachment_id": int(r[0]), "chunk": int(r[1]), "title": r[2], "content": r[3],
-             "score": float(r[4])} for r in rows]
+    return [
+        {
+            "attachment_id": int(r[0]),
+            "chunk": int(r[1]),
+            "title": r[2],
+            "content": r[3],
+            "score": float(r[4]),
+        }
+        for r in rows
+    ]
 
 
 # --- indexing ------------------------------------------------------------------------------
@@ -179,7 +204,11 @@ def _index_job(app, attachment_id: int) -> None:
             db.session.rollback()
             state = db.session.get(DocumentIndex, attachment_id)
             if state is not None:
-                state.status, state.error, state.updated_at = "error", f"{type(exc).__name__}: {exc}"[:500], utcnow()
+                state.status, state.error, state.updated_at = (
+                    "error",
+                    f"{type(exc).__name__}: {exc}"[:500],
+                    utcnow(),
+                )
                 db.session.commit()
         finally:
             db.session.remove()
@@ -193,7 +222,9 @@ def _index(attachment_id: int) -> None:
     if attachment is None:
         return
     user_id, title, body = attachment.user_id, attachment.filename, attachment.extracted_text or ""
-    state = db.session.get(DocumentIndex, attachment_id) or DocumentIndex(attachment_id=attachment_id, user_id=user_id)
+    state = db.session.get(DocumentIndex, attachment_id) or DocumentIndex(
+        attachment_id=attachment_id, user_id=user_id
+    )
     state.status, state.chunks, state.chunks_total, state.error = "indexing", 0, 0, None
     state.updated_at = utcnow()
     db.session.add(state)
@@ -201,23 +232,37 @@ def _index(attachment_id: int) -> None:
     db.session.remove()  # no transaction stays open while the text is chunked
 
     chunks = chunk_text(body)
-    db.session.execute(text("DELETE FROM fts_document_chunks WHERE attachment_id = :a"), {"a": attachment_id})
+    db.session.execute(
+        text("DELETE FROM fts_document_chunks WHERE attachment_id = :a"), {"a": attachment_id}
+    )
     state = db.session.get(DocumentIndex, attachment_id)
     state.chunks_total = len(chunks)
     db.session.commit()
-    insert = text("INSERT INTO fts_document_chunks (title, content, attachment_id, user_id, chunk) "
-                  "VALUES (:title, :content, :a, :u, :n)")
+    insert = text(
+        "INSERT INTO fts_document_chunks (title, content, attachment_id, user_id, chunk) "
+        "VALUES (:title, :content, :a, :u, :n)"
+    )
     for start in range(0, len(chunks), BATCH_CHUNKS):
-        batch = chunks[start:start + BATCH_CHUNKS]
-        db.session.execute(insert, [{"title": title, "content": c, "a": attachment_id, "u": user_id, "n": start + i}
-                                    for i, c in enumerate(batch)])
+        batch = chunks[start : start + BATCH_CHUNKS]
+        db.session.execute(
+            insert,
+            [
+                {"title": title, "content": c, "a": attachment_id, "u": user_id, "n": start + i}
+                for i, c in enumerate(batch)
+            ],
+        )
         state = db.session.get(DocumentIndex, attachment_id)
         state.chunks, state.updated_at = start + len(batch), utcnow()
         db.session.commit()
         db.session.remove()
         gevent.sleep(0)  # one batch per hub turn: indexing never starves turns or requests
     state = db.session.get(DocumentIndex, attachment_id)
-    state.status, state.chunks, state.indexed_at, state.updated_at = "done", len(chunks), utcnow(), utcnow()
+    state.status, state.chunks, state.indexed_at, state.updated_at = (
+        "done",
+        len(chunks),
+        utcnow(),
+        utcnow(),
+    )
     db.session.commit()
 
 
@@ -226,9 +271,11 @@ def ensure_indexed(app, user_id: int, attachment_ids: list[int] | None = None) -
 
     Returns how many documents are still being indexed. Does not wait for them.
     """
-    query = (select(Attachment.id, DocumentIndex.status)
-             .outerjoin(DocumentIndex, DocumentIndex.attachment_id == Attachment.id)
-             .where(Attachment.user_id == user_id, Attachment.extracted_text.is_not(None)))
+    query = (
+        select(Attachment.id, DocumentIndex.status)
+        .outerjoin(DocumentIndex, DocumentIndex.attachment_id == Attachment.id)
+        .where(Attachment.user_id == user_id, Attachment.extracted_text.is_not(None))
+    )
     if attachment_ids is not None:
         query = query.where(Attachment.id.in_(attachment_ids or [-1]))
     jobs = app.extensions.get(JOBS_KEY, {})
@@ -247,18 +294,37 @@ def ensure_indexed(app, user_id: int, attachment_ids: list[int] | None = None) -
 def document_rows(user_id: int) -> list[dict[str, Any]]:
     """The user's documents with their indexing state, newest first (for the settings page)."""
     rows = db.session.execute(
-        select(Attachment.id, Attachment.filename, Attachment.size, Attachment.extracted_text.is_not(None),
-               DocumentIndex.status, DocumentIndex.chunks, DocumentIndex.chunks_total, DocumentIndex.error)
+        select(
+            Attachment.id,
+            Attachment.filename,
+            Attachment.size,
+            Attachment.extracted_text.is_not(None),
+            DocumentIndex.status,
+            DocumentIndex.chunks,
+            DocumentIndex.chunks_total,
+            DocumentIndex.error,
+        )
         .outerjoin(DocumentIndex, DocumentIndex.attachment_id == Attachment.id)
         .where(Attachment.user_id == user_id)
-        .order_by(Attachment.id.desc()).limit(200)
+        .order_by(Attachment.id.desc())
+        .limit(200)
     ).all()
     documents = []
     for attachment_id, filename, size, has_text, status, chunks, total, error in rows:
         status = status or ("pending" if has_text else "no_text")
         percent = 100 if status == "done" else (int(100 * (chunks or 0) / total) if total else 0)
-        documents.append({"id": attachment_id, "filename": filename, "size": size, "status": status,
-                          "chunks": chunks or 0, "chunks_total": total or 0, "percent": percent, "error": error})
+        documents.append(
+            {
+                "id": attachment_id,
+                "filename": filename,
+                "size": size,
+                "status": status,
+                "chunks": chunks or 0,
+                "chunks_total": total or 0,
+                "percent": percent,
+                "error": error,
+            }
+        )
     return documents
 
 
@@ -272,12 +338,17 @@ def chat_attachment_ids(user_id: int, chat_id: str) -> list[int]:
     get_chat(user_id, chat_id)
     ids: list[int] = []
     parts = db.session.execute(
-        select(Message.content_parts_json).where(Message.chat_id == chat_id, Message.shown(),
-                                                 Message.content_parts_json.is_not(None))
+        select(Message.content_parts_json).where(
+            Message.chat_id == chat_id, Message.shown(), Message.content_parts_json.is_not(None)
+        )
     ).scalars()
     for raw in parts:
         for part in json.loads(raw):
-            if isinstance(part, dict) and part.get("type") == "attachment" and isinstance(part.get("id"), int):
+            if (
+                isinstance(part, dict)
+                and part.get("type") == "attachment"
+                and isinstance(part.get("id"), int)
+            ):
                 ids.append(part["id"])
     return list(dict.fromkeys(ids))
 
@@ -288,33 +359,58 @@ def _run(arguments: dict[str, Any], context: ToolContext) -> ToolResult | str:
         return "Error: give a `query`: the words to look for in the user's documents."
     limit = arguments.get("limit", DEFAULT_RESULTS)
     limit = limit if isinstance(limit, int) and not isinstance(limit, bool) else DEFAULT_RESULTS
-    scope = chat_attachment_ids(context.user_id, context.chat_id) if context.settings.get("rag_scope") == "chat" else None
+    scope = (
+        chat_attachment_ids(context.user_id, context.chat_id)
+        if context.settings.get("rag_scope") == "chat"
+        else None
+    )
     app = current_app._get_current_object()
     busy = ensure_indexed(app, context.user_id, scope)
     hits = search(context.user_id, query, limit=limit, attachment_ids=scope)
-    note = (f"\n\n({busy} document{'s are' if busy != 1 else ' is'} still being indexed; "
-            "search again later to include them.)" if busy else "")
+    note = (
+        f"\n\n({busy} document{'s are' if busy != 1 else ' is'} still being indexed; "
+        "search again later to include them.)"
+        if busy
+        else ""
+    )
     if not hits:
-        where = "the documents attached to this chat" if scope is not None else "the user's documents"
+        where = (
+            "the documents attached to this chat" if scope is not None else "the user's documents"
+        )
         return f"No passage in {where} matches {query!r}.{note}"
-    sources = [{"title": f"{hit['title']} (chunk {hit['chunk'] + 1})", "url": None,
-                "attachment_id": hit["attachment_id"], "chunk": hit["chunk"], "content": hit["content"]}
-               for hit in hits]
-    lines = [f"{len(hits)} passage{'s' if len(hits) != 1 else ''} from the user's documents, best first:"]
+    sources = [
+        {
+            "title": f"{hit['title']} (chunk {hit['chunk'] + 1})",
+            "url": None,
+            "attachment_id": hit["attachment_id"],
+            "chunk": hit["chunk"],
+            "content": hit["content"],
+        }
+        for hit in hits
+    ]
+    lines = [
+        f"{len(hits)} passage{'s' if len(hits) != 1 else ''} from the user's documents, best first:"
+    ]
     lines += [f"- {source['title']}:\n{source['content']}" for source in sources]
     return ToolResult("\n\n".join(lines) + note, sources)
 
 
 SEARCH_DOCUMENTS = Tool(
     name=NAME,
-    description=("Search the user's uploaded documents (full-text, best matches first) and return the "
-                 "most relevant passages with their source. Cite the sources you use."),
+    description=(
+        "Search the user's uploaded documents (full-text, best matches first) and return the "
+        "most relevant passages with their source. Cite the sources you use."
+    ),
     parameters={
         "type": "object",
         "properties": {
             "query": {"type": "string", "description": "Words to look for."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS,
-                      "description": f"How many passages (default {DEFAULT_RESULTS})."},
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_RESULTS,
+                "description": f"How many passages (default {DEFAULT_RESULTS}).",
+            },
         },
         "required": ["query"],
     },

@@ -82,7 +82,9 @@ def save_settings(user_id: int, raw: dict[str, Any], is_admin: bool = True) -> d
 
     backend = (raw.get("search_backend") or "").strip()
     if backend not in SEARCH_BACKENDS:
-        raise invalid("search_backend must be searxng or brave (or empty for none).", "invalid_backend")
+        raise invalid(
+            "search_backend must be searxng or brave (or empty for none).", "invalid_backend"
+        )
     searxng_url = (raw.get("searxng_url") or "").strip()
     if searxng_url and not _is_web_url(searxng_url):
         raise invalid("The SearXNG URL must start with http:// or https://.", "invalid_url")
@@ -93,18 +95,26 @@ def save_settings(user_id: int, raw: dict[str, Any], is_admin: bool = True) -> d
     hosts = raw.get("allowed_hosts") or []
     if isinstance(hosts, str):
         hosts = [h for h in re.split(r"[\s,]+", hosts) if h]
-    if not isinstance(hosts, list) or len(hosts) > 50 or not all(isinstance(h, str) and 0 < len(h) <= 253 for h in hosts):
+    if (
+        not isinstance(hosts, list)
+        or len(hosts) > 50
+        or not all(isinstance(h, str) and 0 < len(h) <= 253 for h in hosts)
+    ):
         raise invalid("allowed_hosts must be at most 50 host names, addresses or networks.")
     for host in hosts:
         if "/" in host:
             try:
                 ipaddress.ip_network(host, strict=False)
             except ValueError:
-                raise invalid(f"{host!r} is not a network (like 10.0.0.0/8).", "invalid_host") from None
+                raise invalid(
+                    f"{host!r} is not a network (like 10.0.0.0/8).", "invalid_host"
+                ) from None
         elif not re.fullmatch(r"[A-Za-z0-9.:\-\[\]]+", host):
             raise invalid(f"{host!r} is not a host name or address.", "invalid_host")
     if not is_admin and (parse_bool(raw.get("allow_private")) or hosts):
-        raise NumiError("admin_only", "Only an administrator can allow private or local addresses.", 403)
+        raise NumiError(
+            "admin_only", "Only an administrator can allow private or local addresses.", 403
+        )
     if not is_admin and searxng_url:
         try:
             check_url(searxng_url, resolvable=False)
@@ -119,8 +129,12 @@ def save_settings(user_id: int, raw: dict[str, Any], is_admin: bool = True) -> d
         row = ToolSettings(user_id=user_id)
         db.session.add(row)
     settings = dict(row.settings)
-    settings.update(search_backend=backend or None, searxng_url=searxng_url or None,
-                    allow_private=parse_bool(raw.get("allow_private")), allowed_hosts=[h.lower() for h in hosts])
+    settings.update(
+        search_backend=backend or None,
+        searxng_url=searxng_url or None,
+        allow_private=parse_bool(raw.get("allow_private")),
+        allowed_hosts=[h.lower() for h in hosts],
+    )
     if raw.get("clear_brave_api_key"):
         settings.pop("brave_api_key", None)
     elif key and key.strip():
@@ -133,7 +147,6 @@ def save_settings(user_id: int, raw: dict[str, Any], is_admin: bool = True) -> d
     row.settings = settings
     db.session.commit()
     return settings
-
 
 
 # --- guarded HTTP --------------------------------------------------------------------------
@@ -167,8 +180,10 @@ def usable_settings(settings: dict[str, Any], is_admin: bool) -> dict[str, Any]:
 def check_address(host: str, port: int, settings: dict[str, Any]) -> str:
     """Resolve `host`; refuse unless every address may be contacted. Returns the one to use."""
     host = host.lower().strip("[]")
-    policy = AddressPolicy(bool(settings.get("allow_private")),
-                           tuple(h for h in settings.get("allowed_hosts") or () if isinstance(h, str)))
+    policy = AddressPolicy(
+        bool(settings.get("allow_private")),
+        tuple(h for h in settings.get("allowed_hosts") or () if isinstance(h, str)),
+    )
     try:
         return check_host(host, port, policy)
     except AddressRefused as exc:
@@ -205,8 +220,14 @@ class _PinnedHTTPS(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
 
 
-def guarded_get(url: str, settings: dict[str, Any], *, max_bytes: int, timeout: float,
-                headers: dict[str, str] | None = None) -> Page:
+def guarded_get(
+    url: str,
+    settings: dict[str, Any],
+    *,
+    max_bytes: int,
+    timeout: float,
+    headers: dict[str, str] | None = None,
+) -> Page:
     """GET `url` within the address rules, following at most 5 redirects (each re-checked)."""
     with gevent.Timeout(timeout, FetchRefused(f"The request took longer than {timeout:g} s.")):
         for _ in range(MAX_REDIRECTS + 1):
@@ -219,21 +240,39 @@ def guarded_get(url: str, settings: dict[str, Any], *, max_bytes: int, timeout: 
             connection = kind(parts.hostname, port, address, timeout)
             try:
                 path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-                connection.request("GET", path, headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity",
-                                                         "Accept": "text/html,text/plain,application/json;q=0.9,*/*;q=0.5",
-                                                         **(headers or {})})
+                connection.request(
+                    "GET",
+                    path,
+                    headers={
+                        "User-Agent": USER_AGENT,
+                        "Accept-Encoding": "identity",
+                        "Accept": "text/html,text/plain,application/json;q=0.9,*/*;q=0.5",
+                        **(headers or {}),
+                    },
+                )
                 response = connection.getresponse()
                 location = response.getheader("Location")
                 if response.status in (301, 302, 303, 307, 308) and location:
                     url = urljoin(url, location)
                     continue
                 body = response.read(max_bytes + 1)
-                content_type = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
+                content_type = (
+                    (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
+                )
                 charset = _charset(response.getheader("Content-Type") or "")
-                return Page(url, response.status, content_type, charset, body[:max_bytes], len(body) > max_bytes)
+                return Page(
+                    url,
+                    response.status,
+                    content_type,
+                    charset,
+                    body[:max_bytes],
+                    len(body) > max_bytes,
+                )
             except (OSError, http.client.HTTPException) as exc:
                 log.info("fetch_page request to %s failed: %r", parts.hostname, exc)
-                raise FetchRefused(f"The request to {parts.hostname} failed ({type(exc).__name__}).") from None
+                raise FetchRefused(
+                    f"The request to {parts.hostname} failed ({type(exc).__name__})."
+                ) from None
             finally:
                 connection.close()
         raise FetchRefused(f"Too many redirects (more than {MAX_REDIRECTS}).")
@@ -257,9 +296,46 @@ class _TextExtractor(HTMLParser):
     """HTML to plain text: block elements become line breaks; scripts, styles, navigation
     and forms are dropped."""
 
-    SKIP = {"script", "style", "noscript", "template", "svg", "nav", "header", "footer", "aside", "form", "iframe", "head"}
-    BLOCK = {"p", "div", "section", "article", "main", "li", "ul", "ol", "br", "tr", "table", "pre", "blockquote",
-             "h1", "h2", "h3", "h4", "h5", "h6", "dt", "dd", "hr", "figure", "figcaption"}
+    SKIP = {
+        "script",
+        "style",
+        "noscript",
+        "template",
+        "svg",
+        "nav",
+        "header",
+        "footer",
+        "aside",
+        "form",
+        "iframe",
+        "head",
+    }
+    BLOCK = {
+        "p",
+        "div",
+        "section",
+        "article",
+        "main",
+        "li",
+        "ul",
+        "ol",
+        "br",
+        "tr",
+        "table",
+        "pre",
+        "blockquote",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "dt",
+        "dd",
+        "hr",
+        "figure",
+        "figcaption",
+    }
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -293,7 +369,9 @@ class _TextExtractor(HTMLParser):
             self.parts.append(data)
 
     def text(self) -> str:
-        lines = [re.sub(r"[ \t\r\f\v]+", " ", line).strip() for line in "".join(self.parts).split("\n")]
+        lines = [
+            re.sub(r"[ \t\r\f\v]+", " ", line).strip() for line in "".join(self.parts).split("\n")
+        ]
         return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
@@ -341,21 +419,38 @@ def _web_search(arguments: dict, context: ToolContext) -> ToolResult | str:
     try:
         if backend == "searxng":
             base = settings["searxng_url"].rstrip("/")
-            page = guarded_get(f"{base}/search?{urlencode({'q': query, 'format': 'json'})}", settings,
-                               max_bytes=max_bytes, timeout=timeout, headers={"Accept": "application/json"})
-            results = [{"title": r.get("title"), "url": r.get("url"), "content": r.get("content")}
-                       for r in _json(page).get("results") or [] if isinstance(r, dict)]
+            page = guarded_get(
+                f"{base}/search?{urlencode({'q': query, 'format': 'json'})}",
+                settings,
+                max_bytes=max_bytes,
+                timeout=timeout,
+                headers={"Accept": "application/json"},
+            )
+            results = [
+                {"title": r.get("title"), "url": r.get("url"), "content": r.get("content")}
+                for r in _json(page).get("results") or []
+                if isinstance(r, dict)
+            ]
         elif backend == "brave":
-            page = guarded_get(f"{BRAVE_URL}?{urlencode({'q': query, 'count': count})}", settings,
-                               max_bytes=max_bytes, timeout=timeout,
-                               headers={"Accept": "application/json",
-                                        "X-Subscription-Token": brave_key(settings)})
+            page = guarded_get(
+                f"{BRAVE_URL}?{urlencode({'q': query, 'count': count})}",
+                settings,
+                max_bytes=max_bytes,
+                timeout=timeout,
+                headers={"Accept": "application/json", "X-Subscription-Token": brave_key(settings)},
+            )
             web = _json(page).get("web") or {}
-            results = [{"title": r.get("title"), "url": r.get("url"), "content": r.get("description")}
-                       for r in web.get("results") or [] if isinstance(r, dict)]
+            results = [
+                {"title": r.get("title"), "url": r.get("url"), "content": r.get("description")}
+                for r in web.get("results") or []
+                if isinstance(r, dict)
+            ]
         else:
-            raise ToolFailure("not_configured", "Error: web search is not set up. The user can choose a "
-                                                "search backend in Settings → Web search.")
+            raise ToolFailure(
+                "not_configured",
+                "Error: web search is not set up. The user can choose a "
+                "search backend in Settings → Web search.",
+            )
     except FetchRefused as exc:
         raise ToolFailure(exc.code, f"Error: the search failed: {exc}") from None
     sources = []
@@ -387,7 +482,9 @@ def _json(page: Page) -> dict[str, Any]:
     try:
         data = json.loads(page.text())
     except ValueError:
-        raise FetchRefused("the search backend did not answer JSON (is format=json enabled?).") from None
+        raise FetchRefused(
+            "the search backend did not answer JSON (is format=json enabled?)."
+        ) from None
     if not isinstance(data, dict):
         raise FetchRefused("the search backend answered an unexpected JSON value.")
     return data
@@ -398,7 +495,9 @@ def _fetch_page(arguments: dict, context: ToolContext) -> ToolResult | str:
     if not isinstance(url, str) or not _is_web_url(url.strip()):
         raise ToolFailure("invalid_arguments", "Error: give an http:// or https:// URL.")
     max_chars = arguments.get("max_chars", 12000)
-    max_chars = max(500, min(int(max_chars), 50000)) if isinstance(max_chars, int | float) else 12000
+    max_chars = (
+        max(500, min(int(max_chars), 50000)) if isinstance(max_chars, int | float) else 12000
+    )
     settings = usable_settings(load_settings(context.user_id), context.is_admin)
     max_bytes, timeout = _limits()
     try:
@@ -407,21 +506,29 @@ def _fetch_page(arguments: dict, context: ToolContext) -> ToolResult | str:
         raise ToolFailure(exc.code, f"Error: {exc}") from None
     if page.status >= 400:
         raise ToolFailure("http_error", f"Error: {page.url} answered HTTP {page.status}.")
-    if page.content_type in HTML_TYPES or (not page.content_type and b"<html" in page.body[:2000].lower()):
+    if page.content_type in HTML_TYPES or (
+        not page.content_type and b"<html" in page.body[:2000].lower()
+    ):
         # Parsing a large page is CPU work: do it off the hub.
         title, text = gevent.get_hub().threadpool.apply(html_to_text, (page.text(),))
     elif page.content_type in TEXT_TYPES or page.content_type.startswith("text/"):
         title, text = page.url, page.text()
     else:
-        return f"Error: {page.url} is not a text page (content type {page.content_type or 'unknown'})."
+        return (
+            f"Error: {page.url} is not a text page (content type {page.content_type or 'unknown'})."
+        )
     notes = []
     if page.truncated:
         notes.append(f"the page was larger than {max_bytes} bytes; only the start was read")
     if len(text) > max_chars:
         text = text[:max_chars]
         notes.append(f"the text was cut at {max_chars} characters")
-    header = f"Fetched {page.url}" + (f" ({'; '.join(notes)})" if notes else "") + ". Cite it by number."
-    return ToolResult(header, [{"title": (title or page.url).strip()[:300], "url": page.url, "content": text}])
+    header = (
+        f"Fetched {page.url}" + (f" ({'; '.join(notes)})" if notes else "") + ". Cite it by number."
+    )
+    return ToolResult(
+        header, [{"title": (title or page.url).strip()[:300], "url": page.url, "content": text}]
+    )
 
 
 WEB_SEARCH = Tool(
@@ -445,12 +552,23 @@ FETCH_PAGE = Tool(
         "type": "object",
         "properties": {
             "url": {"type": "string", "description": "An http:// or https:// URL."},
-            "max_chars": {"type": "integer", "description": "Most characters of text to return (default 12000)."},
+            "max_chars": {
+                "type": "integer",
+                "description": "Most characters of text to return (default 12000).",
+            },
         },
         "required": ["url"],
     },
     run=_fetch_page,
 )
 
-__all__ = ["WEB_SEARCH", "FETCH_PAGE", "guarded_get", "check_address", "html_to_text", "load_settings",
-           "save_settings", "FetchRefused"]
+__all__ = [
+    "WEB_SEARCH",
+    "FETCH_PAGE",
+    "guarded_get",
+    "check_address",
+    "html_to_text",
+    "load_settings",
+    "save_settings",
+    "FetchRefused",
+]

@@ -47,8 +47,10 @@ def workspace_root(context: ToolContext) -> str:
     if touches_data_dir(root, current_app.config["NUMI_DATA_DIR"]):
         # Checked when the workspace is set, and again here: the data directory may have
         # moved, or the setting predates the rule.
-        raise WorkspaceError("Refused: the workspace is, contains or lies inside Numi's data directory.",
-                             "workspace_data_dir")
+        raise WorkspaceError(
+            "Refused: the workspace is, contains or lies inside Numi's data directory.",
+            "workspace_data_dir",
+        )
     return root
 
 
@@ -94,6 +96,7 @@ def _guarded(run):
             return run(arguments, workspace_root(context))
         except WorkspaceError as exc:
             raise ToolFailure(exc.code, f"Error: {exc}") from None
+
     return wrapper
 
 
@@ -130,7 +133,7 @@ def _read_file(arguments: dict, root: str) -> str:
     end = _line(arguments.get("end_line"), len(lines))
     if start > max(len(lines), 1) or end < start:
         raise WorkspaceError(f"Lines {start}-{end} are outside {rel} ({len(lines)} lines).")
-    chosen = lines[start - 1:end]
+    chosen = lines[start - 1 : end]
     out = "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(chosen, start))
     if len(out) > MAX_READ_CHARS:
         out = out[:MAX_READ_CHARS] + "\n[... cut; read a smaller line range]"
@@ -151,17 +154,25 @@ def _search_files(arguments: dict, root: str) -> str:
     if not isinstance(pattern, str) or not pattern:
         raise WorkspaceError("Give a pattern to search for.")
     try:
-        regex = re.compile(pattern if arguments.get("regex") else re.escape(pattern),
-                           0 if arguments.get("case_sensitive") else re.IGNORECASE)
+        regex = re.compile(
+            pattern if arguments.get("regex") else re.escape(pattern),
+            0 if arguments.get("case_sensitive") else re.IGNORECASE,
+        )
     except re.error as exc:
         raise WorkspaceError(f"The pattern is not a valid regular expression: {exc}.") from None
     base = confined(root, arguments.get("path"))
     glob = arguments.get("glob") if isinstance(arguments.get("glob"), str) else None
     matches: list[str] = []
     scanned = 0
-    walk = [(os.path.dirname(base), [], [os.path.basename(base)])] if os.path.isfile(base) else os.walk(base)
+    walk = (
+        [(os.path.dirname(base), [], [os.path.basename(base)])]
+        if os.path.isfile(base)
+        else os.walk(base)
+    )
     for directory, dirs, files in walk:
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not os.path.islink(os.path.join(directory, d)))
+        dirs[:] = sorted(
+            d for d in dirs if d not in SKIP_DIRS and not os.path.islink(os.path.join(directory, d))
+        )
         for name in sorted(files):
             full = os.path.join(directory, name)
             if glob and not fnmatch.fnmatch(name, glob):
@@ -231,10 +242,14 @@ def _patch_file(arguments: dict, root: str) -> str:
         raise WorkspaceError("old_string must be the exact, non-empty text to replace.")
     count = text.count(old)
     if count == 0:
-        raise WorkspaceError(f"old_string was not found in {rel}; read the file and copy the text exactly.")
+        raise WorkspaceError(
+            f"old_string was not found in {rel}; read the file and copy the text exactly."
+        )
     if count > 1 and not arguments.get("replace_all"):
-        raise WorkspaceError(f"old_string occurs {count} times in {rel}; add context to make it unique, "
-                             "or set replace_all.")
+        raise WorkspaceError(
+            f"old_string occurs {count} times in {rel}; add context to make it unique, "
+            "or set replace_all."
+        )
     updated = text.replace(old, new) if arguments.get("replace_all") else text.replace(old, new, 1)
     if len(updated.encode("utf-8")) > _max_bytes():
         raise WorkspaceError("The patched file would be larger than the file size limit.")
@@ -245,25 +260,72 @@ def _patch_file(arguments: dict, root: str) -> str:
 _PATH = {"type": "string", "description": "A path relative to the workspace."}
 
 WORKSPACE_TOOLS = [
-    Tool("list_files", "List files in the chat's workspace (a directory, optionally recursive).",
-         {"type": "object", "properties": {"path": _PATH, "recursive": {"type": "boolean"}}},
-         _guarded(_list_files), admin_only=True),
-    Tool("read_file", "Read a text file in the workspace, optionally only lines start_line..end_line (1-based).",
-         {"type": "object", "properties": {"path": _PATH, "start_line": {"type": "integer"}, "end_line": {"type": "integer"}},
-          "required": ["path"]},
-         _guarded(_read_file), admin_only=True),
-    Tool("search_files", "Search the workspace's text files for a string (or regex); returns file:line: text.",
-         {"type": "object", "properties": {"pattern": {"type": "string"}, "path": _PATH,
-                                           "glob": {"type": "string", "description": "File name pattern, e.g. *.py"},
-                                           "regex": {"type": "boolean"}, "case_sensitive": {"type": "boolean"}},
-          "required": ["pattern"]},
-         _guarded(_search_files), admin_only=True),
-    Tool("write_file", "Create or replace a text file in the workspace with the given content.",
-         {"type": "object", "properties": {"path": _PATH, "content": {"type": "string"}}, "required": ["path", "content"]},
-         _guarded(_write_file), admin_only=True, needs_approval=True),
-    Tool("patch_file", "Replace an exact string in a workspace file (must be unique unless replace_all).",
-         {"type": "object", "properties": {"path": _PATH, "old_string": {"type": "string"}, "new_string": {"type": "string"},
-                                           "replace_all": {"type": "boolean"}},
-          "required": ["path", "old_string", "new_string"]},
-         _guarded(_patch_file), admin_only=True, needs_approval=True),
+    Tool(
+        "list_files",
+        "List files in the chat's workspace (a directory, optionally recursive).",
+        {"type": "object", "properties": {"path": _PATH, "recursive": {"type": "boolean"}}},
+        _guarded(_list_files),
+        admin_only=True,
+    ),
+    Tool(
+        "read_file",
+        "Read a text file in the workspace, optionally only lines start_line..end_line (1-based).",
+        {
+            "type": "object",
+            "properties": {
+                "path": _PATH,
+                "start_line": {"type": "integer"},
+                "end_line": {"type": "integer"},
+            },
+            "required": ["path"],
+        },
+        _guarded(_read_file),
+        admin_only=True,
+    ),
+    Tool(
+        "search_files",
+        "Search the workspace's text files for a string (or regex); returns file:line: text.",
+        {
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string"},
+                "path": _PATH,
+                "glob": {"type": "string", "description": "File name pattern, e.g. *.py"},
+                "regex": {"type": "boolean"},
+                "case_sensitive": {"type": "boolean"},
+            },
+            "required": ["pattern"],
+        },
+        _guarded(_search_files),
+        admin_only=True,
+    ),
+    Tool(
+        "write_file",
+        "Create or replace a text file in the workspace with the given content.",
+        {
+            "type": "object",
+            "properties": {"path": _PATH, "content": {"type": "string"}},
+            "required": ["path", "content"],
+        },
+        _guarded(_write_file),
+        admin_only=True,
+        needs_approval=True,
+    ),
+    Tool(
+        "patch_file",
+        "Replace an exact string in a workspace file (must be unique unless replace_all).",
+        {
+            "type": "object",
+            "properties": {
+                "path": _PATH,
+                "old_string": {"type": "string"},
+                "new_string": {"type": "string"},
+                "replace_all": {"type": "boolean"},
+            },
+            "required": ["path", "old_string", "new_string"],
+        },
+        _guarded(_patch_file),
+        admin_only=True,
+        needs_approval=True,
+    ),
 ]

@@ -40,7 +40,9 @@ def chat_view(chat_id: str):
     at = int_arg("at", low=1)  # open on a message (search hit, outline) instead of the end
     has_newer = False
     if at is not None:
-        page, has_newer = chats.list_messages_around(chat, at, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
+        page, has_newer = chats.list_messages_around(
+            chat, at, limit=config["NUMI_PAGE_SIZE_MESSAGES"]
+        )
     else:
         page = chats.list_messages(chat, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
     # The open chat is in the sidebar even when it is older than the first page: as many
@@ -74,11 +76,17 @@ def chat_view(chat_id: str):
 def older_messages(chat_id: str):
     chat = chats.get_chat(g.user.id, chat_id)
     page = chats.list_messages(
-        chat, limit=current_app.config["NUMI_PAGE_SIZE_MESSAGES"], before_id=int_arg("before", low=1)
+        chat,
+        limit=current_app.config["NUMI_PAGE_SIZE_MESSAGES"],
+        before_id=int_arg("before", low=1),
     )
     running = turn_manager().is_running(chat.id)
-    return render_template("partials/_messages_page.html", chat=chat, stale_calls=not running,
-                           **transcript_context(page))
+    return render_template(
+        "partials/_messages_page.html",
+        chat=chat,
+        stale_calls=not running,
+        **transcript_context(page),
+    )
 
 
 def interrupted_turn(messages) -> bool:
@@ -98,9 +106,16 @@ def interrupted_turn(messages) -> bool:
 def transcript_context(page) -> dict:
     """A page of messages plus what its templates need to pair tool calls with results."""
     tool_results = {m.tool_call_id: m for m in page.items if m.role == "tool" and m.tool_call_id}
-    page_call_ids = {call.get("id") for m in page.items if m.role == "assistant" for call in m.tool_calls}
+    page_call_ids = {
+        call.get("id") for m in page.items if m.role == "assistant" for call in m.tool_calls
+    }
     versions = version_info(page.items[0].chat_id, page.items) if page.items else {}
-    return {"transcript": page, "tool_results": tool_results, "page_call_ids": page_call_ids, "versions": versions}
+    return {
+        "transcript": page,
+        "tool_results": tool_results,
+        "page_call_ids": page_call_ids,
+        "versions": versions,
+    }
 
 
 @bp.post("/c/<chat_id>/retry")
@@ -114,16 +129,23 @@ def retry(chat_id: str):
 
     chat = chats.get_chat(g.user.id, chat_id)
     last_user = db.session.execute(
-        select(Message).where(Message.chat_id == chat.id, Message.role == "user", Message.shown())
-        .order_by(Message.id.desc()).limit(1)
+        select(Message)
+        .where(Message.chat_id == chat.id, Message.role == "user", Message.shown())
+        .order_by(Message.id.desc())
+        .limit(1)
     ).scalar_one_or_none()
     if last_user is None:
         raise NumiError("nothing_to_retry", "There is no question to answer again.", 409)
     if not last_user.request_id:
         last_user.request_id = f"retry-{last_user.id}"
         db.session.commit()
-    start_turn(g.user.id, g.user.is_admin, chat.id, request_timezone({"message": last_user.content or " ", "request_id": last_user.request_id}),
-               current_app.config)
+    start_turn(
+        g.user.id,
+        g.user.is_admin,
+        chat.id,
+        request_timezone({"message": last_user.content or " ", "request_id": last_user.request_id}),
+        current_app.config,
+    )
     if is_htmx():
         return "", 204
     return redirect(url_for("pages.chat_view", chat_id=chat.id))

@@ -18,6 +18,7 @@ from .base import bp, limits
 
 log = logging.getLogger(__name__)
 
+
 @bp.post("/chats")
 def create_chat():
     """A new chat; with `message` (the home page's composer) its first question goes too,
@@ -49,7 +50,9 @@ def create_chat():
             if chat.endpoint_id is None or not chat.model:
                 # The turn would refuse it after this page has gone, taking the text along.
                 raise no_model()
-            start_turn(g.user.id, g.user.is_admin, chat.id, request_timezone(payload), current_app.config)
+            start_turn(
+                g.user.id, g.user.is_admin, chat.id, request_timezone(payload), current_app.config
+            )
         except NumiError:
             # Refused before anything was saved (no model, say): the chat made for it goes
             # too, and the home page keeps the text (htmx shows the error as a toast).
@@ -67,13 +70,17 @@ def create_chat():
 @bp.get("/c/<chat_id>/rename")
 def rename_form(chat_id: str):
     chat = chats.get_chat(g.user.id, chat_id)
-    return render_template("partials/_chat_rename.html", chat=chat, current_id=request.args.get("current"))
+    return render_template(
+        "partials/_chat_rename.html", chat=chat, current_id=request.args.get("current")
+    )
 
 
 @bp.get("/c/<chat_id>/item")
 def chat_item(chat_id: str):
     chat = chats.get_chat(g.user.id, chat_id)
-    return render_template("partials/_chat_item.html", chat=chat, current_id=request.args.get("current"))
+    return render_template(
+        "partials/_chat_item.html", chat=chat, current_id=request.args.get("current")
+    )
 
 
 @bp.post("/c/<chat_id>/rename")
@@ -89,7 +96,10 @@ def rename(chat_id: str):
         current = request.args.get("current")
         # The current chat's header title follows (and, through it, the tab title).
         return render_template("partials/_chat_item.html", chat=chat, current_id=current) + (
-            render_template("partials/_chat_title.html", chat=chat, oob=True) if current == chat.id else "")
+            render_template("partials/_chat_title.html", chat=chat, oob=True)
+            if current == chat.id
+            else ""
+        )
     return redirect(url_for("pages.chat_view", chat_id=chat.id))
 
 
@@ -100,7 +110,9 @@ def delete(chat_id: str):
     # Deleting the open chat opens the next one (the newest left), not a dead URL.
     first = chats.list_chats(g.user.id, limit=1)
     following = first.pinned + first.items
-    target = url_for("pages.chat_view", chat_id=following[0].id) if following else url_for("pages.index")
+    target = (
+        url_for("pages.chat_view", chat_id=following[0].id) if following else url_for("pages.index")
+    )
     if is_htmx():
         headers = {}
         if request.args.get("current") == chat_id:
@@ -144,8 +156,11 @@ def _tool_settings(data: dict) -> dict:
     if is_form and "tools_shown" in request.form:
         out["tools"] = [name for name in request.form.getlist("tools") if name]
         out["auto_approve"] = request.form.get("auto_approve") in ("1", "on", "true")
-        out["tool_policy"] = {key.removeprefix("policy_"): value for key, value in request.form.items()
-                              if key.startswith("policy_") and value}
+        out["tool_policy"] = {
+            key.removeprefix("policy_"): value
+            for key, value in request.form.items()
+            if key.startswith("policy_") and value
+        }
     elif not is_form:
         for key in ("tools", "auto_approve", "tool_policy"):
             if key in data:
@@ -163,8 +178,16 @@ def chat_tool_choices() -> list[dict]:
         tools = registry.available(g.user.id, is_admin=g.user.is_admin)
     else:
         tools = registry.active(registry.names(), is_admin=g.user.is_admin)
-    return [{"name": t.name, "label": TOOL_LABELS.get(t.name, t.name), "description": t.description,
-             "admin_only": t.admin_only, "default_policy": default_policy(t)} for t in tools]
+    return [
+        {
+            "name": t.name,
+            "label": TOOL_LABELS.get(t.name, t.name),
+            "description": t.description,
+            "admin_only": t.admin_only,
+            "default_policy": default_policy(t),
+        }
+        for t in tools
+    ]
 
 
 TOOL_LABELS = {

@@ -18,16 +18,26 @@ from .base import bp, running_ids
 def chat_list():
     config = current_app.config
     query = (request.args.get("q") or "")[: config["NUMI_MAX_TITLE_CHARS"]]
-    tag = (request.args.get("tag") or "")[:organising.MAX_TAG_CHARS]
+    tag = (request.args.get("tag") or "")[: organising.MAX_TAG_CHARS]
     page = chats.list_chats(
-        g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"], cursor=request.args.get("cursor") or None, query=query,
+        g.user.id,
+        limit=config["NUMI_PAGE_SIZE_CHATS"],
+        cursor=request.args.get("cursor") or None,
+        query=query,
         tag=tag,
     )
     current = request.args.get("current")
     if is_htmx():
         # `group`: the date group the previous page ended in, so its header is not repeated.
-        return render_template("partials/_chat_list_page.html", sidebar=page, query=query, current_id=current, tag=tag,
-                               running_ids=running_ids(page), group_before=(request.args.get("group") or "")[:40])
+        return render_template(
+            "partials/_chat_list_page.html",
+            sidebar=page,
+            query=query,
+            current_id=current,
+            tag=tag,
+            running_ids=running_ids(page),
+            group_before=(request.args.get("group") or "")[:40],
+        )
     return redirect(url_for("pages.index"))
 
 

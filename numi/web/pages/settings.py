@@ -16,6 +16,7 @@ from .base import bp
 
 log = logging.getLogger(__name__)
 
+
 @bp.get("/settings")
 def settings():
     return render_template("settings.html", **settings_context())
@@ -37,7 +38,6 @@ def settings_context() -> dict:
         "web_settings": web.load_settings(g.user.id),
         "prompts": prompt_store.list_prompts(g.user.id),
     }
-
 
 
 @bp.post("/settings/web-search")
@@ -68,8 +68,9 @@ def add_endpoint():
             log.info("models of new endpoint %s not fetched: %s", endpoint.id, exc.code)
     if is_htmx():
         # The list, and an empty Add form in place of the filled one (its key must not stay).
-        return render_template("partials/_endpoint_list.html", endpoints=endpoint_store.list_endpoints(g.user.id)) \
-            + render_template("partials/_endpoint_add_form.html", oob=True)
+        return render_template(
+            "partials/_endpoint_list.html", endpoints=endpoint_store.list_endpoints(g.user.id)
+        ) + render_template("partials/_endpoint_add_form.html", oob=True)
     return _settings_list_or_redirect()
 
 
@@ -95,14 +96,20 @@ def edit_endpoint(endpoint_id: int):
     data = request_data()
     data.pop("hidden_models_sent", None)
     if request.mimetype != "application/json":
-        data["enabled"] = "1" in request.form.getlist("enabled")  # the checkbox after its hidden "0"
+        data["enabled"] = "1" in request.form.getlist(
+            "enabled"
+        )  # the checkbox after its hidden "0"
         if request.form.get("hidden_models_sent"):
             data["hidden_models"] = request.form.getlist("hidden_models")
         else:
             data.pop("hidden_models", None)
-    endpoint_store.update_endpoint(endpoint, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"])
+    endpoint_store.update_endpoint(
+        endpoint, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"]
+    )
     if is_htmx():
-        return render_template("partials/_endpoint.html", endpoint=endpoint, status=("ok", "Saved."))
+        return render_template(
+            "partials/_endpoint.html", endpoint=endpoint, status=("ok", "Saved.")
+        )
     return redirect(url_for("pages.settings"))
 
 
@@ -121,7 +128,11 @@ def refresh_models(endpoint_id: int):
             endpoint, max_age_seconds=current_app.config["NUMI_MODELS_CACHE_SECONDS"], refresh=True
         )
         problem = endpoint_store.missing_default_model(endpoint)
-        status = ("error", problem) if problem else ("ok", f"Connected: {len(endpoint.models)} models available.")
+        status = (
+            ("error", problem)
+            if problem
+            else ("ok", f"Connected: {len(endpoint.models)} models available.")
+        )
     except NumiError as exc:
         status = ("error", exc.message)
     return render_template("partials/_endpoint.html", endpoint=endpoint, status=status)

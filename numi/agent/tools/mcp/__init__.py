@@ -41,7 +41,18 @@ from .store import (
 )
 
 __all__ = [
-    "INSTALL_HINT", "PREFIX", "McpError", "create_server", "get_server", "list_servers",
-    "needs_approval", "provide_tools", "remove_server", "sdk_available", "server_dict",
-    "server_tools", "test_server", "tool_name",
+    "INSTALL_HINT",
+    "PREFIX",
+    "McpError",
+    "create_server",
+    "get_server",
+    "list_servers",
+    "needs_approval",
+    "provide_tools",
+    "remove_server",
+    "sdk_available",
+    "server_dict",
+    "server_tools",
+    "test_server",
+    "tool_name",
 ]

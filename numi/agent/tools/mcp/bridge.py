@@ -29,6 +29,7 @@ def _in_thread(factory, timeout: float) -> Any:
     The calling greenlet waits without blocking the hub; the time limit is enforced inside
     the loop (asyncio.wait_for), so the session and its transport are closed when it fires.
     """
+
     async def bounded():
         return await asyncio.wait_for(factory(), timeout)
 
@@ -38,7 +39,9 @@ def _in_thread(factory, timeout: float) -> Any:
     try:
         return gevent.get_hub().threadpool.spawn(run).get()
     except (asyncio.TimeoutError, TimeoutError):
-        raise McpError(f"the MCP server did not answer within {timeout:g} s", "mcp_timeout") from None
+        raise McpError(
+            f"the MCP server did not answer within {timeout:g} s", "mcp_timeout"
+        ) from None
 
 
 class McpError(Exception):
@@ -49,17 +52,23 @@ class McpError(Exception):
         self.code = code
 
 
-UNREACHABLE = "could not connect to the MCP server (mcp_unreachable); the server log has the details"
+UNREACHABLE = (
+    "could not connect to the MCP server (mcp_unreachable); the server log has the details"
+)
 
 
 def _session_factory(spec: dict[str, Any], action):
     """A coroutine factory: connect with the SDK, initialize, run `action(session)`."""
+
     async def go():
         if spec["transport"] == "stdio":
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
-            transport = stdio_client(StdioServerParameters(command=spec["command"], args=spec["args"],
-                                                           env=spec["env"] or None))
+            transport = stdio_client(
+                StdioServerParameters(
+                    command=spec["command"], args=spec["args"], env=spec["env"] or None
+                )
+            )
         else:
             from mcp.client.streamable_http import streamable_http_client
 
@@ -89,7 +98,9 @@ def _guarded_client():
 
     from ....addresses import guarded_async_transport
 
-    return httpx2.AsyncClient(transport=guarded_async_transport(), timeout=httpx2.Timeout(30, read=300))
+    return httpx2.AsyncClient(
+        transport=guarded_async_transport(), timeout=httpx2.Timeout(30, read=300)
+    )
 
 
 def _attr(obj: Any, *names: str, default: Any = None) -> Any:
@@ -103,8 +114,10 @@ def _attr(obj: Any, *names: str, default: Any = None) -> Any:
 
 def _read_only(annotations: Any) -> bool:
     """Whether the server marks a tool read-only (and not destructive at the same time)."""
-    return (_attr(annotations, "read_only_hint", "readOnlyHint", default=False) is True
-            and _attr(annotations, "destructive_hint", "destructiveHint", default=False) is not True)
+    return (
+        _attr(annotations, "read_only_hint", "readOnlyHint", default=False) is True
+        and _attr(annotations, "destructive_hint", "destructiveHint", default=False) is not True
+    )
 
 
 def fetch_tools(spec: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
@@ -131,9 +144,14 @@ async def _list_tools(session) -> list[dict[str, Any]]:
     for tool in tools[:MAX_TOOLS_PER_SERVER]:
         annotations = getattr(tool, "annotations", None)
         schema = _attr(tool, "input_schema", "inputSchema", default={}) or {}
-        out.append({"name": tool.name, "description": tool.description or "",
-                    "input_schema": schema if isinstance(schema, dict) else {},
-                    "destructive": not _read_only(annotations)})
+        out.append(
+            {
+                "name": tool.name,
+                "description": tool.description or "",
+                "input_schema": schema if isinstance(schema, dict) else {},
+                "destructive": not _read_only(annotations),
+            }
+        )
     return out
 
 
@@ -155,7 +173,9 @@ def _run_session(spec: dict[str, Any], request: dict[str, Any], timeout: float) 
     """
     try:
         if spec.get("guarded"):
-            check_url(spec["url"], resolvable=False)  # a clear refusal first; the transport checks every hop
+            check_url(
+                spec["url"], resolvable=False
+            )  # a clear refusal first; the transport checks every hop
         if spec["transport"] == "stdio" and _gevent_patched():
             return _in_bridge(spec, request, timeout)
         return _in_thread(_session_factory(spec, _action(request)), timeout)
@@ -165,8 +185,11 @@ def _run_session(spec: dict[str, Any], request: dict[str, Any], timeout: float) 
         refused = _refusal(exc)
         log.info("MCP session with server %s failed: %s", spec["id"], _describe(exc))
         if refused is not None:
-            raise McpError("that address is refused: private, loopback and other internal addresses are for "
-                           "administrators only (address_refused)", "address_refused") from None
+            raise McpError(
+                "that address is refused: private, loopback and other internal addresses are for "
+                "administrators only (address_refused)",
+                "address_refused",
+            ) from None
         raise McpError(UNREACHABLE, "mcp_unreachable") from None
 
 
@@ -183,15 +206,28 @@ def _in_bridge(spec: dict[str, Any], request: dict[str, Any], timeout: float) ->
     from gevent import subprocess as gsubprocess
 
     # The bridge needs Python's own variables, never Numi's settings or provider keys.
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("NUMI_", "OPENAI_", "ANTHROPIC_")) and "KEY" not in k and "TOKEN" not in k
-           and "SECRET" not in k and "PASSWORD" not in k}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("NUMI_", "OPENAI_", "ANTHROPIC_"))
+        and "KEY" not in k
+        and "TOKEN" not in k
+        and "SECRET" not in k
+        and "PASSWORD" not in k
+    }
     payload = json.dumps({"spec": spec, "request": request, "timeout": timeout})
     try:
-        done = gsubprocess.run([sys.executable, "-m", "numi.agent.tools.mcp"], input=payload.encode(),
-                               capture_output=True, timeout=timeout + 10, env=env)
+        done = gsubprocess.run(
+            [sys.executable, "-m", "numi.agent.tools.mcp"],
+            input=payload.encode(),
+            capture_output=True,
+            timeout=timeout + 10,
+            env=env,
+        )
     except gsubprocess.TimeoutExpired:
-        raise McpError(f"the MCP server did not answer within {timeout:g} s", "mcp_timeout") from None
+        raise McpError(
+            f"the MCP server did not answer within {timeout:g} s", "mcp_timeout"
+        ) from None
     try:
         answer = json.loads(done.stdout.decode() or "{}")
     except ValueError:
@@ -211,15 +247,28 @@ def _bridge_main() -> None:
 
     job = json.loads(sys.stdin.read())
     try:
-        result = asyncio.run(asyncio.wait_for(_session_factory(job["spec"], _action(job["request"]))(), job["timeout"]))
+        result = asyncio.run(
+            asyncio.wait_for(
+                _session_factory(job["spec"], _action(job["request"]))(), job["timeout"]
+            )
+        )
         print(json.dumps({"result": result}))
     except (asyncio.TimeoutError, TimeoutError):
-        print(json.dumps({"error": f"the MCP server did not answer within {job['timeout']:g} s", "timeout": True}))
+        print(
+            json.dumps(
+                {
+                    "error": f"the MCP server did not answer within {job['timeout']:g} s",
+                    "timeout": True,
+                }
+            )
+        )
     except BaseException as exc:  # report, do not crash: the parent reads stdout
         print(json.dumps({"error": _describe(exc)}))
 
 
-def call_tool(spec: dict[str, Any], tool_name: str, arguments: dict[str, Any], timeout: float) -> str:
+def call_tool(
+    spec: dict[str, Any], tool_name: str, arguments: dict[str, Any], timeout: float
+) -> str:
     """Call one tool; its result as text (an error result raises McpError)."""
     outcome = _run_session(spec, {"op": "call", "name": tool_name, "arguments": arguments}, timeout)
     if outcome["is_error"]:
@@ -235,11 +284,17 @@ def _result_text(result: Any) -> dict[str, Any]:
             parts.append(item.text)
         elif kind == "resource":
             resource = getattr(item, "resource", None)
-            parts.append(getattr(resource, "text", None) or f"[resource {getattr(resource, 'uri', '')}]")
+            parts.append(
+                getattr(resource, "text", None) or f"[resource {getattr(resource, 'uri', '')}]"
+            )
         else:
             parts.append(f"[{kind or 'content'} omitted]")
     structured = _attr(result, "structured_content", "structuredContent")
-    text = "\n".join(parts) if parts else (json.dumps(structured, ensure_ascii=False) if structured else "")
+    text = (
+        "\n".join(parts)
+        if parts
+        else (json.dumps(structured, ensure_ascii=False) if structured else "")
+    )
     return {"text": text, "is_error": bool(_attr(result, "is_error", "isError", default=False))}
 
 
@@ -248,7 +303,9 @@ def _refusal(exc: BaseException) -> AddressRefused | None:
     seen = 0
     while exc is not None and seen < 20:
         if isinstance(exc, AddressRefused):
-            return exc if exc.address is not None else None  # "does not resolve" is plain unreachable
+            return (
+                exc if exc.address is not None else None
+            )  # "does not resolve" is plain unreachable
         if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
             exc = exc.exceptions[0]
         else:

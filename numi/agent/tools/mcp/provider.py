@@ -21,9 +21,15 @@ PREFIX = "mcp__"
 
 def _spec(server: McpServer, guarded: bool = False) -> dict[str, Any]:
     # Plain values: the thread must not touch the database session or the ORM object.
-    return {"id": server.id, "transport": server.transport, "url": server.url, "command": server.command,
-            "args": server.args, "env": unsealed_env(server), "guarded": guarded and server.transport == "http"}
-
+    return {
+        "id": server.id,
+        "transport": server.transport,
+        "url": server.url,
+        "command": server.command,
+        "args": server.args,
+        "env": unsealed_env(server),
+        "guarded": guarded and server.transport == "http",
+    }
 
 
 def needs_approval(server: McpServer, info: dict[str, Any]) -> bool:
@@ -31,12 +37,18 @@ def needs_approval(server: McpServer, info: dict[str, Any]) -> bool:
     return bool(server.always_approve or info["destructive"])
 
 
-def server_tools(server: McpServer, *, refresh: bool = False, guarded: bool = True) -> list[dict[str, Any]]:
+def server_tools(
+    server: McpServer, *, refresh: bool = False, guarded: bool = True
+) -> list[dict[str, Any]]:
     """The server's tools, from the short cache when fresh. `guarded`: the owner is not an
     admin, so the connection passes the address guard."""
     config = current_app.config
     cached = tool_cache().get(server.id)
-    if cached and not refresh and time.monotonic() - cached[0] < config["NUMI_MCP_TOOLS_CACHE_SECONDS"]:
+    if (
+        cached
+        and not refresh
+        and time.monotonic() - cached[0] < config["NUMI_MCP_TOOLS_CACHE_SECONDS"]
+    ):
         return cached[1]
     tools = fetch_tools(_spec(server, guarded), config["NUMI_MCP_TIMEOUT_SECONDS"])
     tool_cache()[server.id] = (time.monotonic(), tools)

@@ -34,9 +34,13 @@ def sdk_available() -> bool:
 
 
 def list_servers(user_id: int) -> list[McpServer]:
-    return list(db.session.execute(
-        select(McpServer).where(McpServer.user_id == user_id, McpServer.deleted_at.is_(None)).order_by(McpServer.id)
-    ).scalars())
+    return list(
+        db.session.execute(
+            select(McpServer)
+            .where(McpServer.user_id == user_id, McpServer.deleted_at.is_(None))
+            .order_by(McpServer.id)
+        ).scalars()
+    )
 
 
 def get_server(user_id: int, server_id: int) -> McpServer:
@@ -51,19 +55,34 @@ def create_server(user_id: int, is_admin: bool, data: dict[str, Any]) -> McpServ
     """Validate and add a server. Every bad field is a 400 with a stable code; nothing is saved."""
     name = data.get("name")
     if not isinstance(name, str) or not NAME_PATTERN.match(name.strip()):
-        raise invalid("The name must be 1–32 lowercase letters, digits, '-' or '_' (it prefixes the tool names).",
-                      "invalid_name")
+        raise invalid(
+            "The name must be 1–32 lowercase letters, digits, '-' or '_' (it prefixes the tool names).",
+            "invalid_name",
+        )
     name = name.strip()
     if any(s.name == name for s in list_servers(user_id)):
         raise NumiError("duplicate_name", f"You already have an MCP server named {name!r}.", 409)
     transport = data.get("transport") or "http"
-    server = McpServer(user_id=user_id, name=name, transport=transport,
-                       always_approve=parse_bool(data.get("always_approve")), enabled=True)
+    server = McpServer(
+        user_id=user_id,
+        name=name,
+        transport=transport,
+        always_approve=parse_bool(data.get("always_approve")),
+        enabled=True,
+    )
     if transport == "http":
         url = data.get("url")
         parts = urlsplit(url.strip()) if isinstance(url, str) else None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or len(url) > 500:
-            raise invalid("The URL must be an http:// or https:// address (at most 500 characters).", "invalid_url")
+        if (
+            parts is None
+            or parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or len(url) > 500
+        ):
+            raise invalid(
+                "The URL must be an http:// or https:// address (at most 500 characters).",
+                "invalid_url",
+            )
         if not is_admin:
             try:
                 check_url(url.strip(), resolvable=False)
@@ -73,7 +92,11 @@ def create_server(user_id: int, is_admin: bool, data: dict[str, Any]) -> McpServ
         server.url = url.strip()
     elif transport == "stdio":
         if not is_admin:
-            raise NumiError("forbidden", "Only an administrator can add a stdio MCP server (it runs a program on the server).", 403)
+            raise NumiError(
+                "forbidden",
+                "Only an administrator can add a stdio MCP server (it runs a program on the server).",
+                403,
+            )
         command = data.get("command")
         if not isinstance(command, str) or not command.strip() or len(command) > 500:
             raise invalid("Give the command that starts the server.", "invalid_command")
@@ -82,7 +105,9 @@ def create_server(user_id: int, is_admin: bool, data: dict[str, Any]) -> McpServ
         env = data.get("env") or {}
         if isinstance(env, str):
             env = _env_lines(env)
-        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        if not isinstance(env, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+        ):
             raise invalid("env must map names to text values.", "invalid_env")
         # Sealed like endpoint keys: environment values are usually tokens.
         server.env = {name: seal(value) for name, value in env.items()}
@@ -119,8 +144,12 @@ def unsealed_env(server: McpServer) -> dict[str, str]:
     try:
         return {name: unseal(value) for name, value in (server.env or {}).items()}
     except SecretUnreadable:
-        raise NumiError("mcp_env_unreadable", f"The environment of MCP server {server.name!r} cannot be read with "
-                        "this server's secret key (NUMI_SECRET_KEY changed?). Enter it again.", 409) from None
+        raise NumiError(
+            "mcp_env_unreadable",
+            f"The environment of MCP server {server.name!r} cannot be read with "
+            "this server's secret key (NUMI_SECRET_KEY changed?). Enter it again.",
+            409,
+        ) from None
 
 
 def remove_server(server: McpServer) -> None:
@@ -130,9 +159,16 @@ def remove_server(server: McpServer) -> None:
 
 
 def server_dict(server: McpServer) -> dict[str, Any]:
-    return {"id": server.id, "name": server.name, "transport": server.transport, "url": server.url,
-            "command": server.command, "args": server.args, "enabled": server.enabled,
-            "always_approve": server.always_approve}
+    return {
+        "id": server.id,
+        "name": server.name,
+        "transport": server.transport,
+        "url": server.url,
+        "command": server.command,
+        "args": server.args,
+        "enabled": server.enabled,
+        "always_approve": server.always_approve,
+    }
 
 
 # The tool lists of each server, cached per app: the provider fills it, removal empties it.
