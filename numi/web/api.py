@@ -35,7 +35,7 @@ def _chat_fields(data: dict, current_tools: list[str] | None = None) -> dict:
         fields["endpoint_id"] = data["selected_endpoint_id"]
     for key in ("rag", "use_rag"):  # the seed's switch for document search ("rag" on its form)
         if data.get(key) not in (None, ""):
-            on = _switch(data[key], key)
+            on = parse_bool(data[key], key)
             tools = fields.get("tools", current_tools or [])
             if not isinstance(tools, list):
                 break  # the tools field itself is malformed: its own check reports it
@@ -46,15 +46,6 @@ def _chat_fields(data: dict, current_tools: list[str] | None = None) -> dict:
 
 
 DOCUMENT_SEARCH = "search_documents"
-
-
-def _switch(value, name: str) -> bool:
-    """A true/false field from JSON (a boolean) or a form (true/false, on/off, 1/0)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "on", "1", "false", "off", "0"):
-        return value.lower() in ("true", "on", "1")
-    raise NumiError("invalid_input", f"{name} must be true or false.", 400)
 
 
 @bp.post("/session")
