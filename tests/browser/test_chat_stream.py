@@ -20,11 +20,11 @@ def stream_server(live_server_factory):
     started.stop()
 
 
-def test_send_stream_reload_mid_turn_and_stop(browser_page, provider, stream_server):
+def test_send_stream_reload_mid_turn_and_stop(browser_page, scripted, stream_server):
     api = Api(stream_server.url)
-    chat = make_chat(api, provider)
+    chat = make_chat(api, scripted)
     words = [f"word{i}" for i in range(80)]
-    provider.enqueue(Scenario().text(" ".join(words), chunks=80).delay(0.1))
+    scripted.enqueue(Scenario().text(" ".join(words), chunks=80).delay(0.1))
     page = browser_page(stream_server)
     page.goto(f"{stream_server.url}/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
@@ -62,10 +62,10 @@ def test_send_stream_reload_mid_turn_and_stop(browser_page, provider, stream_ser
     assert page.console_errors == []
 
 
-def test_a_finished_answer_renders_markdown_and_metrics(browser_page, provider, stream_server):
+def test_a_finished_answer_renders_markdown_and_metrics(browser_page, scripted, stream_server):
     api = Api(stream_server.url)
-    chat = make_chat(api, provider)
-    provider.enqueue(
+    chat = make_chat(api, scripted)
+    scripted.enqueue(
         Scenario()
         .reasoning("Consider the question.")
         .text("Here is **bold** and `code`.", chunks=4)

@@ -119,13 +119,13 @@ def _open(browser, server, viewport, scheme, errors, **options):
 
 @pytest.mark.parametrize("viewport,scheme", VIEWS)
 def test_streamed_text_never_moves_and_ends_as_a_reload_shows_it(
-    browser, provider, stream_server, viewport, scheme, shot
+    browser, scripted, stream_server, viewport, scheme, shot
 ):
     api = Api(stream_server.url)
-    chat = make_chat(api, provider)
+    chat = make_chat(api, scripted)
     answer = _answer()
     assert 7000 < len(answer) < 11000  # about 2,000 tokens
-    provider.enqueue(Scenario().text(answer, chunks=400).delay(0.02))
+    scripted.enqueue(Scenario().text(answer, chunks=400).delay(0.02))
     errors: list[str] = []
     page = _open(browser, stream_server, viewport, scheme, errors)
     page.add_init_script(RECORDER)
@@ -177,12 +177,12 @@ def test_streamed_text_never_moves_and_ends_as_a_reload_shows_it(
 
 @pytest.mark.parametrize("viewport,scheme", [VIEWS[0], VIEWS[3]])
 def test_copy_code_and_message_to_the_clipboard(
-    browser, provider, stream_server, viewport, scheme, shot
+    browser, scripted, stream_server, viewport, scheme, shot
 ):
     api = Api(stream_server.url)
-    chat = make_chat(api, provider)
+    chat = make_chat(api, scripted)
     answer = "Run this:\n\n```bash\necho 'hello <world>' && ls -la\n```\n\nThen check $a^2$."
-    provider.enqueue(Scenario().text(answer, chunks=3))
+    scripted.enqueue(Scenario().text(answer, chunks=3))
     errors: list[str] = []
     page = _open(
         browser,
