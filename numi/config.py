@@ -364,6 +364,25 @@ SETTINGS: tuple[Setting, ...] = (
         "How long a server's MCP tool list is reused before it is fetched again.",
     ),
     Setting(
+        "NUMI_MCP_THREADS",
+        4,
+        int,
+        "OS threads of the pool that runs MCP sessions (its own: a hanging MCP server never takes "
+        "the server's shared threads).",
+    ),
+    Setting(
+        "NUMI_MCP_RETRY_SECONDS",
+        5.0,
+        float,
+        "First wait before a failed MCP server's tool list is fetched again; it doubles on each failure.",
+    ),
+    Setting(
+        "NUMI_MCP_RETRY_MAX_SECONDS",
+        300.0,
+        float,
+        "Longest wait between tries of a failing MCP server's tool list.",
+    ),
+    Setting(
         "NUMI_FRAME_INTERVAL_MS",
         40,
         int,

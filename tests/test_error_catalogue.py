@@ -49,6 +49,8 @@ def raised_codes() -> dict[str, set[str]]:
                     for keyword in node.keywords:
                         if keyword.arg == "code":
                             add(_literal(keyword.value), where)
+                    if name == "invalid" and len(node.args) == 1 and not node.keywords:
+                        add("invalid_input", where)  # invalid()'s default code
             elif isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values):
                     if key is not None and _literal(key) == "code":

@@ -114,4 +114,5 @@ def init_app(app) -> None:
     app.jinja_env.globals["user_documents"] = documents.document_rows
     app.jinja_env.globals["user_mcp_servers"] = mcp.list_servers
     app.jinja_env.globals["mcp_sdk_available"] = mcp.sdk_available
+    app.jinja_env.globals["mcp_server_state"] = mcp.server_state
     app.jinja_env.globals["mcp_install_hint"] = mcp.INSTALL_HINT

@@ -12,7 +12,7 @@ from typing import Any
 from .bash import BASH
 from .clock import CURRENT_TIME
 from .documents import SEARCH_DOCUMENTS
-from .mcp import provide_tools
+from .mcp import configure_pool, provide_tools
 from .web import FETCH_PAGE, WEB_SEARCH
 from .workspace import WORKSPACE_TOOLS
 
@@ -23,3 +23,4 @@ def register(app: Any) -> None:
     for tool in (CURRENT_TIME, WEB_SEARCH, FETCH_PAGE, *WORKSPACE_TOOLS, BASH, SEARCH_DOCUMENTS):
         registry.register(tool)
     registry.add_provider(provide_tools)  # each user's MCP servers' tools, per turn
+    configure_pool(app.config["NUMI_MCP_THREADS"])

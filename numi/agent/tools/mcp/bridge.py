@@ -10,8 +10,6 @@ import json
 import logging
 from typing import Any
 
-import gevent
-
 from ....addresses import AddressRefused, check_url
 from .store import INSTALL_HINT, sdk_available
 
@@ -21,6 +19,27 @@ MAX_RESULT_CHARS = 100_000
 
 
 # --- the SDK, in a thread -------------------------------------------------------------------
+
+# MCP sessions get a thread pool of their own: the hub's shared pool also resolves DNS for
+# provider requests, so a hanging MCP server holding its threads would stall every user.
+# One pool per process (a forked worker makes its own), sized by NUMI_MCP_THREADS.
+_pool: dict[str, Any] = {}
+
+
+def configure_pool(size: int) -> None:
+    """Size the process's MCP pool (create_app calls it; a pool already made keeps its threads)."""
+    _pool["size"] = max(1, int(size))
+
+
+def session_pool():
+    """This process's bounded pool of OS threads for MCP sessions."""
+    import os
+
+    from gevent.threadpool import ThreadPool
+
+    if _pool.get("pid") != os.getpid():
+        _pool.update(pid=os.getpid(), pool=ThreadPool(_pool.get("size", 4)))
+    return _pool["pool"]
 
 
 def _in_thread(factory, timeout: float) -> Any:
@@ -37,7 +56,7 @@ def _in_thread(factory, timeout: float) -> Any:
         return asyncio.run(bounded())
 
     try:
-        return gevent.get_hub().threadpool.spawn(run).get()
+        return session_pool().spawn(run).get()
     except (asyncio.TimeoutError, TimeoutError):
         raise McpError(
             f"the MCP server did not answer within {timeout:g} s", "mcp_timeout"

@@ -5,31 +5,18 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from typing import Any
 
 from flask import current_app
 
 from ....models import McpServer
 from .. import Tool, ToolContext
-from .bridge import McpError, call_tool, fetch_tools
-from .store import INSTALL_HINT, list_servers, sdk_available, tool_cache, unsealed_env
+from .bridge import McpError, call_tool
+from .catalog import cached_tools, refresh_now, server_spec, tools_for_turn
+from .store import INSTALL_HINT, list_servers, sdk_available
 
 log = logging.getLogger(__name__)
 PREFIX = "mcp__"
-
-
-def _spec(server: McpServer, guarded: bool = False) -> dict[str, Any]:
-    # Plain values: the thread must not touch the database session or the ORM object.
-    return {
-        "id": server.id,
-        "transport": server.transport,
-        "url": server.url,
-        "command": server.command,
-        "args": server.args,
-        "env": unsealed_env(server),
-        "guarded": guarded and server.transport == "http",
-    }
 
 
 def needs_approval(server: McpServer, info: dict[str, Any]) -> bool:
@@ -37,22 +24,10 @@ def needs_approval(server: McpServer, info: dict[str, Any]) -> bool:
     return bool(server.always_approve or info["destructive"])
 
 
-def server_tools(
-    server: McpServer, *, refresh: bool = False, guarded: bool = True
-) -> list[dict[str, Any]]:
-    """The server's tools, from the short cache when fresh. `guarded`: the owner is not an
-    admin, so the connection passes the address guard."""
-    config = current_app.config
-    cached = tool_cache().get(server.id)
-    if (
-        cached
-        and not refresh
-        and time.monotonic() - cached[0] < config["NUMI_MCP_TOOLS_CACHE_SECONDS"]
-    ):
-        return cached[1]
-    tools = fetch_tools(_spec(server, guarded), config["NUMI_MCP_TIMEOUT_SECONDS"])
-    tool_cache()[server.id] = (time.monotonic(), tools)
-    return tools
+def server_tools(server: McpServer, *, guarded: bool = True) -> list[dict[str, Any]]:
+    """What is known of the server's tools, without waiting (pages and the API). `guarded`:
+    the owner is not an admin, so the connection passes the address guard."""
+    return cached_tools(server, guarded=guarded)
 
 
 def tool_name(server_name: str, name: str) -> str:
@@ -62,7 +37,7 @@ def tool_name(server_name: str, name: str) -> str:
 
 
 def _make_tool(server: McpServer, info: dict[str, Any], guarded: bool) -> Tool:
-    spec = _spec(server, guarded)
+    spec = server_spec(server, guarded)
     remote_name = info["name"]
     timeout = float(current_app.config["NUMI_MCP_TIMEOUT_SECONDS"])
 
@@ -95,7 +70,8 @@ def _wanted(server_name: str, enabled: list[str] | None) -> set[str] | None:
 
 
 def provide_tools(user_id: int, is_admin: bool, enabled: list[str] | None) -> list[Tool]:
-    """The registry provider: this user's MCP tools that `enabled` turns on (None: all)."""
+    """The registry provider: this user's MCP tools that `enabled` turns on (None: all, for
+    a page: then only the catalog is read and no session is opened)."""
     if enabled is not None and not any(name.startswith(PREFIX) for name in enabled):
         return []  # the common case: no MCP in this chat, no database query
     if not sdk_available():
@@ -108,7 +84,12 @@ def provide_tools(user_id: int, is_admin: bool, enabled: list[str] | None) -> li
         if wanted is not None and not wanted:
             continue
         try:
-            infos = server_tools(server, guarded=not is_admin)
+            # A page (enabled None) reads the catalog only; a turn may wait for a first listing.
+            infos = (
+                cached_tools(server, guarded=not is_admin)
+                if enabled is None
+                else tools_for_turn(server, guarded=not is_admin)
+            )
         except McpError as exc:
             log.info("MCP server %s (user %s) unavailable: %s", server.name, user_id, exc)
             continue
@@ -124,7 +105,7 @@ def test_server(server: McpServer, is_admin: bool = False) -> tuple[bool, str]:
     if not sdk_available():
         return False, f"The MCP SDK is not installed: {INSTALL_HINT}"
     try:
-        tools = server_tools(server, refresh=True, guarded=not is_admin)
+        tools = refresh_now(server, guarded=not is_admin)
     except McpError as exc:
         return False, f"Could not connect: {exc}"
     names = ", ".join(t["name"] for t in tools[:20]) or "none"

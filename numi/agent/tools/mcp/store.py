@@ -171,11 +171,11 @@ def server_dict(server: McpServer) -> dict[str, Any]:
     }
 
 
-# The tool lists of each server, cached per app: the provider fills it, removal empties it.
+# The tool lists of each server, cached per app: the catalog fills it, removal empties it.
 
 
-def tool_cache() -> dict[int, tuple[float, list[dict[str, Any]]]]:
-    """Server id -> (when listed, its tools), for this app."""
+def tool_cache() -> dict[int, Any]:
+    """Server id -> its catalog.ToolList (tools known, refreshing, failing), for this app."""
     return current_app.extensions.setdefault(CACHE_KEY, {})
 
 
