@@ -170,6 +170,12 @@ class Connection:
             self.send_error(refusal.code, refusal.message)
             with self.lock:
                 self.ws.close(reason=CLOSE_FLOODING, message="too many messages")
+            # Closing the TCP socket while the flood is still arriving resets it, and a
+            # reset can drop the frames above before the client reads them: the reader ends
+            # when the client's close reply (or anything) comes, so wait for it, briefly.
+            reader = getattr(self.ws, "thread", None)
+            if reader is not None:
+                reader.join(timeout=2)
         except ConnectionClosed:
             pass
         finally:

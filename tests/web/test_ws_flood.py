@@ -9,6 +9,7 @@ import json
 from availability_support import slowest_during
 from simple_websocket import ConnectionClosed
 from turn_support import Api, Socket
+from wsproto.utilities import LocalProtocolError
 
 FLOOD = 20_000  # messages the flooding client tries to send (the old server read them all)
 # A message the server refuses cheaply: the cost is in reading and answering each one.
@@ -20,7 +21,8 @@ def _send(socket: Socket, count: int) -> int:
     for sent in range(count):
         try:
             socket.ws.send(MESSAGE)
-        except (ConnectionClosed, OSError):  # closed by the server (the client drops its socket)
+        # Closed by the server: the client refuses to send (or has dropped its socket).
+        except (ConnectionClosed, LocalProtocolError, OSError):
             return sent
     return count
 
