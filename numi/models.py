@@ -160,12 +160,29 @@ class Endpoint(db.Model):
         hidden = set(self.hidden_models)
         return [m for m in self.model_ids if m not in hidden]
 
-    def to_dict(self) -> dict[str, Any]:
+    def base_url_for(self, viewer) -> str:
+        """The base URL as `viewer` (a User) may see it: whole for its owner and admins; a
+        shared endpoint's other users see only its scheme, host and port, never the
+        `user:pass@` or `?api-key=` an admin may have put in it."""
+        if viewer is None or viewer.is_admin or self.user_id == viewer.id:
+            return self.base_url
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.base_url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"  # an IPv6 literal
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}"
+
+    def to_dict(self, viewer=None) -> dict[str, Any]:
+        """The endpoint for the API (never its key); `viewer` decides what of its base URL
+        shows (`base_url_for`)."""
         return {
             "id": self.id,
             "name": self.name,
             "kind": self.kind,
-            "base_url": self.base_url,
+            "base_url": self.base_url_for(viewer),
             "default_model": self.default_model,
             "models": self.model_ids,
             "hidden_models": self.hidden_models,
