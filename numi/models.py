@@ -116,7 +116,9 @@ class Endpoint(db.Model):
     )
     name: Mapped[str] = mapped_column(String(100))
     kind: Mapped[str] = mapped_column(String(32))
-    base_url: Mapped[str] = mapped_column(String(500))
+    # Stored sealed when it carries credentials (`user:pass@`, a query string): see
+    # `base_url`, which reads and writes the plain URL. Text: a sealed URL is longer.
+    base_url_stored: Mapped[str] = mapped_column("base_url", Text)
     # Never rendered back: templates and API serialisers only ever see `has_api_key`.
     # Stored sealed (AES-GCM, numi/crypto.py); `api_key` reads and writes the plaintext.
     api_key_stored: Mapped[str | None] = mapped_column("api_key", Text)
@@ -145,6 +147,20 @@ class Endpoint(db.Model):
         from .crypto import seal
 
         self.api_key_stored = seal(value) if value else None
+
+    @property
+    def base_url(self) -> str:
+        """The plain base URL the adapter calls (SecretUnreadable when sealed under another
+        secret key)."""
+        from .crypto import unseal
+
+        return unseal(self.base_url_stored) if self.base_url_stored else self.base_url_stored
+
+    @base_url.setter
+    def base_url(self, value: str) -> None:
+        from .crypto import seal_url_credentials
+
+        self.base_url_stored = seal_url_credentials(value)
 
     @property
     def has_api_key(self) -> bool:
