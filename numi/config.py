@@ -316,6 +316,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Deepest nesting of arrays and objects accepted in a JSON body, import file or WebSocket message.",
     ),
     Setting(
+        "NUMI_HEADER_TIMEOUT_SECONDS",
+        10.0,
+        float,
+        "`numi serve` closes a connection whose request line and headers have not arrived "
+        "this long after it started waiting for them (slowloris; idle keep-alive included).",
+    ),
+    Setting(
         "NUMI_WS_MESSAGES_PER_SECOND",
         20.0,
         float,
