@@ -70,6 +70,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
 
     db.init_app(app)
+    from .web.message_rate import YieldingReaderEvent
+
+    # The socket reader yields after each message, so a flood is counted as it arrives.
+    app.config.setdefault("SOCK_SERVER_OPTIONS", {"event_class": YieldingReaderEvent})
     sock.init_app(app)
     from .database import configure_engine
 

@@ -60,11 +60,18 @@ def serve(host, port, demo):
     from .database import upgrade
     from .endpoints import detect_from_environment
     from .extensions import db
+    from .http_server import handler_with_timeout
 
     app = _app(announce=False)  # the running line below names the data directory
     host = host or app.config["NUMI_HOST"]
     port = port or app.config["NUMI_PORT"]
-    server = WSGIServer((host, port), app, log=None, error_log=logging.getLogger("numi.wsgi"))
+    server = WSGIServer(
+        (host, port),
+        app,
+        log=None,
+        error_log=logging.getLogger("numi.wsgi"),
+        handler_class=handler_with_timeout(app.config["NUMI_HEADER_TIMEOUT_SECONDS"]),
+    )
     try:
         server.init_socket()  # bind before anything else: a taken port is one clear line
     except OSError as exc:

@@ -316,6 +316,33 @@ SETTINGS: tuple[Setting, ...] = (
         "Deepest nesting of arrays and objects accepted in a JSON body, import file or WebSocket message.",
     ),
     Setting(
+        "NUMI_HEADER_TIMEOUT_SECONDS",
+        10.0,
+        float,
+        "`numi serve` closes a connection whose request line and headers have not arrived "
+        "this long after it started waiting for them (slowloris; idle keep-alive included).",
+    ),
+    Setting(
+        "NUMI_WS_MESSAGES_PER_SECOND",
+        20.0,
+        float,
+        "Client messages one WebSocket may send per second on average; a socket over "
+        "`NUMI_WS_MESSAGE_BURST` is sent `rate_limited_client` and closed (1008).",
+    ),
+    Setting(
+        "NUMI_WS_MESSAGE_BURST",
+        40,
+        int,
+        "Client messages one WebSocket may send at once before its rate limit applies.",
+    ),
+    Setting(
+        "NUMI_WS_USER_MESSAGES_PER_SECOND",
+        40.0,
+        float,
+        "Client messages one user's WebSockets together may send per second in one server "
+        "process (burst twice that).",
+    ),
+    Setting(
         "NUMI_PAGE_SIZE_CHATS", 50, int, "Chats per page in the sidebar and GET /api/sessions."
     ),
     Setting(

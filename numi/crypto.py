@@ -87,6 +87,23 @@ def unseal(value: str, secret_key: str | None = None) -> str:
         raise SecretUnreadable() from None
 
 
+def url_has_credentials(url: str) -> bool:
+    """Whether a URL carries what may be a secret: `user:pass@` or any query string (such
+    as `?api-key=`). Such a base URL is stored sealed, whole."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url or "")
+    return bool(parts.username or parts.password or parts.query or "@" in parts.netloc)
+
+
+def seal_url_credentials(url: str, secret_key: str | None = None) -> str:
+    """The stored form of an endpoint's base URL: sealed when it has credentials in it,
+    plain (searchable, readable in a database dump) when it has none."""
+    if not url or is_sealed(url) or not url_has_credentials(url):
+        return url
+    return seal(url, secret_key)
+
+
 def seal_plaintext_keys(app) -> int:
     """Seal every endpoint API key (and Brave Search key in the web tool settings) still
     stored as plaintext; returns how many. Idempotent, and safe when several processes
@@ -111,6 +128,7 @@ def seal_plaintext_keys(app) -> int:
                     ),
                     {"sealed": seal(plaintext, secret_key), "id": endpoint_id, "old": plaintext},
                 )
+            rows += _seal_url_credentials(db, text, secret_key)
             rows += _seal_search_keys(db, text, secret_key)
             db.session.commit()
         finally:
@@ -118,6 +136,20 @@ def seal_plaintext_keys(app) -> int:
     if rows:
         log.info("sealed %d API key(s) stored as plaintext", len(rows))
     return len(rows)
+
+
+def _seal_url_credentials(db, text, secret_key: str) -> list:
+    """Endpoint base URLs stored before they were sealed that carry credentials."""
+    rows = db.session.execute(
+        text("SELECT id, base_url FROM endpoints WHERE base_url NOT LIKE 'numi:v1:%'")
+    ).all()
+    rows = [(endpoint_id, url) for endpoint_id, url in rows if url_has_credentials(url)]
+    for endpoint_id, url in rows:
+        db.session.execute(
+            text("UPDATE endpoints SET base_url = :sealed WHERE id = :id AND base_url = :old"),
+            {"sealed": seal(url, secret_key), "id": endpoint_id, "old": url},
+        )
+    return rows
 
 
 def _seal_search_keys(db, text, secret_key: str) -> list:

@@ -116,7 +116,9 @@ class Endpoint(db.Model):
     )
     name: Mapped[str] = mapped_column(String(100))
     kind: Mapped[str] = mapped_column(String(32))
-    base_url: Mapped[str] = mapped_column(String(500))
+    # Stored sealed when it carries credentials (`user:pass@`, a query string): see
+    # `base_url`, which reads and writes the plain URL. Text: a sealed URL is longer.
+    base_url_stored: Mapped[str] = mapped_column("base_url", Text)
     # Never rendered back: templates and API serialisers only ever see `has_api_key`.
     # Stored sealed (AES-GCM, numi/crypto.py); `api_key` reads and writes the plaintext.
     api_key_stored: Mapped[str | None] = mapped_column("api_key", Text)
@@ -147,6 +149,20 @@ class Endpoint(db.Model):
         self.api_key_stored = seal(value) if value else None
 
     @property
+    def base_url(self) -> str:
+        """The plain base URL the adapter calls (SecretUnreadable when sealed under another
+        secret key)."""
+        from .crypto import unseal
+
+        return unseal(self.base_url_stored) if self.base_url_stored else self.base_url_stored
+
+    @base_url.setter
+    def base_url(self, value: str) -> None:
+        from .crypto import seal_url_credentials
+
+        self.base_url_stored = seal_url_credentials(value)
+
+    @property
     def has_api_key(self) -> bool:
         return bool(self.api_key_stored)
 
@@ -160,12 +176,29 @@ class Endpoint(db.Model):
         hidden = set(self.hidden_models)
         return [m for m in self.model_ids if m not in hidden]
 
-    def to_dict(self) -> dict[str, Any]:
+    def base_url_for(self, viewer) -> str:
+        """The base URL as `viewer` (a User) may see it: whole for its owner and admins; a
+        shared endpoint's other users see only its scheme, host and port, never the
+        `user:pass@` or `?api-key=` an admin may have put in it."""
+        if viewer is None or viewer.is_admin or self.user_id == viewer.id:
+            return self.base_url
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.base_url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"  # an IPv6 literal
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}"
+
+    def to_dict(self, viewer=None) -> dict[str, Any]:
+        """The endpoint for the API (never its key); `viewer` decides what of its base URL
+        shows (`base_url_for`)."""
         return {
             "id": self.id,
             "name": self.name,
             "kind": self.kind,
-            "base_url": self.base_url,
+            "base_url": self.base_url_for(viewer),
             "default_model": self.default_model,
             "models": self.model_ids,
             "hidden_models": self.hidden_models,

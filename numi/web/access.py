@@ -5,8 +5,9 @@ rebinds DNS) could otherwise create a chat with bash and run commands as the ser
 user. So every request shows the token once:
 
 - `Authorization: Bearer <token>`: programs; nothing is remembered, no cookie is set.
-- `?token=<token>` (the URL `numi serve` prints) or the token form: the session cookie
-  remembers it; a page visited with ?token= is redirected to itself without the token,
+- `?token=<token>` on an API, SSE or WebSocket route: this request only, no cookie.
+- `?token=<token>` on a page (the URL `numi serve` prints) or the token form: the session
+  cookie remembers it; a page visited with ?token= is redirected to itself without the token,
   so it does not linger in history, logs or Referer headers.
 - the session cookie from then on. It holds a fingerprint of the token, not the token,
   so a new token (NUMI_ACCESS_TOKEN changed, the token file replaced) retires old cookies.
@@ -51,8 +52,12 @@ def authorize(public: bool):
     if shown is not None:
         if not _matches(shown):
             return _refuse(wrong=True)
-        _remember()
         g.user = local_user()
+        if _is_api_request():
+            # Like a bearer header: this request only. A cookie set here would outlive the
+            # program's use of the token (and any logout) in whatever stored it.
+            return None
+        _remember()
         if _is_page_visit():
             return redirect(_without_token())
         return None

@@ -122,7 +122,7 @@ def history(chat_id: str):
 
 @bp.get("/endpoints")
 def list_endpoints():
-    return jsonify(endpoints=[e.to_dict() for e in endpoint_store.list_endpoints(g.user.id)])
+    return jsonify(endpoints=[e.to_dict(g.user) for e in endpoint_store.list_endpoints(g.user.id)])
 
 
 @bp.post("/endpoints")

@@ -40,6 +40,7 @@ from ..models import User
 from ..turns.channel import encoded
 from ..turns.turn import Turn
 from .fragments import HtmlView
+from .message_rate import socket_bucket, user_buckets
 from .streams import parse_client_message
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,9 @@ bp = Blueprint("ws", __name__)
 
 # How many queued events one WebSocket message may carry (HTML view).
 MAX_BATCH = 256
+
+# The close code of a socket that sent messages too fast (RFC 6455: policy violation).
+CLOSE_FLOODING = 1008
 
 
 @bp.before_request
@@ -86,6 +90,8 @@ class Connection:
             self.chat
         )  # the views read its id and title long after this request's query
         self.view = None
+        self.bucket = socket_bucket(self.app.config)
+        self.user_buckets = user_buckets(self.app)
         db.session.commit()  # end the read transaction: this request may live for hours
 
     def serve(self) -> None:
@@ -93,6 +99,9 @@ class Connection:
             while True:
                 raw = self.ws.receive()
                 if raw is None:
+                    break
+                if not self._within_rate():
+                    self._close_flooding()
                     break
                 self.handle(raw)
                 if self.ended:
@@ -141,6 +150,34 @@ class Connection:
             self.send_error(
                 "internal_error", "Something went wrong on the server. The log has the details."
             )
+        finally:
+            db.session.remove()
+
+    def _within_rate(self) -> bool:
+        # Both buckets are charged: the socket's own, and its user's across their sockets.
+        within_socket = self.bucket.take()
+        return self.user_buckets.take(self.user_id) and within_socket
+
+    def _close_flooding(self) -> None:
+        """Tell the client why, then close: what it sent after the limit is never read."""
+        log.warning("closing a WebSocket of user %s: too many messages", self.user_id)
+        try:
+            refusal = NumiError(
+                "rate_limited_client",
+                "Too many messages on this connection: it was closed. Reload to reconnect.",
+                429,
+            )
+            self.send_error(refusal.code, refusal.message)
+            with self.lock:
+                self.ws.close(reason=CLOSE_FLOODING, message="too many messages")
+            # Closing the TCP socket while the flood is still arriving resets it, and a
+            # reset can drop the frames above before the client reads them: the reader ends
+            # when the client's close reply (or anything) comes, so wait for it, briefly.
+            reader = getattr(self.ws, "thread", None)
+            if reader is not None:
+                reader.join(timeout=2)
+        except ConnectionClosed:
+            pass
         finally:
             db.session.remove()
 

@@ -359,3 +359,14 @@ def test_chromium_pastes_the_token_once_without_javascript_and_the_cookie_carrie
         page.wait_for_selector("#connection[data-state=open]", state="attached")
     finally:
         page.close()
+
+
+def test_the_token_in_an_api_url_sets_no_cookie(sqlite_app):
+    """A program's `?token=` on an API route authorises that request only (issue 28 item
+    15): no session cookie that would outlive it."""
+    program = sqlite_app.test_client(access_token=None)
+    response = program.get(f"/api/sessions?token={ACCESS_TOKEN}")
+    assert response.status_code == 200
+    assert "Set-Cookie" not in response.headers
+    assert program.get_cookie("session") is None
+    assert program.get("/api/sessions").status_code == 401
