@@ -8,12 +8,13 @@ a test fails when one is missing there, so adding a setting here means documenti
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+from .data_dir import default_data_dir, persisted_secret, private_directory, private_file
 
 
 @dataclass(frozen=True)
@@ -66,13 +67,6 @@ def _choice(*allowed: str) -> Callable[[str], str]:
 
 def _csv(value: str) -> tuple[str, ...]:
     return tuple(item.strip().lower() for item in value.split(",") if item.strip())
-
-
-def default_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "share"
-    )
-    return Path(base) / "numi"
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -301,8 +295,8 @@ SETTINGS: tuple[Setting, ...] = (
         "NUMI_MARKDOWN_MAX_CHARS",
         100_000,
         int,
-        "Longest message text rendered as markdown; a longer one is shown as plain, escaped text "
-        "(rendering runs on the server's event loop).",
+        "Longest message text rendered as markdown, saved or streaming; a longer one is shown as "
+        'plain, escaped text with a "Show as markdown" button.',
     ),
     Setting("NUMI_MAX_TITLE_CHARS", 200, int, "Longest chat title accepted."),
     Setting(
@@ -531,17 +525,17 @@ def load_config(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
 def finalize(config: dict[str, Any]) -> dict[str, Any]:
     """Fill in what depends on other settings: data dir, database URL, secret key, access token."""
     data_dir = Path(config.get("NUMI_DATA_DIR") or default_data_dir()).expanduser()
-    _private_directory(data_dir)
+    private_directory(data_dir)
     config["NUMI_DATA_DIR"] = str(data_dir)
     if not config.get("NUMI_DATABASE_URL"):
         config["NUMI_DATABASE_URL"] = f"sqlite:///{data_dir / 'numi.db'}"
-        _private_file(data_dir / "numi.db")  # SQLite gives its -wal and -shm files the same mode
+        private_file(data_dir / "numi.db")  # SQLite gives its -wal and -shm files the same mode
     if not config.get("NUMI_SECRET_KEY"):
-        config["NUMI_SECRET_KEY"] = _persisted_secret(data_dir / "secret_key")
+        config["NUMI_SECRET_KEY"] = persisted_secret(data_dir / "secret_key")
     config["SECRET_KEY"] = config["NUMI_SECRET_KEY"]
     if config.get("NUMI_AUTH", "single") == "single" and not config.get("NUMI_ACCESS_TOKEN"):
         # 32 bytes: unguessable, and short enough to paste or keep in a bookmark.
-        config["NUMI_ACCESS_TOKEN"] = _persisted_secret(data_dir / "access_token", nbytes=32)
+        config["NUMI_ACCESS_TOKEN"] = persisted_secret(data_dir / "access_token", nbytes=32)
     config["SQLALCHEMY_DATABASE_URI"] = config["NUMI_DATABASE_URL"]
     if not config["NUMI_DATABASE_URL"].startswith("sqlite"):
         # Connections are returned between short transactions (never held while a model
@@ -558,48 +552,3 @@ def finalize(config: dict[str, Any]) -> dict[str, Any]:
         timedelta(hours=config.get("NUMI_SESSION_LIFETIME_HOURS", 168)),
     )
     return config
-
-
-def touches_data_dir(path: str, data_dir: str) -> bool:
-    """Whether `path` is the data directory, lies inside it, or contains it (real paths:
-    symlinks resolved). The data directory holds numi.db (every user's chats, endpoint
-    keys) and the secret key, so no workspace may reach it."""
-    path, data_dir = os.path.realpath(path), os.path.realpath(data_dir)
-    return os.path.commonpath([path, data_dir]) in (path, data_dir)
-
-
-def _private_directory(path: Path) -> None:
-    """Make `path` (and its missing parents) and keep it 0700: the data directory holds the
-    database, the uploads and the secrets, none of which another local account may read."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        if path.stat().st_mode & 0o077:
-            path.chmod(0o700)  # made by an older version (0755), or by hand
-    except OSError:  # not ours (a shared mount): the owner decides
-        pass
-
-
-def _private_file(path: Path) -> None:
-    """Create `path` empty with mode 0600 if missing; tighten it to 0600 if it exists."""
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-        if path.stat().st_mode & 0o077:
-            path.chmod(0o600)
-    except OSError:
-        pass
-
-
-def _persisted_secret(path: Path, nbytes: int = 48) -> str:
-    """Return the secret stored at `path`, creating it (mode 0600) on first use."""
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        pass
-    secret = secrets.token_urlsafe(nbytes)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another worker created it between our read and open
-        return path.read_text().strip()
-    with os.fdopen(fd, "w") as fh:
-        fh.write(secret)
-    return secret

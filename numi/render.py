@@ -386,20 +386,18 @@ def _parse(text: str, env: dict):
     return md, tokens, _groups(tokens)
 
 
-def render_blocks(text: str | None, sources: list | None = None) -> list[Block]:
+def render_blocks(
+    text: str | None, sources: list | None = None, *, cap: int | None = None
+) -> list[Block]:
     """Render untrusted markdown as its list of top-level blocks (see `Block`); `sources`
-    link citation markers [n] (see `cite`)."""
+    link citation markers [n] (see `cite`); `cap` is the markdown cap (`markdown_cap()` by
+    default: pass it when calling outside the app's context, e.g. in a threadpool)."""
     if not text:
         return []
-    if len(text) > markdown_cap():
+    if len(text) > (markdown_cap() if cap is None else cap):
         # Parsing is CPU on the hub: a 2 MB message froze every user for 33 s on each view
         # (issue 28, item 5). Past the cap the text is shown as it is, escaped.
-        return [
-            Block(
-                html=Markup('<pre class="msg-plain">') + escape(text) + Markup("</pre>"),
-                kind="plain",
-            )
-        ]
+        return [plain_block(text)]
     if sources:
         text = cite(text, sources)
     env: dict = {}
@@ -408,6 +406,13 @@ def render_blocks(text: str | None, sources: list | None = None) -> list[Block]:
 
 
 DEFAULT_MARKDOWN_MAX_CHARS = 100_000
+
+
+def plain_block(text: str) -> Block:
+    """Text shown as it is, escaped: what is past the markdown cap."""
+    return Block(
+        html=Markup('<pre class="msg-plain">') + escape(text) + Markup("</pre>"), kind="plain"
+    )
 
 
 def markdown_cap() -> int:
@@ -478,15 +483,27 @@ class StreamRender:
     (the view normalises them), so that lines count as the parser counts them.
     """
 
-    def __init__(self):
+    def __init__(self, cap: int | None = None):
         self.offset = 0  # where the open tail starts in the text
         self.references: dict = {}  # link reference definitions in the completed part
         self.rendered_with: dict = {}  # the definitions the completed blocks were rendered with
         self.blocks: list[Block] = []  # completed blocks
         self.open: list[Block] = []
+        self.cap = cap  # the markdown cap (markdown_cap() at the first feed when None)
+        self.plain = False  # past the cap: the text is shown as it is
+        self.parsed_tail = 0  # the open tail's length at the last parse
 
     def feed(self, text: str) -> "Frame":
+        if self.cap is None:
+            self.cap = markdown_cap()
+        if self.plain or len(text) > self.cap:
+            return self._feed_plain(text)
         tail = text[self.offset :]
+        if len(tail) > self.LAZY_TAIL_CHARS and len(tail) < self.parsed_tail * 1.25:
+            # A long open block (a big code fence, say) re-parsed on every delta costs
+            # quadratic time on the hub: re-parsed once it has grown by a quarter.
+            return Frame([], None)
+        self.parsed_tail = len(tail)
         env = {"references": dict(self.references)}
         md, tokens, groups = _parse(tail, env)
         lines = tail.split("\n")
@@ -514,6 +531,7 @@ class StreamRender:
                 _parser().parse(done, done_env)
                 self.references = done_env["references"]
             self.offset += len(done)
+            self.parsed_tail = len(text) - self.offset
         if definitions != self.rendered_with:
             # A new (or still changing) reference definition may change earlier blocks.
             self.rendered_with = definitions
@@ -526,12 +544,41 @@ class StreamRender:
         self.blocks.extend(new_blocks)
         return Frame(new_blocks, self.open, reset=False)
 
+    # An open tail longer than this is re-parsed only once it has grown by a quarter.
+    LAZY_TAIL_CHARS = 8192
+
+    # An open line longer than this is committed anyway: the open part is re-sent each delta.
+    PLAIN_OPEN_CHARS = 4096
+
+    def _feed_plain(self, text: str) -> "Frame":
+        """Past the cap, as a saved message past it shows: escaped text, no markdown (a
+        huge open block re-parsed on every delta costs quadratic time on the hub; issue 28,
+        item 5). Finished lines are committed as they come; each frame carries only the
+        new lines and the open one."""
+        cut = text.rfind("\n", self.offset) + 1
+        if len(text) - max(cut, self.offset) > self.PLAIN_OPEN_CHARS:
+            cut = len(text)
+        reset = not self.plain
+        if reset:
+            # First time past the cap: the text so far replaces the markdown blocks.
+            self.plain, self.offset = True, 0
+        done = text[self.offset : cut] if cut > self.offset else ""
+        new_blocks = [plain_block(done)] if done else []
+        self.offset = max(self.offset, cut)
+        self.open = [plain_block(text[self.offset :])] if len(text) > self.offset else []
+        if reset:
+            self.blocks = new_blocks
+            return Frame(list(self.blocks), self.open, reset=True)
+        self.blocks.extend(new_blocks)
+        return Frame(new_blocks, self.open, reset=False)
+
 
 @dataclass
 class Frame:
     """What changed in one `StreamRender.feed`: `completed` blocks to append (or, with
-    `reset`, to replace all completed blocks with) and the `open` blocks to show after them."""
+    `reset`, to replace all completed blocks with) and the `open` blocks to show after them
+    (None: unchanged)."""
 
     completed: list[Block]
-    open: list[Block]
+    open: list[Block] | None  # None: the open blocks shown are unchanged
     reset: bool = False

@@ -492,3 +492,48 @@ def test_text_past_the_markdown_cap_is_shown_plain_and_escaped(make_app):
     assert "<strong>" not in str(render_markdown("**b** " * 20_000)), (
         "the default cap holds outside an app too"
     )
+
+
+def test_a_stream_past_the_markdown_cap_is_shown_plain_one_delta_at_a_time():
+    """Issue 28, item 5: a streamed 200 KB answer stalled others for 4.2 s, its open block
+    re-parsed on every delta. Past the cap the stream is shown as a saved message past it is:
+    escaped text, and each frame carries only what is new."""
+    render, text = StreamRender(cap=200), ""
+    for n in range(5):
+        text += f"Line **{n}** of markdown.\n\n"
+        frame = render.feed(text)
+    assert "<strong>" in "".join(b.html for b in render.blocks + render.open), (
+        "below the cap: markdown"
+    )
+    text += "<b>x</b> **past** the cap " * 10 + "\n"
+    frame = render.feed(text)
+    assert frame.reset and all(b.kind == "plain" for b in frame.completed + frame.open)
+    shown = "".join(b.html for b in frame.completed + frame.open)
+    assert "<strong>" not in shown and "&lt;b&gt;x&lt;/b&gt; **past**" in shown and "**0**" in shown
+    for n in range(200):
+        text += f"more **{n}** "
+        frame = render.feed(text)
+        size = sum(len(b.html) for b in frame.completed + frame.open)
+        assert not frame.reset and size < 5000, "a frame past the cap carries the new text only"
+    text += "\nend\n"
+    render.feed(text)
+    joined = "".join(b.html for b in render.blocks + render.open)
+    assert "<strong>" not in joined and joined.count("more **199**") == 1
+
+
+def test_a_long_open_block_is_not_re_parsed_on_every_delta():
+    """Issue 28, item 5: an open 100 KB code fence re-parsed (and highlighted) on each of its
+    deltas cost 133 s in all; past 8 KB the open tail is re-parsed once it grows by a quarter,
+    and the block still ends exactly as rendered whole."""
+    fence = "```python\n" + "".join(f"x_{i} = compute({i})\n" for i in range(3000))
+    render, parsed = StreamRender(cap=10**9), 0
+    for end in range(200, len(fence) + 1, 200):
+        frame = render.feed(fence[:end])
+        parsed += frame.open is not None
+    deltas = len(fence) // 200
+    assert parsed < deltas / 5, f"{parsed} of {deltas} deltas re-parsed the open block"
+    # Once the text has grown enough after the fence closes, all is as rendered whole.
+    text = fence + "```\n\n" + "After.\n\n" * 3000
+    render.feed(text)
+    same = [b.html for b in render.blocks + render.open] == [b.html for b in render_blocks(text)]
+    assert same, "the streamed blocks differ from the whole text's"

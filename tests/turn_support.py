@@ -42,6 +42,10 @@ def turn_server_env(**extra: Any) -> dict[str, str]:
         "NUMI_FRAME_INTERVAL_MS": "10",
         "NUMI_PROVIDER_MAX_RETRIES": "0",
         "NUMI_TURN_RETENTION_SECONDS": "30",
+        # With Redis, a turn whose heartbeat misses its lease is closed as interrupted by any
+        # process's sweeper. Four xdist workers on two cores can starve a heartbeat for
+        # seconds; the tests of dead owners set their own short lease.
+        "NUMI_TURN_LEASE_MS": "20000",
     }
     env.update({k: str(v) for k, v in extra.items()})
     return env

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import and_, delete, or_, select
 from sqlalchemy.orm import joinedload
 
-from ..config import touches_data_dir
+from ..data_dir import touches_data_dir
 from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
 from ..models import Chat, ChatTag, Endpoint, Message, QueuedMessage, User, utcnow

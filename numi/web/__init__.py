@@ -67,5 +67,9 @@ def register(app: Flask) -> None:
     from .fragments import blocks_html
 
     app.jinja_env.filters["md_blocks_html"] = blocks_html
+    from .message_render import message_html, past_cap
+
+    app.jinja_env.globals["message_html"] = message_html
+    app.jinja_env.globals["past_markdown_cap"] = past_cap
     app.jinja_env.globals["model_capabilities"] = model_capabilities
     app.jinja_env.globals["asset_version"] = "1"

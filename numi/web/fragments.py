@@ -56,6 +56,8 @@ def frame_html(turn_id: str, part: str, frame) -> str:
         out = f'<div id="{prefix}done" class="md-done" hx-swap-oob="true">{blocks_html(frame.completed)}</div>'
     elif frame.completed:
         out = f'<div hx-swap-oob="beforeend:#{prefix}done">{blocks_html(frame.completed)}</div>'
+    if frame.open is None:
+        return out
     return (
         out
         + f'<div id="{prefix}open" class="md-open" hx-swap-oob="true">{blocks_html(frame.open)}</div>'
@@ -182,7 +184,8 @@ class HtmlView:
         if redraw:
             return [self._live(turn_id)]
         frame = self._render(kind).feed(self.content if kind == "content" else self.reasoning)
-        return [frame_html(turn_id, "" if kind == "content" else "r", frame)]
+        html = frame_html(turn_id, "" if kind == "content" else "r", frame)
+        return [html] if html else []
 
     def _render(self, kind: str) -> StreamRender:
         if kind not in self.renders:

@@ -8,6 +8,7 @@ WebSocket, and starting earlier could let the swap wipe that container out.
 
     GET  /c/<chat>/messages/<id>            one message (cancel an edit)
     GET  /c/<chat>/messages/<id>/edit       the inline edit form of a question
+    GET  /c/<chat>/messages/<id>/markdown   an answer shown plain past the cap, as markdown
     POST /c/<chat>/messages/<id>/edit       save the edit, regenerate from there
     POST /c/<chat>/regenerate               answer the last question again (route optional)
     POST /c/<chat>/messages/<id>/delete     delete a message (scope=message) or its turn
@@ -32,6 +33,7 @@ from ..chat.versions import version_info
 from ..errors import NumiError, invalid
 from ..extensions import turn_manager
 from .inputs import int_arg, request_data
+from .message_render import message_html
 from .pages.chat import transcript_context
 from .pages.chat_forms import route_fields
 from .request_kind import is_htmx
@@ -120,6 +122,21 @@ def message_view(chat_id: str, message_id: int):
         message=message,
         chat=chat,
         versions=version_info(chat.id, [message]),
+    )
+
+
+@bp.get("/c/<chat_id>/messages/<int:message_id>/markdown")
+def message_markdown(chat_id: str, message_id: int):
+    """An answer shown as plain text past NUMI_MARKDOWN_MAX_CHARS, rendered as markdown on
+    its owner's request (in the threadpool: see numi.web.message_render)."""
+    chat = chats.get_chat(g.user.id, chat_id)
+    message = edits.get_message(chat, message_id)
+    if message.role == "user" or not message.content:
+        raise invalid("Only an answer is rendered as markdown.", "not_markdown")
+    return render_template(
+        "partials/_message_markdown.html",
+        message=message,
+        html=message_html(message, cap=len(message.content)),
     )
 
 

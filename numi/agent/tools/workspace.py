@@ -17,7 +17,7 @@ from typing import Any
 import gevent
 from flask import current_app
 
-from ...config import touches_data_dir
+from ...data_dir import touches_data_dir
 from . import Tool, ToolContext, ToolFailure
 
 MAX_LIST_ENTRIES = 500

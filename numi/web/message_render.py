@@ -1,0 +1,123 @@
+"""Markdown of saved messages for the page: cached, and large texts rendered off the hub.
+
+Rendering is CPU in pure Python. A chat is rendered on every view, so the HTML of a saved
+message is kept in a bounded per-process LRU (`HTML`), keyed by the message id and a hash
+of everything the rendering depends on (text, citation sources, the markdown cap): an edited
+message has another key, so a stale entry can never be shown. A text longer than
+`OFF_HUB_CHARS` is rendered in gevent's threadpool: the page's greenlet waits, the hub keeps
+serving other users. The render still holds the GIL, but the interpreter hands it to the
+hub's thread every switch interval (5 ms), so another user's request waits milliseconds
+(a few hundred at worst on a loaded machine), not the whole render (issue 28, item 5).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+
+from markupsafe import Markup
+
+from ..render import markdown_cap, render_blocks
+from .fragments import blocks_html
+
+# Past this many characters a text is rendered in the threadpool (below it the hand-off
+# costs more than the render).
+OFF_HUB_CHARS = 20_000
+
+
+class HtmlCache:
+    """A bounded LRU of rendered message HTML, by entries and by the characters of HTML held.
+
+    `hits` and `misses` count look-ups (a miss is a render)."""
+
+    def __init__(self, max_entries: int = 512, max_chars: int = 16_000_000):
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self._entries: OrderedDict[tuple, tuple[Markup, int]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple) -> Markup | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return entry[0]
+
+    def put(self, key: tuple, html: Markup, size: int) -> None:
+        if size > self.max_chars:
+            return
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._chars -= old[1]
+            self._entries[key] = (html, size)
+            self._chars += size
+            while len(self._entries) > self.max_entries or self._chars > self.max_chars:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self._chars -= dropped
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._chars = 0
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+HTML = HtmlCache()
+
+
+def _render_html(text: str, sources: list | None, cap: int) -> Markup:
+    return blocks_html(render_blocks(text, sources, cap=cap))
+
+
+def render_html(text: str | None, sources: list | None = None, cap: int | None = None) -> Markup:
+    """Markdown as the page shows it (`render_blocks` formatted by `blocks_html`), in the
+    threadpool when the text is long (the caller's greenlet waits, the hub does not)."""
+    if not text:
+        return Markup("")
+    cap = markdown_cap() if cap is None else cap
+    if len(text) <= OFF_HUB_CHARS:
+        return _render_html(text, sources, cap)
+    import gevent
+
+    return gevent.get_hub().threadpool.apply(_render_html, (text, sources, cap))
+
+
+def past_cap(message) -> bool:
+    """Whether a saved answer is longer than the markdown cap (so shown as plain text)."""
+    return message.role != "user" and len(message.content or "") > markdown_cap()
+
+
+def _key(message_id, field: str, text: str, sources, cap: int) -> tuple:
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass"))
+    if sources:
+        digest.update(json.dumps(sources, sort_keys=True, default=str).encode())
+    return (str(message_id), field, cap, len(text), digest.digest())
+
+
+def message_html(message, field: str = "content", cap: int | None = None) -> Markup:
+    """The rendered markdown of a saved message's `content` (with its citations) or
+    `reasoning_content`, from the cache when this exact text was rendered before; `cap`
+    overrides the markdown cap (the "Show as markdown" control)."""
+    text = getattr(message, field, None)
+    if not text:
+        return Markup("")
+    sources = message.citation_sources if field == "content" else None
+    cap = markdown_cap() if cap is None else cap
+    key = _key(message.id, field, text, sources, cap)
+    html = HTML.get(key)
+    if html is None:
+        html = render_html(text, sources, cap)
+        HTML.put(key, html, len(html))
+    return html
