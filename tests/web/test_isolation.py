@@ -41,6 +41,9 @@ ID_ARGUMENTS = {
     "item_id": "item_id",
     "prompt_id": "prompt_id",
 }
+# Routes whose argument names a particular one of user A's objects: (endpoint, argument) ->
+# the key of that object (Show as markdown renders an answer, not a question).
+SPECIFIC_ARGUMENTS = {("transcript.message_markdown", "message_id"): "answer_id"}
 # Route arguments that name no owned object (nothing to isolate).
 FREE_ARGUMENTS = {"filename"}
 # Bodies that make a state-changing request valid apart from the foreign id, so a 404
@@ -79,6 +82,9 @@ def owned(multi_app, users):
         db.session.flush()
         message = Message(chat_id=chat.id, role="user", content="alice private message")
         db.session.add(message)
+        db.session.flush()
+        answer = Message(chat_id=chat.id, role="assistant", content="alice private answer")
+        db.session.add(answer)
         # A real 1x1 PNG on disk, so user A's download and thumbnail routes answer (the control).
         png = _tiny_png()
         path = Path(multi_app.config["NUMI_DATA_DIR"]) / "uploads" / "00" / ("0" * 64)
@@ -114,6 +120,7 @@ def owned(multi_app, users):
             "endpoint_id": endpoint.id,
             "attachment_id": attachment.id,
             "message_id": message.id,
+            "answer_id": answer.id,
             "server_id": server.id,
             "item_id": item.id,
             "prompt_id": prompt.id,
@@ -153,7 +160,11 @@ def id_routes(app):
 
 def _url(rule, ids) -> str:
     return rule.build(
-        {name: ids[ID_ARGUMENTS[name]] for name in rule.arguments if name in ID_ARGUMENTS}
+        {
+            name: ids[SPECIFIC_ARGUMENTS.get((rule.endpoint, name), ID_ARGUMENTS[name])]
+            for name in rule.arguments
+            if name in ID_ARGUMENTS
+        }
     )[1]
 
 

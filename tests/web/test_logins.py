@@ -490,15 +490,20 @@ def test_bogus_logins_do_not_starve_real_ones(full_cost_app, users, clock):
     during = _during_bogus_logins(
         full_cost_app,
         [f"192.0.2.{i}" for i in range(10)],
-        lambda: _login_seconds(known, users["a"], "198.51.100.1"),
+        # The best of three: another xdist worker's burst can slow any one login, but
+        # without the lane every login waits behind the queue of bogus hashes.
+        lambda: min(_login_seconds(known, users["a"], "198.51.100.1") for _ in range(3)),
     )
     assert during < 4 * before + 0.2, ("known browser", during, before)
     # Twenty loops from one address: at most two of its hashes run at once, so a first
     # login from elsewhere waits for those two at most (before: for all twenty).
-    fresh = full_cost_app.test_client()
     during = _during_bogus_logins(
         full_cost_app,
         ["192.0.2.200"] * 20,
-        lambda: _login_seconds(fresh, users["b"], "203.0.113.50"),
+        # Each a first login: a new browser from a new address (best of three, as above).
+        lambda: min(
+            _login_seconds(full_cost_app.test_client(), users["b"], f"203.0.113.{50 + i}")
+            for i in range(3)
+        ),
     )
     assert during < 10 * before + 0.2, ("first login", during, before)
