@@ -54,11 +54,13 @@ def test_stop_during_a_tool_lets_the_tool_finish(api, scripted, sockets):
 def test_disconnect_and_resume_loses_and_repeats_nothing(server, scripted, api, chat, sockets):
     scripted.enqueue(Scenario().text(" ".join(f"w{i}" for i in range(40)), chunks=40).delay(0.03))
     watcher = sockets(chat["id"])  # connected throughout: the reference
-    # From the chat's last event id, not None: its subscription may be set up after the
-    # send below has started the turn (another socket), and a resume from an id replays
-    # exactly what came after it, where one from None gets a snapshot (DESIGN's protocol).
-    known = api.get(f"/api/chat/stream_status/{chat['id']}")[1]["last_event_id"]
-    watcher.send(type="resume", last_event_id=known)
+    watcher.send(type="resume", last_event_id=None)
+    # Wait on its subscription: one socket's messages are handled in order, so the answer to
+    # this approve (nothing waits for one) comes once the resume has subscribed. A send on
+    # the other socket before that would start the turn first, and this socket would get a
+    # snapshot instead of the first events (the protocol's rule).
+    watcher.send(type="approve", call_id="nc_nothing", decision="deny")
+    assert watcher.events_until("error")[-1]["data"]["code"] == "no_such_approval"
     flaky = sockets(chat["id"])
     flaky.send(type="send", message="Stream forty words")
     seen = flaky.events_until("content")

@@ -4,10 +4,15 @@ a harmless request of the same size, in the same run."""
 
 from __future__ import annotations
 
+import pytest
+
 import http.client
 import time
 
 from availability_support import slowest_during
+
+# Compares timings within one run: run alone, after the parallel suite (Makefile).
+pytestmark = pytest.mark.timing
 
 # An unterminated string of escaped quotes after 65 brackets: the old nesting pre-check
 # retried its string pattern at every quote (quadratic: 20 KB took about a second).

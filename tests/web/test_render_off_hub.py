@@ -4,11 +4,16 @@ render. Relative, in one run: the other request's latency against the page's own
 
 from __future__ import annotations
 
+import pytest
+
 import threading
 import time
 import urllib.request
 
 from turn_support import Api
+
+# Compares timings within one run: run alone, after the parallel suite (Makefile).
+pytestmark = pytest.mark.timing
 
 PARAGRAPH = (
     "Some **bold** text with `code`, a [link](https://example.org) and *emphasis* in a line.\n\n"

@@ -4,12 +4,17 @@ flood is answered about as fast as during a few harmless messages, in the same r
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from availability_support import slowest_during
 from simple_websocket import ConnectionClosed
 from turn_support import Api, Socket
 from wsproto.utilities import LocalProtocolError
+
+# Compares timings within one run: run alone, after the parallel suite (Makefile).
+pytestmark = pytest.mark.timing
 
 FLOOD = 20_000  # messages the flooding client tries to send (the old server read them all)
 # A message the server refuses cheaply: the cost is in reading and answering each one.
