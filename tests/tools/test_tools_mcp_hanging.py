@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from simple_websocket import Client as WebSocketClient
 
-# Compares timings within one run: run alone, after the parallel suite (Makefile).
-pytestmark = pytest.mark.timing
+# Compares timings within one run: runs alone, after the parallel suite (Makefile).
+pytestmark = pytest.mark.alone
 
 TIMEOUT = 6.0  # NUMI_MCP_TIMEOUT_SECONDS of the server under test
 RETRY = 5.0  # NUMI_MCP_RETRY_SECONDS

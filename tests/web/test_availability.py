@@ -11,8 +11,8 @@ import time
 
 from availability_support import slowest_during
 
-# Compares timings within one run: run alone, after the parallel suite (Makefile).
-pytestmark = pytest.mark.timing
+# Compares timings within one run: runs alone, after the parallel suite (Makefile).
+pytestmark = pytest.mark.alone
 
 # An unterminated string of escaped quotes after 65 brackets: the old nesting pre-check
 # retried its string pattern at every quote (quadratic: 20 KB took about a second).

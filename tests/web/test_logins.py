@@ -357,7 +357,7 @@ def test_numi_user_create_stores_an_argon2_hash(multi_app, database_url):
     assert _post_login(multi_app.test_client(), "erin", "a long password").status_code == 302
 
 
-@pytest.mark.timing
+@pytest.mark.alone
 def test_concurrent_logins_do_not_block_other_greenlets(full_cost_app, users):
     """While password hashes are computed, the hub serves other requests: bob's request,
     started after five login attempts, finishes before any of them (a hash computed on the
@@ -480,7 +480,7 @@ def _during_bogus_logins(multi_app, addresses: list[str], measure):
         gevent.joinall(loops, timeout=120)
 
 
-@pytest.mark.timing
+@pytest.mark.alone
 def test_bogus_logins_do_not_starve_real_ones(full_cost_app, users, clock):
     """Issue 28 item 4: one hashing queue served everyone, so loops of bogus logins made a
     real login wait for all of them. A real login during the attack is timed against the

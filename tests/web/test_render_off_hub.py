@@ -12,8 +12,8 @@ import urllib.request
 
 from turn_support import Api
 
-# Compares timings within one run: run alone, after the parallel suite (Makefile).
-pytestmark = pytest.mark.timing
+# Compares timings within one run: runs alone, after the parallel suite (Makefile).
+pytestmark = pytest.mark.alone
 
 PARAGRAPH = (
     "Some **bold** text with `code`, a [link](https://example.org) and *emphasis* in a line.\n\n"

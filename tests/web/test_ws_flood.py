@@ -13,8 +13,8 @@ from simple_websocket import ConnectionClosed
 from turn_support import Api, Socket
 from wsproto.utilities import LocalProtocolError
 
-# Compares timings within one run: run alone, after the parallel suite (Makefile).
-pytestmark = pytest.mark.timing
+# Compares timings within one run: runs alone, after the parallel suite (Makefile).
+pytestmark = pytest.mark.alone
 
 FLOOD = 20_000  # messages the flooding client tries to send (the old server read them all)
 # A message the server refuses cheaply: the cost is in reading and answering each one.
