@@ -131,7 +131,9 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
         page.locator("article.msg-assistant").last.locator(
             ".action-regenerate button[type=submit]"
         ).click()
-        page.wait_for_function("() => document.body.innerText.includes('Fourth answer.')")
+        page.wait_for_function(
+            "() => document.body.innerText.includes('Fourth answer.')", timeout=30000
+        )
         page.locator("article.msg-assistant .version-count", has_text="4/4").wait_for()
         assert "Second answer." not in page.locator("#transcript").inner_text()
 
