@@ -331,7 +331,9 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "NUMI_WS_USER_MESSAGES_PER_SECOND",
-        40.0,
+        # High enough that a user whose hundred open chats resume at once is not cut off
+        # (each socket sends one resume); a flood of one socket meets its own limit first.
+        200.0,
         float,
         "Client messages one user's WebSockets together may send per second in one server "
         "process (burst twice that).",
