@@ -33,19 +33,18 @@ from ..chat.context import (
 from ..errors import NumiError
 from ..turns.turn import Turn, TurnRequest
 from .routes import Route, adapter_for_route
+from .system_context import system_parts, system_text
 from .tools.clock import user_now
 
 log = logging.getLogger(__name__)
 
 
 def system_prompt(request: TurnRequest, settings: dict[str, Any]) -> str:
-    """The chat's system prompt with the user's current date and time appended."""
+    """The system prompt of the turn's requests: its `system_parts` joined."""
     now = user_now(request.timezone, request.tz_offset_minutes)
-    context = (
-        f"Current date and time for the user: {now.strftime('%A, %Y-%m-%d %H:%M')} ({now.tzinfo})."
+    return system_text(
+        system_parts(user_id=request.user_id, chat_id=request.chat_id, settings=settings, now=now)
     )
-    prompt = (settings.get("system_prompt") or "").strip()
-    return f"{prompt}\n\n{context}" if prompt else context
 
 
 class ContextWindow:

@@ -45,14 +45,13 @@ def _endpoint(chat):
 
 
 def _system_prompt(chat) -> str:
+    from ..agent.system_context import system_parts, system_text
     from ..agent.tools.clock import user_now
 
     now = user_now(request.headers.get("X-Timezone"), _offset())
-    context = (
-        f"Current date and time for the user: {now.strftime('%A, %Y-%m-%d %H:%M')} ({now.tzinfo})."
+    return system_text(
+        system_parts(user_id=chat.user_id, chat_id=chat.id, settings=chat.settings, now=now)
     )
-    prompt = (chat.settings.get("system_prompt") or "").strip()
-    return f"{prompt}\n\n{context}" if prompt else context
 
 
 def _offset() -> int | None:

@@ -1,0 +1,46 @@
+"""What a request carries before its messages: the system context, as named parts.
+
+The model sees the parts joined by blank lines as one system prompt; the context panel
+lists them one by one with their tokens. Every path that builds a request or describes
+one (the turn, `/context`, `context_info`) takes the parts from `system_parts`, so what
+the panel shows is what the model gets. Kinds, in the order the model reads them:
+
+- `system_prompt`: the chat's own system prompt (absent when empty);
+- `project_instructions`: the instructions of the chat's project;
+- `memories`: the user's memories (and the project's), when memory is on;
+- `clock`: the user's current date and time (always last, always present).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SystemPart:
+    kind: str
+    text: str
+
+
+def system_parts(
+    *, user_id: int, chat_id: str, settings: dict[str, Any], now: datetime
+) -> list[SystemPart]:
+    """The system context of a request in `chat_id` of `user_id`, part by part."""
+    parts: list[SystemPart] = []
+    prompt = (settings.get("system_prompt") or "").strip()
+    if prompt:
+        parts.append(SystemPart("system_prompt", prompt))
+    parts.append(
+        SystemPart(
+            "clock",
+            f"Current date and time for the user: {now.strftime('%A, %Y-%m-%d %H:%M')} ({now.tzinfo}).",
+        )
+    )
+    return parts
+
+
+def system_text(parts: list[SystemPart]) -> str:
+    """The one system prompt a provider is sent."""
+    return "\n\n".join(part.text for part in parts)
