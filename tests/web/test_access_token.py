@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from simple_websocket import Client as WebSocketClient
+from numi.testing.websocket_client import WebSocketClient
 from simple_websocket.errors import ConnectionError as WsConnectionError
 from turn_support import ACCESS_TOKEN
 
