@@ -24,7 +24,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 import gevent  # noqa: E402
-from simple_websocket import Client  # noqa: E402
+from numi.testing.websocket_client import WebSocketClient as Client  # noqa: E402
 
 TOKEN = re.compile(r"t(\d{4})(?=[\s<])")  # markdown drops the last space
 # The frame a content event of one token is on the JSON view, for the echo floor.

@@ -115,7 +115,7 @@ class Alice:
 
     def stream(self, provider: ScriptedProvider) -> list[float]:
         """One paced answer in a new chat: the per-token latencies (ms)."""
-        from simple_websocket import Client
+        from numi.testing.websocket_client import WebSocketClient as Client
 
         chat_id = self.post(
             "/api/session", {"endpoint_id": self.endpoint_id, "model": "bench-model"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from simple_websocket import Client
+from numi.testing.websocket_client import WebSocketClient as Client
 
 from live import LiveNumi
 from numi.testing import Scenario, ScriptedProvider

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 from live import ACCESS_TOKEN, ROOT, LiveNumi
+from numi.sign_in_links import new_code
 from stats import row
 
 CHROMIUM_ARGS = [
@@ -41,7 +42,9 @@ def page_weight(runs: int = 3) -> list[dict]:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
             login = browser.new_page()
-            login.goto(f"{numi.url}/?token={ACCESS_TOKEN}")  # the session cookie carries the token
+            # A one-time sign-in link, as `numi serve` prints: the session cookie carries the token.
+            login.goto(f"{numi.url}/sign-in?code={new_code(ACCESS_TOKEN)}", wait_until="commit")
+            login.wait_for_url(f"{numi.url}/")
             signed_in = login.context.storage_state()
             login.context.close()
             ratios = []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from simple_websocket import Client  # noqa: E402
+from numi.testing.websocket_client import WebSocketClient as Client  # noqa: E402
 
 from live import LiveNumi  # noqa: E402
 from numi.testing import Scenario, ScriptedProvider  # noqa: E402

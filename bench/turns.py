@@ -11,7 +11,7 @@ import statistics
 import time
 from datetime import datetime
 
-from simple_websocket import Client
+from numi.testing.websocket_client import WebSocketClient as Client
 
 from live import LiveNumi
 from numi.testing import Scenario, ScriptedProvider

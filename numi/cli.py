@@ -135,7 +135,7 @@ def _start_demo(app):
 @click.option("--host", help="Address `numi serve` was bound to (default NUMI_HOST).")
 @click.option("--port", type=int, help="Its port (default NUMI_PORT).")
 def open_browser(host, port):
-    """Open Numi in the web browser, with the access token (run `numi serve` first)."""
+    """Open Numi in the web browser with a one-time sign-in link (run `numi serve` first)."""
     import webbrowser
 
     app = _app()
@@ -151,14 +151,15 @@ def _browser_host(host: str) -> str:
 
 
 def _browser_url(app, host: str, port: int) -> str:
-    """The URL to open Numi at; in single-user mode it carries the access token."""
-    from urllib.parse import quote
-
+    """The URL to open Numi at; in single-user mode a one-time sign-in link (each call makes
+    a new one: the access token itself never goes into a URL the browser keeps)."""
     shown = _browser_host(host)
     shown = f"[{shown}]" if ":" in shown else shown
     url = f"http://{shown}:{port}/"
     if app.config["NUMI_AUTH"] == "single":
-        url += "?token=" + quote(app.config["NUMI_ACCESS_TOKEN"], safe="")
+        from .sign_in_links import new_code
+
+        url += "sign-in?code=" + new_code(app.config["NUMI_ACCESS_TOKEN"])
     return url
 
 

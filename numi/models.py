@@ -102,6 +102,15 @@ class ApiToken(db.Model):
     last_used_at: Mapped[datetime | None]
 
 
+class SpentSignInLink(db.Model):
+    """A used one-time sign-in link (numi/sign_in_links.py): it never signs in again."""
+
+    __tablename__ = "spent_sign_in_links"
+
+    nonce: Mapped[str] = mapped_column(String(32), primary_key=True)
+    spent_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 REASONING_POLICIES = ("auto", "preserve", "strip")
 
 

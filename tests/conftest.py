@@ -28,8 +28,8 @@ the known `ACCESS_TOKEN` (from tests/turn_support.py), and the clients carry it:
 - `app.test_client()` sends `Authorization: Bearer ACCESS_TOKEN` in single-user mode;
   `app.test_client(access_token=None)` is a client without it (a stranger).
 - A LiveServer has .token, .headers (the Authorization header, {} in multi-user mode),
-  .auth_url(path) (the URL with ?token=, which sets the session cookie) and
-  .open_page(browser, **options) (a Playwright page that has visited auth_url("/")).
+  .auth_url(path) (a one-time sign-in link, as `numi serve` prints), .sign_in(page, path) and
+  .open_page(browser, **options) (a Playwright page signed in through such a link).
   `Api`, `Socket`, `SSE` (turn_support) and `upload` (context_support) send the token.
 """
 
@@ -44,6 +44,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from urllib.parse import quote
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -532,17 +533,29 @@ class LiveServer:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def auth_url(self, path: str = "/") -> str:
-        """The URL of `path` with ?token=, as `numi serve` prints it (sets the session cookie)."""
+        """A one-time sign-in link to `path`, as `numi serve` prints one (a new code on each
+        call): its page posts the code and the session cookie carries the token after."""
         if not self.token:
             return self.url + path
-        return f"{self.url}{path}{'&' if '?' in path else '?'}token={self.token}"
+        from numi.sign_in_links import new_code
+
+        return f"{self.url}/sign-in?code={new_code(self.token)}&next={quote(path, safe='/')}"
+
+    def sign_in(self, page, path: str = "/"):
+        """Open a one-time link to `path` in a Playwright page, as a person clicks the printed
+        one, and wait until `path` has loaded (the link's page posts its code, then is
+        redirected there). Returns the page."""
+        if not self.token:
+            page.goto(self.url + path)
+            return page
+        page.goto(self.auth_url(path), wait_until="commit")
+        page.wait_for_url(lambda url: "/sign-in" not in url)
+        return page
 
     def open_page(self, browser, **options):
-        """A new Playwright page (own context) that has visited auth_url("/"), so its
-        session cookie carries the token; `options` go to browser.new_page()."""
-        page = browser.new_page(**options)
-        page.goto(self.auth_url("/"))
-        return page
+        """A new Playwright page (own context) signed in through a one-time link to "/", so
+        its session cookie carries the token; `options` go to browser.new_page()."""
+        return self.sign_in(browser.new_page(**options))
 
     def start(self, timeout: float = 30.0) -> None:
         log = open(self.log_path, "ab")
@@ -986,6 +999,29 @@ def browser():
         launched = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
         yield launched
         launched.close()
+
+
+@pytest.fixture
+def launch_profile(browser):
+    """`launch_profile(user_data_dir, **options)`: Chromium on a profile directory of its own
+    (its History and Cookies databases on disk, as a person's browser keeps them), with the
+    `browser` fixture's executable and arguments; `options` go to
+    launch_persistent_context. Closed after the test if the test has not closed it."""
+    contexts = []
+
+    def launch(user_data_dir, **options):
+        context = browser.browser_type.launch_persistent_context(
+            str(user_data_dir), executable_path=chromium_path(), args=CHROMIUM_ARGS, **options
+        )
+        contexts.append(context)
+        return context
+
+    yield launch
+    for context in contexts:
+        try:
+            context.close()
+        except Exception:
+            pass  # closed by the test already
 
 
 @pytest.fixture

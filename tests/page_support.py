@@ -43,5 +43,5 @@ def open_signed_in_page(
         ),
     )
     page.on("pageerror", lambda e: page.errors.append(str(e)))
-    page.goto(server.auth_url(path))
+    server.sign_in(page, path)
     return page

@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
-from simple_websocket import Client
+from numi.testing.websocket_client import WebSocketClient as Client
 
 from numi.testing import ScriptedProvider
 

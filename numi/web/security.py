@@ -26,7 +26,8 @@ from .request_kind import bearer_token, is_htmx, is_websocket_upgrade
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 WILDCARD_BINDS = {"0.0.0.0", "::", ""}
-PUBLIC_ENDPOINTS = {"auth.login", "static", "pages.healthz", access.FORM_ENDPOINT}
+DEFAULT_PORTS = {"http": 80, "https": 443}
+PUBLIC_ENDPOINTS = {"auth.login", "static", "pages.healthz", *access.PUBLIC_ENDPOINTS}
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
@@ -69,20 +70,25 @@ def _check_host():
 def same_origin(origin: str, host_header: str) -> bool:
     """Whether a browser Origin names this server as reached through `host_header`.
 
-    Some WebSocket clients send a Host without the port; then the host names must match
-    (the Host check has already made sure the name is one of ours).
+    A Host without a port means its scheme's default port (RFC 9110 §7.2: a browser sends
+    the port whenever it is not the default), so it matches only an Origin on the default
+    port of the Origin's own scheme (behind a TLS proxy the browser's https Origin meets the
+    app's http). A page of another service on another port of the same host name is
+    another origin.
     """
     if origin == "null":
         return False
     parts = urlsplit(origin)
     host = urlsplit("//" + host_header)
+    default_port = DEFAULT_PORTS.get(parts.scheme)
     try:
-        origin_port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
+        origin_port = parts.port or default_port
+        host_port = host.port or default_port
     except ValueError:
         return False
-    if (parts.hostname or "").lower() != (host.hostname or "").lower():
+    if origin_port is None or (parts.hostname or "").lower() != (host.hostname or "").lower():
         return False
-    return host.port is None or host.port == origin_port
+    return host_port == origin_port
 
 
 def _check_origin():

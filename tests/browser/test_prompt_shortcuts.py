@@ -73,7 +73,7 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
     )
     page.on("pageerror", lambda e: errors.append(str(e)))
     try:
-        page.goto(server.auth_url("/settings"))
+        server.sign_in(page, "/settings")
         section = page.locator("#prompts-section")
         add = page.locator("#prompt-add-form")
 
@@ -218,7 +218,7 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
     try:
         page = refused.new_page()
         page.set_default_timeout(15_000)
-        page.goto(server.auth_url(f"/c/{chat['id']}"))
+        server.sign_in(page, f"/c/{chat['id']}")
         page.locator("#composer-input").click()
         page.keyboard.type("/explain gravity")
         page.keyboard.press("Enter")

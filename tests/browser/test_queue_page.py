@@ -167,7 +167,7 @@ def test_the_outbox_survives_a_reload(browser, live_server_factory, scripted):
     context = browser.new_context(viewport=SIZES["desktop"])  # two pages share its storage
     try:
         page = context.new_page()
-        page.goto(server.auth_url(f"/c/{chat['id']}"))
+        server.sign_in(page, f"/c/{chat['id']}")
         page.wait_for_selector("#connection[data-state=open]", state="attached")
         server.stop()
         page.get_by_role("status").filter(has_text="Reconnecting…").wait_for()

@@ -14,7 +14,7 @@ def page(browser, live_server):
     context = browser.new_context(base_url=live_server.url)
     page = context.new_page()
     page.set_default_timeout(10_000)
-    page.goto(live_server.auth_url("/"))
+    live_server.sign_in(page)
     errors: list[str] = []
     page.on(
         "console",

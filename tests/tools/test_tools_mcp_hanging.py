@@ -15,7 +15,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from simple_websocket import Client as WebSocketClient
+from numi.testing.websocket_client import WebSocketClient
 
 # Compares timings within one run: runs alone, after the parallel suite (Makefile).
 pytestmark = pytest.mark.alone

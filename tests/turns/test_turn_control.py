@@ -245,7 +245,7 @@ def test_bad_input_over_the_websocket_changes_nothing(server, api, scripted, cha
 
 def test_websocket_to_a_missing_chat_is_a_404(server):
     # Another user's chat over the WebSocket: tests/web/test_isolation.py (ws.chat_socket).
-    from simple_websocket import Client
+    from numi.testing.websocket_client import WebSocketClient as Client
     from simple_websocket.errors import ConnectionError as WsConnectionError
 
     with pytest.raises(WsConnectionError) as missing:

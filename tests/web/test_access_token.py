@@ -1,5 +1,6 @@
 """Single-user mode's access token (DESIGN §7, as Jupyter does): every request needs it once,
-by ?token=, a bearer header or the token form; then the session cookie carries it.
+by a one-time sign-in link, a bearer header (or ?token= on an API route) or the token form;
+then the session cookie carries it.
 
 Clients made by the fixtures carry the token; `app.test_client(access_token=None)` is a
 stranger on the same machine (another local process or OS user)."""
@@ -13,15 +14,17 @@ import sqlite3
 import stat
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
-from simple_websocket import Client as WebSocketClient
+from numi.testing.websocket_client import WebSocketClient
 from simple_websocket.errors import ConnectionError as WsConnectionError
 from turn_support import ACCESS_TOKEN
 
 from numi.extensions import db
 from numi.models import Chat
+from numi.sign_in_links import new_code
 
 WS_HEADERS = {
     "Upgrade": "websocket",
@@ -34,6 +37,16 @@ WS_HEADERS = {
 def _chat_count(app) -> int:
     with app.app_context():
         return db.session.execute(db.select(db.func.count()).select_from(Chat)).scalar_one()
+
+
+def _sign_in(browser, path: str = "/"):
+    """Follow a fresh one-time link in a test client as a browser without JavaScript does:
+    its page, then the post of its form. Returns the post's response."""
+    code = new_code(ACCESS_TOKEN)
+    assert browser.get(f"/sign-in?code={code}").status_code == 200
+    return browser.post(
+        "/sign-in", data={"code": code, "next": path}, headers={"Origin": "http://localhost"}
+    )
 
 
 def _assert_refused_json(response):
@@ -81,24 +94,96 @@ def test_requests_without_the_token_are_refused_and_change_nothing(app, client):
     assert stranger.get_cookie("session") is None
 
 
-def test_the_token_in_the_url_sets_the_cookie_and_leaves_the_url(sqlite_client, sqlite_app):
+def test_a_page_url_with_the_access_token_signs_nothing_in(sqlite_client, sqlite_app):
+    """Issue 28 item 11: the token in a page's URL stays in the browser's history whatever the
+    server answers, so a page no longer takes it: the token form, no cookie."""
     chat_id = sqlite_client.post("/api/session", json={"title": "mine"}).get_json()["id"]
     browser = sqlite_app.test_client(access_token=None)
     response = browser.get(f"/c/{chat_id}?token={ACCESS_TOKEN}&q=1")
-    assert response.status_code == 302
-    # Redirected to the same page without the token: it stays out of history and Referer.
-    assert response.headers["Location"] == f"/c/{chat_id}?q=1"
-    assert browser.get_cookie("session") is not None
-    assert ACCESS_TOKEN not in browser.get_cookie("session").value
-    page = browser.get(f"/c/{chat_id}")
-    assert page.status_code == 200 and "mine" in page.get_data(as_text=True)
-    assert (
-        browser.post(
-            "/api/session", json={"title": "by cookie"}, headers={"Origin": "http://localhost"}
-        ).status_code
-        == 201
+    html = response.get_data(as_text=True)
+    assert response.status_code == 401 and "mine" not in html
+    assert "no longer sign in" in html and 'name="token"' in html
+    assert f'name="next" value="/c/{chat_id}?q=1"' in html and ACCESS_TOKEN not in html
+    assert browser.get_cookie("session") is None
+    assert browser.get(f"/c/{chat_id}").status_code == 401
+
+
+def test_the_one_time_link_signs_in_once(client, app):
+    chat_id = client.post("/api/session", json={"title": "mine"}).get_json()["id"]
+    code = new_code(ACCESS_TOKEN)
+    link = f"/sign-in?code={code}&next=/c/{chat_id}%3Fq%3D1"
+    browser = app.test_client(access_token=None)
+    page = browser.get(link)
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200 and "mine" not in html
+    assert page.headers["Cache-Control"] == "no-store"
+    form = re.search(
+        r'<form id="sign-in-form" method="post" action="/sign-in"[^>]*>(.*?)</form>', html, re.S
     )
-    assert browser.get("/?token=" + ACCESS_TOKEN).headers["Location"] == "/"
+    assert form and f'name="code" value="{code}"' in form.group(1)
+    assert f'name="next" value="/c/{chat_id}?q=1"' in form.group(1)
+    assert '<button type="submit"' in form.group(1)  # the way in without JavaScript
+    assert "/static/js/sign_in" in html and "<script>" not in html
+    # A GET spends nothing and sets no cookie: a link preview cannot use the link up.
+    assert browser.get_cookie("session") is None and browser.get(link).status_code == 200
+
+    # Another site's page cannot post it (and spends nothing).
+    foreign = browser.post(
+        "/sign-in", data={"code": code, "next": "/"}, headers={"Origin": "http://evil.example"}
+    )
+    assert foreign.status_code == 403 and browser.get_cookie("session") is None
+
+    posted = browser.post(
+        "/sign-in",
+        data={"code": code, "next": f"/c/{chat_id}?q=1"},
+        headers={"Origin": "http://localhost"},
+    )
+    assert posted.status_code == 303 and posted.headers["Location"] == f"/c/{chat_id}?q=1"
+    assert ACCESS_TOKEN not in browser.get_cookie("session").value
+    assert "mine" in browser.get(f"/c/{chat_id}").get_data(as_text=True)
+
+    # Spent: the link in the history opens nothing for anyone else.
+    other = app.test_client(access_token=None)
+    for response in (
+        other.get(link),
+        other.post("/sign-in", data={"code": code}, headers={"Origin": "http://localhost"}),
+    ):
+        assert response.status_code == 401 and "used already" in response.get_data(as_text=True)
+    assert other.get_cookie("session") is None and other.get("/").status_code == 401
+
+    # Wrong codes: another token's, a changed MAC, a changed nonce, garbage.
+    nonce, mac = new_code(ACCESS_TOKEN).split(".")
+    for wrong in (
+        new_code("another-token"),
+        f"{nonce}.{mac[:-1]}{'A' if mac[-1] != 'A' else 'B'}",
+        f"{'A' if nonce[0] != 'A' else 'B'}{nonce[1:]}.{mac}",
+        "x",
+        "",
+        "é" * 16 + "." + mac,
+    ):
+        response = other.post(
+            "/sign-in", data={"code": wrong}, headers={"Origin": "http://localhost"}
+        )
+        assert response.status_code == 401 and other.get_cookie("session") is None, wrong
+    # The untouched code still works: wrong guesses spend nothing.
+    assert (
+        other.post(
+            "/sign-in", data={"code": f"{nonce}.{mac}"}, headers={"Origin": "http://localhost"}
+        ).status_code
+        == 303
+    )
+
+
+def test_a_signed_in_browser_spends_the_link_it_opens(sqlite_app):
+    """The link goes into the history of a browser that was signed in already, too."""
+    browser = sqlite_app.test_client(access_token=None)
+    assert _sign_in(browser).status_code == 303
+    code = new_code(ACCESS_TOKEN)
+    again = browser.get(f"/sign-in?code={code}&next=/settings")
+    assert again.status_code == 302 and again.headers["Location"] == "/settings"
+    other = sqlite_app.test_client(access_token=None)
+    assert other.get(f"/sign-in?code={code}").status_code == 401
+    assert other.get_cookie("session") is None
 
 
 def test_the_token_form_works_without_javascript_and_escapes_what_it_shows(sqlite_app):
@@ -156,7 +241,7 @@ def test_a_bearer_header_works_and_a_wrong_token_is_refused(sqlite_app):
     )
     assert _chat_count(sqlite_app) == 0
     # A wrong header is refused even next to a good cookie.
-    stranger.get("/?token=" + ACCESS_TOKEN)
+    _sign_in(stranger)
     assert stranger.get("/api/sessions").status_code == 200
     assert (
         stranger.get("/api/sessions", headers={"Authorization": "Bearer guess"}).status_code == 401
@@ -166,7 +251,7 @@ def test_a_bearer_header_works_and_a_wrong_token_is_refused(sqlite_app):
 def test_a_forged_or_stale_cookie_is_refused(make_app):
     first = make_app()
     browser = first.test_client(access_token=None)
-    browser.get("/?token=" + ACCESS_TOKEN)
+    _sign_in(browser)
     assert browser.get("/api/sessions").status_code == 200
     # Same secret key, new access token: the old cookie no longer opens anything.
     changed = make_app(NUMI_ACCESS_TOKEN="a-new-token")
@@ -267,11 +352,10 @@ def test_live_server_refuses_strangers_on_http_sse_and_websocket(live_server):
     assert _chats_in(live_server) == before
     assert _status(live_server.url + "/healthz") == 200
 
-    # A browser-like client: ?token= once, then the cookie, also for the WebSocket.
+    # A browser-like client: a one-time link once, then the cookie, also for the WebSocket.
     jar = http.cookiejar.CookieJar()
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-    with opener.open(live_server.auth_url("/"), timeout=10) as response:
-        assert response.status == 200 and response.url == live_server.url + "/"
+    assert _follow(live_server, live_server.auth_url("/"), opener) == live_server.url + "/"
     assert _status(live_server.url + "/api/sessions", opener=opener) == 200
     cookie = "; ".join(f"{c.name}={c.value}" for c in jar)
     ws = WebSocketClient.connect(
@@ -281,38 +365,92 @@ def test_live_server_refuses_strangers_on_http_sse_and_websocket(live_server):
     ws.close()
 
 
-def test_serve_prints_the_url_with_a_generated_token_kept_across_restarts(live_server_factory):
+LINK = re.compile(r"Numi is running on (http://127\.0\.0\.1:\d+/sign-in\?code=[\w-]+\.[\w-]+)\s")
+
+
+def _follow(server, link: str, opener) -> str:
+    """Open a sign-in link as a browser without JavaScript: its page, then a click on its
+    button (the form's post). Returns the URL the post ends on."""
+    with opener.open(link, timeout=10) as response:
+        html = response.read().decode()
+    code = re.search(r'name="code" value="([^"]+)"', html).group(1)
+    target = re.search(r'name="next" value="([^"]+)"', html).group(1)
+    request = urllib.request.Request(
+        server.url + "/sign-in",
+        data=urllib.parse.urlencode({"code": code, "next": target}).encode(),
+        headers={"Origin": server.url},
+    )
+    with opener.open(request, timeout=10) as response:
+        assert response.status == 200
+        return response.url
+
+
+def test_serve_prints_a_one_time_link_and_keeps_the_generated_token(live_server_factory):
     server = live_server_factory(NUMI_ACCESS_TOKEN="")
     stored = server.data_dir / "access_token"
     token = stored.read_text().strip()
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
-    url = f"http://127.0.0.1:{server.port}/?token={token}"
-    assert url in server.log()
-    # The printed link is one click to a working page: the cookie follows the redirect.
+    (link,) = LINK.findall(server.log())
+    assert token not in server.log()  # the token itself is printed nowhere
+    # The printed link is one click (and, here, one button) to a working page.
     opener = urllib.request.build_opener(
         urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
     )
-    assert _status(url, opener=opener) == 200
+    assert _follow(server, link, opener) == server.url + "/"
     assert _status(server.url + "/settings", opener=opener) == 200
+    # Once: the link in the history signs no other browser in.
+    stranger = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+    )
+    assert _status(link, opener=stranger) == 401
     server.restart()
     assert stored.read_text().strip() == token
-    assert server.log().count(url) == 2
+    first, second = LINK.findall(server.log())
+    assert first == link and second != link
+    assert _follow(server, second, stranger) == server.url + "/"
     assert (
         _status(server.url + "/api/sessions", headers={"Authorization": f"Bearer {token}"}) == 200
     )
     server.stop()
 
 
+def test_racing_posts_of_one_link_sign_in_one_browser(live_server):
+    """Ten browsers posting one code at once: the database lets exactly one spend it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None  # the 303 itself is the answer that counts
+
+    code = new_code(live_server.token)
+    body = urllib.parse.urlencode({"code": code, "next": "/settings"}).encode()
+
+    def post(_):
+        return _status(
+            live_server.url + "/sign-in",
+            data=body,
+            headers={
+                "Origin": live_server.url,
+                "Content-Type": "application/x-www-form-urlencoded",
+            },
+            opener=urllib.request.build_opener(NoRedirect),
+        )
+
+    with ThreadPoolExecutor(10) as pool:
+        statuses = sorted(pool.map(post, range(10)))
+    assert statuses == [303] + [401] * 9, statuses
+
+
 def test_serve_uses_numi_access_token_and_auth_none_warns(live_server, live_server_factory):
-    assert f"{live_server.url}/?token={ACCESS_TOKEN}" in live_server.log()
+    assert LINK.search(live_server.log()) and ACCESS_TOKEN not in live_server.log()
     assert not (live_server.data_dir / "access_token").exists()
     open_server = live_server_factory(NUMI_AUTH="none", NUMI_LOG_LEVEL="WARNING")
-    assert "NUMI_AUTH=none" in open_server.log() and "token=" not in open_server.log()
+    assert "NUMI_AUTH=none" in open_server.log() and "sign-in" not in open_server.log()
     assert _status(open_server.url + "/api/sessions") == 200
     open_server.stop()
 
 
-def test_numi_open_opens_the_browser_at_the_url_with_the_token(live_server, tmp_path):
+def test_numi_open_opens_the_browser_at_a_new_one_time_link(live_server, tmp_path):
     opened = tmp_path / "opened"
     fake_browser = tmp_path / "browser"
     fake_browser.write_text(
@@ -324,12 +462,16 @@ def test_numi_open_opens_the_browser_at_the_url_with_the_token(live_server, tmp_
         result = live_server.cli("open")
     finally:
         live_server.env.pop("BROWSER")
-    expected = live_server.auth_url("/")
-    assert expected in result.stdout
+    link = re.search(r"Opening (\S+)", result.stdout).group(1)
+    assert link.startswith(f"{live_server.url}/sign-in?code=") and ACCESS_TOKEN not in link
     deadline = time.monotonic() + 20
     while not opened.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert opened.read_text().strip() == expected
+    assert opened.read_text().strip() == link
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+    )
+    assert _follow(live_server, link, opener) == live_server.url + "/"
 
 
 @pytest.mark.browser
@@ -351,10 +493,10 @@ def test_chromium_pastes_the_token_once_without_javascript_and_the_cookie_carrie
         assert page.goto(f"{live_server.url}/settings").status == 200
     finally:
         page.close()
-    # The printed link: the token leaves the address bar, the page's WebSocket connects.
+    # A one-time link: its code leaves the address bar, the page's WebSocket connects.
     page = browser.new_page()
     try:
-        page.goto(live_server.auth_url(f"/c/{chat['id']}"))
+        live_server.sign_in(page, f"/c/{chat['id']}")
         assert page.url == f"{live_server.url}/c/{chat['id']}"
         page.wait_for_selector("#connection[data-state=open]", state="attached")
     finally:

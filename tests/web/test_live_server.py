@@ -10,7 +10,7 @@ from os import urandom
 from urllib.parse import urlsplit
 
 import pytest
-from simple_websocket import Client as WebSocketClient
+from numi.testing.websocket_client import WebSocketClient
 
 
 def _http(server, method, path, body=None, headers=None):

@@ -283,7 +283,7 @@ def test_an_open_websocket_ends_with_its_session(live_server_factory):
     import urllib.parse
     import urllib.request
 
-    from simple_websocket import Client
+    from numi.testing.websocket_client import WebSocketClient as Client
 
     server = live_server_factory(NUMI_AUTH="multi")
     try:

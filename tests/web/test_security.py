@@ -6,6 +6,7 @@ import pytest
 
 from numi.extensions import db
 from numi.models import Chat
+from turn_support import Api
 
 WS_HEADERS = {
     "Upgrade": "websocket",
@@ -119,6 +120,66 @@ def test_websocket_upgrade_with_a_foreign_origin_is_refused(sqlite_client):
         response = sqlite_client.get(f"/ws/{chat_id}", headers={**WS_HEADERS, "Origin": origin})
         assert response.status_code == 403
         assert response.headers.get("Upgrade") is None
+
+
+@pytest.mark.parametrize(
+    "host, origin, same",
+    [
+        # A Host without a port is the default port of the Origin's scheme (issue 28 item 15:
+        # any port was accepted, so a page of another local service passed as our own).
+        ("localhost", "http://localhost:9999", False),
+        ("localhost", "http://localhost:8765", False),
+        ("localhost", "https://localhost:8443", False),
+        ("localhost", "http://localhost", True),
+        ("localhost", "http://localhost:80", True),
+        # Behind a TLS proxy: the browser's https Origin, the app's port-less Host.
+        ("numi.lan", "https://numi.lan", True),
+        ("numi.lan", "https://numi.lan:443", True),
+        ("numi.lan:443", "https://numi.lan", True),
+        ("localhost:8765", "http://localhost:8765", True),
+        ("localhost:80", "http://localhost", True),
+        ("localhost:8765", "http://localhost", False),
+        ("localhost:8765", "http://localhost:9999", False),
+        ("localhost", "ftp://localhost", False),
+        ("localhost", "http://localhost:99999", False),
+        ("localhost:99999", "http://localhost", False),
+    ],
+)
+def test_a_host_without_a_port_is_the_default_port(host, origin, same):
+    from numi.web.security import same_origin
+
+    assert same_origin(origin, host) is same
+
+
+def test_another_port_of_a_portless_host_is_refused_for_writes_and_websockets(sqlite_client):
+    chat_id = sqlite_client.post("/api/session", json={}).get_json()["id"]
+    other = {"Host": "localhost", "Origin": "http://localhost:9999"}
+    write = sqlite_client.post("/api/session", json={"title": "x"}, headers=other)
+    assert write.status_code == 403 and write.get_json()["error"]["code"] == "bad_origin"
+    upgrade = sqlite_client.get(f"/ws/{chat_id}", headers={**WS_HEADERS, **other})
+    assert upgrade.status_code == 403 and upgrade.headers.get("Upgrade") is None
+    own = {"Host": "localhost", "Origin": "http://localhost"}
+    assert sqlite_client.post("/api/session", json={"title": "x"}, headers=own).status_code == 201
+
+
+def test_websocket_clients_send_the_port_in_host_as_browsers_do(live_server):
+    """simple_websocket's own client drops the port from Host, which no browser does: with the
+    Origin of the page it pretends to be, the live server takes it for another port's page.
+    The tests' and benchmarks' client (numi.testing.websocket_client) sends host:port."""
+    from simple_websocket import Client
+    from simple_websocket.errors import ConnectionError as WsConnectionError
+
+    from numi.testing.websocket_client import WebSocketClient
+
+    chat = Api(live_server.url, token=live_server.token).post("/api/session", {})[1]
+    url = f"ws://127.0.0.1:{live_server.port}/ws/{chat['id']}?format=json"
+    headers = {"Origin": live_server.url, **live_server.headers}
+    with pytest.raises(WsConnectionError) as refused:
+        Client.connect(url, headers=headers)
+    assert refused.value.status_code == 403
+    socket = WebSocketClient.connect(url, headers=headers)
+    assert socket.connected
+    socket.close()
 
 
 def test_pages_send_a_strict_content_security_policy(sqlite_client):
