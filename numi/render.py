@@ -31,6 +31,8 @@ from functools import lru_cache
 import nh3
 from markupsafe import Markup, escape
 
+from .artifacts import Artifact, artifact_kind, too_large
+
 MATHML_TAGS = {
     "math",
     "mrow",
@@ -175,6 +177,10 @@ class Block:
     html: Markup
     kind: str = "text"  # "code" for a fenced or indented code block
     lang: str = ""
+    # For a closed fence that previews (numi.artifacts): its kind, and "artifact_too_large"
+    # in `refused` when it is over the preview limit.
+    artifact: str = ""
+    refused: str = ""
 
 
 @lru_cache(maxsize=1)
@@ -376,8 +382,48 @@ def _render_group(md, tokens, env) -> Block:
     first = tokens[0]
     if len(tokens) == 1 and first.type in ("fence", "code_block"):
         lang = first.info.strip().split()[0] if first.type == "fence" and first.info.strip() else ""
-        return Block(html, "code", lang[:40])
+        found = _artifact(first)
+        if found is None:
+            return Block(html, "code", lang[:40])
+        return Block(html, "code", lang[:40], artifact=found.kind, refused=found.refused)
     return Block(html)
+
+
+def _fence_closed(token) -> bool:
+    # markdown-it maps an unclosed fence to the end of the text: a closed one spans its
+    # content's lines plus the two fence lines.
+    content = token.content
+    lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
+    return bool(token.map) and token.map[1] - token.map[0] >= lines + 2
+
+
+def _artifact(token) -> Artifact | None:
+    """The artifact of a top-level fence token: None while its closing fence has not
+    arrived, or when its language does not preview."""
+    if token.type != "fence" or not token.info.strip() or not _fence_closed(token):
+        return None
+    lang = token.info.strip().split()[0][:40]
+    kind = artifact_kind(lang, token.content)
+    if not kind:
+        return None
+    if too_large(token.content):
+        return Artifact(kind, lang, "", refused="artifact_too_large")
+    return Artifact(kind, lang, token.content)
+
+
+def artifacts(text: str | None) -> list[Artifact]:
+    """The artifacts of a message's markdown, in the order the page shows their blocks
+    (top-level closed fences only, as `render_blocks` marks them); none past the markdown
+    cap, where the page shows plain text."""
+    if not text or len(text) > markdown_cap():
+        return []
+    found = []
+    for token in _parser().parse(text, {}):
+        if token.level == 0 and token.type == "fence":
+            artifact = _artifact(token)
+            if artifact is not None:
+                found.append(artifact)
+    return found
 
 
 def _parse(text: str, env: dict):

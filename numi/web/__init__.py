@@ -55,6 +55,9 @@ def register(app: Flask) -> None:
     from . import usage as usage_routes
 
     app.register_blueprint(usage_routes.bp)
+    from . import artifacts as artifact_routes
+
+    app.register_blueprint(artifact_routes.bp)
     from ..chat.attachments import human_size, template_attachments, template_checkpoints
 
     app.jinja_env.globals["message_attachments"] = template_attachments

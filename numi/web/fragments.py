@@ -18,6 +18,7 @@ from markupsafe import Markup, escape
 from sqlalchemy import select
 
 from .. import endpoints as endpoint_store
+from ..artifacts import refusal
 from ..extensions import db
 from ..models import Message
 from ..chat.versions import version_info
@@ -36,13 +37,36 @@ def blocks_html(blocks) -> Markup:
             lang = escape(block.lang or "code")
             label = escape(block.lang + " ") if block.lang else ""
             out.append(
-                f'<div class="code-block"><div class="code-head"><span class="code-lang">{lang}</span>'
+                f'<div class="code-block"{_artifact_attributes(block)}><div class="code-head">'
+                f'<span class="code-lang">{lang}</span>{_artifact_control(block, label)}'
                 f'<button type="button" class="copy-code" aria-label="Copy {label}code">Copy</button></div>'
                 f"{block.html}</div>"
             )
         else:
             out.append(str(block.html))
     return Markup("".join(out))
+
+
+def _artifact_attributes(block) -> str:
+    # Every previewable block carries its kind, refused or not, so the page counts a
+    # message's artifacts as the artifacts API lists them (numi.render.artifacts).
+    return f' data-artifact="{escape(block.artifact)}"' if block.artifact else ""
+
+
+def _artifact_control(block, label: Markup) -> str:
+    """The Preview button of a closed artifact block (static/js/artifacts.js), or why
+    there is none."""
+    if not block.artifact:
+        return ""
+    if block.refused:
+        message = escape(refusal(block.refused)["message"])
+        return (
+            f'<span class="artifact-refused" data-code="{escape(block.refused)}">{message}</span>'
+        )
+    return (
+        f'<button type="button" class="preview-artifact" aria-label="Preview {label}artifact">'
+        "Preview</button>"
+    )
 
 
 def frame_html(turn_id: str, part: str, frame) -> str:

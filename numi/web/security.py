@@ -27,7 +27,14 @@ from .request_kind import bearer_token, is_htmx, is_websocket_upgrade
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 WILDCARD_BINDS = {"0.0.0.0", "::", ""}
 DEFAULT_PORTS = {"http": 80, "https": 443}
-PUBLIC_ENDPOINTS = {"auth.login", "static", "pages.healthz", *access.PUBLIC_ENDPOINTS}
+# The artifact frame carries no data (web/artifacts.py): public like a static file.
+PUBLIC_ENDPOINTS = {
+    "auth.login",
+    "static",
+    "pages.healthz",
+    "artifacts.frame",
+    *access.PUBLIC_ENDPOINTS,
+}
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "

@@ -206,9 +206,13 @@ function showCopied(button, label) {
   button.copyTimer = setTimeout(() => { button.textContent = button.dataset.label; }, 1500);
 }
 
+// Copies `text` and says so on `button` (the artifact panel's Copy uses it too).
+Numi.copyWithFeedback = (text, button) =>
+  copy(text).then(() => showCopied(button, "Copied"), () => showCopied(button, "Copy failed"));
+
 on("click", (event) => {
   const button = Numi.hit(event, ".copy-code, .copy-message");
   if (!button) return;
   const pre = button.classList.contains("copy-code") && button.closest(".code-block").querySelector("pre");
-  copy(pre ? pre.textContent : button.dataset.markdown || "").then(() => showCopied(button, "Copied"), () => showCopied(button, "Copy failed"));
+  Numi.copyWithFeedback(pre ? pre.textContent : button.dataset.markdown || "", button);
 });
