@@ -403,6 +403,10 @@ def _store(user_id: int, item: ImportedChat) -> Chat:
         previous = message.id
         rows.append(message)
     _one_selected(rows)
+    # The chat was last active when its last message was written, not when it was imported:
+    # the sidebar then files it under its own date.
+    given = [f["created_at"] for f in item.messages if f["created_at"] is not None]
+    chat.updated_at = max(given) if given else item.created_at or now
     db.session.flush()
     versions.refresh_active(chat.id)
     return chat

@@ -11,6 +11,14 @@ const Numi = window.Numi = {
   hit: (event, selector) => event.target.closest?.(selector),
   narrow: () => matchMedia("(max-width: 760px)").matches,
   isRunning: () => $("composer-controls")?.getAttribute("data-running") === "1",
+  // Brings `el` to the middle of the transcript by scrolling the transcript alone
+  // (scrollIntoView would move every scrollable box around it, the page's too).
+  scrollTranscriptTo(el) {
+    const t = $("transcript");
+    if (!t || !el) return;
+    const offset = el.getBoundingClientRect().top - t.getBoundingClientRect().top;
+    t.scrollTop += offset - Math.max(0, (t.clientHeight - el.offsetHeight) / 2);
+  },
   scrollToBottom() {
     const t = $("transcript");
     stick = true;
@@ -46,8 +54,48 @@ on("htmx:wsOpen", (event) => {
   }));
   setConnection("open");
 });
-on("htmx:wsClose", () => setConnection("closed"));
+on("htmx:wsClose", (event) => { setConnection("closed"); scheduleReconnect(event); });
 on("htmx:wsError", () => setConnection("closed"));
+
+// Reconnecting: Numi's own timer, not the library's back-off of up to 64 s. A retry waits
+// at most about 5 s (with jitter, so a restarted server is not hit by every tab at once),
+// and goes at once when the network or the tab comes back, or on "Retry now". The
+// library's own timer is told to wait for ever (the longest a browser timer can).
+if (window.htmx) htmx.config.wsReconnectDelay = () => 2 ** 31 - 1;
+let socket = null, retries = 0, retryTimer = null, connecting = 0;
+on("htmx:wsOpen", (event) => {
+  socket = event.detail.socketWrapper;
+  retries = connecting = 0;
+  clearTimeout(retryTimer);
+  delete document.body.dataset.reconnect;
+});
+function scheduleReconnect(event) {
+  socket = event.detail.socketWrapper;
+  connecting = 0;
+  const code = event.detail.event?.code;
+  if (code === 1000 || !document.body.contains($("main"))) return;  // closed on purpose
+  clearTimeout(retryTimer);
+  const delay = Math.min(5000, 250 * 2 ** retries) * (0.6 + 0.4 * Math.random());
+  retries += 1;
+  retryTimer = setTimeout(reconnectNow, delay);
+  // What the page is doing about it, for its tests and styles: waiting, or trying.
+  Object.assign(document.body.dataset, {reconnect: "waiting", reconnectTries: retries});
+}
+function reconnectNow() {
+  // One attempt at a time: a second would orphan the first socket, whose close would
+  // later mark a live connection lost.
+  // (An attempt still unanswered after 10 s is given up: the network may have gone.)
+  if (!socket || Date.now() - connecting < 10000 || document.body.getAttribute("data-connection") === "open") return;
+  clearTimeout(retryTimer);
+  connecting = Date.now();
+  document.body.dataset.reconnect = "trying";
+  socket.reconnect();
+}
+Numi.reconnectNow = reconnectNow;
+window.addEventListener("online", reconnectNow);
+window.addEventListener("focus", reconnectNow);
+on("visibilitychange", () => { if (document.visibilityState === "visible") reconnectNow(); });
+on("click", (event) => { if (Numi.hit(event, "#reconnect-now")) reconnectNow(); });
 on("htmx:wsConnecting", () => {
   if (document.body.getAttribute("data-connection") !== "closed") setConnection("connecting");
 });
@@ -173,7 +221,9 @@ on("DOMContentLoaded", () => {
   shownTitle = $("chat-title")?.textContent.trim();
   if (target) {
     stick = false;
-    target.scrollIntoView({block: "center"});
+    Numi.scrollTranscriptTo(target);
+    // Again once the page has laid out what loaded after it (older pages, math, fonts).
+    requestAnimationFrame(() => Numi.scrollTranscriptTo(target));
     target.classList.add("jumped");
   } else {
     Numi.scrollToBottom();

@@ -69,9 +69,29 @@ function showOutbox() {
   list.textContent = "";
   outbox().forEach((m) => {
     const li = list.appendChild(el("li", "queued"));
-    li.append(el("span", "queued-label", "Waiting to send"), el("span", "queued-text", m.message));
+    const edit = el("button", "outbox-edit", "Edit"), remove = el("button", "outbox-remove", "Remove");
+    for (const [button, label] of [[edit, "Edit"], [remove, "Remove"]]) {
+      button.type = "button";
+      button.dataset.requestId = m.request_id;
+      button.setAttribute("aria-label", `${label} the waiting message: ${m.message.slice(0, 40)}`);
+    }
+    li.append(el("span", "queued-label", "Waiting to send"), el("span", "queued-text", m.message), edit, remove);
   });
 }
+// A waiting message can be taken back: Edit puts it in the box again, Remove drops it.
+on("click", (event) => {
+  const button = Numi.hit(event, ".outbox-edit, .outbox-remove");
+  if (!button) return;
+  const items = outbox(), item = items.find((m) => m.request_id === button.dataset.requestId);
+  outbox(items.filter((m) => m !== item));
+  showOutbox();
+  if (item && button.classList.contains("outbox-edit")) {
+    const box = input();
+    box.value = box.value ? `${item.message}\n\n${box.value}` : item.message;
+    box.dispatchEvent(new Event("input", {bubbles: true}));
+    box.focus();
+  }
+});
 // Lost before its answer: the send waits in the outbox too, and goes again (same id).
 on("htmx:wsClose", () => {
   const lost = sent;

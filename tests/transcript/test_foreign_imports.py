@@ -391,3 +391,23 @@ def test_a_malformed_file_imports_nothing(multi_app, client_a, document):
     error = response.get_json()["error"]
     assert error["code"] == "invalid_import" and error["message"]
     assert client_a.get("/api/sessions").get_json()["sessions"] == []
+
+
+def test_imported_chats_keep_their_own_times_in_the_list(multi_app, client_a):
+    """Issue 25 item 2: an imported chat was last active at its last message, so the
+    sidebar files it under its own date, newest first, never all under "Today"."""
+    imported = {}
+    for document in (openwebui_export(), chatgpt_export()):
+        response = upload(client_a, document)
+        assert response.status_code == 201, response.get_json()
+        imported.update({c["id"]: c["title"] for c in response.get_json()["chats"]})
+    listed = client_a.get("/api/sessions").get_json()["sessions"]
+    times = {c["id"]: c["updated_at"] for c in listed if c["id"] in imported}
+    owui = next(i for i, t in imported.items() if t == "Chart questions")
+    # m4, the last message, was written at 1_710_000_030 (2024-03-09T16:00:30Z).
+    assert times[owui].startswith("2024-03-09T16:00:30")
+    # Every chat whose file gives times keeps them ("Old style" gives none: it is new now).
+    dated = {i: t for i, t in times.items() if imported[i] != "Old style"}
+    assert len(dated) == len(times) - 1 and all(t < "2025" for t in dated.values()), times
+    page = client_a.get("/").get_data(as_text=True)
+    assert page.index("March 2024") < page.index("Chart questions"), "filed under its month"
