@@ -114,14 +114,17 @@ def _stop_gracefully_on_sigterm(app, server) -> None:
 
     import gevent
 
-    from .extensions import turn_manager
+    from .shutdown import stop_turns
 
     def stop() -> None:
-        server.close()  # no new connections; open sockets still get their turns' events
+        # No new connections; open sockets still get their turns' events. (Not close():
+        # that ends serve_forever, and the process, at once.)
+        server.stop_accepting()
         try:
-            turn_manager(app).shutdown(app.config["NUMI_SHUTDOWN_GRACE_SECONDS"])
-        except Exception:
-            log.exception("stopping the running turns failed")
+            server.socket.close()
+        except OSError:
+            pass
+        stop_turns(app)
         server.stop(timeout=1)
 
     stopping: list = []
