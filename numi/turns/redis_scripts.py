@@ -7,12 +7,14 @@ consistent read of the stored state plus the stream after it (FOLD).
 
 Fencing: a turn's lease is its right to write. PUBLISH writes a turn's events only while
 the lease holds that turn's token, and RENEW (which the owner also runs before each save)
-answers 0 once it does not: the turn then stops publishing and saving. A lapsed lease is
-lost for good, with one exception: Redis losing its data (a restart without persistence).
-`p alive` is set by every process when it starts; the first script that finds it missing
-knows the data is gone and opens a recovery window of one lease period (`p recovering`),
-in which owners take their leases back (RENEW or PUBLISH) and no new turn begins (BEGIN
-answers "wait"). So a lease is never granted while its turn runs elsewhere.
+answers 0 once it does not: the turn then stops publishing and saving. A lapsed lease can
+be taken back only while the chat is untouched (its turn hash still names the turn as
+running: no sweeper closed it, no other turn began; BEGIN refuses a chat in that state),
+or after Redis lost its data (a restart without persistence). `p alive` is set by every
+process when it starts; the first script that finds it missing knows the data is gone and
+opens a recovery window of one lease period (`p recovering`), in which owners take their
+leases back (RENEW or PUBLISH) and no new turn begins (BEGIN answers "wait"). So a lease
+is never granted while its turn runs elsewhere.
 """
 
 import json
@@ -31,8 +33,10 @@ local function recovering(alive, window, ttl)
 end
 """
 
-# The fence: 1 the lease is this turn's (renewed), 2 taken back after Redis lost its data,
-# 0 lost (another turn holds it, or it lapsed: the turn must stop at once).
+# The fence: 1 the lease is this turn's (renewed, or taken back after it lapsed while no
+# other process touched the chat: its turn is neither closed nor replaced), 2 taken back
+# after Redis lost its data, 0 lost (another turn holds the chat, or the sweeper closed
+# this one: the turn must stop at once).
 FENCE = (
     RECOVERING
     + """
@@ -40,9 +44,13 @@ local function fence(lease, turn, running, alive, window, token, ttl, turn_id, o
   local holder = redis.call('GET', lease)
   if holder == token then redis.call('PEXPIRE', lease, ttl); return 1 end
   if holder then return 0 end
-  if not recovering(alive, window, ttl) then return 0 end
   local stored = redis.call('HGET', turn, 'turn_id')
-  if stored and (stored ~= turn_id or redis.call('HGET', turn, 'running') ~= '1') then return 0 end
+  if stored then
+    if stored ~= turn_id or redis.call('HGET', turn, 'running') ~= '1' then return 0 end
+    redis.call('SET', lease, token, 'PX', ttl)
+    return 1
+  end
+  if not recovering(alive, window, ttl) then return 0 end
   redis.call('SET', lease, token, 'PX', ttl)
   redis.call('HSET', turn, 'turn_id', turn_id, 'owner', owner, 'running', '1')
   redis.call('PERSIST', turn)
@@ -61,7 +69,9 @@ BEGIN = (
 if recovering(KEYS[6], KEYS[7], ARGV[2]) then
   return {-2, redis.call('PTTL', KEYS[7])}
 end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+-- A turn whose lease lapsed but that no sweeper closed yet still holds the chat.
+if redis.call('HGET', KEYS[2], 'running') == '1' or
+   not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {-1, redis.call('HGET', KEYS[2], 'request_id')}
 end
 local seq = redis.call('GET', KEYS[3])

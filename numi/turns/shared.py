@@ -39,10 +39,11 @@ appends `error` {code: interrupted} and `turn_end` (one atomic script, so exactl
 A dead owner is so noticed between 2/3 of a lease and a lease plus a sweep interval after
 its last sign of life.
 
-A lease is the turn's right to write (fencing, see redis_scripts): a turn whose lease was
-taken over or lapsed (its process stalled past it: `kill -STOP`, a long GC pause) stops at
-once, publishing nothing more and saving nothing (`Turn.lose`); the writer's PUBLISH and
-the check before each save (`confirm_lease`) find out, whichever comes first.
+A lease is the turn's right to write (fencing, see redis_scripts): a turn whose chat was
+taken over, or closed by a sweeper after its lease lapsed (its process stalled past it:
+`kill -STOP`, a frozen VM), stops at once, publishing nothing more and saving nothing
+(`Turn.lose`); the writer's PUBLISH and the check before each save (`confirm_lease`) find
+out, whichever comes first. A lapse nobody acted on yet is taken back.
 
 Redis itself restarting (no persistence: the data is gone): the owner keeps running the
 turn in memory. Its writer retries with back-off and keeps the events meanwhile (bounded by
@@ -431,8 +432,8 @@ class SharedTurns:
         )
 
     def confirm_lease(self, channel: RedisChannel, turn_id: str) -> bool:
-        """Whether the turn still holds its lease (renewing it): False means it was taken
-        over or lapsed, and the turn must neither save nor publish again. With Redis
+        """Whether the turn still holds its lease (renewing it): False means the chat was
+        taken over or the turn closed, and it must neither save nor publish again. With Redis
         unreachable nobody can take it over (no turn begins without Redis): True."""
         try:
             result = self._renew(turn_id, channel.chat_id, channel.token)
