@@ -97,6 +97,7 @@ def serve(host, port, demo):
             f"Demo: the endpoint {DEMO_ENDPOINT!r} answers with the scripted provider (no API key, no model)."
         )
     freeze_startup_heap()
+    _stop_gracefully_on_sigterm(app, server)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -104,6 +105,36 @@ def serve(host, port, demo):
     finally:
         if provider is not None:
             provider.stop()
+
+
+def _stop_gracefully_on_sigterm(app, server) -> None:
+    """SIGTERM (a restart, a deploy): stop listening, let running answers finish within
+    NUMI_SHUTDOWN_GRACE_SECONDS, save the rest as interrupted, then exit."""
+    import signal
+
+    import gevent
+
+    from .shutdown import stop_turns
+
+    def stop() -> None:
+        # No new connections; open sockets still get their turns' events. (Not close():
+        # that ends serve_forever, and the process, at once.)
+        server.stop_accepting()
+        try:
+            server.socket.close()
+        except OSError:
+            pass
+        stop_turns(app)
+        server.stop(timeout=1)
+
+    stopping: list = []
+
+    def on_sigterm() -> None:
+        if not stopping:
+            log.warning("SIGTERM: stopping (running answers get a grace period)")
+            stopping.append(gevent.spawn(stop))
+
+    gevent.signal_handler(signal.SIGTERM, on_sigterm)
 
 
 def _start_demo(app):

@@ -452,7 +452,13 @@ SETTINGS: tuple[Setting, ...] = (
         "NUMI_TURN_LEASE_MS",
         6000,
         int,
-        "With Redis: a turn's lease; a process that dies mid-turn is noticed within this time and its turn closed.",
+        "With Redis: a turn's lease; a dead owner is noticed within 2/3 to 7/6 of it, its turn closed.",
+    ),
+    Setting(
+        "NUMI_SHUTDOWN_GRACE_SECONDS",
+        10.0,
+        float,
+        "On SIGTERM: how long running answers may go on to finish; then each is saved as interrupted.",
     ),
     Setting(
         "NUMI_TITLE_MODEL",

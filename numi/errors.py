@@ -48,3 +48,16 @@ def turn_running() -> NumiError:
     return NumiError(
         "turn_running", "A turn is still running; stop it or wait for its answer first.", 409
     )
+
+
+def live_unavailable() -> NumiError:
+    """The refusal of a send while the live turn state (Redis) cannot be reached: nothing
+    was saved, and the client can send again."""
+    return NumiError(
+        "live_unavailable", "The server cannot reach Redis; try again in a moment.", 503
+    )
+
+
+def server_stopping() -> NumiError:
+    """The refusal of a send while the server shuts down (SIGTERM): nothing was saved."""
+    return NumiError("server_stopping", "The server is restarting; send again in a moment.", 503)

@@ -638,6 +638,9 @@ def server_environment(data_dir: Path, port: int, **env: str) -> dict[str, str]:
         NUMI_AUTO_ENDPOINTS="0",
         NUMI_LOG_LEVEL="WARNING",
         NUMI_ACCESS_TOKEN=ACCESS_TOKEN,
+        # SIGTERM gives running answers this long (10 s in production): a fixture stopping a
+        # server with a stalled turn should not wait that out. Tests of the grace set it.
+        NUMI_SHUTDOWN_GRACE_SECONDS="1",
         PYTHONUNBUFFERED="1",
     )
     base.update({k: str(v) for k, v in env.items()})

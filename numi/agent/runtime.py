@@ -46,7 +46,7 @@ from ..providers.events import (
     ToolCallDelta,
     Usage,
 )
-from ..turns.turn import Turn
+from ..turns.turn import LeaseLost, Turn
 from .approvals import new_call_id
 from .context_window import ContextWindow, system_prompt
 from .prepare import prepare_messages
@@ -55,6 +55,13 @@ from .tool_runner import ToolCall, ToolRunner
 from .tools import Tool, ToolRegistry
 
 log = logging.getLogger(__name__)
+
+# A turn still running when the server's shutdown grace ran out: what it had is saved with
+# this error, and the page offers Retry.
+INTERRUPTED_BY_SHUTDOWN = {
+    "code": "interrupted",
+    "message": "The server restarted before this answer finished. Retry to answer again.",
+}
 
 
 @dataclass
@@ -96,6 +103,7 @@ class Agent:
             self.request.user_id,
             max_messages=config["PROMPT_MAX_HISTORY_MESSAGES"],
             max_chars=config["PROMPT_MAX_HISTORY_CHARS"],
+            before_save=turn.confirm_lease,
         )
         self.registry = tool_registry(self.app)
         self.max_steps = config["NUMI_MAX_STEPS"]
@@ -112,6 +120,10 @@ class Agent:
             self._starting = gate
         try:
             self._run()
+        except LeaseLost:
+            # Another process holds the chat now (this one stalled past its lease): it has
+            # closed this turn; whatever this process still had is dropped, unsaved.
+            log.warning("turn %s stopped: it lost its chat's lease", self.turn.id)
         except ChatDeleted as exc:
             self.turn.emit("error", exc.to_dict())
         except NumiError as exc:
@@ -229,6 +241,10 @@ class Agent:
                 self.context.release()
                 result = self._call_model(route, messages, settings, tools, step)
 
+            if turn.cancelled and turn.cancel_reason == "shutdown":
+                self._save_partial(route, result, step, INTERRUPTED_BY_SHUTDOWN, keep_empty=False)
+                turn.emit("error", INTERRUPTED_BY_SHUTDOWN)
+                return
             if turn.cancelled:
                 self._save_partial(
                     route,
@@ -254,7 +270,10 @@ class Agent:
                 return
             self.tools.run(result.tool_calls, tools, meta, step)
             if turn.cancelled:
-                turn.emit("error", {"code": "cancelled", "message": "Stopped."})
+                if turn.cancel_reason == "shutdown":
+                    turn.emit("error", INTERRUPTED_BY_SHUTDOWN)
+                else:
+                    turn.emit("error", {"code": "cancelled", "message": "Stopped."})
                 return
         turn.emit(
             "error",

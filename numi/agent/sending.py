@@ -59,11 +59,8 @@ def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, An
     if queue and saved and manager.is_running(chat_id):
         db.session.commit()
         return None  # a resend of a question already saved (and being answered): nothing to do
-    if (
-        queue
-        and not saved
-        and (manager.is_running(chat_id) or followups.list_items(user_id, chat_id))
-    ):
+
+    def enqueue():
         item = followups.add(
             user_id,
             chat_id,
@@ -74,6 +71,14 @@ def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, An
             tz_offset=offset,
         )
         publish_queue(chat_id, user_id)
+        return item
+
+    if (
+        queue
+        and not saved
+        and (manager.is_running(chat_id) or followups.list_items(user_id, chat_id))
+    ):
+        item = enqueue()
         if not manager.is_running(chat_id):
             start_next(
                 chat_id
@@ -90,7 +95,15 @@ def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, An
         tz_offset_minutes=offset,
         is_admin=is_admin,
     )
-    return manager.start(turn_request)
+    try:
+        return manager.start(turn_request)
+    except NumiError as exc:
+        # A turn this process could not see yet holds the chat (its owner took its lease
+        # back after Redis lost its data): a send that may queue waits behind it.
+        if exc.code != "turn_running" or not queue or saved:
+            raise
+        db.session.rollback()
+        return enqueue()
 
 
 def stop_turn(chat_id: str, user_id: int, *, clear_queue: Any = False) -> tuple[bool, int]:
@@ -158,7 +171,8 @@ def queue_after_turn(turn: Turn) -> None:
     goes on with the queue: Stop ends this answer; "Stop and clear" ends the queue too."""
     chat_id = turn.request.chat_id
     state = turn.channel.state
-    failed = (
+    # A turn stopped by the server's shutdown counts as failed: the queue waits for the user.
+    failed = turn.cancel_reason == "shutdown" or (
         not turn.cancelled
         and state is not None
         and state.turn_id == turn.id

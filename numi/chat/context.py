@@ -12,6 +12,7 @@ saving a message invalidates the history cache, refreshing settings the metadata
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,9 +55,20 @@ class History:
 
 
 class ChatContextService:
-    def __init__(self, chat_id: str, user_id: int, *, max_messages: int, max_chars: int):
+    def __init__(
+        self,
+        chat_id: str,
+        user_id: int,
+        *,
+        max_messages: int,
+        max_chars: int,
+        before_save: Callable[[], None] | None = None,
+    ):
         self.chat_id = chat_id
         self.user_id = user_id
+        # Called before every save and checkpoint (a running turn's lease check: a turn
+        # that no longer holds its chat raises there, and writes nothing).
+        self.before_save = before_save
         self.max_messages = max_messages
         self.max_chars = max_chars
         self._meta: ChatMeta | None = None
@@ -192,6 +204,8 @@ class ChatContextService:
 
     def save_checkpoint(self, **fields: Any) -> Checkpoint:
         """Store a compaction checkpoint (its own short transaction); the history reloads."""
+        if self.before_save is not None:
+            self.before_save()
         try:
             self._live_chat()
             checkpoint = Checkpoint(chat_id=self.chat_id, **fields)
@@ -223,6 +237,8 @@ class ChatContextService:
 
         Raises ChatDeleted (and writes nothing) when the chat was deleted meanwhile.
         """
+        if self.before_save is not None:
+            self.before_save()
         try:
             # One UPDATE both moves the chat to the top and proves it is still live.
             touched = db.session.execute(

@@ -367,6 +367,10 @@ class ChatChannel:
     def unsubscribe(self, subscription: Subscription) -> None:
         self.subscribers.discard(subscription)
 
+    def confirm_lease(self, turn_id: str) -> bool:
+        """Whether the turn may still save: in one process nobody else can take the chat."""
+        return True
+
     def snapshot_event(self) -> dict[str, Any]:
         """A synthetic event standing for everything up to `last_event_id`."""
         data = self.state.snapshot() if self.state else {}

@@ -17,12 +17,13 @@ owning process. This process's own running turns are the manager's (`turns`).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import gevent
 
-from ..errors import NumiError, turn_running
+from ..errors import NumiError, server_stopping, turn_running
 from .channel import ChatChannel, Subscription
 from .shared import SharedTurns
 from .table import LocalTurns, TurnTable
@@ -77,13 +78,41 @@ class TurnManager:
         # Called with each ended turn, after its turn_end, in the process that ran it (the
         # follow-up queue starts the chat's next queued message from here).
         self.turn_end_hooks: list[Callable[[Turn], None]] = list(turn_end_hooks)
+        self.stopping = False  # the server is shutting down: no new turns (shutdown())
 
     def channel(self, chat_id: str) -> ChatChannel:
         return self.table.channel(chat_id)
 
     def is_running(self, chat_id: str) -> bool:
-        """Whether a turn runs in the chat, in this process or (with Redis) any other."""
+        """Whether a turn runs in the chat, in this process or (with Redis) any other.
+        Raises live_unavailable (503) when Redis cannot say: a change that must not race a
+        turn (a send, an edit, a delete) is refused rather than guessed."""
         return chat_id in self.turns or bool(self.table.running([chat_id]))
+
+    def running_or_unknown(self, chat_id: str) -> bool | None:
+        """As is_running for a page that shows it: None when Redis cannot say (the page
+        still renders and says so)."""
+        try:
+            return self.is_running(chat_id)
+        except NumiError as exc:
+            if exc.code != "live_unavailable":
+                raise
+            return None
+
+    def status_or_unknown(self, chat_id: str) -> dict[str, Any]:
+        """As status(), with `running: None` and `live: "unknown"` when Redis cannot say."""
+        try:
+            return self.status(chat_id)
+        except NumiError as exc:
+            if exc.code != "live_unavailable":
+                raise
+            return {
+                "running": None,
+                "turn_id": None,
+                "last_event_id": None,
+                "started_at": None,
+                "live": "unknown",
+            }
 
     def running_chat_ids(self, chat_ids) -> set[str]:
         """Which of these chats have a running turn (one Redis round trip for them all)."""
@@ -98,8 +127,14 @@ class TurnManager:
         return self.table.newest_event_id(chat_id)
 
     def running_among(self, chat_ids) -> set[str]:
-        """Which of `chat_ids` have a running turn: one call for a page of the sidebar."""
-        return self.running_chat_ids(chat_ids)
+        """Which of `chat_ids` have a running turn: one call for a page of the sidebar.
+        For display: when Redis cannot say, only this process's own turns."""
+        try:
+            return self.running_chat_ids(chat_ids)
+        except NumiError as exc:
+            if exc.code != "live_unavailable":
+                raise
+            return {chat_id for chat_id in chat_ids if chat_id in self.turns}
 
     def get(self, chat_id: str) -> Turn | None:
         return self.turns.get(chat_id)
@@ -111,6 +146,8 @@ class TurnManager:
         request_id, sent twice or to two processes at once): the retried send follows that
         turn, whose `accepted` event carries the saved question, instead of failing.
         """
+        if self.stopping:
+            raise server_stopping()
         running = self.turns.get(request.chat_id)
         if running is not None:
             if request.request_id and running.request.request_id == request.request_id:
@@ -143,13 +180,34 @@ class TurnManager:
                 },
             )
         finally:
-            self.turns.pop(turn.request.chat_id, None)
+            if self.turns.get(turn.request.chat_id) is turn:
+                self.turns.pop(turn.request.chat_id, None)
+            if turn.lost:
+                # The chat is another turn's now (or its sweeper's): nothing follows here.
+                return
             turn.emit("turn_end", {})
             after = getattr(turn, "after_end", None)
             if after is not None:
                 gevent.spawn(self._run_after, turn, after)
             for hook in self.turn_end_hooks:
                 gevent.spawn(self._run_after, turn, lambda hook=hook: hook(turn))
+
+    def shutdown(self, grace: float, save_timeout: float = 10.0) -> None:
+        """Stop gracefully: take no new turns, let running ones finish for `grace` seconds,
+        then stop the rest as interrupted (each saves what it has; the follow-up queue
+        pauses), and with Redis write what is pending and hand back any lease still held."""
+        self.stopping = True
+        deadline = time.monotonic() + grace
+        while self.turns and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        left = list(self.turns.values())
+        for turn in left:
+            log.warning("server stopping: saving the answer of chat %s", turn.request.chat_id)
+            turn.cancel("shutdown")
+        deadline = time.monotonic() + save_timeout
+        while self.turns and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        self.table.shutdown(max(deadline - time.monotonic(), 1.0))
 
     def _run_after(self, turn: Turn, action: Callable[[], None]) -> None:
         """Work that follows a turn (the title) and publishes on the chat's channel."""

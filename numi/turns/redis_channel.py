@@ -30,6 +30,7 @@ class ChannelHost(Protocol):
     redis_module: Any
     process: str
     retention_ms: int
+    lease_ms: int
 
     def key(self, chat_id: str, name: str) -> str: ...
 
@@ -49,6 +50,8 @@ class ChannelHost(Protocol):
 
     def fold(self, chat_id: str) -> tuple[TurnState | None, int]: ...
 
+    def confirm_lease(self, channel: RedisChannel, turn_id: str) -> bool: ...
+
 
 def _id(entry_id: bytes) -> int:
     return int(entry_id.split(b"-", 1)[0])
@@ -65,11 +68,13 @@ def decode(entry_id: bytes, fields: dict) -> Event:
 class Batch:
     """Events of one chat taken for one Lua call, with the trimming and snapshot decided."""
 
-    __slots__ = ("tails", "sizes", "maxlen", "state", "ending_turn", "token")
+    __slots__ = ("tails", "sizes", "maxlen", "state", "ending_turn", "token", "fenced_turn")
 
-    def __init__(self, tails, sizes, maxlen, state, ending_turn, token):
+    def __init__(self, tails, sizes, maxlen, state, ending_turn, token, fenced_turn=""):
         self.tails, self.sizes, self.maxlen, self.state = tails, sizes, maxlen, state
         self.ending_turn, self.token = ending_turn, token
+        # The owned turn whose lease must hold for the batch to be written ("": none).
+        self.fenced_turn = fenced_turn
 
     def args(self, shared: ChannelHost, channel: RedisChannel) -> list:
         floor = max(int(time.time() * 1000), channel.last_written + 1)
@@ -81,6 +86,9 @@ class Batch:
             self.token,
             shared.retention_ms,
             channel.chat_id,
+            self.fenced_turn,
+            shared.process,
+            shared.lease_ms,
             *self.tails,
         ]
 
@@ -110,6 +118,9 @@ class RedisChannel:
         self.bytes = 0
         self.since_snapshot = 0  # events written after the stored state's `through`
         self.force_snapshot = False
+        # Events were dropped while Redis was unreachable (the backlog outgrew the buffer):
+        # the next batch stands for them with one `snapshot` event of the turn so far.
+        self.gap = False
         self.last_written = 0
 
     def idle(self) -> bool:
@@ -150,6 +161,14 @@ class RedisChannel:
         the stored state does not cover, the state to store (all without yielding, so the
         state stands exactly for the events up to the batch's last)."""
         items, self.pending = self.pending, []
+        fenced = self.owned_turn or ""
+        if self.gap and self.owned_turn is not None and self.state is not None:
+            # The state folds every event published, dropped ones included: one snapshot
+            # event makes a client that follows the stream whole (then the turn's end).
+            self.gap = False
+            tail = event_tail(self.state.turn_id, "snapshot", self.state.snapshot())
+            items = [(tail, len(tail) + 24, False), *(item for item in items if item[2])]
+            self.force_snapshot = True
         tails = [tail for tail, _, _ in items]
         sizes = [size for _, size, _ in items]
         ending = any(end for _, _, end in items)
@@ -172,14 +191,22 @@ class RedisChannel:
         if ending:
             self.owned_turn = None
         return Batch(
-            tails, sizes, maxlen, state, self.state.turn_id if ending and self.state else "", token
+            tails,
+            sizes,
+            maxlen,
+            state,
+            self.state.turn_id if ending and self.state else "",
+            token,
+            fenced,
         )
 
     def _state_json(self) -> str:
         return json.dumps({**self.state.snapshot(), "error": self.state.error}, ensure_ascii=False)
 
     def give_back(self, batch: Batch) -> None:
-        """A batch Redis did not take: first in line again (bounded like the buffer)."""
+        """A batch Redis did not take: first in line again (bounded like the buffer). Redis
+        may come back without its data, so the next batch stores the turn's state; when the
+        backlog outgrows the buffer, the owned turn's events give way to a snapshot."""
         ending = bool(batch.ending_turn)
         if ending:
             self.owned_turn = batch.ending_turn
@@ -187,10 +214,29 @@ class RedisChannel:
         if ending and items:
             items[-1] = (items[-1][0], items[-1][1], True)
         self.pending = items + self.pending
-        if len(self.pending) > self.max_events:
-            del self.pending[: len(self.pending) - self.max_events]
-        if batch.state:
+        if self.owned_turn is not None and self.state is not None:
             self.force_snapshot = True
+            if (
+                len(self.pending) > self.max_events
+                or sum(size for _, size, _ in self.pending) > self.max_bytes
+            ):
+                self.pending = [item for item in self.pending if item[2]]
+                self.gap = True
+        elif len(self.pending) > self.max_events:
+            del self.pending[: len(self.pending) - self.max_events]
+
+    def release(self, turn_id: str) -> None:
+        """The turn lost its lease: forget it here, with whatever it had not yet written."""
+        if self.owned_turn == turn_id or (self.state is not None and self.state.turn_id == turn_id):
+            self.owned_turn = None
+            self.state = None
+            self.gap = self.force_snapshot = False
+        mark = f',"turn_id":"{turn_id}"'
+        self.pending = [item for item in self.pending if not item[0].startswith(mark)]
+
+    def confirm_lease(self, turn_id: str) -> bool:
+        """Whether the turn may still save: it holds the chat's lease (checked in Redis)."""
+        return self.owned_turn == turn_id and self.shared.confirm_lease(self, turn_id)
 
     def written(self, batch: Batch, first_id: int) -> None:
         if batch.tails:
@@ -243,9 +289,12 @@ class RedisChannel:
                 backlog = [decode(entry_id, fields) for entry_id, fields in entries]
                 subscription.skip_through = backlog[-1]["event_id"]
                 return backlog
-            if not entries and last_event_id >= int(seq or 0):
+            if not entries and last_event_id == int(seq or 0):
                 subscription.skip_through = last_event_id
                 return []
+            # An id above the chat's counter was given before Redis lost its data (or by
+            # another deployment): what it stands for is unknown here, so the client gets
+            # the turn so far and every event after the counter (the turn's end too).
         snapshot = self.snapshot_event()
         subscription.skip_through = snapshot["event_id"] or 0
         return [snapshot] if snapshot["turn_id"] is not None else []

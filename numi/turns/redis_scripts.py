@@ -4,14 +4,74 @@ Each runs atomically in Redis: taking a lease with the turn's first state (BEGIN
 writer round of a chat's events with trimming and the snapshot (PUBLISH), a heartbeat's
 lease renewal (RENEW), closing the turn of a dead process exactly once (CLOSE_DEAD), and a
 consistent read of the stored state plus the stream after it (FOLD).
+
+Fencing: a turn's lease is its right to write. PUBLISH writes a turn's events only while
+the lease holds that turn's token, and RENEW (which the owner also runs before each save)
+answers 0 once it does not: the turn then stops publishing and saving. A lapsed lease can
+be taken back only while the chat is untouched (its turn hash still names the turn as
+running: no sweeper closed it, no other turn began; BEGIN refuses a chat in that state),
+or after Redis lost its data (a restart without persistence). `p alive` is set by every
+process when it starts; the first script that finds it missing knows the data is gone and
+opens a recovery window of one lease period (`p recovering`), in which owners take their
+leases back (RENEW or PUBLISH) and no new turn begins (BEGIN answers "wait"). So a lease
+is never granted while its turn runs elsewhere.
 """
 
 import json
 
-# KEYS: lease turn seq events running
+# Whether Redis lost its data (then a recovery window opens): a process set `alive` when it
+# started, so a script that finds it missing knows the data is gone.
+# Returns true while the window is open. KEYS[a] alive, KEYS[r] recovering; ttl in ms.
+RECOVERING = """
+local function recovering(alive, window, ttl)
+  if redis.call('EXISTS', alive) == 0 then
+    redis.call('SET', alive, '1')
+    redis.call('SET', window, '1', 'PX', ttl)
+    return true
+  end
+  return redis.call('EXISTS', window) == 1
+end
+"""
+
+# The fence: 1 the lease is this turn's (renewed, or taken back after it lapsed while no
+# other process touched the chat: its turn is neither closed nor replaced), 2 taken back
+# after Redis lost its data, 0 lost (another turn holds the chat, or the sweeper closed
+# this one: the turn must stop at once).
+FENCE = (
+    RECOVERING
+    + """
+local function fence(lease, turn, running, alive, window, token, ttl, turn_id, owner, chat_id)
+  local holder = redis.call('GET', lease)
+  if holder == token then redis.call('PEXPIRE', lease, ttl); return 1 end
+  if holder then return 0 end
+  local stored = redis.call('HGET', turn, 'turn_id')
+  if stored then
+    if stored ~= turn_id or redis.call('HGET', turn, 'running') ~= '1' then return 0 end
+    redis.call('SET', lease, token, 'PX', ttl)
+    return 1
+  end
+  if not recovering(alive, window, ttl) then return 0 end
+  redis.call('SET', lease, token, 'PX', ttl)
+  redis.call('HSET', turn, 'turn_id', turn_id, 'owner', owner, 'running', '1')
+  redis.call('PERSIST', turn)
+  redis.call('SADD', running, chat_id)
+  return 2
+end
+"""
+)
+
+# KEYS: lease turn seq events running alive recovering
 # ARGV: token lease_ms turn_id owner started_at floor state chat_id request_id
-BEGIN = """
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+# Returns {first id}, {-1, running request_id} or {-2, ms to wait} (recovery window).
+BEGIN = (
+    RECOVERING
+    + """
+if recovering(KEYS[6], KEYS[7], ARGV[2]) then
+  return {-2, redis.call('PTTL', KEYS[7])}
+end
+-- A turn whose lease lapsed but that no sweeper closed yet still holds the chat.
+if redis.call('HGET', KEYS[2], 'running') == '1' or
+   not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {-1, redis.call('HGET', KEYS[2], 'request_id')}
 end
 local seq = redis.call('GET', KEYS[3])
@@ -23,13 +83,25 @@ redis.call('HSET', KEYS[2], 'turn_id', ARGV[3], 'owner', ARGV[4], 'started_at', 
 redis.call('SADD', KEYS[5], ARGV[8])
 return {tonumber(seq)}
 """
+)
 
-# KEYS: seq events turn lease running
-# ARGV: floor maxlen state ending_turn token retention_ms chat_id tail...
-PUBLISH = """
+# KEYS: seq events turn lease running alive recovering
+# ARGV: floor maxlen state ending_turn token retention_ms chat_id fenced_turn owner lease_ms
+#       tail...
+# Returns the first id written (0: none); -1 when the batch's turn lost its lease (nothing
+# written); -2 - first id when the lease was taken back after Redis lost its data.
+PUBLISH = (
+    FENCE
+    + """
+local taken = 1
+if ARGV[8] ~= '' then
+  taken = fence(KEYS[4], KEYS[3], KEYS[5], KEYS[6], KEYS[7], ARGV[5], ARGV[10], ARGV[8],
+                ARGV[9], ARGV[7])
+  if taken == 0 then return -1 end
+end
 if not redis.call('GET', KEYS[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
 local first, id
-for i = 8, #ARGV do
+for i = 11, #ARGV do
   id = redis.call('INCR', KEYS[1])
   if not first then first = id end
   redis.call('XADD', KEYS[2], id .. '-0', 'e', '{"event_id":' .. id .. ARGV[i])
@@ -49,21 +121,25 @@ if redis.call('HGET', KEYS[3], 'running') ~= '1' then
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
   redis.call('PEXPIRE', KEYS[3], ARGV[6])
 end
+if taken == 2 then return -2 - (first or 0) end
 return first or 0
 """
+)
 
-# KEYS: lease turn running ; ARGV: token ttl turn_id owner chat_id
-RENEW = """
-local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]); return 1 end
-if holder then return 0 end
-local turn_id = redis.call('HGET', KEYS[2], 'turn_id')
-if turn_id and (turn_id ~= ARGV[3] or redis.call('HGET', KEYS[2], 'running') ~= '1') then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('HSET', KEYS[2], 'turn_id', ARGV[3], 'owner', ARGV[4], 'running', '1')
-redis.call('PERSIST', KEYS[2])
-redis.call('SADD', KEYS[3], ARGV[5])
-return 2
+# KEYS: lease turn running alive recovering ; ARGV: token ttl turn_id owner chat_id
+RENEW = (
+    FENCE
+    + """
+return fence(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4],
+             ARGV[5])
+"""
+)
+
+# KEYS: lease ; ARGV: token. A process that stops hands its leases back (the sweepers of
+# the others then close the turns at once).
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]); return 1 end
+return 0
 """
 
 # KEYS: lease turn seq events running ; ARGV: floor retention_ms chat_id error_data

@@ -14,6 +14,9 @@ sees every chat's live turn. Keys, all under NUMI_REDIS_PREFIX (`p`):
     p c:<chat>:lease    "<process>:<turn_id>" while a turn runs: SET NX PX, renewed by the
                         owning process's heartbeat; one turn per chat across all processes
     p running           the chats whose turn holds (or held) a lease, for the sweeper
+    p alive             set by every process at start; missing means Redis lost its data
+    p recovering        the recovery window after that (one lease period): owners take
+                        their leases back, no new turn begins (redis_scripts: fencing)
     p ctl:<process>     pub/sub: stop and approve for the turns that process runs
 
 Hot path, per process: the producer's publish() only appends the encoded event to the
@@ -31,15 +34,25 @@ the same Lua call. Any process computes the snapshot as that state plus the stre
 `through` (one Lua call, so it is consistent).
 
 A process that dies mid-turn stops renewing its lease; every process's sweeper checks the
-`running` set twice per lease period and the first to see a lapsed lease appends `error`
-{code: interrupted} and `turn_end` (one atomic script, so exactly once).
+`running` set SWEEPS_PER_LEASE times per lease period and the first to see a lapsed lease
+appends `error` {code: interrupted} and `turn_end` (one atomic script, so exactly once).
+A dead owner is so noticed between 2/3 of a lease and a lease plus a sweep interval after
+its last sign of life.
+
+A lease is the turn's right to write (fencing, see redis_scripts): a turn whose chat was
+taken over, or closed by a sweeper after its lease lapsed (its process stalled past it:
+`kill -STOP`, a frozen VM), stops at once, publishing nothing more and saving nothing
+(`Turn.lose`); the writer's PUBLISH and the check before each save (`confirm_lease`) find
+out, whichever comes first. A lapse nobody acted on yet is taken back.
 
 Redis itself restarting (no persistence: the data is gone): the owner keeps running the
 turn in memory. Its writer retries with back-off and keeps the events meanwhile (bounded by
-the buffer limits), its heartbeat takes the lease back and writes a fresh snapshot, the
-counter starts again above the last id it wrote, and readers on every process reconnect and
-continue from their last id. Events published while Redis was unreachable and beyond the
-buffer are lost to clients; the saved messages are unaffected (the database has them).
+the buffer limits); the first script to run after the restart opens the recovery window,
+in which the owner takes its lease back (heartbeat or writer) and stores a fresh snapshot
+with its next events, and no other turn may begin in the chat. The counter starts again
+above the last id it wrote, and readers on every process reconnect and continue from their
+last id. When the backlog outgrew the buffer, what was dropped is replaced by one
+`snapshot` event of the turn so far: connected clients are made whole from it.
 """
 
 from __future__ import annotations
@@ -54,10 +67,10 @@ from typing import Any
 import gevent
 import gevent.event
 
-from ..errors import NumiError, turn_running
+from ..errors import NumiError, live_unavailable, turn_running
 from .channel import TurnState
 from .redis_channel import RedisChannel, decode
-from .redis_scripts import BEGIN, CLOSE_DEAD, FOLD, INTERRUPTED, PUBLISH, RENEW
+from .redis_scripts import BEGIN, CLOSE_DEAD, FOLD, INTERRUPTED, PUBLISH, RELEASE, RENEW
 from .table import TurnHost
 from .turn import Turn
 
@@ -69,6 +82,13 @@ log = logging.getLogger(__name__)
 # retrying). The bound that remains is Redis's `maxclients` (10,000 by default) over all
 # processes.
 MAX_CONNECTIONS = 10_000
+
+# How often per lease period every process sweeps for lapsed leases: a dead owner is closed
+# at most a lease plus lease/SWEEPS_PER_LEASE after its last renewal.
+SWEEPS_PER_LEASE = 6
+
+# How long a Stop asked for while Redis is down waits for it to come back.
+STOP_PENDING_SECONDS = 300
 
 
 class SharedTurns:
@@ -92,6 +112,8 @@ class SharedTurns:
         self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.control_channel = f"{self.prefix}ctl:{self.process}"
         self.running_key = f"{self.prefix}running"
+        self.alive_key = f"{self.prefix}alive"
+        self.recovering_key = f"{self.prefix}recovering"
         self.scripts = {
             name: self.client.register_script(text)
             for name, text in (
@@ -100,9 +122,11 @@ class SharedTurns:
                 ("renew", RENEW),
                 ("close_dead", CLOSE_DEAD),
                 ("fold", FOLD),
+                ("release", RELEASE),
             )
         }
         self.channels: dict[str, RedisChannel] = {}
+        self.pending_stops: set[str] = set()  # stops waiting for Redis to come back
         self.dirty: dict[str, RedisChannel] = {}
         self.wake = gevent.event.Event()
         self.greenlets: list[gevent.Greenlet] = []
@@ -120,6 +144,12 @@ class SharedTurns:
         # of its own: its leases and control channel must not be its siblings'.
         self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.control_channel = f"{self.prefix}ctl:{self.process}"
+        try:
+            # Marks this Redis as holding our data; a script that finds it gone knows Redis
+            # lost it (redis_scripts: fencing). Unreachable now: the first script sets it.
+            self.client.set(self.alive_key, "1", nx=True)
+        except self.redis_module.RedisError as exc:
+            log.warning("Redis is unreachable at start (%s)", exc)
         self.greenlets = [
             gevent.spawn(loop) for loop in (self._write, self._listen, self._heartbeat, self._sweep)
         ]
@@ -138,12 +168,20 @@ class SharedTurns:
 
     # --- questions any process may ask ------------------------------------------------------
 
+    def _unreachable(self, exc: Exception) -> NumiError:
+        log.warning("Redis is unreachable (%s)", exc)
+        return live_unavailable()
+
     def running(self, chat_ids: list[str]) -> set[str]:
-        """Which of these chats have a turn running on some process (one MGET)."""
+        """Which of these chats have a turn running on some process (one MGET); raises
+        live_unavailable when Redis cannot say."""
         if not chat_ids:
             return set()
         self.ensure_started()
-        holders = self.client.mget([self.key(chat_id, "lease") for chat_id in chat_ids])
+        try:
+            holders = self.client.mget([self.key(chat_id, "lease") for chat_id in chat_ids])
+        except self.redis_module.RedisError as exc:
+            raise self._unreachable(exc) from None
         return {chat_id for chat_id, holder in zip(chat_ids, holders) if holder is not None}
 
     def status(self, chat_id: str, turn: Turn | None = None) -> dict[str, Any]:
@@ -153,7 +191,10 @@ class SharedTurns:
         pipe.exists(self.key(chat_id, "lease"))
         pipe.hmget(self.key(chat_id, "turn"), "turn_id", "started_at")
         pipe.get(self.key(chat_id, "seq"))
-        held, (turn_id, started_at), seq = pipe.execute()
+        try:
+            held, (turn_id, started_at), seq = pipe.execute()
+        except self.redis_module.RedisError as exc:
+            raise self._unreachable(exc) from None
         running = bool(held)
         return {
             "running": running,
@@ -174,7 +215,10 @@ class SharedTurns:
         return int(pipe.execute()[1])
 
     def newest_event_id(self, chat_id: str) -> int:
-        return self.last_event_id(chat_id, start=True)
+        try:
+            return self.last_event_id(chat_id, start=True)
+        except self.redis_module.RedisError as exc:
+            raise self._unreachable(exc) from None
 
     def turn_started(self, turn: Turn) -> None:
         pass  # the heartbeat renews its lease; the writer ends it with its turn_end
@@ -206,11 +250,61 @@ class SharedTurns:
         return self.client.publish(f"{self.prefix}ctl:{owner}", json.dumps(message)) > 0
 
     def stop(self, chat_id: str) -> bool:
-        owner = self._owner(chat_id)
-        return owner is not None and self._send_control(owner, {"op": "stop", "chat_id": chat_id})
+        """Send Stop to the process that runs the chat's turn. With Redis unreachable the
+        stop is kept and sent once Redis is back (raising stop_pending to say so)."""
+        try:
+            owner = self._owner(chat_id)
+            return owner is not None and self._send_control(
+                owner, {"op": "stop", "chat_id": chat_id}
+            )
+        except self.redis_module.RedisError as exc:
+            log.warning("stop of chat %s waits for Redis (%s)", chat_id, exc)
+        if chat_id not in self.pending_stops:
+            self.pending_stops.add(chat_id)
+            gevent.spawn(self._stop_when_back, chat_id)
+        raise NumiError(
+            "stop_pending",
+            "The server cannot reach Redis, so Stop cannot reach the answer yet; "
+            "it goes through as soon as Redis is back.",
+            503,
+        )
+
+    def _stop_when_back(self, chat_id: str) -> None:
+        """Deliver a stop asked for while Redis was down. Once Redis answers, the owner may
+        need up to a lease period to take its lease back (the recovery window)."""
+        given_up = time.monotonic() + STOP_PENDING_SECONDS
+        back_at = None
+        try:
+            while time.monotonic() < given_up:
+                gevent.sleep(0.25)
+                try:
+                    owner = self._owner(chat_id)
+                    # (Sent only once the owner listens again: its control channel
+                    # reconnects after the outage too.)
+                    if owner is not None and self._send_control(
+                        owner, {"op": "stop", "chat_id": chat_id}
+                    ):
+                        log.warning("stop of chat %s sent now that Redis is back", chat_id)
+                        return
+                except self.redis_module.RedisError:
+                    back_at = None
+                    continue
+                if chat_id in self.manager.turns:  # this process runs it after all
+                    self.manager.stop_local(chat_id)
+                    return
+                if owner is not None:
+                    continue
+                back_at = back_at or time.monotonic()
+                if time.monotonic() - back_at > 2 * self.lease_ms / 1000.0:
+                    return  # nothing runs there any more
+        finally:
+            self.pending_stops.discard(chat_id)
 
     def approve(self, chat_id: str, call_id: str, decision: str, digest: str | None) -> bool:
-        owner = self._owner(chat_id)
+        try:
+            owner = self._owner(chat_id)
+        except self.redis_module.RedisError as exc:
+            raise self._unreachable(exc) from None
         if owner is None:
             return False
         state, _ = self.fold(chat_id)
@@ -281,73 +375,142 @@ class SharedTurns:
         """Take the chat's lease, or raise turn_running (with the running turn's request_id)."""
         self.ensure_started()
         chat_id = channel.chat_id
-        try:
-            result = self.scripts["begin"](
-                keys=[
-                    self.key(chat_id, "lease"),
-                    self.key(chat_id, "turn"),
-                    self.key(chat_id, "seq"),
-                    self.key(chat_id, "events"),
-                    self.running_key,
-                ],
-                args=[
-                    token,
-                    self.lease_ms,
-                    turn_id,
-                    self.process,
-                    time.time(),
-                    floor,
-                    state_json,
-                    chat_id,
-                    request_id or "",
-                ],
-            )
-        except self.redis_module.RedisError as exc:
-            # Without the lease no turn may start (another process might run one); nothing
-            # was saved yet, so the client can simply send again.
-            log.warning("starting a turn failed: Redis is unreachable (%s)", exc)
-            raise NumiError(
-                "live_unavailable", "The server cannot reach Redis; try again in a moment.", 503
-            ) from None
+        # Right after Redis lost its data, the running turns' owners take their leases back
+        # within one lease period; a new turn waits that out rather than run beside one.
+        deadline = time.monotonic() + 2 * self.lease_ms / 1000.0
+        while True:
+            try:
+                result = self.scripts["begin"](
+                    keys=[
+                        self.key(chat_id, "lease"),
+                        self.key(chat_id, "turn"),
+                        self.key(chat_id, "seq"),
+                        self.key(chat_id, "events"),
+                        self.running_key,
+                        self.alive_key,
+                        self.recovering_key,
+                    ],
+                    args=[
+                        token,
+                        self.lease_ms,
+                        turn_id,
+                        self.process,
+                        time.time(),
+                        floor,
+                        state_json,
+                        chat_id,
+                        request_id or "",
+                    ],
+                )
+            except self.redis_module.RedisError as exc:
+                # Without the lease no turn may start (another process might run one);
+                # nothing was saved yet, so the client can simply send again.
+                log.warning("starting a turn failed: Redis is unreachable (%s)", exc)
+                raise live_unavailable() from None
+            if result[0] != -2:
+                break
+            if time.monotonic() > deadline:
+                raise live_unavailable()
+            gevent.sleep(max(int(result[1] or 0), 50) / 1000.0)
         if result[0] < 0:
             error = turn_running()
             error.request_id = result[1].decode() if len(result) > 1 and result[1] else None
             raise error
         return result[0]
 
+    def _renew(self, turn_id: str, chat_id: str, token: str, client=None):
+        return self.scripts["renew"](
+            keys=[
+                self.key(chat_id, "lease"),
+                self.key(chat_id, "turn"),
+                self.running_key,
+                self.alive_key,
+                self.recovering_key,
+            ],
+            args=[token, self.lease_ms, turn_id, self.process, chat_id],
+            client=client,
+        )
+
+    def confirm_lease(self, channel: RedisChannel, turn_id: str) -> bool:
+        """Whether the turn still holds its lease (renewing it): False means the chat was
+        taken over or the turn closed, and it must neither save nor publish again. With Redis
+        unreachable nobody can take it over (no turn begins without Redis): True."""
+        try:
+            result = self._renew(turn_id, channel.chat_id, channel.token)
+        except self.redis_module.RedisError as exc:
+            log.warning("confirming a lease failed: Redis is unreachable (%s)", exc)
+            return True
+        if result == 2:  # taken back after Redis lost its data: store the state again
+            channel.force_snapshot = True
+            self.mark_dirty(channel)
+        return result != 0
+
+    def lose(self, chat_id: str, turn_id: str) -> None:
+        """The chat's turn `turn_id` lost its lease: stop it here at once (no more events,
+        no more saves); the process that holds the chat now (or the sweeper) closes it."""
+        turn = self.manager.turns.get(chat_id)
+        if turn is None or turn.id != turn_id or turn.lost:
+            return
+        log.warning("turn %s of chat %s lost its lease; stopping it", turn_id, chat_id)
+        if self.manager.turns.get(chat_id) is turn:
+            self.manager.turns.pop(chat_id, None)
+        turn.channel.release(turn_id)
+        turn.lose()
+
+    def release_leases(self) -> None:
+        """Hand back the leases of this process's turns (a clean stop): the sweepers of the
+        other processes close those turns at once instead of after the lease."""
+        turns = list(self.manager.turns.values())
+        if not turns:
+            return
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for turn in turns:
+                self.scripts["release"](
+                    keys=[self.key(turn.request.chat_id, "lease")],
+                    args=[turn.channel.token],
+                    client=pipe,
+                )
+            pipe.execute(raise_on_error=False)
+        except self.redis_module.RedisError as exc:
+            log.warning("handing back leases failed (%s); they lapse instead", exc)
+
+    def shutdown(self, timeout: float) -> None:
+        """Write what is pending (bounded), then hand back the leases still held."""
+        if self.started_pid != os.getpid():
+            return
+        if not self.flush(timeout):
+            log.warning("stopping with events not yet written to Redis")
+        self.release_leases()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait (bounded) until the writer has sent every pending event; True when done."""
+        deadline = time.monotonic() + timeout
+        while self.dirty or any(channel.pending for channel in self.channels.values()):
+            if time.monotonic() > deadline:
+                return False
+            gevent.sleep(0.02)
+        return True
+
     def _heartbeat(self) -> None:
-        """Renew the leases of this process's running turns; cancel a turn whose lease was
-        taken over (it was declared dead while this process stalled)."""
+        """Renew the leases of this process's running turns; stop a turn whose lease was
+        taken over or lapsed (it was declared dead while this process stalled)."""
         while True:
             gevent.sleep(self.lease_ms / 3000.0)
-            turns = list(self.manager.turns.values())
+            turns = [turn for turn in self.manager.turns.values() if turn.channel.owned_turn]
             if not turns:
                 continue
             try:
                 pipe = self.client.pipeline(transaction=False)
                 for turn in turns:
-                    chat_id = turn.request.chat_id
-                    self.scripts["renew"](
-                        keys=[
-                            self.key(chat_id, "lease"),
-                            self.key(chat_id, "turn"),
-                            self.running_key,
-                        ],
-                        args=[turn.channel.token, self.lease_ms, turn.id, self.process, chat_id],
-                        client=pipe,
-                    )
+                    self._renew(turn.id, turn.request.chat_id, turn.channel.token, client=pipe)
                 results = pipe.execute(raise_on_error=False)
             except self.redis_module.RedisError as exc:
                 log.warning("lease renewal failed (%s)", exc)
                 continue
             for turn, result in zip(turns, results):
-                if result == 0 and not turn.cancelled:
-                    log.warning(
-                        "turn %s of chat %s lost its lease; stopping it",
-                        turn.id,
-                        turn.request.chat_id,
-                    )
-                    turn.cancel()
+                if result == 0:
+                    self.lose(turn.request.chat_id, turn.id)
                 elif result == 2:  # Redis lost its data: store the turn's state again
                     turn.channel.force_snapshot = True
                     self.mark_dirty(turn.channel)
@@ -355,7 +518,7 @@ class SharedTurns:
     def _sweep(self) -> None:
         """Close turns whose process died (its lease lapsed); drop idle channel views."""
         while True:
-            gevent.sleep(self.lease_ms / 2000.0)
+            gevent.sleep(self.lease_ms / 1000.0 / SWEEPS_PER_LEASE)
             try:
                 self._close_dead()
             except self.redis_module.RedisError as exc:
@@ -415,6 +578,8 @@ class SharedTurns:
                                 self.key(chat_id, "turn"),
                                 self.key(chat_id, "lease"),
                                 self.running_key,
+                                self.alive_key,
+                                self.recovering_key,
                             ],
                             args=batch.args(self, channel),
                             client=pipe,
@@ -434,5 +599,13 @@ class SharedTurns:
                         log.error(
                             "publishing events of chat %s failed: %s", channel.chat_id, result
                         )
+                    elif int(result) == -1:  # its turn lost the lease: nothing was written
+                        channel.release(batch.fenced_turn)
+                        self.lose(channel.chat_id, batch.fenced_turn)
+                    elif int(result) <= -2:  # the lease taken back after Redis lost its data
+                        channel.written(batch, -2 - int(result))
+                        if not batch.state:
+                            channel.force_snapshot = True
+                            self.mark_dirty(channel)
                     else:
                         channel.written(batch, int(result))

@@ -46,6 +46,10 @@ class TurnTable(Protocol):
     def turn_started(self, turn: Turn) -> None:
         """Called after this process started `turn`."""
 
+    def shutdown(self, timeout: float) -> None:
+        """The process is stopping and its turns have ended (or will not): make what they
+        published durable within `timeout` and let other processes take their chats."""
+
 
 class TurnHost(Protocol):
     """What a table asks of the manager it serves (the Redis one: to renew the leases of
@@ -98,6 +102,9 @@ class LocalTurns:
 
     def approve(self, chat_id: str, call_id: str, decision: str, digest: str | None) -> bool:
         return False
+
+    def shutdown(self, timeout: float) -> None:
+        pass  # nothing outlives this process
 
     def turn_started(self, turn: Turn) -> None:
         if self._reaper is None or self._reaper.dead:

@@ -26,6 +26,11 @@ from .channel import ChatChannel
 log = logging.getLogger(__name__)
 
 
+class LeaseLost(Exception):
+    """The turn lost its chat's lease (another process holds the chat, or the lease lapsed
+    while this process stalled): it must stop at once, saving and publishing nothing."""
+
+
 @dataclass
 class TurnRequest:
     """What a client asked for: validated by the web layer before a turn starts."""
@@ -93,6 +98,9 @@ class Turn:
         # The gate its producer passes while it prepares (see StartGate); None: no gate.
         self.start_gate = start_gate
         self.cancelled = False
+        # Why it was cancelled: "user" (Stop), "shutdown" (the server is stopping).
+        self.cancel_reason: str | None = None
+        self.lost = False  # the lease is gone: nothing more is published or saved
         self.started_at = time.time()
         self.greenlet: gevent.Greenlet | None = None
         self._cancel_callbacks: list[Callable[[], None]] = []
@@ -107,6 +115,8 @@ class Turn:
     def emit(self, type_: str, data: dict[str, Any]) -> dict[str, Any]:
         """Publish an event now (after any coalesced delta, to keep the order)."""
         self.flush()
+        if self.lost:
+            return {"event_id": None, "turn_id": self.id, "type": type_, "data": data}
         return self.channel.publish(self.id, type_, data)
 
     def emit_delta(self, type_: str, delta: str, step: int) -> None:
@@ -149,7 +159,7 @@ class Turn:
         if timer is not None:
             timer.stop()
             timer.close()
-        if pending is not None:
+        if pending is not None and not self.lost:
             self._last_delta_at = time.monotonic()
             self.channel.publish(
                 self.id, pending["type"], {"delta": pending["delta"], "step": pending["step"]}
@@ -157,10 +167,25 @@ class Turn:
 
     # --- cancellation -------------------------------------------------------------------------
 
-    def cancel(self) -> None:
+    def confirm_lease(self) -> None:
+        """Before each save: raise LeaseLost unless the turn still holds its chat (with
+        Redis, checked there; a stalled process finds out here before it writes)."""
+        if self.lost or not self.channel.confirm_lease(self.id):
+            self.lose()
+            raise LeaseLost(self.id)
+
+    def lose(self) -> None:
+        """Stop at once: the chat is no longer this turn's (see LeaseLost)."""
+        if not self.lost:
+            self.lost = True
+            self._pending = None
+            self.cancel("lost")
+
+    def cancel(self, reason: str = "user") -> None:
         if self.cancelled:
             return
         self.cancelled = True
+        self.cancel_reason = reason
         for callback in tuple(self._cancel_callbacks):
             try:
                 callback()

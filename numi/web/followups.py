@@ -26,8 +26,8 @@ bp = Blueprint("followups", __name__)
 
 def _queue(chat_id: str) -> dict:
     items = [item.to_dict() for item in followups.list_items(g.user.id, chat_id)]
-    running = turn_manager().is_running(chat_id)
-    return {"items": items, "paused": bool(items) and not running}
+    running = turn_manager().running_or_unknown(chat_id)
+    return {"items": items, "paused": bool(items) and running is False}
 
 
 def _answer(chat, status: int = 200, **extra):

@@ -78,7 +78,8 @@ def bulk_html():
     action = request.form.get("action")
     ids = request.form.getlist("ids")
     current = request.form.get("current")
-    running = turn_manager().running_among(ids) if action == "delete" else frozenset()
+    # A guard (strict: with Redis unreachable, live_unavailable rather than a guess).
+    running = turn_manager().running_chat_ids(ids) if action == "delete" else frozenset()
     changed = organising.bulk(g.user.id, action, ids, running)
     if not is_htmx():
         return redirect(url_for("pages.index"))
@@ -124,7 +125,7 @@ def bulk_json():
     data = request_data()
     ids = data.get("ids")
     running = (
-        turn_manager().running_among([i for i in ids if isinstance(i, str)])
+        turn_manager().running_chat_ids([i for i in ids if isinstance(i, str)])
         if data.get("action") == "delete" and isinstance(ids, list)
         else frozenset()
     )

@@ -224,4 +224,4 @@ def stop(chat_id: str):
 @bp.get("/chat/stream_status/<chat_id>")
 def stream_status(chat_id: str):
     chats.get_chat(g.user.id, chat_id)
-    return jsonify(turn_manager().status(chat_id))
+    return jsonify(turn_manager().status_or_unknown(chat_id))

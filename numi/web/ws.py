@@ -194,13 +194,14 @@ class Connection:
         self.unsubscribe()
         subscription, backlog = self.manager.subscribe(self.chat_id, last_event_id)
         self.subscription = subscription
+        # Both views: a client following a turn the server no longer knows is told it ended.
+        backlog = self._lost_turn(client_turn_id, backlog) + backlog
         if not self.as_json:
             self.view = HtmlView(
                 self.chat,
                 last_message_id=last_message_id or 0,
                 client_turn_id=client_turn_id,
             )
-            backlog = self._lost_turn(client_turn_id, backlog) + backlog
             # What waits in the queue now: the page may have missed changes while away.
             items = [item.to_dict() for item in followups.list_items(self.user_id, self.chat_id)]
             db.session.commit()

@@ -3,9 +3,14 @@ key prefix (see tests/conftest.py for `postgres_module_url` and `redis_settings`
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import time
+
 import pytest
 
-from turn_support import ACCESS_TOKEN, Socket, turn_server_env
+from turn_support import ACCESS_TOKEN, Socket, free_port, turn_server_env
 
 SECRET = "scale-out-test-secret"
 
@@ -47,3 +52,63 @@ def sockets():
     yield open_socket
     for sock in opened:
         sock.close()
+
+
+class PrivateRedis:
+    def __init__(self, directory):
+        self.port = free_port()
+        self.directory = directory
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        import redis
+
+        self.proc = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.directory),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
+        client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                assert self.proc.poll() is None and time.monotonic() < deadline, (
+                    "redis-server did not start"
+                )
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    if shutil.which("redis-server") is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("redis-server is missing in CI (.ci/run installs it)")
+        pytest.skip("redis-server is not installed")
+    server = PrivateRedis(tmp_path)
+    server.start()
+    yield server
+    server.kill()

@@ -3,77 +3,14 @@ data is gone): the turn goes on in its process and connected clients miss nothin
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import time
 
 import pytest
 
 from numi.testing import Scenario
-from turn_support import Api, free_port, make_chat, of_type, turn_server_env, types
+from turn_support import Api, make_chat, of_type, turn_server_env, types
 
 pytestmark = pytest.mark.redis
-
-
-class PrivateRedis:
-    def __init__(self, directory):
-        self.port = free_port()
-        self.directory = directory
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        import redis
-
-        self.proc = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.directory),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.STDOUT,
-        )
-        client = redis.Redis.from_url(self.url)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.ping()
-                return
-            except redis.ConnectionError:
-                assert self.proc.poll() is None and time.monotonic() < deadline, (
-                    "redis-server did not start"
-                )
-                time.sleep(0.05)
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
-@pytest.fixture
-def private_redis(tmp_path):
-    if shutil.which("redis-server") is None:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail("redis-server is missing in CI (.ci/run installs it)")
-        pytest.skip("redis-server is not installed")
-    server = PrivateRedis(tmp_path)
-    server.start()
-    yield server
-    server.kill()
 
 
 def test_a_turn_survives_a_redis_restart_and_its_client_misses_nothing(

@@ -52,12 +52,14 @@ def chat_view(chat_id: str):
     listed = chat.pinned_at is None and chat.archived_at is None
     pages = min(10, chats.chats_listed_before(g.user.id, chat) // size + 1) if listed else 1
     sidebar = chats.list_chats(g.user.id, limit=size * pages)
-    running = turn_manager().is_running(chat.id)
+    running = turn_manager().running_or_unknown(chat.id)
+    live_unknown = running is None  # Redis unreachable: say so rather than guess
     queue = [item.to_dict() for item in followups.list_items(g.user.id, chat.id)]
     return render_template(
         "chat.html",
         queue=queue,
-        paused=bool(queue) and not running,
+        paused=bool(queue) and running is False,
+        live_unknown=live_unknown,
         chat=chat,
         sidebar=sidebar,
         running_ids=running_ids(sidebar),
@@ -65,8 +67,8 @@ def chat_view(chat_id: str):
         tags=organising.user_tags(g.user.id),
         running=running,
         has_newer=has_newer,
-        interrupted=not running and not has_newer and interrupted_turn(page.items),
-        stale_calls=not running,
+        interrupted=running is False and not has_newer and interrupted_turn(page.items),
+        stale_calls=running is False,
         prompts=prompt_store.list_prompts(g.user.id),
         **transcript_context(page),
     )
@@ -80,11 +82,11 @@ def older_messages(chat_id: str):
         limit=current_app.config["NUMI_PAGE_SIZE_MESSAGES"],
         before_id=int_arg("before", low=1),
     )
-    running = turn_manager().is_running(chat.id)
+    running = turn_manager().running_or_unknown(chat.id)
     return render_template(
         "partials/_messages_page.html",
         chat=chat,
-        stale_calls=not running,
+        stale_calls=running is False,
         **transcript_context(page),
     )
 
