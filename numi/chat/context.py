@@ -102,7 +102,9 @@ class ChatContextService:
 
     def _load_history(self) -> History:
         checkpoint = self.latest_checkpoint()
-        live = [Message.chat_id == self.chat_id, Message.shown()]
+        # Messages the user left out of the context are not loaded (chat/leave_out.py keeps
+        # a tool step and its results together, so none is cut from its group).
+        live = [Message.chat_id == self.chat_id, Message.shown(), Message.in_context.is_(True)]
         if checkpoint is not None:
             live.append(Message.id > checkpoint.through_message_id)
         stmt = select(Message).where(*live).order_by(Message.id.desc()).limit(self.max_messages + 1)
@@ -113,7 +115,7 @@ class ChatContextService:
         loaded = len(rows)
         rows = [row for row in rows if not _is_error_placeholder(row)]
         placeholders = loaded - len(rows)
-        internal = [to_internal(row) for row in rows]
+        internal = _without_orphan_results([to_internal(row) for row in rows])
         _count_attachments(internal)
         turns = _group_turns(internal)
         # A group cut by the row limit starts with an assistant or tool row; _group_turns
@@ -304,6 +306,20 @@ def _group_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
             groups[-1].append(message)
     # A group that does not start with a user message is a fragment cut off by the limit.
     return [g for g in groups if g[0]["role"] == "user"]
+
+
+def _without_orphan_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool results whose call is not in the history are dropped: no provider accepts a
+    result without its call (a safety net; leaving out moves whole groups)."""
+    calls: set[str] = set()
+    out = []
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            calls.add(call.get("id"))
+        if message["role"] == "tool" and message.get("tool_call_id") not in calls:
+            continue
+        out.append(message)
+    return out
 
 
 def _count_attachments(messages: list[dict[str, Any]]) -> None:

@@ -1,0 +1,43 @@
+// The context panel: the gauge above the composer opens it (#context-panel), filled with
+// what the next request carries (GET /c/<chat>/context_panel). It reloads when the
+// context changes (a turn ended, a message left out or brought back) while it is open,
+// and closes with its ✕, Escape, or the gauge again. No eval, no inline handlers.
+
+const panel = () => document.getElementById("context-panel");
+const gaugeButton = () => document.querySelector("#context-gauge .gauge-button");
+
+function load() {
+  const button = gaugeButton(), target = panel();
+  if (!button || !target || !window.htmx) return;
+  window.htmx.ajax("GET", button.getAttribute("data-panel-url"), {target: "#context-panel", swap: "innerHTML"});
+}
+
+function setOpen(open) {
+  const target = panel(), button = gaugeButton();
+  if (!target) return;
+  target.hidden = !open;
+  button?.setAttribute("aria-expanded", open ? "true" : "false");
+  if (open) load();
+  else button?.focus();
+}
+
+document.addEventListener("click", (event) => {
+  if (event.target.closest?.("#context-gauge .gauge-button")) setOpen(panel()?.hidden ?? false);
+  else if (event.target.closest?.("#context-panel-close")) setOpen(false);
+});
+
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && panel() && !panel().hidden && panel().contains(document.activeElement)) {
+    event.stopPropagation();
+    setOpen(false);
+  }
+});
+
+// The gauge is swapped whole after each change: keep its button's state, and refresh the
+// open panel with it.
+document.addEventListener("htmx:load", (event) => {
+  if (event.detail?.elt?.id !== "context-gauge" || !gaugeButton()) return;
+  const open = panel() && !panel().hidden;
+  gaugeButton()?.setAttribute("aria-expanded", open ? "true" : "false");
+  if (open) load();
+});
