@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-_TOKEN = re.compile(r" ?[A-Za-z]{1,5}| ?\d{1,3}|\s+|[^\sA-Za-z\d]")
+_TOKEN = re.compile(r" ?[A-Za-z]{1,5}| ?\d{1,3}|\s+|[^\sA-Za-z\d]{1,2}")
 MESSAGE_FRAMING = 4
 IMAGE_TOKENS = 765
 _SKIPPED_KEYS = {"role", "type", "id", "tool_call_id", "call_id", "signature", "cache_control"}
