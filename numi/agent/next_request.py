@@ -121,7 +121,7 @@ def describe(
     info.update(
         parts=parts,
         estimated_tokens=tokens,
-        messages_included=sum(1 for m in included if not m.get("_notice")),
+        messages_included=parts[-3]["included"],
         messages_omitted=history.omitted,
         messages_left_out=parts[-3]["left_out"],
         fraction=round(tokens / window, 4),
@@ -188,7 +188,7 @@ def _history_part(
     return {
         "kind": "history",
         "tokens": cal.apply(_message_tokens(included)),
-        "included": sum(1 for m in included if not m.get("_notice")),
+        "included": sum(1 for m in included if not (m.get("_notice") or m.get("_placeholder"))),
         "omitted": omitted,
         "left_out": left_out_count(chat_id),
         "messages": items,

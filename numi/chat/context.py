@@ -27,6 +27,10 @@ OMITTED_NOTICE = (
 )
 
 
+# Opens a history whose first question the user left out of the context.
+LEFT_OUT_QUESTION = "(The question that came first here was left out of the context by the user.)"
+
+
 class ChatDeleted(NumiError):
     def __init__(self) -> None:
         super().__init__("chat_deleted", "This chat was deleted while the turn was running.", 410)
@@ -117,7 +121,10 @@ class ChatContextService:
         placeholders = loaded - len(rows)
         internal = _without_orphan_results([to_internal(row) for row in rows])
         _count_attachments(internal)
-        turns = _group_turns(internal)
+        # Without the row limit, a first group that starts with an answer is one whose
+        # question the user left out of the context: it stays (a placeholder question opens
+        # it below, as every protocol wants a user message first).
+        turns = _group_turns(internal, keep_leading=not truncated)
         # A group cut by the row limit starts with an assistant or tool row; _group_turns
         # has dropped it already. A group that starts with its user row is whole.
         kept: list[list[dict[str, Any]]] = []
@@ -137,7 +144,9 @@ class ChatContextService:
             chars += size
         kept.reverse()
         messages = [m for group in kept for m in group]
-        omitted = len(rows) - len(messages)
+        if messages and messages[0]["role"] != "user":
+            messages.insert(0, {"role": "user", "content": LEFT_OUT_QUESTION, "_placeholder": True})
+        omitted = len(rows) - sum(1 for m in messages if not m.get("_placeholder"))
         kept_ids = {id(m) for m in messages}
         omitted_chars = sum(_chars(m) for m in internal if id(m) not in kept_ids)
         if truncated:  # exact: count what the row limit left unread (one indexed count)
@@ -148,7 +157,7 @@ class ChatContextService:
             # the loaded rows' average, as token counts are estimates anyway.
             total = db.session.execute(select(func.count(Message.id)).where(*live)).scalar_one()
             unread = max(0, total - loaded)
-            omitted = total - len(messages) - placeholders
+            omitted = total - sum(1 for m in messages if not m.get("_placeholder")) - placeholders
             average = sum(_chars(m) for m in internal) / max(1, len(internal))
             omitted_chars += int(unread * average)
         prefix: list[dict[str, Any]] = []
@@ -296,8 +305,12 @@ def _is_error_placeholder(row: Message) -> bool:
     )
 
 
-def _group_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Split into groups that each start at a user message (assistant/tool stay with it)."""
+def _group_turns(
+    messages: list[dict[str, Any]], *, keep_leading: bool = False
+) -> list[list[dict[str, Any]]]:
+    """Split into groups that each start at a user message (assistant/tool stay with it).
+    A first group without its user message is dropped (a fragment cut off by a limit)
+    unless `keep_leading`."""
     groups: list[list[dict[str, Any]]] = []
     for message in messages:
         if message["role"] == "user" or not groups:
@@ -305,7 +318,7 @@ def _group_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         else:
             groups[-1].append(message)
     # A group that does not start with a user message is a fragment cut off by the limit.
-    return [g for g in groups if g[0]["role"] == "user"]
+    return [g for n, g in enumerate(groups) if g[0]["role"] == "user" or (keep_leading and n == 0)]
 
 
 def _without_orphan_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -41,3 +41,24 @@ document.addEventListener("htmx:load", (event) => {
   gaugeButton()?.setAttribute("aria-expanded", open ? "true" : "false");
   if (open) load();
 });
+
+// A reload of the panel (after leaving a message out, or after a turn) keeps the parts the
+// reader had open, and the focus in the panel.
+let openKinds = null;
+document.addEventListener("htmx:beforeSwap", (event) => {
+  if (event.detail?.target?.id !== "context-panel") return;
+  openKinds = [...panel().querySelectorAll(".context-part details[open]")]
+    .map((details) => details.closest(".context-part")?.getAttribute("data-kind"));
+});
+document.addEventListener("htmx:afterSwap", (event) => {
+  if (event.detail?.target?.id !== "context-panel" || !openKinds) return;
+  const hadFocus = panel().contains(document.activeElement) || document.activeElement === document.body;
+  for (const kind of openKinds) {
+    const details = panel().querySelector(`.context-part[data-kind="${kind}"] details`);
+    if (details) details.open = true;
+  }
+  if (hadFocus && openKinds.length) {
+    panel().querySelector(`.context-part[data-kind="${openKinds[openKinds.length - 1]}"] summary`)?.focus();
+  }
+  openKinds = null;
+});

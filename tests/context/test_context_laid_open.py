@@ -36,6 +36,7 @@ def set_in_context(api, chat_id: str, message_id: int, value) -> tuple[int, dict
 @pytest.mark.parametrize("kind", PROTOCOLS)
 def test_a_left_out_message_reaches_no_protocol_until_brought_back(api, scripted, sockets, kind):
     chat = make_chat(api, scripted, kind=kind)
+    scripted.enqueue(Scenario().text("Noted."), Scenario().text("Noted too."))
     turn(sockets, chat["id"], "remember the walrus")
     turn(sockets, chat["id"], "and the carpenter")
     question = next(m for m in api.history(chat["id"]) if m["content"] == "remember the walrus")
@@ -45,7 +46,9 @@ def test_a_left_out_message_reaches_no_protocol_until_brought_back(api, scripted
     turn(sockets, chat["id"], "what now?")
     text = sent(scripted.requests[-1])
     assert "walrus" not in text and "carpenter" in text and "what now?" in text
-    # The transcript keeps it, marked; the answer to it stays in the context.
+    # Its answer stays, after a placeholder question (every protocol wants a user first).
+    assert "Noted." in text and "left out of the context by the user" in text
+    # The transcript keeps it, marked.
     history = api.history(chat["id"])
     marked = {m["id"]: m["in_context"] for m in history}
     assert marked[question["id"]] is False
