@@ -161,6 +161,10 @@ class FallbackNotice:
             for f in self.failures
         )
 
+    def trying(self) -> str:
+        """The live notice while the fallback is called."""
+        return f"Trying {self.model} on {self.endpoint}: {self.reasons()}"
+
     def text(self, answered: bool = True) -> str:
         """The notice in words, as the transcript and the exports show it."""
         if answered:

@@ -229,7 +229,7 @@ class Agent:
                         "endpoint_id": route.endpoint_id,
                         "model": route.model,
                         "reason": result.error.code,
-                        "notice": self.fallback.text(),
+                        "notice": self.fallback.trying(),
                     },
                 )
                 self._count_tools(route, tools)

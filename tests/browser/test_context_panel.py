@@ -147,6 +147,7 @@ def test_the_fallback_editor_in_chat_settings_and_settings(
     page.wait_for_function(
         "() => document.querySelectorAll('#chat-fallbacks select')[0].value.endsWith(':backup-b')"
     )
+    page.locator("#chat-fallbacks").scroll_into_view_if_needed()
     shot(page, f"fallbacks-chat-{size}-{scheme}")
     assert serious(page) == []
     page.locator(".chat-settings .settings-buttons button.primary").click()

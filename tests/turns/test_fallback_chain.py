@@ -94,8 +94,8 @@ def test_each_failure_before_output_hands_the_turn_to_the_fallback(
     assert "error" not in types(events), events
     route = of_type(events, "model_route")[0]["data"]
     assert route["model"] == "backup-model" and route["reason"] == code
+    assert route["notice"] == f"Trying backup-model on scripted-openai_chat: {words}"
     notice = f"Answered by backup-model on scripted-openai_chat: {words}"
-    assert route["notice"] == notice
     answer = api.history(chat["id"])[-1]
     assert answer["content"] == "From the backup."
     assert answer["meta"]["model"] == "backup-model"
