@@ -52,8 +52,10 @@ def describe(
     endpoint: Endpoint | None,
     is_admin: bool,
     now: datetime,
+    detail: bool = True,
 ) -> dict[str, Any]:
-    """The chat's next request as parts with tokens, its total, window and price."""
+    """The chat's next request as parts with tokens, its total, window and price; without
+    `detail` (the gauge) the left-out messages themselves are not read, only counted."""
     config = app.config
     service = ChatContextService(
         chat.id,
@@ -106,7 +108,7 @@ def describe(
             "checkpoint_id": history.checkpoint_id,
         }
     )
-    parts.append(_history_part(chat.id, included, history.omitted, cal))
+    parts.append(_history_part(chat.id, included, history.omitted, cal, detail))
     parts.append(_attachments_part(included, chat.user_id, cal))
     parts.append(
         {
@@ -172,9 +174,9 @@ def _message_tokens(messages: list[dict[str, Any]]) -> int:
 
 
 def _history_part(
-    chat_id: str, included: list[dict[str, Any]], omitted: int, cal: Calibration
+    chat_id: str, included: list[dict[str, Any]], omitted: int, cal: Calibration, detail: bool
 ) -> dict[str, Any]:
-    left_out_rows = left_out_messages(chat_id)
+    left_out_rows = left_out_messages(chat_id) if detail else []
     items = [
         {
             "id": m.get("_db_id"),

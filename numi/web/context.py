@@ -73,7 +73,7 @@ def _now():
     return user_now(request.headers.get("X-Timezone"), _offset())
 
 
-def describe_next(chat) -> dict[str, Any]:
+def describe_next(chat, *, detail: bool = True) -> dict[str, Any]:
     """The chat's next request part by part (agent.next_request), for the signed-in user."""
     from ..agent.next_request import describe
 
@@ -83,12 +83,13 @@ def describe_next(chat) -> dict[str, Any]:
         endpoint=_endpoint(chat),
         is_admin=g.user.is_admin,
         now=_now(),
+        detail=detail,
     )
 
 
 def context_info(chat) -> dict[str, Any]:
     """Budget data for the chat's next request (no provider is contacted)."""
-    info = describe_next(chat)
+    info = describe_next(chat, detail=False)
     service = _service(chat)
     checkpoint = service.latest_checkpoint()
     info["checkpoint"] = checkpoint_dict(checkpoint) if checkpoint else None
