@@ -26,12 +26,14 @@ document.addEventListener("click", (event) => {
   else if (event.target.closest?.("#context-panel-close")) setOpen(false);
 });
 
+// Capture phase, default prevented: Escape in the panel closes it and does not also stop
+// a running answer (shortcuts.js leaves prevented keys alone).
 document.addEventListener("keydown", (event) => {
   if (event.key === "Escape" && panel() && !panel().hidden && panel().contains(document.activeElement)) {
-    event.stopPropagation();
+    event.preventDefault();
     setOpen(false);
   }
-});
+}, true);
 
 // The gauge is swapped whole after each change: keep its button's state, and refresh the
 // open panel with it.

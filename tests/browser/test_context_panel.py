@@ -109,6 +109,12 @@ def test_the_context_panel_lays_the_request_open(
     page.wait_for_function(
         "() => document.querySelector('.context-part[data-kind=history] summary')?.textContent.includes('0 left out')"
     )
+    page.locator(".context-part[data-kind=history] summary").focus()
+    page.keyboard.press("Escape")  # closes the panel, focus back on the gauge
+    assert page.locator("#context-panel").is_hidden()
+    assert page.evaluate("document.activeElement.classList.contains('gauge-button')")
+    gauge.click()
+    page.locator("#context-panel .context-part").first.wait_for()
     page.locator("#context-panel-close").click()
     assert page.locator("#context-panel").is_hidden()
     assert page.errors == []
