@@ -28,7 +28,7 @@ OMITTED_NOTICE = (
 
 
 # Opens a history whose first question the user left out of the context.
-LEFT_OUT_QUESTION = "(The question that came first here was left out of the context by the user.)"
+LEFT_OUT_QUESTION = "(A question left out of the context by the user.)"
 
 
 class ChatDeleted(NumiError):
