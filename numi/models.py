@@ -75,6 +75,11 @@ class User(db.Model):
     # change raise it, so every cookie issued before stops working (cookies live client-side).
     session_version: Mapped[int] = mapped_column(default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The user's default fallback chain (Settings): [{endpoint_id, model}], used by chats
+    # that have none of their own.
+    fallbacks_json: Mapped[str | None] = mapped_column(Text)
+
+    fallbacks = json_property("fallbacks_json", list)
 
 
 class LoginFailure(db.Model):
@@ -309,6 +314,8 @@ class Message(db.Model):
     - `active`: selected, and so is every ancestor (kept up to date by `numi.chat.versions`).
     - `input_tokens`, `output_tokens`, `model`: copied from `meta` when it is set, so usage
       sums run in SQL on both backends.
+    - `in_context`: false when the user left the message out of the model's context; it
+      stays in the transcript (marked) and no request carries it.
     """
 
     __tablename__ = "messages"
@@ -331,6 +338,7 @@ class Message(db.Model):
     )
     selected: Mapped[bool] = mapped_column(default=True, server_default=true())
     active: Mapped[bool] = mapped_column(default=True, server_default=true())
+    in_context: Mapped[bool] = mapped_column(default=True, server_default=true())
     role: Mapped[str] = mapped_column(String(16))
     content: Mapped[str | None] = mapped_column(Text)
     content_parts_json: Mapped[str | None] = mapped_column(Text)
@@ -381,6 +389,7 @@ class Message(db.Model):
             "citation_sources": self.citation_sources,
             "meta": self.meta,
             "request_id": self.request_id,
+            "in_context": self.in_context is not False,
             "created_at": _iso(self.created_at),
         }
 

@@ -3,7 +3,9 @@
 The request is the chat's loaded history with its attachments rebuilt as content parts,
 compacted first when it nears the model's window (auto-compaction), else trimmed of its
 oldest whole turns for this request only, and on a `context_overflow` before any output,
-compacted or trimmed once more. Each of these is reported on the turn
+compacted or trimmed once more. Estimates count the tools block and are calibrated per
+model from what its server reported (`agent.calibration`); an overflow that states the
+server's numbers sizes the retry from them. Each of these is reported on the turn
 (`context_compacting`/`context_compacted`, `context_trimmed`) and its counts go into the
 answer's metrics (`ContextWindow.metrics`). Compaction, trimming and overflow recovery
 each happen at most once per turn.
@@ -32,6 +34,8 @@ from ..chat.context import (
 )
 from ..errors import NumiError
 from ..turns.turn import Turn, TurnRequest
+from . import calibration as calibrations
+from .calibration import Calibration
 from .routes import Route, adapter_for_route
 from .system_context import system_parts, system_text
 from .tools.clock import user_now
@@ -71,6 +75,10 @@ class ContextWindow:
         self._overflow_retried = False
         self._trims_reported: set[str] = set()
         self._parts_cache: dict[tuple[int, bool], list[dict]] = {}
+        self.tools_tokens = 0  # the raw estimate of the tools block (the agent sets it)
+        self.sent_estimate = 0  # the raw estimate of the last request built
+        self.overflow: dict[str, int] | None = None  # the server's numbers of an overflow
+        self._calibrations: dict[tuple[int, str], Calibration] = {}
 
     def check_attachments(self, route: Route) -> None:
         """Refuse, before the question is saved, attachments that vanished or images for a
@@ -96,7 +104,8 @@ class ContextWindow:
         limit = limit or self.limit(route)
         history = self.context.history()
         self._report_history_limit(history, system)
-        estimate = estimate_tokens(history.messages, system)
+        cal = self.calibration(route)
+        estimate = self._estimate(history.messages, system, cal)
         if (
             estimate > limit
             and allow_compact
@@ -105,26 +114,76 @@ class ContextWindow:
         ):
             if self.compact(route, "auto"):
                 history = self.context.history()
-                estimate = estimate_tokens(history.messages, system)
+                estimate = self._estimate(history.messages, system, cal)
         messages = history.messages
         if estimate > limit:
-            messages = self._trim(messages, limit, system)
+            messages = self._trim(messages, limit, system, cal)
+        self.sent_estimate = estimate_tokens(messages, system) + self.tools_tokens
         return self._expand_attachments(messages, route.capabilities().vision)
 
-    def after_overflow(self, meta: ChatMeta, route: Route) -> tuple[list[dict], bool] | None:
+    def calibration(self, route: Route) -> Calibration:
+        """The route's model calibration (looked up once per turn, or learned from its
+        overflow in this turn)."""
+        key = (route.endpoint_id, route.model)
+        if key not in self._calibrations:
+            self._calibrations[key] = calibrations.calibration(
+                self.request.chat_id, route.endpoint_id, route.model
+            )
+        return self._calibrations[key]
+
+    def _estimate(self, messages: list[dict], system: str, cal: Calibration) -> int:
+        """The estimated prompt tokens of a request with `messages`, in the model's tokens."""
+        return cal.apply(estimate_tokens(messages, system) + self.tools_tokens)
+
+    def learn_overflow(self, route: Route, overflow: tuple[int | None, int | None] | None) -> bool:
+        """Take a context overflow's numbers (the prompt's tokens, the server's window) as
+        this model's calibration, for this turn's retry and for every later estimate.
+        True when they were believed: a count far from Numi's own estimate (a canned
+        message) is kept in the answer's meta but calibrates nothing."""
+        if not overflow:
+            return False
+        prompt, window = overflow
+        fields = {"prompt_tokens": prompt, "context_window": window, "estimate": self.sent_estimate}
+        self.overflow = {k: v for k, v in fields.items() if v}
+        found = calibrations.from_meta({"overflow": self.overflow})
+        if found is None or found.source != "overflow":
+            return False
+        calibrations.learn(route.endpoint_id, route.model, {"overflow": self.overflow})
+        self._calibrations[(route.endpoint_id, route.model)] = found
+        return True
+
+    def after_overflow(
+        self,
+        meta: ChatMeta,
+        route: Route,
+        overflow: tuple[int | None, int | None] | None = None,
+    ) -> tuple[list[dict], bool] | None:
         """After a context_overflow before any output: the messages to call again with
         (compacted, or trimmed harder) and whether it compacted; None when this turn
-        recovered once already, so a model that keeps refusing cannot make a loop."""
+        recovered once already, so a model that keeps refusing cannot make a loop.
+        With the server's own numbers (`overflow`: its count of the refused prompt and
+        its window) the retry is sized from them; without, it halves what was sent."""
         if self._overflow_retried:
             return None
         self._overflow_retried = True
+        if self.learn_overflow(route, overflow):
+            compacted = (
+                not self.compacted
+                and self._auto_compact_enabled(meta)
+                and self.compact(route, "overflow")
+            )
+            # The calibrated estimate now counts as the server does, and the limit is a
+            # share of the server's real window: trim to that.
+            return self.messages(meta, route, allow_compact=False), compacted
         compacted = (
             not self.compacted
             and self._auto_compact_enabled(meta)
             and self.compact(route, "overflow")
         )
         history = self.context.history()
-        estimate = estimate_tokens(history.messages, system_prompt(self.request, meta.settings))
+        estimate = self._estimate(
+            history.messages, system_prompt(self.request, meta.settings), self.calibration(route)
+        )
         # Our estimate was too low for this model: after compaction aim for the normal
         # limit; without it, halve what was sent.
         limit = min(self.limit(route), max(1, estimate // 2)) if not compacted else None
@@ -134,6 +193,9 @@ class ContextWindow:
         """The estimated tokens a request may carry before it is compacted or trimmed."""
         config = self.app.config
         window = route.capabilities().context_window or config["NUMI_DEFAULT_CONTEXT_WINDOW"]
+        server_window = self.calibration(route).window
+        if server_window:  # the server said how much it takes: believe it over a listing
+            window = min(window, server_window)
         return max(1, int(window * config["NUMI_AUTO_COMPACT_FRACTION"]))
 
     def compact(self, route: Route, reason: str) -> bool:
@@ -173,7 +235,7 @@ class ContextWindow:
         value = meta.settings.get("auto_compact")
         return self.app.config["NUMI_AUTO_COMPACT"] if value is None else bool(value)
 
-    def _trim(self, messages: list[dict], limit: int, system: str) -> list[dict]:
+    def _trim(self, messages: list[dict], limit: int, system: str, cal: Calibration) -> list[dict]:
         """Drop the oldest whole turns from this request only (never the newest turn) until
         the estimate fits `limit`; report `context_trimmed` and keep the counts in metrics."""
         prefix = [m for m in messages if m.get("_checkpoint") or m.get("_notice")]
@@ -191,7 +253,8 @@ class ContextWindow:
         dropped = 0
         while (
             len(groups) > 1
-            and estimate_tokens(prefix + notice + [m for g in groups for m in g], system) > limit
+            and self._estimate(prefix + notice + [m for g in groups for m in g], system, cal)
+            > limit
         ):
             dropped += len(groups.pop(0))
         if not dropped:
@@ -201,8 +264,8 @@ class ContextWindow:
             "context_window",
             _saved_count(messages),
             _saved_count(trimmed),
-            estimate_tokens(messages, system),
-            estimate_tokens(trimmed, system),
+            self._estimate(messages, system, cal),
+            self._estimate(trimmed, system, cal),
         )
         return trimmed
 

@@ -1,17 +1,21 @@
 """Routes: which endpoint and model each step of a turn calls.
 
-A chat's route is its endpoint and model, then its fallbacks (`settings.fallbacks`). The
-turn loop moves to the next route only while nothing has been shown (DESIGN §6).
+A chat's route is its endpoint and model, then its fallbacks: the chat's own
+(`settings.fallbacks`), else the user's defaults from Settings. The turn loop moves to the
+next route only while nothing has been shown (DESIGN §6), and says so in words
+(`FallbackNotice`): the answer's meta, the transcript and the exports carry the notice.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import endpoints as endpoint_store
 from ..chat.context import ChatContextService, ChatMeta
 from ..errors import NumiError, no_model
-from ..models import Endpoint
+from ..models import Endpoint, User
+from ..extensions import db
 from ..providers.capabilities import Capabilities, listed_capabilities
 from ..turns.turn import Turn
 
@@ -28,6 +32,7 @@ class Route:
     reasoning_policy: str = "auto"
     models: list[dict] = field(default_factory=list)
     guarded: bool = False  # a non-admin's own endpoint: requests pass the address guard
+    endpoint_name: str = ""
 
     @classmethod
     def of(cls, endpoint: Endpoint, model: str) -> Route:
@@ -40,6 +45,7 @@ class Route:
             endpoint.reasoning_policy,
             endpoint.models,
             endpoint_store.guarded(endpoint),
+            endpoint.name,
         )
 
     def capabilities(self) -> Capabilities:
@@ -84,14 +90,93 @@ def chat_routes(
         endpoint
     )  # a clear refusal; the transport checks every request too
     routes.append(Route.of(endpoint, model))
-    for fallback in meta.settings.get("fallbacks") or ():
+    seen = {(endpoint.id, model)}
+    for fallback in fallback_chain(user_id, meta.settings):
         try:
             fb_endpoint = endpoint_store.get_endpoint(
                 user_id, int(fallback.get("endpoint_id") or endpoint.id)
             )
             endpoint_store.check_address(fb_endpoint)
         except (NumiError, TypeError, ValueError):
-            continue
-        if fb_endpoint.enabled:
+            continue  # an endpoint deleted since: the chain goes on without it
+        key = (fb_endpoint.id, fallback.get("model"))
+        if fb_endpoint.enabled and fallback.get("model") and key not in seen:
+            seen.add(key)
             routes.append(Route.of(fb_endpoint, fallback["model"]))
     return routes
+
+
+def fallback_chain(user_id: int, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fallbacks a chat uses: its own list, else the user's defaults (Settings)."""
+    own = settings.get("fallbacks")
+    if own:
+        return list(own)
+    user = db.session.get(User, user_id)
+    return list(user.fallbacks) if user is not None else []
+
+
+# How a failure without an HTTP status reads in the notice ("<model> <reason>").
+_FAILURE_WORDS = {
+    "provider_unavailable": "could not be reached",
+    "provider_timeout": "sent nothing before its idle deadline",
+    "stream_interrupted": "broke off before any output",
+    "rate_limited": "was rate limited",
+    "provider_auth": "refused the API key",
+    "model_not_found": "does not serve that model",
+    "context_overflow": "could not fit the conversation",
+}
+
+
+@dataclass
+class FallbackNotice:
+    """Which routes failed before any output, and which one answered instead."""
+
+    failures: list[dict[str, Any]]
+    model: str
+    endpoint: str
+    endpoint_id: int
+
+    @classmethod
+    def after(
+        cls, earlier: FallbackNotice | None, failed: Route, error: Any, next_route: Route
+    ) -> FallbackNotice:
+        """The notice once `failed` ended with `error` and `next_route` is tried."""
+        failures = list(earlier.failures) if earlier else []
+        failures.append(
+            {
+                "model": failed.model,
+                "endpoint": failed.endpoint_name,
+                "endpoint_id": failed.endpoint_id,
+                "code": error.code,
+                "status": error.status,
+            }
+        )
+        return cls(failures, next_route.model, next_route.endpoint_name, next_route.endpoint_id)
+
+    def reasons(self) -> str:
+        return "; ".join(
+            f"{f['model']} returned {f['status']}"
+            if f.get("status")
+            else f"{f['model']} {_FAILURE_WORDS.get(f['code'], 'failed (' + f['code'] + ')')}"
+            for f in self.failures
+        )
+
+    def trying(self) -> str:
+        """The live notice while the fallback is called."""
+        return f"Trying {self.model} on {self.endpoint}: {self.reasons()}"
+
+    def text(self, answered: bool = True) -> str:
+        """The notice in words, as the transcript and the exports show it."""
+        if answered:
+            return f"Answered by {self.model} on {self.endpoint}: {self.reasons()}"
+        return f"{self.model} on {self.endpoint} failed too, after: {self.reasons()}"
+
+    def to_dict(self, *, answered: bool = True) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "endpoint_id": self.endpoint_id,
+            "answered": answered,
+            "failures": self.failures,
+            "notice": self.text(answered),
+        }

@@ -47,10 +47,11 @@ from ..providers.events import (
     Usage,
 )
 from ..turns.turn import LeaseLost, Turn
+from . import calibration as calibrations
 from .approvals import new_call_id
 from .context_window import ContextWindow, system_prompt
 from .prepare import prepare_messages
-from .routes import Route, adapter_for_route, chat_routes
+from .routes import FallbackNotice, Route, adapter_for_route, chat_routes
 from .tool_runner import ToolCall, ToolRunner
 from .tools import Tool, ToolRegistry
 
@@ -111,6 +112,7 @@ class Agent:
         self.window = ContextWindow(self.app, turn, self.context, before_model_call=self._started)
         self.tools = ToolRunner(self.app, turn, self.context)
         self._starting = None  # the start gate while this turn holds it (see run)
+        self.fallback: FallbackNotice | None = None  # set when a fallback answered
 
     # --- the turn -----------------------------------------------------------------------------
 
@@ -210,6 +212,7 @@ class Agent:
         route_index = 0
         for step in range(1, self.max_steps + 1):
             route = routes[route_index]
+            self._count_tools(route, tools)
             messages = self.window.messages(meta, route)
             self.context.release()
             self._started()
@@ -219,7 +222,8 @@ class Agent:
             gevent.sleep(0)
             result = self._call_model(route, messages, settings, tools, step)
             result = self._recover_overflow(meta, route, result, tools, step)
-            # Fallback: only while nothing has been shown, move to the next route.
+            # Fallback: only while nothing has been shown, move to the next route. Once
+            # output has begun the chain never switches (DESIGN §6).
             while (
                 result.error is not None
                 and not result.output_started
@@ -227,16 +231,20 @@ class Agent:
                 and route_index + 1 < len(routes)
                 and result.error.code != "context_budget"
             ):
+                failed = route
                 route_index += 1
                 route = routes[route_index]
+                self.fallback = FallbackNotice.after(self.fallback, failed, result.error, route)
                 turn.emit(
                     "model_route",
                     {
                         "endpoint_id": route.endpoint_id,
                         "model": route.model,
                         "reason": result.error.code,
+                        "notice": self.fallback.trying(),
                     },
                 )
+                self._count_tools(route, tools)
                 messages = self.window.messages(meta, route, allow_compact=False)
                 self.context.release()
                 result = self._call_model(route, messages, settings, tools, step)
@@ -400,7 +408,7 @@ class Agent:
             or self.turn.cancelled
         ):
             return result
-        retry = self.window.after_overflow(meta, route)
+        retry = self.window.after_overflow(meta, route, result.error.overflow)
         if retry is None:
             return result
         messages, compacted = retry
@@ -425,8 +433,13 @@ class Agent:
             **self.window.metrics,
         }
 
+    def _count_tools(self, route: Route, tools: list[Tool]) -> None:
+        """The tools block counts in the request's estimate when the route sends it."""
+        sent = tools if route.capabilities().tools else []
+        self.window.tools_tokens = calibrations.tools_estimate(sent)
+
     def _meta(self, route: Route, result: StepResult, step: int) -> dict[str, Any]:
-        return {
+        meta = {
             "model": route.model,
             "endpoint_id": route.endpoint_id,
             "step": step,
@@ -434,7 +447,16 @@ class Agent:
             "finish_reason": result.finish_reason,
             "metrics": self._metrics(route, result),
             "usage": _usage_dict(result.usage),
+            # Numi's raw estimate of this request: with the usage above it calibrates the
+            # next estimate for this model (agent/calibration.py).
+            "prompt_estimate": self.window.sent_estimate,
         }
+        if self.window.overflow:
+            meta["overflow"] = self.window.overflow
+        if self.fallback is not None:
+            meta["fallback"] = self.fallback.to_dict(answered=result.error is None)
+        calibrations.learn(route.endpoint_id, route.model, meta)
+        return meta
 
     def _save_step(self, route: Route, result: StepResult, step: int):
         tool_calls = [

@@ -247,6 +247,14 @@ def _apply(chat: Chat, user_id: int, fields: dict[str, Any], limits: dict[str, A
     for key in SETTING_KEYS:
         if key in fields:
             settings.update(validate_settings({key: fields[key]}, limits))
+    if "fallbacks" in settings and settings["fallbacks"] != chat.settings.get("fallbacks"):
+        own_route = (
+            updates.get("endpoint_id", chat.endpoint_id),
+            updates.get("model", chat.model),
+        )
+        settings["fallbacks"] = validate_fallbacks(
+            user_id, settings["fallbacks"], own_route=own_route
+        )
     if settings.get("workspace") and settings.get("workspace") != chat.settings.get("workspace"):
         # Workspace files and bash act on the server's disk: the admin's (or single user's) only.
         user = db.session.get(User, user_id)
@@ -346,15 +354,66 @@ def _tool_policy(value: Any) -> dict[str, str]:
     return dict(value)
 
 
+MAX_FALLBACKS = 10
+
+
 def _fallbacks(value: Any) -> list[dict[str, Any]]:
-    if not isinstance(value, list) or len(value) > 5:
-        raise invalid("fallbacks must be a list of at most 5 {endpoint_id, model} objects.")
+    """The shape of a fallback list (`validate_fallbacks` checks the endpoints too)."""
+    if not isinstance(value, list):
+        raise invalid(
+            "fallbacks must be a list of {endpoint_id, model} objects.", "invalid_fallbacks"
+        )
+    if len(value) > MAX_FALLBACKS:
+        raise invalid(f"A chat can have at most {MAX_FALLBACKS} fallbacks.", "too_many_fallbacks")
     out = []
     for item in value:
-        if not isinstance(item, dict) or not isinstance(item.get("model"), str):
-            raise invalid("Each fallback needs a model.")
-        out.append({"endpoint_id": item.get("endpoint_id"), "model": item["model"][:200]})
+        if (
+            not isinstance(item, dict)
+            or set(item) - {"endpoint_id", "model"}
+            or not isinstance(item.get("model"), str)
+            or not item["model"].strip()
+            or len(item["model"]) > 200
+        ):
+            raise invalid(
+                "Each fallback is {endpoint_id, model} with a model name of 1 to 200 characters.",
+                "invalid_fallbacks",
+            )
+        try:
+            endpoint_id = int(item.get("endpoint_id"))
+        except (TypeError, ValueError):
+            raise invalid("Each fallback needs an endpoint_id.", "invalid_fallbacks") from None
+        out.append({"endpoint_id": endpoint_id, "model": item["model"].strip()})
     return out
+
+
+def validate_fallbacks(
+    user_id: int, value: Any, *, own_route: tuple[int | None, str | None] | None = None
+) -> list[dict[str, Any]]:
+    """An ordered fallback chain (chat settings, the Settings page's defaults, a project's
+    defaults): at most MAX_FALLBACKS rows of an endpoint the user can use and a model,
+    none of them the chat's own route (`own_route`) nor a repeat. Raises before anything is
+    written: invalid_fallbacks, too_many_fallbacks, fallback_endpoint_not_found,
+    fallback_is_own_route, duplicate_fallback."""
+    rows = _fallbacks(value)
+    seen: set[tuple[int, str]] = set()
+    for row in rows:
+        try:
+            endpoint_store.get_endpoint(user_id, row["endpoint_id"])
+        except NumiError:
+            raise invalid(
+                f"Fallback endpoint {row['endpoint_id']} does not exist (deleted, or not yours).",
+                "fallback_endpoint_not_found",
+            ) from None
+        key = (row["endpoint_id"], row["model"])
+        if own_route is not None and key == own_route:
+            raise invalid(
+                f"{row['model']} is the chat's own model: a fallback must be another route.",
+                "fallback_is_own_route",
+            )
+        if key in seen:
+            raise invalid(f"{row['model']} is in the fallbacks twice.", "duplicate_fallback")
+        seen.add(key)
+    return rows
 
 
 def _text(value: Any, name: str, limit: int) -> str:

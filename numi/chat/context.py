@@ -28,6 +28,10 @@ OMITTED_NOTICE = (
 )
 
 
+# Opens a history whose first question the user left out of the context.
+LEFT_OUT_QUESTION = "(A question left out of the context by the user.)"
+
+
 class ChatDeleted(NumiError):
     def __init__(self) -> None:
         super().__init__("chat_deleted", "This chat was deleted while the turn was running.", 410)
@@ -114,7 +118,9 @@ class ChatContextService:
 
     def _load_history(self) -> History:
         checkpoint = self.latest_checkpoint()
-        live = [Message.chat_id == self.chat_id, Message.shown()]
+        # Messages the user left out of the context are not loaded (chat/leave_out.py keeps
+        # a tool step and its results together, so none is cut from its group).
+        live = [Message.chat_id == self.chat_id, Message.shown(), Message.in_context.is_(True)]
         if checkpoint is not None:
             live.append(Message.id > checkpoint.through_message_id)
         stmt = select(Message).where(*live).order_by(Message.id.desc()).limit(self.max_messages + 1)
@@ -125,9 +131,12 @@ class ChatContextService:
         loaded = len(rows)
         rows = [row for row in rows if not _is_error_placeholder(row)]
         placeholders = loaded - len(rows)
-        internal = [to_internal(row) for row in rows]
+        internal = _without_orphan_results([to_internal(row) for row in rows])
         _count_attachments(internal)
-        turns = _group_turns(internal)
+        # Without the row limit, a first group that starts with an answer is one whose
+        # question the user left out of the context: it stays (a placeholder question opens
+        # it below, as every protocol wants a user message first).
+        turns = _group_turns(internal, keep_leading=not truncated)
         # A group cut by the row limit starts with an assistant or tool row; _group_turns
         # has dropped it already. A group that starts with its user row is whole.
         kept: list[list[dict[str, Any]]] = []
@@ -147,7 +156,9 @@ class ChatContextService:
             chars += size
         kept.reverse()
         messages = [m for group in kept for m in group]
-        omitted = len(rows) - len(messages)
+        if messages and messages[0]["role"] != "user":
+            messages.insert(0, {"role": "user", "content": LEFT_OUT_QUESTION, "_placeholder": True})
+        omitted = len(rows) - sum(1 for m in messages if not m.get("_placeholder"))
         kept_ids = {id(m) for m in messages}
         omitted_chars = sum(_chars(m) for m in internal if id(m) not in kept_ids)
         if truncated:  # exact: count what the row limit left unread (one indexed count)
@@ -158,7 +169,7 @@ class ChatContextService:
             # the loaded rows' average, as token counts are estimates anyway.
             total = db.session.execute(select(func.count(Message.id)).where(*live)).scalar_one()
             unread = max(0, total - loaded)
-            omitted = total - len(messages) - placeholders
+            omitted = total - sum(1 for m in messages if not m.get("_placeholder")) - placeholders
             average = sum(_chars(m) for m in internal) / max(1, len(internal))
             omitted_chars += int(unread * average)
         prefix: list[dict[str, Any]] = []
@@ -310,8 +321,12 @@ def _is_error_placeholder(row: Message) -> bool:
     )
 
 
-def _group_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Split into groups that each start at a user message (assistant/tool stay with it)."""
+def _group_turns(
+    messages: list[dict[str, Any]], *, keep_leading: bool = False
+) -> list[list[dict[str, Any]]]:
+    """Split into groups that each start at a user message (assistant/tool stay with it).
+    A first group without its user message is dropped (a fragment cut off by a limit)
+    unless `keep_leading`."""
     groups: list[list[dict[str, Any]]] = []
     for message in messages:
         if message["role"] == "user" or not groups:
@@ -319,7 +334,21 @@ def _group_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         else:
             groups[-1].append(message)
     # A group that does not start with a user message is a fragment cut off by the limit.
-    return [g for g in groups if g[0]["role"] == "user"]
+    return [g for n, g in enumerate(groups) if g[0]["role"] == "user" or (keep_leading and n == 0)]
+
+
+def _without_orphan_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool results whose call is not in the history are dropped: no provider accepts a
+    result without its call (a safety net; leaving out moves whole groups)."""
+    calls: set[str] = set()
+    out = []
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            calls.add(call.get("id"))
+        if message["role"] == "tool" and message.get("tool_call_id") not in calls:
+            continue
+        out.append(message)
+    return out
 
 
 def _count_attachments(messages: list[dict[str, Any]]) -> None:

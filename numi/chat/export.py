@@ -78,6 +78,7 @@ class ExportMessage:
     sources: list[SourceView] = field(default_factory=list)
     model: str | None = None
     error: str | None = None
+    notice: str | None = None  # "Answered by <model> on <endpoint>: …" after a fallback
 
 
 def export_chat(user_id: int, chat_id: str, fmt: str) -> ExportFile:
@@ -237,6 +238,7 @@ def message_views(
             sources=[s for s in (_source(item) for item in message.citation_sources) if s],
             model=message.meta.get("model") if message.role == "assistant" else None,
             error=_error_text(message.meta.get("error")),
+            notice=_fallback_notice(message.meta.get("fallback")),
         )
         if message.role == "tool":
             view.label = f"Tool result ({message.meta.get('tool') or message.tool_call_id or 'unknown call'})"
@@ -369,6 +371,8 @@ def _markdown(chat: Chat, views: list[ExportMessage]) -> str:
     for view in views:
         heading = view.label + (f" · {view.model}" if view.model else "")
         out += ["---", "", f"## {heading}", "", f"*{view.created_at}*", ""]
+        if view.notice:
+            out += [f"*{view.notice}*", ""]
         if view.reasoning:
             out += ["**Reasoning**", "", _quote(view.reasoning), ""]
         if view.text:
@@ -400,6 +404,12 @@ def _markdown(chat: Chat, views: list[ExportMessage]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def _fallback_notice(fallback: object) -> str | None:
+    """The words of a fallback's notice in an answer's meta (agent.routes.FallbackNotice)."""
+    notice = fallback.get("notice") if isinstance(fallback, dict) else None
+    return notice if isinstance(notice, str) and notice else None
+
+
 def _quote(text: str) -> str:
     return "\n".join("> " + line if line else ">" for line in text.splitlines())
 
@@ -413,6 +423,8 @@ def _plain_text(chat: Chat, views: list[ExportMessage]) -> str:
         out += ["System prompt:", _indent(chat.settings["system_prompt"]), ""]
     for view in views:
         out += [f"[{view.label}{' · ' + view.model if view.model else ''}] {view.created_at}", ""]
+        if view.notice:
+            out += [view.notice, ""]
         if view.reasoning:
             out += ["Reasoning:", _indent(view.reasoning), ""]
         if view.text:

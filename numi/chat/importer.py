@@ -39,7 +39,8 @@ ROLES = ("system", "user", "assistant", "tool")
 # that let a chat act (tools, auto-approval, the approval policy): a file from elsewhere
 # never switches those on, nor decides which tool calls run without asking; the user does,
 # after reading what they imported.
-DROPPED_SETTINGS = ("workspace", "tools", "auto_approve", "tool_policy")
+# fallbacks name endpoints of the install that exported the chat: meaningless here.
+DROPPED_SETTINGS = ("workspace", "tools", "auto_approve", "tool_policy", "fallbacks")
 KNOWN_SETTINGS = (*SETTING_KEYS, "fallbacks", "auto_compact", "auto_approve")
 
 

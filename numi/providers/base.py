@@ -301,6 +301,7 @@ class ProviderStream(Iterator[StreamEvent]):
                         retry_after=error.retry_after,
                         status=error.status,
                         after_output=output_seen,
+                        overflow=getattr(error, "overflow", None),
                     )
                     return
             finally:

@@ -71,12 +71,16 @@ class ProviderError(Exception):
         *,
         status: int | None = None,
         retry_after: float | None = None,
+        overflow: tuple[int | None, int | None] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = status
         self.retry_after = retry_after
+        # A context_overflow's own numbers, when the server gave them: (the prompt's
+        # tokens, the context size), e.g. llama-server's n_prompt_tokens and n_ctx.
+        self.overflow = overflow
 
     @property
     def retryable(self) -> bool:
@@ -92,6 +96,50 @@ def is_context_overflow(status: int | None, text: str) -> bool:
         return False
     lowered = text.lower()
     return any(marker in lowered for marker in _CONTEXT_OVERFLOW_MARKERS)
+
+
+# How servers state a refused prompt's size and their window in the message text:
+# (regex, group of the prompt tokens, group of the window), first match wins.
+_OVERFLOW_NUMBERS = (
+    # llama-server: "request (13392 tokens) exceeds the available context size (8192 tokens)"
+    (
+        re.compile(r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens"),
+        1,
+        2,
+    ),
+    # OpenAI / vLLM: "maximum context length is 128000 tokens. However, your messages
+    # resulted in 130412 tokens" / "However, you requested 140000 tokens"
+    (
+        re.compile(
+            r"maximum context length is (\d+) tokens.*?(?:resulted in|requested) (\d+) tokens"
+        ),
+        2,
+        1,
+    ),
+    # Anthropic: "prompt is too long: 208310 tokens > 200000 maximum"
+    (re.compile(r"prompt is too long: (\d+) tokens > (\d+)"), 1, 2),
+)
+
+
+def overflow_numbers(body: Any, message: str) -> tuple[int | None, int | None] | None:
+    """(prompt tokens, context size) of a context-overflow answer: llama-server's
+    `n_prompt_tokens`/`n_ctx` fields, else the numbers in the message; None without any."""
+    inner = body.get("error") if isinstance(body, dict) else None
+    inner = inner if isinstance(inner, dict) else body if isinstance(body, dict) else {}
+
+    def count(value: Any) -> int | None:
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        )
+
+    prompt, window = count(inner.get("n_prompt_tokens")), count(inner.get("n_ctx"))
+    if prompt or window:
+        return prompt, window
+    for pattern, prompt_group, window_group in _OVERFLOW_NUMBERS:
+        match = pattern.search(message or "")
+        if match:
+            return int(match.group(prompt_group)), int(match.group(window_group))
+    return None
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
@@ -181,6 +229,7 @@ def from_http_status(
             "context_overflow",
             f"The conversation is too long for this model's context window{detail}",
             status=status,
+            overflow=overflow_numbers(body, message),
         )
     if 400 <= status < 500 and status not in (408, 409):
         return ProviderError(
@@ -211,6 +260,7 @@ def from_stream_error(body: Any, *, api_key: str | None = None) -> ProviderError
         return ProviderError(
             "context_overflow",
             f"The conversation is too long for this model's context window: {message}",
+            overflow=overflow_numbers(body, message),
         )
     if "rate_limit" in text.lower():
         return ProviderError("rate_limited", f"Rate limited mid-stream: {message}")

@@ -147,6 +147,8 @@ class StreamError:
     retry_after: float | None = None
     status: int | None = None
     after_output: bool = False
+    # context_overflow only: (prompt tokens, context size) as the server stated them.
+    overflow: tuple[int | None, int | None] | None = None
 
 
 StreamEvent = (

@@ -48,10 +48,10 @@ def demo_scenario(tokens_per_second: float | None = None) -> Callable[[RecordedR
             scenario.tokens_per_second(tokens_per_second)
         if tail.tool_output is not None:
             text = f"The tool returned:\n\n```\n{tail.tool_output[:2000]}\n```\n"
-            return scenario.text(text, chunks=_chunks(text)).usage(40, len(text) // 4)
+            return scenario.text(text, chunks=_chunks(text)).usage(None, len(text) // 4)
         wanted = _TOOL_MARK.search(tail.user_text)
         if wanted and wanted.group(1) in tail.tool_names:
-            return scenario.tool_call(wanted.group(1), {}).usage(30, 10)
+            return scenario.tool_call(wanted.group(1), {}).usage(None, 10)
         if "[think]" in tail.user_text or "reasoning" in (request.model or ""):
             thought = (
                 "The user wants a demo answer. I will explain what the scripted provider does."
@@ -59,7 +59,7 @@ def demo_scenario(tokens_per_second: float | None = None) -> Callable[[RecordedR
             scenario.reasoning(thought, chunks=_chunks(thought))
         question = " ".join(tail.user_text.split())[:200] or "nothing"
         text = _ANSWER.format(question=question)
-        return scenario.text(text, chunks=_chunks(text)).usage(20, len(text) // 4)
+        return scenario.text(text, chunks=_chunks(text)).usage(None, len(text) // 4)
 
     return answer
 

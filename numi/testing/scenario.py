@@ -129,7 +129,9 @@ class Scenario:
     steps: list[Step] = field(default_factory=list)
     finish_reason: str | None = None  # neutral: stop | length | tool_calls | content_filter
     raw_finish_reason: str | None = None  # the wire value, overriding the neutral one
-    usage_tokens: tuple[int, int, int] | None = None  # input, output, reasoning
+    usage_tokens: tuple[int | None, int, int] | None = (
+        None  # input (None: counted), output, reasoning
+    )
     chunk_delay: float = 0.0  # seconds before each delta frame
     error: HttpError | None = None
     response_model: str | None = None  # model name in frames; default: the request's
@@ -163,7 +165,11 @@ class Scenario:
         self.finish_reason, self.raw_finish_reason = reason, raw
         return self
 
-    def usage(self, input_tokens: int, output_tokens: int, reasoning_tokens: int = 0) -> Scenario:
+    def usage(
+        self, input_tokens: int | None, output_tokens: int, reasoning_tokens: int = 0
+    ) -> Scenario:
+        """Report usage; `input_tokens` None: the server's tokenizer counts the request
+        (numi.testing.tokens)."""
         self.usage_tokens = (input_tokens, output_tokens, reasoning_tokens)
         return self
 

@@ -30,12 +30,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .conversation import last_user_text
 from .scenario import Drop, Pause, Scenario, Stall
+from .tokens import count_prompt_tokens
 from .wire import error_body, model_list, render
 
 DEFAULT_MODELS = [
@@ -79,7 +80,7 @@ def echo_scenario(request: RecordedRequest) -> Scenario:
     return (
         Scenario()
         .text(f"Scripted reply: {said}" if said else "Scripted reply.", chunks=3)
-        .usage(10, 5)
+        .usage(None, 5)
     )
 
 
@@ -281,6 +282,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(401, error_body(protocol, "auth"))
                 return
             scenario = self.provider._next_scenario(record)
+            if scenario.usage_tokens and scenario.usage_tokens[0] is None:
+                # usage(None, n): report the tokenizer's count of what was received.
+                counted = count_prompt_tokens(protocol, body)
+                scenario = replace(scenario, usage_tokens=(counted, *scenario.usage_tokens[1:]))
             if scenario.error is not None:
                 self._send_error(protocol, scenario)
             else:

@@ -52,6 +52,9 @@ def register(app: Flask) -> None:
 
     app.register_blueprint(attachment_routes.bp)
     app.register_blueprint(context_routes.bp)
+    from . import fallbacks as fallback_routes
+
+    app.register_blueprint(fallback_routes.bp)
     from . import usage as usage_routes
 
     app.register_blueprint(usage_routes.bp)

@@ -1,10 +1,14 @@
 """Context routes: what the next request would send, and compaction.
 
-GET  /api/session/<id>/context_info   budget data: window, estimated tokens, counts, checkpoint
-GET  /api/session/<id>/context        the exact messages the next request would send
-POST /api/session/<id>/compact        summarise older messages into a checkpoint
-GET  /c/<id>/context_gauge            the chat header's gauge (HTML partial)
-POST /c/<id>/compact                  the gauge's Compact button (HTMX or plain form)
+GET   /api/session/<id>/context_info   budget data: window, estimated tokens, counts, checkpoint
+GET   /api/session/<id>/context        the exact messages the next request would send, and
+                                       its parts with tokens (`?kinds=history,tools` filters)
+PATCH /api/session/<id>/messages/<mid> {"in_context": false|true}: leave a message out
+POST  /api/session/<id>/compact        summarise older messages into a checkpoint
+GET   /c/<id>/context_gauge            the composer's gauge (HTML partial)
+GET   /c/<id>/context_panel            the context panel: the next request part by part
+POST  /c/<id>/messages/<mid>/context   leave out / bring back, from a message's menu or the panel
+POST  /c/<id>/compact                  the gauge's Compact button (HTMX or plain form)
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from .. import endpoints as endpoint_store
 from ..chat import chats
 from ..chat.attachments import attachments_by_id, is_image, message_attachment_ids
 from ..chat.compaction import checkpoint_dict, compact
-from ..chat.context import ChatContextService, estimate_tokens
+from ..chat.context import ChatContextService
 from ..errors import NumiError, no_model, turn_running
 from ..extensions import db, turn_manager
 from .request_kind import is_htmx
@@ -63,38 +67,34 @@ def _offset() -> int | None:
     return value if value is not None and -960 <= value <= 960 else None
 
 
+def _now():
+    from ..agent.tools.clock import user_now
+
+    return user_now(request.headers.get("X-Timezone"), _offset())
+
+
+def describe_next(chat, *, detail: bool = True) -> dict[str, Any]:
+    """The chat's next request part by part (agent.next_request), for the signed-in user."""
+    from ..agent.next_request import describe
+
+    return describe(
+        current_app._get_current_object(),
+        chat=chat,
+        endpoint=_endpoint(chat),
+        is_admin=g.user.is_admin,
+        now=_now(),
+        detail=detail,
+    )
+
+
 def context_info(chat) -> dict[str, Any]:
     """Budget data for the chat's next request (no provider is contacted)."""
-    config = current_app.config
-    endpoint = _endpoint(chat)
-    caps = endpoint_store.model_capabilities(endpoint, chat.model) if endpoint is not None else None
-    window = (caps.context_window if caps else None) or config["NUMI_DEFAULT_CONTEXT_WINDOW"]
+    info = describe_next(chat, detail=False)
     service = _service(chat)
     checkpoint = service.latest_checkpoint()
-    info: dict[str, Any] = {
-        "model": chat.model,
-        "context_window": window,
-        "window_assumed": not (caps and caps.context_window),
-        "auto_compact_at": int(window * config["NUMI_AUTO_COMPACT_FRACTION"]),
-        "auto_compact": chat.settings.get("auto_compact", config["NUMI_AUTO_COMPACT"]),
-        "checkpoint": checkpoint_dict(checkpoint) if checkpoint else None,
-        "error": None,
-    }
-    try:
-        history = service.history()
-    except NumiError as exc:
-        info.update(
-            estimated_tokens=None, messages_included=0, messages_omitted=None, error=exc.to_dict()
-        )
-        return info
-    original = [m for m in history.messages if not (m.get("_checkpoint") or m.get("_notice"))]
-    tokens = estimate_tokens(history.messages, _system_prompt(chat))
-    info.update(
-        estimated_tokens=tokens,
-        messages_included=len(original),
-        messages_omitted=history.omitted,
-        fraction=round(tokens / window, 4),
-    )
+    info["checkpoint"] = checkpoint_dict(checkpoint) if checkpoint else None
+    info.pop("checkpoint_id", None)
+    info.pop("parts", None)
     return info
 
 
@@ -137,13 +137,90 @@ def context_messages(chat_id: str):
         messages.append(message)
     kind = endpoint.kind if endpoint is not None else "openai_chat"
     prepared = prepare_messages(messages, kind=kind, model=chat.model)
+    described = describe_next(chat)
+    parts = described.get("parts") or []
+    kinds = [k for k in (request.args.get("kinds") or "").split(",") if k]
+    if kinds:
+        from ..agent.next_request import PART_KINDS
+
+        unknown = [k for k in kinds if k not in PART_KINDS]
+        if unknown:
+            raise NumiError(
+                "unknown_part_kind",
+                f"Unknown part kind {unknown[0][:40]!r}; the kinds are {', '.join(PART_KINDS)}.",
+                400,
+            )
+        parts = [p for p in parts if p["kind"] in kinds]
     return jsonify(
         system=_system_prompt(chat),
         messages=prepared,
         model=chat.model,
         omitted=history.omitted,
+        left_out=described.get("messages_left_out"),
         checkpoint_id=history.checkpoint_id,
+        parts=parts,
+        estimated_tokens=described.get("estimated_tokens"),
+        context_window=described["context_window"],
+        estimated_cost=described.get("estimated_cost"),
+        estimate=described["estimate"],
     )
+
+
+@bp.patch("/api/session/<chat_id>/messages/<int:message_id>")
+def message_in_context(chat_id: str, message_id: int):
+    """Leave a message out of the context (`in_context: false`) or bring it back; a tool
+    step moves with its results. Answers the ids changed."""
+    from .inputs import request_data
+
+    chat = chats.get_chat(g.user.id, chat_id)
+    data = request_data()
+    if set(data) != {"in_context"}:
+        raise NumiError("invalid_in_context", 'The body is {"in_context": true|false}.', 400)
+    changed = _set_in_context(chat, message_id, data["in_context"])
+    return jsonify(message_id=message_id, in_context=data["in_context"], changed=changed)
+
+
+def _set_in_context(chat, message_id: int, value) -> list[int]:
+    from ..chat.leave_out import set_in_context
+
+    if turn_manager().is_running(chat.id):
+        raise turn_running()  # the running turn's next step must not change under it
+    return set_in_context(chat, message_id, value)
+
+
+@bp.get("/c/<chat_id>/context_panel")
+def panel(chat_id: str):
+    chat = chats.get_chat(g.user.id, chat_id)
+    return render_template("partials/_context_panel.html", chat=chat, info=describe_next(chat))
+
+
+@bp.post("/c/<chat_id>/messages/<int:message_id>/context")
+def message_in_context_page(chat_id: str, message_id: int):
+    """The message menu's and the panel's Leave out / Bring back (form field in_context
+    "0" or "1"; `view=panel` answers with the panel, else with the transcript)."""
+    from .inputs import request_data
+
+    chat = chats.get_chat(g.user.id, chat_id)
+    data = request_data()
+    value = {"0": False, "1": True}.get(str(data.get("in_context")))
+    if value is None:
+        raise NumiError("invalid_in_context", 'in_context must be "0" or "1".', 400)
+    _set_in_context(chat, message_id, value)
+    if not is_htmx():
+        return redirect(url_for("pages.chat_view", chat_id=chat_id))
+    if data.get("view") == "panel":
+        from .pages.chat import transcript_context
+
+        page = chats.list_messages(chat, limit=current_app.config["NUMI_PAGE_SIZE_MESSAGES"])
+        html = render_template(
+            "partials/_context_panel.html", chat=chat, info=describe_next(chat)
+        ) + render_template("partials/_transcript_oob.html", chat=chat, **transcript_context(page))
+        return html, 200, {"HX-Trigger": "numi:context-changed"}
+    from .transcript import refreshed_transcript
+
+    response = refreshed_transcript(chat_id)
+    response.headers["HX-Trigger"] = "numi:context-changed"
+    return response
 
 
 def run_compaction(chat):

@@ -269,7 +269,7 @@ class HtmlView:
             render_template(
                 "partials/_turn_notice.html",
                 turn_id=turn_id,
-                text=f"Using {data.get('model')} ({data.get('reason')}).",
+                text=data.get("notice") or f"Using {data.get('model')} ({data.get('reason')}).",
             )
         ]
 

@@ -58,7 +58,7 @@ def _route_fields(data: dict[str, Any]) -> dict[str, Any] | None:
     return fields or None
 
 
-def _refreshed_transcript(
+def refreshed_transcript(
     chat_id: str,
     *,
     start_payload: dict[str, Any] | None = None,
@@ -101,7 +101,7 @@ def _refreshed_transcript(
 def _after_change(chat_id: str, payload: dict[str, Any] | None, status: int = 202, **body):
     """Finish an edit/regenerate/delete for whichever client asked."""
     if is_htmx():
-        return _refreshed_transcript(chat_id, start_payload=payload)
+        return refreshed_transcript(chat_id, start_payload=payload)
     turn = None
     if payload is not None:
         turn = start_turn(g.user.id, g.user.is_admin, chat_id, payload, current_app.config)
@@ -209,7 +209,7 @@ def show_version(chat_id: str, message_id: int):
             if request.form.get("direction") in ("previous", "next")
             else "next"
         )
-        return _refreshed_transcript(chat_id, focus_version=(message.id, direction))
+        return refreshed_transcript(chat_id, focus_version=(message.id, direction))
     if request.path.startswith("/api/"):
         info = version_info(chat_id, [message]).get(message.id)
         return jsonify(message_id=message.id, version=info.to_dict() if info else None)

@@ -13,6 +13,7 @@ from ...agent.sending import start_turn
 from ...errors import NumiError, no_model, turn_running
 from ...extensions import db, turn_manager
 from ..inputs import request_data
+from ..fallbacks import editor_rows
 from ..request_kind import is_htmx
 from .base import bp, limits
 
@@ -132,6 +133,18 @@ def chat_settings(chat_id: str):
         if key in data:
             settings[key] = data[key]
     settings.update(_tool_settings(data))
+    if "fallbacks_shown" in request.form:
+        rows, editing = editor_rows(request.form)
+        if editing:  # a row button: show the edited rows, save nothing yet
+            return render_template(
+                "partials/_chat_header.html",
+                chat=chats.get_chat(g.user.id, chat_id),
+                endpoints=endpoint_store.list_endpoints(g.user.id),
+                fallback_rows=rows,
+            )
+        settings["fallbacks"] = rows
+    elif "fallbacks" in data and request.mimetype == "application/json":
+        settings["fallbacks"] = data["fallbacks"]
     if settings:
         fields["settings"] = settings
     chat = chats.update_chat(g.user.id, chat_id, fields, limits())

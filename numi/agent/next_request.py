@@ -1,0 +1,255 @@
+"""The next request, laid open: what the chat's next model request will carry, part by part.
+
+`describe` builds the same request the turn would (system parts from `system_parts`, the
+history with its checkpoint summary from `ChatContextService`, attachments, the tools
+block when the model takes tools) and counts each part. The total is the turn's own
+estimate: characters (and the tools block's JSON) calibrated by what the model's server
+reported of earlier requests (`agent.calibration`), and the window is the smaller of the
+model listing's and the one the server stated when it refused a prompt. It contacts no
+provider. Parts, in the order the model reads them:
+
+- `system_prompt` (the chat's prompt and the date line), `project_instructions`,
+  `memories`: from `system_parts`, present with 0 tokens when empty;
+- `summary`: the compaction summary the request starts with;
+- `history`: the messages included, and those omitted (by the history budget) and left
+  out (by the user), each with its count;
+- `attachments`: the files the included messages carry;
+- `tools`: the tool schemas.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from ..chat.attachments import attachments_by_id, message_attachment_ids, text_sizes
+from ..chat.context import ChatContextService, estimate_tokens, message_chars
+from ..chat.leave_out import left_out_count, left_out_messages
+from ..chat.usage import model_prices
+from ..errors import NumiError
+from ..models import Chat, Endpoint
+from ..providers.capabilities import listed_capabilities
+from .calibration import Calibration, calibration, tool_schemas, tools_estimate
+from .system_context import system_parts, system_text
+
+PART_KINDS = (
+    "system_prompt",
+    "project_instructions",
+    "memories",
+    "summary",
+    "history",
+    "attachments",
+    "tools",
+)
+_FRAMING = 4  # tokens of framing per message, as estimate_tokens counts them
+
+
+def describe(
+    app,
+    *,
+    chat: Chat,
+    endpoint: Endpoint | None,
+    is_admin: bool,
+    now: datetime,
+    detail: bool = True,
+) -> dict[str, Any]:
+    """The chat's next request as parts with tokens, its total, window and price; without
+    `detail` (the gauge) the left-out messages themselves are not read, only counted."""
+    config = app.config
+    service = ChatContextService(
+        chat.id,
+        chat.user_id,
+        max_messages=config["PROMPT_MAX_HISTORY_MESSAGES"],
+        max_chars=config["PROMPT_MAX_HISTORY_CHARS"],
+    )
+    caps = listed_capabilities(chat.model, endpoint.models) if endpoint and chat.model else None
+    cal = calibration(chat.id, endpoint.id if endpoint else None, chat.model)
+    listed = (caps.context_window if caps else None) or config["NUMI_DEFAULT_CONTEXT_WINDOW"]
+    window = min(listed, cal.window) if cal.window else listed
+    checkpoint = service.latest_checkpoint()
+    info: dict[str, Any] = {
+        "model": chat.model,
+        "context_window": window,
+        "window_assumed": not (caps and caps.context_window) and not cal.window,
+        "listed_context_window": (caps.context_window if caps else None),
+        "auto_compact_at": int(window * config["NUMI_AUTO_COMPACT_FRACTION"]),
+        "auto_compact": chat.settings.get("auto_compact", config["NUMI_AUTO_COMPACT"]),
+        "checkpoint_id": checkpoint.id if checkpoint else None,
+        "estimate": {**cal.to_dict(), "label": estimate_label(cal)},
+        "error": None,
+    }
+    parts = system_part_list(chat, now, cal)
+    system = system_text(
+        system_parts(user_id=chat.user_id, chat_id=chat.id, settings=chat.settings, now=now)
+    )
+    tools = _tools(app, chat, is_admin, caps)
+    tools_raw = tools_estimate(tools)
+    try:
+        history = service.history()
+    except NumiError as exc:
+        info.update(
+            parts=parts,
+            estimated_tokens=None,
+            messages_included=0,
+            messages_omitted=None,
+            messages_left_out=left_out_count(chat.id),
+            estimated_cost=None,
+            error=exc.to_dict(),
+        )
+        return info
+    summary = [m for m in history.messages if m.get("_checkpoint")]
+    included = [m for m in history.messages if not m.get("_checkpoint")]
+    parts.append(
+        {
+            "kind": "summary",
+            "tokens": cal.apply(_message_tokens(summary)),
+            "text": summary[0]["content"] if summary else "",
+            "checkpoint_id": history.checkpoint_id,
+        }
+    )
+    parts.append(_history_part(chat.id, included, history.omitted, cal, detail))
+    parts.append(_attachments_part(included, chat.user_id, cal))
+    parts.append(
+        {
+            "kind": "tools",
+            "tokens": cal.apply(tools_raw),
+            "count": len(tools),
+            "items": [{"name": t.name, "tokens": cal.apply(tools_estimate([t]))} for t in tools],
+            "text": json.dumps(json.loads(tool_schemas(tools)), indent=2) if tools else "",
+        }
+    )
+    tokens = cal.apply(estimate_tokens(history.messages, system) + tools_raw)
+    info.update(
+        parts=parts,
+        estimated_tokens=tokens,
+        messages_included=parts[-3]["included"],
+        messages_omitted=history.omitted,
+        messages_left_out=parts[-3]["left_out"],
+        fraction=round(tokens / window, 4),
+        estimated_cost=_cost(chat, tokens),
+    )
+    return info
+
+
+def estimate_label(cal: Calibration) -> str:
+    """Which estimate the numbers are, in words (the context panel shows it)."""
+    if cal.source == "reported":
+        return (
+            f"Calibrated on this model's own count: it reported {cal.reported:,} prompt tokens "
+            f"for a request estimated at {cal.estimated:,}."
+        )
+    if cal.source == "overflow":
+        return (
+            f"Calibrated on the server's refusal: it counted {cal.reported:,} tokens for a "
+            f"request estimated at {cal.estimated:,}."
+        )
+    return (
+        "Estimated from characters (about four a token; tool schemas three): no answer of "
+        "this model has reported its prompt tokens yet."
+    )
+
+
+def system_part_list(chat: Chat, now: datetime, cal: Calibration) -> list[dict[str, Any]]:
+    """The system context's parts with tokens; the date line belongs to `system_prompt`."""
+    by_kind: dict[str, list[str]] = {}
+    for part in system_parts(
+        user_id=chat.user_id, chat_id=chat.id, settings=chat.settings, now=now
+    ):
+        kind = "system_prompt" if part.kind == "clock" else part.kind
+        by_kind.setdefault(kind, []).append(part.text)
+    out = []
+    for kind in ("system_prompt", "project_instructions", "memories"):
+        text = "\n\n".join(by_kind.pop(kind, []))
+        out.append({"kind": kind, "tokens": cal.apply(len(text) // 4), "text": text})
+    for kind, texts in by_kind.items():  # a kind added later still shows, under its name
+        text = "\n\n".join(texts)
+        out.append({"kind": kind, "tokens": cal.apply(len(text) // 4), "text": text})
+    return out
+
+
+def _message_tokens(messages: list[dict[str, Any]]) -> int:
+    """Raw tokens of messages without their attachments (the attachments part has those)."""
+    return sum((message_chars(m) - m.get("_attachment_chars", 0)) // 4 + _FRAMING for m in messages)
+
+
+def _history_part(
+    chat_id: str, included: list[dict[str, Any]], omitted: int, cal: Calibration, detail: bool
+) -> dict[str, Any]:
+    left_out_rows = left_out_messages(chat_id) if detail else []
+    items = [
+        {
+            "id": m.get("_db_id"),
+            "role": m["role"],
+            "tokens": cal.apply(_message_tokens([m])),
+            "text": _message_text(m),
+            "in_context": True,
+        }
+        for m in included
+    ]
+    return {
+        "kind": "history",
+        "tokens": cal.apply(_message_tokens(included)),
+        "included": sum(1 for m in included if not (m.get("_notice") or m.get("_placeholder"))),
+        "omitted": omitted,
+        "left_out": left_out_count(chat_id),
+        "messages": items,
+        "left_out_messages": [
+            {
+                "id": row.id,
+                "role": row.role,
+                "text": _message_text({"content": row.content, "tool_calls": row.tool_calls}),
+                "in_context": False,
+            }
+            for row in left_out_rows
+        ],
+    }
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    text = message.get("content") or ""
+    calls = [
+        f"[tool call {c.get('function', {}).get('name', '?')}({c.get('function', {}).get('arguments', '')})]"
+        for c in message.get("tool_calls") or ()
+        if isinstance(c, dict)
+    ]
+    return "\n".join([text, *calls]).strip()
+
+
+def _attachments_part(
+    included: list[dict[str, Any]], user_id: int, cal: Calibration
+) -> dict[str, Any]:
+    ids = [i for m in included for i in message_attachment_ids(m.get("_content_parts"))]
+    rows = {i: a for i, a in attachments_by_id(ids).items() if a.user_id == user_id}
+    sizes = text_sizes(list(rows))
+    items = [
+        {
+            "id": i,
+            "name": rows[i].filename,
+            "mime": rows[i].mime,
+            "tokens": cal.apply(sizes.get(i, 0) // 4),
+        }
+        for i in ids
+        if i in rows
+    ]
+    return {
+        "kind": "attachments",
+        "tokens": sum(item["tokens"] for item in items),
+        "items": items,
+        "text": "\n".join(f"{item['name']} ({item['mime']})" for item in items),
+    }
+
+
+def _tools(app, chat: Chat, is_admin: bool, caps) -> list[Any]:
+    if caps is not None and not caps.tools:
+        return []  # the model takes no tools: the request carries none
+    registry = app.extensions["numi.tools"]
+    return registry.active(chat.settings.get("tools"), is_admin=is_admin, user_id=chat.user_id)
+
+
+def _cost(chat: Chat, tokens: int) -> float | None:
+    """The input price of the request where the model has a price (Usage → prices)."""
+    price = model_prices(chat.user_id).get(chat.model or "")
+    if price is None:
+        return None
+    return round(tokens / 1e6 * price.input_per_mtok, 6)
