@@ -21,6 +21,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     and_,
+    false,
     text,
     true,
 )
@@ -74,6 +75,7 @@ class User(db.Model):
     # Stamped into the session cookie at login; logout, "Log out everywhere" and a password
     # change raise it, so every cookie issued before stops working (cookies live client-side).
     session_version: Mapped[int] = mapped_column(default=0, server_default="0")
+    memory_enabled: Mapped[bool] = mapped_column(default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -232,6 +234,9 @@ class Chat(db.Model):
     endpoint_id: Mapped[int | None] = mapped_column(ForeignKey("endpoints.id", ondelete="SET NULL"))
     model: Mapped[str | None] = mapped_column(String(200))
     settings_json: Mapped[str | None] = mapped_column(Text)
+    project_id: Mapped[int | None] = mapped_column(
+        ForeignKey("projects.id", ondelete="SET NULL"), index=True
+    )
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     pinned_at: Mapped[datetime | None]
@@ -266,6 +271,7 @@ class Chat(db.Model):
             "endpoint_id": self.endpoint_id,
             "model": self.model,
             "settings": self.settings,
+            "project_id": self.project_id,
             "pinned": self.pinned_at is not None,
             "archived": self.archived_at is not None,
             "tags": self.tags,
@@ -589,3 +595,6 @@ class Prompt(db.Model):
             "created_at": _iso(self.created_at),
             "updated_at": _iso(self.updated_at),
         }
+
+
+from .project_models import Memory, Project, ProjectFile  # noqa: E402, F401 (same metadata)
