@@ -94,8 +94,10 @@ def test_project_flow(open_page_on, site, api, scripted, size, scheme, shot):
         item = page.locator(f"#chat-{loose['id']}")
         target = page.locator(f".project-item[data-project-id='{project_id}']")
         item.drag_to(target)
-        count = target.locator(".project-count")
-        page.wait_for_function("e => e.textContent.trim() === '2'", arg=count.element_handle())
+        page.wait_for_function(
+            "s => document.querySelector(s)?.textContent.trim() === '2'",
+            arg=f".project-item[data-project-id='{project_id}'] .project-count",
+        )
     else:
         page.goto(f"/c/{loose['id']}")
         page.locator(".chat-project > summary").click()
