@@ -21,7 +21,6 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     and_,
-    false,
     text,
     true,
 )
@@ -75,7 +74,7 @@ class User(db.Model):
     # Stamped into the session cookie at login; logout, "Log out everywhere" and a password
     # change raise it, so every cookie issued before stops working (cookies live client-side).
     session_version: Mapped[int] = mapped_column(default=0, server_default="0")
-    memory_enabled: Mapped[bool] = mapped_column(default=False, server_default=false())
+    memory_enabled: Mapped[bool] = mapped_column(default=False, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -234,9 +233,7 @@ class Chat(db.Model):
     endpoint_id: Mapped[int | None] = mapped_column(ForeignKey("endpoints.id", ondelete="SET NULL"))
     model: Mapped[str | None] = mapped_column(String(200))
     settings_json: Mapped[str | None] = mapped_column(Text)
-    project_id: Mapped[int | None] = mapped_column(
-        ForeignKey("projects.id", ondelete="SET NULL"), index=True
-    )
+    project_id: Mapped[int | None] = mapped_column(index=True)  # projects.id; see migration
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     pinned_at: Mapped[datetime | None]

@@ -91,20 +91,15 @@ def upgrade():
             batch_op.f("ix_project_files_project_id"), ["project_id"], unique=False
         )
 
-    with op.batch_alter_table("chats", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("project_id", sa.Integer(), nullable=True))
-        batch_op.create_index(batch_op.f("ix_chats_project_id"), ["project_id"], unique=False)
-        batch_op.create_foreign_key(
-            batch_op.f("fk_chats_project_id_projects"),
-            "projects",
-            ["project_id"],
-            ["id"],
-            ondelete="SET NULL",
-        )
+    # No database-level foreign key here: on SQLite adding one copies the whole chats table
+    # (batch mode), which the tables' readers can lock; numi/chat/projects.py clears the
+    # column when a project goes, and every read joins on the owner.
+    op.add_column("chats", sa.Column("project_id", sa.Integer(), nullable=True))
+    op.create_index(op.f("ix_chats_project_id"), "chats", ["project_id"], unique=False)
 
     with op.batch_alter_table("users", schema=None) as batch_op:
         batch_op.add_column(
-            sa.Column("memory_enabled", sa.Boolean(), server_default=sa.false(), nullable=False)
+            sa.Column("memory_enabled", sa.Boolean(), server_default="0", nullable=False)
         )
 
     # ### end Alembic commands ###
@@ -116,7 +111,6 @@ def downgrade():
         batch_op.drop_column("memory_enabled")
 
     with op.batch_alter_table("chats", schema=None) as batch_op:
-        batch_op.drop_constraint(batch_op.f("fk_chats_project_id_projects"), type_="foreignkey")
         batch_op.drop_index(batch_op.f("ix_chats_project_id"))
         batch_op.drop_column("project_id")
 

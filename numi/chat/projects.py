@@ -94,12 +94,12 @@ def delete_project(user_id: int, project_id: int, chats: Any) -> int:
     """Delete the project, its memories and its files' ownership. `chats` "keep": its chats
     stay and leave the project; "delete": they are deleted too. Returns how many chats
     were deleted."""
+    project = get_project(user_id, project_id)  # a foreign project is a 404 first
     if chats not in DELETE_MODES:
         raise invalid(
             'Say what becomes of the project\'s chats: chats="keep" or chats="delete".',
             "invalid_delete_mode",
         )
-    project = get_project(user_id, project_id)
     deleted = 0
     in_project = (Chat.user_id == user_id, Chat.project_id == project.id)
     if chats == "delete":
