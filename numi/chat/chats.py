@@ -53,6 +53,7 @@ def list_chats(
     query: str = "",
     tag: str = "",
     view: str = "sidebar",
+    project_id: int | None = None,
 ) -> Page:
     """Chats by last activity, newest first, keyset-paginated so 10,000 chats stay fast.
 
@@ -63,6 +64,8 @@ def list_chats(
     of the previous page.
     """
     stmt = select(Chat).where(Chat.user_id == user_id, Chat.deleted_at.is_(None))
+    if project_id is not None:  # checked by the caller (`project_ref`): the user's project
+        stmt = stmt.where(Chat.project_id == project_id)
     if tag:
         stmt = stmt.where(
             Chat.id.in_(

@@ -77,11 +77,20 @@ def list_sessions():
         query=query,
         tag=(request.args.get("tag") or "")[: organising.MAX_TAG_CHARS],
         view=view,
+        project_id=_project_filter(),
     )
     body = {"sessions": [c.to_dict() for c in page.items], "next_cursor": page.next_cursor}
     if view == "sidebar":
         body["pinned"] = [c.to_dict() for c in page.pinned]
     return jsonify(body)
+
+
+def _project_filter() -> int | None:
+    """`?project_id=`: one of the user's projects' chats only (`unknown_project` otherwise)."""
+    raw = request.args.get("project_id") or ""
+    if not raw:
+        return None
+    return chats.project_ref(g.user.id, int(raw) if raw.isdigit() else -1)
 
 
 @bp.get("/session/<chat_id>")

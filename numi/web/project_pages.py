@@ -36,11 +36,13 @@ def sidebar_projects() -> list[dict]:
     user = getattr(g, "user", None)
     if user is None:
         return []
-    counts = project_store.chat_counts(user.id)
-    return [
-        {"id": p.id, "name": p.name, "chats": counts.get(p.id, 0)}
-        for p in project_store.list_projects(user.id)
-    ]
+    if "sidebar_projects" not in g:  # the list, the search box and the chat menu share it
+        counts = project_store.chat_counts(user.id)
+        g.sidebar_projects = [
+            {"id": p.id, "name": p.name, "chats": counts.get(p.id, 0)}
+            for p in project_store.list_projects(user.id)
+        ]
+    return g.sidebar_projects
 
 
 @bp.get("/p/<int:project_id>")

@@ -37,13 +37,15 @@ def ask(server, chat_id: str, text: str = "hello") -> list[dict]:
     socket = Socket(server, chat_id)
     try:
         socket.send(type="send", message=text)
-        return socket.events_until("turn_end")
+        # Generous: a protocol's first request in the server loads its SDK (seconds under load).
+        return socket.events_until("turn_end", timeout=60)
     finally:
         socket.close()
 
 
 @pytest.mark.parametrize("kind", ["openai_chat", "openai_responses", "anthropic"])
 def test_instructions_and_memories_reach_each_protocol(server, scripted, kind):
+    """The system context as the provider received it: every part, in order."""
     api = Api(server.url)
     status, project = api.post(
         "/api/projects", {"name": f"Garden {kind}", "instructions": "Answer as a gardener."}
