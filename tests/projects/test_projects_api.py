@@ -293,3 +293,58 @@ def test_bad_project_import_creates_nothing(client):
     assert error(client.post("/api/import", json=bad)) == (400, "invalid_import")
     assert client.get("/api/projects").get_json()["projects"] == []
     assert client.get("/api/sessions").get_json()["sessions"] == []
+
+
+def test_the_page_forms_without_javascript(client):
+    """The project page, the chat's Project menu and Settings → Memory post plain forms."""
+    made = client.post("/projects", data={"name": "Kitchen"})
+    assert made.status_code == 303
+    project_id = int(made.headers["Location"].rsplit("/", 1)[1])
+    page = client.get(f"/p/{project_id}").get_data(as_text=True)
+    assert "Kitchen" in page and "New chat in Kitchen" in page
+    assert client.post(f"/p/{project_id}/edit", data={"instructions": "Metric."}).status_code == 303
+    assert client.get(f"/api/projects/{project_id}").get_json()["instructions"] == "Metric."
+    bad = client.post(f"/p/{project_id}/edit", data={"name": ""})
+    assert bad.status_code == 400
+    assert client.get(f"/api/projects/{project_id}").get_json()["name"] == "Kitchen"
+
+    started = client.post(f"/p/{project_id}/chats")
+    chat_id = started.headers["Location"].rsplit("/", 1)[1]
+    assert client.get(f"/api/session/{chat_id}").get_json()["project_id"] == project_id
+    assert client.post(f"/c/{chat_id}/project", data={"project_id": ""}).status_code == 303
+    assert client.get(f"/api/session/{chat_id}").get_json()["project_id"] is None
+    assert client.post(f"/c/{chat_id}/project", data={"project_id": "x"}).status_code == 404
+    client.post(f"/c/{chat_id}/project", data={"project_id": str(project_id)})
+    assert client.get(f"/api/session/{chat_id}").get_json()["project_id"] == project_id
+
+    assert client.post("/settings/memory", data={"memory": "1"}).status_code == 303
+    client.post("/memories", data={"text": "Salt to taste."})
+    client.post("/memories", data={"text": "Oven runs hot.", "project_id": str(project_id)})
+    settings = client.get("/settings").get_data(as_text=True)
+    assert "Memory is on." in settings and "Salt to taste." in settings
+    assert "Oven runs hot." not in settings, "a project's memories are on its page"
+    assert "Oven runs hot." in client.get(f"/p/{project_id}").get_data(as_text=True)
+    own = client.get("/api/memories").get_json()["memories"][0]
+    client.post(f"/memories/{own['id']}/edit", data={"text": "Salt lightly."})
+    assert client.get("/api/memories").get_json()["memories"][0]["text"] == "Salt lightly."
+    assert client.post(f"/memories/{own['id']}/edit", data={"text": ""}).status_code == 400
+    client.post(f"/memories/{own['id']}/delete")
+    assert client.get("/api/memories").get_json()["memories"] == []
+
+    # Deleting asks what becomes of the chats; the form names the choice.
+    assert client.post(f"/p/{project_id}/delete", data={}).status_code == 400
+    assert client.post(f"/p/{project_id}/delete", data={"chats": "delete"}).status_code == 303
+    assert client.get(f"/api/session/{chat_id}").status_code == 404
+    assert client.get(f"/p/{project_id}").status_code == 404
+
+
+def test_untrusted_names_and_memories_are_escaped(client):
+    evil = '<img src=x onerror="alert(1)">'
+    project = make_project(client, name=evil, instructions=evil)
+    client.post("/api/memories", json={"text": evil, "project_id": project["id"]})
+    client.post("/api/memories", json={"text": evil})
+    chat = make_session(client, project_id=project["id"])
+    for path in ("/", f"/p/{project['id']}", "/settings", f"/c/{chat['id']}"):
+        html = client.get(path).get_data(as_text=True)
+        assert evil not in html, path
+        assert "&lt;img src=x" in html, path
