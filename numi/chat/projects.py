@@ -138,6 +138,12 @@ def new_chat_fields(project: Project, fields: dict[str, Any]) -> dict[str, Any]:
     """The fields of a new chat in `project`: its defaults, under what was given."""
     defaults = project.settings
     merged = {key: defaults[key] for key in ROUTE_KEYS if defaults.get(key) is not None}
+    if "endpoint_id" in merged:
+        try:  # an endpoint removed since: the user's usual default answers instead
+            endpoint_store.get_endpoint(project.user_id, merged["endpoint_id"])
+        except NotFound:
+            merged.pop("endpoint_id")
+            merged.pop("model", None)
     merged.update(fields)
     settings = {k: v for k, v in defaults.items() if k not in ROUTE_KEYS}
     if isinstance(fields.get("settings"), dict):
