@@ -163,3 +163,26 @@ def test_remember_with_memory_off_or_a_bad_text_writes_nothing(server, scripted)
         assert not end["ok"] and end["error_code"] == code, end
         assert memories(api) == before
     api.call("PATCH", "/api/preferences", {"memory": False})
+
+
+def test_remember_for_the_project_keeps_a_project_memory(server, scripted):
+    api, chat = remember_chat(server, scripted)
+    _, project = api.post("/api/projects", {"name": "Scoped"})
+    api.call("PATCH", f"/api/session/{chat['id']}", {"project_id": project["id"]})
+    scripted.enqueue(Scenario().tool_call("remember", {"text": "Uses tabs.", "scope": "project"}))
+    scripted.enqueue(Scenario().text("ok"))
+    socket = Socket(server, chat["id"])
+    try:
+        socket.send(type="send", message="we use tabs here")
+        events = socket.events_until("tool_approval", timeout=60)
+        [card] = [e["data"] for e in of_type(events, "tool_approval")]
+        socket.send(
+            type="approve", call_id=card["call_id"], digest=card["digest"], decision="approve"
+        )
+        socket.events_until("turn_end")
+    finally:
+        socket.close()
+    _, kept = api.get(f"/api/memories?project_id={project['id']}")
+    assert [m["text"] for m in kept["memories"]] == ["Uses tabs."]
+    assert "Uses tabs." not in [m["text"] for m in api.get("/api/memories")[1]["memories"]]
+    api.call("PATCH", "/api/preferences", {"memory": False})
