@@ -303,6 +303,21 @@ SETTINGS: tuple[Setting, ...] = (
         "NUMI_MAX_SYSTEM_PROMPT_CHARS", 50_000, int, "Longest per-chat system prompt accepted."
     ),
     Setting("NUMI_MAX_NAME_CHARS", 100, int, "Longest endpoint, user or token name accepted."),
+    Setting("NUMI_MAX_PROJECT_NAME_CHARS", 100, int, "Longest project name accepted."),
+    Setting(
+        "NUMI_MAX_PROJECT_INSTRUCTIONS_CHARS",
+        20_000,
+        int,
+        "Longest project instructions accepted (they join every request of the project's chats).",
+    ),
+    Setting("NUMI_MAX_MEMORY_CHARS", 500, int, "Longest memory (one short fact) accepted."),
+    Setting(
+        "NUMI_MAX_MEMORIES",
+        200,
+        int,
+        "Most memories a user keeps (their own and their projects' together): with memory on, "
+        "every request carries them.",
+    ),
     Setting(
         "NUMI_MAX_JSON_DEPTH",
         64,

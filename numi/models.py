@@ -74,6 +74,7 @@ class User(db.Model):
     # Stamped into the session cookie at login; logout, "Log out everywhere" and a password
     # change raise it, so every cookie issued before stops working (cookies live client-side).
     session_version: Mapped[int] = mapped_column(default=0, server_default="0")
+    memory_enabled: Mapped[bool] = mapped_column(default=False, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     # The user's default fallback chain (Settings): [{endpoint_id, model}], used by chats
     # that have none of their own.
@@ -246,6 +247,7 @@ class Chat(db.Model):
     endpoint_id: Mapped[int | None] = mapped_column(ForeignKey("endpoints.id", ondelete="SET NULL"))
     model: Mapped[str | None] = mapped_column(String(200))
     settings_json: Mapped[str | None] = mapped_column(Text)
+    project_id: Mapped[int | None] = mapped_column(index=True)  # projects.id; see migration
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     pinned_at: Mapped[datetime | None]
@@ -280,6 +282,7 @@ class Chat(db.Model):
             "endpoint_id": self.endpoint_id,
             "model": self.model,
             "settings": self.settings,
+            "project_id": self.project_id,
             "pinned": self.pinned_at is not None,
             "archived": self.archived_at is not None,
             "tags": self.tags,
@@ -607,3 +610,6 @@ class Prompt(db.Model):
             "created_at": _iso(self.created_at),
             "updated_at": _iso(self.updated_at),
         }
+
+
+from .project_models import Memory, Project, ProjectFile  # noqa: E402, F401 (same metadata)

@@ -12,7 +12,8 @@
 - Policy per tool and chat: `ask` or `auto`. A chat's explicit `tool_policy[name]` wins;
   else the chat's older `auto_approve` switch makes every tool `auto` (old chats keep
   working as before); else the tool's default: `ask` for tools that change things (bash,
-  write_file, patch_file, MCP tools not marked read-only), `auto` for the rest.
+  write_file, patch_file, MCP tools not marked read-only), `auto` for the rest. A tool
+  marked `always_ask` (`remember`) asks whatever the chat says.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def default_policy(tool: Any) -> str:
 
 def approval_policy(tool: Any, settings: dict[str, Any]) -> str:
     """`ask` or `auto` for `tool` in a chat with `settings`."""
+    if getattr(tool, "always_ask", False):
+        return "ask"
     explicit = settings.get("tool_policy")
     if isinstance(explicit, dict) and explicit.get(tool.name) in POLICIES:
         return explicit[tool.name]

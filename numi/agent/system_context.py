@@ -17,6 +17,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import select
+
+from ..chat import memories as memory_store
+from ..extensions import db
+from ..models import Chat, Project
+
 
 @dataclass(frozen=True)
 class SystemPart:
@@ -32,6 +38,26 @@ def system_parts(
     prompt = (settings.get("system_prompt") or "").strip()
     if prompt:
         parts.append(SystemPart("system_prompt", prompt))
+    # One query for the chat's project (scoped to the owner: a stale id reads as none).
+    project = db.session.execute(
+        select(Project.id, Project.name, Project.instructions)
+        .join(Chat, Chat.project_id == Project.id)
+        .where(Chat.id == chat_id, Chat.user_id == user_id, Project.user_id == user_id)
+    ).first()
+    if project is not None and (project.instructions or "").strip():
+        parts.append(
+            SystemPart(
+                "project_instructions",
+                f"Instructions of the project {project.name!r}, which this chat belongs to:\n\n"
+                + project.instructions.strip(),
+            )
+        )
+    if memory_store.memory_enabled(user_id):
+        kept = memory_store.memories_for_chat(user_id, project.id if project else None)
+        if kept:
+            parts.append(
+                SystemPart("memories", memory_store.system_text(kept, project and project.name))
+            )
     parts.append(
         SystemPart(
             "clock",

@@ -17,7 +17,7 @@ from sqlalchemy.orm import joinedload
 from ..data_dir import touches_data_dir
 from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
-from ..models import Chat, ChatTag, Endpoint, Message, QueuedMessage, User, utcnow
+from ..models import Chat, ChatTag, Endpoint, Message, Project, QueuedMessage, User, utcnow
 from .. import endpoints as endpoint_store
 
 REASONING_EFFORTS = ("", "none", "minimal", "low", "medium", "high")
@@ -53,6 +53,7 @@ def list_chats(
     query: str = "",
     tag: str = "",
     view: str = "sidebar",
+    project_id: int | None = None,
 ) -> Page:
     """Chats by last activity, newest first, keyset-paginated so 10,000 chats stay fast.
 
@@ -63,6 +64,8 @@ def list_chats(
     of the previous page.
     """
     stmt = select(Chat).where(Chat.user_id == user_id, Chat.deleted_at.is_(None))
+    if project_id is not None:  # checked by the caller (`project_ref`): the user's project
+        stmt = stmt.where(Chat.project_id == project_id)
     if tag:
         stmt = stmt.where(
             Chat.id.in_(
@@ -160,6 +163,7 @@ def newest_empty_chat(user_id: int) -> Chat | None:
             Chat.deleted_at.is_(None),
             Chat.archived_at.is_(None),
             Chat.title == "New chat",
+            Chat.project_id.is_(None),  # an empty chat of a project stays its project's
             ~has_message,
         )
         .order_by(Chat.updated_at.desc(), Chat.id.desc())
@@ -239,6 +243,8 @@ def _apply(chat: Chat, user_id: int, fields: dict[str, Any], limits: dict[str, A
     if "model" in fields:
         model = _text(fields["model"] or "", "model", 200).strip()
         updates["model"] = model or None
+    if "project_id" in fields:
+        updates["project_id"] = project_ref(user_id, fields["project_id"])
     settings = dict(chat.settings)
     if "settings" in fields:
         if not isinstance(fields["settings"], dict):
@@ -265,6 +271,20 @@ def _apply(chat: Chat, user_id: int, fields: dict[str, Any], limits: dict[str, A
     for name, value in updates.items():
         setattr(chat, name, value)
     chat.settings = settings
+
+
+def project_ref(user_id: int, value: Any) -> int | None:
+    """A chat's `project_id` from input: null (no project) or one of the user's projects;
+    anything else is `unknown_project` (404, as for a foreign project)."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        found = db.session.execute(
+            select(Project.id).where(Project.id == value, Project.user_id == user_id)
+        ).scalar_one_or_none()
+        if found is not None:
+            return found
+    raise NumiError("unknown_project", "No such project.", 404)
 
 
 SETTING_KEYS = (

@@ -24,7 +24,7 @@ from sqlalchemy import select
 
 from ..errors import invalid
 from ..extensions import db
-from ..models import Attachment, Chat, Endpoint, Message, utcnow
+from ..models import Attachment, Chat, Endpoint, Message, Project, utcnow
 from .chats import get_chat
 from .versions import load_tree
 
@@ -168,11 +168,20 @@ def chat_document(
             if endpoint
             else None,
             "settings": chat.settings,
+            "project": _project(chat),
             "created_at": _iso(chat.created_at),
             "updated_at": _iso(chat.updated_at),
         },
         "messages": [_message_document(m, attachments) for m in messages],
     }
+
+
+def _project(chat: Chat) -> dict[str, Any] | None:
+    """The name and instructions of the chat's project (what its requests carried)."""
+    project = db.session.get(Project, chat.project_id) if chat.project_id else None
+    if project is None or project.user_id != chat.user_id:
+        return None
+    return {"name": project.name, "instructions": project.instructions or ""}
 
 
 def _message_document(message: Message, attachments: dict[int, Attachment]) -> dict[str, Any]:

@@ -64,8 +64,11 @@ class SearchResults:
     messages: list[MessageHit] = field(default_factory=list)
 
 
-def search(user_id: int, query: str, *, limit: int = 20) -> SearchResults:
-    """Chats whose title matches and messages whose text matches `query`, best first."""
+def search(
+    user_id: int, query: str, *, limit: int = 20, project_id: int | None = None
+) -> SearchResults:
+    """Chats whose title matches and messages whose text matches `query`, best first; with
+    `project_id` (checked by the caller to be the user's), only the chats of that project."""
     if not isinstance(query, str):
         raise invalid("q must be text.")
     query = " ".join(query.split())[:MAX_QUERY_CHARS]
@@ -73,13 +76,13 @@ def search(user_id: int, query: str, *, limit: int = 20) -> SearchResults:
     results = SearchResults(query, engine)
     if not _terms(query):
         return results
-    results.chats = _title_hits(user_id, query, limit)
+    results.chats = _title_hits(user_id, query, limit, project_id)
     if engine == "fts5":
-        results.messages = _fts5(user_id, query, limit)
+        results.messages = _fts5(user_id, query, limit, project_id)
     elif engine == "postgresql":
-        results.messages = _postgres(user_id, query, limit)
+        results.messages = _postgres(user_id, query, limit, project_id)
     else:
-        results.messages = _ilike(user_id, query, limit)
+        results.messages = _ilike(user_id, query, limit, project_id)
     return results
 
 
@@ -108,8 +111,15 @@ def _terms(query: str) -> list[str]:
     return re.findall(r"\w+", query)
 
 
-def _title_hits(user_id: int, query: str, limit: int) -> list[Chat]:
+def _in_project(project_id: int | None) -> str:
+    """The SQL condition that keeps one project's chats (`c` is the chats table)."""
+    return " AND c.project_id = :project" if project_id is not None else ""
+
+
+def _title_hits(user_id: int, query: str, limit: int, project_id: int | None) -> list[Chat]:
     stmt = select(Chat).where(Chat.user_id == user_id, Chat.deleted_at.is_(None))
+    if project_id is not None:
+        stmt = stmt.where(Chat.project_id == project_id)
     for term in _terms(query):
         stmt = stmt.where(Chat.title.ilike(f"%{term}%"))
     return list(db.session.execute(stmt.order_by(Chat.updated_at.desc()).limit(limit)).scalars())
@@ -131,7 +141,7 @@ def _tsquery(query: str) -> str:
     return " & ".join(terms)
 
 
-def _fts5(user_id: int, query: str, limit: int) -> list[MessageHit]:
+def _fts5(user_id: int, query: str, limit: int, project_id: int | None) -> list[MessageHit]:
     rows = db.session.execute(
         text(
             "SELECT m.id, m.chat_id, m.role, c.title, "
@@ -140,8 +150,9 @@ def _fts5(user_id: int, query: str, limit: int) -> list[MessageHit]:
             "JOIN messages m ON m.id = fts_messages.rowid "
             "JOIN chats c ON c.id = m.chat_id "
             "WHERE fts_messages MATCH :match AND c.user_id = :user AND c.deleted_at IS NULL "
-            "AND m.deleted_at IS NULL AND m.active "  # the shown versions only
-            "ORDER BY rank LIMIT :limit"
+            "AND m.deleted_at IS NULL AND m.active"  # the shown versions only
+            + _in_project(project_id)
+            + " ORDER BY rank LIMIT :limit"
         ),
         {
             "start": HIT_START,
@@ -150,6 +161,7 @@ def _fts5(user_id: int, query: str, limit: int) -> list[MessageHit]:
             "match": _fts5_query(query),
             "user": user_id,
             "limit": limit,
+            "project": project_id,
         },
     )
     return [
@@ -157,7 +169,7 @@ def _fts5(user_id: int, query: str, limit: int) -> list[MessageHit]:
     ]
 
 
-def _postgres(user_id: int, query: str, limit: int) -> list[MessageHit]:
+def _postgres(user_id: int, query: str, limit: int, project_id: int | None) -> list[MessageHit]:
     # The GIN index finds the matches; ranking needs each match's tsvector, recomputed from
     # the text (an expression index stores none), so only the newest RANK_CANDIDATES
     # matches are ranked: a word found in tens of thousands of messages stays fast.
@@ -168,7 +180,7 @@ def _postgres(user_id: int, query: str, limit: int) -> list[MessageHit]:
             "  SELECT m.id, m.content FROM messages m JOIN chats c ON c.id = m.chat_id, tsq "
             "  WHERE to_tsvector('simple', coalesce(m.content, '')) @@ tsq.q "
             "  AND c.user_id = :user AND c.deleted_at IS NULL AND m.deleted_at IS NULL AND m.active "
-            "  AND m.role IN ('user', 'assistant') "
+            "  AND m.role IN ('user', 'assistant')" + _in_project(project_id) + " "
             "  ORDER BY m.id DESC LIMIT :candidates), "
             "ranked AS ("
             "  SELECT candidates.id, candidates.content, "
@@ -184,6 +196,7 @@ def _postgres(user_id: int, query: str, limit: int) -> list[MessageHit]:
             "user": user_id,
             "limit": limit,
             "candidates": RANK_CANDIDATES,
+            "project": project_id,
             "options": f"StartSel={HIT_START}, StopSel={HIT_END}, MaxWords=20, MinWords=8, MaxFragments=1",
         },
     )
@@ -193,7 +206,7 @@ def _postgres(user_id: int, query: str, limit: int) -> list[MessageHit]:
     ]
 
 
-def _ilike(user_id: int, query: str, limit: int) -> list[MessageHit]:
+def _ilike(user_id: int, query: str, limit: int, project_id: int | None) -> list[MessageHit]:
     terms = _terms(query)
     stmt = (
         select(Message, Chat.title)
@@ -205,6 +218,8 @@ def _ilike(user_id: int, query: str, limit: int) -> list[MessageHit]:
             Message.role.in_(("user", "assistant")),
         )
     )
+    if project_id is not None:
+        stmt = stmt.where(Chat.project_id == project_id)
     for term in terms:
         stmt = stmt.where(Message.content.ilike(f"%{term}%"))
     rows = db.session.execute(stmt.order_by(Message.id.desc()).limit(limit))

@@ -61,6 +61,10 @@ def register(app: Flask) -> None:
     from . import artifacts as artifact_routes
 
     app.register_blueprint(artifact_routes.bp)
+    from . import project_pages, projects as project_routes
+
+    app.register_blueprint(project_routes.bp)
+    app.register_blueprint(project_pages.bp)
     from ..chat.attachments import human_size, template_attachments, template_checkpoints
 
     app.jinja_env.globals["message_attachments"] = template_attachments

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app, g, jsonify, request
 
 from .. import endpoints as endpoint_store
-from ..chat import chats, organising
+from ..chat import chats, organising, projects
 from ..chat.versions import version_info
 from ..config import parse_bool
 from ..errors import NumiError, turn_running
@@ -24,6 +24,7 @@ CHAT_FIELDS = (
     "max_tokens",
     "reasoning_effort",
     "tools",
+    "project_id",
 )
 
 
@@ -50,7 +51,12 @@ DOCUMENT_SEARCH = "search_documents"
 
 @bp.post("/session")
 def create_session():
-    chat = chats.create_chat(g.user.id, _chat_fields(request_data()), current_app.config)
+    data = request_data()
+    fields = _chat_fields(data)
+    if data.get("project_id") is not None:  # a new chat in a project takes its defaults
+        project = projects.chosen_project(g.user.id, data["project_id"])
+        fields = projects.new_chat_fields(project, fields)
+    chat = chats.create_chat(g.user.id, fields, current_app.config)
     return jsonify(chat.to_dict()), 201
 
 
@@ -71,11 +77,20 @@ def list_sessions():
         query=query,
         tag=(request.args.get("tag") or "")[: organising.MAX_TAG_CHARS],
         view=view,
+        project_id=_project_filter(),
     )
     body = {"sessions": [c.to_dict() for c in page.items], "next_cursor": page.next_cursor}
     if view == "sidebar":
         body["pinned"] = [c.to_dict() for c in page.pinned]
     return jsonify(body)
+
+
+def _project_filter() -> int | None:
+    """`?project_id=`: one of the user's projects' chats only (`unknown_project` otherwise)."""
+    raw = request.args.get("project_id") or ""
+    if not raw:
+        return None
+    return chats.project_ref(g.user.id, int(raw) if raw.isdigit() else -1)
 
 
 @bp.get("/session/<chat_id>")

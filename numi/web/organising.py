@@ -135,9 +135,15 @@ def bulk_json():
 
 @bp.route("/api/preferences", methods=["GET", "PATCH"])
 def preferences_json():
+    from .projects import memory_preference, save_memory_preference
+
     if request.method == "PATCH":
-        _save_theme(request_data().get("theme"))
-    return jsonify(theme=g.user.theme)
+        data = request_data()
+        memory = memory_preference(data)  # checked before anything is written
+        if "theme" in data or memory is None:
+            _save_theme(data.get("theme"))
+        save_memory_preference(memory)
+    return jsonify(theme=g.user.theme, memory=g.user.memory_enabled)
 
 
 @bp.get("/api/tags")

@@ -247,7 +247,11 @@ def search():
         # Title mode is the chat list filtered by title, the same list /chats gives.
         tag = (request.args.get("tag") or "")[:40]
         page = chats.list_chats(
-            g.user.id, limit=config["NUMI_PAGE_SIZE_CHATS"], query=query, tag=tag
+            g.user.id,
+            limit=config["NUMI_PAGE_SIZE_CHATS"],
+            query=query,
+            tag=tag,
+            project_id=_project_arg(),
         )
         template = "partials/_chat_list_page.html"
         if is_htmx():
@@ -263,16 +267,29 @@ def search():
         return render_template(
             "search.html", results=None, query=query, sidebar=page, current_id=current
         )
-    results = chat_search.search(g.user.id, query, limit=config["NUMI_PAGE_SIZE_CHATS"])
+    results = chat_search.search(
+        g.user.id, query, limit=config["NUMI_PAGE_SIZE_CHATS"], project_id=_project_arg()
+    )
     if is_htmx():
         return render_template("partials/_search_results.html", results=results, current_id=current)
     return render_template("search.html", results=results, query=query, current_id=current)
 
 
+def _project_arg() -> int | None:
+    """`?project=<id>` (or `project_id`): search one of the user's projects only."""
+    raw = request.args.get("project") or request.args.get("project_id") or ""
+    if not raw:
+        return None
+    return chats.project_ref(g.user.id, int(raw) if raw.isdigit() else -1)
+
+
 @bp.get("/api/search")
 def search_json():
     results = chat_search.search(
-        g.user.id, request.args.get("q") or "", limit=int_arg("limit", 20, low=1, high=100)
+        g.user.id,
+        request.args.get("q") or "",
+        limit=int_arg("limit", 20, low=1, high=100),
+        project_id=_project_arg(),
     )
     return jsonify(
         query=results.query,

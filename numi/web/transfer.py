@@ -1,7 +1,8 @@
 """Moving chats in and out: export downloads, the JSON import route and the Import form.
 
-The import routes take a chat export (any format `numi.chat.importer` reads) or a saved
-prompts file (`numi.prompts`, see numi/prompts.py), told apart by the document's format."""
+The import routes take a chat export (any format `numi.chat.importer` reads), a saved
+prompts file (`numi.prompts`, see numi/prompts.py), a memories file (`numi.memories`) or a
+project (`numi.project`, numi/chat/project_transfer.py), told apart by the document's format."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import io
 from flask import Blueprint, current_app, g, jsonify, redirect, request, send_file, url_for
 
 from .. import prompts as prompt_store
-from ..chat import importer
+from ..chat import importer, memories as memory_store, project_transfer
 from ..chat.export import export_chat
 from ..errors import invalid
 from .inputs import decode_json
@@ -40,6 +41,14 @@ def import_session():
             skipped=result["skipped"],
             renamed=result["renamed"],
         ), 201
+    if memory_store.is_memories_document(document):
+        result = memory_store.import_memories(g.user.id, document, current_app.config)
+        return jsonify(
+            memories=[m.to_dict() for m in result["created"]], skipped=result["skipped"]
+        ), 201
+    if project_transfer.is_project_document(document):
+        project = _import_project(document)
+        return jsonify(project=project.to_dict()), 201
     created = importer.import_chats(g.user.id, document, current_app.config)
     return jsonify(chat=created[0].to_dict(), chats=[c.to_dict() for c in created]), 201
 
@@ -51,8 +60,23 @@ def import_page():
     if prompt_store.is_prompts_document(document):
         prompt_store.import_prompts(g.user.id, document)
         return redirect(url_for("pages.settings") + "#prompts", code=303)
+    if memory_store.is_memories_document(document):
+        memory_store.import_memories(g.user.id, document, current_app.config)
+        return redirect(url_for("pages.settings") + "#memory", code=303)
+    if project_transfer.is_project_document(document):
+        project = _import_project(document)
+        return redirect(url_for("project_pages.project_view", project_id=project.id), code=303)
     created = importer.import_chats(g.user.id, document, current_app.config)
     return redirect(url_for("pages.chat_view", chat_id=created[0].id), code=303)
+
+
+def _import_project(document):
+    from .attachments import _schedule_indexing
+
+    project, file_ids = project_transfer.import_project(g.user.id, document, current_app.config)
+    for attachment_id in file_ids:
+        _schedule_indexing(attachment_id)
+    return project
 
 
 def _uploaded_document():

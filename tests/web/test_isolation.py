@@ -19,7 +19,10 @@ from numi.models import (
     Chat,
     Endpoint,
     McpServer,
+    Memory,
     Message,
+    Project,
+    ProjectFile,
     Prompt,
     QueuedMessage,
     utcnow,
@@ -40,6 +43,8 @@ ID_ARGUMENTS = {
     "server_id": "server_id",
     "item_id": "item_id",
     "prompt_id": "prompt_id",
+    "project_id": "project_id",
+    "memory_id": "memory_id",
 }
 # Routes whose argument names a particular one of user A's objects: (endpoint, argument) ->
 # the key of that object (Show as markdown renders an answer, not a question).
@@ -59,6 +64,11 @@ BODIES = {
     "followups.edit_form": {"message": "stolen"},
     "prompts.edit": {"command": "stolen", "title": "stolen", "text": "stolen"},
     "prompts.one_json": {"title": "stolen"},
+    "projects.update_project": {"name": "stolen"},
+    "project_pages.edit_project": {"name": "stolen"},
+    "projects.update_memory": {"text": "stolen"},
+    "project_pages.edit_memory": {"text": "stolen"},
+    "project_pages.move_chat": {"project_id": ""},
 }
 
 
@@ -114,8 +124,19 @@ def owned(multi_app, users):
             user_id=a.id, command="alice-cmd", title="alice prompt", text="alice private prompt"
         )
         db.session.add(prompt)
+        # A project of user A's, with the attachment as its file and a memory.
+        project = Project(user_id=a.id, name="alice project", instructions="alice rules")
+        db.session.add(project)
+        db.session.flush()
+        db.session.add(
+            ProjectFile(attachment_id=attachment.id, project_id=project.id, user_id=a.id)
+        )
+        memory = Memory(user_id=a.id, project_id=project.id, text="alice private memory")
+        db.session.add(memory)
         db.session.commit()
         return {
+            "project_id": project.id,
+            "memory_id": memory.id,
             "chat_id": chat.id,
             "endpoint_id": endpoint.id,
             "attachment_id": attachment.id,
@@ -183,6 +204,9 @@ def _state(app, ids):
             db.session.query(Message).count(),
             [q.content for q in db.session.query(QueuedMessage)],
             [(p.command, p.title, p.text) for p in db.session.query(Prompt)],
+            [(p.name, p.instructions) for p in db.session.query(Project)],
+            [m.text for m in db.session.query(Memory)],
+            db.session.query(ProjectFile).count(),
         )
 
 

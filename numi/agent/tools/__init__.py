@@ -64,6 +64,9 @@ class Tool:
     parameters: dict[str, Any]
     run: Callable[[dict[str, Any], ToolContext], Any]
     needs_approval: bool = False
+    # Asks whatever the chat's policy says (auto-approve included): `remember` writes only
+    # with the user's yes.
+    always_ask: bool = False
     admin_only: bool = False
     timeout: float | None = None  # seconds; None: the configured default
 

@@ -13,6 +13,7 @@ from .bash import BASH
 from .clock import CURRENT_TIME
 from .documents import SEARCH_DOCUMENTS
 from .mcp import configure_pool, provide_tools
+from .memory import REMEMBER
 from .web import FETCH_PAGE, WEB_SEARCH
 from .workspace import WORKSPACE_TOOLS
 
@@ -20,7 +21,15 @@ from .workspace import WORKSPACE_TOOLS
 def register(app: Any) -> None:
     """The NUMI_PLUGINS hook: the built-in tools, and the provider of each user's MCP tools."""
     registry = app.extensions["numi.tools"]
-    for tool in (CURRENT_TIME, WEB_SEARCH, FETCH_PAGE, *WORKSPACE_TOOLS, BASH, SEARCH_DOCUMENTS):
+    for tool in (
+        CURRENT_TIME,
+        WEB_SEARCH,
+        FETCH_PAGE,
+        *WORKSPACE_TOOLS,
+        BASH,
+        SEARCH_DOCUMENTS,
+        REMEMBER,
+    ):
         registry.register(tool)
     registry.add_provider(provide_tools)  # each user's MCP servers' tools, per turn
     configure_pool(app.config["NUMI_MCP_THREADS"])

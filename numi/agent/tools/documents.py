@@ -31,7 +31,7 @@ from flask import current_app
 from sqlalchemy import select, text
 
 from ...extensions import db
-from ...models import Attachment, DocumentIndex, Message, utcnow
+from ...models import Attachment, Chat, DocumentIndex, Message, utcnow
 from . import Tool, ToolContext, ToolResult
 
 log = logging.getLogger(__name__)
@@ -353,6 +353,16 @@ def chat_attachment_ids(user_id: int, chat_id: str) -> list[int]:
     return list(dict.fromkeys(ids))
 
 
+def project_attachment_ids(user_id: int, chat_id: str) -> list[int]:
+    """The files of the chat's project: a chat in a project searches them as its own."""
+    from ...chat.projects import project_file_ids
+
+    project_id = db.session.execute(
+        select(Chat.project_id).where(Chat.id == chat_id, Chat.user_id == user_id)
+    ).scalar()
+    return project_file_ids(user_id, project_id)
+
+
 def _run(arguments: dict[str, Any], context: ToolContext) -> ToolResult | str:
     query = arguments.get("query")
     if not isinstance(query, str) or not query.strip():
@@ -361,6 +371,7 @@ def _run(arguments: dict[str, Any], context: ToolContext) -> ToolResult | str:
     limit = limit if isinstance(limit, int) and not isinstance(limit, bool) else DEFAULT_RESULTS
     scope = (
         chat_attachment_ids(context.user_id, context.chat_id)
+        + project_attachment_ids(context.user_id, context.chat_id)
         if context.settings.get("rag_scope") == "chat"
         else None
     )

@@ -198,6 +198,7 @@ def chat_tool_choices() -> list[dict]:
             "description": t.description,
             "admin_only": t.admin_only,
             "default_policy": default_policy(t),
+            "always_ask": getattr(t, "always_ask", False),
         }
         for t in tools
     ]
@@ -205,6 +206,7 @@ def chat_tool_choices() -> list[dict]:
 
 TOOL_LABELS = {
     "current_time": "Current time",
+    "remember": "Remember (propose a memory)",
     "web_search": "Web search",
     "fetch_page": "Fetch web pages",
     "list_files": "Workspace: list files",

@@ -8,6 +8,7 @@ from flask import current_app, g, redirect, render_template, request, url_for
 
 from ... import endpoints as endpoint_store
 from ... import prompts as prompt_store
+from ...chat.memories import list_memories
 from ...errors import NumiError
 from ...providers.kinds import all_kinds
 from ..inputs import request_data
@@ -37,6 +38,8 @@ def settings_context() -> dict:
         "kinds": all_kinds(),
         "web_settings": web.load_settings(g.user.id),
         "prompts": prompt_store.list_prompts(g.user.id),
+        "memories": list_memories(g.user.id),
+        "memory_on": g.user.memory_enabled,
     }
 
 

@@ -1,0 +1,212 @@
+"""The pages and forms of projects and memories (issue 21); every form works without JS.
+
+GET  /p/<id>                       the project: its chats, files, instructions, memories
+POST /projects                     a new project (the sidebar's "New project")
+POST /p/<id>/edit                  name, instructions, the model of its new chats
+POST /p/<id>/chats                 a new chat in the project, with its defaults
+POST /p/<id>/files                 upload files to the project
+POST /p/<id>/files/<aid>/remove    a file leaves the project
+POST /p/<id>/delete                chats=keep|delete (the dialog asks which)
+POST /c/<chat>/project             move a chat into a project, or out (project_id "")
+POST /settings/memory              memory on or off
+POST /memories                     a new memory (yours, or a project's with project_id)
+POST /memories/<id>/edit, /memories/<id>/delete
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
+
+from .. import endpoints as endpoint_store
+from ..chat import chats, memories as memory_store, organising, projects as project_store
+from ..config import parse_bool
+from ..errors import turn_running
+from ..extensions import turn_manager
+from .attachments import _describe, _schedule_indexing
+from .inputs import request_data
+from .pages.base import running_ids
+from .request_kind import is_htmx
+
+bp = Blueprint("project_pages", __name__)
+
+
+@bp.app_template_global("sidebar_projects")
+def sidebar_projects() -> list[dict]:
+    """The signed-in user's projects with their chat counts, for the sidebar."""
+    user = getattr(g, "user", None)
+    if user is None:
+        return []
+    if "sidebar_projects" not in g:  # the list, the search box and the chat menu share it
+        counts = project_store.chat_counts(user.id)
+        g.sidebar_projects = [
+            {"id": p.id, "name": p.name, "chats": counts.get(p.id, 0)}
+            for p in project_store.list_projects(user.id)
+        ]
+    return g.sidebar_projects
+
+
+@bp.get("/p/<int:project_id>")
+def project_view(project_id: int):
+    project = project_store.get_project(g.user.id, project_id)
+    sidebar = chats.list_chats(g.user.id, limit=current_app.config["NUMI_PAGE_SIZE_CHATS"])
+    defaults = project.settings
+    route_chat = {"endpoint_id": defaults.get("endpoint_id"), "model": defaults.get("model")}
+    return render_template(
+        "project.html",
+        chat=None,
+        project=project,
+        route_chat=route_chat,
+        project_chats=project_store.project_chats(g.user.id, project.id),
+        files=[_describe(a) for a in project_store.project_files(g.user.id, project.id)],
+        memories=memory_store.list_memories(g.user.id, project_id=project.id),
+        memory_on=g.user.memory_enabled,
+        sidebar=sidebar,
+        running_ids=running_ids(sidebar),
+        endpoints=endpoint_store.list_endpoints(g.user.id),
+        tags=organising.user_tags(g.user.id),
+    )
+
+
+@bp.post("/projects")
+def create_project():
+    data = request_data()
+    project = project_store.create_project(
+        g.user.id,
+        {"name": data.get("name"), "instructions": data.get("instructions") or ""},
+        current_app.config,
+    )
+    return _go(url_for("project_pages.project_view", project_id=project.id))
+
+
+@bp.post("/p/<int:project_id>/edit")
+def edit_project(project_id: int):
+    data = request_data()
+    fields = {k: data[k] for k in ("name", "instructions") if k in data}
+    if "route" in data:
+        project = project_store.get_project(g.user.id, project_id)
+        endpoint_id, _, model = (data.get("route") or "").partition(":")
+        defaults = {k: v for k, v in project.settings.items() if k not in ("endpoint_id", "model")}
+        if endpoint_id:
+            defaults.update(endpoint_id=endpoint_id, model=model)
+        fields["settings"] = defaults
+    project_store.update_project(g.user.id, project_id, fields, current_app.config)
+    return _go(url_for("project_pages.project_view", project_id=project_id) + "#instructions")
+
+
+@bp.post("/p/<int:project_id>/chats")
+def new_chat(project_id: int):
+    project = project_store.get_project(g.user.id, project_id)
+    fields = project_store.new_chat_fields(project, {"title": "New chat"})
+    chat = chats.create_chat(g.user.id, fields, current_app.config)
+    return _go(url_for("pages.chat_view", chat_id=chat.id))
+
+
+@bp.post("/p/<int:project_id>/files")
+def upload_files(project_id: int):
+    from ..chat import attachments as attachment_store
+    from ..errors import invalid
+
+    project_store.get_project(g.user.id, project_id)
+    files = [f for f in request.files.getlist("file") if f.filename]
+    if not files:
+        raise invalid("Choose a file to upload.", "no_file")
+    if len(files) > attachment_store.MAX_PER_MESSAGE:
+        raise invalid(
+            f"At most {attachment_store.MAX_PER_MESSAGE} files at once.", "too_many_files"
+        )
+    config = current_app.config
+    for item in files:
+        data = item.stream.read(config["NUMI_UPLOAD_MAX_BYTES"] + 1)
+        attachment = attachment_store.store_upload(
+            config, g.user.id, item.filename, item.mimetype, data
+        )
+        project_store.add_file(g.user.id, project_id, attachment.id)
+        _schedule_indexing(attachment.id)
+    return _go(url_for("project_pages.project_view", project_id=project_id) + "#files")
+
+
+@bp.post("/p/<int:project_id>/files/<int:attachment_id>/remove")
+def remove_file(project_id: int, attachment_id: int):
+    project_store.remove_file(g.user.id, project_id, attachment_id)
+    return _go(url_for("project_pages.project_view", project_id=project_id) + "#files")
+
+
+@bp.post("/p/<int:project_id>/delete")
+def delete_project(project_id: int):
+    mode = request_data().get("chats")
+    if mode == "delete":
+        ids = [c.id for c in project_store.project_chats(g.user.id, project_id, limit=10_000)]
+        if ids and turn_manager().running_among(ids):
+            raise turn_running()
+    project_store.delete_project(g.user.id, project_id, mode)
+    return _go(url_for("pages.index"))
+
+
+@bp.post("/c/<chat_id>/project")
+def move_chat(chat_id: str):
+    """The chat's Project menu (and the sidebar's drag and drop, without JS): in or out."""
+    raw = request_data().get("project_id")
+    project_id = None
+    if raw not in (None, ""):
+        try:
+            project_id = int(raw)
+        except (TypeError, ValueError):
+            project_id = -1  # refused as unknown_project below
+    chats.update_chat(g.user.id, chat_id, {"project_id": project_id}, current_app.config)
+    return _go(url_for("pages.chat_view", chat_id=chat_id))
+
+
+# --- memories ------------------------------------------------------------------------------
+
+
+@bp.post("/settings/memory")
+def memory_switch():
+    on = parse_bool(request_data().get("memory", "0"), "memory")
+    memory_store.set_memory_enabled(g.user.id, on)
+    return _go(url_for("pages.settings") + "#memory")
+
+
+@bp.post("/memories")
+def add_memory():
+    data = request_data()
+    project_id = _project_field(data.get("project_id"))
+    memory_store.create_memory(g.user.id, data.get("text"), project_id, current_app.config)
+    return _go(_back(project_id))
+
+
+@bp.post("/memories/<int:memory_id>/edit")
+def edit_memory(memory_id: int):
+    memory = memory_store.update_memory(
+        g.user.id, memory_id, {"text": request_data().get("text")}, current_app.config
+    )
+    return _go(_back(memory.project_id))
+
+
+@bp.post("/memories/<int:memory_id>/delete")
+def delete_memory(memory_id: int):
+    memory = memory_store.get_memory(g.user.id, memory_id)
+    project_id = memory.project_id
+    memory_store.delete_memory(g.user.id, memory_id)
+    return _go(_back(project_id))
+
+
+def _project_field(raw) -> int | None:
+    if raw in (None, ""):
+        return None
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        return -1  # refused as unknown_project
+
+
+def _back(project_id: int | None) -> str:
+    if project_id is None:
+        return url_for("pages.settings") + "#memory"
+    return url_for("project_pages.project_view", project_id=project_id) + "#memories"
+
+
+def _go(target: str):
+    """A redirect; for htmx, a client-side visit (so the whole page, sidebar included, is new)."""
+    if is_htmx():
+        return "", 204, {"HX-Location": target}
+    return redirect(target, code=303)

@@ -1,0 +1,153 @@
+"""Projects and memory in real Chromium (issue 21), as a person uses them, at 1280x800 and
+390x844, light and dark: make a project from the sidebar, give it instructions, start a
+chat there (it takes the defaults), move a chat in by drag and drop (desktop) or by the
+chat's Project menu (phone), keep a project memory, delete the project keeping its chats;
+and the remember tool's card, which shows the exact text and keeps it only on "Remember".
+axe finds no serious problem on the project page, Settings → Memory or the card."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from numi.testing import Scenario
+from turn_support import Api, make_chat, turn_server_env
+
+pytestmark = pytest.mark.browser
+
+LOOKS = [
+    pytest.param("desktop", "light", id="desktop-light"),
+    pytest.param("desktop", "dark", id="desktop-dark"),
+    pytest.param("phone", "light", id="phone-light"),
+    pytest.param("phone", "dark", id="phone-dark"),
+]
+
+
+@pytest.fixture(scope="module")
+def site(live_server_factory, module_database_url):
+    started = live_server_factory(
+        **turn_server_env(NUMI_DATABASE_URL=module_database_url, NUMI_APPROVAL_TIMEOUT_SECONDS="60")
+    )
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def api(site):
+    return Api(site.url, token=site.token)
+
+
+def reveal_sidebar(page, size: str) -> None:
+    if size == "phone" and not page.evaluate(
+        "() => document.querySelector('.layout').classList.contains('drawer-open')"
+    ):
+        page.click("#menu-button")
+        page.wait_for_function(
+            "() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0"
+        )
+
+
+def serious(page) -> list[str]:
+    from test_page import serious_violations  # the page's axe helper (same directory)
+
+    return serious_violations(page)
+
+
+@pytest.mark.parametrize("size, scheme", LOOKS)
+def test_project_flow(open_page_on, site, api, scripted, size, scheme, shot):
+    mark = uuid.uuid4().hex[:6]
+    name = f"Garden {mark}"
+    loose = make_chat(api, scripted)  # a chat outside any project, with a model
+    api.call("PATCH", f"/api/session/{loose['id']}", {"title": f"Loose {mark}"})
+    page = open_page_on(site, size, scheme, f"/c/{loose['id']}", timeout=15_000)
+    reveal_sidebar(page, size)
+    page.locator(".new-project > summary").click()
+    page.get_by_label("Project name").fill(name)
+    page.get_by_role("button", name="Create project").click()
+    page.wait_for_url("**/p/*")
+    project_id = int(page.url.rsplit("/", 1)[1])
+    assert page.locator("h1.project-title").inner_text() == name
+    shot(page, f"project-top-{size}-{scheme}")
+
+    page.get_by_label("Instructions (added after each chat's own system prompt)").fill(
+        "Answer as a gardener."
+    )
+    page.get_by_role("button", name="Save project").click()
+    page.wait_for_url("**#instructions")
+    page.get_by_label("Add a memory (one short fact)").fill("The roses face north.")
+    page.get_by_role("button", name="Remember").click()
+    page.wait_for_url("**#memories")
+    assert page.locator(".memory-text").all_inner_texts() == ["The roses face north."]
+    shot(page, f"project-{size}-{scheme}", full_page=True)
+    assert serious(page) == []
+
+    page.get_by_role("button", name=f"New chat in {name}").click()
+    page.wait_for_url("**/c/*")
+    new_id = page.url.rsplit("/", 1)[1]
+    status, new_chat = api.get(f"/api/session/{new_id}")
+    assert new_chat["project_id"] == project_id
+    assert page.locator(".chat-project .chat-project-name").inner_text() == name
+
+    # Move the loose chat in: drag and drop on a desktop, the chat's menu on a phone.
+    if size == "desktop":
+        item = page.locator(f"#chat-{loose['id']}")
+        target = page.locator(f".project-item[data-project-id='{project_id}']")
+        item.drag_to(target)
+        page.wait_for_function(
+            "s => document.querySelector(s)?.textContent.trim() === '2'",
+            arg=f".project-item[data-project-id='{project_id}'] .project-count",
+        )
+    else:
+        page.goto(f"/c/{loose['id']}")
+        page.locator(".chat-project > summary").click()
+        page.get_by_label("Project of this chat").select_option(str(project_id))
+        page.get_by_role("button", name="Move").click()
+        page.wait_for_selector(".chat-project .chat-project-name")
+    assert api.get(f"/api/session/{loose['id']}")[1]["project_id"] == project_id
+    reveal_sidebar(page, size)
+    shot(page, f"sidebar-projects-{size}-{scheme}")
+
+    page.goto(f"/p/{project_id}")
+    listed = page.locator(".project-chats a").all_inner_texts()
+    assert sorted(listed) == sorted(["New chat", f"Loose {mark}"])
+    page.locator(".project-delete > summary").click()
+    shot(page.locator("#project-actions"), f"project-delete-{size}-{scheme}")
+    page.get_by_role("button", name="Delete the project, keep its chats").click()
+    page.wait_for_url(site.url + "/")
+    assert api.get(f"/api/projects/{project_id}")[0] == 404
+    assert api.get(f"/api/session/{loose['id']}")[1]["project_id"] is None
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size, scheme", LOOKS)
+def test_memory_approval_card(open_page_on, site, api, scripted, size, scheme, shot):
+    fact = f"Prefers metric units ({uuid.uuid4().hex[:6]})."
+    api.call("PATCH", "/api/preferences", {"memory": True})
+    chat = make_chat(api, scripted, settings={"tools": ["remember"]})
+    scripted.enqueue(Scenario().tool_call("remember", {"text": fact}))
+    scripted.enqueue(Scenario().text("I will keep that in mind."))
+    page = open_page_on(site, size, scheme, f"/c/{chat['id']}", timeout=15_000)
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    page.fill("#composer-input", "Remember that I prefer metric units")
+    page.press("#composer-input", "Enter")
+    card = page.wait_for_selector(".tool-approval .memory-proposal")
+    assert card.inner_text() == fact, "the card shows the exact text"
+    assert fact not in [m["text"] for m in api.get("/api/memories")[1]["memories"]]
+    shot(page.locator(".tool-approval"), f"remember-card-{size}-{scheme}")
+    assert serious(page) == []
+    page.locator(".tool-approval").get_by_role("button", name="Remember", exact=True).click()
+    page.wait_for_selector(".tool-card.tool-done")
+    page.wait_for_selector("text=I will keep that in mind.")
+    assert fact in [m["text"] for m in api.get("/api/memories")[1]["memories"]]
+
+    page.goto("/settings#memory")
+    assert page.locator("#memory-state").inner_text() == "Memory is on."
+    assert fact in page.locator("#memory .memory-text").all_inner_texts()
+    shot(page.locator("#memory"), f"settings-memory-{size}-{scheme}")
+    assert serious(page) == []
+    page.locator("#memory-toggle").click()
+    page.wait_for_url("**#memory")
+    assert page.locator("#memory-state").inner_text() == "Memory is off."
+    assert api.get("/api/preferences")[1]["memory"] is False
+    assert page.errors == []
