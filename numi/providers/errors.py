@@ -71,15 +71,20 @@ class ProviderError(Exception):
         *,
         status: int | None = None,
         retry_after: float | None = None,
+        retryable: bool | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = status
         self.retry_after = retry_after
+        self._retryable = retryable
 
     @property
     def retryable(self) -> bool:
+        """Worth another attempt: the code's rule, unless the failure said otherwise."""
+        if self._retryable is not None:
+            return self._retryable
         return self.code in RETRYABLE_CODES
 
     def __repr__(self) -> str:
@@ -173,6 +178,8 @@ def from_http_status(
             "No API found at the endpoint's base URL (HTTP 404). Check the base URL"
             " (OpenAI-compatible servers usually end in /v1).",
             status=status,
+            # A wrong base URL stays wrong: asking again only delays the error.
+            retryable=False,
         )
     if status == 413 or (
         status in (400, 422) and is_context_overflow(status, f"{message} {kind} {code}")
