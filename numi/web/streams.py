@@ -33,11 +33,18 @@ CLIENT_TYPES = ("send", "stop", "resume", "approve")
 SSE_KEEPALIVE_SECONDS = 15
 
 
+def client_message_limit(config) -> int:
+    """The longest WebSocket client message in characters: a send of the longest user
+    message, JSON-escaped, with room for its other fields. The socket reader refuses a
+    longer one as it arrives (close 1009, `SOCK_SERVER_OPTIONS["max_message_size"]`)."""
+    return config["NUMI_MAX_MESSAGE_CHARS"] * 2 + 65536
+
+
 def parse_client_message(raw: Any, config) -> dict[str, Any]:
     """A WebSocket client message, checked. Raises NumiError with a stable code."""
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", "replace")
-    if not isinstance(raw, str) or len(raw) > config["NUMI_MAX_MESSAGE_CHARS"] * 2 + 65536:
+    if not isinstance(raw, str) or len(raw) > client_message_limit(config):
         raise invalid("The message is too large.", "too_large")
     message = decode_json(raw, max_depth=config["NUMI_MAX_JSON_DEPTH"], subject="The message")
     if not isinstance(message, dict):

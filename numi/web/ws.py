@@ -106,8 +106,12 @@ class Connection:
                 self.handle(raw)
                 if self.ended:
                     break
+        except ConnectionClosed:
+            pass  # the client closed, or its connection broke while we answered it
         finally:
             self.unsubscribe()
+            # A client going away is ordinary (tabs close, laptops sleep): INFO, no trace.
+            log.info("WebSocket client of chat %s went away", self.chat_id)
 
     def handle(self, raw) -> None:
         try:
@@ -287,7 +291,7 @@ class Connection:
                     # read transaction that keeps SQLite's WAL from being checkpointed.
                     db.session.remove()
         except ConnectionClosed:
-            pass  # the browser went away; the turn goes on regardless
+            pass  # the browser went away; the turn goes on regardless (serve logs it)
         except Exception:
             log.exception("relay to a client failed")
         finally:
@@ -345,10 +349,16 @@ class Connection:
 
     def _send(self, data: str) -> None:
         with self.lock:
-            if self.frames is None:
-                self.ws.send(data)
-            else:
-                self._write_text(data)
+            try:
+                if self.frames is None:
+                    self.ws.send(data)
+                else:
+                    self._write_text(data)
+            except OSError as exc:
+                # A reset or broken pipe: the client is gone, as with a close. The reader
+                # sees it too and ends `serve`.
+                self.ws.connected = False
+                raise ConnectionClosed(None, type(exc).__name__) from None
 
     def _write_text(self, data: str) -> None:
         """One unfragmented text message, framed here and written whole.
