@@ -144,8 +144,10 @@ class TurnManager:
             )
         finally:
             self.turns.pop(turn.request.chat_id, None)
-            turn.emit("turn_end", {})
             after = getattr(turn, "after_end", None)
+            # `title_pending`: a `title_update` follows (a stream that ends at turn_end
+            # waits for it a little).
+            turn.emit("turn_end", {"title_pending": True} if after is not None else {})
             if after is not None:
                 gevent.spawn(self._run_after, turn, after)
             for hook in self.turn_end_hooks:

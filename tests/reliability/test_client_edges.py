@@ -14,7 +14,7 @@ import pytest
 
 from numi.testing import Scenario
 
-from turn_support import Socket, make_chat, turn_server_env, wait_until
+from turn_support import SSE, Socket, make_chat, turn_server_env, types, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -91,11 +91,12 @@ def test_clients_that_vanish_mid_answer_are_no_error_in_the_log(server, api, scr
         assert ws.receive()  # streaming has begun
         _reset(ws.ws.sock)
     for chat in chats:
-        wait_until(lambda: _idle(api, chat["id"]), what="the turn to end")
+        wait_until(lambda: _idle(api, chat["id"]), timeout=60, what="the turn to end")
         assert api.history(chat["id"])[-1]["content"] == answer  # the turn went on regardless
     assert "ERROR" not in _log_since(server, before)
     logged = wait_until(
         lambda: (text := _log_since(server, before)).count("went away") >= 6 and text,
+        timeout=60,
         what="the server to notice the six clients went away",
     )
     assert "Traceback" not in logged and "ERROR" not in logged, logged
@@ -155,3 +156,71 @@ def test_an_oversized_websocket_message_is_refused_as_it_arrives(server, api, sc
     ws.send(type="send", message="Hello", request_id="after-oversized")
     assert ws.events_until("turn_end")[-1]["type"] == "turn_end"
     ws.close()
+
+
+# --- SSE streams that end ------------------------------------------------------------------
+
+
+def test_chat_stream_carries_the_title_and_resumes_after_the_turn_end_end(server, api, scripted):
+    chat = make_chat(api, scripted)
+    scripted.enqueue(Scenario().text("Hello there."))
+    stream = SSE(server, "POST", "/api/chat_stream", {"session": chat["id"], "message": "Hi you"})
+    events = list(stream.events())  # the stream closes by itself
+    stream.close()
+    kinds = types(events)
+    assert kinds[-2:] == ["turn_end", "title_update"], kinds
+    assert events[-1]["data"]["title"] == "Hi you"
+    turn_end, title = events[-2]["event_id"], events[-1]["event_id"]
+
+    # Resumed from the turn's end: the title is replayed and the stream ends (it used to
+    # send keep-alives until some later turn ended).
+    resumed = SSE(
+        server, "GET", f"/api/chat/resume/{chat['id']}", headers={"Last-Event-ID": str(turn_end)}
+    )
+    assert resumed.response.status == 200
+    assert types(list(resumed.events())) == ["title_update"]
+    resumed.close()
+    # From the chat's last event: nothing to resume.
+    latest = SSE(
+        server, "GET", f"/api/chat/resume/{chat['id']}", headers={"Last-Event-ID": str(title)}
+    )
+    assert latest.response.status == 204
+    latest.close()
+
+
+# --- approvals over plain HTTP -------------------------------------------------------------
+
+
+def test_an_sse_client_answers_an_approval_over_http(server, api, scripted):
+    chat = make_chat(api, scripted, settings={"tools": ["guarded"]})
+    scripted.enqueue(Scenario().tool_call("guarded", {"text": "ran"}))
+    scripted.enqueue(Scenario().text("Done."))
+    stream = SSE(server, "POST", "/api/chat_stream", {"session": chat["id"], "message": "Go"})
+    events = stream.events()
+    card = next(e for e in events if e["type"] == "tool_approval")["data"]
+    path = f"/api/chat/approve/{chat['id']}"
+
+    # The WebSocket's rules: an approval without the card's digest, or with another, runs
+    # nothing; bad fields are a 400; a call that waits for nothing a 409; a stranger's chat 404.
+    for digest in (None, "0" * 64):
+        status, body = api.post(
+            path, {"call_id": card["call_id"], "decision": "approve", "digest": digest}
+        )
+        assert (status, body["error"]["code"]) == (409, "approval_mismatch")
+    status, body = api.post(path, {"call_id": card["call_id"], "decision": "maybe"})
+    assert (status, body["error"]["code"]) == (400, "invalid_input")
+    status, body = api.post(path, {"call_id": "nope", "decision": "deny"})
+    assert (status, body["error"]["code"]) == (409, "no_such_approval")
+    status, body = api.post("/api/chat/approve/not-a-chat", {"call_id": "x", "decision": "deny"})
+    assert (status, body["error"]["code"]) == (404, "not_found")
+
+    status, body = api.post(
+        path, {"call_id": card["call_id"], "decision": "approve", "digest": card["digest"]}
+    )
+    assert (status, body) == (200, {"approved": True, "call_id": card["call_id"]})
+    rest = list(events)
+    stream.close()
+    [end] = [e for e in rest if e["type"] == "tool_end"]
+    assert end["data"]["ok"] and end["data"]["call_id"] == card["call_id"]
+    assert "done" in types(rest) and "turn_end" in types(rest)
+    assert api.history(chat["id"])[-1]["content"] == "Done."
