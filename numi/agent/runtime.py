@@ -130,10 +130,13 @@ class Agent:
             # A retried send: the question is saved already. If it was answered, the turn
             # is over; if not (the earlier turn failed before answering), answer it now.
             turn.emit("accepted", {"message_id": user_message.id, "request_id": req.request_id})
-            answer_id = self._answer_after(user_message.id)
+            answer_id = self._answer_after(user_message)
             if answer_id is not None:
                 turn.emit("done", {"message_id": answer_id})
                 return
+            # Unanswered (its turn was cut short), perhaps with later turns after it: the
+            # answer continues the question's own branch, not the newest one.
+            self.context.continue_turn(user_message.id)
         else:
             routes = chat_routes(
                 meta, req.user_id, self.context, turn
@@ -170,20 +173,25 @@ class Agent:
             self._starting, starts = None, self._starting
             starts.leave()
 
-    def _answer_after(self, message_id: int) -> int | None:
-        """The id of a complete answer saved after the question, if any. Partial answers,
-        error placeholders and steps that only called tools do not count: the turn
-        stopped before its final answer, so a retry goes on from what was saved."""
+    def _answer_after(self, question: Message) -> int | None:
+        """The id of a complete answer of this question's own turn, if any. Partial
+        answers, error placeholders and steps that only called tools do not count: the turn
+        stopped before its final answer, so a retry goes on from what was saved. Answers
+        to later questions are not its own; for a question on the transcript only its shown
+        answer counts (a regenerate has just hidden the others to answer again)."""
+        ids = self.context.turn_row_ids(question.id)
+        if not ids:
+            return None
+        shown = [Message.active.is_(True)] if question.active else []
         rows = db.session.execute(
             select(Message)
             .where(
                 Message.chat_id == self.request.chat_id,
-                Message.id > message_id,
+                Message.id.in_(ids),
                 Message.role == "assistant",
-                Message.shown(),
+                *shown,
             )
             .order_by(Message.id.desc())
-            .limit(20)
         ).scalars()
         return next(
             (row.id for row in rows if not row.meta.get("partial") and not row.tool_calls), None
