@@ -33,7 +33,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ..chat.context import ChatContextService, ChatDeleted, ChatMeta
 from ..chat.titles import generate_title
-from ..errors import NumiError
+from ..errors import NumiError, is_storage_failure, storage_unavailable
 from ..extensions import db
 from ..models import Message
 from ..providers import ChatRequest, ToolSpec
@@ -49,6 +49,7 @@ from ..providers.events import (
 from ..turns.turn import Turn
 from .approvals import new_call_id
 from .context_window import ContextWindow, system_prompt
+from .durable import DurableSaves
 from .prepare import prepare_messages
 from .routes import Route, adapter_for_route, chat_routes
 from .tool_runner import ToolCall, ToolRunner
@@ -102,6 +103,8 @@ class Agent:
         self.answered = False
         self.window = ContextWindow(self.app, turn, self.context, before_model_call=self._started)
         self.tools = ToolRunner(self.app, turn, self.context)
+        self.saves = DurableSaves(self.app, turn, self.context)
+        self.tools.save = self.saves.save
         self._starting = None  # the start gate while this turn holds it (see run)
 
     # --- the turn -----------------------------------------------------------------------------
@@ -116,6 +119,14 @@ class Agent:
             self.turn.emit("error", exc.to_dict())
         except NumiError as exc:
             self.turn.emit("error", exc.to_dict())
+        except Exception as exc:
+            if not is_storage_failure(exc):
+                raise
+            # The database failed before anything was streamed (loading the chat, saving
+            # the question): nothing to keep, the client still has its text.
+            self.context.release()
+            log.error("turn of chat %s: the database is unavailable", self.request.chat_id)
+            self.turn.emit("error", storage_unavailable().to_dict())
         finally:
             self._started()
             self.context.release()
@@ -137,6 +148,7 @@ class Agent:
             # Unanswered (its turn was cut short), perhaps with later turns after it: the
             # answer continues the question's own branch, not the newest one.
             self.context.continue_turn(user_message.id)
+            self.saves.tip_id = self.context.branch_tip()
         else:
             routes = chat_routes(
                 meta, req.user_id, self.context, turn
@@ -161,6 +173,7 @@ class Agent:
                     raise
                 turn.emit("accepted", {"message_id": user_message.id, "request_id": req.request_id})
                 return
+            self.saves.tip_id = user_message.id
             turn.emit("message_saved", {"message_id": user_message.id, "role": "user"})
             turn.emit("accepted", {"message_id": user_message.id, "request_id": req.request_id})
             self._loop(meta, routes)
@@ -435,7 +448,7 @@ class Agent:
             }
             for c in result.tool_calls
         ]
-        message = self.context.save(
+        message = self.saves.save(
             role="assistant",
             content=result.content,
             reasoning_content=result.reasoning or None,
@@ -478,7 +491,7 @@ class Agent:
         meta = self._meta(route, result, step)
         meta["error"] = error
         meta["partial"] = True
-        message = self.context.save(
+        message = self.saves.save(
             role="assistant",
             content=result.content,
             reasoning_content=result.reasoning or None,

@@ -230,6 +230,15 @@ class ChatContextService:
         self.invalidate_history()
         return changed
 
+    def branch_tip(self) -> int | None:
+        """The newest row of the shown branch: what the next saved message follows."""
+        return db.session.execute(
+            select(Message.id)
+            .where(Message.chat_id == self.chat_id, Message.active.is_(True))
+            .order_by(Message.id.desc())
+            .limit(1)
+        ).scalar_one_or_none()
+
     def last_message_id(self) -> int | None:
         return db.session.execute(
             select(Message.id)
