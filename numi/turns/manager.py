@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 
-from ..errors import NumiError, turn_running
+from ..errors import NumiError, first_line, is_storage_failure, turn_running
 from .channel import ChatChannel, Subscription
 from .shared import SharedTurns
 from .table import LocalTurns, TurnTable
@@ -158,7 +158,11 @@ class TurnManager:
         try:
             with self.app.app_context():
                 action()
-        except Exception:
+        except Exception as exc:
+            if is_storage_failure(exc):  # the database is down: one line, not a trace
+                log.error("post-turn work for chat %s: storage unavailable: %s",
+                          turn.request.chat_id, first_line(exc))  # fmt: skip
+                return
             log.exception("post-turn work failed for chat %s", turn.request.chat_id)
 
     def stop(self, chat_id: str) -> bool:

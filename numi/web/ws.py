@@ -34,7 +34,7 @@ from wsproto.connection import ConnectionState
 
 from ..agent.sending import start_turn, stop_turn
 from ..chat import chats, followups
-from ..errors import NumiError
+from ..errors import NumiError, first_line, is_storage_failure, storage_unavailable
 from ..extensions import db, sock, turn_manager
 from ..models import User
 from ..turns.channel import encoded
@@ -147,10 +147,16 @@ class Connection:
                     )
         except NumiError as exc:
             self.send_error(exc.code, exc.message)
-        except Exception:
+        except Exception as exc:
+            db.session.rollback()
+            if is_storage_failure(exc):  # an outage, not a bug: one line, a clear code
+                log.error("WebSocket message of chat %s: storage unavailable: %s",
+                          self.chat_id, first_line(exc))  # fmt: skip
+                refusal = storage_unavailable()
+                self.send_error(refusal.code, refusal.message)
+                return
             # A bug in handling one message must not drop the socket (and the page's stream).
             log.exception("handling a WebSocket message failed")
-            db.session.rollback()
             self.send_error(
                 "internal_error", "Something went wrong on the server. The log has the details."
             )

@@ -15,6 +15,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import simple_websocket
 
 from numi.testing import Scenario
 
@@ -75,6 +76,16 @@ def test_postgres_down_at_the_save_the_answer_waits_and_is_saved_when_it_is_back
     [answer] = [m for m in api.history(chat["id"]) if m["role"] == "assistant"]
     assert answer["content"] == FIRST + REST
     assert of_type(rest, "done")[0]["data"]["message_id"] == answer["id"]
+    # A send while the database is down: a clear 503, nothing half-done.
+    private_postgres.stop()
+    try:
+        status, body = api.post("/api/chat_stream", {"session": chat["id"], "message": "Anyone?"})
+        assert (status, body["error"]["code"]) == (503, "storage_unavailable"), body
+        with pytest.raises(simple_websocket.ConnectionError, match="503"):
+            Socket(server, chat["id"])
+    finally:
+        private_postgres.start()
+    assert "Traceback" not in server.log()
     server.stop()
 
 
