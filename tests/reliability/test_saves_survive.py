@@ -59,10 +59,16 @@ def test_postgres_down_at_the_save_the_answer_waits_and_is_saved_when_it_is_back
     )
     api = Api(server.url, token=server.token)
     chat, ws = _start_answer(server, api, scripted, "pg-down")
+    page = Socket(server, chat["id"], html=True)  # the chat page's view of the same turn
+    page.send(type="resume", last_message_id=0)
+    page.receive(timeout=30)
     private_postgres.stop()
     try:
         scripted.release()  # the answer ends while the database is down
         waiting = ws.events_until("save_retry", timeout=60)
+        notice = "Saving… the database is unavailable"
+        while notice not in page.receive(timeout=30):
+            pass  # the page shows it as a notice in the turn
         assert (
             _notices(waiting) == [{"saved": False, "message": _notices(waiting)[0]["message"]}]
             and "Saving… the database is unavailable" in _notices(waiting)[0]["message"]
@@ -71,6 +77,7 @@ def test_postgres_down_at_the_save_the_answer_waits_and_is_saved_when_it_is_back
         private_postgres.start()
     rest = ws.events_until("turn_end", timeout=60)
     ws.close()
+    page.close()
     assert "done" in types(rest) and "error" not in types(rest), types(rest)
     assert {"saved": True, "message": "Saved."} in _notices(rest)
     [answer] = [m for m in api.history(chat["id"]) if m["role"] == "assistant"]
