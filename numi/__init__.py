@@ -71,9 +71,15 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
 
     db.init_app(app)
     from .web.message_rate import YieldingReaderEvent
+    from .web.streams import client_message_limit
 
-    # The socket reader yields after each message, so a flood is counted as it arrives.
-    app.config.setdefault("SOCK_SERVER_OPTIONS", {"event_class": YieldingReaderEvent})
+    # The socket reader yields after each message, so a flood is counted as it arrives;
+    # it counts a message's characters as its frames arrive and closes the socket (1009)
+    # past the limit, before a huge message is held in memory whole.
+    app.config.setdefault(
+        "SOCK_SERVER_OPTIONS",
+        {"event_class": YieldingReaderEvent, "max_message_size": client_message_limit(app.config)},
+    )
     sock.init_app(app)
     from .database import configure_engine
 

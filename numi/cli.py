@@ -11,6 +11,7 @@ monkey.patch_all()
 import getpass  # noqa: E402
 import logging  # noqa: E402
 import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import click  # noqa: E402
 
@@ -37,6 +38,26 @@ def main():
 
 DEMO_ENDPOINT = "Demo (scripted)"
 DEMO_TOKENS_PER_SECOND = 40.0  # slow enough to watch the answer stream in
+
+
+def _require_writable(app) -> None:
+    """Refuse to start, in one line, when the data directory (or the SQLite database's
+    directory) cannot be written: every send and upload would fail."""
+    from .data_dir import unwritable
+
+    places = [app.config["NUMI_DATA_DIR"]]
+    url = app.config["NUMI_DATABASE_URL"] or ""
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        places.append(str(Path(url.removeprefix("sqlite:///")).parent))
+    for place in places:
+        reason = unwritable(place)
+        if reason:
+            click.echo(
+                f"Error: Numi cannot write to {place} ({reason}): it keeps the database, "
+                "uploads and secrets there. Make it writable, or set NUMI_DATA_DIR.",
+                err=True,
+            )
+            sys.exit(2)
 
 
 @main.command()
@@ -81,6 +102,7 @@ def serve(host, port, demo):
             err=True,
         )
         sys.exit(2)
+    _require_writable(app)
     upgrade(app)
     if app.config["NUMI_AUTO_ENDPOINTS"]:
         with app.app_context():

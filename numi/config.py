@@ -445,6 +445,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Events queued for one slow client before it is resynced by snapshot.",
     ),
     Setting(
+        "NUMI_SAVE_RETRY_SECONDS",
+        60.0,
+        float,
+        "How long a turn retries saving an answer while the database is unavailable before it "
+        "keeps the answer in a recovery file in the data directory (written back at the next "
+        "start).",
+    ),
+    Setting(
         "NUMI_TURN_RETENTION_SECONDS",
         120,
         int,

@@ -61,3 +61,16 @@ def persisted_secret(path: Path, nbytes: int = 48) -> str:
     with os.fdopen(fd, "w") as fh:
         fh.write(secret)
     return secret
+
+
+def unwritable(path: str) -> str | None:
+    """Why Numi cannot write in `path` (a one-line reason), or None when it can: a file is
+    created and removed there, as the database, uploads and secrets will be."""
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".numi-write-check-"):
+            pass
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None

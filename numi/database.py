@@ -91,6 +91,10 @@ def upgrade(app: Flask) -> None:
         with app.app_context():
             alembic_upgrade(directory=directory)
     seal_plaintext_keys(app)
+    # Answers kept on disk while the database was unavailable go to their chats now.
+    from .recovery import restore
+
+    restore(app)
 
 
 # Full-text search indexes (SQLite FTS5 virtual tables and their shadow tables, or

@@ -7,6 +7,8 @@ so it never contains a stack trace, a secret or raw provider output.
 
 from __future__ import annotations
 
+import errno
+
 
 class NumiError(Exception):
     status = 400
@@ -61,3 +63,39 @@ def live_unavailable() -> NumiError:
 def server_stopping() -> NumiError:
     """The refusal of a send while the server shuts down (SIGTERM): nothing was saved."""
     return NumiError("server_stopping", "The server is restarting; send again in a moment.", 503)
+
+
+def storage_unavailable() -> NumiError:
+    """The refusal while the database or the data directory cannot be written: an outage
+    of the machine, not a bug of the request (503, so clients and balancers retry)."""
+    return NumiError(
+        "storage_unavailable",
+        "The database cannot be reached or written (down, locked, full or read-only). "
+        "Nothing was changed; try again when it is back.",
+        503,
+    )
+
+
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT, errno.EFBIG}
+
+
+def is_storage_failure(exc: BaseException) -> bool:
+    """The database or the data directory failed (connection refused or lost, locked, disk
+    full, read-only) rather than the code: SQLAlchemy's OperationalError and InterfaceError
+    and the file errors of a full or read-only disk. An IntegrityError stays a bug."""
+    from sqlalchemy.exc import DBAPIError
+
+    if isinstance(exc, DBAPIError):
+        return exc.connection_invalidated or type(exc).__name__ in (
+            "OperationalError",
+            "InterfaceError",
+        )
+    if isinstance(exc, OSError):
+        return exc.errno in _STORAGE_ERRNOS
+    return False
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's text (a database error's SQL and parameters left
+    out), for a one-line log entry."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]

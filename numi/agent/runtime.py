@@ -33,7 +33,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ..chat.context import ChatContextService, ChatDeleted, ChatMeta
 from ..chat.titles import generate_title
-from ..errors import NumiError
+from ..errors import NumiError, is_storage_failure, storage_unavailable
 from ..extensions import db
 from ..models import Message
 from ..providers import ChatRequest, ToolSpec
@@ -50,6 +50,7 @@ from ..turns.turn import LeaseLost, Turn
 from . import calibration as calibrations
 from .approvals import new_call_id
 from .context_window import ContextWindow, system_prompt
+from .durable import DurableSaves
 from .prepare import prepare_messages
 from .routes import FallbackNotice, Route, adapter_for_route, chat_routes
 from .tool_runner import ToolCall, ToolRunner
@@ -111,6 +112,8 @@ class Agent:
         self.answered = False
         self.window = ContextWindow(self.app, turn, self.context, before_model_call=self._started)
         self.tools = ToolRunner(self.app, turn, self.context)
+        self.saves = DurableSaves(self.app, turn, self.context)
+        self.tools.save = self.saves.save
         self._starting = None  # the start gate while this turn holds it (see run)
         self.fallback: FallbackNotice | None = None  # set when a fallback answered
 
@@ -130,6 +133,14 @@ class Agent:
             self.turn.emit("error", exc.to_dict())
         except NumiError as exc:
             self.turn.emit("error", exc.to_dict())
+        except Exception as exc:
+            if not is_storage_failure(exc):
+                raise
+            # The database failed before anything was streamed (loading the chat, saving
+            # the question): nothing to keep, the client still has its text.
+            self.context.release()
+            log.error("turn of chat %s: the database is unavailable", self.request.chat_id)
+            self.turn.emit("error", storage_unavailable().to_dict())
         finally:
             self._started()
             self.context.release()
@@ -144,10 +155,14 @@ class Agent:
             # A retried send: the question is saved already. If it was answered, the turn
             # is over; if not (the earlier turn failed before answering), answer it now.
             turn.emit("accepted", {"message_id": user_message.id, "request_id": req.request_id})
-            answer_id = self._answer_after(user_message.id)
+            answer_id = self._answer_after(user_message)
             if answer_id is not None:
                 turn.emit("done", {"message_id": answer_id})
                 return
+            # Unanswered (its turn was cut short), perhaps with later turns after it: the
+            # answer continues the question's own branch, not the newest one.
+            self.context.continue_turn(user_message.id)
+            self.saves.tip_id = self.context.branch_tip()
         else:
             routes = chat_routes(
                 meta, req.user_id, self.context, turn
@@ -172,6 +187,7 @@ class Agent:
                     raise
                 turn.emit("accepted", {"message_id": user_message.id, "request_id": req.request_id})
                 return
+            self.saves.tip_id = user_message.id
             turn.emit("message_saved", {"message_id": user_message.id, "role": "user"})
             turn.emit("accepted", {"message_id": user_message.id, "request_id": req.request_id})
             self._loop(meta, routes)
@@ -184,20 +200,25 @@ class Agent:
             self._starting, starts = None, self._starting
             starts.leave()
 
-    def _answer_after(self, message_id: int) -> int | None:
-        """The id of a complete answer saved after the question, if any. Partial answers,
-        error placeholders and steps that only called tools do not count: the turn
-        stopped before its final answer, so a retry goes on from what was saved."""
+    def _answer_after(self, question: Message) -> int | None:
+        """The id of a complete answer of this question's own turn, if any. Partial
+        answers, error placeholders and steps that only called tools do not count: the turn
+        stopped before its final answer, so a retry goes on from what was saved. Answers
+        to later questions are not its own; for a question on the transcript only its shown
+        answer counts (a regenerate has just hidden the others to answer again)."""
+        ids = self.context.turn_row_ids(question.id)
+        if not ids:
+            return None
+        shown = [Message.active.is_(True)] if question.active else []
         rows = db.session.execute(
             select(Message)
             .where(
                 Message.chat_id == self.request.chat_id,
-                Message.id > message_id,
+                Message.id.in_(ids),
                 Message.role == "assistant",
-                Message.shown(),
+                *shown,
             )
             .order_by(Message.id.desc())
-            .limit(20)
         ).scalars()
         return next(
             (row.id for row in rows if not row.meta.get("partial") and not row.tool_calls), None
@@ -468,7 +489,7 @@ class Agent:
             }
             for c in result.tool_calls
         ]
-        message = self.context.save(
+        message = self.saves.save(
             role="assistant",
             content=result.content,
             reasoning_content=result.reasoning or None,
@@ -511,7 +532,7 @@ class Agent:
         meta = self._meta(route, result, step)
         meta["error"] = error
         meta["partial"] = True
-        message = self.context.save(
+        message = self.saves.save(
             role="assistant",
             content=result.content,
             reasoning_content=result.reasoning or None,

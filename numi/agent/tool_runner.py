@@ -51,6 +51,8 @@ class ToolRunner:
         self.request = turn.request
         self.context = context
         self.sources: list[dict[str, Any]] = []  # cited by tools this turn; numbered [1], [2], ...
+        # How results are saved: the turn's durable saves (agent/durable.py) when it has them.
+        self.save = context.save
 
     def run(self, calls: list[ToolCall], tools: list[Tool], meta: ChatMeta, step: int) -> None:
         """Run the step's calls concurrently; report each as it ends; save in call order."""
@@ -78,7 +80,7 @@ class ToolRunner:
             meta = {"tool": call.name, "ok": ok, "step": step}
             if not ok:
                 meta["error_code"] = code or "tool_error"
-            message = self.context.save(role="tool", tool_call_id=call.id, content=text, meta=meta)
+            message = self.save(role="tool", tool_call_id=call.id, content=text, meta=meta)
             self.turn.emit(
                 "message_saved", {"message_id": message.id, "role": "tool", "tool_call_id": call.id}
             )

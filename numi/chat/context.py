@@ -235,6 +235,35 @@ class ChatContextService:
             select(Message).where(Message.chat_id == self.chat_id, Message.request_id == request_id)
         ).scalar_one_or_none()
 
+    def turn_row_ids(self, question_id: int) -> list[int]:
+        """The ids of the rows a question's turns saved below it (every version)."""
+        from . import versions
+
+        return [n.id for n in versions.turn_rows(versions.load_tree(self.chat_id), question_id)]
+
+    def continue_turn(self, question_id: int) -> bool:
+        """Let the next saved row continue `question_id`'s own turn (versions.continue_turn);
+        its own transaction. Returns whether the transcript changed."""
+        from . import versions
+
+        try:
+            changed = versions.continue_turn(self.chat_id, question_id)
+            db.session.commit()
+        except Exception:
+            db.session.rollback()
+            raise
+        self.invalidate_history()
+        return changed
+
+    def branch_tip(self) -> int | None:
+        """The newest row of the shown branch: what the next saved message follows."""
+        return db.session.execute(
+            select(Message.id)
+            .where(Message.chat_id == self.chat_id, Message.active.is_(True))
+            .order_by(Message.id.desc())
+            .limit(1)
+        ).scalar_one_or_none()
+
     def last_message_id(self) -> int | None:
         return db.session.execute(
             select(Message.id)

@@ -169,6 +169,14 @@ def _fts5(user_id: int, query: str, limit: int, project_id: int | None) -> list[
     ]
 
 
+# PostgreSQL indexes the first INDEXED_PREFIX_CHARS characters of each message: to_tsvector
+# refuses a text whose words take over 1 MB, and the index computes it on every insert (an
+# answer of 30,000 distinct hashes could not be saved). The expression is the index's own
+# (migration b8d4f1a6c2e9): the query must repeat it exactly for the index to be used.
+INDEXED_PREFIX_CHARS = 100_000
+_TSVECTOR = "to_tsvector('simple', left(coalesce({column}, ''), %d))" % INDEXED_PREFIX_CHARS
+
+
 def _postgres(user_id: int, query: str, limit: int, project_id: int | None) -> list[MessageHit]:
     # The GIN index finds the matches; ranking needs each match's tsvector, recomputed from
     # the text (an expression index stores none), so only the newest RANK_CANDIDATES
@@ -178,16 +186,16 @@ def _postgres(user_id: int, query: str, limit: int, project_id: int | None) -> l
             "WITH tsq AS (SELECT to_tsquery('simple', :query) AS q), "
             "candidates AS ("
             "  SELECT m.id, m.content FROM messages m JOIN chats c ON c.id = m.chat_id, tsq "
-            "  WHERE to_tsvector('simple', coalesce(m.content, '')) @@ tsq.q "
+            f"  WHERE {_TSVECTOR.format(column='m.content')} @@ tsq.q "
             "  AND c.user_id = :user AND c.deleted_at IS NULL AND m.deleted_at IS NULL AND m.active "
             "  AND m.role IN ('user', 'assistant')" + _in_project(project_id) + " "
             "  ORDER BY m.id DESC LIMIT :candidates), "
             "ranked AS ("
             "  SELECT candidates.id, candidates.content, "
-            "  ts_rank(to_tsvector('simple', coalesce(candidates.content, '')), tsq.q) AS rank "
+            f"  ts_rank({_TSVECTOR.format(column='candidates.content')}, tsq.q) AS rank "
             "  FROM candidates, tsq ORDER BY rank DESC, candidates.id DESC LIMIT :limit) "
             "SELECT m.id, m.chat_id, m.role, c.title, ranked.rank, "
-            "ts_headline('simple', ranked.content, tsq.q, :options) AS snip "
+            f"ts_headline('simple', left(ranked.content, {INDEXED_PREFIX_CHARS}), tsq.q, :options) AS snip "
             "FROM ranked JOIN messages m ON m.id = ranked.id JOIN chats c ON c.id = m.chat_id, tsq "
             "ORDER BY ranked.rank DESC, m.id DESC"
         ),

@@ -59,8 +59,15 @@ def generate_title(
     chat = db.session.execute(
         select(Chat).where(Chat.id == chat_id, Chat.user_id == user_id, Chat.deleted_at.is_(None))
     ).scalar_one_or_none()
-    if chat is None or chat.title != DEFAULT_TITLE:
-        return  # deleted, or renamed by the user meanwhile: theirs wins
+    if chat is None:
+        return  # deleted meanwhile
+    if chat.title != DEFAULT_TITLE:
+        # Renamed by the user meanwhile: theirs wins, and is what `title_update` names (a
+        # stream that ended its turn waits for this event).
+        title = chat.title
+        db.session.remove()
+        channel.publish(turn_id, "title_update", {"title": title})
+        return
     chat.title = title = title[: app.config["NUMI_MAX_TITLE_CHARS"]]
     db.session.commit()
     # The local, not chat.title: the commit expired the row and reading it would query again.

@@ -172,3 +172,41 @@ def refresh_active(chat_id: str) -> None:
                 .execution_options(synchronize_session=False)
             )
     db.session.expire_all()  # loaded rows must not keep the old flags
+
+
+def turn_rows(tree: dict[int, Node], question_id: int) -> list[Node]:
+    """The live rows the turns of a question saved below it, in every version: its answers,
+    tool steps and results, up to (not including) the next question."""
+    below, rows = {question_id}, []
+    for node in tree.values():  # in id order: parents first
+        if node.parent_id in below and node.role != "user" and node.live:
+            below.add(node.id)
+            rows.append(node)
+    return rows
+
+
+def continue_turn(chat_id: str, question_id: int) -> bool:
+    """Make the transcript end with `question_id`'s own turn, so the next saved row
+    continues it: its branch is shown (the question and the newest version of what its
+    turn saved), and what was said after that turn stays as another version. A retried
+    question whose turn a crash cut short is answered where it was asked, even after later
+    turns. Returns whether anything changed (the caller commits)."""
+    tree = load_tree(chat_id)
+    if question_id not in tree:
+        return False
+    rows = turn_rows(tree, question_id)
+    # Down the turn's selected rows. A row with no selected child below it (a regenerate
+    # has just hidden the answers) is where the next answer goes.
+    tip = question_id
+    while following := next((n for n in rows if n.parent_id == tip and n.selected), None):
+        tip = following.id
+    changed = False
+    for node_id in path_to(tree, tip):
+        node = tree[node_id]
+        if not node.selected:
+            select_version(chat_id, node.id, node.parent_id)
+            changed = True
+    if any(n.parent_id == tip and n.selected for n in tree.values()):
+        unselect_children(chat_id, tip)
+        changed = True
+    return changed

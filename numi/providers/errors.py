@@ -72,6 +72,7 @@ class ProviderError(Exception):
         status: int | None = None,
         retry_after: float | None = None,
         overflow: tuple[int | None, int | None] | None = None,
+        retryable: bool | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -81,9 +82,13 @@ class ProviderError(Exception):
         # A context_overflow's own numbers, when the server gave them: (the prompt's
         # tokens, the context size), e.g. llama-server's n_prompt_tokens and n_ctx.
         self.overflow = overflow
+        self._retryable = retryable
 
     @property
     def retryable(self) -> bool:
+        """Worth another attempt: the code's rule, unless the failure said otherwise."""
+        if self._retryable is not None:
+            return self._retryable
         return self.code in RETRYABLE_CODES
 
     def __repr__(self) -> str:
@@ -221,6 +226,8 @@ def from_http_status(
             "No API found at the endpoint's base URL (HTTP 404). Check the base URL"
             " (OpenAI-compatible servers usually end in /v1).",
             status=status,
+            # A wrong base URL stays wrong: asking again only delays the error.
+            retryable=False,
         )
     if status == 413 or (
         status in (400, 422) and is_context_overflow(status, f"{message} {kind} {code}")

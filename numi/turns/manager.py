@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 
-from ..errors import NumiError, server_stopping, turn_running
+from ..errors import NumiError, first_line, is_storage_failure, server_stopping, turn_running
 from .channel import ChatChannel, Subscription
 from .shared import SharedTurns
 from .table import LocalTurns, TurnTable
@@ -185,8 +185,10 @@ class TurnManager:
             if turn.lost:
                 # The chat is another turn's now (or its sweeper's): nothing follows here.
                 return
-            turn.emit("turn_end", {})
             after = getattr(turn, "after_end", None)
+            # `title_pending`: a `title_update` follows (a stream that ends at turn_end
+            # waits for it a little).
+            turn.emit("turn_end", {"title_pending": True} if after is not None else {})
             if after is not None:
                 gevent.spawn(self._run_after, turn, after)
             for hook in self.turn_end_hooks:
@@ -214,7 +216,11 @@ class TurnManager:
         try:
             with self.app.app_context():
                 action()
-        except Exception:
+        except Exception as exc:
+            if is_storage_failure(exc):  # the database is down: one line, not a trace
+                log.error("post-turn work for chat %s: storage unavailable: %s",
+                          turn.request.chat_id, first_line(exc))  # fmt: skip
+                return
             log.exception("post-turn work failed for chat %s", turn.request.chat_id)
 
     def stop(self, chat_id: str) -> bool:

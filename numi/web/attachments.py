@@ -97,7 +97,7 @@ def served_type(mime: str) -> str:
     if mime in INLINE_TYPES:
         return mime
     if mime.startswith("text/") or mime == "application/json":
-        return "text/plain; charset=utf-8"
+        return "text/plain"  # send_file adds "; charset=utf-8" to text types itself
     return "application/octet-stream"
 
 

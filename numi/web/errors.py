@@ -10,10 +10,11 @@ import logging
 from flask import Flask, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException
 
-from ..errors import NumiError
+from ..errors import NumiError, first_line, is_storage_failure, storage_unavailable
 from .request_kind import is_htmx
 
 log = logging.getLogger(__name__)
+
 
 HTTP_CODES = {
     400: "bad_request",
@@ -64,6 +65,10 @@ def _http_error(exc: HTTPException):
 
 
 def _unexpected(exc: Exception):
+    if is_storage_failure(exc):
+        # An outage, not a bug: one line in the log, a clear 503 for the client.
+        log.error("storage unavailable on %s %s: %s", request.method, request.path, first_line(exc))
+        return _numi_error(storage_unavailable())
     log.exception("unhandled error on %s %s", request.method, request.path)
     return error_response(
         "internal_error", "Something went wrong on the server. The log has the details.", 500

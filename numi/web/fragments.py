@@ -299,6 +299,14 @@ class HtmlView:
             )
         ]
 
+    def _on_save_retry(self, turn_id, data):
+        # "Saving… the database is unavailable", then "Saved." (agent/durable.py).
+        return [
+            render_template(
+                "partials/_turn_notice.html", turn_id=turn_id, text=data.get("message") or ""
+            )
+        ]
+
     def _on_context_trimmed(self, turn_id, data):
         return [
             render_template(

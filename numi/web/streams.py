@@ -14,6 +14,7 @@ SSE routes (the second seed's detached stream control):
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, stream_with_context
@@ -21,7 +22,7 @@ from flask import Blueprint, Response, current_app, g, jsonify, request, stream_
 from .. import endpoints as endpoint_store
 from ..agent.sending import flag, start_turn, stop_turn
 from ..chat import chats
-from ..errors import NotFound, invalid, turn_running
+from ..errors import NotFound, NumiError, invalid, turn_running
 from ..extensions import db, turn_manager
 from ..turns.channel import encoded
 from ..turns.turn import Turn
@@ -33,11 +34,18 @@ CLIENT_TYPES = ("send", "stop", "resume", "approve")
 SSE_KEEPALIVE_SECONDS = 15
 
 
+def client_message_limit(config) -> int:
+    """The longest WebSocket client message in characters: a send of the longest user
+    message, JSON-escaped, with room for its other fields. The socket reader refuses a
+    longer one as it arrives (close 1009, `SOCK_SERVER_OPTIONS["max_message_size"]`)."""
+    return config["NUMI_MAX_MESSAGE_CHARS"] * 2 + 65536
+
+
 def parse_client_message(raw: Any, config) -> dict[str, Any]:
     """A WebSocket client message, checked. Raises NumiError with a stable code."""
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", "replace")
-    if not isinstance(raw, str) or len(raw) > config["NUMI_MAX_MESSAGE_CHARS"] * 2 + 65536:
+    if not isinstance(raw, str) or len(raw) > client_message_limit(config):
         raise invalid("The message is too large.", "too_large")
     message = decode_json(raw, max_depth=config["NUMI_MAX_JSON_DEPTH"], subject="The message")
     if not isinstance(message, dict):
@@ -55,14 +63,19 @@ def parse_client_message(raw: Any, config) -> dict[str, Any]:
             else None
         )
     if kind == "approve":
-        if not isinstance(message.get("call_id"), str) or message.get("decision") not in (
-            "approve",
-            "deny",
-        ):
-            raise invalid("approve needs a call_id and a decision of approve or deny.")
-        if message.get("digest") is not None and not isinstance(message["digest"], str):
-            raise invalid("digest must be the text the approval card carries.")
+        check_approval(message)
     return message
+
+
+def check_approval(message: dict[str, Any]) -> None:
+    """The fields of an approval (WebSocket `approve` or `POST /api/chat/approve`)."""
+    if not isinstance(message.get("call_id"), str) or message.get("decision") not in (
+        "approve",
+        "deny",
+    ):
+        raise invalid("approve needs a call_id and a decision of approve or deny.")
+    if message.get("digest") is not None and not isinstance(message["digest"], str):
+        raise invalid("digest must be the text the approval card carries.")
 
 
 def request_timezone(payload: dict[str, Any]) -> dict[str, Any]:
@@ -83,30 +96,56 @@ def _sse(event: dict[str, Any]) -> str:
     return f"{event_id}event: {event['type']}\ndata: {encoded(event)}\n\n"
 
 
-def _follow(chat_id: str, last_event_id: int | None, *, until_turn_end: bool = True):
-    """Yield SSE frames: the backlog after `last_event_id`, then live events to turn_end."""
+# How long a stream that saw its turn end waits for the chat's new title (the title
+# model's own deadline is 20 s; the first-words title comes at once).
+TITLE_WAIT_SECONDS = 25
+
+
+def _follow(chat_id: str, last_event_id: int | None, *, resume: bool = False):
+    """Yield SSE frames: the backlog after `last_event_id`, then live events until the turn
+    ends (and its `title_update`, when one is pending, has come). A resume that finds
+    nothing running ends after what it replayed."""
     manager = turn_manager()
     subscription, backlog = manager.subscribe(chat_id, last_event_id)
 
     def generate():
+        title_deadline = None  # while a finished turn's title is on its way
+
+        def ends_after(event) -> bool:
+            nonlocal title_deadline
+            kind, data = event["type"], event.get("data") or {}
+            if kind == "turn_end" and data.get("title_pending"):
+                title_deadline = time.monotonic() + TITLE_WAIT_SECONDS
+                return False
+            if kind == "title_update" and title_deadline is not None:
+                return True
+            if kind == "turn_start" and title_deadline is not None:
+                return True  # the next turn (a queued follow-up) is not this stream's
+            return kind == "turn_end" or (kind == "snapshot" and data.get("finished"))
+
         try:
             yield ": numi\n\n"  # first bytes now, so proxies and clients see the stream open
             for event in backlog:
                 yield _sse(event)
-                if until_turn_end and (
-                    event["type"] == "turn_end"
-                    or (event["type"] == "snapshot" and event["data"].get("finished"))
-                ):
+                if ends_after(event):
                     return  # a finished turn has nothing more to send
+            if resume and title_deadline is None and not manager.is_running(chat_id):
+                return  # replayed what there was; nothing runs to follow
             while True:
-                event = subscription.get(timeout=SSE_KEEPALIVE_SECONDS)
+                wait = SSE_KEEPALIVE_SECONDS
+                if title_deadline is not None:
+                    wait = min(wait, title_deadline - time.monotonic())
+                    if wait <= 0:
+                        return
+                event = subscription.get(timeout=wait)
                 if event is None:
                     if subscription.closed:
                         return
-                    yield ": keep-alive\n\n"
+                    if title_deadline is None or time.monotonic() < title_deadline:
+                        yield ": keep-alive\n\n"
                     continue
                 yield _sse(event)
-                if until_turn_end and event["type"] == "turn_end":
+                if ends_after(event):
                     return
         finally:
             subscription.close()
@@ -208,7 +247,7 @@ def resume(chat_id: str):
     ):
         return Response(status=204)  # nothing to resume: the database has it all
     db.session.commit()
-    return _follow(chat_id, last_event_id)
+    return _follow(chat_id, last_event_id, resume=True)
 
 
 @bp.post("/chat/stop/<chat_id>")
@@ -219,6 +258,18 @@ def stop(chat_id: str):
     return jsonify(
         stopped=stopped, **({"cleared": cleared} if flag(clear_queue, "clear_queue") else {})
     )
+
+
+@bp.post("/chat/approve/<chat_id>")
+def approve(chat_id: str):
+    """Answer a tool call's approval, for clients that follow a turn by SSE: the same
+    fields and digest rule as the WebSocket's `approve` message."""
+    chats.get_chat(g.user.id, chat_id)
+    data = request_data()
+    check_approval(data)
+    if not turn_manager().approve(chat_id, data["call_id"], data["decision"], data.get("digest")):
+        raise NumiError("no_such_approval", "That tool call is not waiting for approval.", 409)
+    return jsonify(approved=data["decision"] == "approve", call_id=data["call_id"])
 
 
 @bp.get("/chat/stream_status/<chat_id>")

@@ -34,7 +34,7 @@ from wsproto.connection import ConnectionState
 
 from ..agent.sending import start_turn, stop_turn
 from ..chat import chats, followups
-from ..errors import NumiError
+from ..errors import NumiError, first_line, is_storage_failure, storage_unavailable
 from ..extensions import db, sock, turn_manager
 from ..models import User
 from ..turns.channel import encoded
@@ -106,8 +106,12 @@ class Connection:
                 self.handle(raw)
                 if self.ended:
                     break
+        except ConnectionClosed:
+            pass  # the client closed, or its connection broke while we answered it
         finally:
             self.unsubscribe()
+            # A client going away is ordinary (tabs close, laptops sleep): INFO, no trace.
+            log.info("WebSocket client of chat %s went away", self.chat_id)
 
     def handle(self, raw) -> None:
         try:
@@ -143,10 +147,16 @@ class Connection:
                     )
         except NumiError as exc:
             self.send_error(exc.code, exc.message)
-        except Exception:
+        except Exception as exc:
+            db.session.rollback()
+            if is_storage_failure(exc):  # an outage, not a bug: one line, a clear code
+                log.error("WebSocket message of chat %s: storage unavailable: %s",
+                          self.chat_id, first_line(exc))  # fmt: skip
+                refusal = storage_unavailable()
+                self.send_error(refusal.code, refusal.message)
+                return
             # A bug in handling one message must not drop the socket (and the page's stream).
             log.exception("handling a WebSocket message failed")
-            db.session.rollback()
             self.send_error(
                 "internal_error", "Something went wrong on the server. The log has the details."
             )
@@ -288,7 +298,7 @@ class Connection:
                     # read transaction that keeps SQLite's WAL from being checkpointed.
                     db.session.remove()
         except ConnectionClosed:
-            pass  # the browser went away; the turn goes on regardless
+            pass  # the browser went away; the turn goes on regardless (serve logs it)
         except Exception:
             log.exception("relay to a client failed")
         finally:
@@ -346,10 +356,16 @@ class Connection:
 
     def _send(self, data: str) -> None:
         with self.lock:
-            if self.frames is None:
-                self.ws.send(data)
-            else:
-                self._write_text(data)
+            try:
+                if self.frames is None:
+                    self.ws.send(data)
+                else:
+                    self._write_text(data)
+            except OSError as exc:
+                # A reset or broken pipe: the client is gone, as with a close. The reader
+                # sees it too and ends `serve`.
+                self.ws.connected = False
+                raise ConnectionClosed(None, type(exc).__name__) from None
 
     def _write_text(self, data: str) -> None:
         """One unfragmented text message, framed here and written whole.

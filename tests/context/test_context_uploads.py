@@ -99,6 +99,7 @@ def test_download_is_owner_only(client_a, client_b):
     own = client_a.get(f"/api/attachments/{item['id']}")
     assert own.status_code == 200 and own.data == b"top secret"
     assert own.headers["X-Content-Type-Options"] == "nosniff"
+    assert own.headers["Content-Type"] == "text/plain; charset=utf-8"  # the charset once
     assert own.headers["Content-Disposition"].startswith("attachment")
     foreign = client_b.get(f"/api/attachments/{item['id']}")
     assert foreign.status_code == 404 and foreign.get_json()["error"]["code"] == "not_found"

@@ -218,3 +218,13 @@ def test_provider_timeout_is_retried_before_output_only(scripted, make_adapter):
     assert error.code == "provider_timeout" and error.after_output
     assert joined(events, TextDelta) == "partial"
     assert len(scripted.requests) == 3
+
+
+def test_a_plain_404_is_not_retried(scripted, adapter):
+    # No API at the base URL (a web server's own 404 page): asking again cannot help.
+    scripted.enqueue(Scenario.http_error(404, body="404 page not found"), Scenario().text("never"))
+
+    error, _ = final(adapter)
+
+    assert error.code == "provider_unavailable" and "base URL" in error.message
+    assert len(scripted.requests) == 1
