@@ -71,12 +71,18 @@ class ProviderError(Exception):
         *,
         status: int | None = None,
         retry_after: float | None = None,
+        prompt_tokens: int | None = None,
+        context_window: int | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.status = status
         self.retry_after = retry_after
+        # A context_overflow's own numbers when the server said them (llama.cpp's
+        # `n_prompt_tokens` and `n_ctx`): what the prompt counted, what fits.
+        self.prompt_tokens = prompt_tokens
+        self.context_window = context_window
 
     @property
     def retryable(self) -> bool:
@@ -133,6 +139,27 @@ def error_detail(body: Any) -> tuple[str, str, str]:
     return message, str(kind), str(code)
 
 
+def overflow_numbers(body: Any) -> tuple[int | None, int | None]:
+    """(prompt tokens, context size) from a context-overflow body that states them:
+    llama.cpp's `{"error": {"n_prompt_tokens": 479, "n_ctx": 256, ...}}`."""
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            return None, None
+    if not isinstance(body, dict):
+        return None, None
+    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+
+    def count(name: str) -> int | None:
+        value = inner.get(name)
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        )
+
+    return count("n_prompt_tokens"), count("n_ctx")
+
+
 def from_http_status(
     status: int,
     body: Any,
@@ -177,10 +204,13 @@ def from_http_status(
     if status == 413 or (
         status in (400, 422) and is_context_overflow(status, f"{message} {kind} {code}")
     ):
+        prompt_tokens, context_window = overflow_numbers(body)
         return ProviderError(
             "context_overflow",
             f"The conversation is too long for this model's context window{detail}",
             status=status,
+            prompt_tokens=prompt_tokens,
+            context_window=context_window,
         )
     if 400 <= status < 500 and status not in (408, 409):
         return ProviderError(

@@ -147,6 +147,9 @@ class StreamError:
     retry_after: float | None = None
     status: int | None = None
     after_output: bool = False
+    # A context_overflow's numbers when the server stated them (ProviderError's).
+    prompt_tokens: int | None = None
+    context_window: int | None = None
 
 
 StreamEvent = (

@@ -42,7 +42,8 @@ def test_openai_compatible_model_list_reads_server_extras(scripted, make_adapter
 
     models = {m.id: m for m in make_adapter("openai_chat").list_models()}
 
-    assert scripted.last_request.path == "/v1/models"
+    # The llama.cpp entry (`meta`) makes the adapter ask /props too (a 404 here).
+    assert [r.path for r in scripted.requests] == ["/v1/models", "/props"]
     assert models["llama3.2:latest"] == ModelInfo(id="llama3.2:latest")
     assert models["qwen3-served"].context_window == 40960  # vLLM
     assert models["gguf-model"].context_window == 8192  # llama.cpp
