@@ -5,6 +5,7 @@
         client = OpenAI(base_url=provider.openai_base_url, api_key="test")
         ...
         provider.requests[-1].body["messages"]        # what was sent
+        provider.listings[-1].path                    # a GET: /v1/models, /props
 
 Routes: POST /v1/chat/completions, /v1/responses, /v1/messages (also without /v1);
 GET /v1/models (Anthropic's shape when the request has an `anthropic-version` header, or
@@ -87,7 +88,9 @@ def echo_scenario(request: RecordedRequest) -> Scenario:
 
 class ScriptedProvider:
     """The scripted provider server. Start it (or use it as a context manager), point an
-    SDK at `openai_base_url` / `anthropic_base_url`, enqueue scenarios, read `requests`."""
+    SDK at `openai_base_url` / `anthropic_base_url`, enqueue scenarios, read `requests`
+    (the model calls, POSTs) and `listings` (the GETs: model lists, /props, kept apart so
+    that a model list fetched in the background never counts as a model call)."""
 
     def __init__(
         self,
@@ -108,6 +111,7 @@ class ScriptedProvider:
         self.api_key = api_key  # when set, other keys get a 401 in the protocol's shape
         self.default_scenario = default_scenario or echo_scenario
         self.requests: list[RecordedRequest] = []
+        self.listings: list[RecordedRequest] = []
         self._queue: deque[Scenario] = deque()
         self._model_queues: dict[str, deque[Scenario]] = {}
         self._changed = threading.Condition()
@@ -179,6 +183,7 @@ class ScriptedProvider:
             self._queue.clear()
             self._model_queues.clear()
             self.requests.clear()
+            self.listings.clear()
             self._released.clear()
             self.models_body = self.props = None
 
@@ -195,7 +200,7 @@ class ScriptedProvider:
 
     def _record(self, request: RecordedRequest) -> None:
         with self._changed:
-            self.requests.append(request)
+            (self.listings if request.method == "GET" else self.requests).append(request)
             self._changed.notify_all()
 
     def _next_scenario(self, request: RecordedRequest) -> Scenario:

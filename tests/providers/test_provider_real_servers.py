@@ -126,7 +126,7 @@ def test_llama_server_list_and_props_give_context_and_tools(scripted, make_adapt
         True,
         False,
     )
-    assert [r.path for r in scripted.requests] == ["/v1/models", "/props"]
+    assert [r.path for r in scripted.listings] == ["/v1/models", "/props"]
 
 
 def test_llama_server_without_props_still_gives_its_allocated_context(scripted, make_adapter):
@@ -140,7 +140,7 @@ def test_llama_server_without_props_still_gives_its_allocated_context(scripted, 
 def test_other_servers_get_no_props_request(scripted, make_adapter):
     scripted.models = [{"id": "gpt-4o"}]
     make_adapter("openai_chat").list_models()
-    assert [r.path for r in scripted.requests] == ["/v1/models"]
+    assert [r.path for r in scripted.listings] == ["/v1/models"]
 
 
 @pytest.mark.parametrize("kind", ["openai_chat", "openai_responses"])
