@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 from flask import current_app, g, redirect, render_template, request, url_for
 
 from ... import endpoints as endpoint_store
@@ -14,8 +12,6 @@ from ...providers.kinds import all_kinds
 from ..inputs import request_data
 from ..request_kind import is_htmx
 from .base import bp
-
-log = logging.getLogger(__name__)
 
 
 @bp.get("/settings")
