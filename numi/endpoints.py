@@ -342,12 +342,39 @@ def fetch_models(endpoint: Endpoint) -> str | None:
     """Fetch the endpoint's model list now (after it was added or pointed elsewhere), so
     its models' context sizes and capabilities count from the first turn. Returns None,
     or why it could not (logged; the endpoint is saved either way)."""
+    if not guarded(endpoint) and _refuses_connections(endpoint.base_url):
+        # Nothing listens (a local server not started yet): say so without importing
+        # the provider SDK, which costs a second of CPU (the CLI and tests add such
+        # endpoints). A guarded endpoint is never probed: only its transport connects.
+        log.info("models of endpoint %s not fetched: nothing listens", endpoint.id)
+        return _unreachable_message()
     try:
         models(endpoint, max_age_seconds=0, refresh=True)
     except NumiError as exc:
         log.info("models of endpoint %s not fetched: %s", endpoint.id, exc.code)
         return exc.message
     return None
+
+
+def _refuses_connections(base_url: str) -> bool:
+    """True when the base URL's host actively refuses a TCP connection (no listener)."""
+    import socket
+
+    parts = urlsplit(base_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=2):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:  # unresolvable, unreachable, slow: the real request says what it is
+        return False
+
+
+def _unreachable_message() -> str:
+    from .providers.errors import unreachable
+
+    return unreachable("").message
 
 
 _REFRESH_JOBS = "numi.model_refresh"
