@@ -251,7 +251,7 @@ def endpoint():
 @click.option("--default-model", help="Model new chats use.")
 def endpoint_add(name, kind, base_url, api_key_env, api_key_stdin, default_model):
     """Add a shared endpoint NAME. Keys never go on the command line (shell history)."""
-    from .endpoints import create_endpoint
+    from .endpoints import create_endpoint, fetch_models
 
     api_key = _api_key(api_key_env, api_key_stdin)
     fields = {
@@ -266,6 +266,7 @@ def endpoint_add(name, kind, base_url, api_key_env, api_key_stdin, default_model
             lambda: create_endpoint(None, fields, max_name=app.config["NUMI_MAX_NAME_CHARS"])
         )
         click.echo(f"Added endpoint {created.name} (id {created.id}).")
+        _report_models(created, fetch_models(created))
 
 
 @endpoint.command("edit")
@@ -289,7 +290,7 @@ def endpoint_edit(
     name, new_name, base_url, api_key_env, api_key_stdin, default_model, reasoning_policy, enabled
 ):
     """Change the shared endpoint NAME; options not given stay as they are."""
-    from .endpoints import find_by_name, update_endpoint
+    from .endpoints import fetch_models, find_by_name, update_endpoint
 
     if api_key_env and api_key_stdin:
         raise click.UsageError("Give --api-key-env or --api-key-stdin, not both.")
@@ -315,6 +316,27 @@ def endpoint_edit(
             raise click.ClickException(f"No shared endpoint named {name!r}.")
         _checked(lambda: update_endpoint(found, fields, max_name=app.config["NUMI_MAX_NAME_CHARS"]))
         click.echo(f"Updated endpoint {found.name} (id {found.id}).")
+        if found.models_fetched_at is None and {"base_url", "api_key"} & set(fields):
+            _report_models(found, fetch_models(found))  # pointed at another server or key
+
+
+def _report_models(endpoint, problem: str | None) -> None:
+    """One line on the fetched model list: how many, and the default model's context
+    size and tools as the server reported them (or why the list is missing)."""
+    from .endpoints import model_capabilities
+
+    if problem:
+        click.echo(f"Models not fetched ({problem}); they will be fetched again later.")
+        return
+    line = f"{len(endpoint.models)} model{'s' if len(endpoint.models) != 1 else ''} listed"
+    if endpoint.default_model:
+        caps = model_capabilities(endpoint, endpoint.default_model)
+        window = f"{caps.context_window:,} tokens" if caps.context_window else "unknown"
+        line += (
+            f"; {endpoint.default_model}: context {window} ({caps.sources['context_window']}),"
+            f" tools {'on' if caps.tools else 'off'} ({caps.sources['tools']})"
+        )
+    click.echo(line + ".")
 
 
 def _api_key(api_key_env: str | None, api_key_stdin: bool) -> str | None:

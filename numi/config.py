@@ -382,6 +382,13 @@ SETTINGS: tuple[Setting, ...] = (
         int,
         "Retries of rate-limited or failing provider calls, only before any output streamed.",
     ),
+    Setting(
+        "NUMI_PROVIDER_MAX_RETRY_SECONDS",
+        30,
+        float,
+        "Most seconds one provider call spends waiting between its retries (Retry-After "
+        "included); a wait that would pass it is not made and the error is shown.",
+    ),
     Setting("NUMI_MAX_STEPS", 12, int, "Most model steps (tool rounds) in one turn."),
     Setting(
         "NUMI_TOOL_TIMEOUT_SECONDS",

@@ -22,6 +22,11 @@ from urllib.parse import urlsplit
 from sqlalchemy import or_, select
 
 from .addresses import AddressRefused, check_url, guarded_transport
+from .endpoint_settings import (
+    SETTINGS_FIELDS,
+    model_capabilities_input,
+    settings_flag,
+)
 from .errors import NotFound, NumiError, invalid
 from .extensions import db
 from .models import REASONING_POLICIES, Endpoint, User, utcnow
@@ -115,6 +120,10 @@ def validate(
         )
     if "hidden_models" in fields:
         clean["hidden_models"] = _hidden_models(fields["hidden_models"])
+    if "retries" in fields:
+        clean["retries"] = settings_flag(fields["retries"], "retries")
+    if "model_capabilities" in fields:
+        clean["model_capabilities"] = model_capabilities_input(fields["model_capabilities"])
     return clean
 
 
@@ -185,7 +194,9 @@ def create_endpoint(
         raise NumiError(
             "duplicate_name", f"An endpoint named {clean['name']!r} exists already.", 409
         )
+    settings = {k: clean.pop(k) for k in SETTINGS_FIELDS if k in clean}
     endpoint = Endpoint(user_id=owner_id, **clean)
+    endpoint.settings = settings
     db.session.add(endpoint)
     db.session.commit()
     return endpoint
@@ -203,12 +214,26 @@ def update_endpoint(endpoint: Endpoint, fields: dict[str, Any], *, max_name: int
             )
     if "base_url" in clean:
         check_address(base_url=clean["base_url"], owner_id=endpoint.user_id, status=400)
-    if "base_url" in clean or "kind" in clean or "api_key" in clean:
+    if connection_changed(endpoint, clean):
+        # Another server's (or account's) list is not this one's: the caller fetches the
+        # new one after saving. Any other edit keeps the list (the form sends the URL,
+        # kind and an empty key on every save; only a real change counts).
         endpoint.models_json, endpoint.models_fetched_at = None, None
+    settings = {k: clean.pop(k) for k in SETTINGS_FIELDS if k in clean}
+    if settings:
+        endpoint.settings = {**endpoint.settings, **settings}
     for key, value in clean.items():
         setattr(endpoint, key, value)
     db.session.commit()
     return endpoint
+
+
+def connection_changed(endpoint: Endpoint, clean: dict[str, Any]) -> bool:
+    """Whether an edit points the endpoint at another server or account."""
+    return any(
+        name in clean and clean[name] != getattr(endpoint, name)
+        for name in ("base_url", "kind", "api_key")
+    )
 
 
 def remove_endpoint(endpoint: Endpoint) -> None:
@@ -216,12 +241,20 @@ def remove_endpoint(endpoint: Endpoint) -> None:
     db.session.commit()
 
 
-def cached_adapter(app, kind: str, base_url: str, api_key: str | None, guarded: bool = False):
+def cached_adapter(
+    app,
+    kind: str,
+    base_url: str,
+    api_key: str | None,
+    guarded: bool = False,
+    retries: bool = True,
+):
     """A provider adapter for turns, kept per endpoint settings so connections are reused
     (a new SDK client per turn would cost a TCP and TLS handshake each time). `guarded`
-    sends every request through the address guard."""
+    sends every request through the address guard; `retries` False makes one attempt
+    only (an endpoint behind a gateway that retries itself)."""
     cache = app.extensions.setdefault("numi.adapters", {})
-    key = (kind, base_url, api_key, guarded)
+    key = (kind, base_url, api_key, guarded, retries)
     adapter = cache.get(key)
     if adapter is None:
         from .providers import get_adapter
@@ -233,7 +266,8 @@ def cached_adapter(app, kind: str, base_url: str, api_key: str | None, guarded: 
             base_url,
             api_key,
             timeout=app.config["NUMI_PROVIDER_TIMEOUT_SECONDS"],
-            max_retries=app.config["NUMI_PROVIDER_MAX_RETRIES"],
+            max_retries=app.config["NUMI_PROVIDER_MAX_RETRIES"] if retries else 0,
+            max_retry_seconds=app.config["NUMI_PROVIDER_MAX_RETRY_SECONDS"],
             idle_timeout=app.config["NUMI_PROVIDER_IDLE_SECONDS"],
             transport=guarded_transport() if guarded else None,
         )
@@ -304,17 +338,129 @@ def models(endpoint: Endpoint, *, max_age_seconds: int, refresh: bool = False) -
     return endpoint.models
 
 
+def fetch_models(endpoint: Endpoint) -> str | None:
+    """Fetch the endpoint's model list now (after it was added or pointed elsewhere), so
+    its models' context sizes and capabilities count from the first turn. Returns None,
+    or why it could not (logged; the endpoint is saved either way)."""
+    if not guarded(endpoint) and _refuses_connections(endpoint.base_url):
+        # Nothing listens (a local server not started yet): say so without importing
+        # the provider SDK, which costs a second of CPU (the CLI and tests add such
+        # endpoints). A guarded endpoint is never probed: only its transport connects.
+        log.info("models of endpoint %s not fetched: nothing listens", endpoint.id)
+        return _unreachable_message()
+    try:
+        models(endpoint, max_age_seconds=0, refresh=True)
+    except NumiError as exc:
+        log.info("models of endpoint %s not fetched: %s", endpoint.id, exc.code)
+        return exc.message
+    return None
+
+
+def _refuses_connections(base_url: str) -> bool:
+    """True when the base URL's host actively refuses a TCP connection (no listener)."""
+    import socket
+
+    parts = urlsplit(base_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=2):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:  # unresolvable, unreachable, slow: the real request says what it is
+        return False
+
+
+def _unreachable_message() -> str:
+    from .providers.errors import unreachable
+
+    return unreachable("").message
+
+
+_REFRESH_JOBS = "numi.model_refresh"
+RETRY_FAILED_REFRESH_SECONDS = 300  # a server without /models is not asked every turn
+
+
+def refresh_when_stale(endpoint: Endpoint) -> bool:
+    """Fetch the endpoint's model list in the background when it was never fetched or
+    is older than NUMI_MODELS_CACHE_SECONDS. Never blocks; returns whether it started.
+    One job per endpoint and process; a failed fetch is not tried again for 5 minutes."""
+    from flask import current_app
+
+    app = current_app._get_current_object()
+    max_age = app.config["NUMI_MODELS_CACHE_SECONDS"]
+    fetched = endpoint.models_fetched_at
+    if fetched is not None and utcnow() - fetched < timedelta(seconds=max_age):
+        return False
+    import time
+
+    import gevent
+
+    jobs: dict[int, Any] = app.extensions.setdefault(_REFRESH_JOBS, {})
+    job = jobs.get(endpoint.id)
+    if job is not None and (
+        not job.dead or time.monotonic() - job.started_at < RETRY_FAILED_REFRESH_SECONDS
+    ):
+        return False
+    job = jobs[endpoint.id] = gevent.spawn(_refresh_job, app, endpoint.id, max_age)
+    job.started_at = time.monotonic()
+    return True
+
+
+def wait_for_refreshes(app, timeout: float | None = None) -> None:
+    """Wait for the running background list fetches (for tests and the CLI)."""
+    import gevent
+
+    gevent.joinall(list(app.extensions.get(_REFRESH_JOBS, {}).values()), timeout=timeout)
+
+
+def _refresh_job(app, endpoint_id: int, max_age: int) -> None:
+    with app.app_context():
+        endpoint = db.session.get(Endpoint, endpoint_id)
+        if endpoint is None or endpoint.deleted_at is not None:
+            return
+        try:
+            models(endpoint, max_age_seconds=max_age)
+        except NumiError as exc:
+            log.info("background model list of endpoint %s: %s", endpoint_id, exc.code)
+        except Exception:  # the server goes on; the next stale turn tries again
+            log.exception("background model list of endpoint %s failed", endpoint_id)
+            db.session.rollback()
+
+
 def _model_dict(info: Any) -> dict[str, Any]:
     fields = ("id", "context_window", "supports_vision", "supports_tools", "supports_reasoning")
     return {f: getattr(info, f, None) for f in fields if getattr(info, f, None) is not None}
 
 
 def model_capabilities(endpoint: Endpoint, model_id: str):
-    """What a model can do (vision, tools, reasoning, context window): as the endpoint's
-    model list reports it, else from the table of known families, else defaults."""
+    """What a model can do (vision, tools, reasoning, context window): as the user set it
+    for this endpoint, else as the endpoint's model list reports it, else from the table
+    of known families, else defaults."""
+    from .providers.capabilities import listed_capabilities
+
+    return listed_capabilities(model_id, endpoint.models, endpoint.model_capabilities.get(model_id))
+
+
+def reported_capabilities(endpoint: Endpoint, model_id: str):
+    """What a model can do without the user's per-model settings: as the server reports
+    it, else from the family table, else defaults (the Edit form's "as reported")."""
     from .providers.capabilities import listed_capabilities
 
     return listed_capabilities(model_id, endpoint.models)
+
+
+_SOURCE_LABELS = {
+    "override": "your setting",
+    "reported": "the server says",
+    "family": "assumed from the name",
+    "default": "assumed",
+}
+
+
+def capability_source_label(source: str) -> str:
+    """Where a capability's value came from, in words."""
+    return _SOURCE_LABELS.get(source, "assumed")
 
 
 def missing_default_model(endpoint: Endpoint) -> str | None:

@@ -142,6 +142,10 @@ class Endpoint(db.Model):
     # Model ids the pickers leave out (the list from the provider stays whole).
     hidden_models_json: Mapped[str | None] = mapped_column(Text)
     models_fetched_at: Mapped[datetime | None]
+    # The user's say over the server's: {"retries": false} turns Numi's own retries off
+    # (a gateway that retries already); {"model_capabilities": {model id: {"tools": true,
+    # ...}}} overrides what a model is assumed or reported to do.
+    settings_json: Mapped[str | None] = mapped_column(Text)
     reasoning_policy: Mapped[str] = mapped_column(String(16), default="auto")
     enabled: Mapped[bool] = mapped_column(default=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -149,6 +153,18 @@ class Endpoint(db.Model):
 
     models = json_property("models_json", list)
     hidden_models = json_property("hidden_models_json", list)
+    settings = json_property("settings_json", dict)
+
+    @property
+    def retries(self) -> bool:
+        """Whether Numi retries a failed call to this endpoint (off behind a gateway)."""
+        return self.settings.get("retries", True) is not False
+
+    @property
+    def model_capabilities(self) -> dict[str, dict[str, Any]]:
+        """The user's per-model capability overrides: {model id: {"tools": bool, ...}}."""
+        value = self.settings.get("model_capabilities")
+        return value if isinstance(value, dict) else {}
 
     @property
     def api_key(self) -> str | None:
@@ -217,6 +233,8 @@ class Endpoint(db.Model):
             "default_model": self.default_model,
             "models": self.model_ids,
             "hidden_models": self.hidden_models,
+            "retries": self.retries,
+            "model_capabilities": self.model_capabilities,
             "reasoning_policy": self.reasoning_policy,
             "enabled": self.enabled,
             "shared": self.user_id is None,

@@ -33,6 +33,8 @@ class Route:
     models: list[dict] = field(default_factory=list)
     guarded: bool = False  # a non-admin's own endpoint: requests pass the address guard
     endpoint_name: str = ""
+    overrides: dict = field(default_factory=dict)  # the user's settings for this model
+    retries: bool = True  # False: one attempt (the endpoint is behind a retrying gateway)
 
     @classmethod
     def of(cls, endpoint: Endpoint, model: str) -> Route:
@@ -46,17 +48,20 @@ class Route:
             endpoint.models,
             endpoint_store.guarded(endpoint),
             endpoint.name,
+            endpoint.model_capabilities.get(model) or {},
+            endpoint.retries,
         )
 
     def capabilities(self) -> Capabilities:
-        """What the route's model can do, as its endpoint's model list reports it."""
-        return listed_capabilities(self.model, self.models)
+        """What the route's model can do: as the user set it on the endpoint, else as its
+        model list reports it, else assumed."""
+        return listed_capabilities(self.model, self.models, self.overrides)
 
 
 def adapter_for_route(app, route: Route):
     """The (cached) provider adapter that speaks to the route's endpoint."""
     return endpoint_store.cached_adapter(
-        app, route.kind, route.base_url, route.api_key, route.guarded
+        app, route.kind, route.base_url, route.api_key, route.guarded, route.retries
     )
 
 
@@ -89,6 +94,9 @@ def chat_routes(
     endpoint_store.check_address(
         endpoint
     )  # a clear refusal; the transport checks every request too
+    # A list never fetched (an endpoint added before lists were fetched on add) or gone
+    # stale is fetched in the background: this turn uses what is known, the next the news.
+    endpoint_store.refresh_when_stale(endpoint)
     routes.append(Route.of(endpoint, model))
     seen = {(endpoint.id, model)}
     for fallback in fallback_chain(user_id, meta.settings):

@@ -53,6 +53,7 @@ from .context_window import ContextWindow, system_prompt
 from .durable import DurableSaves
 from .prepare import prepare_messages
 from .routes import FallbackNotice, Route, adapter_for_route, chat_routes
+from .tool_offer import omission, refused_tools
 from .tool_runner import ToolCall, ToolRunner
 from .tools import Tool, ToolRegistry
 
@@ -116,6 +117,7 @@ class Agent:
         self.tools.save = self.saves.save
         self._starting = None  # the start gate while this turn holds it (see run)
         self.fallback: FallbackNotice | None = None  # set when a fallback answered
+        self._tools_notice: dict[str, Any] | None = None  # said once per turn
 
     # --- the turn -----------------------------------------------------------------------------
 
@@ -243,6 +245,13 @@ class Agent:
             gevent.sleep(0)
             result = self._call_model(route, messages, settings, tools, step)
             result = self._recover_overflow(meta, route, result, tools, step)
+            if tools and refused_tools(result.error) and not turn.cancelled:
+                # The server will not take tools for this model: answer without them.
+                self._say_tools_omitted(
+                    omission(route.model, "refused", len(tools), result.error.message)
+                )
+                tools = []
+                result = self._call_model(route, messages, settings, tools, step)
             # Fallback: only while nothing has been shown, move to the next route. Once
             # output has begun the chain never switches (DESIGN §6).
             while (
@@ -323,6 +332,8 @@ class Agent:
         step: int,
     ) -> StepResult:
         caps = route.capabilities()
+        if tools and not caps.tools:
+            self._say_tools_omitted(omission(route.model, caps.sources["tools"], len(tools)))
         request = ChatRequest(
             model=route.model,
             messages=prepare_messages(
@@ -409,6 +420,13 @@ class Agent:
         result.ended = time.monotonic()
         return result
 
+    def _say_tools_omitted(self, notice: dict[str, Any]) -> None:
+        """Tell the turn (once) that its tools were left out, and why; the answer's
+        metrics keep the reason."""
+        if self._tools_notice is None:
+            self._tools_notice = notice
+            self.turn.emit("tools_omitted", notice)
+
     @staticmethod
     def _mark_output(result: StepResult) -> None:
         if not result.output_started:
@@ -452,6 +470,11 @@ class Agent:
             if output_tokens and streaming_s > 0
             else None,
             **self.window.metrics,
+            **(
+                {"tools_omitted": self._tools_notice["source"]}
+                if self._tools_notice is not None
+                else {}
+            ),
         }
 
     def _count_tools(self, route: Route, tools: list[Tool]) -> None:

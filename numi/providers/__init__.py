@@ -51,13 +51,15 @@ def get_adapter(
     timeout: float = 600.0,
     connect_timeout: float = 10.0,
     max_retries: int = 2,
+    max_retry_seconds: float | None = None,
     retry: RetryPolicy | None = None,
     idle_timeout: float | None = None,
     transport: Any = None,
 ) -> ProviderAdapter:
     """An adapter for an endpoint. `timeout` is the longest wait for any bytes on a
     stream; `idle_timeout` the longest wait for an event (keep-alive comments do not
-    count); `max_retries` (or a full `retry` policy) bounds retries before any output;
+    count); `max_retries` (or a full `retry` policy) bounds retries before any output,
+    `max_retry_seconds` the time all their waits may take together;
     `transport` (an httpx2 transport) carries every request, redirects included."""
     return adapter_class(kind)(
         base_url,
@@ -65,6 +67,7 @@ def get_adapter(
         timeout=timeout,
         connect_timeout=connect_timeout,
         max_retries=max_retries,
+        max_retry_seconds=max_retry_seconds,
         retry=retry,
         idle_timeout=idle_timeout,
         transport=transport,

@@ -115,7 +115,9 @@ class AnthropicAdapter(ProviderAdapter):
     def _events(self, sdk_stream: Any, request: ChatRequest) -> Iterator[StreamEvent]:
         tools = ToolCallAssembler()
         thinking: dict[int, dict[str, Any]] = {}
-        input_tokens = output_tokens = cached = None
+        # The last event that carries a count wins: llama.cpp puts the prompt counts in
+        # message_start, LiteLLM sends zeros there and the real counts in message_delta.
+        counts: dict[str, int] = {}
         raw_reason: str | None = None
 
         for name, event in sdk_stream:
@@ -152,22 +154,13 @@ class AnthropicAdapter(ProviderAdapter):
                 if done:
                     yield done
             elif kind == "message_start":
-                usage = event["message"].get("usage") or {}
-                input_tokens = usage.get("input_tokens")
-                cached = usage.get("cache_read_input_tokens")
+                _merge_usage(counts, event["message"].get("usage"))
             elif kind == "message_delta":
                 raw_reason = (event.get("delta") or {}).get("stop_reason") or raw_reason
-                usage = event.get("usage")
-                if usage:
-                    output_tokens = usage.get("output_tokens")
-                    input_tokens = usage.get("input_tokens") or input_tokens
+                _merge_usage(counts, event.get("usage"))
             elif kind == "message_stop":
                 yield from tools.complete_all()
-                yield Usage(
-                    input_tokens=input_tokens,
-                    output_tokens=output_tokens,
-                    cached_input_tokens=cached,
-                )
+                yield _usage(counts)
                 items = [thinking[index] for index in sorted(thinking)]
                 envelope = (
                     {"format": "anthropic", "model": request.model, "items": items}
@@ -177,6 +170,40 @@ class AnthropicAdapter(ProviderAdapter):
                 yield Finish(_STOP.get(raw_reason or "", "other"), raw_reason, envelope)
                 return
         raise interrupted("the stream ended before the message stopped")
+
+
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+
+
+def _merge_usage(counts: dict[str, int], usage: Any) -> None:
+    """Take an event's `usage` counts into `counts`. A later count replaces an earlier
+    one, except that a zero never replaces a non-zero count (LiteLLM's zeros in
+    message_start come first; a message_delta may repeat a field as 0)."""
+    if not isinstance(usage, dict):
+        return
+    for name in _USAGE_FIELDS:
+        value = usage.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value or not counts.get(name):
+                counts[name] = value
+
+
+def _usage(counts: dict[str, int]) -> Usage:
+    """Usage with the whole prompt as input: Anthropic's `input_tokens` is only the part
+    after the last cache breakpoint; cache reads and writes are prompt tokens too."""
+    cached = counts.get("cache_read_input_tokens")
+    parts = [counts.get(name) for name in _USAGE_FIELDS if name != "output_tokens"]
+    known = [part for part in parts if part is not None]
+    return Usage(
+        input_tokens=sum(known) if known else None,
+        output_tokens=counts.get("output_tokens"),
+        cached_input_tokens=cached,
+    )
 
 
 def default_max_tokens(model: str) -> int:

@@ -53,21 +53,32 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 @dataclass(frozen=True)
 class RetryPolicy:
     """Backoff before output: base_delay * 2**attempt with jitter, capped at max_delay.
-    A Retry-After above max_retry_after is not waited for: the error is reported."""
+    A server's Retry-After is waited for as it says (a gateway such as LiteLLM has
+    retried already and knows when to come back), unless it is above max_retry_after.
+    All waits of one call together stay within max_total (seconds; None: no cap): a wait
+    that would pass it is not made, the error is reported instead."""
 
     max_retries: int = 2
     base_delay: float = 0.5
     max_delay: float = 8.0
     max_retry_after: float = 60.0
+    max_total: float | None = None
 
-    def delay(self, error: ProviderError, attempt: int) -> float | None:
-        """Seconds to wait before retry number `attempt` (0-based), or None to give up."""
+    def delay(self, error: ProviderError, attempt: int, waited: float = 0.0) -> float | None:
+        """Seconds to wait before retry number `attempt` (0-based), after `waited`
+        seconds of earlier waits, or None to give up."""
         if not error.retryable or attempt >= self.max_retries:
             return None
         if error.retry_after is not None:
-            return error.retry_after if error.retry_after <= self.max_retry_after else None
-        backoff = min(self.max_delay, self.base_delay * 2**attempt)
-        return backoff * random.uniform(0.8, 1.0)
+            if error.retry_after > self.max_retry_after:
+                return None
+            wait = error.retry_after
+        else:
+            backoff = min(self.max_delay, self.base_delay * 2**attempt)
+            wait = backoff * random.uniform(0.8, 1.0)
+        if self.max_total is not None and waited + wait > self.max_total:
+            return None
+        return wait
 
 
 class ProviderAdapter:
@@ -88,6 +99,7 @@ class ProviderAdapter:
         timeout: float = DEFAULT_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         max_retries: int = 2,
+        max_retry_seconds: float | None = None,
         retry: RetryPolicy | None = None,
         idle_timeout: float | None = None,
         transport: Any = None,
@@ -99,7 +111,7 @@ class ProviderAdapter:
         self.api_key = api_key
         self.timeout = timeout
         self.connect_timeout = connect_timeout
-        self.retry = retry or RetryPolicy(max_retries=max_retries)
+        self.retry = retry or RetryPolicy(max_retries=max_retries, max_total=max_retry_seconds)
         self._client: Any = None
         self._client_lock = threading.Lock()
 
@@ -190,6 +202,7 @@ class ProviderStream(Iterator[StreamEvent]):
         self.adapter = adapter
         self.request = request
         self.attempts = 0
+        self.waited = 0.0  # seconds spent in retry backoffs so far
         self._cancelled = threading.Event()
         self._http_response: Any = None
         self._last_event_at = 0.0  # monotonic time of the last event (the idle deadline)
@@ -293,7 +306,11 @@ class ProviderStream(Iterator[StreamEvent]):
                     )
                 else:
                     error = adapter.map_exception(exc, streaming=opened)
-                delay = None if output_seen else adapter.retry.delay(error, self.attempts - 1)
+                delay = (
+                    None
+                    if output_seen
+                    else adapter.retry.delay(error, self.attempts - 1, self.waited)
+                )
                 if delay is None:
                     yield StreamError(
                         code=error.code,
@@ -311,6 +328,7 @@ class ProviderStream(Iterator[StreamEvent]):
                     events.close()  # type: ignore[attr-defined]
                 if sdk_stream is not None:
                     _close_quietly(sdk_stream)
+            self.waited += delay or 0.0
             if self._cancelled.wait(delay):
                 return
 

@@ -6,7 +6,8 @@ Each field is decided by the first source that knows it:
    images knows better than our table);
 2. ``reported``: what the endpoint's model list said (OpenRouter, llama.cpp, vLLM,
    Anthropic and Ollama report some of these);
-3. the table of known model families below;
+3. the table of known model families below (a guess by name: it never outranks what a
+   server reports, and it leaves tools unsaid where the name proves nothing);
 4. ``defaults`` (the user's endpoint-level settings), else the built-in defaults.
 
 ``Capabilities.sources`` says where each value came from, so the UI can say "assumed"
@@ -96,7 +97,10 @@ KNOWN_FAMILIES = [
         reasoning=False,
         context_window=131_072,
     ),
-    _family(r"^(meta-)?llama", vision=False, tools=False, reasoning=False, context_window=8_192),
+    # No tools verdict: "llama" starts gateway aliases and llama.cpp names of any model
+    # ("llama-tool", "llamacpp-qwen3", "llama3-groq-tool-use"); whether tools work is the
+    # server's chat template's to say (/props), and a refusal is retried without them.
+    _family(r"^(meta-)?llama", vision=False, reasoning=False, context_window=8_192),
     _family(r"^gemma-?3", vision=True, tools=False, reasoning=False, context_window=131_072),
     _family(r"^gemma", vision=False, tools=False, reasoning=False, context_window=8_192),
     _family(
@@ -177,13 +181,16 @@ def capabilities(
 REPORTED_FIELDS = ("context_window", "supports_vision", "supports_tools", "supports_reasoning")
 
 
-def listed_capabilities(model_id: str, models: list[Any] | None) -> Capabilities:
+def listed_capabilities(
+    model_id: str, models: list[Any] | None, overrides: dict[str, Any] | None = None
+) -> Capabilities:
     """A model's capabilities, with what an endpoint's stored model list (dicts of
-    ModelInfo's fields, as the endpoint reported them) says of it."""
+    ModelInfo's fields, as the endpoint reported them) says of it, under the user's
+    `overrides` for it (the endpoint's per-model settings)."""
     listed = next(
         (m for m in models or () if isinstance(m, dict) and m.get("id") == model_id), None
     )
     reported = (
         ModelInfo(id=model_id, **{k: listed.get(k) for k in REPORTED_FIELDS}) if listed else None
     )
-    return capabilities(model_id, reported)
+    return capabilities(model_id, reported, overrides)

@@ -129,6 +129,11 @@ _OVERFLOW_NUMBERS = (
 def overflow_numbers(body: Any, message: str) -> tuple[int | None, int | None] | None:
     """(prompt tokens, context size) of a context-overflow answer: llama-server's
     `n_prompt_tokens`/`n_ctx` fields, else the numbers in the message; None without any."""
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            body = None
     inner = body.get("error") if isinstance(body, dict) else None
     inner = inner if isinstance(inner, dict) else body if isinstance(body, dict) else {}
 

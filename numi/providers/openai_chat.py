@@ -282,17 +282,26 @@ class _ReasoningCollector:
 
 class _ThinkTagSplitter:
     """Routes a leading `<think>…</think>` in content to reasoning. Only a block at the
-    very start counts, so a model writing about the tag mid-answer is left alone."""
+    very start counts, so a model writing about the tag mid-answer is left alone.
+
+    Real servers (llama.cpp `--reasoning-format none`) send the tags as chunks of their
+    own: `<think>`, `\nThe`, …, `</think>`, `\n\nHello`. The whitespace just inside the
+    tags and just after the closing one is dropped wherever the chunks split, so a split
+    stream reads exactly like the unsplit form."""
 
     OPEN, CLOSE = "<think>", "</think>"
 
     def __init__(self) -> None:
-        self._state = "start"  # start -> thinking -> text
+        self._state = "start"  # start -> thinking -> after (the close) -> text
         self._buffer = ""
+        self._thought_started = False  # leading whitespace of the thought is dropped
 
     def feed(self, text: str) -> Iterator[tuple[bool, str]]:
         if self._state == "text":
             yield False, text
+            return
+        if self._state == "after":
+            yield from self._after(text)
             return
         self._buffer += text
         if self._state == "start":
@@ -307,27 +316,44 @@ class _ThinkTagSplitter:
             self._buffer = stripped[len(self.OPEN) :]
         end = self._buffer.find(self.CLOSE)
         if end >= 0:
-            thought, rest = self._buffer[:end], self._buffer[end + len(self.CLOSE) :].lstrip("\n")
-            self._state, self._buffer = "text", ""
+            thought, rest = self._buffer[:end], self._buffer[end + len(self.CLOSE) :]
+            self._state, self._buffer = "after", ""
+            thought = self._thought(thought.rstrip())
             if thought:
                 yield True, thought
-            if rest:
-                yield False, rest
+            yield from self._after(rest)
             return
-        # Hold back a tail that might be the start of "</think>".
+        # Hold back a tail that might be the start of "</think>", and trailing whitespace
+        # that is dropped if the close follows.
         keep = next(
             (n for n in range(len(self.CLOSE) - 1, 0, -1) if self._buffer.endswith(self.CLOSE[:n])),
             0,
         )
-        ready, self._buffer = (
-            self._buffer[: len(self._buffer) - keep],
-            self._buffer[len(self._buffer) - keep :],
-        )
+        cut = len(self._buffer) - keep
+        ready = self._buffer[:cut]
+        cut = len(ready.rstrip())
+        ready, self._buffer = self._buffer[:cut], self._buffer[cut:]
+        ready = self._thought(ready)
         if ready:
             yield True, ready
+
+    def _thought(self, text: str) -> str:
+        if not self._thought_started:
+            text = text.lstrip()
+            self._thought_started = bool(text)
+        return text
+
+    def _after(self, text: str) -> Iterator[tuple[bool, str]]:
+        """Text after `</think>`: the blank lines that separate it from the answer go."""
+        text = text.lstrip()
+        if text:
+            self._state = "text"
+            yield False, text
 
     def flush(self) -> Iterator[tuple[bool, str]]:
         """What is still held back when the stream ends."""
         pending, self._buffer = self._buffer, ""
+        if self._state == "thinking":
+            pending = self._thought(pending.rstrip())
         if pending:
             yield self._state == "thinking", pending

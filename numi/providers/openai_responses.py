@@ -131,7 +131,9 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
                 yield from tools.complete_all()
                 if response.get("usage"):
                     yield _usage(response["usage"])
-                if kind == "response.incomplete":
+                # llama.cpp (and the spec's own example) send a cut-off answer as
+                # `response.completed` with status "incomplete", not as response.incomplete.
+                if kind == "response.incomplete" or response.get("status") == "incomplete":
                     details = response.get("incomplete_details") or {}
                     raw = details.get("reason") or "incomplete"
                     reason = _INCOMPLETE.get(raw, "other")

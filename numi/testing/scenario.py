@@ -119,7 +119,8 @@ class HttpError:
     kind: str
     message: str | None = None
     retry_after: float | None = None
-    body: Any = None  # a raw body (dict or str) instead of the protocol's shape
+    body: Any = None  # a raw body (dict, str, or recorded JSON bytes) instead of the protocol's
+    headers: dict[str, str] | None = None  # extra response headers, as a server sent them
 
 
 @dataclass
@@ -135,6 +136,9 @@ class Scenario:
     chunk_delay: float = 0.0  # seconds before each delta frame
     error: HttpError | None = None
     response_model: str | None = None  # model name in frames; default: the request's
+    # A recorded stream replayed byte for byte instead of rendering the steps: SSE
+    # frames (bytes) as a real server sent them (numi/testing/recordings.py).
+    recorded: list[bytes] | None = None
 
     # --- builders ---------------------------------------------------------------------
 
@@ -211,12 +215,19 @@ class Scenario:
         message: str | None = None,
         retry_after: float | None = None,
         body: Any = None,
+        headers: dict[str, str] | None = None,
     ) -> Scenario:
         """Answer with an HTTP error before any stream. `kind` picks the real body shape
         (auth, bad_request, context_length, model_not_found, rate_limit, server,
         overloaded); by default it follows the status."""
         kind = kind or _STATUS_KINDS.get(status, "server")
-        return cls(error=HttpError(status, kind, message, retry_after, body))
+        return cls(error=HttpError(status, kind, message, retry_after, body, headers))
+
+    @classmethod
+    def replay(cls, frames: list[bytes]) -> Scenario:
+        """Answer with a recorded stream, byte for byte (the SSE frames a real server
+        sent), whatever protocol was asked."""
+        return cls(recorded=list(frames))
 
     # --- reading ----------------------------------------------------------------------
 

@@ -5,9 +5,12 @@
         client = OpenAI(base_url=provider.openai_base_url, api_key="test")
         ...
         provider.requests[-1].body["messages"]        # what was sent
+        provider.listings[-1].path                    # a GET: /v1/models, /props
 
 Routes: POST /v1/chat/completions, /v1/responses, /v1/messages (also without /v1);
-GET /v1/models (Anthropic's shape when the request has an `anthropic-version` header).
+GET /v1/models (Anthropic's shape when the request has an `anthropic-version` header, or
+a recorded body: `models_body`); GET /props when a recorded llama-server `props` is set.
+`Scenario.replay(frames)` answers with a recorded stream byte for byte.
 
 Which scenario answers a request: the next one enqueued for its model
 (`enqueue(s, model="m")`), else the next one enqueued for any model, else
@@ -86,7 +89,9 @@ def echo_scenario(request: RecordedRequest) -> Scenario:
 
 class ScriptedProvider:
     """The scripted provider server. Start it (or use it as a context manager), point an
-    SDK at `openai_base_url` / `anthropic_base_url`, enqueue scenarios, read `requests`."""
+    SDK at `openai_base_url` / `anthropic_base_url`, enqueue scenarios, read `requests`
+    (the model calls, POSTs) and `listings` (the GETs: model lists, /props, kept apart so
+    that a model list fetched in the background never counts as a model call)."""
 
     def __init__(
         self,
@@ -100,9 +105,14 @@ class ScriptedProvider:
         self.host = host
         self.port = port
         self.models = models if models is not None else list(DEFAULT_MODELS)
+        # A recorded GET /v1/models body (JSON bytes), sent instead of rendering `models`.
+        self.models_body: bytes | None = None
+        # A recorded llama-server GET /props body (JSON bytes); None: /props is a 404.
+        self.props: bytes | None = None
         self.api_key = api_key  # when set, other keys get a 401 in the protocol's shape
         self.default_scenario = default_scenario or echo_scenario
         self.requests: list[RecordedRequest] = []
+        self.listings: list[RecordedRequest] = []
         self._queue: deque[Scenario] = deque()
         self._model_queues: dict[str, deque[Scenario]] = {}
         self._changed = threading.Condition()
@@ -174,7 +184,9 @@ class ScriptedProvider:
             self._queue.clear()
             self._model_queues.clear()
             self.requests.clear()
+            self.listings.clear()
             self._released.clear()
+            self.models_body = self.props = None
 
     def wait_for_requests(self, count: int, timeout: float = 5.0) -> RecordedRequest:
         """Block until `count` requests have arrived; return the count-th (1-based)."""
@@ -189,7 +201,7 @@ class ScriptedProvider:
 
     def _record(self, request: RecordedRequest) -> None:
         with self._changed:
-            self.requests.append(request)
+            (self.listings if request.method == "GET" else self.requests).append(request)
             self._changed.notify_all()
 
     def _next_scenario(self, request: RecordedRequest) -> Scenario:
@@ -254,10 +266,15 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             anthropic = "anthropic-version" in record.headers
             protocol = "anthropic" if anthropic else "openai_chat"
-            if _route(self.path) != "/models":
+            route = _route(self.path)
+            if route == "/props" and self.provider.props is not None:
+                self._send_json(200, self.provider.props)
+            elif route != "/models":
                 self._send_json(404, error_body(protocol, "bad_request", "Not found"))
             elif not self._authorised(record):
                 self._send_json(401, error_body(protocol, "auth"))
+            elif self.provider.models_body is not None:
+                self._send_json(200, self.provider.models_body)
             else:
                 self._send_json(200, model_list(protocol, self.provider.models))
         finally:
@@ -294,7 +311,9 @@ class _Handler(BaseHTTPRequestHandler):
             record.finished.set()
 
     def _send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        if isinstance(body, str):  # e.g. a proxy's HTML error page
+        if isinstance(body, bytes):  # a recorded JSON body, byte for byte
+            data, content_type = body, "application/json"
+        elif isinstance(body, str):  # e.g. a proxy's HTML error page
             data, content_type = body.encode(), "text/html"
         else:
             data, content_type = json.dumps(body).encode(), "application/json"
@@ -313,6 +332,7 @@ class _Handler(BaseHTTPRequestHandler):
         if error.retry_after is not None:
             headers["retry-after"] = f"{error.retry_after:g}"
             headers["retry-after-ms"] = str(int(error.retry_after * 1000))
+        headers.update(error.headers or {})
         body = (
             error.body
             if error.body is not None

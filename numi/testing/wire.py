@@ -146,6 +146,8 @@ def model_list(protocol: str, models: Iterable[dict[str, Any]]) -> dict[str, Any
 
 def render(scenario: Scenario, protocol: str, model: str) -> list[Any]:
     """The scenario as frames for `protocol`."""
+    if scenario.recorded is not None:
+        return list(scenario.recorded)
     model = scenario.response_model or model
     renderer = {
         "openai_chat": _ChatRenderer,

@@ -70,7 +70,7 @@ def register(app: Flask) -> None:
     app.jinja_env.globals["message_attachments"] = template_attachments
     app.jinja_env.globals["chat_checkpoints"] = template_checkpoints
     app.jinja_env.filters["human_size"] = human_size
-    from ..endpoints import model_capabilities
+    from ..endpoints import capability_source_label, model_capabilities, reported_capabilities
 
     app.jinja_env.filters["markdown"] = render_markdown
     app.jinja_env.filters["markdown_blocks"] = render_blocks
@@ -82,4 +82,6 @@ def register(app: Flask) -> None:
     app.jinja_env.globals["message_html"] = message_html
     app.jinja_env.globals["past_markdown_cap"] = past_cap
     app.jinja_env.globals["model_capabilities"] = model_capabilities
+    app.jinja_env.globals["reported_capabilities"] = reported_capabilities
+    app.jinja_env.globals["capability_source_label"] = capability_source_label
     app.jinja_env.globals["asset_version"] = "1"

@@ -147,6 +147,7 @@ def add_endpoint():
     endpoint = endpoint_store.create_endpoint(
         None if shared else g.user.id, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"]
     )
+    endpoint_store.fetch_models(endpoint)  # context sizes count from the first turn
     return jsonify(endpoint.to_dict()), 201
 
 
@@ -156,6 +157,8 @@ def update_endpoint(endpoint_id: int):
     endpoint_store.update_endpoint(
         endpoint, request_data(), max_name=current_app.config["NUMI_MAX_NAME_CHARS"]
     )
+    if endpoint.models_fetched_at is None:  # pointed elsewhere: the new server's list
+        endpoint_store.fetch_models(endpoint)
     return jsonify(endpoint.to_dict())
 
 

@@ -307,6 +307,15 @@ class HtmlView:
             )
         ]
 
+    def _on_tools_omitted(self, turn_id, data):
+        return [
+            render_template(
+                "partials/_turn_notice.html",
+                turn_id=turn_id,
+                text=data.get("message") or "Tools were left out of this request.",
+            )
+        ]
+
     def _on_context_trimmed(self, turn_id, data):
         return [
             render_template(

@@ -42,7 +42,8 @@ def test_openai_compatible_model_list_reads_server_extras(scripted, make_adapter
 
     models = {m.id: m for m in make_adapter("openai_chat").list_models()}
 
-    assert scripted.last_request.path == "/v1/models"
+    # The llama.cpp entry (`meta`) makes the adapter ask /props too (a 404 here).
+    assert [r.path for r in scripted.listings] == ["/v1/models", "/props"]
     assert models["llama3.2:latest"] == ModelInfo(id="llama3.2:latest")
     assert models["qwen3-served"].context_window == 40960  # vLLM
     assert models["gguf-model"].context_window == 8192  # llama.cpp
@@ -67,8 +68,8 @@ def test_anthropic_model_list(scripted, make_adapter):
 
     (model,) = make_adapter("anthropic").list_models()
 
-    assert "anthropic-version" in scripted.last_request.headers
-    assert len(scripted.requests) == 1  # has_more: false, no second page
+    assert "anthropic-version" in scripted.listings[-1].headers
+    assert len(scripted.listings) == 1  # has_more: false, no second page
     assert (model.id, model.display_name, model.context_window, model.max_output_tokens) == (
         "claude-test-4",
         "Claude Test 4",

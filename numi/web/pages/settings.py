@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import logging
-
 from flask import current_app, g, redirect, render_template, request, url_for
 
 from ... import endpoints as endpoint_store
 from ... import prompts as prompt_store
 from ...chat.memories import list_memories
+from ...endpoint_settings import capabilities_from_form
 from ...errors import NumiError
 from ...providers.kinds import all_kinds
 from ..inputs import request_data
 from ..request_kind import is_htmx
 from .base import bp
-
-log = logging.getLogger(__name__)
 
 
 @bp.get("/settings")
@@ -62,13 +59,9 @@ def add_endpoint():
     endpoint = endpoint_store.create_endpoint(
         None if shared else g.user.id, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"]
     )
-    if not endpoint.default_model:
-        # Without a default model the list is what the user picks from next: fetch it now
-        # rather than showing "0 models" until Test is pressed. A failure shows on Test.
-        try:
-            endpoint_store.models(endpoint, max_age_seconds=0, refresh=True)
-        except NumiError as exc:
-            log.info("models of new endpoint %s not fetched: %s", endpoint.id, exc.code)
+    # The list now, with or without a default model: the pickers offer it and its context
+    # sizes and capabilities count from the first turn. A failure shows on Test.
+    endpoint_store.fetch_models(endpoint)
     if is_htmx():
         # The list, and an empty Add form in place of the filled one (its key must not stay).
         return render_template(
@@ -98,10 +91,21 @@ def edit_endpoint(endpoint_id: int):
     endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
     data = request_data()
     data.pop("hidden_models_sent", None)
+    for name in ("model_capabilities_sent", "capability_model", "capability_tools"):
+        data.pop(name, None)
+    data.pop("capability_context", None)
     if request.mimetype != "application/json":
         data["enabled"] = "1" in request.form.getlist(
             "enabled"
         )  # the checkbox after its hidden "0"
+        if "retries" in request.form:
+            data["retries"] = "1" in request.form.getlist("retries")
+        if request.form.get("model_capabilities_sent"):
+            data["model_capabilities"] = capabilities_from_form(
+                request.form.getlist("capability_model"),
+                request.form.getlist("capability_tools"),
+                request.form.getlist("capability_context"),
+            )
         if request.form.get("hidden_models_sent"):
             data["hidden_models"] = request.form.getlist("hidden_models")
         else:
@@ -109,10 +113,13 @@ def edit_endpoint(endpoint_id: int):
     endpoint_store.update_endpoint(
         endpoint, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"]
     )
+    status = ("ok", "Saved.")
+    if endpoint.models_fetched_at is None:  # pointed elsewhere, or never listed
+        problem = endpoint_store.fetch_models(endpoint)
+        if problem:
+            status = ("error", f"Saved. The model list could not be fetched: {problem}")
     if is_htmx():
-        return render_template(
-            "partials/_endpoint.html", endpoint=endpoint, status=("ok", "Saved.")
-        )
+        return render_template("partials/_endpoint.html", endpoint=endpoint, status=status)
     return redirect(url_for("pages.settings"))
 
 
