@@ -14,6 +14,7 @@ import sys  # noqa: E402
 
 import click  # noqa: E402
 
+from . import __version__  # noqa: E402
 from .providers.kinds import kind_names  # noqa: E402
 
 log = logging.getLogger("numi")
@@ -21,8 +22,12 @@ log = logging.getLogger("numi")
 
 def _app(*, announce: bool = True):
     from . import create_app
+    from .setting_values import SettingError
 
-    app = create_app()
+    try:
+        app = create_app()
+    except SettingError as exc:
+        _fail(exc)
     if announce:
         # A command run with another NUMI_DATA_DIR than the server's would silently act
         # on another database: say which one (stderr, so output stays parseable).
@@ -30,7 +35,15 @@ def _app(*, announce: bool = True):
     return app
 
 
+def _fail(exc) -> None:
+    """A NumiError that stops a command before it starts (a bad setting, a data directory
+    that cannot be written or is in use): one line with its code, exit status 2."""
+    click.echo(f"Error: {exc.message} ({exc.code})", err=True)
+    sys.exit(2)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="numi")
 def main():
     """Numi: a lightweight, self-hosted chat workstation for LLMs."""
 
@@ -48,7 +61,13 @@ DEMO_TOKENS_PER_SECOND = 40.0  # slow enough to watch the answer stream in
     help="Try Numi without an API key: also run the built-in scripted provider and add it as "
     f"the endpoint {DEMO_ENDPOINT!r} (answers are canned, paced like a real model).",
 )
-def serve(host, port, demo):
+@click.option(
+    "--open",
+    "open_browser",
+    is_flag=True,
+    help="Open the web browser at Numi's URL (with the access token) once it is ready.",
+)
+def serve(host, port, demo, open_browser):
     """Apply migrations and serve Numi with gevent's WSGI server.
 
     Equivalent under gunicorn (after `numi db upgrade`):
@@ -65,6 +84,7 @@ def serve(host, port, demo):
     app = _app(announce=False)  # the running line below names the data directory
     host = host or app.config["NUMI_HOST"]
     port = port or app.config["NUMI_PORT"]
+    held = _hold_data_dir(app, port)  # noqa: F841  (the lock lasts while the process does)
     server = WSGIServer(
         (host, port),
         app,
@@ -97,6 +117,11 @@ def serve(host, port, demo):
             f"Demo: the endpoint {DEMO_ENDPOINT!r} answers with the scripted provider (no API key, no model)."
         )
     freeze_startup_heap()
+    if open_browser:
+        import gevent
+
+        # Connections wait in the listening socket's backlog until serve_forever accepts.
+        gevent.spawn(_open_in_browser, _browser_url(app, host, port))
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -104,6 +129,29 @@ def serve(host, port, demo):
     finally:
         if provider is not None:
             provider.stop()
+
+
+def _hold_data_dir(app, port: int) -> int | None:
+    """Lock the data directory for this server, unless a shared Redis coordinates the
+    processes that use it; a second server on it stops here (exit status 2)."""
+    from pathlib import Path
+
+    from .data_dir import lock_for_serving
+    from .errors import NumiError
+
+    if app.config["NUMI_REDIS_URL"]:
+        return None
+    try:
+        return lock_for_serving(Path(app.config["NUMI_DATA_DIR"]), port)
+    except NumiError as exc:
+        _fail(exc)
+
+
+def _open_in_browser(url: str) -> None:
+    import webbrowser
+
+    if not webbrowser.open(url):
+        click.echo(f"No web browser found: open {url} yourself.", err=True)
 
 
 def _start_demo(app):
