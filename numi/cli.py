@@ -15,6 +15,7 @@ import sys  # noqa: E402
 import click  # noqa: E402
 
 from . import __version__  # noqa: E402
+from .demo import DEMO_ENDPOINT  # noqa: E402
 from .providers.kinds import kind_names  # noqa: E402
 
 log = logging.getLogger("numi")
@@ -46,10 +47,6 @@ def _fail(exc) -> None:
 @click.version_option(__version__, "-V", "--version", prog_name="numi")
 def main():
     """Numi: a lightweight, self-hosted chat workstation for LLMs."""
-
-
-DEMO_ENDPOINT = "Demo (scripted)"
-DEMO_TOKENS_PER_SECOND = 40.0  # slow enough to watch the answer stream in
 
 
 @main.command()
@@ -107,7 +104,14 @@ def serve(host, port, demo, open_browser):
             for endpoint in detect_from_environment():
                 log.info("added endpoint %s (%s)", endpoint.name, endpoint.base_url)
             db.session.remove()
-    provider = _start_demo(app) if demo else None
+    from .demo import hide_demo_endpoint, start_demo, stop_demo
+
+    # A demo endpoint exists only while --demo runs (numi/demo.py).
+    provider = None
+    if demo:
+        provider = start_demo(app)
+    else:
+        hide_demo_endpoint(app)
     bound = "" if host == _browser_host(host) else f"bound to {host}; "
     click.echo(
         f"Numi is running on {_browser_url(app, host, port)}  ({bound}data: {app.config['NUMI_DATA_DIR']})"
@@ -117,9 +121,15 @@ def serve(host, port, demo, open_browser):
             f"Demo: the endpoint {DEMO_ENDPOINT!r} answers with the scripted provider (no API key, no model)."
         )
     freeze_startup_heap()
-    if open_browser:
-        import gevent
+    import gevent
 
+    if provider is not None:
+        import signal
+
+        # A demo ended by SIGTERM (`kill`, a service manager) removes its endpoint as
+        # Ctrl-C does; one killed outright is cleaned up by the next `numi serve`.
+        gevent.signal_handler(signal.SIGTERM, server.stop)
+    if open_browser:
         # Connections wait in the listening socket's backlog until serve_forever accepts.
         gevent.spawn(_open_in_browser, _browser_url(app, host, port))
     try:
@@ -128,7 +138,7 @@ def serve(host, port, demo, open_browser):
         pass
     finally:
         if provider is not None:
-            provider.stop()
+            stop_demo(app, provider)
 
 
 def _hold_data_dir(app, port: int) -> int | None:
@@ -152,31 +162,6 @@ def _open_in_browser(url: str) -> None:
 
     if not webbrowser.open(url):
         click.echo(f"No web browser found: open {url} yourself.", err=True)
-
-
-def _start_demo(app):
-    """Run the scripted provider on a free loopback port and point the demo endpoint at it
-    (made on the first demo start, its URL updated on later ones)."""
-    from .endpoints import create_endpoint, find_by_name, update_endpoint
-    from .extensions import db
-    from .testing.demo import demo_scenario
-    from .testing.server import ScriptedProvider
-
-    provider = ScriptedProvider(default_scenario=demo_scenario(DEMO_TOKENS_PER_SECOND)).start()
-    fields = {
-        "name": DEMO_ENDPOINT,
-        "kind": "openai_chat",
-        "base_url": provider.openai_base_url,
-        "default_model": "scripted-model",
-    }
-    with app.app_context():
-        existing = find_by_name(None, DEMO_ENDPOINT)
-        if existing is None:
-            create_endpoint(None, fields)
-        else:
-            update_endpoint(existing, {"base_url": provider.openai_base_url, "enabled": True})
-        db.session.remove()
-    return provider
 
 
 @main.command("open")
