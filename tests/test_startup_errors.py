@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 import urllib.request
 
@@ -170,3 +171,25 @@ def test_serve_open_opens_the_browser_at_the_tokened_url_once_ready(tmp_path):
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_the_command_line_monkey_patches_before_anything_heavy_is_imported():
+    """numi/cli.py patches first; what it imports before (the package, its version, the
+    demo's name) pulls in none of Flask, SQLAlchemy, the SDKs or ssl."""
+    probe = (
+        "import sys\n"
+        "import gevent.monkey as m\n"
+        "real = m.patch_all\n"
+        "def patch_all(*a, **k):\n"
+        "    heavy = [n for n in ('flask', 'sqlalchemy', 'openai', 'anthropic', 'ssl') if n in sys.modules]\n"
+        "    assert not heavy, heavy\n"
+        "    return real(*a, **k)\n"
+        "m.patch_all = patch_all\n"
+        "import numi.cli\n"
+        "assert m.is_module_patched('socket') and m.is_module_patched('threading')\n"
+        "print('patched first')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0 and "patched first" in result.stdout, result.stderr
