@@ -26,6 +26,9 @@ from pathlib import Path
 import pytest
 from turn_support import SSE, Api, free_port, types
 
+# Building and installing take about a minute on an idle machine, several on a busy one.
+pytestmark = pytest.mark.timeout(600)
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "README.md", "numi", "templates", "static", "migrations")
 PACKAGED = {"templates": "numi/templates", "static": "numi/static", "migrations": "numi/migrations"}
