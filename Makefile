@@ -43,20 +43,39 @@ lint: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test browser
 	$(BIN)/python bench/run.py $(BENCH)
 
+# Python 3.11+ is checked before anything is downloaded (an older one failed only after a
+# minute of downloads). A .venv made by another interpreter (another PYTHON=, one removed,
+# or a failed first try) is rebuilt: the interpreters' real paths are compared when make
+# starts, and a stale .venv makes every stamp below out of date.
+MIN_PYTHON := 3.11
+IDENTIFY := import os, sys; print(os.path.realpath(getattr(sys, "_base_executable", sys.executable)), sys.version)
+VENV_STALE := $(shell [ -d $(VENV) ] && [ "$$($(BIN)/python -c '$(IDENTIFY)' 2>/dev/null)" != "$$($(PYTHON) -c '$(IDENTIFY)' 2>/dev/null)" ] && echo rebuild-venv)
+
+.PHONY: python-check rebuild-venv
+python-check:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < tuple(map(int, "$(MIN_PYTHON)".split("."))))' 2>/dev/null || { \
+		echo "Numi needs Python $(MIN_PYTHON) or newer; PYTHON=$(PYTHON) is $$($(PYTHON) --version 2>&1 || echo 'not found')." >&2; \
+		echo "Install Python 3.11, 3.12 or 3.13 (python.org, your package manager, or 'uv python install 3.12'), then run e.g.: make run PYTHON=python3.12" >&2; \
+		exit 1; }
+
+rebuild-venv: python-check
+	@echo "$(VENV) was made by another Python than PYTHON=$(PYTHON): rebuilding it."
+	rm -rf $(VENV)
+
 # The venv itself. Debian's python3 without python3-venv cannot create one with pip inside:
 # then create it without pip and let the system pip install into it (pip >= 22.3).
-$(BIN)/python:
+$(BIN)/python: $(VENV_STALE) | python-check
 	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV) && $(PYTHON) -m venv --without-pip $(VENV); }
 	@$(BIN)/python -m pip --version >/dev/null 2>&1 || \
 		{ echo "venv has no pip; using $(PYTHON)'s pip"; touch $(VENV)/.system-pip; }
 
 # Stamps keyed on pyproject.toml: dependencies are reinstalled when it changes.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(VENV)/.installed: pyproject.toml $(VENV_STALE) | $(BIN)/python
 	@echo "Installing Numi and its dependencies into $(VENV) (the first time takes a few minutes)..."
 	$(call pip_install,-e .)
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-test: pyproject.toml $(VENV_STALE) | $(BIN)/python
 	@echo "Installing Numi with the test extras into $(VENV) (the first time takes a few minutes)..."
 	$(call pip_install,-e '.[test]')
 	touch $@ $(VENV)/.installed

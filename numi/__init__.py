@@ -9,7 +9,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from flask import Flask
 
+__version__ = "0.1.0"  # the one place: pyproject.toml reads it (`numi --version` prints it)
+
 # Nothing heavy is imported at package import: `numi serve` must monkey-patch first.
+# The checkout's root (bench/ uses it); the app finds its files through numi/resources.py.
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -25,14 +28,15 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     from .config import finalize, load_config
     from .extensions import db, sock
     from .process_guard import make_undumpable
+    from .resources import STATIC, TEMPLATES, resource_dir
 
     # Before anything runs a command: /proc/<this pid>/environ holds the secrets.
     make_undumpable()
 
     app = Flask(
         __name__,
-        template_folder=str(ROOT / "templates"),
-        static_folder=str(ROOT / "static"),
+        template_folder=str(resource_dir(TEMPLATES)),
+        static_folder=str(resource_dir(STATIC)),
     )
     config = load_config()
     if test_config:

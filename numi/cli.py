@@ -15,6 +15,8 @@ from pathlib import Path  # noqa: E402
 
 import click  # noqa: E402
 
+from . import __version__  # noqa: E402
+from .demo import DEMO_ENDPOINT  # noqa: E402
 from .providers.kinds import kind_names  # noqa: E402
 
 log = logging.getLogger("numi")
@@ -22,8 +24,12 @@ log = logging.getLogger("numi")
 
 def _app(*, announce: bool = True):
     from . import create_app
+    from .setting_values import SettingError
 
-    app = create_app()
+    try:
+        app = create_app()
+    except SettingError as exc:
+        _fail(exc)
     if announce:
         # A command run with another NUMI_DATA_DIR than the server's would silently act
         # on another database: say which one (stderr, so output stays parseable).
@@ -31,13 +37,17 @@ def _app(*, announce: bool = True):
     return app
 
 
+def _fail(exc) -> None:
+    """A NumiError that stops a command before it starts (a bad setting, a data directory
+    that cannot be written or is in use): one line with its code, exit status 2."""
+    click.echo(f"Error: {exc.message} ({exc.code})", err=True)
+    sys.exit(2)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="numi")
 def main():
     """Numi: a lightweight, self-hosted chat workstation for LLMs."""
-
-
-DEMO_ENDPOINT = "Demo (scripted)"
-DEMO_TOKENS_PER_SECOND = 40.0  # slow enough to watch the answer stream in
 
 
 def _require_writable(app) -> None:
@@ -69,7 +79,13 @@ def _require_writable(app) -> None:
     help="Try Numi without an API key: also run the built-in scripted provider and add it as "
     f"the endpoint {DEMO_ENDPOINT!r} (answers are canned, paced like a real model).",
 )
-def serve(host, port, demo):
+@click.option(
+    "--open",
+    "open_browser",
+    is_flag=True,
+    help="Open the web browser at Numi's URL (with the access token) once it is ready.",
+)
+def serve(host, port, demo, open_browser):
     """Apply migrations and serve Numi with gevent's WSGI server.
 
     Equivalent under gunicorn (after `numi db upgrade`):
@@ -86,6 +102,7 @@ def serve(host, port, demo):
     app = _app(announce=False)  # the running line below names the data directory
     host = host or app.config["NUMI_HOST"]
     port = port or app.config["NUMI_PORT"]
+    held = _hold_data_dir(app, port)  # noqa: F841  (the lock lasts while the process does)
     server = WSGIServer(
         (host, port),
         app,
@@ -109,7 +126,14 @@ def serve(host, port, demo):
             for endpoint in detect_from_environment():
                 log.info("added endpoint %s (%s)", endpoint.name, endpoint.base_url)
             db.session.remove()
-    provider = _start_demo(app) if demo else None
+    from .demo import hide_demo_endpoint, start_demo, stop_demo
+
+    # A demo endpoint exists only while --demo runs (numi/demo.py).
+    provider = None
+    if demo:
+        provider = start_demo(app)
+    else:
+        hide_demo_endpoint(app)
     bound = "" if host == _browser_host(host) else f"bound to {host}; "
     click.echo(
         f"Numi is running on {_browser_url(app, host, port)}  ({bound}data: {app.config['NUMI_DATA_DIR']})"
@@ -120,13 +144,18 @@ def serve(host, port, demo):
         )
     freeze_startup_heap()
     _stop_gracefully_on_sigterm(app, server)
+    if open_browser:
+        # Connections wait in the listening socket's backlog until serve_forever accepts.
+        import gevent
+
+        gevent.spawn(_open_in_browser, _browser_url(app, host, port))
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         if provider is not None:
-            provider.stop()
+            stop_demo(app, provider)
 
 
 def _stop_gracefully_on_sigterm(app, server) -> None:
@@ -159,29 +188,27 @@ def _stop_gracefully_on_sigterm(app, server) -> None:
     gevent.signal_handler(signal.SIGTERM, on_sigterm)
 
 
-def _start_demo(app):
-    """Run the scripted provider on a free loopback port and point the demo endpoint at it
-    (made on the first demo start, its URL updated on later ones)."""
-    from .endpoints import create_endpoint, find_by_name, update_endpoint
-    from .extensions import db
-    from .testing.demo import demo_scenario
-    from .testing.server import ScriptedProvider
+def _hold_data_dir(app, port: int) -> int | None:
+    """Lock the data directory for this server, unless a shared Redis coordinates the
+    processes that use it; a second server on it stops here (exit status 2)."""
+    from pathlib import Path
 
-    provider = ScriptedProvider(default_scenario=demo_scenario(DEMO_TOKENS_PER_SECOND)).start()
-    fields = {
-        "name": DEMO_ENDPOINT,
-        "kind": "openai_chat",
-        "base_url": provider.openai_base_url,
-        "default_model": "scripted-model",
-    }
-    with app.app_context():
-        existing = find_by_name(None, DEMO_ENDPOINT)
-        if existing is None:
-            create_endpoint(None, fields)
-        else:
-            update_endpoint(existing, {"base_url": provider.openai_base_url, "enabled": True})
-        db.session.remove()
-    return provider
+    from .data_dir import lock_for_serving
+    from .errors import NumiError
+
+    if app.config["NUMI_REDIS_URL"]:
+        return None
+    try:
+        return lock_for_serving(Path(app.config["NUMI_DATA_DIR"]), port)
+    except NumiError as exc:
+        _fail(exc)
+
+
+def _open_in_browser(url: str) -> None:
+    import webbrowser
+
+    if not webbrowser.open(url):
+        click.echo(f"No web browser found: open {url} yourself.", err=True)
 
 
 @main.command("open")

@@ -14,7 +14,26 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from .data_dir import default_data_dir, persisted_secret, private_directory, private_file
+from .data_dir import (
+    check_writable,
+    default_data_dir,
+    persisted_secret,
+    private_directory,
+    private_file,
+)
+from .setting_values import (
+    FALSE_WORDS,
+    TRUE_WORDS,
+    SettingError,
+    boolean,
+    choice,
+    log_level,
+    lowercase_list,
+    name_list,
+    number,
+    text,
+    whole,
+)
 
 
 @dataclass(frozen=True)
@@ -23,10 +42,6 @@ class Setting:
     default: Any
     parse: Callable[[str], Any]
     help: str
-
-
-TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
-FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
 
 
 def parse_bool(value: Any, name: str | None = None) -> bool:
@@ -51,55 +66,37 @@ def parse_bool(value: Any, name: str | None = None) -> bool:
     raise invalid(f"{name} must be true or false.")
 
 
-def _bool(value: str) -> bool:
-    return parse_bool(value)
-
-
-def _choice(*allowed: str) -> Callable[[str], str]:
-    def parse(value: str) -> str:
-        value = value.strip().lower()
-        if value not in allowed:
-            raise ValueError(f"must be one of {', '.join(allowed)}")
-        return value
-
-    return parse
-
-
-def _csv(value: str) -> tuple[str, ...]:
-    return tuple(item.strip().lower() for item in value.split(",") if item.strip())
-
-
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         "NUMI_DATA_DIR",
         None,
-        str,
+        text,
         "Directory for the SQLite database, uploads and the generated secret key.",
     ),
     Setting(
         "NUMI_DATABASE_URL",
         None,
-        str,
+        text,
         "SQLAlchemy URL; default is SQLite in the data directory. PostgreSQL: postgresql+psycopg://user@host/db.",
     ),
     Setting(
         "NUMI_DB_POOL_SIZE",
         20,
-        int,
+        whole(1),
         "PostgreSQL: connections kept open per process (gevent serves many requests on each).",
     ),
     Setting(
         "NUMI_DB_MAX_OVERFLOW",
         20,
-        int,
+        whole(),
         "PostgreSQL: extra connections a process may open at peaks.",
     ),
-    Setting("NUMI_HOST", "127.0.0.1", str, "Address `numi serve` binds to."),
-    Setting("NUMI_PORT", 8765, int, "Port `numi serve` listens on."),
+    Setting("NUMI_HOST", "127.0.0.1", text, "Address `numi serve` binds to."),
+    Setting("NUMI_PORT", 8765, whole(1, 65535), "Port `numi serve` listens on."),
     Setting(
         "NUMI_AUTH",
         "single",
-        _choice("single", "multi", "none"),
+        choice("single", "multi", "none"),
         "`single`: one local user, no login, but the access token is needed once per browser. "
         "`multi`: login page, users, bearer tokens. `none`: one local user and no token at all "
         "(anything that reaches the port can use Numi and its tools).",
@@ -107,14 +104,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "NUMI_ACCESS_TOKEN",
         None,
-        str,
+        text,
         "Single-user mode's access token (`?token=` once per browser, or `Authorization: "
         "Bearer`). Generated and stored in the data directory when unset.",
     ),
     Setting(
         "NUMI_SECRET_KEY",
         None,
-        str,
+        text,
         "Signs session cookies; the key that encrypts stored API keys is derived from it "
         "(changing it makes them unreadable). Generated and stored in the data directory when "
         "unset.",
@@ -122,45 +119,45 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "NUMI_SECURE_COOKIES",
         False,
-        _bool,
+        boolean,
         "Mark the session cookie Secure (sent over HTTPS only): set it when Numi is served through TLS.",
     ),
     Setting(
         "NUMI_TRUSTED_PROXIES",
         0,
-        int,
+        whole(),
         "Number of reverse proxies in front of Numi whose X-Forwarded-For, -Proto and -Host "
         "headers are trusted (werkzeug ProxyFix); 0 ignores those headers.",
     ),
     Setting(
         "NUMI_SESSION_LIFETIME_HOURS",
         168,
-        float,
+        number(),
         "A login (or a remembered access token) ends after this many hours without a visit.",
     ),
     Setting(
         "NUMI_LOGIN_FREE_ATTEMPTS",
         5,
-        int,
+        whole(),
         "Failed logins for one username from one address before delays start; one username from "
         "any address, or one address for any username, gets four times as many.",
     ),
     Setting(
         "NUMI_LOGIN_DELAY_SECONDS",
         5,
-        float,
+        number(),
         "The first delay after the free attempts; it doubles with each further failure.",
     ),
     Setting(
         "NUMI_LOGIN_MAX_DELAY_SECONDS",
         900,
-        float,
+        number(),
         "The longest delay (a temporary lockout). Failures are forgotten a day after the last one.",
     ),
     Setting(
         "NUMI_TEST_FAST_PASSWORD_HASHES",
         False,
-        _bool,
+        boolean,
         "For Numi's own test suite only: argon2id at its smallest cost, so hundreds of test "
         "logins are quick. Never set it for real users: a server without it rehashes such "
         "passwords at the next login, and one with it warns at start-up.",
@@ -168,68 +165,71 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "NUMI_ALLOWED_HOSTS",
         (),
-        _csv,
+        lowercase_list,
         "Extra host names accepted in the Host header (comma separated); `*` accepts any. "
         "localhost and the bound address are always accepted.",
     ),
     Setting(
         "NUMI_AUTO_ENDPOINTS",
         True,
-        _bool,
+        boolean,
         "On first start, add endpoints from OPENAI_API_KEY/OPENAI_BASE_URL, ANTHROPIC_API_KEY and a local Ollama.",
     ),
-    Setting("NUMI_LOG_LEVEL", "INFO", str, "Python logging level."),
+    Setting("NUMI_LOG_LEVEL", "INFO", log_level, "Python logging level."),
     Setting(
         "NUMI_PLUGINS",
         (),
-        lambda v: tuple(i.strip() for i in v.split(",") if i.strip()),
+        name_list,
         "Python modules (comma separated) whose `register(app)` is called at start-up, e.g. to add tools.",
     ),
     Setting(
         "PROMPT_MAX_HISTORY_MESSAGES",
         200,
-        int,
+        whole(),
         "Most saved messages loaded into one model request.",
     ),
     Setting(
         "PROMPT_MAX_HISTORY_CHARS",
         400_000,
-        int,
+        whole(),
         "Most characters of saved history loaded into one model request.",
     ),
     Setting(
         "NUMI_AUTO_COMPACT",
         True,
-        _bool,
+        boolean,
         "Compact a chat automatically before a model call when its prompt nears the context "
         "window (a chat's `auto_compact` setting overrides this).",
     ),
     Setting(
         "NUMI_AUTO_COMPACT_FRACTION",
         0.8,
-        float,
+        number(0, 1),
         "Auto-compaction starts when the estimated prompt exceeds this fraction of the model's context window.",
     ),
     Setting(
         "NUMI_COMPACT_MODEL",
         None,
-        str,
+        text,
         "Model that writes compaction summaries; default is the chat's own model.",
     ),
     Setting(
         "NUMI_COMPACT_KEEP_MESSAGES",
         4,
-        int,
+        whole(),
         "Newest messages a compaction leaves out of the summary (kept word for word).",
     ),
     Setting(
         "NUMI_DEFAULT_CONTEXT_WINDOW",
         32_768,
-        int,
+        whole(),
         "Context window (tokens) assumed for a model that reports none.",
     ),
     Setting(
-        "NUMI_UPLOAD_MAX_BYTES", 20 * 1024 * 1024, int, "Largest file accepted as an attachment."
+        "NUMI_UPLOAD_MAX_BYTES",
+        20 * 1024 * 1024,
+        whole(),
+        "Largest file accepted as an attachment.",
     ),
     Setting(
         "NUMI_UPLOAD_TYPES",
@@ -242,106 +242,106 @@ SETTINGS: tuple[Setting, ...] = (
             "image/gif",
             "image/webp",
         ),
-        _csv,
+        lowercase_list,
         "Attachment types accepted (comma separated MIME types; a trailing `/` accepts a whole "
         "family). Code files count as text.",
     ),
     Setting(
         "NUMI_IMAGE_MAX_SIDE",
         1568,
-        int,
+        whole(),
         "Images are downscaled so their longer side is at most this many pixels before they go to a model.",
     ),
     Setting(
         "NUMI_ATTACHMENT_MAX_TEXT_CHARS",
         200_000,
-        int,
+        whole(),
         "Most characters of a text, code or PDF attachment sent to the model.",
     ),
     Setting(
         "NUMI_PDF_MAX_PAGES",
         500,
-        int,
+        whole(),
         "Most pages of a PDF attachment whose text is read; later pages are left out, and the text says so.",
     ),
     Setting(
         "NUMI_PDF_MAX_SECONDS",
         30.0,
-        float,
+        number(),
         "Most wall-clock time reading one PDF's text may take (a child process, killed at the "
         "limit; the pages read so far are kept).",
     ),
     Setting(
         "NUMI_PDF_MAX_MEMORY_MB",
         512,
-        int,
+        whole(),
         "Address-space limit of the child process that reads a PDF's text.",
     ),
     Setting(
         "NUMI_PDF_MAX_STREAM_MB",
         32,
-        int,
+        whole(),
         "Most bytes one compressed stream of a PDF may inflate to while its text is read "
         "(decompression bombs stop there).",
     ),
     Setting(
         "NUMI_MAX_REQUEST_BYTES",
         32 * 1024 * 1024,
-        int,
+        whole(),
         "Largest HTTP request body accepted (uploads included).",
     ),
-    Setting("NUMI_MAX_MESSAGE_CHARS", 200_000, int, "Longest user message accepted."),
+    Setting("NUMI_MAX_MESSAGE_CHARS", 200_000, whole(), "Longest user message accepted."),
     Setting(
         "NUMI_MARKDOWN_MAX_CHARS",
         100_000,
-        int,
+        whole(),
         "Longest message text rendered as markdown, saved or streaming; a longer one is shown as "
         'plain, escaped text with a "Show as markdown" button.',
     ),
-    Setting("NUMI_MAX_TITLE_CHARS", 200, int, "Longest chat title accepted."),
+    Setting("NUMI_MAX_TITLE_CHARS", 200, whole(), "Longest chat title accepted."),
     Setting(
-        "NUMI_MAX_SYSTEM_PROMPT_CHARS", 50_000, int, "Longest per-chat system prompt accepted."
+        "NUMI_MAX_SYSTEM_PROMPT_CHARS", 50_000, whole(), "Longest per-chat system prompt accepted."
     ),
-    Setting("NUMI_MAX_NAME_CHARS", 100, int, "Longest endpoint, user or token name accepted."),
-    Setting("NUMI_MAX_PROJECT_NAME_CHARS", 100, int, "Longest project name accepted."),
+    Setting("NUMI_MAX_NAME_CHARS", 100, whole(), "Longest endpoint, user or token name accepted."),
+    Setting("NUMI_MAX_PROJECT_NAME_CHARS", 100, whole(1), "Longest project name accepted."),
     Setting(
         "NUMI_MAX_PROJECT_INSTRUCTIONS_CHARS",
         20_000,
-        int,
+        whole(1),
         "Longest project instructions accepted (they join every request of the project's chats).",
     ),
-    Setting("NUMI_MAX_MEMORY_CHARS", 500, int, "Longest memory (one short fact) accepted."),
+    Setting("NUMI_MAX_MEMORY_CHARS", 500, whole(1), "Longest memory (one short fact) accepted."),
     Setting(
         "NUMI_MAX_MEMORIES",
         200,
-        int,
+        whole(1),
         "Most memories a user keeps (their own and their projects' together): with memory on, "
         "every request carries them.",
     ),
     Setting(
         "NUMI_MAX_JSON_DEPTH",
         64,
-        int,
+        whole(1),
         "Deepest nesting of arrays and objects accepted in a JSON body, import file or WebSocket message.",
     ),
     Setting(
         "NUMI_HEADER_TIMEOUT_SECONDS",
         10.0,
-        float,
+        number(),
         "`numi serve` closes a connection whose request line and headers have not arrived "
         "this long after it started waiting for them (slowloris; idle keep-alive included).",
     ),
     Setting(
         "NUMI_WS_MESSAGES_PER_SECOND",
         20.0,
-        float,
+        number(),
         "Client messages one WebSocket may send per second on average; a socket over "
         "`NUMI_WS_MESSAGE_BURST` is sent `rate_limited_client` and closed (1008).",
     ),
     Setting(
         "NUMI_WS_MESSAGE_BURST",
         40,
-        int,
+        whole(1),
         "Client messages one WebSocket may send at once before its rate limit applies.",
     ),
     Setting(
@@ -349,112 +349,112 @@ SETTINGS: tuple[Setting, ...] = (
         # High enough that a user whose hundred open chats resume at once is not cut off
         # (each socket sends one resume); a flood of one socket meets its own limit first.
         200.0,
-        float,
+        number(),
         "Client messages one user's WebSockets together may send per second in one server "
         "process (burst twice that).",
     ),
     Setting(
-        "NUMI_PAGE_SIZE_CHATS", 50, int, "Chats per page in the sidebar and GET /api/sessions."
+        "NUMI_PAGE_SIZE_CHATS", 50, whole(1), "Chats per page in the sidebar and GET /api/sessions."
     ),
     Setting(
         "NUMI_PAGE_SIZE_MESSAGES",
         50,
-        int,
+        whole(1),
         "Messages per page in the chat view and GET /api/history.",
     ),
     Setting(
         "NUMI_MODELS_CACHE_SECONDS",
         3600,
-        int,
+        whole(),
         "How long an endpoint's fetched model list is reused.",
     ),
-    Setting("NUMI_PROVIDER_TIMEOUT_SECONDS", 600, float, "Read timeout for a provider stream."),
+    Setting("NUMI_PROVIDER_TIMEOUT_SECONDS", 600, number(), "Read timeout for a provider stream."),
     Setting(
         "NUMI_PROVIDER_IDLE_SECONDS",
         300,
-        float,
+        number(),
         "A provider stream that sends no token, reasoning or tool delta for this long (keep-alive "
         "comments do not count) ends with `provider_timeout`; 0 turns the deadline off.",
     ),
     Setting(
         "NUMI_PROVIDER_MAX_RETRIES",
         2,
-        int,
+        whole(),
         "Retries of rate-limited or failing provider calls, only before any output streamed.",
     ),
     Setting(
         "NUMI_PROVIDER_MAX_RETRY_SECONDS",
         30,
-        float,
+        number(),
         "Most seconds one provider call spends waiting between its retries (Retry-After "
         "included); a wait that would pass it is not made and the error is shown.",
     ),
-    Setting("NUMI_MAX_STEPS", 12, int, "Most model steps (tool rounds) in one turn."),
+    Setting("NUMI_MAX_STEPS", 12, whole(1), "Most model steps (tool rounds) in one turn."),
     Setting(
         "NUMI_TOOL_TIMEOUT_SECONDS",
         60,
-        float,
+        number(),
         "Time a tool may run before its call fails with a timeout result.",
     ),
     Setting(
         "NUMI_MCP_TIMEOUT_SECONDS",
         30,
-        float,
+        number(),
         "Time limit for one MCP server session (listing tools or one tool call).",
     ),
     Setting(
         "NUMI_MCP_TOOLS_CACHE_SECONDS",
         60,
-        int,
+        whole(),
         "How long a server's MCP tool list is reused before it is fetched again.",
     ),
     Setting(
         "NUMI_MCP_THREADS",
         4,
-        int,
+        whole(1),
         "OS threads of the pool that runs MCP sessions (its own: a hanging MCP server never takes "
         "the server's shared threads).",
     ),
     Setting(
         "NUMI_MCP_RETRY_SECONDS",
         5.0,
-        float,
+        number(),
         "First wait before a failed MCP server's tool list is fetched again; it doubles on each failure.",
     ),
     Setting(
         "NUMI_MCP_RETRY_MAX_SECONDS",
         300.0,
-        float,
+        number(),
         "Longest wait between tries of a failing MCP server's tool list.",
     ),
     Setting(
         "NUMI_FRAME_INTERVAL_MS",
         40,
-        int,
+        whole(),
         "Streaming deltas are coalesced into one WebSocket frame per interval.",
     ),
     Setting(
         "NUMI_TURN_BUFFER_EVENTS",
         4000,
-        int,
+        whole(1),
         "Events a running turn keeps for reconnecting clients.",
     ),
     Setting(
         "NUMI_TURN_BUFFER_BYTES",
         2 * 1024 * 1024,
-        int,
+        whole(),
         "Bytes of events a running turn keeps for reconnecting clients.",
     ),
     Setting(
         "NUMI_SUBSCRIBER_QUEUE",
         512,
-        int,
+        whole(1),
         "Events queued for one slow client before it is resynced by snapshot.",
     ),
     Setting(
         "NUMI_SAVE_RETRY_SECONDS",
         60.0,
-        float,
+        number(),
         "How long a turn retries saving an answer while the database is unavailable before it "
         "keeps the answer in a recovery file in the data directory (written back at the next "
         "start).",
@@ -462,80 +462,80 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "NUMI_TURN_RETENTION_SECONDS",
         120,
-        int,
+        whole(),
         "How long a finished turn's events stay for late reconnects.",
     ),
     Setting(
         "NUMI_REDIS_URL",
         None,
-        str,
+        text,
         "Redis for live turns shared by many processes and hosts (e.g. redis://127.0.0.1:6379/0); "
         "unset: one process, turns in memory.",
     ),
     Setting(
         "NUMI_REDIS_PREFIX",
         "numi:",
-        str,
+        text,
         "Prefix of every Redis key and channel Numi uses (several installs can share one Redis).",
     ),
     Setting(
         "NUMI_TURN_LEASE_MS",
         6000,
-        int,
+        whole(),
         "With Redis: a turn's lease; a dead owner is noticed within 2/3 to 7/6 of it, its turn closed.",
     ),
     Setting(
         "NUMI_SHUTDOWN_GRACE_SECONDS",
         10.0,
-        float,
+        number(),
         "On SIGTERM: how long running answers may go on to finish; then each is saved as interrupted.",
     ),
     Setting(
         "NUMI_TITLE_MODEL",
         None,
-        str,
+        text,
         "Model for generated chat titles; default is the chat's own model.",
     ),
     Setting(
         "NUMI_GENERATE_TITLES",
         True,
-        _bool,
+        boolean,
         "Ask the model for a short title after a chat's first answer (else the first words of the question).",
     ),
     Setting(
         "NUMI_APPROVAL_TIMEOUT_SECONDS",
         300,
-        float,
+        number(),
         "How long a tool call waits for the user's approval before it counts as denied.",
     ),
     Setting(
         "NUMI_FETCH_MAX_BYTES",
         2_000_000,
-        int,
+        whole(),
         "Most bytes `web_search` and `fetch_page` read from one response.",
     ),
     Setting(
         "NUMI_FETCH_TIMEOUT_SECONDS",
         20,
-        float,
+        number(),
         "Most time one web search or page fetch (with its redirects) may take.",
     ),
     Setting(
         "NUMI_WORKSPACE_MAX_FILE_BYTES",
         1_000_000,
-        int,
+        whole(),
         "Largest file the workspace tools read, search or write.",
     ),
     Setting(
         "NUMI_BASH_TIMEOUT_SECONDS",
         120,
-        float,
+        number(),
         "Most time one `bash` command may run before it is killed.",
     ),
     Setting(
         "NUMI_BASH_MAX_OUTPUT_CHARS",
         20_000,
-        int,
+        whole(),
         "Output of a `bash` command kept for the model (its start and end).",
     ),
 )
@@ -544,7 +544,7 @@ SETTINGS: tuple[Setting, ...] = (
 def load_config(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Read every setting from `environ` (default: os.environ) into a config dict.
 
-    Raises ValueError naming the variable when a value does not parse.
+    Raises SettingError (a ValueError) naming the variable when a value does not parse.
     """
     environ = os.environ if environ is None else environ
     config: dict[str, Any] = {}
@@ -556,14 +556,24 @@ def load_config(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         try:
             config[setting.name] = setting.parse(raw)
         except ValueError as exc:
-            raise ValueError(f"{setting.name}={raw!r}: {exc}") from None
+            raise SettingError("invalid_setting", f"{setting.name}={raw!r}: {exc}.") from None
     return config
 
 
 def finalize(config: dict[str, Any]) -> dict[str, Any]:
     """Fill in what depends on other settings: data dir, database URL, secret key, access token."""
     data_dir = Path(config.get("NUMI_DATA_DIR") or default_data_dir()).expanduser()
-    private_directory(data_dir)
+    try:
+        private_directory(data_dir)
+        check_writable(data_dir)
+    except OSError as exc:
+        # A wheel install started from anywhere meets this first (a read-only home, a typo
+        # in NUMI_DATA_DIR): one line naming the setting, not a traceback.
+        raise SettingError(
+            "data_dir_unwritable",
+            f"NUMI_DATA_DIR={str(data_dir)!r}: cannot create or write the data directory "
+            f"({exc.strerror or exc}). Set NUMI_DATA_DIR to a directory you can write.",
+        ) from None
     config["NUMI_DATA_DIR"] = str(data_dir)
     if not config.get("NUMI_DATABASE_URL"):
         config["NUMI_DATABASE_URL"] = f"sqlite:///{data_dir / 'numi.db'}"

@@ -37,6 +37,14 @@ def private_directory(path: Path) -> None:
         pass
 
 
+def check_writable(path: Path) -> None:
+    """Raise OSError unless a file can be created in `path` (tried, not guessed from the mode
+    bits: root passes those, a read-only mount does not)."""
+    probe = path / f".write-check-{os.getpid()}"
+    os.close(os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))
+    probe.unlink()
+
+
 def private_file(path: Path) -> None:
     """Create `path` empty with mode 0600 if missing; tighten it to 0600 if it exists."""
     try:
@@ -74,3 +82,39 @@ def unwritable(path: str) -> str | None:
     except OSError as exc:
         return exc.strerror or type(exc).__name__
     return None
+
+
+SERVE_LOCK = "serve.lock"
+
+
+def lock_for_serving(data_dir: Path, port: int) -> int | None:
+    """Hold the data directory for this `numi serve` process: an exclusive lock on
+    `<data dir>/serve.lock`, which names the holder (pid and port). Returns the lock's file
+    descriptor, to keep open while serving (the kernel releases the lock when the process
+    ends, however it ends). Raises NumiError `data_dir_locked` naming the holder.
+
+    Two servers on one data directory without a shared Redis would each run turns the other
+    cannot see (two answers to one chat at once). Without fcntl (Windows) nothing is locked.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    from .errors import NumiError
+
+    fd = os.open(data_dir / SERVE_LOCK, os.O_RDWR | os.O_CREAT, 0o600)  # not inherited
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.read(fd, 200).decode("utf-8", "replace").strip() or "another process"
+        os.close(fd)
+        raise NumiError(
+            "data_dir_locked",
+            f"The data directory {data_dir} is in use by another `numi serve` ({holder}). "
+            "Stop it, or give this one another NUMI_DATA_DIR (several processes share one "
+            "data directory only with NUMI_REDIS_URL).",
+            409,
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"pid {os.getpid()}, port {port}\n".encode())
+    return fd

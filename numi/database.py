@@ -7,11 +7,13 @@ here. Migrations are Alembic revisions under migrations/, applied by `upgrade()`
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from flask import Flask
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
+
+from .resources import MIGRATIONS as MIGRATIONS_DIR
+from .resources import resource_dir
 
 
 def configure_engine(engine: Engine) -> None:
@@ -31,7 +33,7 @@ def configure_engine(engine: Engine) -> None:
         cursor.close()
 
 
-MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+MIGRATIONS = resource_dir(MIGRATIONS_DIR)  # the checkout's migrations/, or the wheel's
 
 
 def enable_migrations(app: Flask):

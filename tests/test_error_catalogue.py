@@ -17,6 +17,7 @@ CODE_ARGUMENT = {
     "StreamError": 0,
     "error_response": 0,
     "invalid": 1,
+    "SettingError": 0,
 }
 
 

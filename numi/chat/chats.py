@@ -310,6 +310,9 @@ def validate_settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, 
         elif key == "max_tokens":
             clean[key] = _number(value, key, 1, 1_000_000, int)
         elif key == "reasoning_effort":
+            # The default is stored as null: a chat's own settings (PATCHed back, or in its
+            # JSON export) must pass again, so null reads as the default too.
+            value = "" if value is None else value
             if value not in REASONING_EFFORTS:
                 raise invalid(
                     f"reasoning_effort must be one of: {', '.join(e for e in REASONING_EFFORTS if e)}."

@@ -1,7 +1,8 @@
 """The answers of `numi dev fake-provider`: plausible markdown, paced like a real model.
 
 - `[tool:NAME]` in the last user message, when the request offers tool NAME: the model
-  calls that tool (with no arguments), then, given the result, says what it returned.
+  calls that tool (with no arguments), then, given the result, says what it returned; when
+  the request does not offer it (a new chat has no tools on), the answer says how to turn it on.
 - `[think]` in the message, or a model name containing "reasoning": reasoning first.
 - Otherwise a short markdown answer that quotes the question.
 """
@@ -37,6 +38,13 @@ Ask with `[tool:current_time]` to see a tool call, or `[think]` to see reasoning
 """
 
 
+_TOOL_OFF = """The tool `{tool}` is not on in this chat, so I cannot call it.
+
+Open this chat's **Settings** (at the top of the chat), tick the tool under **Tools**
+(`current_time` is **Current time**), then ask again with `[tool:{tool}]`.
+"""
+
+
 def demo_scenario(tokens_per_second: float | None = None) -> Callable[[RecordedRequest], Scenario]:
     """A default_scenario hook for ScriptedProvider; `tokens_per_second` paces chunks
     (about four characters each)."""
@@ -52,6 +60,10 @@ def demo_scenario(tokens_per_second: float | None = None) -> Callable[[RecordedR
         wanted = _TOOL_MARK.search(tail.user_text)
         if wanted and wanted.group(1) in tail.tool_names:
             return scenario.tool_call(wanted.group(1), {}).usage(None, 10)
+        if wanted:
+            # A new chat has no tools on: say how to turn the one asked for on.
+            text = _TOOL_OFF.format(tool=wanted.group(1))
+            return scenario.text(text, chunks=_chunks(text)).usage(None, len(text) // 4)
         if "[think]" in tail.user_text or "reasoning" in (request.model or ""):
             thought = (
                 "The user wants a demo answer. I will explain what the scripted provider does."
