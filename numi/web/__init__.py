@@ -18,6 +18,7 @@ def register(app: Flask) -> None:
         errors,
         followups,
         inputs,
+        installable,
         organising,
         pages,
         prompts,
@@ -35,6 +36,7 @@ def register(app: Flask) -> None:
     app.before_request(inputs.check_query_values)
     app.register_blueprint(auth.bp)
     app.register_blueprint(access.bp)
+    app.register_blueprint(installable.bp)
     app.register_blueprint(pages.bp)
     app.register_blueprint(organising.bp)
     app.register_blueprint(prompts.bp)

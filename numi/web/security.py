@@ -26,7 +26,15 @@ from .request_kind import bearer_token, is_htmx, is_websocket_upgrade
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 WILDCARD_BINDS = {"0.0.0.0", "::", ""}
-PUBLIC_ENDPOINTS = {"auth.login", "static", "pages.healthz", access.FORM_ENDPOINT}
+PUBLIC_ENDPOINTS = {
+    "auth.login",
+    "static",
+    "pages.healthz",
+    access.FORM_ENDPOINT,
+    # The installable page's manifest and worker: browsers fetch them without credentials.
+    "installable.manifest",
+    "installable.service_worker",
+}
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
