@@ -109,7 +109,9 @@ def _terms(query: str) -> list[str]:
 
 
 def _title_hits(user_id: int, query: str, limit: int) -> list[Chat]:
-    stmt = select(Chat).where(Chat.user_id == user_id, Chat.deleted_at.is_(None))
+    stmt = select(Chat).where(
+        Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.temporary.is_(False)
+    )
     for term in _terms(query):
         stmt = stmt.where(Chat.title.ilike(f"%{term}%"))
     return list(db.session.execute(stmt.order_by(Chat.updated_at.desc()).limit(limit)).scalars())
@@ -140,6 +142,7 @@ def _fts5(user_id: int, query: str, limit: int) -> list[MessageHit]:
             "JOIN messages m ON m.id = fts_messages.rowid "
             "JOIN chats c ON c.id = m.chat_id "
             "WHERE fts_messages MATCH :match AND c.user_id = :user AND c.deleted_at IS NULL "
+            "AND NOT c.temporary "
             "AND m.deleted_at IS NULL AND m.active "  # the shown versions only
             "ORDER BY rank LIMIT :limit"
         ),
@@ -167,7 +170,8 @@ def _postgres(user_id: int, query: str, limit: int) -> list[MessageHit]:
             "candidates AS ("
             "  SELECT m.id, m.content FROM messages m JOIN chats c ON c.id = m.chat_id, tsq "
             "  WHERE to_tsvector('simple', coalesce(m.content, '')) @@ tsq.q "
-            "  AND c.user_id = :user AND c.deleted_at IS NULL AND m.deleted_at IS NULL AND m.active "
+            "  AND c.user_id = :user AND c.deleted_at IS NULL AND NOT c.temporary "
+            "  AND m.deleted_at IS NULL AND m.active "
             "  AND m.role IN ('user', 'assistant') "
             "  ORDER BY m.id DESC LIMIT :candidates), "
             "ranked AS ("
@@ -201,6 +205,7 @@ def _ilike(user_id: int, query: str, limit: int) -> list[MessageHit]:
         .where(
             Chat.user_id == user_id,
             Chat.deleted_at.is_(None),
+            Chat.temporary.is_(False),
             Message.shown(),
             Message.role.in_(("user", "assistant")),
         )

@@ -57,6 +57,10 @@ def register(app: Flask) -> None:
     from . import usage as usage_routes
 
     app.register_blueprint(usage_routes.bp)
+    from . import temporary as temporary_routes
+
+    app.register_blueprint(temporary_routes.bp)
+    temporary_routes.init_app(app)
     from ..chat.attachments import human_size, template_attachments, template_checkpoints
 
     app.jinja_env.globals["message_attachments"] = template_attachments
