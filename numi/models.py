@@ -76,7 +76,7 @@ class User(db.Model):
     # change raise it, so every cookie issued before stops working (cookies live client-side).
     session_version: Mapped[int] = mapped_column(default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    # Settings → Voice: {endpoint_id, stt_model, tts_model, tts_voice} (numi/voice.py).
+    # Settings → Voice: {endpoint_id, stt_model, tts_model, tts_voice} (numi/web/voice.py).
     voice_json: Mapped[str | None] = mapped_column(Text)
 
     voice = json_property("voice_json", dict)

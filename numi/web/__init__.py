@@ -61,6 +61,9 @@ def register(app: Flask) -> None:
 
     app.register_blueprint(temporary_routes.bp)
     temporary_routes.init_app(app)
+    from . import voice
+
+    app.register_blueprint(voice.bp)
     from ..chat.attachments import human_size, template_attachments, template_checkpoints
 
     app.jinja_env.globals["message_attachments"] = template_attachments

@@ -40,6 +40,7 @@ SHELL_FILES = (
     "js/sidebar.js",
     "js/shortcuts.js",
     "js/install.js",
+    "js/voice.js",
     "js/prompts.js",
     "offline.html",
 )

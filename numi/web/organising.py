@@ -5,7 +5,7 @@
     GET  /archived              the Archived view (restore or delete)
     POST /settings/appearance   theme=system|light|dark
 and the JSON twins: PATCH /api/session/<chat> (pinned, archived, tags, in api.py),
-POST /api/sessions/bulk, GET /api/tags, GET|PATCH /api/preferences ({theme}).
+POST /api/sessions/bulk, GET /api/tags, GET|PATCH /api/preferences ({theme}, {voice}: numi/web/voice.py).
 """
 
 from __future__ import annotations
@@ -134,9 +134,17 @@ def bulk_json():
 
 @bp.route("/api/preferences", methods=["GET", "PATCH"])
 def preferences_json():
+    from . import voice
+
     if request.method == "PATCH":
-        _save_theme(request_data().get("theme"))
-    return jsonify(theme=g.user.theme)
+        data = request_data()
+        # `voice` is checked before anything is saved (numi/web/voice.py).
+        voice_settings = voice.validate(data["voice"]) if "voice" in data else None
+        if "theme" in data or voice_settings is None:
+            _save_theme(data.get("theme"))
+        if voice_settings is not None:
+            voice.save(voice_settings)
+    return jsonify(theme=g.user.theme, voice=voice.preferences(g.user))
 
 
 @bp.get("/api/tags")

@@ -38,7 +38,8 @@ PUBLIC_ENDPOINTS = {
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
-    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
+    "connect-src 'self'; font-src 'self'; media-src 'self' blob:; object-src 'none'; "
+    "base-uri 'none'; "
     "form-action 'self'; frame-ancestors 'none'"
 )
 
