@@ -159,7 +159,7 @@ def logout():
 
 def _signed_out(response):
     # The browser forgets what it kept of this user: the pages the service worker saved for
-    # offline reading, the worker itself, drafts and the outbox (static/js/sw.js).
+    # offline reading, the worker itself, drafts and the outbox (static/sw.js).
     response.headers["Clear-Site-Data"] = '"cache", "storage"'
     return response
 

@@ -1,7 +1,7 @@
 """The installable page: the web app manifest and the service worker, both at the root.
 
 `GET /manifest.webmanifest` names the app and its icons (fingerprinted URLs). `GET /sw.js`
-is `static/js/sw.js` with one line put before it: the app shell (every static file the
+is `static/sw.js` with one line put before it: the app shell (every static file the
 pages load, each URL carrying its content hash) and a version made from those URLs. A new
 release changes a hash, so the worker's bytes change, the browser installs the new worker
 beside the old one, and the page offers "Reload to update" (static/js/install.js).
@@ -83,7 +83,7 @@ def service_worker():
     urls = shell_urls()
     version = hashlib.sha256("\n".join(urls).encode()).hexdigest()[:12]
     shell = json.dumps({"version": version, "urls": urls})
-    with open(os.path.join(current_app.static_folder, "js", "sw.js"), encoding="utf-8") as file:
+    with open(os.path.join(current_app.static_folder, "sw.js"), encoding="utf-8") as file:
         code = file.read()
     response = Response(f"const SHELL = {shell};\n{code}", mimetype="text/javascript")
     # Always revalidated: the browser compares the bytes to find a new release.

@@ -84,7 +84,7 @@ def test_a_visited_chat_opens_offline_and_its_outbox_sends_when_back(
     box = page.get_by_role("textbox", name="Message")
     box.fill("Before the tunnel")
     box.press("Enter")
-    page.locator(".msg-assistant").get_by_text("Kept for the train.").wait_for()
+    page.locator(".msg-assistant").get_by_text("Kept for the train.").wait_for(timeout=30_000)
 
     page.reload()  # the first visit installed the worker; now it controls the page
     assert page.evaluate(CONTROLLED.replace("() => ", ""))

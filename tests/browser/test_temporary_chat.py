@@ -37,7 +37,7 @@ def test_a_temporary_chat_from_the_home_page_and_keeping_it(
     box.fill("Just between us")
     box.press("Enter")
     page.wait_for_url("**/c/*")
-    page.locator(".msg-assistant").get_by_text("Off the record.").wait_for()
+    page.locator(".msg-assistant").get_by_text("Off the record.").wait_for(timeout=30_000)
     chat_id = page.url.rsplit("/", 1)[1]
     banner = page.locator("#temporary-banner")
     assert "Temporary chat." in banner.inner_text()

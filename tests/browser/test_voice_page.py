@@ -92,7 +92,7 @@ def open_chat(browsers, site, scripted):
         box = page.get_by_role("textbox", name="Message")
         box.fill("A question")
         box.press("Enter")
-        page.locator(".msg-assistant").get_by_text(answer).wait_for()
+        page.locator(".msg-assistant").get_by_text(answer).wait_for(timeout=30_000)
         scripted.reset()
         return page
 

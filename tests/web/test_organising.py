@@ -248,13 +248,11 @@ def test_theme_is_saved_per_user_and_rendered_on_html(client):
         '<html lang="en" data-theme="dark">' in page
         and '<meta name="color-scheme" content="dark">' in page
     )
-    assert client.get("/api/preferences").get_json() == {"theme": "dark"}
+    assert client.get("/api/preferences").get_json()["theme"] == "dark"
     bad = client.patch("/api/preferences", json={"theme": "purple"})
     assert bad.status_code == 400 and bad.get_json()["error"]["code"] == "invalid_theme"
     assert client.post("/settings/appearance", data={"theme": "purple"}).status_code == 400
-    assert client.patch("/api/preferences", json={"theme": "light"}).get_json() == {
-        "theme": "light"
-    }
+    assert client.patch("/api/preferences", json={"theme": "light"}).get_json()["theme"] == "light"
     assert 'data-theme="light"' in client.get("/").get_data(as_text=True)
 
 
