@@ -188,3 +188,35 @@ def test_a_removed_voice_endpoint_is_reported_after_recording(open_chat, site, s
     page.get_by_role("button", name="Stop and transcribe").click()
     page.locator("#composer-feedback[data-code=voice_endpoint_gone]").wait_for()
     assert scripted.requests == []
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_settings_voice_is_chosen_as_a_person_would(browsers, site, scripted, size, scheme, shot):
+    from test_page import serious_violations  # the page's axe helper (same directory)
+
+    api = Api(site.url, token=site.token)
+    endpoint = make_chat(api, scripted, name="voice-settings")["endpoint"]
+    context = browsers["mic"].new_context(
+        viewport=SIZES[size], color_scheme=scheme, base_url=site.url
+    )
+    try:
+        page = context.new_page()
+        page.goto(site.auth_url("/settings"))
+        form = page.locator("#voice-settings")
+        form.get_by_label("Voice endpoint").select_option(str(endpoint["id"]))
+        form.get_by_label("Transcription model").fill("small.en")
+        form.get_by_label("Voice", exact=True).fill("nova")
+        form.get_by_role("button", name="Save").click()
+        page.locator("#voice-settings").get_by_role("status").get_by_text("Saved.").wait_for()
+        form.scroll_into_view_if_needed()
+        shot(page, f"settings-voice-{size}-{scheme}")
+        voice = api.get("/api/preferences")[1]["voice"]
+        assert voice == {
+            "endpoint_id": endpoint["id"],
+            "stt_model": "small.en",
+            "tts_model": "tts-1",
+            "tts_voice": "nova",
+        }
+        assert serious_violations(page) == []
+    finally:
+        context.close()
