@@ -3,10 +3,11 @@
 //
 // What it keeps, and why no more:
 // - static files under their content-hashed URLs (one cache per release, old ones deleted);
-// - the home page and chat pages the user has opened, keyed by URL, so a visited chat opens
-//   offline (any other page offline gets static/offline.html) (the page then shows "Reconnecting…" and its outbox as it does on a lost
-//   connection). A page is fetched from the network first, always; the copy is only for
-//   when the network fails. Logout clears them (Clear-Site-Data) and so does signing out.
+// - the home page and the last 50 chat pages the user has opened, keyed by URL, so a
+//   visited chat opens offline: it then shows "Reconnecting…" and its outbox, as on a lost
+//   connection (any other page offline gets static/offline.html). A page is fetched from
+//   the network first, always; the copy is only for when the network fails. A new release
+//   fetches the kept pages again; logout clears them (Clear-Site-Data).
 // Nothing of /api/, /ws/, HTMX fragments or other methods than GET is touched: those are
 // live and private.
 
@@ -25,12 +26,35 @@ self.addEventListener("install", (event) => {
 
 self.addEventListener("activate", (event) => {
   event.waitUntil((async () => {
+    let updated = false;
     for (const name of await caches.keys()) {
-      if (name.startsWith("numi-static-") && name !== STATIC_CACHE) await caches.delete(name);
+      if (name.startsWith("numi-static-") && name !== STATIC_CACHE) updated = await caches.delete(name);
     }
     await self.clients.claim();
+    // Kept pages name the old release's files, gone now: fetch them again (or forget them).
+    if (updated) await refreshPages();
   })());
 });
+
+async function refreshPages() {
+  const cache = await caches.open(PAGES_CACHE);
+  for (const request of await cache.keys()) {
+    try {
+      const response = await fetch(request.url);
+      if (response.status === 200 && response.type === "basic") await cache.put(request, response);
+      else await cache.delete(request);
+    } catch (error) {
+      await cache.delete(request);
+    }
+  }
+}
+
+// The newest MAX_PAGES pages are kept; older ones are dropped (a put adds at the end).
+const MAX_PAGES = 50;
+async function trimPages(cache) {
+  const keys = await cache.keys();
+  for (const request of keys.slice(0, Math.max(0, keys.length - MAX_PAGES))) await cache.delete(request);
+}
 
 self.addEventListener("message", (event) => {
   if (event.data?.type === "skip-waiting") self.skipWaiting();
@@ -65,7 +89,12 @@ async function page(request, url) {
     const cacheable = PAGE_PATHS.test(url.pathname) && response.status === 200 && response.type === "basic" && !url.search
       && (response.headers.get("Content-Type") || "").startsWith("text/html")
       && !/no-store/.test(response.headers.get("Cache-Control") || "");
-    if (cacheable) await (await caches.open(PAGES_CACHE)).put(url.pathname, response.clone());
+    if (cacheable) {
+      const cache = await caches.open(PAGES_CACHE);
+      await cache.delete(url.pathname);  // re-added at the end: the newest visit
+      await cache.put(url.pathname, response.clone());
+      await trimPages(cache);
+    }
     else if (response.status === 401 || response.status === 403) await caches.delete(PAGES_CACHE);
     return response;
   } catch (error) {

@@ -162,6 +162,9 @@ def test_a_new_release_offers_reload_to_update(live_server_factory, tmp_path, br
         page = context.new_page()
         page.goto(server.auth_url("/"))
         page.wait_for_function(CONTROLLED)
+        chat = Api(server.url, token=server.token).post("/api/session", {"title": "Kept"})[1]
+        page.goto(f"{server.url}/c/{chat['id']}")  # kept by the worker for offline reading
+        page.goto(server.url + "/")
         old_css = page.locator("link[rel=stylesheet]").get_attribute("href")
         banner = page.locator("#update-banner")
         assert banner.is_hidden()
@@ -178,8 +181,19 @@ def test_a_new_release_offers_reload_to_update(live_server_factory, tmp_path, br
         with page.expect_navigation():
             banner.get_by_role("button", name="Reload to update").click()
         page.wait_for_function(CONTROLLED)
-        assert page.locator("link[rel=stylesheet]").get_attribute("href") != old_css
+        new_css = page.locator("link[rel=stylesheet]").get_attribute("href")
+        assert new_css != old_css
         assert page.locator("#update-banner").is_hidden()
+        # The chat kept under the old release was fetched again: offline, it opens styled.
+        page.wait_for_function(
+            """([path, css]) => caches.match(path, {cacheName: "numi-pages"})
+                 .then((r) => r && r.text()).then((html) => !!html && html.includes(css))""",
+            arg=[f"/c/{chat['id']}", new_css.replace("&", "&amp;")],
+        )
+        context.set_offline(True)
+        page.goto(f"{server.url}/c/{chat['id']}")
+        assert page.locator("link[rel=stylesheet]").get_attribute("href") == new_css
+        assert page.evaluate("document.styleSheets[0].cssRules.length") > 100
     finally:
         context.close()
         server.stop()
