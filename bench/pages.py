@@ -83,6 +83,95 @@ def page_weight(runs: int = 3) -> list[dict]:
     ]
 
 
+def offline_weight(runs: int = 3) -> list[dict]:
+    """The installable page (issue 24): the chat page's first load in a fresh profile with
+    everything the service worker fetches to install counted too, then its load with the
+    network off. Counted from Playwright's request sizes (compressed bodies and headers),
+    the worker's own requests included (PW_EXPERIMENTAL_SERVICE_WORKER_NETWORK_EVENTS)."""
+    import os
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        return [row("page weight", "offline load (chromium missing)", [], "")]
+    os.environ["PW_EXPERIMENTAL_SERVICE_WORKER_NETWORK_EVENTS"] = "1"
+    from playwright.sync_api import sync_playwright
+
+    first, first_requests, offline_wire, offline_cached, offline_requests = [], [], [], [], []
+
+    def on_wire(request) -> bool:
+        # The worker's precache asks again for files the page just loaded: those come from
+        # the HTTP cache (immutable), with no body on the wire.
+        return request.service_worker is None or request.sizes()["responseBodySize"] > 0
+
+    def wire(requests) -> int:
+        total = 0
+        for request in requests:
+            sizes = request.sizes()
+            total += sizes["responseBodySize"] + sizes["responseHeadersSize"]
+        return total
+
+    with LiveNumi() as numi:
+        chat_id = numi.post("/api/session", {"title": "Weight"})["id"]
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+            cookies = _session_cookies(browser, numi)  # signing in is not counted
+            for _ in range(runs):
+                context = browser.new_context()  # an empty cache and no worker each run
+                context.add_cookies(cookies)
+                finished = []
+                context.on("requestfinished", lambda request: finished.append(request))
+                page = context.new_page()
+                page.goto(f"{numi.url}/c/{chat_id}", wait_until="networkidle")
+                page.wait_for_function("() => navigator.serviceWorker.controller !== null")
+                page.wait_for_load_state("networkidle")
+                counted = [r for r in finished if r.resource_type != "websocket" and on_wire(r)]
+                first.append(wire(counted) / 1000)
+                first_requests.append(len(counted))
+                page.reload(wait_until="networkidle")  # the worker keeps this page now
+                context.set_offline(True)
+                finished.clear()
+                page.reload(wait_until="load")
+                page.locator("#transcript").wait_for()
+                counted = [r for r in finished if r.resource_type != "websocket"]
+                from_worker = [
+                    r for r in counted if r.response() and r.response().from_service_worker
+                ]
+                offline_wire.append(wire([r for r in counted if r not in from_worker]) / 1000)
+                offline_cached.append(sum(len(r.response().body()) for r in from_worker) / 1000)
+                offline_requests.append(len(counted))
+                context.close()
+            browser.close()
+    return [
+        row(
+            "page weight",
+            "chat page, first load with the service worker installing: bytes transferred",
+            first,
+            "KB",
+            "",
+            note="compressed bodies and headers; the worker's precache requests that reach the network included",
+        ),
+        row("page weight", "chat page, first load with the worker: requests", first_requests, ""),
+        row("page weight", "chat page, offline load: bytes from the network", offline_wire, "KB"),
+        row(
+            "page weight",
+            "chat page, offline load: bytes served by the worker's cache (uncompressed)",
+            offline_cached,
+            "KB",
+            note=f"in {offline_requests[-1] if offline_requests else 0} requests",
+        ),
+    ]
+
+
+def _session_cookies(browser, numi) -> list[dict]:
+    """The session cookie a browser gets from the access-token URL."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(f"{numi.url}/?token={ACCESS_TOKEN}")
+    cookies = context.cookies()
+    context.close()
+    return cookies
+
+
 def long_chat(runs: int = 7) -> list[dict]:
     from sqlalchemy import event, insert
 
@@ -230,4 +319,4 @@ def versions_chat(chat_id: str, first_id: int, text: str, created_at) -> list[di
 
 
 def measure() -> list[dict]:
-    return page_weight() + long_chat()
+    return page_weight() + offline_weight() + long_chat()

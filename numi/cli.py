@@ -570,7 +570,11 @@ def export_all(directory, username, fmt):
             chats = (
                 database.session.execute(
                     select(Chat)
-                    .where(Chat.user_id == owner.id, Chat.deleted_at.is_(None))
+                    .where(
+                        Chat.user_id == owner.id,
+                        Chat.deleted_at.is_(None),
+                        Chat.temporary.is_(False),  # temporary chats are never kept
+                    )
                     .order_by(Chat.created_at, Chat.id)
                 )
                 .scalars()

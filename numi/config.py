@@ -136,6 +136,13 @@ SETTINGS: tuple[Setting, ...] = (
         "A login (or a remembered access token) ends after this many hours without a visit.",
     ),
     Setting(
+        "NUMI_TEMPORARY_CHAT_HOURS",
+        24,
+        float,
+        "A temporary chat is deleted after this many hours without activity (and when its user "
+        "starts another chat).",
+    ),
+    Setting(
         "NUMI_LOGIN_FREE_ATTEMPTS",
         5,
         whole(),

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     and_,
+    false,
     text,
     true,
 )
@@ -81,6 +82,11 @@ class User(db.Model):
     fallbacks_json: Mapped[str | None] = mapped_column(Text)
 
     fallbacks = json_property("fallbacks_json", list)
+
+    # Settings → Voice: {endpoint_id, stt_model, tts_model, tts_voice} (numi/web/voice.py).
+    voice_json: Mapped[str | None] = mapped_column(Text)
+
+    voice = json_property("voice_json", dict)
 
 
 class LoginFailure(db.Model):
@@ -248,6 +254,8 @@ class Chat(db.Model):
         Index("ix_chats_user_recent", "user_id", "deleted_at", "updated_at", "id"),
         # The sidebar: live, not archived, not pinned, by last activity (equality on the
         # leading columns, so the keyset page is one index range scan).
+        # The sweep of idle temporary chats.
+        Index("ix_chats_temporary", "temporary", "updated_at"),
         Index(
             "ix_chats_user_sidebar",
             "user_id",
@@ -271,6 +279,9 @@ class Chat(db.Model):
     pinned_at: Mapped[datetime | None]
     archived_at: Mapped[datetime | None]
     deleted_at: Mapped[datetime | None]
+    # A temporary chat is listed nowhere and discarded when its user starts another chat or
+    # after NUMI_TEMPORARY_CHAT_HOURS without activity (numi/chat/temporary.py).
+    temporary: Mapped[bool] = mapped_column(default=False, server_default=false())
 
     # Lists load these eagerly: the sidebar joins them into its page query (one round trip).
     tag_rows: Mapped[list[ChatTag]] = relationship(
@@ -303,6 +314,7 @@ class Chat(db.Model):
             "project_id": self.project_id,
             "pinned": self.pinned_at is not None,
             "archived": self.archived_at is not None,
+            "temporary": self.temporary,
             "tags": self.tags,
             "created_at": _iso(self.created_at),
             "updated_at": _iso(self.updated_at),

@@ -63,7 +63,9 @@ def list_chats(
     the chats (in the same query). The cursor is `<updated_at iso>|<id>` of the last chat
     of the previous page.
     """
-    stmt = select(Chat).where(Chat.user_id == user_id, Chat.deleted_at.is_(None))
+    stmt = select(Chat).where(
+        Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.temporary.is_(False)
+    )
     if project_id is not None:  # checked by the caller (`project_ref`): the user's project
         stmt = stmt.where(Chat.project_id == project_id)
     if tag:
@@ -140,6 +142,7 @@ def chats_listed_before(user_id: int, chat: Chat) -> int:
         .where(
             Chat.user_id == user_id,
             Chat.deleted_at.is_(None),
+            Chat.temporary.is_(False),
             Chat.archived_at.is_(None),
             Chat.pinned_at.is_(None),
             or_(
@@ -161,6 +164,7 @@ def newest_empty_chat(user_id: int) -> Chat | None:
         .where(
             Chat.user_id == user_id,
             Chat.deleted_at.is_(None),
+            Chat.temporary.is_(False),
             Chat.archived_at.is_(None),
             Chat.title == "New chat",
             Chat.project_id.is_(None),  # an empty chat of a project stays its project's
@@ -192,9 +196,12 @@ def _parse_cursor(cursor: str) -> tuple[datetime, str]:
         raise invalid("Malformed cursor.", "invalid_cursor") from None
 
 
-def create_chat(user_id: int, fields: dict[str, Any], limits: dict[str, Any]) -> Chat:
-    """Create a chat from user input (title, endpoint_id, model, settings)."""
-    chat = Chat(user_id=user_id)
+def create_chat(
+    user_id: int, fields: dict[str, Any], limits: dict[str, Any], *, temporary: bool = False
+) -> Chat:
+    """Create a chat from user input (title, endpoint_id, model, settings); a `temporary`
+    one is listed nowhere (numi/chat/temporary.py)."""
+    chat = Chat(user_id=user_id, temporary=temporary)
     _apply(chat, user_id, fields, limits)
     if chat.endpoint_id is None:
         default = endpoint_store.default_route(user_id)

@@ -117,7 +117,9 @@ def _in_project(project_id: int | None) -> str:
 
 
 def _title_hits(user_id: int, query: str, limit: int, project_id: int | None) -> list[Chat]:
-    stmt = select(Chat).where(Chat.user_id == user_id, Chat.deleted_at.is_(None))
+    stmt = select(Chat).where(
+        Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.temporary.is_(False)
+    )
     if project_id is not None:
         stmt = stmt.where(Chat.project_id == project_id)
     for term in _terms(query):
@@ -150,7 +152,7 @@ def _fts5(user_id: int, query: str, limit: int, project_id: int | None) -> list[
             "JOIN messages m ON m.id = fts_messages.rowid "
             "JOIN chats c ON c.id = m.chat_id "
             "WHERE fts_messages MATCH :match AND c.user_id = :user AND c.deleted_at IS NULL "
-            "AND m.deleted_at IS NULL AND m.active"  # the shown versions only
+            "AND NOT c.temporary AND m.deleted_at IS NULL AND m.active"  # the shown versions only
             + _in_project(project_id)
             + " ORDER BY rank LIMIT :limit"
         ),
@@ -187,7 +189,8 @@ def _postgres(user_id: int, query: str, limit: int, project_id: int | None) -> l
             "candidates AS ("
             "  SELECT m.id, m.content FROM messages m JOIN chats c ON c.id = m.chat_id, tsq "
             f"  WHERE {_TSVECTOR.format(column='m.content')} @@ tsq.q "
-            "  AND c.user_id = :user AND c.deleted_at IS NULL AND m.deleted_at IS NULL AND m.active "
+            "  AND c.user_id = :user AND c.deleted_at IS NULL AND NOT c.temporary "
+            "  AND m.deleted_at IS NULL AND m.active "
             "  AND m.role IN ('user', 'assistant')" + _in_project(project_id) + " "
             "  ORDER BY m.id DESC LIMIT :candidates), "
             "ranked AS ("
@@ -222,6 +225,7 @@ def _ilike(user_id: int, query: str, limit: int, project_id: int | None) -> list
         .where(
             Chat.user_id == user_id,
             Chat.deleted_at.is_(None),
+            Chat.temporary.is_(False),
             Message.shown(),
             Message.role.in_(("user", "assistant")),
         )

@@ -55,6 +55,28 @@ class OpenAIAdapterBase(ProviderAdapter):
             return None
         return props if isinstance(props, dict) else None
 
+    # --- audio (OpenAI's /audio routes, which OpenAI-compatible servers copy) ------------
+
+    def transcribe(self, model: str, filename: str, data: bytes, content_type: str) -> str:
+        """The text of an audio recording (POST {base}/audio/transcriptions). Raises
+        ProviderError."""
+        try:
+            result = self.client.audio.transcriptions.create(
+                model=model, file=(filename, data, content_type), response_format="json"
+            )
+        except Exception as exc:
+            raise self.map_exception(exc) from exc
+        return getattr(result, "text", None) or ""
+
+    def speak(self, model: str, voice: str, text: str) -> tuple[bytes, str]:
+        """Speech for `text` (POST {base}/audio/speech): the audio and its content type.
+        Raises ProviderError."""
+        try:
+            response = self.client.audio.speech.create(model=model, voice=voice, input=text)
+        except Exception as exc:
+            raise self.map_exception(exc) from exc
+        return response.content, response.response.headers.get("content-type", "audio/mpeg")
+
 
 def openai_model_info(model: Any) -> ModelInfo:
     """ModelInfo from an OpenAI-shaped model entry, reading the extras that

@@ -11,6 +11,7 @@ Routes: POST /v1/chat/completions, /v1/responses, /v1/messages (also without /v1
 GET /v1/models (Anthropic's shape when the request has an `anthropic-version` header, or
 a recorded body: `models_body`); GET /props when a recorded llama-server `props` is set.
 `Scenario.replay(frames)` answers with a recorded stream byte for byte.
+POST /v1/audio/transcriptions and /v1/audio/speech (numi/testing/audio.py).
 
 Which scenario answers a request: the next one enqueued for its model
 (`enqueue(s, model="m")`), else the next one enqueued for any model, else
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from . import audio
 from .conversation import last_user_text
 from .scenario import Drop, Pause, Scenario, Stall
 from .tokens import count_prompt_tokens
@@ -283,6 +285,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if _route(self.path) in audio.ROUTES:
+            self._audio(raw)
+            return
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -307,6 +312,43 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_error(protocol, scenario)
             else:
                 self._stream(render(scenario, protocol, record.model or "scripted-model"), record)
+        finally:
+            record.finished.set()
+
+    def _audio(self, raw: bytes) -> None:
+        """The audio routes (numi/testing/audio.py)."""
+        route = _route(self.path)
+        content_type = self.headers.get("Content-Type", "")
+        if route == "/audio/transcriptions":
+            body, data = audio.parse_multipart(content_type, raw)
+        else:
+            try:
+                body, data = json.loads(raw or b"null"), None
+            except ValueError:
+                body, data = None, None
+        record = self._new_record(body, None)
+        try:
+            if not self._authorised(record):
+                self._send_json(401, error_body("openai_chat", "auth"))
+                return
+            with self.provider._changed:
+                queue = self.provider._model_queues.get(record.model or "")
+                scenario = (queue or self.provider._queue or deque([None])).popleft()
+            if scenario is not None and scenario.error is not None:
+                self._send_error("openai_chat", scenario)
+            elif route == "/audio/transcriptions":
+                if data is None:
+                    self._send_json(400, error_body("openai_chat", "bad_request", "No file."))
+                else:
+                    self._send_json(200, {"text": audio.transcript_text(scenario, data)})
+            else:
+                text = body.get("input", "") if isinstance(body, dict) else ""
+                wav = audio.speech_wav(str(text))
+                self.send_response(200)
+                self.send_header("Content-Type", "audio/wav")
+                self.send_header("Content-Length", str(len(wav)))
+                self.end_headers()
+                self.wfile.write(wav)
         finally:
             record.finished.set()
 

@@ -18,6 +18,7 @@ def register(app: Flask) -> None:
         errors,
         followups,
         inputs,
+        installable,
         organising,
         pages,
         prompts,
@@ -35,6 +36,7 @@ def register(app: Flask) -> None:
     app.before_request(inputs.check_query_values)
     app.register_blueprint(auth.bp)
     app.register_blueprint(access.bp)
+    app.register_blueprint(installable.bp)
     app.register_blueprint(pages.bp)
     app.register_blueprint(organising.bp)
     app.register_blueprint(prompts.bp)
@@ -65,6 +67,13 @@ def register(app: Flask) -> None:
 
     app.register_blueprint(project_routes.bp)
     app.register_blueprint(project_pages.bp)
+    from . import temporary as temporary_routes
+
+    app.register_blueprint(temporary_routes.bp)
+    temporary_routes.init_app(app)
+    from . import voice
+
+    app.register_blueprint(voice.bp)
     from ..chat.attachments import human_size, template_attachments, template_checkpoints
 
     app.jinja_env.globals["message_attachments"] = template_attachments

@@ -6,10 +6,12 @@ from flask import Blueprint, current_app, g, jsonify, request
 
 from .. import endpoints as endpoint_store
 from ..chat import chats, organising, projects
+from ..chat import temporary as temporary_chats
 from ..chat.versions import version_info
 from ..config import parse_bool
 from ..errors import NumiError, turn_running
 from ..extensions import db, turn_manager
+from . import temporary as temporary_routes
 from .inputs import int_arg, request_data
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -52,11 +54,13 @@ DOCUMENT_SEARCH = "search_documents"
 @bp.post("/session")
 def create_session():
     data = request_data()
+    temporary = temporary_chats.temporary_flag(data.get("temporary"))
     fields = _chat_fields(data)
     if data.get("project_id") is not None:  # a new chat in a project takes its defaults
         project = projects.chosen_project(g.user.id, data["project_id"])
         fields = projects.new_chat_fields(project, fields)
-    chat = chats.create_chat(g.user.id, fields, current_app.config)
+    chat = chats.create_chat(g.user.id, fields, current_app.config, temporary=temporary)
+    temporary_routes.started(chat)
     return jsonify(chat.to_dict()), 201
 
 
@@ -104,9 +108,13 @@ def update_session(chat_id: str):
     changes = organising.validate(
         data
     )  # pinned, archived, tags: checked before anything is written
+    if "temporary" in data:
+        temporary_chats.refuse_on_existing(data["temporary"])  # only `false` (keep it) passes
     current = chats.get_chat(g.user.id, chat_id).settings.get("tools")
     chat = chats.update_chat(g.user.id, chat_id, _chat_fields(data, current), current_app.config)
     organising.apply(g.user.id, chat, changes)
+    if "temporary" in data:
+        chat.temporary = False
     db.session.commit()
     return jsonify(chat.to_dict())
 

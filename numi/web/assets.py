@@ -19,6 +19,7 @@ LONG_TERM = "public, max-age=31536000, immutable"
 COMPRESSED_TYPES = [
     "text/html",
     "application/json",
+    "application/manifest+json",
     "text/css",
     "text/javascript",
     "application/javascript",

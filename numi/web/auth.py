@@ -154,7 +154,14 @@ def logout():
     if g.get("user") is not None and current_app.config["NUMI_AUTH"] == "multi":
         end_sessions(g.user.id)
     session.clear()
-    return redirect(url_for("auth.login"))
+    return _signed_out(redirect(url_for("auth.login")))
+
+
+def _signed_out(response):
+    # The browser forgets what it kept of this user: the pages the service worker saved for
+    # offline reading, the worker itself, drafts and the outbox (static/sw.js).
+    response.headers["Clear-Site-Data"] = '"cache", "storage"'
+    return response
 
 
 @bp.post("/settings/logout-everywhere")
@@ -163,7 +170,7 @@ def logout_everywhere():
     _multi_user_only()
     end_sessions(g.user.id)
     session.clear()
-    return redirect(url_for("auth.login"))
+    return _signed_out(redirect(url_for("auth.login")))
 
 
 @bp.post("/settings/password")

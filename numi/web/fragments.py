@@ -382,11 +382,14 @@ class HtmlView:
 
     def _on_title_update(self, turn_id, data):
         self.chat.title = data["title"]
+        title = render_template("partials/_chat_title.html", chat=self.chat, oob=True)
+        if self.chat.temporary:
+            return [title]  # no sidebar item to update: a temporary chat is not listed
         return [
             render_template(
                 "partials/_chat_item.html", chat=self.chat, current_id=self.chat.id, oob=True
             ),
-            render_template("partials/_chat_title.html", chat=self.chat, oob=True),
+            title,
         ]
 
     def _on_snapshot(self, turn_id, data):

@@ -5,7 +5,7 @@
     GET  /archived              the Archived view (restore or delete)
     POST /settings/appearance   theme=system|light|dark
 and the JSON twins: PATCH /api/session/<chat> (pinned, archived, tags, in api.py),
-POST /api/sessions/bulk, GET /api/tags, GET|PATCH /api/preferences ({theme}).
+POST /api/sessions/bulk, GET /api/tags, GET|PATCH /api/preferences ({theme}, {voice}: numi/web/voice.py).
 """
 
 from __future__ import annotations
@@ -135,15 +135,23 @@ def bulk_json():
 
 @bp.route("/api/preferences", methods=["GET", "PATCH"])
 def preferences_json():
+    from . import voice
     from .projects import memory_preference, save_memory_preference
 
     if request.method == "PATCH":
         data = request_data()
-        memory = memory_preference(data)  # checked before anything is written
-        if "theme" in data or memory is None:
+        # `memory` and `voice` are checked before anything is saved (web/projects.py,
+        # web/voice.py).
+        memory = memory_preference(data)
+        voice_settings = voice.validate(data["voice"]) if "voice" in data else None
+        if "theme" in data or (memory is None and voice_settings is None):
             _save_theme(data.get("theme"))
         save_memory_preference(memory)
-    return jsonify(theme=g.user.theme, memory=g.user.memory_enabled)
+        if voice_settings is not None:
+            voice.save(voice_settings)
+    return jsonify(
+        theme=g.user.theme, memory=g.user.memory_enabled, voice=voice.preferences(g.user)
+    )
 
 
 @bp.get("/api/tags")

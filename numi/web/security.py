@@ -34,11 +34,15 @@ PUBLIC_ENDPOINTS = {
     "pages.healthz",
     "artifacts.frame",
     *access.PUBLIC_ENDPOINTS,
+    # The installable page's manifest and worker: browsers fetch them without credentials.
+    "installable.manifest",
+    "installable.service_worker",
 }
 
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
-    "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
+    "connect-src 'self'; font-src 'self'; media-src 'self' blob:; object-src 'none'; "
+    "base-uri 'none'; "
     "form-action 'self'; frame-ancestors 'none'"
 )
 

@@ -232,6 +232,17 @@ on("DOMContentLoaded", () => {
   if ($("composer-input") && !Numi.narrow()) $("composer-input").focus({preventScroll: true});
 });
 
+// --- Voice (static/js/voice.js), loaded on the first use of the microphone or Read aloud:
+// most visits use neither. The click that asked for it is repeated once it is there.
+let voice = null;
+on("click", (event) => {
+  const target = Numi.hit(event, "#mic-button, .read-aloud");
+  if (!target || voice === "ready") return;
+  event.stopImmediatePropagation();
+  voice = voice || import(document.querySelector("meta[name=numi-voice-module]").content)
+    .then(() => { voice = "ready"; target.click(); }, () => { voice = null; });
+});
+
 // --- Copy buttons ---
 // A code block's text (.copy-code, partials/_md_blocks.html) or a message's markdown
 // source (.copy-message, its data-markdown); delegated, so streamed buttons work too.

@@ -9,9 +9,11 @@ from flask import current_app, g, redirect, render_template, request, url_for
 from ... import endpoints as endpoint_store
 from ...agent.approvals import default_policy
 from ...chat import chats, followups, organising
+from ...chat import temporary as temporary_chats
 from ...agent.sending import start_turn
 from ...errors import NumiError, no_model, turn_running
 from ...extensions import db, turn_manager
+from .. import temporary as temporary_routes
 from ..inputs import request_data
 from ..fallbacks import editor_rows
 from ..request_kind import is_htmx
@@ -36,12 +38,14 @@ def create_chat():
     if message is not None:
         # Checked before the chat exists: a refused text leaves nothing behind.
         followups.check_text(message, current_app.config["NUMI_MAX_MESSAGE_CHARS"])
+    temporary = temporary_chats.temporary_flag(data.get("temporary"))
     # "+ New chat" reuses the user's empty chat, if one is left, instead of adding another:
     # clicking it twice never leaves empty chats behind in the sidebar.
-    chat = chats.newest_empty_chat(g.user.id) if fields["title"] == "New chat" else None
+    reuse = fields["title"] == "New chat" and not temporary
+    chat = chats.newest_empty_chat(g.user.id) if reuse else None
     created = chat is None
     if created:
-        chat = chats.create_chat(g.user.id, fields, limits())
+        chat = chats.create_chat(g.user.id, fields, limits(), temporary=temporary)
     else:
         chat = chats.update_chat(g.user.id, chat.id, fields, limits())
         chats.touch_chat(chat)
@@ -62,6 +66,7 @@ def create_chat():
                 db.session.delete(chats.get_chat(g.user.id, chat.id))
                 db.session.commit()
             raise
+    temporary_routes.started(chat)
     target = url_for("pages.chat_view", chat_id=chat.id)
     if is_htmx():
         return "", 204, {"HX-Location": target}

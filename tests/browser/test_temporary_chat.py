@@ -1,0 +1,52 @@
+"""A temporary chat as a person makes one (headless Chromium, desktop and phone): tick
+"Temporary chat" on the home page, ask; the chat says it is temporary at the top and is not
+in the sidebar; "Keep this chat" makes it a normal chat, listed in the sidebar."""
+
+from __future__ import annotations
+
+import pytest
+
+from numi.testing import Scenario
+from page_support import LOOKS
+from turn_support import Api, make_chat, turn_server_env
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def site(live_server_factory):
+    started = live_server_factory(**turn_server_env())
+    yield started
+    started.stop()
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_a_temporary_chat_from_the_home_page_and_keeping_it(
+    site, scripted, open_page_on, size, scheme, shot
+):
+    from test_page import serious_violations  # the page's axe helper (same directory)
+
+    api = Api(site.url, token=site.token)
+    endpoint = make_chat(api, scripted, name=f"temporary-{size}")["endpoint"]
+    scripted.enqueue(Scenario().text("Off the record."))
+    page = open_page_on(site, size, scheme)
+    page.get_by_role("combobox", name="Model").select_option(f"{endpoint['id']}:fake-model")
+    page.get_by_role("checkbox", name="Temporary chat").check()
+    shot(page, f"temporary-toggle-{size}-{scheme}")
+    box = page.get_by_role("textbox", name="Message")
+    box.fill("Just between us")
+    box.press("Enter")
+    page.wait_for_url("**/c/*")
+    page.locator(".msg-assistant").get_by_text("Off the record.").wait_for(timeout=30_000)
+    chat_id = page.url.rsplit("/", 1)[1]
+    banner = page.locator("#temporary-banner")
+    assert "Temporary chat." in banner.inner_text()
+    assert page.locator(f"#sidebar a[href='/c/{chat_id}']").count() == 0
+    shot(page, f"temporary-chat-{size}-{scheme}")
+    assert serious_violations(page) == []
+
+    banner.get_by_role("button", name="Keep this chat").click()
+    page.locator("#temporary-banner").wait_for(state="detached")
+    page.locator(f"#sidebar a[href='/c/{chat_id}']").wait_for(state="attached")
+    assert page.locator(".msg-assistant").get_by_text("Off the record.").count() == 1
+    assert page.errors == []

@@ -1,0 +1,222 @@
+"""Voice in real headless Chromium (desktop and phone): dictation with a fake microphone
+(Chromium's --use-fake-device-for-media-stream) through the scripted provider's
+/audio/transcriptions, Esc cancelling a recording, Read aloud through /audio/speech and,
+without a voice endpoint, through the browser's speechSynthesis; and a browser that
+refuses the microphone."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from numi.testing import Scenario
+from page_support import LOOKS, SIZES
+from turn_support import Api, make_chat, turn_server_env
+
+pytestmark = pytest.mark.browser
+
+HEADLESS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+FAKE_MICROPHONE = ["--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"]
+# Records what the page asks the browser's voice to say, then lets it speak as usual.
+SPOKEN = """
+window.__spoken = [];
+if (window.speechSynthesis) {
+  const speak = speechSynthesis.speak.bind(speechSynthesis);
+  speechSynthesis.speak = (utterance) => { window.__spoken.push(utterance.text); speak(utterance); };
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def browsers():
+    """Two Chromiums with a fake microphone: one allows it (as a person clicking Allow),
+    the other leaves the permission prompt unanswered, which refuses it."""
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.skip("Chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        with_mic = playwright.chromium.launch(executable_path=path, args=HEADLESS + FAKE_MICROPHONE)
+        refusing = playwright.chromium.launch(
+            executable_path=path, args=HEADLESS + FAKE_MICROPHONE[:1]
+        )
+        yield {"mic": with_mic, "refusing": refusing}
+        with_mic.close()
+        refusing.close()
+
+
+@pytest.fixture(scope="module")
+def site(live_server_factory):
+    started = live_server_factory(**turn_server_env())
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def open_chat(browsers, site, scripted):
+    """`open_chat(size, scheme, voice=True, browser="mic")`: a chat with one answer, open
+    in a fresh context; `voice` chooses the chat's scripted endpoint for voice (or none)."""
+    contexts = []
+
+    def opener(size, scheme, *, voice=True, browser="mic", answer="The answer to read."):
+        api = Api(site.url, token=site.token)
+        chat = make_chat(api, scripted, name="voice-chat")
+        status, _ = api.call(
+            "PATCH",
+            "/api/preferences",
+            {"voice": {"endpoint_id": chat["endpoint"]["id"] if voice else None}},
+        )
+        assert status == 200
+        context = browsers[browser].new_context(
+            viewport=SIZES[size], color_scheme=scheme, base_url=site.url
+        )
+        contexts.append(context)
+        context.add_init_script(SPOKEN)
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        page.errors = []
+        page.on("pageerror", lambda e: page.errors.append(str(e)))
+        page.goto(site.auth_url(f"/c/{chat['id']}"))
+        scripted.enqueue(Scenario().text(answer))
+        box = page.get_by_role("textbox", name="Message")
+        box.fill("A question")
+        box.press("Enter")
+        page.locator(".msg-assistant").get_by_text(answer).wait_for(timeout=30_000)
+        scripted.reset()
+        return page
+
+    yield opener
+    for context in contexts:
+        context.close()
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_dictation_puts_the_text_in_the_box_without_sending(
+    open_chat, scripted, size, scheme, shot
+):
+    page = open_chat(size, scheme)
+    box = page.get_by_role("textbox", name="Message")
+    box.fill("Please")
+    scripted.enqueue(Scenario().text("book a table for two."))
+    page.get_by_role("button", name="Dictate").click()
+    recorder = page.locator("#recorder")
+    recorder.get_by_text("0:01").wait_for()  # the time runs
+    page.wait_for_function(
+        "() => parseInt(document.getElementById('recorder-level').style.width) > 0"
+    )  # the fake microphone's tone moves the level
+    shot(page, f"dictation-recording-{size}-{scheme}")
+    from test_page import serious_violations  # the page's axe helper (same directory)
+
+    assert serious_violations(page) == []
+    page.get_by_role("button", name="Stop and transcribe").click()
+    page.wait_for_function(
+        "() => document.getElementById('composer-input').value === 'Please book a table for two.'"
+    )
+    assert recorder.is_hidden()
+    sent = scripted.wait_for_requests(1).body
+    assert sent["content_type"] == "audio/webm" and sent["size"] > 1000
+    assert len(scripted.requests) == 1  # transcribed, not sent to the model
+    assert page.locator(".msg-user").count() == 1
+    shot(page, f"dictation-done-{size}-{scheme}")
+    assert page.errors == []
+
+
+def test_escape_cancels_a_recording(open_chat, scripted):
+    page = open_chat("desktop", "light")
+    page.get_by_role("button", name="Dictate").click()
+    page.locator("#recorder").get_by_text("0:01").wait_for()
+    page.keyboard.press("Escape")
+    page.locator("#composer-feedback").get_by_text("Dictation cancelled.").wait_for()
+    assert page.locator("#recorder").is_hidden()
+    assert page.get_by_role("textbox", name="Message").input_value() == ""
+    assert scripted.requests == []
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_read_aloud_plays_the_voice_endpoints_speech(open_chat, scripted, size, scheme, shot):
+    page = open_chat(size, scheme)
+    page.locator(".msg-assistant").get_by_role("button", name="Read aloud").click()
+    page.locator(".msg-assistant").get_by_role("button", name="Stop reading").wait_for()
+    assert scripted.wait_for_requests(1).body["input"] == "The answer to read."
+    assert page.evaluate("window.__spoken") == []
+    shot(page, f"read-aloud-{size}-{scheme}")
+    assert page.errors == []
+
+
+def test_read_aloud_without_a_voice_endpoint_uses_the_browsers_voice(open_chat, scripted):
+    page = open_chat("phone", "dark", voice=False, answer="Spoken by the browser.")
+    page.locator(".msg-assistant").get_by_role("button", name="Read aloud").click()
+    page.wait_for_function("() => window.__spoken.length === 1")
+    assert page.evaluate("window.__spoken") == ["Spoken by the browser."]
+    assert scripted.requests == []
+    assert page.errors == []
+
+
+def test_a_refused_microphone_says_so(open_chat, scripted, shot):
+    page = open_chat("desktop", "dark", browser="refusing")
+    box = page.get_by_role("textbox", name="Message")
+    box.fill("Kept text")
+    page.get_by_role("button", name="Dictate").click()
+    feedback = page.locator("#composer-feedback[data-code=microphone_refused]")
+    feedback.wait_for()
+    assert feedback.inner_text() == (
+        "The browser refused the microphone. Allow it for this site to dictate."
+    )
+    assert page.locator("#recorder").is_hidden() and box.input_value() == "Kept text"
+    shot(page, "microphone-refused")
+    assert scripted.requests == []
+
+
+def test_a_removed_voice_endpoint_is_reported_after_recording(open_chat, site, scripted):
+    page = open_chat("desktop", "light")
+    api = Api(site.url, token=site.token)
+    endpoint = api.get("/api/preferences")[1]["voice"]["endpoint_id"]
+    assert api.call("DELETE", f"/api/endpoints/{endpoint}")[0] == 200
+    page.get_by_role("button", name="Dictate").click()
+    page.locator("#recorder").get_by_text("0:01").wait_for()
+    page.get_by_role("button", name="Stop and transcribe").click()
+    page.locator("#composer-feedback[data-code=voice_endpoint_gone]").wait_for()
+    assert scripted.requests == []
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_settings_voice_is_chosen_as_a_person_would(browsers, site, scripted, size, scheme, shot):
+    from test_page import serious_violations  # the page's axe helper (same directory)
+
+    api = Api(site.url, token=site.token)
+    endpoint = make_chat(api, scripted, name="voice-settings")["endpoint"]
+    context = browsers["mic"].new_context(
+        viewport=SIZES[size], color_scheme=scheme, base_url=site.url
+    )
+    try:
+        page = context.new_page()
+        page.goto(site.auth_url("/settings"))
+        form = page.locator("#voice-settings")
+        form.get_by_label("Voice endpoint").select_option(str(endpoint["id"]))
+        form.get_by_label("Transcription model").fill("small.en")
+        form.get_by_label("Voice", exact=True).fill("nova")
+        form.get_by_role("button", name="Save").click()
+        page.locator("#voice-settings").get_by_role("status").get_by_text("Saved.").wait_for()
+        form.scroll_into_view_if_needed()
+        shot(page, f"settings-voice-{size}-{scheme}")
+        voice = api.get("/api/preferences")[1]["voice"]
+        assert voice == {
+            "endpoint_id": endpoint["id"],
+            "stt_model": "small.en",
+            "tts_model": "tts-1",
+            "tts_voice": "nova",
+        }
+        assert serious_violations(page) == []
+    finally:
+        context.close()
