@@ -9,7 +9,10 @@ each timed with time.thread_time() (CPU of the reading thread only):
 - openai response: the SDK's with_streaming_response and its iter_bytes();
 - + SSE/JSON: numi.providers.sse over that (what the adapter reads);
 - adapter: numi's OpenAIChatAdapter.stream(), neutral TextDelta events (everything a turn
-  gets per token from the provider).
+  gets per token from the provider), on Numi's transport (numi.providers.transport: the
+  body read in large recv()s and unframed in one pass);
+- adapter, stock transport: the same adapter on the SDK's own httpx2 client (h11 parsing
+  one chunk per event), the path before issue 27.
 
     python bench/decode.py [--tokens 20000] [--runs 3]
 """
@@ -124,12 +127,15 @@ def measure(tokens: int = 20000, runs: int = 3) -> list[dict]:
         client = _openai(port)
         adapter = get_adapter("openai_chat", f"http://127.0.0.1:{port}/v1", "bench")
         adapter.client  # build it (and import the SDK) before timing
+        stock = get_adapter("openai_chat", f"http://127.0.0.1:{port}/v1", "bench")
+        stock._client = client  # the SDK's own httpx2 client, without Numi's transport
         layers = {
             "floor: raw socket recv": lambda: raw_socket(port),
             "httpx iter_raw": lambda: httpx_raw(port),
             "openai SDK iter_bytes": lambda: openai_bytes(client),
             "+ SSE framing and JSON": lambda: openai_sse(client),
             "adapter: neutral events": lambda: adapter_events(adapter),
+            "adapter, stock httpx2 transport": lambda: adapter_events(stock),
         }
         results: dict[str, list[float]] = {name: [] for name in layers}
         for _ in range(runs):
@@ -148,6 +154,7 @@ def measure(tokens: int = 20000, runs: int = 3) -> list[dict]:
             f"provider stream, {tokens:,} one-token chunks: {name}",
             values,
             "µs CPU/token",
+            "≤ 3× floor" if name.startswith("adapter:") else "",
             ratio=[v / f for v, f in zip(values, floor)] if not name.startswith("floor") else None,
         )
         for name, values in results.items()

@@ -4,6 +4,7 @@ turns stream on PostgreSQL, and how many concurrent streams one and two processe
     python bench/run.py scaleout            # every row (the capacity search too)
     python bench/run.py scaleout-capacity   # the capacity search alone
     python bench/scaleout.py capacity --steps 25,50,100 --tokens 60 --runs 1 [--server gunicorn]
+    python bench/scaleout.py cpu [--streams 40] [--tokens 200] [--runs 3]   # bench/scaleout_cpu.py
 
 Needs a Redis (NUMI_BENCH_REDIS_URL, default redis://127.0.0.1:6379/0) and, for the
 PostgreSQL row, NUMI_BENCH_DATABASE_URL or NUMI_TEST_DATABASE_URL (a private schema is
@@ -648,6 +649,11 @@ def measure() -> list[dict]:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["cpu"]:
+        import scaleout_cpu
+
+        scaleout_cpu.main(sys.argv[2:])
+        sys.exit()
     if sys.argv[1:2] != ["capacity"]:
         sys.exit(__doc__)
     _capacity_main(sys.argv[2:])

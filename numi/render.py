@@ -32,6 +32,7 @@ import nh3
 from markupsafe import Markup, escape
 
 from .artifacts import Artifact, artifact_kind, too_large
+from .markdown_links import speed_up as speed_up_linkify
 
 MATHML_TAGS = {
     "math",
@@ -194,6 +195,7 @@ def _parser():
 
     md = MarkdownIt("commonmark", {"html": False, "linkify": True, "highlight": _highlight})
     md.enable(["table", "strikethrough", "linkify"])
+    speed_up_linkify(md.linkify)
     # Footnotes stay where they are written and references are matched without their
     # definition, so no block's rendering depends on text that comes after it.
     md.use(footnote_plugin, inline=False, move_to_end=False, always_match_refs=True)
@@ -538,6 +540,8 @@ class StreamRender:
         self.cap = cap  # the markdown cap (markdown_cap() at the first feed when None)
         self.plain = False  # past the cap: the text is shown as it is
         self.parsed_tail = 0  # the open tail's length at the last parse
+        self.cached: dict[str, Block] = {}  # closed groups of the tail, by their source
+        self.cached_with: dict = {}  # the definitions they were rendered with
 
     def feed(self, text: str) -> "Frame":
         if self.cap is None:
@@ -565,8 +569,8 @@ class StreamRender:
                 break  # math opened but not closed yet: a later line may still close it
             commit = index
         definitions = env["references"]
-        new_blocks = [_render_group(md, tokens[a:b], env) for a, b, _ in groups[:commit]]
-        self.open = [_render_group(md, tokens[a:b], env) for a, b, _ in groups[commit:]]
+        rendered = self._rendered_groups(md, tokens, groups, lines, env)
+        new_blocks, self.open = rendered[:commit], rendered[commit:]
         reset = False
         if commit:
             done_lines = groups[commit][2]
@@ -589,6 +593,26 @@ class StreamRender:
             return Frame(list(self.blocks), self.open, reset=True)
         self.blocks.extend(new_blocks)
         return Frame(new_blocks, self.open, reset=False)
+
+    def _rendered_groups(self, md, tokens, groups, lines, env) -> list[Block]:
+        """The tail's groups rendered; a group followed by another (so closed) is rendered
+        once for its source lines and the definitions, not again on every delta."""
+        if env["references"] != self.cached_with:
+            self.cached, self.cached_with = {}, dict(env["references"])
+        cache, self.cached = self.cached, {}
+        out = []
+        for index, (a, b, line) in enumerate(groups):
+            after = groups[index + 1][2] if index + 1 < len(groups) else None
+            if after is None or after <= line or tokens[a].map is None:
+                out.append(_render_group(md, tokens[a:b], env))
+                continue
+            key = "\n".join(lines[line:after])
+            block = cache.get(key)
+            if block is None:
+                block = _render_group(md, tokens[a:b], env)
+            self.cached[key] = block
+            out.append(block)
+        return out
 
     # An open tail longer than this is re-parsed only once it has grown by a quarter.
     LAZY_TAIL_CHARS = 8192

@@ -169,11 +169,11 @@ class ProviderAdapter:
         )
 
     def http_client(self, sdk: Any) -> Any:
-        """The SDK's default httpx client on this adapter's transport, or None for the
-        SDK's own client."""
-        if self.transport is None:
-            return None
-        return sdk.DefaultHttpxClient(transport=self.transport, timeout=self.sdk_timeout())
+        """The SDK's default httpx client on this adapter's transport (or the SDK's own),
+        with the fast read path for streamed bodies (numi.providers.transport)."""
+        from .transport import sdk_http_client
+
+        return sdk_http_client(sdk, self.transport, self.sdk_timeout())
 
     def sdk_timeout(self) -> Any:
         import httpx2  # loaded already by either SDK

@@ -55,11 +55,13 @@ class SSEStream:
 
 def iter_json_events(chunks: Iterable[bytes]) -> Iterator[tuple[str | None, Any]]:
     """(event, data) per event, data parsed as JSON; stops at ``data: [DONE]``."""
+    loads = json.loads
     for event, data in iter_events(chunks):
         if data.startswith(b"[DONE]"):
             return
         try:
-            yield event, json.loads(data)
+            # Text, not bytes: json.loads of bytes first guesses their encoding.
+            yield event, loads(data.decode("utf-8"))
         except ValueError:
             raise interrupted("the provider sent an event that is not JSON") from None
 
@@ -68,26 +70,34 @@ def iter_events(chunks: Iterable[bytes]) -> Iterator[tuple[str | None, bytes]]:
     """(event name or None, raw data bytes) per complete event that carries data."""
     event: str | None = None
     data: list[bytes] = []
-    for line in iter_lines(chunks):
-        if not line:
-            if data:
-                yield event, data[0] if len(data) == 1 else b"\n".join(data)
-            event, data = None, []
-            continue
-        if line[0] == 58:  # b":" a comment
-            continue
-        name, _, value = line.partition(b":")
-        if value[:1] == b" ":
-            value = value[1:]
-        if name == b"data":
-            data.append(value)
-        elif name == b"event":
-            event = value.decode("utf-8", "replace") or None
+    for lines in iter_line_batches(chunks):
+        for line in lines:
+            if not line:
+                if data:
+                    yield event, data[0] if len(data) == 1 else b"\n".join(data)
+                event, data = None, []
+                continue
+            if line[0] == 58:  # b":" a comment
+                continue
+            name, _, value = line.partition(b":")
+            if value[:1] == b" ":
+                value = value[1:]
+            if name == b"data":
+                data.append(value)
+            elif name == b"event":
+                event = value.decode("utf-8", "replace") or None
 
 
 def iter_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """Split a byte stream into lines (LF, CRLF or CR), without their ends. A line spread
-    over many chunks is joined once, not re-copied per chunk."""
+    """Split a byte stream into lines (LF, CRLF or CR), without their ends."""
+    for lines in iter_line_batches(chunks):
+        yield from lines
+
+
+def iter_line_batches(chunks: Iterable[bytes]) -> Iterator[list[bytes]]:
+    """The complete lines (LF, CRLF or CR, without their ends) of each chunk of a byte
+    stream, as one list per chunk: a read of many events is split in one call. A line
+    spread over many chunks is joined once, not re-copied per chunk."""
     pending: list[bytes] = []  # pieces of a line not ended yet
     skip_lf = False  # the last chunk ended in CR: a LF opening the next one belongs to it
     for chunk in chunks:
@@ -96,16 +106,24 @@ def iter_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
         if not chunk:
             continue
         skip_lf = False
-        if b"\n" not in chunk and b"\r" not in chunk:
+        has_cr = b"\r" in chunk
+        if not has_cr and b"\n" not in chunk:
             pending.append(chunk)
             continue
         if pending:
             pending.append(chunk)
             chunk = b"".join(pending)
             pending = []
+        if not has_cr:
+            # LF only (what servers send): the last piece is the unfinished line.
+            lines = chunk.split(b"\n")
+            rest = lines.pop()
+            if rest:
+                pending.append(rest)
+            yield lines
+            continue
         lines = chunk.splitlines(True)  # bytes.splitlines splits on LF, CRLF, CR only
         if not lines[-1].endswith(_LINE_ENDS):
             pending.append(lines.pop())
         skip_lf = chunk.endswith(b"\r")
-        for line in lines:
-            yield line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        yield [line[:-2] if line.endswith(b"\r\n") else line[:-1] for line in lines]

@@ -1,0 +1,90 @@
+"""Scale-out by CPU accounting (issue 27): CPU per delivered token summed over every Numi
+process (from /proc), for 1 and for 2 processes on Redis and PostgreSQL at the same total
+load, Redis's own CPU per token, and from them the cluster-wide bound.
+
+    python bench/scaleout.py cpu [--streams 40] [--tokens 200] [--runs 3]
+
+A 2-core machine cannot show two processes carrying twice the streams (the load clients,
+Redis and PostgreSQL share the cores), but it can count what each delivered token costs:
+if 2 processes spend about what 1 does per token, the work splits without overhead, and
+Redis's CPU per token says how many tokens/s one Redis core carries for the whole cluster.
+Redis's CPU is the whole server's: other users of the same Redis add to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import scaleout
+from stats import row
+
+
+def one_run(processes: int, streams: int, tokens: int) -> dict:
+    """One level of `streams` 20-tokens/s turns on a fresh cluster of `processes`."""
+    provider = scaleout.PacedProvider(tokens)
+    try:
+        with scaleout._cluster("serve", processes, {}) as (servers, pids):
+            # A first turn on every process imports the SDK and warms the caches.
+            scaleout._capacity_level(servers, provider, len(servers), tokens, pids)
+            result = scaleout._capacity_level(servers, provider, streams, tokens, pids)
+    finally:
+        provider.close()
+    delivered = streams * tokens - result["lost"]
+    seconds = {name: share * result["wall"] / 100 for name, share in result["cpu"].items()}
+    numi = sum(seconds[name] for name in pids)
+    return {
+        "numi_us": numi / delivered * 1e6,
+        "redis_us": seconds["redis-server"] / delivered * 1e6
+        if "redis-server" in seconds
+        else None,
+        "lost": result["lost"],
+        "p95": result["p95"],
+        "delivered": delivered,
+    }
+
+
+def cpu(runs: int = 3, streams: int = 40, tokens: int = 200) -> list[dict]:
+    """Rows: Numi CPU per token (1 and 2 processes), their ratio, Redis CPU per token and
+    the bound it sets (tokens/s per Redis core; Numi processes before Redis is the limit)."""
+    one, two = [], []
+    for _ in range(runs):  # alternately, so drift hits both alike
+        one.append(one_run(1, streams, tokens))
+        two.append(one_run(2, streams, tokens))
+        print(f"    1 process {one[-1]}\n    2 processes {two[-1]}", flush=True)
+    load = f"{streams} streams × {tokens} tokens at 20 tokens/s, Redis + PostgreSQL"
+    redis = [r["redis_us"] for r in one + two if r["redis_us"]]
+    rows = [
+        row("scale-out CPU", f"Numi CPU per delivered token, 1 process, {load}",
+            [r["numi_us"] for r in one], "µs", note=f"lost {sum(r['lost'] for r in one)}"),
+        row("scale-out CPU", "Numi CPU per delivered token, 2 processes (summed)",
+            [r["numi_us"] for r in two], "µs", note=f"lost {sum(r['lost'] for r in two)}"),
+        row("scale-out CPU", "2 processes ÷ 1 process, CPU per token",
+            [b["numi_us"] / a["numi_us"] for a, b in zip(one, two)], "×", "≤ 1.15"),
+    ]  # fmt: skip
+    if redis:
+        per_core = 1e6 / statistics.median(redis)
+        numi_core = 1e6 / statistics.median([r["numi_us"] for r in two])
+        rows += [
+            row("scale-out CPU", "Redis CPU per delivered token", redis, "µs", "≤ 30",
+                note="the whole redis-server: other clients of it count too"),
+            row("scale-out CPU", "bound: tokens/s one Redis core carries", [per_core],
+                "tokens/s", note=f"{per_core / 20:,.0f} streams at 20 tokens/s; one Numi "
+                f"process at a full core ≈ {numi_core:,.0f} tokens/s, so Redis is the limit "
+                f"past ≈ {per_core / numi_core:.1f} processes"),
+        ]  # fmt: skip
+    return rows
+
+
+def main(argv: list[str]) -> None:
+    from stats import table
+
+    parser = argparse.ArgumentParser(prog="bench/scaleout.py cpu", description=__doc__)
+    parser.add_argument("--streams", type=int, default=40)
+    parser.add_argument("--tokens", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    print(table(cpu(args.runs, args.streams, args.tokens)))
+    print(f"({time.perf_counter() - started:.0f} s)")

@@ -1,0 +1,203 @@
+"""The SDK clients' HTTP transport, with a faster read path for chunked response bodies.
+
+The SDKs keep building requests, authenticating, mapping errors and retrying on httpx2;
+httpcore2 keeps connecting (TLS, proxies, the pool, keep-alive) and reading the status
+line and headers with h11. Only the body of a chunked response (every SSE stream) is read
+differently: h11 parses one chunk per `next_event` (a regex, an event object, a trip up
+through httpcore2's and httpx2's iterators per chunk), so a stream of one-token chunks
+paid that per token. Here the connection's socket is read in up to 64 KiB at a time,
+every chunk in the read is unframed in one pass, and the read's data goes up the chain as
+one piece. At the body's end h11 is handed the last chunk, so its state (and the pool's
+keep-alive) is what it would have been; cancelling or failing mid-body closes the
+connection, as before. Reads keep the request's read timeout and go through the
+connection's own network stream, so they are cooperative under gevent.
+
+Errors are httpcore2's (`ReadTimeout`, `ReadError`, `RemoteProtocolError`), which httpx2
+maps as it maps its own. Whatever this does not recognise (HTTP/2, a traced request, a
+body that is not chunked, an h11 that has changed) takes httpcore2's own path.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterator
+
+READ_BYTES = 64 * 1024
+# The longest chunk-size line (with extensions) or trailer section kept while incomplete.
+MAX_LINE = 16 * 1024
+_CHUNK_SIZE = re.compile(rb"[ \t]*([0-9A-Fa-f]{1,20})[ \t]*(?:;[^\r\n]*)?")
+_INCOMPLETE = (
+    "peer closed connection without sending complete message body (incomplete chunked read)"
+)
+
+
+def sdk_http_client(sdk: Any, transport: Any, timeout: Any) -> Any:
+    """The SDK's default httpx2 client (on `transport` when given, else on the SDK's own
+    transport and the environment's proxies), whose chunked response bodies take the fast
+    read path."""
+    if transport is not None:
+        client = sdk.DefaultHttpxClient(transport=transport, timeout=timeout)
+    else:
+        client = sdk.DefaultHttpxClient(timeout=timeout)
+    for carrier in [client._transport, *getattr(client, "_mounts", {}).values()]:
+        pool = getattr(carrier, "_pool", None)
+        if pool is not None and not isinstance(pool, _FastBodyPool):
+            carrier._pool = _FastBodyPool(pool)
+    return client
+
+
+class _FastBodyPool:
+    """httpcore2's connection pool, whose chunked HTTP/1.1 response bodies are read by
+    `ChunkedBody`. Everything else is the pool's."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+    def __enter__(self) -> Any:
+        self._pool.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._pool.__exit__(*exc)
+
+    def handle_request(self, request: Any) -> Any:
+        response = self._pool.handle_request(request)
+        body = ChunkedBody.take_over(response, request)
+        if body is not None:
+            response.stream = body
+        return response
+
+
+class ChunkedBody:
+    """The body of one chunked HTTP/1.1 response, read from the connection's socket.
+    Iterate for the body's bytes (one piece per socket read); `close()` ends the response
+    as httpcore2's own stream does (the connection goes back to the pool once the body was
+    read to its end, and is closed otherwise)."""
+
+    def __init__(self, pool_stream: Any, connection: Any, timeout: float | None) -> None:
+        self._pool_stream = pool_stream
+        self._connection = connection
+        self._timeout = timeout
+
+    @classmethod
+    def take_over(cls, response: Any, request: Any) -> ChunkedBody | None:
+        """The fast body for `response`, or None to leave it to httpcore2."""
+        import h11
+        from h11._readers import ChunkedReader
+        from httpcore2._sync.http11 import HTTP11ConnectionByteStream
+
+        pool_stream = response.stream
+        inner = getattr(pool_stream, "_stream", None)
+        if not isinstance(inner, HTTP11ConnectionByteStream) or "trace" in request.extensions:
+            return None
+        encodings = [v.lower() for k, v in response.headers if k.lower() == b"transfer-encoding"]
+        if encodings != [b"chunked"]:
+            return None
+        connection = inner._connection
+        state = getattr(connection, "_h11_state", None)
+        reader = getattr(state, "_reader", None)
+        if not isinstance(state, h11.Connection) or type(reader) is not ChunkedReader:
+            return None
+        if not hasattr(state, "_receive_buffer") or state.their_state is not h11.SEND_BODY:
+            return None
+        return cls(pool_stream, connection, request.extensions.get("timeout", {}).get("read"))
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self._read()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self._pool_stream.close()
+
+    def _read(self) -> Iterator[bytes]:
+        import h11
+        from httpcore2 import RemoteProtocolError
+
+        state = self._connection._h11_state
+        # What h11 read past the headers is decoded by h11 itself, until it wants more.
+        while True:
+            try:
+                event = state.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise RemoteProtocolError(str(exc)) from exc
+            if event is h11.NEED_DATA:
+                break
+            if isinstance(event, h11.Data):
+                yield bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                return
+        reader = state._reader
+        left, discard = reader._bytes_in_chunk, reader._bytes_to_discard
+        trailer = reader._reading_trailer
+        buffer = bytes(state._receive_buffer)
+        state._receive_buffer.__init__()  # from here on the bytes are read here
+        network = self._connection._network_stream
+        done = False
+        while not done:
+            data = network.read(READ_BYTES, timeout=self._timeout)
+            if not data:
+                raise RemoteProtocolError(_INCOMPLETE)
+            buffer = buffer + data if buffer else data
+            out, buffer, left, discard, trailer, done = _unframe(buffer, left, discard, trailer)
+            if out:
+                yield out
+        # h11 sees the last chunk, so the connection ends this response as it would have.
+        reader._bytes_in_chunk, reader._bytes_to_discard, reader._reading_trailer = 0, b"", False
+        state.receive_data(b"0\r\n\r\n" + buffer)
+        event = state.next_event()
+        if not isinstance(event, h11.EndOfMessage):  # pragma: no cover - h11 changed
+            raise RemoteProtocolError(f"unexpected end of body: {event!r}")
+
+
+def _unframe(
+    buffer: bytes, left: int, discard: bytes, trailer: bool
+) -> tuple[bytes, bytes, int, bytes, bool, bool]:
+    """Decode the complete chunks in `buffer`: (data, what is left undecoded, bytes left in
+    the current chunk, the CRLF still to skip, in the trailer, body done)."""
+    from httpcore2 import RemoteProtocolError
+
+    out = []
+    pos, size = 0, len(buffer)
+    while pos < size:
+        if trailer:
+            if buffer.startswith(b"\r\n", pos):
+                return b"".join(out), buffer[pos + 2 :], 0, b"", False, True
+            end = buffer.find(b"\r\n\r\n", pos)
+            if end < 0:
+                break
+            return b"".join(out), buffer[end + 4 :], 0, b"", False, True
+        if discard:
+            got = buffer[pos : pos + len(discard)]
+            if got != discard[: len(got)]:
+                raise RemoteProtocolError(f"malformed chunk footer: {got!r}")
+            pos += len(got)
+            discard = discard[len(got) :]
+            continue
+        if left:
+            piece = buffer[pos : pos + left]
+            out.append(piece)
+            pos += len(piece)
+            left -= len(piece)
+            if not left:
+                discard = b"\r\n"
+            continue
+        end = buffer.find(b"\r\n", pos)
+        if end < 0:
+            break
+        match = _CHUNK_SIZE.fullmatch(buffer, pos, end)
+        if match is None:
+            raise RemoteProtocolError(f"illegal chunk header: {buffer[pos:end][:40]!r}")
+        left = int(match.group(1), 16)
+        pos = end + 2
+        if not left:
+            trailer = True
+    rest = buffer[pos:]
+    if len(rest) > MAX_LINE and not left and not discard:
+        raise RemoteProtocolError("chunk header or trailer too long")
+    return b"".join(out), rest, left, discard, trailer, False
