@@ -25,12 +25,20 @@ def open_signed_in_page(
     *,
     timeout: int = 10_000,
     prepare: Callable | None = None,
+    touch: bool = False,
 ):
-    """A page of `server` at `path` in a new context (`size` of SIZES, colour `scheme`),
-    signed in through the access-token URL; `prepare(context)` runs before the page opens.
+    """A page of `server` at `path` in a new context (`size` of SIZES, colour `scheme`; a
+    touch screen with `touch`), signed in through a one-time link; `prepare(context)` runs
+    before the page opens.
     Console errors and page errors are collected on `page.errors`; the caller closes
     `page.context`."""
-    context = browser.new_context(viewport=SIZES[size], color_scheme=scheme, base_url=server.url)
+    context = browser.new_context(
+        viewport=SIZES[size],
+        color_scheme=scheme,
+        base_url=server.url,
+        has_touch=touch,
+        is_mobile=touch,
+    )
     if prepare:
         prepare(context)
     page = context.new_page()

@@ -10,6 +10,8 @@ const Numi = window.Numi = {
   // The element matching `selector` that a delegated event came from, if any.
   hit: (event, selector) => event.target.closest?.(selector),
   narrow: () => matchMedia("(max-width: 760px)").matches,
+  // A touch screen: focusing the message box there pops up the keyboard.
+  touch: () => matchMedia("(pointer: coarse)").matches,
   isRunning: () => $("composer-controls")?.getAttribute("data-running") === "1",
   // Brings `el` to the middle of the transcript by scrolling the transcript alone
   // (scrollIntoView would move every scrollable box around it, the page's too).
@@ -138,7 +140,7 @@ on("htmx:wsAfterMessage", () => {
 on("click", (event) => {
   if (!Numi.hit(event, "#jump-latest")) return;
   Numi.scrollToBottom();
-  $("composer-input")?.focus({preventScroll: true});
+  if (!Numi.touch()) $("composer-input")?.focus({preventScroll: true});
 });
 
 // Older messages: one page near the top, the reading position kept.

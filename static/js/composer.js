@@ -140,9 +140,10 @@ on("htmx:wsAfterMessage", () => {
   }
 });
 
-// Enter sends from the chat's composer and the home page's first-question box.
+// Enter sends from the chat's composer and the home page's first-question box; on a touch
+// screen Enter breaks the line and the send button sends, as in ChatGPT's mobile web.
 on("keydown", (event) => {
-  if (event.target.matches?.("[data-enter-sends]") && event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+  if (event.target.matches?.("[data-enter-sends]") && event.key === "Enter" && !event.shiftKey && !event.isComposing && !Numi.touch()) {
     event.preventDefault();
     event.target.form.requestSubmit();
   }

@@ -76,11 +76,12 @@ on("htmx:load", (event) => {
     if (target && focusLost()) target.focus();
   }
 });
-// Stop (or the answer ending) replaces the focused button: focus goes to the composer.
+// Stop (or the answer ending) replaces the focused button: focus goes to the composer,
+// except on a touch screen, where that would pop up the keyboard (the button keeps none).
 on("htmx:wsBeforeMessage", () => {
   controlsHadFocus = !!$("composer-controls")?.contains(document.activeElement);
 });
 on("htmx:wsAfterMessage", () => {
-  if (controlsHadFocus && focusLost()) $("composer-input")?.focus({preventScroll: true});
+  if (controlsHadFocus && focusLost() && !Numi.touch()) $("composer-input")?.focus({preventScroll: true});
   controlsHadFocus = false;
 });
