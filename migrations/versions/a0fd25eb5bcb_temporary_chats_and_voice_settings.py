@@ -18,20 +18,17 @@ depends_on = None
 
 
 def upgrade():
-    with op.batch_alter_table("chats", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column("temporary", sa.Boolean(), server_default=sa.false(), nullable=False)
-        )
-        batch_op.create_index("ix_chats_temporary", ["temporary", "updated_at"], unique=False)
-
-    with op.batch_alter_table("users", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("voice_json", sa.Text(), nullable=True))
+    # Plain ADD COLUMN, not a batch: SQLite's batch mode copies the chats table, which fails
+    # ("database table is locked") while the FTS triggers on messages hold it, and would
+    # lose the tables' AUTOINCREMENT.
+    op.add_column(
+        "chats", sa.Column("temporary", sa.Boolean(), server_default=sa.false(), nullable=False)
+    )
+    op.create_index("ix_chats_temporary", "chats", ["temporary", "updated_at"], unique=False)
+    op.add_column("users", sa.Column("voice_json", sa.Text(), nullable=True))
 
 
 def downgrade():
-    with op.batch_alter_table("users", schema=None) as batch_op:
-        batch_op.drop_column("voice_json")
-
-    with op.batch_alter_table("chats", schema=None) as batch_op:
-        batch_op.drop_index("ix_chats_temporary")
-        batch_op.drop_column("temporary")
+    op.drop_column("users", "voice_json")
+    op.drop_index("ix_chats_temporary", table_name="chats")
+    op.drop_column("chats", "temporary")

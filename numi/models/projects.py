@@ -1,4 +1,4 @@
-"""The tables of projects and memories (issue 21); registered by `numi.models`.
+"""The tables of projects and memories (issue 21).
 
 A project groups a user's chats: its instructions join the system context of every chat in
 it, its `settings_json` holds the defaults of a new chat started there (the same keys as a
@@ -10,21 +10,14 @@ model proposed it); with memory on, every request carries them.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .extensions import db
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)  # naive UTC, as numi.models.utcnow
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() + "Z" if value else None
+from ..extensions import db
+from .columns import iso, utcnow
 
 
 class Project(db.Model):
@@ -36,8 +29,8 @@ class Project(db.Model):
     name: Mapped[str] = mapped_column(String(200))
     instructions: Mapped[str | None] = mapped_column(Text)
     settings_json: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(default=_now)
-    updated_at: Mapped[datetime] = mapped_column(default=_now, onupdate=_now)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -55,8 +48,8 @@ class Project(db.Model):
             "name": self.name,
             "instructions": self.instructions or "",
             "settings": self.settings,
-            "created_at": _iso(self.created_at),
-            "updated_at": _iso(self.updated_at),
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
         }
 
 
@@ -72,7 +65,7 @@ class ProjectFile(db.Model):
         ForeignKey("projects.id", ondelete="CASCADE"), index=True
     )
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
-    created_at: Mapped[datetime] = mapped_column(default=_now)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Memory(db.Model):
@@ -83,14 +76,14 @@ class Memory(db.Model):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     project_id: Mapped[int | None] = mapped_column(ForeignKey("projects.id", ondelete="CASCADE"))
     text: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(default=_now)
-    updated_at: Mapped[datetime] = mapped_column(default=_now, onupdate=_now)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "text": self.text,
             "project_id": self.project_id,
-            "created_at": _iso(self.created_at),
-            "updated_at": _iso(self.updated_at),
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
         }
