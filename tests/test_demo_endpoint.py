@@ -70,3 +70,19 @@ def test_a_tool_that_is_not_on_gets_an_answer_saying_how_to_turn_it_on(live_serv
     assert "done" in types(events)
     assert "The tool returned" in api.history(chat["id"])[-1]["content"]
     server.stop()
+
+
+def test_a_demo_chat_is_titled_from_its_first_question(live_server_factory):
+    """The title request goes through the real title path to the demo's scripted provider,
+    which answers it with a title, not with its canned markdown answer."""
+    server = live_server_factory(serve_args=("--demo",))
+    api = Api(server.url, token=server.token)
+    status, chat = api.post("/api/session", {})
+    events = _ask(server, chat["id"], "what is the capital of France? [think]")
+    titles = [e["data"]["title"] for e in events if e["type"] == "title_update"]
+    assert titles == ["What is the capital of France"]
+    status, sessions = api.get("/api/sessions")
+    assert status == 200, sessions
+    listed = next(s for s in sessions["sessions"] if s["id"] == chat["id"])
+    assert listed["title"] == "What is the capital of France"
+    server.stop()

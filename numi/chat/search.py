@@ -2,10 +2,13 @@
 
 Three engines, one result shape, picked by what the database offers:
 - SQLite with the `fts_messages` FTS5 table (created and kept in sync by triggers in the
-  migration): MATCH ranked by bm25, snippets from FTS5's snippet();
+  migration): MATCH, snippets from FTS5's snippet();
 - PostgreSQL: to_tsvector/to_tsquery (words only, last one a prefix) on the `fts_messages_idx` GIN expression index,
-  ranked by ts_rank among the newest 2,000 matches, snippets from ts_headline;
-- anything else (or SQLite without FTS5): ILIKE, newest first, snippets cut in Python.
+  among the newest 2,000 matches, snippets from ts_headline;
+- anything else (or SQLite without FTS5): ILIKE, snippets cut in Python.
+Every engine lists message hits newest first (by message id), as chat apps do: a person
+looking for something said recently finds it on top. The relevance score (bm25 or ts_rank)
+is still reported with each hit.
 
 Every query joins messages to chats and filters by the owner, so a user only ever finds
 their own live messages in their own live chats.
@@ -154,7 +157,7 @@ def _fts5(user_id: int, query: str, limit: int, project_id: int | None) -> list[
             "WHERE fts_messages MATCH :match AND c.user_id = :user AND c.deleted_at IS NULL "
             "AND NOT c.temporary AND m.deleted_at IS NULL AND m.active"  # the shown versions only
             + _in_project(project_id)
-            + " ORDER BY rank LIMIT :limit"
+            + " ORDER BY m.id DESC LIMIT :limit"
         ),
         {
             "start": HIT_START,
@@ -182,7 +185,7 @@ _TSVECTOR = "to_tsvector('simple', left(coalesce({column}, ''), %d))" % INDEXED_
 def _postgres(user_id: int, query: str, limit: int, project_id: int | None) -> list[MessageHit]:
     # The GIN index finds the matches; ranking needs each match's tsvector, recomputed from
     # the text (an expression index stores none), so only the newest RANK_CANDIDATES
-    # matches are ranked: a word found in tens of thousands of messages stays fast.
+    # matches are scored: a word found in tens of thousands of messages stays fast.
     rows = db.session.execute(
         text(
             "WITH tsq AS (SELECT to_tsquery('simple', :query) AS q), "
@@ -196,11 +199,11 @@ def _postgres(user_id: int, query: str, limit: int, project_id: int | None) -> l
             "ranked AS ("
             "  SELECT candidates.id, candidates.content, "
             f"  ts_rank({_TSVECTOR.format(column='candidates.content')}, tsq.q) AS rank "
-            "  FROM candidates, tsq ORDER BY rank DESC, candidates.id DESC LIMIT :limit) "
+            "  FROM candidates, tsq ORDER BY candidates.id DESC LIMIT :limit) "
             "SELECT m.id, m.chat_id, m.role, c.title, ranked.rank, "
             f"ts_headline('simple', left(ranked.content, {INDEXED_PREFIX_CHARS}), tsq.q, :options) AS snip "
             "FROM ranked JOIN messages m ON m.id = ranked.id JOIN chats c ON c.id = m.chat_id, tsq "
-            "ORDER BY ranked.rank DESC, m.id DESC"
+            "ORDER BY m.id DESC"
         ),
         {
             "query": _tsquery(query),

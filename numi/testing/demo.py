@@ -4,6 +4,7 @@
   calls that tool (with no arguments), then, given the result, says what it returned; when
   the request does not offer it (a new chat has no tools on), the answer says how to turn it on.
 - `[think]` in the message, or a model name containing "reasoning": reasoning first.
+- Numi's title request (numi/chat/titles.py): a short title made from the user's question.
 - Otherwise a short markdown answer that quotes the question.
 """
 
@@ -17,6 +18,11 @@ from .scenario import Scenario
 from .server import RecordedRequest
 
 _TOOL_MARK = re.compile(r"\[tool:([A-Za-z0-9_.-]+)\]")
+# The start of numi.chat.titles.PROMPT (this package does not import the app): the request
+# quotes the conversation as "User: <question>\n\nAssistant: <answer>".
+_TITLE_REQUEST = "Write a short title"
+_TITLE_QUESTION = re.compile(r"\n\nUser: (.*?)\n\nAssistant: ", re.S)
+_DEMO_MARKS = re.compile(r"\[(?:think|tool:[A-Za-z0-9_.-]+)\]")
 
 _ANSWER = """## Here is a scripted answer
 
@@ -52,6 +58,9 @@ def demo_scenario(tokens_per_second: float | None = None) -> Callable[[RecordedR
     def answer(request: RecordedRequest) -> Scenario:
         tail = conversation_tail(request.protocol, request.body)
         scenario = Scenario()
+        if tail.user_text.startswith(_TITLE_REQUEST):
+            title = demo_title(tail.user_text)
+            return scenario.text(title).usage(None, len(title) // 4)
         if tokens_per_second:
             scenario.tokens_per_second(tokens_per_second)
         if tail.tool_output is not None:
@@ -74,6 +83,15 @@ def demo_scenario(tokens_per_second: float | None = None) -> Callable[[RecordedR
         return scenario.text(text, chunks=_chunks(text)).usage(None, len(text) // 4)
 
     return answer
+
+
+def demo_title(request_text: str) -> str:
+    """The title for Numi's title request: the first six words of the quoted question,
+    without the demo's [think]/[tool:…] marks, capitalised, no end punctuation."""
+    found = _TITLE_QUESTION.search(request_text)
+    words = _DEMO_MARKS.sub(" ", found.group(1) if found else "").split()[:6]
+    title = " ".join(words).rstrip(" .,;:!?")
+    return (title[:1].upper() + title[1:]) if title else "Demo chat"
 
 
 def _chunks(text: str) -> int:

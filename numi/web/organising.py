@@ -42,7 +42,7 @@ def sidebar_list(current_id: str | None = None, tag: str = ""):
     )
 
 
-def _undo_toast(action: str, changed: list[str], current_id: str | None):
+def undo_toast(action: str, changed: list[str], current_id: str | None):
     """The answer to an archive or delete: the chats leave the list, a toast offers Undo."""
     word, undo = DONE[action]
     return render_template(
@@ -67,7 +67,7 @@ def organise(chat_id: str):
         back = request.referrer if (request.referrer or "").startswith(request.host_url) else None
         return redirect(back or url_for("pages.chat_view", chat_id=chat.id))
     if fields.get("archived") is True:
-        return _undo_toast("archive", [chat.id], current)
+        return undo_toast("archive", [chat.id], current)
     if request.args.get("view") == "archived":
         return ""  # restored: the row leaves the Archived view
     return sidebar_list(current)
@@ -84,7 +84,7 @@ def bulk_html():
     if not is_htmx():
         return redirect(url_for("pages.index"))
     if action in DONE:
-        return _undo_toast(action, changed, current)
+        return undo_toast(action, changed, current)
     # An undo (or a bulk pin): the list again, and the toast that offered it goes.
     return sidebar_list(current) + render_template(
         "partials/_toast_gone.html", toast_id=request.form.get("toast", "")

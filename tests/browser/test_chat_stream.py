@@ -51,7 +51,7 @@ def test_send_stream_reload_mid_turn_and_stop(browser_page, scripted, stream_ser
     assert page.locator("#stop-button").is_visible()
 
     page.click("#stop-button")
-    page.wait_for_selector(".msg-error[data-code=cancelled]")
+    page.wait_for_selector(".msg-stopped[data-code=cancelled]")
     page.wait_for_selector("#send-button")
     saved = api.history(chat["id"])[-1]
     assert saved["role"] == "assistant" and saved["meta"]["error"]["code"] == "cancelled"

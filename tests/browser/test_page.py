@@ -389,7 +389,7 @@ def test_keyboard_stop_edit_shortcuts_and_menus(open_page, api, scripted, size, 
     page.locator("#stop-button").wait_for()
     page.locator(".turn-live .msg-body", has_text="w3").wait_for()
     page.click("#stop-button")  # focus is on Stop when the turn ends ...
-    page.locator(".msg-error[data-code=cancelled]").wait_for()
+    page.locator(".msg-stopped[data-code=cancelled]").wait_for()
     page.locator("#send-button").wait_for()
     page.wait_for_function(
         "() => document.activeElement.id === 'composer-input'"
@@ -410,7 +410,7 @@ def test_keyboard_stop_edit_shortcuts_and_menus(open_page, api, scripted, size, 
     page.locator(".turn-live .msg-body", has_text="v3").wait_for()
     page.focus("#composer-input")
     page.keyboard.press("Escape")
-    page.locator(".msg-error[data-code=cancelled]").nth(1).wait_for()
+    page.locator(".msg-stopped[data-code=cancelled]").nth(1).wait_for()
     page.locator("#send-button").wait_for()
 
     # `?` lists the shortcuts (not while typing); closing the dialog returns focus to its opener.

@@ -15,6 +15,7 @@ from ...errors import NumiError, no_model, turn_running
 from ...extensions import db, turn_manager
 from .. import temporary as temporary_routes
 from ..inputs import request_data
+from ..organising import undo_toast
 from ..fallbacks import editor_rows
 from ..request_kind import is_htmx
 from .base import bp, limits
@@ -123,7 +124,9 @@ def delete(chat_id: str):
         headers = {}
         if request.args.get("current") == chat_id:
             headers["HX-Redirect"] = target  # a fresh page: its own socket and title
-        return "", 200, headers
+            return "", 200, headers
+        # Another chat: it leaves the sidebar and a toast offers Undo, as a bulk delete does.
+        return undo_toast("delete", [chat_id], request.args.get("current"))
     return redirect(target)
 
 
