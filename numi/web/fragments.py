@@ -382,11 +382,14 @@ class HtmlView:
 
     def _on_title_update(self, turn_id, data):
         self.chat.title = data["title"]
+        title = render_template("partials/_chat_title.html", chat=self.chat, oob=True)
+        if self.chat.project_id is not None:
+            return [title]  # a project's chat is not in the sidebar's list: nothing to swap
         return [
             render_template(
                 "partials/_chat_item.html", chat=self.chat, current_id=self.chat.id, oob=True
             ),
-            render_template("partials/_chat_title.html", chat=self.chat, oob=True),
+            title,
         ]
 
     def _on_snapshot(self, turn_id, data):

@@ -106,6 +106,10 @@ def test_project_flow(open_page_on, site, api, scripted, size, scheme, shot):
         page.wait_for_selector(".chat-project .chat-project-name")
     assert api.get(f"/api/session/{loose['id']}")[1]["project_id"] == project_id
     reveal_sidebar(page, size)
+    # Listed under its project now, not in the chat list (as in ChatGPT).
+    page.locator("#chat-list").wait_for()
+    assert page.locator(f"#chat-list #chat-{loose['id']}").count() == 0
+    assert page.locator(f"#chat-list #chat-{new_id}").count() == 0
     shot(page, f"sidebar-projects-{size}-{scheme}")
 
     page.goto(f"/p/{project_id}")
