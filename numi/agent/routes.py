@@ -1,7 +1,8 @@
 """Routes: which endpoint and model each step of a turn calls.
 
 A chat's route is its endpoint and model, then its fallbacks: the chat's own
-(`settings.fallbacks`), else the user's defaults from Settings. The turn loop moves to the
+(`settings.fallbacks`), else its project's (the project's defaults), else the user's
+defaults from Settings. The turn loop moves to the
 next route only while nothing has been shown (DESIGN §6), and says so in words
 (`FallbackNotice`): the answer's meta, the transcript and the exports carry the notice.
 """
@@ -11,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import select
+
 from .. import endpoints as endpoint_store
 from ..chat.context import ChatContextService, ChatMeta
 from ..errors import NumiError, no_model
-from ..models import Endpoint, User
+from ..models import Endpoint, Project, User
 from ..extensions import db
 from ..providers.capabilities import Capabilities, listed_capabilities
 from ..turns.turn import Turn
@@ -99,7 +102,7 @@ def chat_routes(
     endpoint_store.refresh_when_stale(endpoint)
     routes.append(Route.of(endpoint, model))
     seen = {(endpoint.id, model)}
-    for fallback in fallback_chain(user_id, meta.settings):
+    for fallback in fallback_chain(user_id, meta.settings, meta.project_id):
         try:
             fb_endpoint = endpoint_store.get_endpoint(
                 user_id, int(fallback.get("endpoint_id") or endpoint.id)
@@ -114,11 +117,21 @@ def chat_routes(
     return routes
 
 
-def fallback_chain(user_id: int, settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """The fallbacks a chat uses: its own list, else the user's defaults (Settings)."""
+def fallback_chain(
+    user_id: int, settings: dict[str, Any], project_id: int | None = None
+) -> list[dict[str, Any]]:
+    """The fallbacks a chat uses: its own list, else its project's (`project_id`, scoped
+    to the owner: a stale id reads as none), else the user's defaults (Settings). The
+    first non-empty list is the whole chain: lists are not concatenated."""
     own = settings.get("fallbacks")
     if own:
         return list(own)
+    if project_id is not None:
+        project = db.session.execute(
+            select(Project).where(Project.id == project_id, Project.user_id == user_id)
+        ).scalar_one_or_none()
+        if project is not None and project.settings.get("fallbacks"):
+            return list(project.settings["fallbacks"])
     user = db.session.get(User, user_id)
     return list(user.fallbacks) if user is not None else []
 

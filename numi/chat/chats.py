@@ -58,8 +58,10 @@ def list_chats(
     """Chats by last activity, newest first, keyset-paginated so 10,000 chats stay fast.
 
     `view` "sidebar": neither archived nor pinned (the first page carries the pinned chats
-    in `pinned`); "archived": the archived chats; "all": every live chat. A title `query` searches every live chat,
-    archived and pinned ones included. `tag` keeps the chats with that tag. Tags come with
+    in `pinned`), and, unless a `tag` or `project_id` filters it, not in a project (a
+    project's chats are listed on its page, as ChatGPT does; pinned ones stay pinned);
+    "archived": the archived chats; "all": every live chat. A title `query` searches every
+    live chat, archived, pinned and projects' ones included. `tag` keeps the chats with that tag. Tags come with
     the chats (in the same query). The cursor is `<updated_at iso>|<id>` of the last chat
     of the previous page.
     """
@@ -93,6 +95,8 @@ def list_chats(
                 .scalars()
             )
         stmt = stmt.where(Chat.archived_at.is_(None), Chat.pinned_at.is_(None))
+        if project_id is None and not tag:
+            stmt = stmt.where(Chat.project_id.is_(None))
     if cursor:
         updated_at, chat_id = _parse_cursor(cursor)
         stmt = stmt.where(
@@ -145,6 +149,7 @@ def chats_listed_before(user_id: int, chat: Chat) -> int:
             Chat.temporary.is_(False),
             Chat.archived_at.is_(None),
             Chat.pinned_at.is_(None),
+            Chat.project_id.is_(None),
             or_(
                 Chat.updated_at > chat.updated_at,
                 and_(Chat.updated_at == chat.updated_at, Chat.id > chat.id),

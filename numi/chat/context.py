@@ -47,6 +47,7 @@ class ChatMeta:
     endpoint_id: int | None
     model: str | None
     settings: dict[str, Any]
+    project_id: int | None = None
 
 
 @dataclass
@@ -84,7 +85,13 @@ class ChatContextService:
         if self._meta is None:
             chat = self._live_chat()
             self._meta = ChatMeta(
-                chat.id, chat.user_id, chat.title, chat.endpoint_id, chat.model, chat.settings
+                chat.id,
+                chat.user_id,
+                chat.title,
+                chat.endpoint_id,
+                chat.model,
+                chat.settings,
+                chat.project_id,
             )
         return self._meta
 

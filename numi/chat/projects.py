@@ -6,7 +6,8 @@ it did not exist. Validation happens before anything is written and fails with a
 - `invalid_project_name`: empty, or over `NUMI_MAX_PROJECT_NAME_CHARS`;
 - `invalid_instructions`: not text, or over `NUMI_MAX_PROJECT_INSTRUCTIONS_CHARS`;
 - `settings`: the same keys as a chat's settings, checked by the same cleaner
-  (`chats.validate_settings`), plus `endpoint_id` and `model` (the new chat's route);
+  (`chats.validate_settings`, fallbacks by `chats.validate_fallbacks`), plus
+  `endpoint_id` and `model` (the new chat's route); empty values are not stored;
 - `invalid_delete_mode`: deleting a project keeps its chats (they leave the project) or
   deletes them with it, and says which.
 
@@ -24,7 +25,7 @@ from .. import endpoints as endpoint_store
 from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
 from ..models import Attachment, Chat, Memory, Project, ProjectFile, QueuedMessage, User, utcnow
-from .chats import validate_settings
+from .chats import validate_fallbacks, validate_settings
 
 DELETE_MODES = ("keep", "delete")
 ROUTE_KEYS = ("endpoint_id", "model")
@@ -145,7 +146,9 @@ def new_chat_fields(project: Project, fields: dict[str, Any]) -> dict[str, Any]:
             merged.pop("endpoint_id")
             merged.pop("model", None)
     merged.update(fields)
-    settings = {k: v for k, v in defaults.items() if k not in ROUTE_KEYS}
+    # The project's fallbacks stay the project's: a chat without its own chain uses them at
+    # each turn (agent/routes.py), so a later edit of the project's chain reaches it too.
+    settings = {k: v for k, v in defaults.items() if k not in ROUTE_KEYS and k != "fallbacks"}
     if isinstance(fields.get("settings"), dict):
         settings.update(fields["settings"])
     if settings:
@@ -282,7 +285,14 @@ def clean_settings(user_id: int, value: Any, limits: dict[str, Any]) -> dict[str
         if not isinstance(model, str) or len(model) > 200:
             raise invalid("model must be a model id (at most 200 characters).")
         route["model"] = model.strip()
-    clean = {k: v for k, v in validate_settings(raw, limits).items() if v not in (None, "", [])}
+    clean = {
+        k: v
+        for k, v in validate_settings(raw, limits).items()
+        if v not in (None, "", [], {}) and not (k == "auto_approve" and v is False)
+    }
+    if clean.get("fallbacks"):  # the chat's checks: endpoints the user can use, no repeats
+        own_route = (route["endpoint_id"], route.get("model")) if "endpoint_id" in route else None
+        clean["fallbacks"] = validate_fallbacks(user_id, clean["fallbacks"], own_route=own_route)
     if clean.get("workspace"):
         user = db.session.get(User, user_id)
         if user is None or not user.is_admin:

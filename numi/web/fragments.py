@@ -385,6 +385,8 @@ class HtmlView:
         title = render_template("partials/_chat_title.html", chat=self.chat, oob=True)
         if self.chat.temporary:
             return [title]  # no sidebar item to update: a temporary chat is not listed
+        if self.chat.project_id is not None:
+            return [title]  # a project's chat is not in the sidebar's list: nothing to swap
         return [
             render_template(
                 "partials/_chat_item.html", chat=self.chat, current_id=self.chat.id, oob=True

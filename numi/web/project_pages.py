@@ -2,7 +2,8 @@
 
 GET  /p/<id>                       the project: its chats, files, instructions, memories
 POST /projects                     a new project (the sidebar's "New project")
-POST /p/<id>/edit                  name, instructions, the model of its new chats
+POST /p/<id>/edit                  name, instructions
+POST /p/<id>/defaults              model, tools, workspace of new chats; the fallback chain
 POST /p/<id>/chats                 a new chat in the project, with its defaults
 POST /p/<id>/files                 upload files to the project
 POST /p/<id>/files/<aid>/remove    a file leaves the project
@@ -23,8 +24,10 @@ from ..config import parse_bool
 from ..errors import turn_running
 from ..extensions import turn_manager
 from .attachments import _describe, _schedule_indexing
+from .fallbacks import editor_rows
 from .inputs import request_data
 from .pages.base import running_ids
+from .pages.chat_forms import tool_settings
 from .request_kind import is_htmx
 
 bp = Blueprint("project_pages", __name__)
@@ -32,14 +35,20 @@ bp = Blueprint("project_pages", __name__)
 
 @bp.app_template_global("sidebar_projects")
 def sidebar_projects() -> list[dict]:
-    """The signed-in user's projects with their chat counts, for the sidebar."""
+    """The signed-in user's projects with their chat counts (and fallback counts, for the
+    chat settings' hint), for the sidebar."""
     user = getattr(g, "user", None)
     if user is None:
         return []
     if "sidebar_projects" not in g:  # the list, the search box and the chat menu share it
         counts = project_store.chat_counts(user.id)
         g.sidebar_projects = [
-            {"id": p.id, "name": p.name, "chats": counts.get(p.id, 0)}
+            {
+                "id": p.id,
+                "name": p.name,
+                "chats": counts.get(p.id, 0),
+                "fallbacks": len(p.settings.get("fallbacks") or []),
+            }
             for p in project_store.list_projects(user.id)
         ]
     return g.sidebar_projects
@@ -47,15 +56,20 @@ def sidebar_projects() -> list[dict]:
 
 @bp.get("/p/<int:project_id>")
 def project_view(project_id: int):
-    project = project_store.get_project(g.user.id, project_id)
+    return _project_page(project_store.get_project(g.user.id, project_id))
+
+
+def _project_page(project, defaults: dict | None = None, fallback_rows: list | None = None):
+    """The project page; `defaults` and `fallback_rows` show a draft of the defaults form
+    (a fallback row button pressed without JS) instead of what is stored."""
     sidebar = chats.list_chats(g.user.id, limit=current_app.config["NUMI_PAGE_SIZE_CHATS"])
-    defaults = project.settings
-    route_chat = {"endpoint_id": defaults.get("endpoint_id"), "model": defaults.get("model")}
+    defaults = project.settings if defaults is None else defaults
     return render_template(
         "project.html",
         chat=None,
         project=project,
-        route_chat=route_chat,
+        defaults=defaults,
+        fallback_rows=(defaults.get("fallbacks") or []) if fallback_rows is None else fallback_rows,
         project_chats=project_store.project_chats(g.user.id, project.id),
         files=[_describe(a) for a in project_store.project_files(g.user.id, project.id)],
         memories=memory_store.list_memories(g.user.id, project_id=project.id),
@@ -82,15 +96,57 @@ def create_project():
 def edit_project(project_id: int):
     data = request_data()
     fields = {k: data[k] for k in ("name", "instructions") if k in data}
-    if "route" in data:
-        project = project_store.get_project(g.user.id, project_id)
-        endpoint_id, _, model = (data.get("route") or "").partition(":")
-        defaults = {k: v for k, v in project.settings.items() if k not in ("endpoint_id", "model")}
-        if endpoint_id:
-            defaults.update(endpoint_id=endpoint_id, model=model)
-        fields["settings"] = defaults
     project_store.update_project(g.user.id, project_id, fields, current_app.config)
     return _go(url_for("project_pages.project_view", project_id=project_id) + "#instructions")
+
+
+@bp.post("/p/<int:project_id>/defaults")
+def project_defaults(project_id: int):
+    """The defaults form: the model, tools and workspace of new chats, and the project's
+    fallback chain. A fallback row button shows the edited form and saves nothing; Save
+    validates the whole form (a bad field changes nothing) and saves it."""
+    project = project_store.get_project(g.user.id, project_id)
+    data = request_data()
+    defaults = dict(project.settings)
+    if "route" in data:
+        for key in project_store.ROUTE_KEYS:
+            defaults.pop(key, None)
+        endpoint_id, _, model = (data.get("route") or "").partition(":")
+        if endpoint_id:
+            defaults.update(endpoint_id=_number_or_text(endpoint_id), model=model)
+    defaults.update(tool_settings(data))
+    if "fallbacks_shown" in request.form:
+        rows, editing = editor_rows(request.form)
+        if editing:
+            if is_htmx():
+                return _defaults_form(project, defaults, rows)
+            return _project_page(project, defaults, rows)
+        defaults["fallbacks"] = rows
+    project = project_store.update_project(
+        g.user.id, project_id, {"settings": defaults}, current_app.config
+    )
+    if not is_htmx():
+        return redirect(
+            url_for("project_pages.project_view", project_id=project_id) + "#defaults", code=303
+        )
+    return _defaults_form(project, project.settings, None, saved=True)
+
+
+def _defaults_form(project, defaults: dict, rows: list | None, saved: bool = False) -> str:
+    return render_template(
+        "partials/_project_defaults.html",
+        project=project,
+        defaults=defaults,
+        fallback_rows=(defaults.get("fallbacks") or []) if rows is None else rows,
+        endpoints=endpoint_store.list_endpoints(g.user.id),
+        saved=saved,
+    )
+
+
+def _number_or_text(value: str):
+    """An endpoint id from the model picker as the number it names (so the draft form
+    shows it chosen); anything else as given, for the cleaner to refuse."""
+    return int(value) if value.isdigit() else value
 
 
 @bp.post("/p/<int:project_id>/chats")

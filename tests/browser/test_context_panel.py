@@ -120,6 +120,51 @@ def test_the_context_panel_lays_the_request_open(
     assert page.errors == []
 
 
+@pytest.mark.parametrize(
+    "size, scheme", [("desktop", "light"), ("phone", "dark")], ids=["desktop-light", "phone-dark"]
+)
+def test_the_context_panel_shows_the_projects_parts(
+    open_page_on, site, api, scripted, shot, size, scheme
+):
+    """A chat in a project, memory on: the project's instructions and the memories are
+    parts of their own, with tokens, and expand to the text the model gets."""
+    status, project = api.post(
+        "/api/projects",
+        {"name": f"Orchard {size}", "instructions": "Name every apple <variety> you mention."},
+    )
+    assert status == 201, project
+    chat = make_chat(api, scripted)
+    api.call("PATCH", f"/api/session/{chat['id']}", {"project_id": project["id"]})
+    api.post("/api/memories", {"text": f"The orchard ({size}) has forty trees."})
+    api.post("/api/memories", {"text": "Pick in October.", "project_id": project["id"]})
+    answered(site, chat["id"], "which apples keep best?")
+    api.call("PATCH", "/api/preferences", {"memory": True})
+    try:
+        page = open_page_on(site, size, scheme, f"/c/{chat['id']}")
+        page.locator("#context-gauge .gauge-button").click()
+        panel = page.locator("#context-panel")
+        instructions = panel.locator(".context-part[data-kind=project_instructions]")
+        memories = panel.locator(".context-part[data-kind=memories]")
+        instructions.wait_for()
+        for part in (instructions, memories):
+            tokens = part.locator("summary .part-tokens").inner_text()
+            assert int(tokens.split()[0].replace(",", "")) > 0, tokens
+            part.locator("summary").click()
+        text = instructions.locator("pre").inner_text()
+        assert f"Orchard {size}" in text and "Name every apple <variety> you mention." in text
+        text = memories.locator("pre").inner_text()
+        assert f"The orchard ({size}) has forty trees." in text and "Pick in October." in text
+        # The panel's text is what /context reports.
+        parts = {p["kind"]: p for p in api.get(f"/api/session/{chat['id']}/context")[1]["parts"]}
+        assert parts["memories"]["text"].strip() == text.strip()
+        instructions.scroll_into_view_if_needed()
+        shot(page, f"context-panel-project-{size}-{scheme}")
+        assert serious(page) == []
+        assert page.errors == []
+    finally:
+        api.call("PATCH", "/api/preferences", {"memory": False})
+
+
 def choose(row, label: str) -> None:
     value = row.locator("option", has_text=label).first.get_attribute("value")
     row.select_option(value)

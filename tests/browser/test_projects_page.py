@@ -106,6 +106,10 @@ def test_project_flow(open_page_on, site, api, scripted, size, scheme, shot):
         page.wait_for_selector(".chat-project .chat-project-name")
     assert api.get(f"/api/session/{loose['id']}")[1]["project_id"] == project_id
     reveal_sidebar(page, size)
+    # Listed under its project now, not in the chat list (as in ChatGPT).
+    page.locator("#chat-list").wait_for()
+    assert page.locator(f"#chat-list #chat-{loose['id']}").count() == 0
+    assert page.locator(f"#chat-list #chat-{new_id}").count() == 0
     shot(page, f"sidebar-projects-{size}-{scheme}")
 
     page.goto(f"/p/{project_id}")
@@ -117,6 +121,62 @@ def test_project_flow(open_page_on, site, api, scripted, size, scheme, shot):
     page.wait_for_url(site.url + "/")
     assert api.get(f"/api/projects/{project_id}")[0] == 404
     assert api.get(f"/api/session/{loose['id']}")[1]["project_id"] is None
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size, scheme", LOOKS)
+def test_project_defaults(open_page_on, site, api, scripted, size, scheme, shot):
+    """The defaults form: a model, a tool, a fallback chain edited row by row; Save keeps
+    them, and a new chat of the project takes the model and the tool (the chain stays the
+    project's: the chat's settings say it applies)."""
+    chat = make_chat(api, scripted, model="main-model")
+    endpoint_id = chat["endpoint"]["id"]
+    listed = scripted.models
+    scripted.models = [{"id": name} for name in ("main-model", "backup-a", "backup-b")]
+    try:
+        assert api.get(f"/api/endpoints/{endpoint_id}/models?refresh=1")[0] == 200
+    finally:
+        scripted.models = listed
+    status, project = api.post("/api/projects", {"name": f"Defaults {uuid.uuid4().hex[:6]}"})
+    assert status == 201, project
+    page = open_page_on(site, size, scheme, f"/p/{project['id']}", timeout=15_000)
+    form = page.locator("#project-defaults")
+    form.locator("#project-model").select_option(f"{endpoint_id}:main-model")
+    form.get_by_role("checkbox", name="Current time").check()
+    form.get_by_role("button", name="Add fallback").click()
+    page.locator("#project-fallbacks select").first.wait_for()
+    page.locator("#project-fallbacks select").first.select_option(f"{endpoint_id}:backup-a")
+    page.locator("#project-fallbacks").get_by_role("button", name="Add fallback").click()
+    page.locator("#project-fallbacks select").nth(1).wait_for()
+    page.locator("#project-fallbacks select").nth(1).select_option(f"{endpoint_id}:backup-b")
+    page.get_by_role("button", name="Move fallback 2 up").click()
+    page.wait_for_function(
+        "() => document.querySelectorAll('#project-fallbacks select')[0].value.endsWith(':backup-b')"
+    )
+    assert (
+        page.locator("#project-defaults").get_by_role("checkbox", name="Current time").is_checked()
+    )
+    page.get_by_role("button", name="Save defaults").click()
+    page.locator("#project-defaults .saved").wait_for()
+    settings = api.get(f"/api/projects/{project['id']}")[1]["settings"]
+    assert settings["model"] == "main-model" and settings["tools"] == ["current_time"]
+    assert settings["fallbacks"] == [
+        {"endpoint_id": endpoint_id, "model": "backup-b"},
+        {"endpoint_id": endpoint_id, "model": "backup-a"},
+    ]
+    page.evaluate("document.querySelector('#defaults').scrollIntoView()")
+    shot(page, f"project-defaults-top-{size}-{scheme}")
+    page.locator("#project-defaults .saved").scroll_into_view_if_needed()
+    shot(page, f"project-defaults-{size}-{scheme}")
+    assert serious(page) == []
+
+    page.get_by_role("button", name=f"New chat in {project['name']}").click()
+    page.wait_for_url("**/c/*")
+    new_chat = api.get(f"/api/session/{page.url.rsplit('/', 1)[1]}")[1]
+    assert new_chat["model"] == "main-model"
+    assert new_chat["settings"]["tools"] == ["current_time"]
+    page.locator(".chat-settings > summary").click()
+    page.get_by_text("With none here, the project's 2 fallbacks apply.").wait_for()
     assert page.errors == []
 
 

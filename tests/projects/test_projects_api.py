@@ -348,3 +348,64 @@ def test_untrusted_names_and_memories_are_escaped(client):
         html = client.get(path).get_data(as_text=True)
         assert evil not in html, path
         assert "&lt;img src=x" in html, path
+
+
+def test_a_projects_chats_are_listed_under_it_not_in_the_chat_list(client):
+    """As in ChatGPT: the sidebar's chat list leaves out the chats of projects (their
+    project's page lists them); search still finds them, and a pinned one stays pinned."""
+    project = make_project(client, name="Attic")
+    inside = make_session(client, title="Inside chat", project_id=project["id"])
+    loose = make_session(client, title="Loose chat")
+    pinned = make_session(client, title="Pinned inside", project_id=project["id"])
+    assert client.patch(f"/api/session/{pinned['id']}", json={"pinned": True}).status_code == 200
+
+    def sidebar(path: str) -> str:
+        html = client.get(path).get_data(as_text=True)
+        return html.split('id="chat-list"', 1)[1]
+
+    for path in ("/", f"/c/{loose['id']}", f"/c/{inside['id']}", f"/p/{project['id']}"):
+        listed = sidebar(path)
+        assert f'id="chat-{loose["id"]}"' in listed, path
+        assert f'id="chat-{inside["id"]}"' not in listed, path
+        assert f'id="chat-{pinned["id"]}"' in listed, (path, "a pin stays in Pinned")
+    project_page = client.get(f"/p/{project['id']}").get_data(as_text=True)
+    assert "Inside chat" in project_page.split('id="chats"', 1)[1]
+    # The list's pages and the sidebar view of the API agree; "all" and search list it.
+    more = client.get("/chats", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert f'id="chat-{inside["id"]}"' not in more
+    ids = lambda body: [c["id"] for c in body["sessions"]]  # noqa: E731
+    assert inside["id"] not in ids(client.get("/api/sessions?view=sidebar").get_json())
+    assert inside["id"] in ids(client.get("/api/sessions").get_json())
+    found = client.get("/chats?q=Inside", headers={"HX-Request": "true"}).get_data(as_text=True)
+    assert f'id="chat-{inside["id"]}"' in found
+    listed = client.get(f"/api/sessions?view=sidebar&project_id={project['id']}").get_json()
+    assert ids(listed) == [inside["id"]]
+    # With every chat in a project, the empty list says where they are.
+    client.patch(f"/api/session/{loose['id']}", json={"project_id": project["id"]})
+    client.patch(f"/api/session/{pinned['id']}", json={"pinned": False})
+    assert "No chats outside your projects." in sidebar("/")
+    # Out of the project, it is back in the list.
+    client.patch(f"/api/session/{inside['id']}", json={"project_id": None})
+    assert f'id="chat-{inside["id"]}"' in sidebar("/")
+
+
+def test_a_projects_chat_gets_its_new_title_without_a_sidebar_item(app, client):
+    """The title_update fragment swaps the header's title; the sidebar item only for a chat
+    the list shows (a project's chat is not there: a swap would miss its target)."""
+    from flask import g
+
+    from numi.chat import chats
+    from numi.identity import local_user
+    from numi.web.fragments import HtmlView
+
+    project = make_project(client)
+    inside = make_session(client, project_id=project["id"])
+    loose = make_session(client)
+    with app.test_request_context("/"):
+        g.user = local_user()
+        for chat_id, listed in ((inside["id"], False), (loose["id"], True)):
+            chat = chats.get_chat(g.user.id, chat_id)
+            view = HtmlView(chat)
+            html = "".join(view.render({"type": "title_update", "data": {"title": "Walruses"}}))
+            assert "Walruses" in html
+            assert (f'id="chat-{chat_id}"' in html) is listed, html

@@ -186,3 +186,53 @@ def test_remember_for_the_project_keeps_a_project_memory(server, scripted):
     assert [m["text"] for m in kept["memories"]] == ["Uses tabs."]
     assert "Uses tabs." not in [m["text"] for m in api.get("/api/memories")[1]["memories"]]
     api.call("PATCH", "/api/preferences", {"memory": False})
+
+
+def test_context_lists_the_projects_parts(server, scripted):
+    """GET /context shows the project's instructions and the memories as parts with their
+    tokens and text: exactly the text the model then receives."""
+    api = Api(server.url)
+    _, project = api.post(
+        "/api/projects", {"name": "Orchard", "instructions": "Name every apple variety."}
+    )
+    _, other = api.post("/api/projects", {"name": "Elsewhere"})
+    chat = make_chat(api, scripted, settings={"system_prompt": "Chat prompt."})
+    api.call("PATCH", f"/api/session/{chat['id']}", {"project_id": project["id"]})
+    api.post("/api/memories", {"text": "Lives near Bramley."})
+    api.post("/api/memories", {"text": "The orchard has 40 trees.", "project_id": project["id"]})
+    api.post("/api/memories", {"text": "Not for this chat.", "project_id": other["id"]})
+
+    def parts() -> dict[str, dict]:
+        status, context = api.get(f"/api/session/{chat['id']}/context")
+        assert status == 200, context
+        return {p["kind"]: p for p in context["parts"]}
+
+    api.call("PATCH", "/api/preferences", {"memory": False})
+    off = parts()
+    assert "Name every apple variety." in off["project_instructions"]["text"]
+    assert off["memories"] == {"kind": "memories", "tokens": 0, "text": ""}, "memory is off"
+
+    api.call("PATCH", "/api/preferences", {"memory": True})
+    try:
+        shown = parts()
+        instructions, memories = shown["project_instructions"], shown["memories"]
+        assert "Orchard" in instructions["text"]
+        assert instructions["tokens"] == len(instructions["text"]) // 4 > 0
+        assert "Lives near Bramley." in memories["text"]
+        assert "The orchard has 40 trees." in memories["text"]
+        assert "Not for this chat." not in memories["text"]
+        assert memories["tokens"] == len(memories["text"]) // 4 > 0
+        scripted.enqueue(Scenario().text("ok"))
+        ask(server, chat["id"])
+        system = system_of("openai_chat", scripted.last_request.body)
+        assert instructions["text"] in system and memories["text"] in system
+
+        # Out of the project: no instructions, only the user's own memories.
+        api.call("PATCH", f"/api/session/{chat['id']}", {"project_id": None})
+        loose = parts()
+        assert loose["project_instructions"]["tokens"] == 0
+        assert loose["project_instructions"]["text"] == ""
+        assert "Lives near Bramley." in loose["memories"]["text"]
+        assert "The orchard has 40 trees." not in loose["memories"]["text"]
+    finally:
+        api.call("PATCH", "/api/preferences", {"memory": False})

@@ -189,6 +189,61 @@ def test_the_settings_default_chain_serves_chats_without_their_own(server, api, 
         assert api.call("PUT", "/api/fallbacks", {"fallbacks": []})[0] == 200
 
 
+def test_a_chat_in_a_project_uses_the_projects_chain(server, api, scripted):
+    """Chat's own chain, else its project's, else the user's: the first non-empty one."""
+    chat = make_chat(api, scripted, model="primary-model")
+    endpoint_id = chat["endpoint"]["id"]
+    status, project = api.post(
+        "/api/projects",
+        {
+            "name": "Chained",
+            "settings": {"fallbacks": [{"endpoint_id": endpoint_id, "model": "project-backup"}]},
+        },
+    )
+    assert status == 201, project
+    status, body = api.call("PATCH", f"/api/session/{chat['id']}", {"project_id": project["id"]})
+    assert status == 200 and "fallbacks" not in body["settings"], body
+    user_chain = {"fallbacks": [{"endpoint_id": endpoint_id, "model": "user-backup"}]}
+    assert api.call("PUT", "/api/fallbacks", user_chain)[0] == 200
+    try:
+        scripted.enqueue(Scenario.http_error(529, retry_after=0), model="primary-model")
+        scripted.enqueue(Scenario.http_error(529, retry_after=0), model="primary-model")
+        scripted.enqueue(Scenario().text("From the project's backup."), model="project-backup")
+        events = run_turn(server, chat["id"])
+        assert "error" not in types(events), events
+        notice = "Answered by project-backup on scripted-openai_chat: primary-model returned 529"
+        answer = api.history(chat["id"])[-1]
+        assert answer["content"] == "From the project's backup."
+        assert answer["meta"]["fallback"]["notice"] == notice
+        assert [r.model for r in scripted.requests if r.protocol] == [
+            "primary-model",
+            "primary-model",
+            "project-backup",
+        ], "the project's chain replaces the user's, it is not added to it"
+        page = urllib.request.urlopen(
+            urllib.request.Request(f"{server.url}/c/{chat['id']}", headers=server.headers)
+        ).read()
+        assert notice.encode() in page
+
+        # The chat's own chain wins over the project's.
+        own = {"fallbacks": [{"endpoint_id": endpoint_id, "model": "own-backup"}]}
+        assert api.call("PATCH", f"/api/session/{chat['id']}", {"settings": own})[0] == 200
+        scripted.enqueue(Scenario.http_error(401), model="primary-model")
+        scripted.enqueue(Scenario().text("Own chain."), model="own-backup")
+        assert "error" not in types(run_turn(server, chat["id"], "Again"))
+        assert api.history(chat["id"])[-1]["meta"]["fallback"]["model"] == "own-backup"
+
+        # Out of the project, with no chain of its own: the user's default answers.
+        api.call("PATCH", f"/api/session/{chat['id']}", {"settings": {"fallbacks": []}})
+        api.call("PATCH", f"/api/session/{chat['id']}", {"project_id": None})
+        scripted.enqueue(Scenario.http_error(401), model="primary-model")
+        scripted.enqueue(Scenario().text("User chain."), model="user-backup")
+        assert "error" not in types(run_turn(server, chat["id"], "Once more"))
+        assert api.history(chat["id"])[-1]["meta"]["fallback"]["model"] == "user-backup"
+    finally:
+        assert api.call("PUT", "/api/fallbacks", {"fallbacks": []})[0] == 200
+
+
 # --- bad input: a stable code, nothing changed ------------------------------------------------
 
 

@@ -48,8 +48,9 @@ def chat_view(chat_id: str):
     # The open chat is in the sidebar even when it is older than the first page: as many
     # pages as it takes, up to ten.
     size = config["NUMI_PAGE_SIZE_CHATS"]
-    # (A pinned chat is in the first page's Pinned group; an archived one is not listed.)
-    listed = chat.pinned_at is None and chat.archived_at is None
+    # (A pinned chat is in the first page's Pinned group; an archived one, or one in a
+    # project, is not listed.)
+    listed = chat.pinned_at is None and chat.archived_at is None and chat.project_id is None
     pages = min(10, chats.chats_listed_before(g.user.id, chat) // size + 1) if listed else 1
     sidebar = chats.list_chats(g.user.id, limit=size * pages)
     running = turn_manager().running_or_unknown(chat.id)

@@ -140,7 +140,7 @@ def chat_settings(chat_id: str):
     for key in ("system_prompt", "temperature", "max_tokens", "reasoning_effort"):
         if key in data:
             settings[key] = data[key]
-    settings.update(_tool_settings(data))
+    settings.update(tool_settings(data))
     if "fallbacks_shown" in request.form:
         rows, editing = editor_rows(request.form)
         if editing:  # a row button: show the edited rows, save nothing yet
@@ -167,11 +167,12 @@ def chat_settings(chat_id: str):
     return redirect(url_for("pages.chat_view", chat_id=chat.id))
 
 
-def _tool_settings(data: dict) -> dict:
-    """The tools part of the chat settings form (or JSON body): which tools, the workspace,
-    auto-approve and the approval policy per tool. A form marks its tool checkboxes with
-    `tools_shown`, so an empty list (every box unticked) is told apart from a form without
-    them; a policy field `policy_<tool>` left on "default" stores no policy for that tool."""
+def tool_settings(data: dict) -> dict:
+    """The tools part of a chat settings form (or JSON body; the project defaults form too):
+    which tools, the workspace, auto-approve and the approval policy per tool. A form marks
+    its tool checkboxes with `tools_shown`, so an empty list (every box unticked) is told
+    apart from a form without them; a policy field `policy_<tool>` left on "default"
+    stores no policy for that tool."""
     out: dict = {}
     is_form = request.mimetype != "application/json"
     if is_form and "tools_shown" in request.form:
