@@ -135,9 +135,9 @@ def serve(host, port, demo, open_browser):
     else:
         hide_demo_endpoint(app)
     bound = "" if host == _browser_host(host) else f"bound to {host}; "
-    click.echo(
-        f"Numi is running on {_browser_url(app, host, port)}  ({bound}data: {app.config['NUMI_DATA_DIR']})"
-    )
+    # One link, printed and (with --open) opened: each call mints a new one-time code.
+    url = _browser_url(app, host, port)
+    click.echo(f"Numi is running on {url}  ({bound}data: {app.config['NUMI_DATA_DIR']})")
     if provider is not None:
         click.echo(
             f"Demo: the endpoint {DEMO_ENDPOINT!r} answers with the scripted provider (no API key, no model)."
@@ -148,7 +148,7 @@ def serve(host, port, demo, open_browser):
         # Connections wait in the listening socket's backlog until serve_forever accepts.
         import gevent
 
-        gevent.spawn(_open_in_browser, _browser_url(app, host, port))
+        gevent.spawn(_open_in_browser, url)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -946,6 +946,18 @@ def hostile(request) -> str:
 
 
 @pytest.fixture(scope="session")
+def root_conftest():
+    """This module, for test modules that use its helpers (`numi_command`, `_build_app`,
+    `_database`, `server_environment`): they cannot `from conftest import …`, since under
+    xdist another folder's conftest may be the module named `conftest` in that worker."""
+    return _THIS
+
+
+# This module as it was imported (the name `conftest` may later belong to another folder's).
+_THIS = sys.modules[__name__]
+
+
+@pytest.fixture(scope="session")
 def xss():
     """The hostile-input corpus and the HTML checks, for tests in any directory:
     `xss.inputs`, `xss.html_problems(html)`, `xss.page_outline(html)`."""

@@ -12,7 +12,6 @@ import time
 import urllib.request
 
 import pytest
-from conftest import numi_command, server_environment
 
 from numi.config import SETTINGS, load_config
 from numi.setting_values import SettingError
@@ -97,20 +96,22 @@ def test_a_boolean_reads_its_words_in_any_case():
     assert load_config({"NUMI_LOG_LEVEL": "debug"})["NUMI_LOG_LEVEL"] == "DEBUG"
 
 
-def test_version():
+def test_version(root_conftest):
     result = subprocess.run(
-        [*numi_command(), "--version"], capture_output=True, text=True, timeout=60
+        [*root_conftest.numi_command(), "--version"], capture_output=True, text=True, timeout=60
     )
     from numi import __version__
 
     assert result.returncode == 0 and result.stdout == f"numi, version {__version__}\n"
 
 
-def test_a_second_server_on_a_data_dir_names_the_holder_and_exits_2(live_server_factory):
+def test_a_second_server_on_a_data_dir_names_the_holder_and_exits_2(
+    live_server_factory, root_conftest
+):
     first = live_server_factory()
     port = free_port()
     second = subprocess.run(
-        [*numi_command(), "serve", "--port", str(port)],
+        [*root_conftest.numi_command(), "serve", "--port", str(port)],
         env={
             **{k: v for k, v in first.env.items() if k != "NUMI_TEST_FAST_PASSWORD_HASHES"},
             "NUMI_PORT": str(port),
@@ -142,16 +143,16 @@ def test_servers_sharing_redis_share_a_data_dir(live_server_factory, redis_setti
     first.stop()
 
 
-def test_serve_open_opens_the_browser_at_the_tokened_url_once_ready(tmp_path):
+def test_serve_open_opens_the_browser_at_the_tokened_url_once_ready(tmp_path, root_conftest):
     opened = tmp_path / "opened"
     browser = tmp_path / "browser.sh"
     browser.write_text(f'#!/bin/sh\necho "$1" > {opened}.tmp && mv {opened}.tmp {opened}\n')
     browser.chmod(0o755)
     port = free_port()
-    env = server_environment(tmp_path / "data", port, BROWSER=str(browser))
+    env = root_conftest.server_environment(tmp_path / "data", port, BROWSER=str(browser))
     env.pop("NUMI_ACCESS_TOKEN")  # the generated one, as a newcomer has
     server = subprocess.Popen(
-        [*numi_command(), "serve", "--open"],
+        [*root_conftest.numi_command(), "serve", "--open"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -164,7 +165,8 @@ def test_serve_open_opens_the_browser_at_the_tokened_url_once_ready(tmp_path):
             time.sleep(0.05)
         url = opened.read_text().strip()
         token = (tmp_path / "data" / "access_token").read_text().strip()
-        assert url == f"http://127.0.0.1:{port}/?token={token}"
+        # The one-time sign-in link (issue 28 item 11): never the token itself.
+        assert url.startswith(f"http://127.0.0.1:{port}/sign-in?code=") and token not in url
         browser_session = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
         with browser_session.open(url, timeout=10) as response:  # ready when opened
             assert response.status == 200 and "<html" in response.read().decode()

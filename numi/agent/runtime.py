@@ -353,6 +353,9 @@ class Agent:
         )
         result = StepResult(started=time.monotonic())
         adapter = adapter_for_route(self.app, route)
+        # The system context reads the database (the project's instructions, memories):
+        # end that transaction before the provider streams, which may take minutes.
+        self.context.release()
         stream = adapter.stream(request)
         unregister = self.turn.on_cancel(stream.close)
         turn = self.turn

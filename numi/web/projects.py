@@ -84,7 +84,7 @@ def update_project(project_id: int):
 def delete_project(project_id: int):
     mode = request.args.get("chats")
     if mode is None and request.is_json:
-        mode = (request.get_json(silent=True) or {}).get("chats")
+        mode = request_data().get("chats")  # the one reader: its depth check first
     running = _running_chats(project_id) if mode == "delete" else []
     if running:
         from ..errors import turn_running

@@ -169,7 +169,9 @@ def test_streamed_text_never_moves_and_ends_as_a_reload_shows_it(
     page.reload()
     page.wait_for_selector(f"#msg-{saved['id']}-body")
     reloaded = page.locator(f"#msg-{saved['id']}").evaluate("el => el.outerHTML")
-    assert streamed == reloaded
+    # An empty style attribute changes nothing a person sees: htmx's settling of the swapped
+    # actions leaves one on the live page's hidden input.
+    assert streamed.replace(' style=""', "") == reloaded.replace(' style=""', "")
     assert "Part 6" in reloaded and reloaded.count("<table") == 6
     assert [e for e in errors if "WebSocket" not in e] == []
     page.close()

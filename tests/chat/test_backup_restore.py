@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 
-from conftest import _build_app, _database, numi_command
 
 from numi.chat.chats import validate_settings
 from numi.chat.importer import DROPPED_SETTINGS
@@ -66,7 +65,7 @@ def test_a_chat_takes_its_own_saved_settings_back(app, client):
 
 
 def test_export_all_then_import_into_a_fresh_install_restores_every_chat(
-    app, client, backend, tmp_path, database_templates
+    app, client, backend, tmp_path, database_templates, root_conftest
 ):
     saved = [
         _saved_by_the_settings_panel(client, "Panel saved"),
@@ -87,7 +86,7 @@ def test_export_all_then_import_into_a_fresh_install_restores_every_chat(
     )
     backup = tmp_path / "backup"
     result = subprocess.run(
-        [*numi_command(), "export", "--all", str(backup)],
+        [*root_conftest.numi_command(), "export", "--all", str(backup)],
         env=env,
         capture_output=True,
         text=True,
@@ -98,9 +97,9 @@ def test_export_all_then_import_into_a_fresh_install_restores_every_chat(
     files = sorted(backup.rglob("*.json"))
     assert len(files) == len(saved)
 
-    fresh_url, drop = _database(backend, tmp_path / "fresh", database_templates)
+    fresh_url, drop = root_conftest._database(backend, tmp_path / "fresh", database_templates)
     try:
-        fresh = _build_app(fresh_url, tmp_path / "fresh-data", {})
+        fresh = root_conftest._build_app(fresh_url, tmp_path / "fresh-data", {})
         restore = fresh.test_client()
         for path in files:
             response = restore.post("/api/import", json=json.loads(path.read_text("utf-8")))

@@ -172,7 +172,8 @@ def test_memories_crud_switch_and_bad_input(client):
         error(client.patch("/api/preferences", json={"memory": "perhaps", "theme": "dark"}))[1]
         == "invalid_input"
     )
-    assert client.get("/api/preferences").get_json() == {"theme": "system", "memory": True}, (
+    prefs = client.get("/api/preferences").get_json()
+    assert (prefs["theme"], prefs["memory"]) == ("system", True), (
         "a bad memory value changes neither key"
     )
     made = client.post("/api/memories", json={"text": "  I live in Lyon.  "})

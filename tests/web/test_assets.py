@@ -59,13 +59,16 @@ def test_static_files_are_fingerprinted_and_cached_for_a_year(sqlite_client):
         assert "immutable" not in response.headers.get("Cache-Control", "")
 
 
-def test_the_page_scripts_stay_under_40_kb_unminified(sqlite_app):
+def test_the_page_scripts_stay_under_60_kb_unminified(sqlite_app):
     # Issue 11: small vanilla modules, no build step; all of static/js under 30 KB as written.
-    # Issue 24 added dictation, read aloud and the worker's registration (voice.js,
-    # install.js): 40 KB. The service worker itself (static/sw.js) is not a page script.
+    # Round 4 added the context panel and projects (issue 21), artifacts (issue 22),
+    # dictation, read aloud and the worker's registration (issue 24; voice.js loads on first
+    # use) and the sign-in link's form (issue 28): 60 KB as written. The first page's
+    # compressed weight is measured by bench/pages.py. The service worker (static/sw.js) is
+    # not a page script.
     scripts = sorted((Path(sqlite_app.static_folder) / "js").glob("*.js"))
     total = sum(path.stat().st_size for path in scripts)
-    assert scripts and total < 40 * 1024, {path.name: path.stat().st_size for path in scripts}
+    assert scripts and total < 60 * 1024, {path.name: path.stat().st_size for path in scripts}
 
 
 def test_a_changed_file_gets_a_new_url(sqlite_app, tmp_path):

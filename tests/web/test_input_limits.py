@@ -82,6 +82,9 @@ def test_a_1000_deep_json_body_is_refused_on_every_route(sqlite_app, sqlite_clie
                 "server_id": 1,
                 "item_id": 1,
                 "prompt_id": 1,
+                "project_id": 1,
+                "memory_id": 1,
+                "attachment_id": 1,
             },
         )
         if rule.rule == "/logout":
