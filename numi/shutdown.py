@@ -1,9 +1,9 @@
 """Stopping gracefully: on SIGTERM a server takes no new turns, gives running ones
 NUMI_SHUTDOWN_GRACE_SECONDS to finish, then saves each as interrupted (TurnManager.shutdown).
 
-`numi serve` installs this itself (cli.py). Under gunicorn, `gunicorn.conf.py` (read from
-the working directory) calls `gunicorn_worker_ready` for each worker: the worker's SIGTERM
-first stops the turns, then lets gunicorn's own graceful stop go on.
+`numi serve` installs this itself (cli.py). Under gunicorn, `numi/gunicorn_config.py`
+(`gunicorn -c python:numi.gunicorn_config`) calls `gunicorn_worker_ready` for each worker:
+the worker's SIGTERM first stops the turns, then lets gunicorn's own graceful stop go on.
 """
 
 from __future__ import annotations

@@ -238,6 +238,8 @@ def gunicorn_server(cluster_env, pair, tmp_path_factory):
                 str(Path(sys.executable).with_name("gunicorn")),
                 "-k",
                 "gevent",
+                "-c",
+                "python:numi.gunicorn_config",
                 "-w",
                 "2",
                 "-b",

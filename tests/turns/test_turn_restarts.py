@@ -177,9 +177,10 @@ def start_gunicorn(tmp_path, database_templates, env: dict[str, str]) -> Gunicor
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             [str(Path(sys.executable).with_name("gunicorn")), "-k", "gevent", "-w", "1"]
+            + ["-c", "python:numi.gunicorn_config"]
             + ["-b", f"127.0.0.1:{port}", "app:app"],
             env=environment,
-            cwd=str(ROOT),  # where gunicorn.conf.py is
+            cwd=str(ROOT),
             stdout=log,
             stderr=subprocess.STDOUT,
         )
