@@ -57,6 +57,10 @@ def _serious(page, *regions: str) -> list[str]:
     ]
 
 
+# Alone (after the parallel phase): at phone size the in-page regenerate's answer did not
+# arrive within 30 s in 2 of 3 whole-suite runs under four workers, and it passes every time
+# alone. A race under load that is still open, recorded here rather than hidden.
+@pytest.mark.alone
 @pytest.mark.parametrize("viewport", list(VIEWPORTS))
 def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewport, shot):
     chat = make_chat(api, scripted, name=f"scripted-{viewport}")
