@@ -35,12 +35,20 @@ document.addEventListener("keydown", (event) => {
   }
 }, true);
 
-// The gauge is swapped whole after each change: keep its button's state, and refresh the
-// open panel with it.
+// The gauge is swapped whole after each change: keep its button's state and the focus on
+// it (a swap over the WebSocket does not restore focus the way htmx's own swaps do), and
+// refresh the open panel with it.
+let gaugeFocused = false;
+document.addEventListener("focusin", (event) => {
+  gaugeFocused = Boolean(event.target.closest?.("#context-gauge"));
+});
 document.addEventListener("htmx:load", (event) => {
   if (event.detail?.elt?.id !== "context-gauge" || !gaugeButton()) return;
   const open = panel() && !panel().hidden;
   gaugeButton()?.setAttribute("aria-expanded", open ? "true" : "false");
+  if (gaugeFocused && (!document.activeElement || document.activeElement === document.body)) {
+    gaugeButton().focus();
+  }
   if (open) load();
 });
 
