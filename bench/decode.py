@@ -14,7 +14,12 @@ each timed with time.thread_time() (CPU of the reading thread only):
 - adapter, stock transport: the same adapter on the SDK's own httpx2 client (h11 parsing
   one chunk per event), the path before issue 27.
 
-    python bench/decode.py [--tokens 20000] [--runs 3]
+With --paced SECONDS the server waits that long before each chunk, so that every read gets
+about one token, as it does from a real model (a token arrives every 10-50 ms): the floor
+then pays a recv() per token, as every layer above it must. Unpaced, the stream arrives in
+bulk and the floor reads 64 KiB at a time: that floor counts bytes, not tokens.
+
+    python bench/decode.py [--tokens 20000] [--runs 3] [--paced 0.0005]
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ SERVE = """
 import sys, time
 from numi.testing import Scenario, ScriptedProvider
 tokens = int(sys.argv[2])
-scenario = Scenario().text("tok " * tokens, chunks=tokens)
+scenario = Scenario().text("tok " * tokens, chunks=tokens).delay(float(sys.argv[3]))
 with ScriptedProvider(port=int(sys.argv[1]), default_scenario=lambda r: scenario) as p:
     print("ready", flush=True)
     sys.stdin.readline()
@@ -111,13 +116,13 @@ def adapter_events(adapter) -> int:
     return sum(1 for event in adapter.stream(request) if isinstance(event, TextDelta))
 
 
-def measure(tokens: int = 20000, runs: int = 3) -> list[dict]:
+def measure(tokens: int = 20000, runs: int = 3, paced: float = 0.0) -> list[dict]:
     from numi.providers import get_adapter
     from stats import row
 
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-c", SERVE, str(port), str(tokens)],
+        [sys.executable, "-c", SERVE, str(port), str(tokens), str(paced)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -148,10 +153,11 @@ def measure(tokens: int = 20000, runs: int = 3) -> list[dict]:
         server.stdin.flush()
         server.wait(10)
     floor = results["floor: raw socket recv"]
+    pace = f", paced {paced * 1000:g} ms" if paced else ""
     return [
         row(
             "decode",
-            f"provider stream, {tokens:,} one-token chunks: {name}",
+            f"provider stream, {tokens:,} one-token chunks{pace}: {name}",
             values,
             "µs CPU/token",
             "≤ 3× floor" if name.startswith("adapter:") else "",
@@ -165,10 +171,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--paced", type=float, default=0.0, help="seconds before each chunk")
     args = parser.parse_args()
     from stats import table
 
-    print(table(measure(args.tokens, args.runs)))
+    print(table(measure(args.tokens, args.runs, args.paced)))
 
 
 if __name__ == "__main__":
