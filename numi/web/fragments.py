@@ -356,6 +356,7 @@ class HtmlView:
                 code=data.get("code"),
                 message=data.get("message"),
                 retry=turn_id != self.unaccepted_turn,
+                retry_after=self.last_message_id,
             )
         ]
 
@@ -486,7 +487,14 @@ class HtmlView:
             # As the page renders it: "Regenerate" offers the other models too.
             extra.update(chat=self.chat, endpoints=endpoint_store.list_endpoints(self.chat.user_id))
         db.session.commit()  # end the read transaction: this connection may live for hours
-        return render_template("partials/_message_oob.html", message=message, swap=swap, **extra)
+        # Just saved, it ends the transcript: a failed answer offers Retry.
+        return render_template(
+            "partials/_message_oob.html",
+            message=message,
+            swap=swap,
+            retry_after=message.id,
+            **extra,
+        )
 
     def _load(self, message_id: int) -> Message | None:
         found = self._load_many([message_id])
