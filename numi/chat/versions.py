@@ -218,6 +218,31 @@ def continue_turn(chat_id: str, question_id: int) -> bool:
     return changed
 
 
+def continued_steps(chat_id: str, messages: list[Message]) -> set[int]:
+    """The ids of the given answers that continue their turn's answer: an assistant message
+    whose parent is a tool step or its result (the step after a tool call, or the final
+    answer), so the page draws a turn's steps as one answer. One query at most, for parents
+    not among `messages`."""
+    roles = {m.id: m.role for m in messages}
+    wanted = {
+        m.parent_id
+        for m in messages
+        if m.role == "assistant" and m.parent_id and m.parent_id not in roles
+    }
+    if wanted:
+        rows = db.session.execute(
+            select(Message.id, Message.role).where(
+                Message.chat_id == chat_id, Message.id.in_(wanted)
+            )
+        )
+        roles.update({row.id: row.role for row in rows})
+    return {
+        m.id
+        for m in messages
+        if m.role == "assistant" and roles.get(m.parent_id) in ("assistant", "tool")
+    }
+
+
 def is_failed_answer(message_id: int) -> bool:
     """Whether the row is an answer its turn saved with an error (`meta.error`, kept as
     `partial` by the agent): what a Retry answers again, as the next version."""

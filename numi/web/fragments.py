@@ -21,9 +21,10 @@ from .. import endpoints as endpoint_store
 from ..artifacts import refusal
 from ..extensions import db
 from ..models import Message
-from ..chat.versions import version_info
+from ..chat.versions import continued_steps, version_info
 from ..render import StreamRender
 from ..turns.channel import Event
+from .tool_cards import finished_status
 
 
 def blocks_html(blocks) -> Markup:
@@ -115,6 +116,7 @@ class HtmlView:
         # refused send, shown beside the composer (which still holds the text), not a turn error.
         self.pending_send = False
         self.unaccepted_turn: str | None = None  # started here, its question not saved yet
+        self.continues = False  # the live step continues an answer that called tools
 
     # --- entry point ------------------------------------------------------------------------
 
@@ -152,6 +154,8 @@ class HtmlView:
 
     def _on_message_saved(self, turn_id, data, views: dict | None = None):
         out = []
+        if data.get("role") == "assistant" and data.get("tool_calls"):
+            self.continues = True  # the next step goes on with this answer
         if data.get("role") == "assistant":
             self.content, self.reasoning, self.preparing, self.renders = "", "", {}, {}
             out.append(self._live(turn_id))
@@ -244,10 +248,12 @@ class HtmlView:
         return [render_template("partials/_tool_card.html", card=card, oob=True)]
 
     def _on_tool_end(self, turn_id, data):
+        # The finished card keeps its arguments, as the saved one shows them after a reload.
         card = {
             "call_id": data["call_id"],
             "name": data["name"],
-            "status": "done" if data.get("ok") else "failed",
+            "status": finished_status(data.get("ok"), data.get("error_code")),
+            "arguments": data.get("arguments"),
             "result": data.get("result"),
             "duration_ms": data.get("duration_ms"),
         }
@@ -430,6 +436,10 @@ class HtmlView:
                     # The card shows what is pending, and its Approve names that digest.
                     card["arguments"] = pending[card["call_id"]].get("arguments")
                     card["digest"] = pending[card["call_id"]].get("digest")
+                elif card.get("status") in ("done", "failed"):
+                    card["status"] = finished_status(
+                        card["status"] == "done", card.get("error_code")
+                    )
                 out.append(render_template("partials/_tool_card.html", card=card, oob=True))
         if self.running:
             out.append(self._live(turn_id))
@@ -441,6 +451,7 @@ class HtmlView:
     def _reset(self, turn_id):
         self.turn_id = turn_id
         self.has_container = True
+        self.continues = False
         self.step, self.content, self.reasoning, self.preparing, self.renders = 0, "", "", {}, {}
 
     def _container(self, turn_id):
@@ -465,6 +476,7 @@ class HtmlView:
             reasoning=self.renders.get("reasoning"),
             streaming_reasoning=bool(self.reasoning) and not self.content,
             tools=list(self.preparing.values()),
+            continued=self.continues or self.step > 1,
         )
 
     def _insert_message(self, turn_id, message, target=None):
@@ -482,7 +494,10 @@ class HtmlView:
             swap = f"beforebegin:#turn-{turn_id}-live"
         else:
             swap = f"beforeend:#turn-{turn_id}"
-        extra = {"versions": version_info(message.chat_id, [message])}  # its ‹ n/m ›, if any
+        extra = {
+            "versions": version_info(message.chat_id, [message]),  # its ‹ n/m ›, if any
+            "continued_ids": continued_steps(message.chat_id, [message]),
+        }
         if message.role == "assistant" and not message.tool_calls:
             # As the page renders it: "Regenerate" offers the other models too.
             extra.update(chat=self.chat, endpoints=endpoint_store.list_endpoints(self.chat.user_id))

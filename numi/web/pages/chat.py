@@ -11,7 +11,7 @@ from flask import current_app, g, render_template
 from ... import endpoints as endpoint_store
 from ... import prompts as prompt_store
 from ...chat import chats, followups, organising
-from ...chat.versions import version_info
+from ...chat.versions import continued_steps, version_info
 from ...extensions import turn_manager
 from ..inputs import int_arg
 from .base import bp, running_ids
@@ -110,11 +110,14 @@ def transcript_context(page, *, newest: bool = False) -> dict:
     page_call_ids = {
         call.get("id") for m in page.items if m.role == "assistant" for call in m.tool_calls
     }
-    versions = version_info(page.items[0].chat_id, page.items) if page.items else {}
+    chat_id = page.items[0].chat_id if page.items else None
+    versions = version_info(chat_id, page.items) if page.items else {}
     return {
         "transcript": page,
         "tool_results": tool_results,
         "page_call_ids": page_call_ids,
         "versions": versions,
         "retry_after": page.items[-1].id if newest and page.items else None,
+        # A turn's steps and its final answer read as one answer block.
+        "continued_ids": continued_steps(chat_id, page.items) if page.items else set(),
     }
