@@ -362,7 +362,7 @@ class HtmlView:
                 code=data.get("code"),
                 message=data.get("message"),
                 retry=turn_id != self.unaccepted_turn,
-                retry_after=self.last_message_id,
+                retry_after=self._transcript_end(),
             )
         ]
 
@@ -510,6 +510,18 @@ class HtmlView:
             retry_after=message.id,
             **extra,
         )
+
+    def _transcript_end(self) -> int | None:
+        """The id of the transcript's last message, which a Retry drawn now names (a retry
+        may have set aside a failed answer this view still counts as its newest)."""
+        end = db.session.execute(
+            select(Message.id)
+            .where(Message.chat_id == self.chat.id, Message.shown())
+            .order_by(Message.id.desc())
+            .limit(1)
+        ).scalar_one_or_none()
+        db.session.commit()  # end the read transaction: this connection may live for hours
+        return end
 
     def _load(self, message_id: int) -> Message | None:
         found = self._load_many([message_id])

@@ -131,3 +131,28 @@ def test_an_old_retry_cannot_answer_a_newer_question(api, scripted, chat, socket
     assert status == 400 and body["error"]["code"] == "invalid_input"
     assert api.history(chat["id"]) == before
     assert len(scripted.requests) == asked, "no model call for a refused Retry"
+
+
+def test_a_retry_that_fails_before_saving_offers_a_retry_that_works(api, scripted, sockets):
+    """The retry's turn set the failed answer aside, then failed before saving anything (the
+    endpoints were deleted meanwhile): its Retry names the question, now the chat's end."""
+    chat = make_chat(api, scripted, name="retry-doomed-endpoint")
+    ws, failed = _fail(
+        api, scripted, sockets, chat, "Once more", "r-gone", Scenario.http_error(500)
+    )
+    # Every endpoint goes (the chat's route would move to another one that remained).
+    for endpoint in api.get("/api/endpoints")[1]["endpoints"]:
+        status, _ = api.call("DELETE", f"/api/endpoints/{endpoint['id']}")
+        assert status in (200, 204)
+    page = sockets(chat["id"], html=True)
+    page.send(type="resume", last_message_id=failed["id"])
+    status, _ = _retry(api, chat["id"], failed["id"])
+    assert status == 202
+    frame = ""
+    while 'data-code="no_model"' not in frame:
+        frame = page.receive()
+    question_id = failed["parent_id"]
+    assert f'"message_id": {question_id}' in frame.replace("&#34;", '"')
+    ws.events_until("turn_end")
+    status, body = _retry(api, chat["id"], question_id)
+    assert status == 202, body  # accepted (its turn fails again: the chat still has no model)
