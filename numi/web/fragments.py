@@ -21,7 +21,7 @@ from .. import endpoints as endpoint_store
 from ..artifacts import refusal
 from ..extensions import db
 from ..models import Message
-from ..chat.versions import continued_steps, version_info
+from ..chat.versions import continued_steps, is_failed_answer, version_info
 from ..render import StreamRender
 from ..turns.channel import Event
 from .tool_cards import finished_status
@@ -501,14 +501,33 @@ class HtmlView:
         if message.role == "assistant" and not message.tool_calls:
             # As the page renders it: "Regenerate" offers the other models too.
             extra.update(chat=self.chat, endpoints=endpoint_store.list_endpoints(self.chat.user_id))
+        replaced = self._replaced_failures(message, extra["versions"].get(message.id))
         db.session.commit()  # end the read transaction: this connection may live for hours
         # Just saved, it ends the transcript: a failed answer offers Retry.
-        return render_template(
+        html = render_template(
             "partials/_message_oob.html",
             message=message,
             swap=swap,
             retry_after=message.id,
             **extra,
+        )
+        return html + replaced
+
+    @staticmethod
+    def _replaced_failures(message, version) -> str:
+        """A retry's answer takes its failed answer's place on a page that still shows the
+        failure (another tab: the one that asked has swapped its transcript): the failed
+        versions are named for static/js/app.js to remove. Only failures: a regenerated
+        answer's old version may have tool steps below it, which this cannot tell."""
+        if version is None or message.role != "assistant":
+            return ""
+        failed = [i for i in version.ids if i != message.id and is_failed_answer(i)]
+        if not failed:
+            return ""
+        ids = " ".join(str(i) for i in failed)
+        return (
+            '<div hx-swap-oob="beforeend:#transcript">'
+            f'<span class="replaced-versions" hidden data-ids="{ids}"></span></div>'
         )
 
     def _transcript_end(self) -> int | None:

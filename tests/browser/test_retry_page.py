@@ -65,6 +65,10 @@ def test_retry_puts_the_answer_in_the_failures_place(
     failure = page.locator("#transcript .msg-error")
     assert failure.count() == 1
     shot(page, f"retry-failed-{size}-{scheme}")
+    # The same chat open in another tab (another device): it sees the failure too.
+    other = open_page_on(site, size, scheme)
+    open_chat(other, chat["id"])
+    other.locator("#transcript .msg-error").wait_for()
 
     scripted.enqueue(Scenario().text("Second time lucky."), model=model)
     retry.click()
@@ -79,6 +83,14 @@ def test_retry_puts_the_answer_in_the_failures_place(
     assert page.locator("#transcript .msg-user").count() == 1
     shot(page, f"retry-answered-{size}-{scheme}")
     assert serious_violations(page, "#transcript") == []
+    # In the other tab too, the answer takes the failure's place.
+    elsewhere = other.locator("#transcript .msg-assistant", has_text="Second time lucky.")
+    elsewhere.wait_for()
+    other.locator("#transcript .msg-error").wait_for(state="detached")
+    assert elsewhere.locator(".version-count").inner_text() == "2/2"
+    assert other.locator("#transcript .msg-assistant").count() == 1
+    shot(other, f"retry-answered-other-tab-{size}-{scheme}")
+    assert other.errors == []
 
     # The failure is version 1, with its error; being the chat's end again, its Retry lives.
     answer.get_by_role("button", name="Previous version").click()
