@@ -498,6 +498,10 @@ class HtmlView:
             "versions": version_info(message.chat_id, [message]),  # its ‹ n/m ›, if any
             "continued_ids": continued_steps(message.chat_id, [message]),
         }
+        if message.role == "assistant" and message.tool_calls:
+            # Its cards as the page draws them: a step saved earlier in the turn (a client
+            # that came late, from a snapshot) has its results already.
+            extra["tool_results"] = self._results_of(message)
         if message.role == "assistant" and not message.tool_calls:
             # As the page renders it: "Regenerate" offers the other models too.
             extra.update(chat=self.chat, endpoints=endpoint_store.list_endpoints(self.chat.user_id))
@@ -529,6 +533,19 @@ class HtmlView:
             '<div hx-swap-oob="beforeend:#transcript">'
             f'<span class="replaced-versions" hidden data-ids="{ids}"></span></div>'
         )
+
+    def _results_of(self, step: Message) -> dict[str, Message]:
+        """The saved results of a step's tool calls, by call id."""
+        ids = [call.get("id") for call in step.tool_calls if call.get("id")]
+        rows = db.session.execute(
+            select(Message).where(
+                Message.chat_id == self.chat.id,
+                Message.role == "tool",
+                Message.tool_call_id.in_(ids),
+                Message.deleted_at.is_(None),
+            )
+        ).scalars()
+        return {row.tool_call_id: row for row in rows}
 
     def _transcript_end(self) -> int | None:
         """The id of the transcript's last message, which a Retry drawn now names (a retry

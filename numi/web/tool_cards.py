@@ -4,7 +4,7 @@ its result after a reload. Drawing all three from the same fields is what keeps 
 card looking the same live and reloaded: its arguments, its result, how long it took.
 
 A call that did not run because the user said no reads "Denied" (or "Not run" after a
-Stop), not "failed": nothing went wrong, the user chose.
+Stop, or when no answer came in time), not "failed": nothing went wrong, the user chose.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 # error_code of a result (agent/tool_runner.py) -> the card's status, when not "failed".
-_NOT_RUN = {"denied": "denied", "stopped": "stopped"}
+_NOT_RUN = {"denied": "denied", "stopped": "stopped", "approval_timeout": "expired"}
 
 # What the status line says for each status.
 STATUS_TEXT = {
@@ -24,6 +24,7 @@ STATUS_TEXT = {
     "failed": "failed",
     "denied": "Denied",
     "stopped": "Not run: stopped",
+    "expired": "Not run: no answer in time",
     "pending": "queued",
     "interrupted": "interrupted: it never ran or its result was lost",
 }
