@@ -103,9 +103,16 @@ def test_tool_cards_live_and_reloaded(
 
     # A tool that runs: its finished card keeps the arguments it was called with.
     scripted.enqueue(Scenario().tool_call("echo", {"greeting": "hello", "count": 2}), model=model)
-    scripted.enqueue(Scenario().text("The echo said hello."), model=model)
+    scripted.enqueue(Scenario().text("The echo said hello.", chunks=1).stall(), model=model)
     send(page, "Echo something")
+    # While the final answer streams, it is already part of the step's block: no label.
+    streaming = page.locator(".turn-live.msg-continued", has_text="The echo said hello.")
+    streaming.wait_for()
+    assert not streaming.locator(".msg-role").is_visible()
+    shot(page, f"cards-streaming-{size}-{scheme}")
+    scripted.release()
     page.locator("#transcript .msg-assistant", has_text="The echo said hello.").wait_for()
+    page.locator(".turn-live").wait_for(state="detached")
     done = page.locator(".tool-card.tool-done")
     done.wait_for()
     assert '"greeting": "hello"' in done.text_content()
