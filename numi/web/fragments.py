@@ -545,7 +545,10 @@ class HtmlView:
                 Message.deleted_at.is_(None),
             )
         ).scalars()
-        return {row.tool_call_id: row for row in rows}
+        results = {row.tool_call_id: row for row in rows}
+        for row in results.values():
+            db.session.expunge(row)  # keeps its values past the commit: no reload per card
+        return results
 
     def _transcript_end(self) -> int | None:
         """The id of the transcript's last message, which a Retry drawn now names (a retry
