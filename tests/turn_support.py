@@ -10,6 +10,7 @@ import socket
 import sqlite3
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
@@ -100,6 +101,21 @@ class Api:
         status, body = self.get(f"/api/history/{chat_id}?limit=1000")
         assert status == 200, body
         return body["messages"]
+
+
+def page_retry(api: Api, chat_id: str, message_id: int) -> tuple[int, str]:
+    """The page's Retry (an HTMX form post naming the message it was drawn after)."""
+    request = urllib.request.Request(
+        f"{api.base}/c/{chat_id}/retry",
+        data=urllib.parse.urlencode({"message_id": message_id}).encode(),
+        method="POST",
+        headers={"HX-Request": "true", **api.auth},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
 
 
 def make_chat(

@@ -66,7 +66,7 @@ class ToolRunner:
             workspace=meta.settings.get("workspace"),
             settings=meta.settings,
         )
-        results: dict[str, tuple[bool, str, str | None]] = {}
+        results: dict[str, tuple[bool, str, str | None, float]] = {}
         greenlets = [
             gevent.spawn(self._run_one, call, available.get(call.name), context, results)
             for call in calls
@@ -74,10 +74,11 @@ class ToolRunner:
         # Running tools finish even when the turn is stopped: their effects cannot be undone.
         gevent.joinall(greenlets)
         for call in calls:
-            ok, text, code = results.get(
-                call.id, (False, "The tool did not report a result.", "no_result")
+            ok, text, code, duration_ms = results.get(
+                call.id, (False, "The tool did not report a result.", "no_result", None)
             )
-            meta = {"tool": call.name, "ok": ok, "step": step}
+            # Its duration too: the card after a reload shows what the live one showed.
+            meta = {"tool": call.name, "ok": ok, "step": step, "duration_ms": duration_ms}
             if not ok:
                 meta["error_code"] = code or "tool_error"
             message = self.save(role="tool", tool_call_id=call.id, content=text, meta=meta)
@@ -90,7 +91,7 @@ class ToolRunner:
         call: ToolCall,
         tool: Tool | None,
         context: ToolContext,
-        results: dict[str, tuple[bool, str, str | None]],
+        results: dict[str, tuple[bool, str, str | None, float]],
     ) -> None:
         turn = self.turn
         arguments = call.arguments if call.arguments is not None else {}
@@ -150,10 +151,12 @@ class ToolRunner:
                 )
                 ok, text, code = self._execute(tool, arguments, context)
         duration_ms = round((time.monotonic() - started) * 1000, 1)
-        results[call.id] = (ok, text, code)
+        results[call.id] = (ok, text, code, duration_ms)
         end = {
             "call_id": call.id,
             "name": call.name,
+            # The finished card keeps the arguments it was called with (as after a reload).
+            "arguments": call.arguments_json or "{}" if call.arguments_error else arguments,
             "ok": ok,
             "result": text,
             "duration_ms": duration_ms,

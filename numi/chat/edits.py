@@ -141,6 +141,52 @@ def prepare_regenerate(user_id: int, chat_id: str, route: dict[str, Any] | None,
     return question
 
 
+def prepare_retry(user_id: int, chat_id: Any, after_id: Any) -> Message:
+    """Answer the newest question again after its turn failed (the page's Retry).
+
+    `after_id` is the message the Retry was drawn after: the failed answer it sits on, or
+    the newest message the page had when the turn failed. It must still be the end of the
+    transcript: a Retry left on an older failure would otherwise answer a newer question
+    (409 `retry_stale`), as would one whose question has been answered since. The failed
+    answer is set aside (`versions.continue_turn`): the retry's answer becomes its next
+    version. Returns the question, ready for `regeneration_payload()`."""
+    chat = chats.get_chat(user_id, chat_id)
+    if not isinstance(after_id, int) or isinstance(after_id, bool):
+        raise invalid("message_id must name the message the Retry belongs to.")
+    ensure_idle(chat.id)
+    tip = db.session.execute(
+        select(Message)
+        .where(Message.chat_id == chat.id, Message.shown())
+        .order_by(Message.id.desc())
+        .limit(1)
+    ).scalar_one_or_none()
+    if tip is None:
+        raise NumiError("nothing_to_retry", "There is no question to answer again.", 409)
+    answered = tip.role == "assistant" and not tip.tool_calls and not tip.meta.get("partial")
+    if tip.id != after_id or answered:
+        raise NumiError(
+            "retry_stale",
+            "This Retry belongs to an earlier answer: the chat has moved on since. "
+            "Use Regenerate on the newest answer instead.",
+            409,
+        )
+    tree = versions.load_tree(chat.id)
+    question_id = next(
+        (i for i in reversed(versions.path_to(tree, tip.id)) if tree[i].role == "user"), None
+    )
+    if question_id is None:
+        raise NumiError("nothing_to_retry", "There is no question to answer again.", 409)
+    question = get_message(chat, question_id)
+    try:
+        versions.continue_turn(chat.id, question.id)
+        _ensure_request_id(question)
+        db.session.commit()
+    except Exception:
+        db.session.rollback()
+        raise
+    return question
+
+
 def switch_version(user_id: int, chat_id: str, message_id: int) -> Message:
     """Show version `message_id` (and the branch below it that was last shown) instead of
     its siblings. Saved, so a reload or another tab shows the same; 409 while a turn runs."""

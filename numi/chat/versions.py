@@ -23,6 +23,7 @@ from sqlalchemy import select, update
 
 from ..extensions import db
 from ..models import Message
+from ..models.columns import loads
 
 UPDATE_CHUNK = 500
 
@@ -190,7 +191,10 @@ def continue_turn(chat_id: str, question_id: int) -> bool:
     continues it: its branch is shown (the question and the newest version of what its
     turn saved), and what was said after that turn stays as another version. A retried
     question whose turn a crash cut short is answered where it was asked, even after later
-    turns. Returns whether anything changed (the caller commits)."""
+    turns. A turn that ended on a failed answer (an error saved on it, with whatever it had
+    shown) is answered beside it: the retry's answer is that answer's next version, and the
+    failure stays reachable through the version switcher, as a regenerated answer does.
+    Returns whether anything changed (the caller commits)."""
     tree = load_tree(chat_id)
     if question_id not in tree:
         return False
@@ -200,6 +204,8 @@ def continue_turn(chat_id: str, question_id: int) -> bool:
     tip = question_id
     while following := next((n for n in rows if n.parent_id == tip and n.selected), None):
         tip = following.id
+    if tip != question_id and tree[tip].parent_id is not None and is_failed_answer(tip):
+        tip = tree[tip].parent_id  # the failed answer is set aside below
     changed = False
     for node_id in path_to(tree, tip):
         node = tree[node_id]
@@ -210,3 +216,42 @@ def continue_turn(chat_id: str, question_id: int) -> bool:
         unselect_children(chat_id, tip)
         changed = True
     return changed
+
+
+def continued_steps(chat_id: str, messages: list[Message]) -> set[int]:
+    """The ids of the given answers that continue their turn's answer: an assistant message
+    whose parent is a tool step or its result (the step after a tool call, or the final
+    answer), so the page draws a turn's steps as one answer. One query at most, for parents
+    not among `messages`."""
+    roles = {m.id: m.role for m in messages}
+    wanted = {
+        m.parent_id
+        for m in messages
+        if m.role == "assistant" and m.parent_id and m.parent_id not in roles
+    }
+    if wanted:
+        rows = db.session.execute(
+            select(Message.id, Message.role).where(
+                Message.chat_id == chat_id, Message.id.in_(wanted)
+            )
+        )
+        roles.update({row.id: row.role for row in rows})
+    return {
+        m.id
+        for m in messages
+        if m.role == "assistant" and roles.get(m.parent_id) in ("assistant", "tool")
+    }
+
+
+def is_failed_answer(message_id: int) -> bool:
+    """Whether the row is an answer its turn saved with an error (`meta.error`, kept as
+    `partial` by the agent): what a Retry answers again, as the next version."""
+    row = db.session.execute(
+        select(Message.role, Message.meta_json, Message.tool_calls_json).where(
+            Message.id == message_id
+        )
+    ).first()
+    if row is None or row.role != "assistant" or row.tool_calls_json:
+        return False
+    meta = loads(row.meta_json, {})
+    return bool(meta.get("partial") and meta.get("error"))

@@ -165,6 +165,10 @@ class TurnState:
                 result=data.get("result"),
                 duration_ms=data.get("duration_ms"),
             )
+            if "arguments" in data:
+                card["arguments"] = data["arguments"]
+            if data.get("error_code"):
+                card["error_code"] = data["error_code"]
         elif type_ == "message_saved":
             # The step's text now lives in a saved message: the live part starts over.
             self.saved_message_ids.append(data["message_id"])

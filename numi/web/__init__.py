@@ -94,3 +94,6 @@ def register(app: Flask) -> None:
     app.jinja_env.globals["reported_capabilities"] = reported_capabilities
     app.jinja_env.globals["capability_source_label"] = capability_source_label
     app.jinja_env.globals["asset_version"] = "1"
+    from . import tool_cards
+
+    tool_cards.init_app(app)

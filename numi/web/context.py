@@ -214,7 +214,9 @@ def message_in_context_page(chat_id: str, message_id: int):
         page = chats.list_messages(chat, limit=current_app.config["NUMI_PAGE_SIZE_MESSAGES"])
         html = render_template(
             "partials/_context_panel.html", chat=chat, info=describe_next(chat)
-        ) + render_template("partials/_transcript_oob.html", chat=chat, **transcript_context(page))
+        ) + render_template(
+            "partials/_transcript_oob.html", chat=chat, **transcript_context(page, newest=True)
+        )
         return html, 200, {"HX-Trigger": "numi:context-changed"}
     from .transcript import refreshed_transcript
 

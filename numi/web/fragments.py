@@ -21,9 +21,10 @@ from .. import endpoints as endpoint_store
 from ..artifacts import refusal
 from ..extensions import db
 from ..models import Message
-from ..chat.versions import version_info
+from ..chat.versions import continued_steps, is_failed_answer, version_info
 from ..render import StreamRender
 from ..turns.channel import Event
+from .tool_cards import finished_status
 
 
 def blocks_html(blocks) -> Markup:
@@ -115,6 +116,7 @@ class HtmlView:
         # refused send, shown beside the composer (which still holds the text), not a turn error.
         self.pending_send = False
         self.unaccepted_turn: str | None = None  # started here, its question not saved yet
+        self.continues = False  # the live step continues an answer that called tools
 
     # --- entry point ------------------------------------------------------------------------
 
@@ -152,6 +154,8 @@ class HtmlView:
 
     def _on_message_saved(self, turn_id, data, views: dict | None = None):
         out = []
+        if data.get("role") == "assistant" and data.get("tool_calls"):
+            self.continues = True  # the next step goes on with this answer
         if data.get("role") == "assistant":
             self.content, self.reasoning, self.preparing, self.renders = "", "", {}, {}
             out.append(self._live(turn_id))
@@ -244,10 +248,12 @@ class HtmlView:
         return [render_template("partials/_tool_card.html", card=card, oob=True)]
 
     def _on_tool_end(self, turn_id, data):
+        # The finished card keeps its arguments, as the saved one shows them after a reload.
         card = {
             "call_id": data["call_id"],
             "name": data["name"],
-            "status": "done" if data.get("ok") else "failed",
+            "status": finished_status(data.get("ok"), data.get("error_code")),
+            "arguments": data.get("arguments"),
             "result": data.get("result"),
             "duration_ms": data.get("duration_ms"),
         }
@@ -356,6 +362,7 @@ class HtmlView:
                 code=data.get("code"),
                 message=data.get("message"),
                 retry=turn_id != self.unaccepted_turn,
+                retry_after=self._transcript_end(),
             )
         ]
 
@@ -429,6 +436,10 @@ class HtmlView:
                     # The card shows what is pending, and its Approve names that digest.
                     card["arguments"] = pending[card["call_id"]].get("arguments")
                     card["digest"] = pending[card["call_id"]].get("digest")
+                elif card.get("status") in ("done", "failed"):
+                    card["status"] = finished_status(
+                        card["status"] == "done", card.get("error_code")
+                    )
                 out.append(render_template("partials/_tool_card.html", card=card, oob=True))
         if self.running:
             out.append(self._live(turn_id))
@@ -440,6 +451,7 @@ class HtmlView:
     def _reset(self, turn_id):
         self.turn_id = turn_id
         self.has_container = True
+        self.continues = False
         self.step, self.content, self.reasoning, self.preparing, self.renders = 0, "", "", {}, {}
 
     def _container(self, turn_id):
@@ -464,6 +476,7 @@ class HtmlView:
             reasoning=self.renders.get("reasoning"),
             streaming_reasoning=bool(self.reasoning) and not self.content,
             tools=list(self.preparing.values()),
+            continued=self.continues or self.step > 1,
         )
 
     def _insert_message(self, turn_id, message, target=None):
@@ -481,12 +494,73 @@ class HtmlView:
             swap = f"beforebegin:#turn-{turn_id}-live"
         else:
             swap = f"beforeend:#turn-{turn_id}"
-        extra = {"versions": version_info(message.chat_id, [message])}  # its ‹ n/m ›, if any
+        extra = {
+            "versions": version_info(message.chat_id, [message]),  # its ‹ n/m ›, if any
+            "continued_ids": continued_steps(message.chat_id, [message]),
+        }
+        if message.role == "assistant" and message.tool_calls:
+            # Its cards as the page draws them: a step saved earlier in the turn (a client
+            # that came late, from a snapshot) has its results already.
+            extra["tool_results"] = self._results_of(message)
         if message.role == "assistant" and not message.tool_calls:
             # As the page renders it: "Regenerate" offers the other models too.
             extra.update(chat=self.chat, endpoints=endpoint_store.list_endpoints(self.chat.user_id))
+        replaced = self._replaced_failures(message, extra["versions"].get(message.id))
         db.session.commit()  # end the read transaction: this connection may live for hours
-        return render_template("partials/_message_oob.html", message=message, swap=swap, **extra)
+        # Just saved, it ends the transcript: a failed answer offers Retry.
+        html = render_template(
+            "partials/_message_oob.html",
+            message=message,
+            swap=swap,
+            retry_after=message.id,
+            **extra,
+        )
+        return html + replaced
+
+    @staticmethod
+    def _replaced_failures(message, version) -> str:
+        """A retry's answer takes its failed answer's place on a page that still shows the
+        failure (another tab: the one that asked has swapped its transcript): the failed
+        versions are named for static/js/app.js to remove. Only failures: a regenerated
+        answer's old version may have tool steps below it, which this cannot tell."""
+        if version is None or message.role != "assistant":
+            return ""
+        failed = [i for i in version.ids if i != message.id and is_failed_answer(i)]
+        if not failed:
+            return ""
+        ids = " ".join(str(i) for i in failed)
+        return (
+            '<div hx-swap-oob="beforeend:#transcript">'
+            f'<span class="replaced-versions" hidden data-ids="{ids}"></span></div>'
+        )
+
+    def _results_of(self, step: Message) -> dict[str, Message]:
+        """The saved results of a step's tool calls, by call id."""
+        ids = [call.get("id") for call in step.tool_calls if call.get("id")]
+        rows = db.session.execute(
+            select(Message).where(
+                Message.chat_id == self.chat.id,
+                Message.role == "tool",
+                Message.tool_call_id.in_(ids),
+                Message.deleted_at.is_(None),
+            )
+        ).scalars()
+        results = {row.tool_call_id: row for row in rows}
+        for row in results.values():
+            db.session.expunge(row)  # keeps its values past the commit: no reload per card
+        return results
+
+    def _transcript_end(self) -> int | None:
+        """The id of the transcript's last message, which a Retry drawn now names (a retry
+        may have set aside a failed answer this view still counts as its newest)."""
+        end = db.session.execute(
+            select(Message.id)
+            .where(Message.chat_id == self.chat.id, Message.shown())
+            .order_by(Message.id.desc())
+            .limit(1)
+        ).scalar_one_or_none()
+        db.session.commit()  # end the read transaction: this connection may live for hours
+        return end
 
     def _load(self, message_id: int) -> Message | None:
         found = self._load_many([message_id])

@@ -11,6 +11,7 @@ WebSocket, and starting earlier could let the swap wipe that container out.
     GET  /c/<chat>/messages/<id>/markdown   an answer shown plain past the cap, as markdown
     POST /c/<chat>/messages/<id>/edit       save the edit, regenerate from there
     POST /c/<chat>/regenerate               answer the last question again (route optional)
+    POST /c/<chat>/retry                    answer it again after a failure (message_id)
     POST /c/<chat>/messages/<id>/delete     delete a message (scope=message) or its turn
     POST /c/<chat>/messages/<id>/fork       new chat with the transcript up to the message
     POST /c/<chat>/messages/<id>/show       show this version instead of its siblings
@@ -80,7 +81,7 @@ def refreshed_transcript(
             chat=chat,
             focus_version=focus_version,
             has_newer=has_newer,
-            **transcript_context(page),
+            **transcript_context(page, newest=not has_newer),
         )
     )
     if start_payload is not None:
@@ -171,6 +172,20 @@ def edit(chat_id: str, message_id: int):
 def regenerate(chat_id: str):
     data = request_data()
     question = edits.prepare_regenerate(g.user.id, chat_id, _route_fields(data), current_app.config)
+    payload = request_timezone(edits.regeneration_payload(question))
+    return _after_change(chat_id, payload, message=question.to_dict())
+
+
+@bp.post("/c/<chat_id>/retry")
+@bp.post("/api/session/<chat_id>/retry", endpoint="api_retry")
+def retry(chat_id: str):
+    """Answer the newest question again after its turn failed: the HTMX answer is the
+    transcript without the failed answer (kept as the previous version), then the turn."""
+    data = request_data()
+    after_id = data.get("message_id")
+    if isinstance(after_id, str) and after_id.isdigit():
+        after_id = int(after_id)
+    question = edits.prepare_retry(g.user.id, chat_id, after_id)
     payload = request_timezone(edits.regeneration_payload(question))
     return _after_change(chat_id, payload, message=question.to_dict())
 

@@ -129,9 +129,16 @@ on("scroll", (event) => {
 on("htmx:wsBeforeMessage", () => {
   if ($("transcript")) stick = fromBottom($("transcript")) < 80;
 });
+// A retry's answer replaces its failed answer in every tab, not only in the one that
+// asked (that one has swapped its transcript already): the server names the failures.
+const replaced = document.getElementsByClassName("replaced-versions");
 on("htmx:wsAfterMessage", () => {
   const t = $("transcript");
   if (!t) return;
+  for (const mark of [...replaced]) {
+    for (const id of mark.dataset.ids.split(" ")) $("msg-" + id)?.remove();
+    mark.remove();
+  }
   if (stick) t.scrollTop = t.scrollHeight;
   else showJump(fromBottom(t) > 200);
   announceFinished();

@@ -9,7 +9,16 @@ import pytest
 
 from numi.testing import Scenario
 
-from turn_support import SSE, Api, Socket, make_chat, of_type, turn_server_env, types
+from turn_support import (
+    SSE,
+    Api,
+    Socket,
+    make_chat,
+    of_type,
+    page_retry,
+    turn_server_env,
+    types,
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +49,10 @@ def test_retry_button_after_a_failed_step_that_followed_a_tool_answers(
     assert of_type(failed, "error")[0]["data"]["code"] == "provider_unavailable"
 
     scripted.enqueue(Scenario().text("The final answer."))
-    status, _ = api.call("POST", f"/c/{chat['id']}/retry", headers={"HX-Request": "true"})
-    assert status == 204
+    failed_id = api.history(chat["id"])[-1]["id"]
+    status, html = page_retry(api, chat["id"], failed_id)
+    assert status == 200  # the transcript without the failed answer, then the turn
+    assert f'id="msg-{failed_id}"' not in html
     retried = ws.events_until("turn_end")
     assert "done" in types(retried) and "error" not in types(retried)
     answer = api.history(chat["id"])[-1]

@@ -215,14 +215,15 @@ def test_a_failed_request_is_answered_when_retried(api, scripted, chat, sockets)
     messages = api.history(chat["id"])
     assert [(m["role"], m["content"]) for m in messages] == [
         ("user", "Try me"),
-        ("assistant", ""),
         ("assistant", "Second time lucky."),
     ]
-    # The failure stays on the transcript, with its code, but is never sent to the model.
-    assert (
-        messages[1]["meta"]["error"]["code"] == "provider_unavailable"
-        and messages[1]["meta"]["partial"]
-    )
+    # The failure stays as the answer's previous version, with its code (issue 25, item 6),
+    # and is never sent to the model.
+    failed_id = messages[1]["version"]["ids"][0]
+    status, switched = api.post(f"/api/session/{chat['id']}/messages/{failed_id}/show")
+    assert status == 200 and switched["version"]["n"] == 1
+    failed = api.history(chat["id"])[1]
+    assert failed["meta"]["error"]["code"] == "provider_unavailable" and failed["meta"]["partial"]
     assert [m["role"] for m in scripted.requests[-1].body["messages"]] == ["system", "user"]
 
 

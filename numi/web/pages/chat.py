@@ -1,4 +1,4 @@
-"""The chat page: the start page, one chat's transcript, older messages, retry.
+"""The chat page: the start page, one chat's transcript, older messages.
 
 The same partial renders inside the full page, as an HTMX response and as a WebSocket push.
 `HX-Request` decides fragment versus page. Every form also works without JavaScript.
@@ -6,17 +6,14 @@ The same partial renders inside the full page, as an HTMX response and as a WebS
 
 from __future__ import annotations
 
-from flask import current_app, g, redirect, render_template, url_for
+from flask import current_app, g, render_template
 
 from ... import endpoints as endpoint_store
 from ... import prompts as prompt_store
 from ...chat import chats, followups, organising
-from ...chat.versions import version_info
-from ...agent.sending import start_turn
-from ...errors import NumiError
+from ...chat.versions import continued_steps, version_info
 from ...extensions import turn_manager
 from ..inputs import int_arg
-from ..request_kind import is_htmx
 from .base import bp, running_ids
 
 
@@ -71,7 +68,7 @@ def chat_view(chat_id: str):
         interrupted=running is False and not has_newer and interrupted_turn(page.items),
         stale_calls=running is False,
         prompts=prompt_store.list_prompts(g.user.id),
-        **transcript_context(page),
+        **transcript_context(page, newest=not has_newer),
     )
 
 
@@ -106,49 +103,21 @@ def interrupted_turn(messages) -> bool:
     return last.role in ("user", "tool") or (last.role == "assistant" and bool(last.tool_calls))
 
 
-def transcript_context(page) -> dict:
-    """A page of messages plus what its templates need to pair tool calls with results."""
+def transcript_context(page, *, newest: bool = False) -> dict:
+    """A page of messages plus what its templates need to pair tool calls with results.
+    `newest`: the page ends the transcript, so its last message may offer Retry."""
     tool_results = {m.tool_call_id: m for m in page.items if m.role == "tool" and m.tool_call_id}
     page_call_ids = {
         call.get("id") for m in page.items if m.role == "assistant" for call in m.tool_calls
     }
-    versions = version_info(page.items[0].chat_id, page.items) if page.items else {}
+    chat_id = page.items[0].chat_id if page.items else None
+    versions = version_info(chat_id, page.items) if page.items else {}
     return {
         "transcript": page,
         "tool_results": tool_results,
         "page_call_ids": page_call_ids,
         "versions": versions,
+        "retry_after": page.items[-1].id if newest and page.items else None,
+        # A turn's steps and its final answer read as one answer block.
+        "continued_ids": continued_steps(chat_id, page.items) if page.items else set(),
     }
-
-
-@bp.post("/c/<chat_id>/retry")
-def retry(chat_id: str):
-    """Answer the chat's last question again (after an error), on the live connection."""
-    from sqlalchemy import select
-
-    from ...extensions import db
-    from ...models import Message
-    from ..streams import request_timezone
-
-    chat = chats.get_chat(g.user.id, chat_id)
-    last_user = db.session.execute(
-        select(Message)
-        .where(Message.chat_id == chat.id, Message.role == "user", Message.shown())
-        .order_by(Message.id.desc())
-        .limit(1)
-    ).scalar_one_or_none()
-    if last_user is None:
-        raise NumiError("nothing_to_retry", "There is no question to answer again.", 409)
-    if not last_user.request_id:
-        last_user.request_id = f"retry-{last_user.id}"
-        db.session.commit()
-    start_turn(
-        g.user.id,
-        g.user.is_admin,
-        chat.id,
-        request_timezone({"message": last_user.content or " ", "request_id": last_user.request_id}),
-        current_app.config,
-    )
-    if is_htmx():
-        return "", 204
-    return redirect(url_for("pages.chat_view", chat_id=chat.id))

@@ -200,31 +200,37 @@ def chat_tool_choices() -> list[dict]:
         tools = registry.available(g.user.id, is_admin=g.user.is_admin)
     else:
         tools = registry.active(registry.names(), is_admin=g.user.is_admin)
-    return [
+    # "(admin)" tells users apart: with one user (single-user mode, or no auth) it says nothing.
+    several_users = current_app.config["NUMI_AUTH"] == "multi"
+    choices = [
         {
             "name": t.name,
             "label": TOOL_LABELS.get(t.name, t.name),
             "description": t.description,
-            "admin_only": t.admin_only,
+            "admin_only": t.admin_only and several_users,
             "default_policy": default_policy(t),
             "always_ask": getattr(t, "always_ask", False),
         }
         for t in tools
     ]
+    # The shipped tools in the order of TOOL_LABELS (finding things, then the workspace from
+    # reading to changing, then commands); plugins' and MCP servers' tools after, by label.
+    order = {name: n for n, name in enumerate(TOOL_LABELS)}
+    return sorted(choices, key=lambda c: (order.get(c["name"], len(order)), c["label"].casefold()))
 
 
 TOOL_LABELS = {
-    "current_time": "Current time",
-    "remember": "Remember (propose a memory)",
     "web_search": "Web search",
     "fetch_page": "Fetch web pages",
+    "search_documents": "Search my documents",
+    "current_time": "Current time",
+    "remember": "Remember (propose a memory)",
     "list_files": "Workspace: list files",
     "read_file": "Workspace: read files",
     "search_files": "Workspace: search files",
     "write_file": "Workspace: write files",
     "patch_file": "Workspace: patch files",
     "bash": "Bash commands",
-    "search_documents": "Search my documents",
 }
 
 

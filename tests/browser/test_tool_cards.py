@@ -1,0 +1,178 @@
+"""Tool cards (issue 25, items 9 and 7), as a person sees them: the command once while it waits
+for approval; a denial reads "Denied", not a red "failed"; a finished card keeps its arguments
+and looks the same live and after a reload; a turn's tool steps and its final answer read
+as one answer block; the chat's tool chooser lists tools by label, in order, without
+"(admin)" for the single user. Real Chromium at 1280×800 and 390×844, light and dark."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+
+from numi.testing import Scenario
+
+from page_support import LOOKS
+from turn_support import Api, make_chat, turn_server_env
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def site(live_server_factory):
+    started = live_server_factory(**turn_server_env(NUMI_APPROVAL_TIMEOUT_SECONDS="60"))
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def api(site):
+    return Api(site.url, token=site.token)
+
+
+def open_chat(page, chat_id: str) -> None:
+    page.goto(f"/c/{chat_id}")
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+
+
+def send(page, text: str) -> None:
+    page.fill("#composer-input", text)
+    page.press("#composer-input", "Enter")
+
+
+def serious_violations(page, region: str) -> list[str]:
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page, context={"include": [[region]]})
+    return [
+        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:5]}"
+        for v in results.response["violations"]
+        if v.get("impact") in ("serious", "critical")
+    ]
+
+
+def cards(page) -> list[dict]:
+    """Every tool card as drawn: its classes, its text (open or not), its colour."""
+    return page.eval_on_selector_all(
+        "#transcript .tool-card",
+        """els => els.map(e => ({id: e.id, cls: e.className,
+            text: e.textContent.replace(/\\s+/g, ' ').trim(),
+            status: getComputedStyle(e.querySelector('.tool-status')).color}))""",
+    )
+
+
+def danger_colour(page) -> str:
+    return page.evaluate(
+        """() => { const probe = document.createElement('span'); probe.style.color = 'var(--danger)';
+        document.body.append(probe); const c = getComputedStyle(probe).color; probe.remove(); return c; }"""
+    )
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_tool_cards_live_and_reloaded(
+    open_page_on, site, api, scripted, shot, tmp_path, size, scheme
+):
+    model = f"cards-{uuid.uuid4().hex[:8]}"
+    chat = make_chat(
+        api, scripted, model=model, settings={"tools": ["bash", "echo"], "workspace": str(tmp_path)}
+    )
+    scripted.enqueue(
+        Scenario().tool_call("bash", {"command": "echo only-once-please"}), model=model
+    )
+    scripted.enqueue(Scenario().text("Understood, I will not run it."), model=model)
+    page = open_page_on(site, size, scheme)
+    open_chat(page, chat["id"])
+    send(page, "Run something")
+
+    # Waiting for approval: the command is on the card once.
+    waiting = page.locator(".tool-card.tool-approval")
+    waiting.wait_for()
+    assert waiting.inner_text().count("echo only-once-please") == 1
+    shot(page, f"cards-approval-{size}-{scheme}")
+
+    # Denied: it says so, quietly, and the arguments stay.
+    waiting.get_by_role("button", name="Deny").click()
+    denied = page.locator(".tool-card.tool-denied")
+    denied.wait_for()
+    page.locator("#transcript .msg-assistant", has_text="I will not run it").wait_for()
+    assert "Denied" in denied.inner_text() and "failed" not in denied.inner_text()
+    assert "echo only-once-please" in denied.text_content()
+    danger = danger_colour(page)
+    assert denied.locator(".tool-status").evaluate("e => getComputedStyle(e).color") != danger
+
+    # A tool that runs: its finished card keeps the arguments it was called with.
+    scripted.enqueue(Scenario().tool_call("echo", {"greeting": "hello", "count": 2}), model=model)
+    scripted.enqueue(Scenario().text("The echo said hello.", chunks=1).stall(), model=model)
+    send(page, "Echo something")
+    # While the final answer streams, it is already part of the step's block: no label.
+    streaming = page.locator(".turn-live.msg-continued", has_text="The echo said hello.")
+    streaming.wait_for()
+    assert not streaming.locator(".msg-role").is_visible()
+    shot(page, f"cards-streaming-{size}-{scheme}")
+    scripted.release()
+    page.locator("#transcript .msg-assistant", has_text="The echo said hello.").wait_for()
+    page.locator(".turn-live").wait_for(state="detached")
+    done = page.locator(".tool-card.tool-done")
+    done.wait_for()
+    assert '"greeting": "hello"' in done.text_content()
+    assert re.search(r"\d+ ms", done.inner_text())
+    for card in page.locator("#transcript .tool-card").all():
+        card.locator("summary").click()
+    shot(page, f"cards-live-{size}-{scheme}", full_page=True)
+    live = cards(page)
+
+    # The tool step and its answer read as one answer block: one label, no gap.
+    answer = page.locator("#transcript .msg-assistant", has_text="The echo said hello.")
+    step = page.locator("#transcript .msg-assistant", has=page.locator(".tool-done"))
+    assert "msg-step" in step.get_attribute("class")
+    assert "msg-continued" in answer.get_attribute("class")
+    assert not answer.locator(".msg-role").is_visible()
+    gap = page.evaluate(
+        """([a, b]) => b.getBoundingClientRect().top - a.getBoundingClientRect().bottom""",
+        [step.element_handle(), answer.element_handle()],
+    )
+    assert gap < 12, f"the step and its answer are apart by {gap}px"
+    step.scroll_into_view_if_needed()
+    shot(page, f"cards-one-answer-{size}-{scheme}")
+
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    page.locator(".tool-card.tool-done").wait_for()
+    for card in page.locator("#transcript .tool-card").all():
+        card.locator("summary").click()
+    shot(page, f"cards-reloaded-{size}-{scheme}", full_page=True)
+    reloaded = cards(page)
+    # The same cards, class for class and word for word (the duration included).
+    assert [(c["id"], c["cls"], c["text"]) for c in reloaded] == [
+        (c["id"], c["cls"], c["text"]) for c in live
+    ]
+    assert "msg-continued" in page.locator(
+        "#transcript .msg-assistant", has_text="The echo said hello."
+    ).get_attribute("class")
+    assert serious_violations(page, "#transcript") == []
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_the_tool_chooser_lists_labels_in_order(
+    open_page_on, site, api, scripted, shot, size, scheme
+):
+    chat = make_chat(api, scripted)
+    page = open_page_on(site, size, scheme)
+    open_chat(page, chat["id"])
+    page.locator(".chat-settings > summary").click()
+    tools = page.locator(f"#chat-{chat['id']}-tools")
+    tools.wait_for()
+    labels = [t.strip() for t in tools.locator(".tool-choice label").all_inner_texts()]
+    assert labels[:3] == ["Web search", "Fetch web pages", "Search my documents"]
+    assert labels.index("Workspace: list files") < labels.index("Workspace: write files")
+    assert labels.index("Workspace: patch files") < labels.index("Bash commands")
+    plugins = labels[labels.index("Bash commands") + 1 :]
+    assert plugins == sorted(plugins, key=str.casefold) and "echo" in plugins
+    assert not any("_" in label for label in labels[: labels.index("Bash commands")])
+    assert "(admin)" not in tools.inner_text()
+    tools.scroll_into_view_if_needed()
+    shot(page, f"tool-chooser-{size}-{scheme}")
+    assert serious_violations(page, f"#chat-{chat['id']}-tools") == []
+    assert page.errors == []
