@@ -70,9 +70,7 @@ def test_desktop_settings_have_a_sidebar_of_sections_each_at_its_own_url(
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_a_phone_shows_the_list_then_one_section_with_a_way_back(
-    open_page_on, site, scheme, shot
-):
+def test_a_phone_shows_the_list_then_one_section_with_a_way_back(open_page_on, site, scheme, shot):
     from test_page import serious_violations
 
     page = open_page_on(site, "phone", scheme, "/settings")
