@@ -203,9 +203,12 @@ def test_footnotes_task_lists_and_bare_urls():
         '<a href="https://example.org/x?a=1" target="_blank" rel="noopener noreferrer nofollow">'
         in html
     )
-    assert '<sup class="footnote-ref">[1]</sup>' in html
+    # The reference links to its note and the note back (by label: no ids, static/js/app.js).
+    assert '<sup class="footnote-ref"><a href="#fn-1" title="Footnote 1"' in html
     assert (
-        '<div class="footnote"><span class="footnote-label">[1]</span>' in html
+        '<div class="footnote"><span class="footnote-label">[1]</span>'
+        '<a class="footnote-back" href="#fnref-1" title="Back to the text"'
+        in html
         and "<strong>note</strong>" in html
     )
     assert (

@@ -223,10 +223,15 @@ THEME_LABELS = {"dark": "Dark", "light": "Light", "system": "Same as the system"
 def choose_theme(page, theme: str) -> None:
     """Settings → Appearance as a person uses it: a click on a theme applies it, and the
     page saves it in the background (waited for here, so the next page load has it)."""
+    radio = page.get_by_label(THEME_LABELS[theme])
+    if radio.is_checked():  # already the user's theme: a click changes nothing
+        radio.check()
+        assert page.evaluate("document.documentElement.dataset.theme") == theme
+        return
     with page.expect_response(
         lambda r: r.url.endswith("/settings/appearance") and r.request.method == "POST"
     ) as saved:
-        page.get_by_label(THEME_LABELS[theme]).check()
+        radio.check()
     assert saved.value.status == 204
     assert page.evaluate("document.documentElement.dataset.theme") == theme
 
