@@ -7,6 +7,8 @@ import re
 
 from numi.web.pages.settings import SECTIONS
 
+from turn_support import ACCESS_TOKEN
+
 
 def _heading(html: str) -> str:
     return re.search(r'<h2 id="section-title">([^<]*)</h2>', html).group(1)
@@ -67,3 +69,14 @@ def test_a_refused_form_shows_its_own_section_with_the_error(sqlite_client):
     assert page.status_code == 400
     html = page.get_data(as_text=True)
     assert _heading(html) == "Prompts" and 'data-code="invalid_title"' in html
+
+
+def test_single_user_account_section_signs_this_browser_out(sqlite_app):
+    browser = sqlite_app.test_client(access_token=None)  # a cookie, as a browser has
+    origin = {"Origin": "http://localhost"}
+    browser.post("/token", data={"token": ACCESS_TOKEN, "next": "/"}, headers=origin)
+    html = browser.get("/settings/account").get_data(as_text=True)
+    assert "no username or password" in html and "numi token show" in html
+    assert '<form method="post" action="/logout">' in html
+    assert browser.post("/logout", headers=origin).status_code == 302
+    assert browser.get("/settings/account").status_code == 401, "the token is needed again"
