@@ -120,6 +120,8 @@ def test_add_one_in_settings_goes_straight_to_endpoints(
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_the_usage_table_fits_a_phone(open_page_on, site, api, scripted, scheme, shot):
+    from test_page import serious_violations
+
     model = f"a-rather-long-model-name-for-a-phone-2026-12-02-{scheme}"
     chat = make_chat(api, scripted, model=model)
     title = f"A long chat title about planning the whole family's summer trip ({scheme})"
@@ -144,4 +146,5 @@ def test_the_usage_table_fits_a_phone(open_page_on, site, api, scripted, scheme,
     expect(report.get_by_text(model)).to_be_visible()
     assert fits(page) and report.evaluate("(el) => el.scrollWidth <= el.clientWidth")
     shot(page, f"usage-by-model-phone-{scheme}", full_page=True)
+    assert serious_violations(page) == []
     assert page.errors == []
