@@ -128,7 +128,7 @@ ALLOWED_TAGS = {
     "sub",
 } | MATHML_TAGS
 ALLOWED_ATTRIBUTES = {
-    "a": {"href", "title"},
+    "a": {"href", "title", "class"},
     "code": {"class"},
     "pre": {"class"},
     "span": {"class"},
@@ -276,12 +276,21 @@ def _image_as_link(self, tokens, idx, options, env):
     return f'<a href="{escape(src)}">[image: {escape(alt)}]</a>'
 
 
+# Footnote links name their note by label (#fn-<label>, and #fnref-<label> back): ids are
+# not kept by the sanitiser (a message must not name elements of the page), so the page
+# finds the note or the reference in the same message (static/js/app.js).
 def _footnote_ref(self, tokens, idx, options, env):
-    return f'<sup class="footnote-ref">[{escape(tokens[idx].meta["label"])}]</sup>'
+    label = escape(tokens[idx].meta["label"])
+    return f'<sup class="footnote-ref"><a href="#fn-{label}" title="Footnote {label}">[{label}]</a></sup>'
 
 
 def _footnote_open(self, tokens, idx, options, env):
-    return f'<div class="footnote"><span class="footnote-label">[{escape(tokens[idx].meta["label"])}]</span>\n'
+    label = escape(tokens[idx].meta["label"])
+    return (
+        f'<div class="footnote"><span class="footnote-label">[{label}]</span>'
+        f'<a class="footnote-back" href="#fnref-{label}" title="Back to the text">↩'
+        '<span class="visually-hidden"> back to the text</span></a>\n'
+    )
 
 
 @lru_cache(maxsize=512)
@@ -297,6 +306,7 @@ def _mathml(latex: str, place: str) -> str:
         tree = ElementTree.fromstring(mathml)
         for element in tree.iter():
             element.tag = element.tag.rsplit("}", 1)[-1]
+        _typeset(tree, display=place != "inline")
         mathml = ElementTree.tostring(tree, encoding="unicode", short_empty_elements=False)
     except Exception:  # noqa: BLE001 - any failure of the converter means "not valid LaTeX"
         if place == "block":
@@ -305,6 +315,42 @@ def _mathml(latex: str, place: str) -> str:
     if place == "block":
         return f'<div class="math-block">{mathml}</div>\n'
     return f'<span class="math-display">{mathml}</span>' if place == "display" else mathml
+
+
+# Operators whose limits go under and over them in display math and beside them inline, as
+# in TeX: MathML's movablelimits does both from one markup, so a sub/superscript of one
+# becomes an under/over script (latex2mathml writes scripts for inline math).
+LIMIT_OPERATORS = set("∑∏∐⋂⋃⨀⨁⨂⨄⨆⋀⋁") | {"lim", "max", "min", "sup", "inf", "det", "gcd", "Pr"}
+INTEGRALS = set("∫∬∭∮∯∰⨌")
+SCRIPTS_AS_LIMITS = {"msub": "munder", "msup": "mover", "msubsup": "munderover"}
+
+
+def _typeset(tree, display: bool) -> None:
+    """MathML's own attributes for what TeX does by itself: display math in display style,
+    limits of ∑ and lim movable (under and over when displayed), integrals large when
+    displayed. Brackets of \\left…\\right come stretchy from latex2mathml."""
+    if display:
+        tree.set("displaystyle", "true")
+    for element in tree.iter():
+        text = (element.text or "").strip()
+        if element.tag == "mo" and text in INTEGRALS:
+            # Large in display style, limits beside it. Not stretchy: Chromium then sizes
+            # it to its own scripts, smaller than the display size.
+            element.set("largeop", "true")
+            element.set("movablelimits", "false")
+            continue
+        base = element[0] if len(element) else None
+        limits = SCRIPTS_AS_LIMITS.get(element.tag, element.tag)
+        if (
+            base is not None
+            and base.tag == "mo"
+            and (base.text or "").strip() in LIMIT_OPERATORS
+            and limits in SCRIPTS_AS_LIMITS.values()
+        ):
+            element.tag = limits
+            base.set("movablelimits", "true")
+            if len(base.text.strip()) == 1:  # ∑, not lim: a large operator
+                base.set("largeop", "true")
 
 
 @lru_cache(maxsize=64)
@@ -359,7 +405,7 @@ def highlight_css() -> str:
     """The Pygments stylesheet for the classes `render_markdown` emits."""
     from pygments.formatters import HtmlFormatter
 
-    return HtmlFormatter(classprefix="hl-", style="friendly").get_style_defs(".code")
+    return HtmlFormatter(classprefix="hl-", style="default").get_style_defs(".code")
 
 
 # --- blocks --------------------------------------------------------------------------------

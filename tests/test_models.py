@@ -238,6 +238,6 @@ def test_deleted_endpoint_is_hidden(client):
     )
     assert client.delete(f"/api/endpoints/{created['id']}").status_code == 200
     assert client.get("/api/endpoints").get_json()["endpoints"] == []
-    assert "Gone soon" not in client.get("/settings").get_data(as_text=True)
+    assert "Gone soon" not in client.get("/settings/endpoints").get_data(as_text=True)
     assert client.get(f"/api/endpoints/{created['id']}/models").status_code == 404
     assert client.post("/api/session", json={"endpoint_id": created["id"]}).status_code == 404

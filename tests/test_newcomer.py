@@ -99,7 +99,7 @@ def test_an_endpoint_added_in_settings_fetches_its_models(sqlite_app, sqlite_cli
             db.select(Endpoint).where(Endpoint.name == "No default")
         ).scalar_one()
         assert "scripted-model" in [m["id"] for m in endpoint.models]
-    listing = sqlite_client.get("/settings").get_data(as_text=True)
+    listing = sqlite_client.get("/settings/endpoints").get_data(as_text=True)
     assert "0 models" not in listing
 
 

@@ -150,10 +150,25 @@ def test_dollar_and_bracket_math_become_mathml():
         "<msup><mi>a</mi><mn>2</mn></msup>" in html and "<msub><mi>b</mi><mn>1</mn></msub>" in html
     )
     assert "<mfrac>" in html and "<msqrt>" in html and "<mtable" in html
-    assert '<math display="block">' in html and '<math display="inline">' in html
+    assert '<math display="block" displaystyle="true">' in html
+    assert '<math display="inline">' in html
     assert "\\(" not in html and "\\[" not in html and "$" not in html, (
         "no delimiter is left as text"
     )
+
+
+def test_math_is_typeset_as_tex_would():
+    """Issue 25 item 12: limits under ∑ and lim when displayed and beside them inline (one
+    markup: movablelimits), a large integral with its limits beside it, display style."""
+    inline = str(render_markdown(r"$\sum_{k=1}^n k$, $\lim_{x\to 0} x$ and $\int_0^1 x\,dx$"))
+    assert '<munderover><mo movablelimits="true" largeop="true">∑</mo>' in inline
+    assert '<munder><mo movablelimits="true">lim</mo>' in inline
+    assert '<msubsup><mo largeop="true" movablelimits="false">∫</mo>' in inline
+    assert "displaystyle" not in inline
+    shown = str(render_markdown("$$\n\\int_0^1 x\\,dx + \\sum_{k=1}^{n} k\n$$"))
+    assert '<math display="block" displaystyle="true">' in shown
+    assert '<msubsup><mo largeop="true" movablelimits="false">∫</mo>' in shown
+    assert '<munderover><mo movablelimits="true" largeop="true">∑</mo>' in shown
 
 
 def test_invalid_latex_is_shown_as_code_never_an_error():
@@ -203,9 +218,12 @@ def test_footnotes_task_lists_and_bare_urls():
         '<a href="https://example.org/x?a=1" target="_blank" rel="noopener noreferrer nofollow">'
         in html
     )
-    assert '<sup class="footnote-ref">[1]</sup>' in html
+    # The reference links to its note and the note back (by label: no ids, static/js/app.js).
+    assert '<sup class="footnote-ref"><a href="#fn-1" title="Footnote 1"' in html
     assert (
-        '<div class="footnote"><span class="footnote-label">[1]</span>' in html
+        '<div class="footnote"><span class="footnote-label">[1]</span>'
+        '<a class="footnote-back" href="#fnref-1" title="Back to the text"'
+        in html
         and "<strong>note</strong>" in html
     )
     assert (

@@ -214,7 +214,7 @@ def change_password():
     _start_session(db.session.get(User, user_id))
     if is_htmx():
         return render_template("partials/_password_form.html", saved=True)
-    return redirect(url_for("pages.settings"))
+    return redirect(url_for("pages.settings", section="account"))
 
 
 def end_sessions(user_id: int) -> None:
@@ -264,9 +264,9 @@ def _too_many(wait: int, template: str | None, message: str | None = None):
 def _password_form(error: str, status: int):
     if is_htmx():
         return render_template("partials/_password_form.html", error=error), status
-    from .pages.settings import settings_context
+    from .pages.settings import settings_page
 
-    return render_template("settings.html", **settings_context(), password_error=error), status
+    return settings_page("account", status, password_error=error)
 
 
 def safe_next(target: str | None) -> str:

@@ -72,7 +72,7 @@ def fallbacks_page():
         db.session.commit()
         rows = g.user.fallbacks
     if not is_htmx():
-        return redirect(url_for("pages.settings") + "#fallbacks")
+        return redirect(url_for("pages.settings", section="endpoints") + "#fallbacks")
     return render_template(
         "partials/_settings_fallbacks.html",
         fallback_rows=rows,

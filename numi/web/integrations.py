@@ -21,6 +21,11 @@ bp = Blueprint("integrations", __name__)
 
 @bp.get("/settings/documents")
 def documents_section():
+    """Settings → Documents; for HTMX (its poll while indexing), the list alone."""
+    if not is_htmx():
+        from .pages.settings import settings_page
+
+        return settings_page("documents")
     return render_template("partials/_documents_section.html")
 
 
@@ -29,7 +34,7 @@ def index_documents():
     documents.ensure_indexed(current_app._get_current_object(), g.user.id)
     if is_htmx():
         return render_template("partials/_documents_section.html")
-    return redirect(url_for("pages.settings"))
+    return redirect(url_for("pages.settings", section="documents"))
 
 
 @bp.get("/api/documents")
@@ -49,7 +54,7 @@ def api_index_documents():
 def _mcp_section(status: dict | None = None):
     if is_htmx():
         return render_template("partials/_mcp_section.html", mcp_status=status or {})
-    return redirect(url_for("pages.settings"))
+    return redirect(url_for("pages.settings", section="mcp"))
 
 
 @bp.post("/settings/mcp")

@@ -112,9 +112,12 @@ def _save_theme(theme) -> None:
 
 @bp.post("/settings/appearance")
 def appearance():
-    # A full reload follows, so the new theme is on <html> before the page paints.
+    # The page applied the theme on click (settings.js) and saves it in the background;
+    # without a script a full reload follows, so the theme is on <html> before it paints.
     _save_theme(request_data().get("theme"))
-    return redirect(url_for("pages.settings"))
+    if is_htmx():
+        return "", 204
+    return redirect(url_for("pages.settings", section="appearance"))
 
 
 # --- JSON ---------------------------------------------------------------------------------

@@ -219,7 +219,7 @@ def move_chat(chat_id: str):
 def memory_switch():
     on = parse_bool(request_data().get("memory", "0"), "memory")
     memory_store.set_memory_enabled(g.user.id, on)
-    return _go(url_for("pages.settings") + "#memory")
+    return _go(url_for("pages.settings", section="memory"))
 
 
 @bp.post("/memories")
@@ -257,7 +257,7 @@ def _project_field(raw) -> int | None:
 
 def _back(project_id: int | None) -> str:
     if project_id is None:
-        return url_for("pages.settings") + "#memory"
+        return url_for("pages.settings", section="memory")
     return url_for("project_pages.project_view", project_id=project_id) + "#memories"
 
 

@@ -42,14 +42,12 @@ def _answer(change, *, editing: int | None = None, adding: bool = False):
         error = {"code": exc.code, "message": exc.message, "form": form, "editing": editing}
         if is_htmx():
             return _section(exc.status, error=error)
-        from .pages.settings import settings_context
+        from .pages.settings import settings_page
 
-        return render_template(
-            "settings.html", prompt_error=error, **settings_context()
-        ), exc.status
+        return settings_page("prompts", exc.status, prompt_error=error)
     if is_htmx():
         return _section(added=adding)  # after an add, the focus is back in an empty Add form
-    return redirect(url_for("pages.settings") + "#prompts")
+    return redirect(url_for("pages.settings", section="prompts"))
 
 
 @bp.post("/settings/prompts")

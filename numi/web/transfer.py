@@ -59,10 +59,10 @@ def import_page():
     document = _uploaded_document()
     if prompt_store.is_prompts_document(document):
         prompt_store.import_prompts(g.user.id, document)
-        return redirect(url_for("pages.settings") + "#prompts", code=303)
+        return redirect(url_for("pages.settings", section="prompts"), code=303)
     if memory_store.is_memories_document(document):
         memory_store.import_memories(g.user.id, document, current_app.config)
-        return redirect(url_for("pages.settings") + "#memory", code=303)
+        return redirect(url_for("pages.settings", section="memory"), code=303)
     if project_transfer.is_project_document(document):
         project = _import_project(document)
         return redirect(url_for("project_pages.project_view", project_id=project.id), code=303)

@@ -185,7 +185,7 @@ def voice_settings():
     )
     if is_htmx():
         return render_template("partials/_voice_settings.html", voice=saved, saved=True)
-    return redirect(url_for("pages.settings"))
+    return redirect(url_for("pages.settings", section="voice"))
 
 
 @bp.app_template_global("voice_endpoints")

@@ -286,3 +286,38 @@ on("click", (event) => {
   const pre = button.classList.contains("copy-code") && button.closest(".code-block").querySelector("pre");
   Numi.copyWithFeedback(pre ? pre.textContent : button.dataset.markdown || "", button);
 });
+
+// --- markdown: wide blocks and footnotes ---
+// A code block, table or formula wider than its message scrolls sideways: it then takes the
+// focus, with a name, so a keyboard can scroll it too (checked once a frame after changes).
+let scanQueued = false;
+function markScrollable() {
+  scanQueued = false;
+  all(".md pre, .md table, .md .math-block").forEach((el) => {
+    const wide = el.scrollWidth > el.clientWidth + 1;
+    if (wide === (el.getAttribute("tabindex") === "0")) return;
+    if (!wide) return el.removeAttribute("tabindex");
+    const kind = el.tagName === "TABLE" ? "Table" : el.tagName === "PRE" ? (el.closest(".code-block")?.querySelector(".code-lang")?.textContent || "Code") : "Formula";
+    if (el.tagName !== "TABLE") el.setAttribute("role", "group");
+    el.setAttribute("aria-label", kind + ", scrolls sideways");
+    el.tabIndex = 0;
+  });
+}
+const queueScan = () => { if (!scanQueued) { scanQueued = true; requestAnimationFrame(markScrollable); } };
+["DOMContentLoaded", "htmx:afterSettle", "htmx:wsAfterMessage"].forEach((name) => on(name, queueScan));
+addEventListener("resize", queueScan);
+
+// A footnote reference leads to its note in the same message, and the note's ↩ back to it.
+on("click", (event) => {
+  const link = Numi.hit(event, ".md .footnote-ref a, .md .footnote-back");
+  if (!link) return;
+  const back = link.matches(".footnote-back"), href = link.getAttribute("href");
+  const label = href.slice(back ? 7 : 4), want = back ? "#fn-" + label : "#fnref-" + label;
+  const found = [...link.closest(".md").querySelectorAll(back ? ".footnote-ref a" : ".footnote-back")].find((a) => a.getAttribute("href") === want);
+  const target = back ? found : found?.closest(".footnote");
+  event.preventDefault();
+  if (!target) return;
+  if ($("transcript")?.contains(target)) Numi.scrollTranscriptTo(target);
+  if (!back) target.tabIndex = -1;
+  target.focus({preventScroll: true});
+});

@@ -41,7 +41,7 @@ on("keydown", (event) => {
     event.stopImmediatePropagation();
     Numi.closeDrawer();
   } else if (event.key === "Tab") {  // Tab and Shift+Tab go round inside the drawer
-    const items = [...nav.querySelectorAll("a[href], button, input:not([type=hidden]), summary")].filter((el) => el.offsetParent !== null);
+    const items = [...nav.querySelectorAll("a[href], button, input:not([type=hidden]), summary")].filter((el) => el.offsetParent !== null && el.tabIndex >= 0);
     const edge = items[event.shiftKey ? 0 : items.length - 1];
     if (items.length && (document.activeElement === edge || !nav.contains(document.activeElement))) {
       event.preventDefault();
@@ -51,6 +51,20 @@ on("keydown", (event) => {
 }, true);
 matchMedia("(max-width: 760px)").addEventListener("change", (event) => {
   if (!event.matches) Numi.closeDrawer(false);  // a wide screen has no drawer
+});
+
+// One tab stop per chat (its link): → and ← walk the row's actions, ↑ and ↓ the chats.
+on("keydown", (event) => {
+  const t = event.target, item = t.closest?.(".chat-item"), key = event.key;
+  if (!item || event.altKey || event.ctrlKey || event.metaKey || !t.matches("a, button")) return;
+  const stops = [item.querySelector(".chat-link"), ...item.querySelectorAll(".chat-actions button")];
+  const at = stops.indexOf(t);
+  let next = key === "ArrowRight" ? stops[at + 1] : key === "ArrowLeft" ? stops[at - 1] : null;
+  if (key === "ArrowDown" || key === "ArrowUp") {
+    const links = [...(item.closest("ul, ol") || document).querySelectorAll(".chat-item .chat-link")].filter((a) => a.offsetParent !== null);
+    next = links[links.indexOf(stops[0]) + (key === "ArrowDown" ? 1 : -1)];
+  }
+  if (at >= 0 && next) { event.preventDefault(); next.focus(); }
 });
 
 function currentIntoView() {

@@ -47,14 +47,14 @@ def test_password_change_log_out_everywhere_and_the_login_limit(browser, account
         _log_in(page, PASSWORD)
         page.wait_for_url(accounts_server.url + "/")
 
-    laptop.goto("/settings")
+    laptop.goto("/settings/account")
     account = laptop.locator("#account")
     account.get_by_label("Current password").fill(PASSWORD)
     account.get_by_label("New password", exact=True).fill("the second password")
     account.get_by_label("Repeat the new password").fill("the second password")
     account.get_by_role("button", name="Change password").click()
     account.get_by_text("Password changed. Your other sessions have ended.").wait_for()
-    assert laptop.url.endswith("/settings")
+    assert laptop.url.endswith("/settings/account")
 
     from axe_playwright_python.sync_playwright import Axe
 

@@ -219,7 +219,7 @@ def test_the_fallback_editor_in_chat_settings_and_settings(
     assert api.get(f"/api/session/{chat['id']}")[1]["settings"]["fallbacks"] == stored
 
     # Settings: the default chain.
-    page.goto("/settings#fallbacks")
+    page.goto("/settings/endpoints#fallbacks")
     section = page.locator("#settings-fallbacks")
     section.get_by_role("button", name="Add fallback").click()
     page.locator("#settings-fallbacks select").first.wait_for()

@@ -51,7 +51,7 @@ def test_per_model_settings_and_retries_in_the_edit_form(
     )
     assert status == 201 and endpoint["models"] == ["llama-tool"]
 
-    page = open_page_on(server, size, scheme, "/settings")
+    page = open_page_on(server, size, scheme, "/settings/endpoints")
     page.locator(f"#endpoint-{endpoint['id']}").get_by_role("link", name=f"Edit {name}").click()
     form = page.locator(f"form#endpoint-{endpoint['id']}")
     form.wait_for()

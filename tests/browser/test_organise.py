@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from playwright.sync_api import expect
 
 from numi.testing import Scenario
 
@@ -194,13 +195,11 @@ def test_multi_select_archive_and_delete_with_undo(open_page, api, size, scheme,
     ],
 )
 def test_theme_applies_from_the_first_paint(open_page, site, size, system, chosen, expected, shot):
-    page = open_page(size, system, "/settings")
-    page.get_by_label(
-        {"dark": "Dark", "light": "Light", "system": "Same as the system"}[chosen]
-    ).check()
-    page.get_by_role("button", name="Save theme").click()
-    page.wait_for_url("**/settings")
-    # The served HTML carries the theme (no script decides it) ...
+    page = open_page(size, system, "/settings/appearance")
+    choose_theme(page, chosen)
+    # The click applied it (no reload, no Save button) ...
+    expect(page.locator("body")).to_have_css("background-color", expected)
+    # ... and the served HTML carries it (no script decides it) ...
     response = page.goto("/")
     assert f'<html lang="en" data-theme="{chosen}">' in response.text()
     # ... and the first frame already has its colours: record the background on the first
@@ -213,11 +212,28 @@ def test_theme_applies_from_the_first_paint(open_page, site, size, system, chose
     assert page.evaluate("window.__firstBg") == expected
     assert page.evaluate("getComputedStyle(document.body).backgroundColor") == expected
     shot(page, f"theme-{chosen}-on-{system}-{size}")
-    page.goto("/settings")
-    page.get_by_label("Same as the system").check()  # leave the module's user as it was
-    page.get_by_role("button", name="Save theme").click()
-    page.wait_for_url("**/settings")
+    page.goto("/settings/appearance")
+    choose_theme(page, "system")  # leave the module's user as it was
     assert page.errors == []
+
+
+THEME_LABELS = {"dark": "Dark", "light": "Light", "system": "Same as the system"}
+
+
+def choose_theme(page, theme: str) -> None:
+    """Settings → Appearance as a person uses it: a click on a theme applies it, and the
+    page saves it in the background (waited for here, so the next page load has it)."""
+    radio = page.get_by_label(THEME_LABELS[theme])
+    if radio.is_checked():  # already the user's theme: a click changes nothing
+        radio.check()
+        assert page.evaluate("document.documentElement.dataset.theme") == theme
+        return
+    with page.expect_response(
+        lambda r: r.url.endswith("/settings/appearance") and r.request.method == "POST"
+    ) as saved:
+        radio.check()
+    assert saved.value.status == 204
+    assert page.evaluate("document.documentElement.dataset.theme") == theme
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
@@ -230,7 +246,7 @@ def test_a_background_answer_notifies_and_stays_unread_until_opened(
     api.call("PATCH", f"/api/session/{busy['id']}", {"title": f"Background {model}"})
     scripted.enqueue(Scenario().text("Working on it").stall().text(" — done."), model=model)
 
-    page = open_page(size, scheme, "/settings", notifications=True)
+    page = open_page(size, scheme, "/settings/appearance", notifications=True)
     toggle = page.get_by_label(
         "Desktop notification when an answer finishes in a chat or tab I am not looking at"
     )
@@ -277,7 +293,7 @@ def test_no_notification_for_the_chat_in_view_but_one_when_the_tab_is_hidden(
         Scenario().text("Finished while").stall().text(" away."),
         model=model,
     )
-    page = open_page(size, scheme, "/settings", notifications=True)
+    page = open_page(size, scheme, "/settings/appearance", notifications=True)
     page.get_by_label(
         "Desktop notification when an answer finishes in a chat or tab I am not looking at"
     ).check()
@@ -318,11 +334,10 @@ def test_axe_finds_no_serious_problems_in_the_new_views(open_page, api, size, th
     api.call("PATCH", f"/api/session/{tagged}", {"tags": ["axe"]})
     api.call("PATCH", f"/api/session/{archived}", {"archived": True})
     page = open_page(
-        size, "light" if theme == "dark" else "dark", "/settings"
+        size, "light" if theme == "dark" else "dark", "/settings/appearance"
     )  # the choice beats the system's
-    page.get_by_label(theme.title()).check()
-    page.get_by_role("button", name="Save theme").click()
-    page.wait_for_url("**/settings")
+    choose_theme(page, theme)
+    page.reload()
     try:
         shot(page, f"settings-{size}-{theme}")
         assert serious_violations(page) == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from playwright.sync_api import expect
 
 from numi.testing import Scenario
 from turn_support import Api, make_chat, turn_server_env
@@ -201,13 +202,13 @@ def test_memory_approval_card(open_page_on, site, api, scripted, size, scheme, s
     page.wait_for_selector("text=I will keep that in mind.")
     assert fact in [m["text"] for m in api.get("/api/memories")[1]["memories"]]
 
-    page.goto("/settings#memory")
+    page.goto("/settings/memory")
     assert page.locator("#memory-state").inner_text() == "Memory is on."
     assert fact in page.locator("#memory .memory-text").all_inner_texts()
     shot(page.locator("#memory"), f"settings-memory-{size}-{scheme}")
     assert serious(page) == []
     page.locator("#memory-toggle").click()
-    page.wait_for_url("**#memory")
-    assert page.locator("#memory-state").inner_text() == "Memory is off."
+    expect(page.locator("#memory-state")).to_have_text("Memory is off.")
+    assert page.url.endswith("/settings/memory")
     assert api.get("/api/preferences")[1]["memory"] is False
     assert page.errors == []

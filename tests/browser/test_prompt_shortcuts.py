@@ -73,7 +73,7 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
     )
     page.on("pageerror", lambda e: errors.append(str(e)))
     try:
-        server.sign_in(page, "/settings")
+        server.sign_in(page, "/settings/prompts")
         section = page.locator("#prompts-section")
         add = page.locator("#prompt-add-form")
 

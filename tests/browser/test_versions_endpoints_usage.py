@@ -143,7 +143,7 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
 
         # Settings: edit the endpoint in place.
         endpoint_id = chat["endpoint"]["id"]
-        page.goto("/settings")
+        page.goto("/settings/endpoints")
         card = page.locator(f"#endpoint-{endpoint_id}")
         card.get_by_role("link", name=f"Edit scripted-{viewport}").click()
         form = page.locator(f"form#endpoint-{endpoint_id}")
@@ -179,7 +179,10 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
         assert _serious(page, "#endpoint-list", "#endpoint-add-form") == []
 
         # Usage: the chat's three answers, 360 tokens in and 90 out; by model in place.
-        page.get_by_role("link", name="Usage: tokens and cost per chat and model").click()
+        page.goto("/settings")  # the list of sections (on a phone too) leads to Usage
+        page.get_by_role("navigation", name="Settings sections").get_by_role(
+            "link", name="Usage"
+        ).click()
         page.wait_for_url("**/usage")
         row = page.locator(f"#usage-report tbody tr:has(a[href$='/c/{chat_id}'])")
         assert [c.strip() for c in row.locator("td").all_inner_texts()][:3] == ["4", "480", "120"]

@@ -201,7 +201,7 @@ def test_settings_voice_is_chosen_as_a_person_would(browsers, site, scripted, si
     )
     try:
         page = context.new_page()
-        page.goto(site.auth_url("/settings"))
+        page.goto(site.auth_url("/settings/voice"))
         form = page.locator("#voice-settings")
         form.get_by_label("Voice endpoint").select_option(str(endpoint["id"]))
         form.get_by_label("Transcription model").fill("small.en")

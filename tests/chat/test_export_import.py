@@ -376,7 +376,7 @@ def test_import_by_file_upload_and_from_the_settings_form(app, client):
     )
     assert api.status_code == 201
 
-    page = client.get("/settings").get_data(as_text=True)
+    page = client.get("/settings/import").get_data(as_text=True)
     assert 'action="/import"' in page and 'enctype="multipart/form-data"' in page
     form = client.post(
         "/import", data={"file": (BytesIO(body), "chat.json")}, content_type="multipart/form-data"

@@ -321,7 +321,7 @@ def test_the_page_forms_without_javascript(client):
     assert client.post("/settings/memory", data={"memory": "1"}).status_code == 303
     client.post("/memories", data={"text": "Salt to taste."})
     client.post("/memories", data={"text": "Oven runs hot.", "project_id": str(project_id)})
-    settings = client.get("/settings").get_data(as_text=True)
+    settings = client.get("/settings/memory").get_data(as_text=True)
     assert "Memory is on." in settings and "Salt to taste." in settings
     assert "Oven runs hot." not in settings, "a project's memories are on its page"
     assert "Oven runs hot." in client.get(f"/p/{project_id}").get_data(as_text=True)
@@ -345,7 +345,7 @@ def test_untrusted_names_and_memories_are_escaped(client):
     client.post("/api/memories", json={"text": evil, "project_id": project["id"]})
     client.post("/api/memories", json={"text": evil})
     chat = make_session(client, project_id=project["id"])
-    for path in ("/", f"/p/{project['id']}", "/settings", f"/c/{chat['id']}"):
+    for path in ("/", f"/p/{project['id']}", "/settings/memory", f"/c/{chat['id']}"):
         html = client.get(path).get_data(as_text=True)
         assert evil not in html, path
         assert "&lt;img src=x" in html, path

@@ -171,13 +171,15 @@ def test_settings_section_polls_while_indexing_and_escapes_names(sqlite_app):
     with sqlite_app.app_context():
         user_id = db.session.execute(db.select(User.id)).scalar()
         doc = _document(user_id, "<script>alert(1)</script>.txt", "Some text about comets.")
-    page = client.get("/settings").get_data(as_text=True)
-    assert "Documents" in page and "MCP servers" in page
+    page = client.get("/settings/documents").get_data(as_text=True)
+    assert '<h2 id="section-title">Documents</h2>' in page, "the whole page without HTMX"
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
     assert 'hx-trigger="every 1s"' in page, "a pending document makes the section poll"
     with sqlite_app.app_context():
         _index_all(sqlite_app, [doc])
-    section = client.get("/settings/documents").get_data(as_text=True)
+    section = client.get("/settings/documents", headers={"HX-Request": "true"})
+    section = section.get_data(as_text=True)
+    assert section.lstrip().startswith('<div id="documents-section"'), "its poll: the list alone"
     assert "indexed (1 passages)" in section and "every 1s" not in section
     assert client.get("/api/documents").get_json()["documents"][0]["status"] == "done"
 

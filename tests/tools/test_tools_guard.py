@@ -44,7 +44,7 @@ def test_a_non_admin_cannot_switch_the_guard_off(multi_app, users, client_a, adm
             )
     with multi_app.app_context():
         assert db.session.get(ToolSettings, users["a"].id) is None, "a refused save stores nothing"
-    page = client_a.get("/settings").get_data(as_text=True)
+    page = client_a.get("/settings/web-search").get_data(as_text=True)
     assert 'name="allow_private"' not in page and 'name="allowed_hosts"' not in page
     internal = client_a.post(
         "/settings/web-search",
@@ -59,7 +59,7 @@ def test_a_non_admin_cannot_switch_the_guard_off(multi_app, users, client_a, adm
     assert admin_client.post(
         "/settings/web-search", data={"allowed_hosts": "127.0.0.1"}
     ).status_code in (200, 302)
-    assert 'name="allow_private"' in admin_client.get("/settings").get_data(as_text=True)
+    assert 'name="allow_private"' in admin_client.get("/settings/web-search").get_data(as_text=True)
 
 
 def test_a_stored_override_of_a_non_admin_is_ignored_at_use(multi_app, users, web):

@@ -236,7 +236,7 @@ def test_mcp_server_settings_are_validated_and_owner_scoped(multi_app, client_a,
     # An unreachable server: the test says so, nothing breaks.
     tested = client_a.post(f"/api/mcp_servers/{server_id}/test").get_json()
     assert tested["ok"] is False and "Could not connect" in tested["message"]
-    page = client_a.get("/settings").get_data(as_text=True)
+    page = client_a.get("/settings/mcp").get_data(as_text=True)
     assert "MCP servers" in page and "remote" in page
     assert client_a.delete(f"/api/mcp_servers/{server_id}").status_code == 204
     assert client_a.get("/api/mcp_servers").get_json()["servers"] == []

@@ -285,7 +285,7 @@ def urlopen_text(server, path: str) -> str:
 
 
 def test_settings_page_saves_the_backend_and_never_shows_the_key(sqlite_client):
-    page = sqlite_client.get("/settings").get_data(as_text=True)
+    page = sqlite_client.get("/settings/web-search").get_data(as_text=True)
     assert "Web search" in page and 'name="searxng_url"' in page
     response = sqlite_client.post(
         "/settings/web-search",
@@ -300,7 +300,7 @@ def test_settings_page_saves_the_backend_and_never_shows_the_key(sqlite_client):
     html = response.get_data(as_text=True)
     assert "Saved." in html and 'value="127.0.0.1 10.0.0.0/8"' in html
     assert "BSA-very-secret-key" not in html and "BSA-very-secret-key" not in sqlite_client.get(
-        "/settings"
+        "/settings/web-search"
     ).get_data(as_text=True)
     # An empty key field keeps the saved key; a bad backend changes nothing.
     assert (
@@ -311,7 +311,9 @@ def test_settings_page_saves_the_backend_and_never_shows_the_key(sqlite_client):
         sqlite_client.post("/settings/web-search", data={"search_backend": "bing"}).status_code
         == 400
     )
-    assert 'value="brave" selected' in sqlite_client.get("/settings").get_data(as_text=True)
+    assert 'value="brave" selected' in sqlite_client.get("/settings/web-search").get_data(
+        as_text=True
+    )
 
 
 def test_the_search_key_is_encrypted_at_rest_and_still_used(sqlite_app, tool_user):

@@ -39,7 +39,7 @@ def test_a_plugin_kind_is_offered_accepted_and_served(make_app, kind_plugin):
 
     app = make_app(NUMI_PLUGINS=(kind_plugin,))
     client = app.test_client()
-    page = client.get("/settings").get_data(as_text=True)
+    page = client.get("/settings/endpoints").get_data(as_text=True)
     assert '<option value="relay_chat">Relay (Chat Completions)</option>' in page
     assert '<option value="anthropic">Anthropic Messages</option>' in page
     created = _add(client, "relay_chat")

@@ -78,7 +78,7 @@ def test_first_start_adds_endpoints_from_the_environment_once(sqlite_app):
         user_id = local_user().id
         assert {e.name for e in list_endpoints(user_id)} >= {"OpenAI", "Anthropic"}
         db.session.remove()
-    page = sqlite_app.test_client().get("/settings").get_data(as_text=True)
+    page = sqlite_app.test_client().get("/settings/endpoints").get_data(as_text=True)
     assert "OpenAI" in page and "sk-env-secret" not in page and "sk-ant-secret" not in page
     with sqlite_app.test_request_context():
         # The user removes what was found; the next start does not bring it back.

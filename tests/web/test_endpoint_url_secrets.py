@@ -23,7 +23,7 @@ def test_non_admins_see_only_the_host_of_a_shared_endpoint(multi_app, client_b, 
     endpoint_id = _shared(multi_app)
     listed = client_b.get("/api/endpoints").get_json()["endpoints"]
     assert [e["base_url"] for e in listed] == ["http://127.0.0.1:9"]
-    for path in ("/settings", f"/settings/endpoints/{endpoint_id}"):
+    for path in ("/settings/endpoints", f"/settings/endpoints/{endpoint_id}"):
         page = client_b.get(path)
         assert page.status_code == 200
         text = page.get_data(as_text=True)

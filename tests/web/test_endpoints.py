@@ -59,7 +59,7 @@ def test_api_key_is_never_rendered_back(client, app):
         "sessions": client.get("/api/sessions"),
         "index": client.get("/"),
         "chat page": client.get(f"/c/{chat['id']}"),
-        "settings": client.get("/settings"),
+        "settings": client.get("/settings/endpoints"),
         "settings fragment": client.post(
             "/settings/endpoints",
             headers=hx,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from numi.extensions import db
+from numi.web.pages.settings import SECTIONS
 from numi.models import (
     Attachment,
     Chat,
@@ -50,7 +51,7 @@ ID_ARGUMENTS = {
 # the key of that object (Show as markdown renders an answer, not a question).
 SPECIFIC_ARGUMENTS = {("transcript.message_markdown", "message_id"): "answer_id"}
 # Route arguments that name no owned object (nothing to isolate).
-FREE_ARGUMENTS = {"filename"}
+FREE_ARGUMENTS = {"filename", "section"}  # a settings section names no object
 # Bodies that make a state-changing request valid apart from the foreign id, so a 404
 # cannot come from a validation error that happens first.
 BODIES = {
@@ -282,6 +283,7 @@ def test_lists_and_ids_in_bodies_never_show_user_a_objects(multi_app, users, own
     for url, headers in (
         ("/", {}),
         ("/settings", {}),
+        *((f"/settings/{section}", {}) for section in SECTIONS),
         ("/chats", hx),
         ("/chats?q=alice", hx),
         ("/api/sessions", {}),

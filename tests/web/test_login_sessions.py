@@ -118,7 +118,7 @@ def _hash(app, username: str) -> str:
 def test_the_settings_page_offers_a_password_change_and_log_out_everywhere(multi_app, users, login):
     client = multi_app.test_client()
     login(client, users["a"])
-    html = client.get("/settings").get_data(as_text=True)
+    html = client.get("/settings/account").get_data(as_text=True)
     assert 'action="/settings/password"' in html and 'name="current_password"' in html
     assert 'action="/settings/logout-everywhere"' in html and "Log out everywhere" in html
 

@@ -240,9 +240,9 @@ def test_the_sidebar_uses_the_same_number_of_queries_for_5_or_120_chats(app, cli
 
 
 def test_theme_is_saved_per_user_and_rendered_on_html(client):
-    assert 'data-theme="system"' in client.get("/settings").get_data(as_text=True)
+    assert 'data-theme="system"' in client.get("/settings/appearance").get_data(as_text=True)
     response = client.post("/settings/appearance", data={"theme": "dark"})
-    assert response.status_code == 302
+    assert response.status_code == 302 and response.headers["Location"] == "/settings/appearance"
     page = client.get("/").get_data(as_text=True)
     assert (
         '<html lang="en" data-theme="dark">' in page

@@ -144,9 +144,9 @@ def test_settings_forms_add_edit_delete_and_show_errors_next_to_the_form(client)
     )
     assert listed(client)[0][1] == "Sum up"
 
-    # Without JavaScript: a redirect back to Settings, or the page with the error.
+    # Without JavaScript: a redirect back to Settings → Prompts, or the page with the error.
     plain = client.post(f"/settings/prompts/{prompt_id}/delete")
-    assert plain.status_code == 302 and plain.headers["Location"].endswith("/settings#prompts")
+    assert plain.status_code == 302 and plain.headers["Location"].endswith("/settings/prompts")
     assert listed(client) == []
     page = client.post("/settings/prompts", data={**SUMMARY, "title": ""})
     assert page.status_code == 400 and 'data-code="invalid_title"' in page.get_data(as_text=True)
@@ -158,7 +158,7 @@ def test_prompt_text_is_escaped_where_it_renders(client, xss):
     chat page (where the `/` list carries the text in data-text)."""
     prompt = create(client, command="evil", title="plain", text="plain {{input}}")
     chat = client.post("/api/session", json={"title": "t"}).get_json()
-    pages = ("/settings", f"/c/{chat['id']}")
+    pages = ("/settings/prompts", f"/c/{chat['id']}")
     baseline = [xss.page_outline(client.get(path).get_data(as_text=True))[0] for path in pages]
     for hostile in xss.inputs:
         title = hostile.strip()[:100] or "x"
@@ -217,7 +217,7 @@ def test_export_and_import_round_trip_without_clobbering(client_a, client_b):
         data={"file": (BytesIO(exported.get_data()), "p.json")},
         content_type="multipart/form-data",
     )
-    assert form.status_code == 303 and form.headers["Location"].endswith("/settings#prompts")
+    assert form.status_code == 303 and form.headers["Location"].endswith("/settings/prompts")
 
     # A malformed file is refused whole: nothing is added.
     bad = {

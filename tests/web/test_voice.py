@@ -167,7 +167,7 @@ def test_the_voice_endpoint_must_speak_openai_and_be_the_users(
 
 def test_the_settings_form_saves_the_voice(client, scripted):
     endpoint = add_endpoint(client, scripted)
-    page = client.get("/settings").get_data(as_text=True)
+    page = client.get("/settings/voice").get_data(as_text=True)
     assert 'id="voice-settings"' in page and f'value="{endpoint}"' in page
     response = client.post(
         "/settings/voice",

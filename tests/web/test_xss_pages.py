@@ -12,6 +12,7 @@ from markupsafe import escape
 
 from numi.extensions import db
 from numi.models import Chat, Endpoint, Message
+from numi.web.pages.settings import SECTIONS
 
 PLAIN = "plain words"
 HX = {"HX-Request": "true"}
@@ -68,6 +69,7 @@ def _pages(client, ids) -> dict[str, str]:
         "index": client.get("/"),
         "chat page": client.get(f"/c/{chat}"),
         "settings": client.get("/settings"),
+        **{f"settings {section}": client.get(f"/settings/{section}") for section in SECTIONS},
         "sidebar fragment": client.get("/chats", headers=HX),
         "chat item fragment": client.get(f"/c/{chat}/item", headers=HX),
         "rename form fragment": client.get(f"/c/{chat}/rename", headers=HX),

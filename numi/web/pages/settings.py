@@ -1,4 +1,9 @@
-"""The settings page: endpoints and the web-search settings."""
+"""The settings pages: one URL per section (/settings/<section>), and the endpoint and
+web-search forms.
+
+/settings is the list of sections (on a phone) beside the first one (at desktop size). Forms
+that answer with a whole page render their own section (`settings_page`).
+"""
 
 from __future__ import annotations
 
@@ -15,9 +20,39 @@ from ..request_kind import is_htmx
 from .base import bp
 
 
-@bp.get("/settings")
-def settings():
-    return render_template("settings.html", **settings_context())
+# Each section's template is templates/settings/_<slug>.html; the order is the navigation's.
+SECTIONS = {
+    "appearance": "Appearance",
+    "endpoints": "Endpoints",
+    "prompts": "Prompts",
+    "memory": "Memory",
+    "voice": "Voice",
+    "documents": "Documents",
+    "mcp": "MCP servers",
+    "web-search": "Web search",
+    "account": "Account",
+    "import": "Import",
+}
+
+
+@bp.get("/settings", defaults={"section": None})
+@bp.get("/settings/<any({}):section>".format(", ".join(f"'{slug}'" for slug in SECTIONS)))
+def settings(section: str | None):
+    return settings_page(section)
+
+
+def settings_page(section: str | None, status: int = 200, **extra):
+    """The Settings page at `section` (None: the list, beside the first section), with
+    `extra` for its templates (a form's error)."""
+    page = render_template(
+        "settings.html",
+        section=section or next(iter(SECTIONS)),
+        index=section is None,
+        sections=SECTIONS,
+        **settings_context(),
+        **extra,
+    )
+    return page, status
 
 
 @bp.app_template_global("endpoint_kinds")
@@ -49,7 +84,7 @@ def web_search_settings():
     saved = web.save_settings(g.user.id, data, is_admin=g.user.is_admin)
     if is_htmx():
         return render_template("partials/_web_settings.html", web_settings=saved, saved=True)
-    return redirect(url_for("pages.settings"))
+    return redirect(url_for("pages.settings", section="web-search"))
 
 
 @bp.post("/settings/endpoints")
@@ -81,7 +116,7 @@ def edit_endpoint_form(endpoint_id: int):
     endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
     if is_htmx():
         return render_template("partials/_endpoint_edit.html", endpoint=endpoint)
-    return render_template("settings.html", editing=endpoint.id, **settings_context())
+    return settings_page("endpoints", editing=endpoint.id)
 
 
 @bp.post("/settings/endpoints/<int:endpoint_id>")
@@ -120,7 +155,7 @@ def edit_endpoint(endpoint_id: int):
             status = ("error", f"Saved. The model list could not be fetched: {problem}")
     if is_htmx():
         return render_template("partials/_endpoint.html", endpoint=endpoint, status=status)
-    return redirect(url_for("pages.settings"))
+    return redirect(url_for("pages.settings", section="endpoints"))
 
 
 @bp.post("/settings/endpoints/<int:endpoint_id>/delete")
@@ -153,4 +188,4 @@ def _settings_list_or_redirect():
         return render_template(
             "partials/_endpoint_list.html", endpoints=endpoint_store.list_endpoints(g.user.id)
         )
-    return redirect(url_for("pages.settings"))
+    return redirect(url_for("pages.settings", section="endpoints"))

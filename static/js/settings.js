@@ -1,0 +1,7 @@
+// Settings → Appearance: a theme applies on click; its form (hx-trigger="change") saves it.
+document.addEventListener("change", (event) => {
+  const radio = event.target;
+  if (!radio.matches?.(".theme-choice input[name=theme]")) return;
+  document.documentElement.setAttribute("data-theme", radio.value);
+  document.querySelector("meta[name=color-scheme]")?.setAttribute("content", radio.value === "system" ? "light dark" : radio.value);
+});
