@@ -86,9 +86,10 @@ def register(app: Flask) -> None:
     from .fragments import blocks_html
 
     app.jinja_env.filters["md_blocks_html"] = blocks_html
-    from .message_render import message_html, past_cap
+    from .message_render import long_question, message_html, past_cap
 
     app.jinja_env.globals["message_html"] = message_html
+    app.jinja_env.globals["long_question"] = long_question
     app.jinja_env.globals["past_markdown_cap"] = past_cap
     app.jinja_env.globals["model_capabilities"] = model_capabilities
     app.jinja_env.globals["reported_capabilities"] = reported_capabilities

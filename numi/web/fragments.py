@@ -372,8 +372,8 @@ class HtmlView:
         return [
             render_template("partials/_turn_live.html", turn_id=turn_id, delete=True),
             self._controls(),
-            # The turn changed the context: the header's gauge loads its estimate again.
-            render_template("partials/_context_gauge.html", chat=self.chat, oob=True),
+            # The turn changed the context: the composer's gauge loads its estimate again.
+            render_template("partials/_context_refresh.html", chat=self.chat),
         ]
 
     def _on_queue(self, turn_id, data):

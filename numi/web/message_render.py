@@ -94,6 +94,19 @@ def render_html(text: str | None, sources: list | None = None, cap: int | None =
     return gevent.get_hub().threadpool.apply(_render_html, (text, sources, cap))
 
 
+# A question longer than this (in lines or characters) is shown clamped to its first lines,
+# with "Show more": a long paste should not push the answer off the screen. Chosen so that a
+# question past either limit overflows the clamp (app.css, ten lines) even in the widest bubble.
+LONG_QUESTION_LINES = 12
+LONG_QUESTION_CHARS = 1000
+
+
+def long_question(text: str | None) -> bool:
+    """Whether a question's text is long enough to be shown collapsed (partials/_message.html)."""
+    text = text or ""
+    return len(text) > LONG_QUESTION_CHARS or text.count("\n") >= LONG_QUESTION_LINES
+
+
 def past_cap(message) -> bool:
     """Whether a saved answer is longer than the markdown cap (so shown as plain text)."""
     return message.role != "user" and len(message.content or "") > markdown_cap()

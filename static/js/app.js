@@ -269,11 +269,19 @@ function copy(text) {
   return ok ? Promise.resolve() : Promise.reject(new Error("copy refused"));
 }
 
+// An icon button (a message's Copy) says it beside its icon, a check in place of the icon.
+Numi.say = (button, label, state) => {
+  const text = button.querySelector(".action-label") || button;
+  button.dataset.label = button.dataset.label || text.textContent;
+  text.textContent = label || button.dataset.label;
+  button.classList.toggle("says", Boolean(label));
+  button.classList.remove("copied", "playing");
+  if (label && state) button.classList.add(state);
+};
 function showCopied(button, label) {
-  button.dataset.label = button.dataset.label || button.textContent;
-  button.textContent = label;
+  Numi.say(button, label, label === "Copied" ? "copied" : null);
   clearTimeout(button.copyTimer);
-  button.copyTimer = setTimeout(() => { button.textContent = button.dataset.label; }, 1500);
+  button.copyTimer = setTimeout(() => Numi.say(button, null), 1500);
 }
 
 // Copies `text` and says so on `button` (the artifact panel's Copy uses it too).

@@ -201,6 +201,7 @@ function upload(files, list, url) {
 on("click", (event) => {
   const remove = Numi.hit(event, ".attachment-remove"), chip = remove?.closest(".attachment-chip");
   if (Numi.hit(event, "#attach-button")) $("composer-file").click();
+  Numi.hit(event, ".edit-attach")?.closest("form").querySelector(".attach-input").click();
   if (!chip) return;
   const own = chip.closest("#composer");
   chip.remove();

@@ -9,7 +9,7 @@ const isTextField = (el) => /^(TEXTAREA|SELECT)$/.test(el.tagName) || el.isConte
 const focusLost = () => !document.activeElement || document.activeElement === document.body;
 function click(el) { if (el) el.click(); return !!el; }
 // The Cancel of the rename or message edit `t` is in, if any.
-const cancelOf = (t) => t.closest(".rename-form, .msg-editing")?.querySelector(".rename-cancel, .edit-buttons button[type=button]");
+const cancelOf = (t) => t.closest(".rename-form, .msg-editing")?.querySelector(".rename-cancel, .edit-cancel");
 
 on("close", (event) => {
   if (event.target.id !== "shortcuts-dialog") return;

@@ -137,7 +137,7 @@ function stopPlaying() {
   if (!playing) return;
   if (playing.audio) { playing.audio.pause(); URL.revokeObjectURL(playing.audio.src); }
   if (playing.utterance) speechSynthesis.cancel();
-  playing.button.textContent = "Read aloud";
+  Numi.say(playing.button, null);
   playing = null;
 }
 
@@ -146,7 +146,7 @@ function speakInBrowser(button, text) {
   const utterance = new SpeechSynthesisUtterance(text);
   utterance.onend = utterance.onerror = () => { if (playing?.utterance === utterance) stopPlaying(); };
   playing = {button, utterance};
-  button.textContent = "Stop reading";
+  Numi.say(button, "Stop reading", "playing");
   speechSynthesis.speak(utterance);
 }
 
@@ -158,7 +158,7 @@ on("click", (event) => {
   if (wasMine) return;
   const text = button.closest(".msg")?.querySelector(".msg-body")?.innerText.trim().slice(0, 4096);
   if (!text) return;
-  button.textContent = "Loading…";
+  Numi.say(button, "Loading…");
   fetch(button.dataset.speechUrl, {method: "POST", credentials: "same-origin", headers: {"Content-Type": "application/json"}, body: JSON.stringify({text})})
     .then(async (r) => {
       if (r.ok) return r.blob();
@@ -169,11 +169,11 @@ on("click", (event) => {
       const audio = new Audio(URL.createObjectURL(blob));
       audio.onended = () => { if (playing?.audio === audio) stopPlaying(); };
       playing = {button, audio};
-      button.textContent = "Stop reading";
+      Numi.say(button, "Stop reading", "playing");
       return audio.play();
     })
     .catch((error) => {
-      button.textContent = "Read aloud";
+      Numi.say(button, null);
       // No voice endpoint, or no network: the browser's own voice reads it.
       if (error.code === "voice_off" || !error.code) {
         try { speakInBrowser(button, text); return; } catch (e) { error = e; }

@@ -85,7 +85,11 @@ def test_a_finished_answer_renders_markdown_and_metrics(browser_page, scripted, 
     body.wait_for()
     assert body.locator("strong").inner_text() == "bold"
     assert body.locator("code").inner_text() == "code"
-    assert "8 out" in page.locator(f"#msg-{answer['id']}-metrics").inner_text()
+    # The metrics are on demand, behind the answer's ⓘ.
+    metrics = page.locator(f"#msg-{answer['id']}-metrics")
+    assert not metrics.is_visible()
+    page.locator(f"#msg-{answer['id']} summary", has_text="Answer details").click()
+    assert "8 out" in metrics.inner_text()
     assert (
         page.locator(f"#msg-{answer['id']} .reasoning summary").inner_text().startswith("Reasoning")
     )

@@ -95,3 +95,22 @@ def test_an_answer_past_the_cap_is_shown_plain_and_as_markdown_on_its_owners_req
         f"/c/{chat_id}/messages/{question_id}/markdown", headers={"HX-Request": "true"}
     )
     assert refused.status_code == 400 and "not_markdown" in refused.get_data(as_text=True)
+
+
+def test_only_a_long_question_is_collapsed_and_its_whole_text_is_on_the_page(users, client_a, rows):
+    long_text = "\n".join(f"row {n} <b>" for n in range(13))  # past 12 lines
+    chat_id, _ = rows(
+        users["a"].id,
+        [
+            ("user", long_text),
+            ("assistant", "Ok."),
+            ("user", "x" * 1000),  # at the limit, not past it
+            ("assistant", "Ok."),
+            ("user", "y" * 1001),
+        ],
+    )
+    page = client_a.get(f"/c/{chat_id}").get_data(as_text=True)
+    assert page.count('class="show-more"') == 2
+    assert page.count('class="user-text long"') == 2
+    # The whole text is there (escaped), only clamped by CSS: nothing needs a script to read it.
+    assert "row 12 &lt;b&gt;" in page and "row 0 <b>" not in page
