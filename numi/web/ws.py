@@ -137,7 +137,12 @@ class Connection:
                 if not isinstance(started, Turn):
                     self.send_queued(message.get("request_id"), started)
             elif kind == "stop":
-                stop_turn(self.chat_id, self.user_id, clear_queue=message.get("clear_queue"))
+                stop_turn(
+                    self.chat_id,
+                    self.user_id,
+                    clear_queue=message.get("clear_queue"),
+                    lane=message.get("lane"),
+                )
             elif kind == "approve":
                 if not self.manager.approve(
                     self.chat_id, message["call_id"], message["decision"], message.get("digest")
