@@ -53,9 +53,12 @@ def run_turn(turn: Turn) -> None:
 
 def check_compare(user_id: int, value: Any) -> list[dict[str, Any]] | None:
     """The routes of a send's `compare` field, checked (None: no compare). Each entry must
-    be an endpoint the user can use, enabled, with a model; no route twice; 2 to 4."""
-    if value is None:
+    be an endpoint the user can use, enabled, with a model; no route twice; 2 to 4. An
+    entry is `{endpoint_id, model}`, or from the page's form the text "endpoint_id:model"."""
+    if value is None or value == "":
         return None
+    if isinstance(value, str):
+        value = [value]  # the page's form: one checked route is one value, not a list
     if not isinstance(value, list):
         raise NumiError(
             "compare_invalid", "compare must be a list of routes: {endpoint_id, model}.", 400
@@ -75,6 +78,8 @@ def check_compare(user_id: int, value: Any) -> list[dict[str, Any]] | None:
     routes: list[dict[str, Any]] = []
     seen: set[tuple[int, str]] = set()
     for number, entry in enumerate(value, 1):
+        if isinstance(entry, str) and ":" in entry:
+            entry = dict(zip(("endpoint_id", "model"), entry.split(":", 1)))  # "3:model"
         endpoint_id = entry.get("endpoint_id") if isinstance(entry, dict) else None
         model = entry.get("model") if isinstance(entry, dict) else None
         if isinstance(endpoint_id, str) and endpoint_id.isdecimal() and len(endpoint_id) <= 18:

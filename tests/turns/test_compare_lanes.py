@@ -140,7 +140,12 @@ def test_compare_over_sse(server, api, scripted, chat):
         server,
         "POST",
         "/api/chat_stream",
-        {"session": chat["id"], "message": "Over SSE", "compare": compare_of(chat)},
+        # Routes as the page's form sends them: "endpoint_id:model".
+        {
+            "session": chat["id"],
+            "message": "Over SSE",
+            "compare": [f"{chat['endpoint']['id']}:{model}" for model in MODELS],
+        },
     )
     try:
         assert stream.response.status == 200
@@ -290,6 +295,7 @@ def test_approvals_ask_per_lane_on_their_own_card(server, api, scripted, sockets
     [
         ("empty", "compare_too_few"),
         ("one", "compare_invalid"),
+        ("text", "compare_too_few"),
         ("single", "compare_too_few"),
         ("five", "compare_too_many"),
         ("missing", "compare_route_not_found"),
@@ -303,7 +309,8 @@ def test_bad_compare_is_refused_and_changes_nothing(
     endpoint = chat["endpoint"]["id"]
     value = {
         "empty": [],
-        "one": "model-a",
+        "text": f"{endpoint}:model-a",
+        "one": {"endpoint_id": endpoint, "model": "model-a"},
         "single": [{"endpoint_id": endpoint, "model": "model-a"}],
         "five": [{"endpoint_id": endpoint, "model": f"m{i}"} for i in range(5)],
         "missing": [
