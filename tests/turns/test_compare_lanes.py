@@ -364,3 +364,23 @@ def test_stop_names_a_lane_number(server, api, chat, sockets):
     assert ws.events_until("error")[-1]["data"]["code"] == "invalid_lane"
     status, body = api.post(f"/api/chat/stop/{chat['id']}", {"lane": 1})
     assert status == 200 and body == {"stopped": False}
+
+
+def test_lanes_travel_through_export_and_import_as_versions(server, api, scripted, chat, sockets):
+    enqueue_answers(scripted)
+    ws = sockets(chat["id"])
+    ws.send(type="send", message="Export us", compare=compare_of(chat))
+    ws.events_until("turn_end", timeout=30)
+    status, document = api.get(f"/api/session/{chat['id']}/export?fmt=json")
+    assert status == 200, document
+    assert sorted(m["content"] for m in document["messages"] if m["role"] == "assistant") == sorted(
+        ANSWERS.values()
+    )
+    status, body = api.post("/api/import", document)
+    assert status == 201, body
+    copied = body["chat"]["id"]
+    answers = [r for r in rows(server, copied) if r[1] == "assistant"]
+    question = next(r[0] for r in rows(server, copied) if r[1] == "user")
+    assert sorted(r[5] for r in answers) == sorted(ANSWERS.values())
+    assert {r[2] for r in answers} == {question}, "siblings under the one question"
+    assert [r[5] for r in answers if r[3]] == [ANSWERS["model-a"]], "lane 0's is shown"
