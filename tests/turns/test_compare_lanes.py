@@ -384,3 +384,33 @@ def test_lanes_travel_through_export_and_import_as_versions(server, api, scripte
     assert sorted(r[5] for r in answers) == sorted(ANSWERS.values())
     assert {r[2] for r in answers} == {question}, "siblings under the one question"
     assert [r[5] for r in answers if r[3]] == [ANSWERS["model-a"]], "lane 0's is shown"
+
+
+def test_a_failing_lane_falls_back_on_its_own(server, api, scripted, chat, sockets):
+    status, body = api.call(
+        "PATCH",
+        f"/api/session/{chat['id']}",
+        {
+            "settings": {
+                "fallbacks": [{"endpoint_id": chat["endpoint"]["id"], "model": "backup-model"}]
+            }
+        },
+    )
+    assert status == 200, body
+    scripted.enqueue(Scenario().text(ANSWERS["model-a"], chunks=3), model="model-a")
+    scripted.enqueue(Scenario.http_error(401), model="model-b")
+    scripted.enqueue(Scenario().text("The backup answers lane one."), model="backup-model")
+    ws = sockets(chat["id"])
+    ws.send(type="send", message="Fall back", compare=compare_of(chat, MODELS[:2]))
+    events = ws.events_until("turn_end", timeout=30)
+    [route] = of_type(events, "model_route")
+    assert route["data"]["lane"] == 1 and route["data"]["model"] == "backup-model"
+    assert lane_text(events, 0) == ANSWERS["model-a"]
+    assert lane_text(events, 1) == "The backup answers lane one."
+    assert not of_type(events, "error")
+    question = of_type(events, "accepted")[0]["data"]["message_id"]
+    saved = lane_rows(server, chat["id"], question)
+    assert saved[1][4]["fallback"]["model"] == "backup-model"
+    assert "fallback" not in saved[0][4]
+    # Lane 0 never called the backup: only lane 1 fell back.
+    assert sorted(r.model for r in scripted.requests) == ["backup-model", "model-a", "model-b"]
