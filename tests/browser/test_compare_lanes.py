@@ -53,6 +53,24 @@ def open_chat(page, chat_id: str) -> None:
     page.wait_for_selector("#connection[data-state=open]", state="attached")
 
 
+def chat_with_models(api, scripted, tag: str, models: list[str], **kwargs) -> dict:
+    """A chat on an endpoint of its own whose model list is `models` (the picker's rows)."""
+    listed = scripted.models
+    scripted.models = [{"id": model, "context_length": 32768} for model in models]
+    try:
+        return make_chat(api, scripted, model=models[0], name=f"compare-{tag}", **kwargs)
+    finally:
+        scripted.models = listed
+
+
+def send_compare(page, models: list[str], text: str) -> None:
+    page.locator("#compare-picker summary").click()
+    for model in models:
+        page.get_by_role("checkbox", name=model).check()
+    page.fill("#composer-input", text)
+    page.press("#composer-input", "Enter")
+
+
 @pytest.mark.parametrize("size,scheme", LOOKS)
 def test_a_three_lane_compare_streams_stops_resumes_and_continues(
     open_page_on, site, api, scripted, shot, size, scheme
@@ -144,4 +162,39 @@ def test_a_three_lane_compare_streams_stops_resumes_and_continues(
     assert "Charlie begins and ends." in sent and "Alpha begins" not in sent
     shot(page, f"compare-continued-{size}-{scheme}")
     assert serious_violations(page, "#transcript") == []
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size,scheme", [LOOKS[0], LOOKS[3]])
+def test_each_lane_asks_for_its_tool_on_its_own_card(
+    open_page_on, site, api, scripted, shot, size, scheme
+):
+    tag = uuid.uuid4().hex[:6]
+    models = [f"left-{tag}", f"right-{tag}"]
+    chat = chat_with_models(api, scripted, tag, models, settings={"tools": ["guarded"]})
+    for model in models:
+        scripted.enqueue(
+            Scenario().tool_call("guarded", {"label": f"asked by {model}"}),
+            Scenario().text(f"{model} is done."),
+            model=model,
+        )
+    page = open_page_on(site, size, scheme)
+    open_chat(page, chat["id"])
+    send_compare(page, models, "Use the tool, both of you")
+    lanes = page.locator("#transcript .lane")
+    cards = [lanes.nth(i).locator(".tool-card.tool-approval") for i in range(2)]
+    for lane, card in enumerate(cards):
+        card.wait_for()
+        assert f"asked by {models[lane]}" in card.inner_text()
+        assert card.count() == 1, "one card per lane, in its own lane"
+    shot(page, f"compare-approvals-{size}-{scheme}")
+    assert serious_violations(page, "#transcript") == []
+    cards[1].get_by_role("button", name="Deny").click()
+    lanes.nth(1).locator(".tool-card.tool-failed").wait_for()
+    cards[0].get_by_role("button", name="Approve").click()
+    lanes.nth(0).locator(".tool-card.tool-done").wait_for()
+    for lane, model in enumerate(models):
+        lanes.nth(lane).locator(".msg-body", has_text=f"{model} is done.").wait_for()
+        lanes.nth(lane).get_by_role("button", name=f"Continue with this ({model})").wait_for()
+    shot(page, f"compare-approvals-done-{size}-{scheme}")
     assert page.errors == []
