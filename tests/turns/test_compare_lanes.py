@@ -99,6 +99,9 @@ def test_three_lanes_stream_side_by_side_and_save_as_versions(server, api, scrip
     assert [saved[lane][4]["model"] for lane in range(3)] == MODELS
     # Usage counts every lane: each version carries its own.
     assert [saved[lane][4]["usage"]["output_tokens"] for lane in range(3)] == [7, 7, 7]
+    status, usage = api.get("/api/usage?group=chat&period=all")
+    [row] = [r for r in usage["rows"] if r["key"] == chat["id"]]
+    assert (row["answers"], row["output_tokens"]) == (3, 21), "the usage report counts every lane"
     # The transcript shows lane 0's answer with its ‹ 1/3 › versions.
     history = api.history(chat["id"])
     assert [m["content"] for m in history[-2:]] == ["Who answers?", ANSWERS["model-a"]]
