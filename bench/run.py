@@ -24,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import cancel  # noqa: E402
+import compare  # noqa: E402
 import decode  # noqa: E402
 import idle  # noqa: E402
 import install  # noqa: E402
@@ -47,6 +48,7 @@ BENCHMARKS = {
     "relay": relay.measure,
     "render": render.measure,
     "cancel": cancel.measure,
+    "compare": compare.measure,
     "decode": decode.measure,
     "load": load.measure,
     "idle": idle.measure,

@@ -93,7 +93,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     from .web import register
 
     register(app)
-    from .agent.runtime import run_turn
+    from .agent.lanes import run_turn
     from .agent.sending import queue_after_turn
     from .agent.tools import ToolRegistry
     from .extensions import TURNS

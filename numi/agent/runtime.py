@@ -96,12 +96,14 @@ def run_turn(turn: Turn) -> None:
 class Agent:
     """One turn of one chat, run to its end by `run()`."""
 
+    context_class = ChatContextService  # a compare lane reads and saves its own branch
+
     def __init__(self, turn: Turn):
         self.turn = turn
         self.request = turn.request
         self.app = current_app._get_current_object()
         config = self.app.config
-        self.context = ChatContextService(
+        self.context = self.context_class(
             self.request.chat_id,
             self.request.user_id,
             max_messages=config["PROMPT_MAX_HISTORY_MESSAGES"],
@@ -166,9 +168,7 @@ class Agent:
             self.context.continue_turn(user_message.id)
             self.saves.tip_id = self.context.branch_tip()
         else:
-            routes = chat_routes(
-                meta, req.user_id, self.context, turn
-            )  # before saving: no model means nothing to answer with
+            routes = self._routes(meta)  # before saving: no model means nothing to answer with
             self.window.check_attachments(
                 routes[0]
             )  # before saving: a missing file or a blind model
@@ -194,7 +194,11 @@ class Agent:
             turn.emit("accepted", {"message_id": user_message.id, "request_id": req.request_id})
             self._loop(meta, routes)
             return
-        self._loop(meta, chat_routes(meta, req.user_id, self.context, turn))
+        self._loop(meta, self._routes(meta))
+
+    def _routes(self, meta: ChatMeta) -> list[Route]:
+        """The routes this turn answers on (a compare turn: its lanes')."""
+        return chat_routes(meta, self.request.user_id, self.context, self.turn)
 
     def _started(self) -> None:
         """Leave the start gate (once): the turn is past its preparation."""

@@ -27,6 +27,7 @@ from ..errors import NumiError, invalid
 from ..extensions import db, turn_manager
 from ..models import Message, User
 from ..turns.turn import Turn, TurnRequest
+from .lanes import MAX_LANES, check_compare, refuse_compare
 
 
 def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, Any], config) -> Any:
@@ -45,6 +46,12 @@ def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, An
         raise invalid("request_id must be text of at most 100 characters.")
     saved = request_id is not None and _check_request_reuse(chat_id, request_id, message)
     queue = flag(payload.get("queue"), "queue")
+    compare = check_compare(user_id, payload.get("compare"))
+    if compare is not None:
+        if saved:
+            # A regenerate or a retry of a saved question answers it in one version.
+            refuse_compare(payload, "a question that is saved already (a retry or a regenerate)")
+        queue = False  # a compare starts now or is refused (turn_running): it never queues
     attachments = owned_attachments(user_id, payload.get("attachments"))
     timezone = payload.get("timezone")
     timezone = timezone if isinstance(timezone, str) and len(timezone) <= 64 else None
@@ -94,6 +101,7 @@ def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, An
         timezone=timezone,
         tz_offset_minutes=offset,
         is_admin=is_admin,
+        options={"compare": compare} if compare is not None else {},
     )
     try:
         return manager.start(turn_request)
@@ -106,14 +114,23 @@ def start_turn(user_id: int, is_admin: bool, chat_id: str, payload: dict[str, An
         return enqueue()
 
 
-def stop_turn(chat_id: str, user_id: int, *, clear_queue: Any = False) -> tuple[bool, int]:
+def stop_turn(
+    chat_id: str, user_id: int, *, clear_queue: Any = False, lane: Any = None
+) -> tuple[bool, int]:
     """Stop the running turn; with clear_queue, drop what waits first (else the next one
-    starts as this one ends). Returns (stopped, how many queued were dropped)."""
+    starts as this one ends); with `lane`, stop only that lane of a compare turn (the
+    others go on). Returns (stopped, how many queued were dropped)."""
+    if isinstance(lane, str) and lane.isdecimal() and len(lane) == 1:
+        lane = int(lane)  # from a form
+    if lane in ("", None):
+        lane = None
+    elif not isinstance(lane, int) or isinstance(lane, bool) or not 0 <= lane < MAX_LANES:
+        raise invalid(f"lane must be a lane number, 0 to {MAX_LANES - 1}.", "invalid_lane")
     cleared = 0
     if flag(clear_queue, "clear_queue"):
         cleared = followups.clear(chat_id)
         publish_queue(chat_id, user_id)
-    return turn_manager().stop(chat_id), cleared
+    return turn_manager().stop(chat_id, lane), cleared
 
 
 # --- queued follow-ups ----------------------------------------------------------------------

@@ -127,7 +127,7 @@ class ChatContextService:
         checkpoint = self.latest_checkpoint()
         # Messages the user left out of the context are not loaded (chat/leave_out.py keeps
         # a tool step and its results together, so none is cut from its group).
-        live = [Message.chat_id == self.chat_id, Message.shown(), Message.in_context.is_(True)]
+        live = [Message.chat_id == self.chat_id, self.history_rows(), Message.in_context.is_(True)]
         if checkpoint is not None:
             live.append(Message.id > checkpoint.through_message_id)
         stmt = select(Message).where(*live).order_by(Message.id.desc()).limit(self.max_messages + 1)
@@ -201,6 +201,11 @@ class ChatContextService:
         return History(
             prefix + messages, omitted, checkpoint.id if checkpoint else None, chars, omitted_chars
         )
+
+    def history_rows(self):
+        """Which rows the history is read from: the transcript (a compare lane: its own
+        branch, agent/lanes.py)."""
+        return Message.shown()
 
     def invalidate_history(self) -> None:
         self._history = None
@@ -328,7 +333,18 @@ class ChatContextService:
         db.session.remove()
 
 
-_COLUMNS = {"role", "content", "reasoning_content", "tool_call_id", "request_id"}
+# `parent_id`, `selected` and `active` are left to their defaults except by a compare lane,
+# whose rows are versions saved side by side (agent/lanes.py).
+_COLUMNS = {
+    "role",
+    "content",
+    "reasoning_content",
+    "tool_call_id",
+    "request_id",
+    "parent_id",
+    "selected",
+    "active",
+}
 
 
 def to_internal(row: Message) -> dict[str, Any]:

@@ -51,6 +51,11 @@ def _data_json(type_: str, data: dict[str, Any]) -> str:
         delta, step = data.get("delta"), data.get("step")
         if type(delta) is str and type(step) is int and next(iter(data)) == "delta":
             return '{"delta":%s,"step":%d}' % (_json_string(delta), step)
+    elif type_ in DELTAS and len(data) == 3:  # a compare lane's delta (Turn.flush)
+        delta, step, lane = data.get("delta"), data.get("step"), data.get("lane")
+        if type(delta) is str and type(step) is int and type(lane) is int:
+            if next(iter(data)) == "delta":
+                return '{"delta":%s,"step":%d,"lane":%d}' % (_json_string(delta), step, lane)
     return _dumps(data)
 
 
@@ -129,9 +134,22 @@ class TurnState:
     saved_message_ids: list[int] = field(default_factory=list)
     finished: bool = False
     error: dict[str, Any] | None = None
+    # A compare turn: each lane's route (the `lanes` event) and its own state, folded from
+    # the events that carry its `lane`. A lane is finished at its `done` or `error`.
+    lane_routes: list[dict[str, Any]] = field(default_factory=list)
+    lanes: dict[int, TurnState] = field(default_factory=dict)
 
     def apply(self, type_: str, data: dict[str, Any]) -> None:
         """Fold one event into the state (the same rules the HTML view follows)."""
+        lane = data.get("lane")
+        if lane is not None and type(lane) is int:
+            self._apply_lane(lane, type_, data)
+        elif type_ == "lanes":
+            self.lane_routes = list(data.get("lanes") or [])
+        else:
+            self._fold(type_, data)
+
+    def _fold(self, type_: str, data: dict[str, Any]) -> None:
         if type_ == "turn_start":
             self.history_boundary = data.get("history_boundary")
         elif type_ in ("content", "reasoning"):
@@ -184,6 +202,23 @@ class TurnState:
         elif type_ == TERMINAL:
             self.finished = True
 
+    def _apply_lane(self, lane: int, type_: str, data: dict[str, Any]) -> None:
+        state = self.lanes.get(lane)
+        if state is None:
+            state = self.lanes[lane] = TurnState(turn_id=self.turn_id)
+        if type_ == "error":
+            state.error, state.finished = data, True
+        elif type_ == "done":
+            state.finished = True
+        else:
+            state._fold(type_, data)
+        # The turn's table of waiting approvals holds every lane's too: an approval is
+        # answered by call id, whichever lane asked (the Redis backend reads it here).
+        if type_ == "tool_approval":
+            self.pending_approvals[data["call_id"]] = data
+        elif type_ == "tool_start":
+            self.pending_approvals.pop(data["call_id"], None)
+
     @property
     def content(self) -> str:
         return "".join(self.content_parts)
@@ -193,7 +228,7 @@ class TurnState:
         return "".join(self.reasoning_parts)
 
     def snapshot(self) -> dict[str, Any]:
-        return {
+        snapshot = {
             "turn_id": self.turn_id,
             "history_boundary": self.history_boundary,
             "step": self.step,
@@ -204,11 +239,26 @@ class TurnState:
             "saved_message_ids": list(self.saved_message_ids),
             "finished": self.finished,
         }
+        if not self.lane_routes and not self.lanes:
+            return snapshot
+        # A compare turn: the turn's own approvals are its lanes', shown in their lanes.
+        snapshot["pending_approvals"] = [
+            item for item in snapshot["pending_approvals"] if item.get("lane") is None
+        ]
+        snapshot["lanes"] = [
+            {
+                **route,
+                **self.lanes.get(route["lane"], TurnState(turn_id=self.turn_id)).snapshot(),
+                "error": self.lanes[route["lane"]].error if route["lane"] in self.lanes else None,
+            }
+            for route in self.lane_routes
+        ]
+        return snapshot
 
     @classmethod
     def restore(cls, data: dict[str, Any]) -> "TurnState":
         """The state a `snapshot()` (plus its error) stood for (the Redis backend stores it)."""
-        return cls(
+        state = cls(
             turn_id=data["turn_id"],
             history_boundary=data.get("history_boundary"),
             step=data.get("step", 0),
@@ -220,6 +270,20 @@ class TurnState:
             finished=bool(data.get("finished")),
             error=data.get("error"),
         )
+        for lane in data.get("lanes") or []:
+            state.lane_routes.append(
+                {
+                    key: lane[key]
+                    for key in ("lane", "endpoint_id", "model", "endpoint")
+                    if key in lane
+                }
+            )
+            state.lanes[lane["lane"]] = lane_state = cls.restore(
+                {**lane, "turn_id": data["turn_id"]}
+            )
+            for item in lane_state.pending_approvals.values():
+                state.pending_approvals[item["call_id"]] = item
+        return state
 
 
 class Subscription:

@@ -223,14 +223,21 @@ class TurnManager:
                 return
             log.exception("post-turn work failed for chat %s", turn.request.chat_id)
 
-    def stop(self, chat_id: str) -> bool:
-        """Cancel the chat's running turn (wherever it runs); returns whether one was running."""
-        return self.stop_local(chat_id) or self.table.stop(chat_id)
+    def stop(self, chat_id: str, lane: int | None = None) -> bool:
+        """Cancel the chat's running turn (wherever it runs), or with `lane` one lane of a
+        compare turn; returns whether one was running."""
+        if chat_id in self.turns:
+            return self.stop_local(chat_id, lane)
+        return self.table.stop(chat_id, lane)
 
-    def stop_local(self, chat_id: str) -> bool:
+    def stop_local(self, chat_id: str, lane: int | None = None) -> bool:
         turn = self.turns.get(chat_id)
         if turn is None:
             return False
+        if lane is not None:
+            turn = turn.lanes.get(lane)
+            if turn is None:
+                return False
         turn.cancel()
         return True
 

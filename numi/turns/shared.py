@@ -249,15 +249,19 @@ class SharedTurns:
     def _send_control(self, owner: str, message: dict[str, Any]) -> bool:
         return self.client.publish(f"{self.prefix}ctl:{owner}", json.dumps(message)) > 0
 
-    def stop(self, chat_id: str) -> bool:
-        """Send Stop to the process that runs the chat's turn. With Redis unreachable the
-        stop is kept and sent once Redis is back (raising stop_pending to say so)."""
+    def stop(self, chat_id: str, lane: int | None = None) -> bool:
+        """Send Stop to the process that runs the chat's turn (with `lane`, for one lane of
+        a compare turn). With Redis unreachable the stop of a whole turn is kept and sent
+        once Redis is back (raising stop_pending to say so); a lane's is refused."""
+        message: dict[str, Any] = {"op": "stop", "chat_id": chat_id}
+        if lane is not None:
+            message["lane"] = lane
         try:
             owner = self._owner(chat_id)
-            return owner is not None and self._send_control(
-                owner, {"op": "stop", "chat_id": chat_id}
-            )
+            return owner is not None and self._send_control(owner, message)
         except self.redis_module.RedisError as exc:
+            if lane is not None:
+                raise self._unreachable(exc) from None
             log.warning("stop of chat %s waits for Redis (%s)", chat_id, exc)
         if chat_id not in self.pending_stops:
             self.pending_stops.add(chat_id)
@@ -355,7 +359,7 @@ class SharedTurns:
     def _apply_control(self, message: dict[str, Any]) -> None:
         chat_id = message.get("chat_id")
         if message.get("op") == "stop":
-            self.manager.stop_local(chat_id)
+            self.manager.stop_local(chat_id, message.get("lane"))
         elif message.get("op") == "approve":
             self.manager.approve_local(
                 chat_id, message.get("call_id"), message.get("decision"), message.get("digest")

@@ -37,8 +37,9 @@ class TurnTable(Protocol):
     def status(self, chat_id: str, turn: Turn | None) -> dict[str, Any]:
         """`{running, turn_id, last_event_id, started_at}` of the chat's turn, wherever it runs."""
 
-    def stop(self, chat_id: str) -> bool:
-        """Cancel a turn that runs in another process; False when there is none."""
+    def stop(self, chat_id: str, lane: int | None = None) -> bool:
+        """Cancel a turn (or one lane of it) that runs in another process; False when
+        there is none."""
 
     def approve(self, chat_id: str, call_id: str, decision: str, digest: str | None) -> bool:
         """Answer an approval of a turn that runs in another process; False when none waits."""
@@ -57,7 +58,7 @@ class TurnHost(Protocol):
 
     turns: dict[str, Turn]
 
-    def stop_local(self, chat_id: str) -> bool: ...
+    def stop_local(self, chat_id: str, lane: int | None = None) -> bool: ...
 
     def approve_local(
         self, chat_id: str, call_id: str, decision: str, digest: str | None = None
@@ -97,7 +98,7 @@ class LocalTurns:
             "started_at": turn.started_at if turn else None,
         }
 
-    def stop(self, chat_id: str) -> bool:
+    def stop(self, chat_id: str, lane: int | None = None) -> bool:
         return False
 
     def approve(self, chat_id: str, call_id: str, decision: str, digest: str | None) -> bool:

@@ -109,12 +109,17 @@ class Turn:
         self._last_delta_at = 0.0  # monotonic time the last delta event went out
         self.approvals: dict[str, gevent.event.AsyncResult] = {}
         self.approval_digests: dict[str, str] = {}  # call_id -> digest of the call its card shows
+        # A compare turn's lanes (`LaneTurn`, by lane number): Stop with a lane stops one.
+        self.lanes: dict[int, Turn] = {}
+        self.lane: int | None = None  # set on a LaneTurn: its events carry `lane`
 
     # --- events -----------------------------------------------------------------------------
 
     def emit(self, type_: str, data: dict[str, Any]) -> dict[str, Any]:
         """Publish an event now (after any coalesced delta, to keep the order)."""
         self.flush()
+        if self.lane is not None:
+            data = {**data, "lane": self.lane}
         if self.lost:
             return {"event_id": None, "turn_id": self.id, "type": type_, "data": data}
         return self.channel.publish(self.id, type_, data)
@@ -161,9 +166,10 @@ class Turn:
             timer.close()
         if pending is not None and not self.lost:
             self._last_delta_at = time.monotonic()
-            self.channel.publish(
-                self.id, pending["type"], {"delta": pending["delta"], "step": pending["step"]}
-            )
+            data = {"delta": pending["delta"], "step": pending["step"]}
+            if self.lane is not None:
+                data["lane"] = self.lane
+            self.channel.publish(self.id, pending["type"], data)
 
     # --- cancellation -------------------------------------------------------------------------
 
@@ -221,3 +227,72 @@ class Turn:
         finally:
             self.approvals.pop(call_id, None)
             self.approval_digests.pop(call_id, None)
+
+
+class LaneTurn(Turn):
+    """One lane of a compare turn (one question, several routes answering at once): its
+    own stream, deltas, cancellation and approvals, on the turn's channel and id.
+
+    Every event it emits carries `lane` in its data. Stopping the turn stops every lane;
+    `cancel()` on a lane stops only that one. Approvals live in the turn's table (the
+    manager answers them by call id) but a lane's Stop releases only its own. A lost lease
+    is the turn's: a lane is lost when its turn is."""
+
+    def __init__(self, parent: Turn, lane: int):
+        super().__init__(parent.channel, parent.request, frame_interval=parent.frame_interval)
+        self.id = parent.id
+        self.parent = parent
+        self.lane = lane
+        self.started_at = parent.started_at
+        self.approvals = parent.approvals
+        self.approval_digests = parent.approval_digests
+        self._calls: set[str] = set()  # this lane's calls waiting for approval
+        parent.lanes[lane] = self
+        parent.on_cancel(lambda: self.cancel(parent.cancel_reason or "user"))
+
+    @property
+    def lost(self) -> bool:
+        return self._lost or self.parent.lost
+
+    @lost.setter
+    def lost(self, value: bool) -> None:
+        self._lost = value
+
+    @property
+    def after_end(self):
+        return getattr(self.parent, "after_end", None)
+
+    @after_end.setter
+    def after_end(self, action) -> None:
+        # The first lane to schedule post-turn work (the title) has it; the others' is
+        # the same work for the same chat.
+        if getattr(self.parent, "after_end", None) is None:
+            self.parent.after_end = action
+
+    def confirm_lease(self) -> None:
+        self.parent.confirm_lease()
+
+    def lose(self) -> None:
+        self.parent.lose()
+
+    def cancel(self, reason: str = "user") -> None:
+        if self.cancelled:
+            return
+        self.cancelled = True
+        self.cancel_reason = reason
+        for callback in tuple(self._cancel_callbacks):
+            try:
+                callback()
+            except Exception:
+                log.debug("cancel callback failed", exc_info=True)
+        for call_id in tuple(self._calls):
+            result = self.approvals.get(call_id)
+            if result is not None and not result.ready():
+                result.set("stopped")
+
+    def wait_for_approval(self, call_id: str, timeout: float, digest: str | None = None) -> str:
+        self._calls.add(call_id)
+        try:
+            return super().wait_for_approval(call_id, timeout, digest)
+        finally:
+            self._calls.discard(call_id)

@@ -253,8 +253,9 @@ def resume(chat_id: str):
 @bp.post("/chat/stop/<chat_id>")
 def stop(chat_id: str):
     chats.get_chat(g.user.id, chat_id)
-    clear_queue = request_data().get("clear_queue", request.args.get("clear_queue"))
-    stopped, cleared = stop_turn(chat_id, g.user.id, clear_queue=clear_queue)
+    data = request_data()
+    clear_queue = data.get("clear_queue", request.args.get("clear_queue"))
+    stopped, cleared = stop_turn(chat_id, g.user.id, clear_queue=clear_queue, lane=data.get("lane"))
     return jsonify(
         stopped=stopped, **({"cleared": cleared} if flag(clear_queue, "clear_queue") else {})
     )

@@ -27,6 +27,7 @@ from typing import Any
 
 from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
 
+from ..agent.lanes import refuse_compare
 from ..agent.sending import start_turn
 from ..chat import chats, edits
 from ..chat import search as chat_search
@@ -156,6 +157,7 @@ def edit_form(chat_id: str, message_id: int):
 @bp.post("/api/session/<chat_id>/messages/<int:message_id>/edit", endpoint="api_edit")
 def edit(chat_id: str, message_id: int):
     data = request_data()
+    refuse_compare(data, "an edit")
     text = data.get("text", data.get("message"))
     message = edits.edit_message(
         g.user.id, chat_id, message_id, text, _attachment_field(data), current_app.config
@@ -171,6 +173,7 @@ def edit(chat_id: str, message_id: int):
 @bp.post("/api/session/<chat_id>/regenerate", endpoint="api_regenerate")
 def regenerate(chat_id: str):
     data = request_data()
+    refuse_compare(data, "a regenerate")
     question = edits.prepare_regenerate(g.user.id, chat_id, _route_fields(data), current_app.config)
     payload = request_timezone(edits.regeneration_payload(question))
     return _after_change(chat_id, payload, message=question.to_dict())

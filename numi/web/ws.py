@@ -39,7 +39,7 @@ from ..extensions import db, sock, turn_manager
 from ..models import User
 from ..turns.channel import encoded
 from ..turns.turn import Turn
-from .fragments import HtmlView
+from .lane_fragments import ChatView
 from .message_rate import socket_bucket, user_buckets
 from .streams import parse_client_message
 
@@ -137,7 +137,12 @@ class Connection:
                 if not isinstance(started, Turn):
                     self.send_queued(message.get("request_id"), started)
             elif kind == "stop":
-                stop_turn(self.chat_id, self.user_id, clear_queue=message.get("clear_queue"))
+                stop_turn(
+                    self.chat_id,
+                    self.user_id,
+                    clear_queue=message.get("clear_queue"),
+                    lane=message.get("lane"),
+                )
             elif kind == "approve":
                 if not self.manager.approve(
                     self.chat_id, message["call_id"], message["decision"], message.get("digest")
@@ -207,7 +212,7 @@ class Connection:
         # Both views: a client following a turn the server no longer knows is told it ended.
         backlog = self._lost_turn(client_turn_id, backlog) + backlog
         if not self.as_json:
-            self.view = HtmlView(
+            self.view = ChatView(
                 self.chat,
                 last_message_id=last_message_id or 0,
                 client_turn_id=client_turn_id,
@@ -351,7 +356,7 @@ class Connection:
         if self.as_json:
             self._send(json.dumps(event))
         else:
-            view = self.view or HtmlView(self.chat)
+            view = self.view or ChatView(self.chat)
             self._send("".join(view.render(event)))
 
     def _send(self, data: str) -> None:

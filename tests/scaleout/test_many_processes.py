@@ -131,6 +131,47 @@ def test_approve_from_b_reaches_the_turn_on_a(pair, scripted, sockets):
     assert "done" in types(events)
 
 
+def test_a_lane_stopped_and_approved_from_b_on_a_compare_turn_running_on_a(pair, scripted, sockets):
+    a, b = pair
+    chat = make_chat(Api(a.url), scripted, settings={"tools": ["guarded"]})
+    endpoint = chat["endpoint"]["id"]
+    scripted.enqueue(Scenario().text("Lane zero ").stall().text("ends."), model="lane-0")
+    scripted.enqueue(
+        Scenario().tool_call("guarded", {"label": "asked on lane one"}),
+        Scenario().text("Lane one used it."),
+        model="lane-1",
+    )
+    sender = sockets(a, chat["id"])
+    sender.send(
+        type="send",
+        message="Two lanes",
+        compare=[{"endpoint_id": endpoint, "model": f"lane-{n}"} for n in range(2)],
+    )
+    events = []
+    while not (
+        of_type(events, "tool_approval")
+        and any(e["data"].get("lane") == 0 for e in of_type(events, "content"))
+    ):
+        events.append(sender.receive(timeout=15))
+    approval = of_type(events, "tool_approval")[0]["data"]
+    assert approval["lane"] == 1
+    # The approval, then the stop of lane 0, go through process B to the turn on A.
+    other = sockets(b, chat["id"])
+    other.send(
+        type="approve", call_id=approval["call_id"], decision="approve", digest=approval["digest"]
+    )
+    status, body = Api(b.url).post(f"/api/chat/stop/{chat['id']}", {"lane": 0})
+    assert status == 200 and body == {"stopped": True}
+    events += sender.events_until("turn_end", timeout=30)
+    assert [e["data"] for e in of_type(events, "error")] == [
+        {"code": "cancelled", "message": "Stopped.", "lane": 0}
+    ]
+    assert [e["data"]["lane"] for e in of_type(events, "done")] == [1]
+    [end] = of_type(events, "tool_end")
+    assert end["data"]["ok"] is True and end["data"]["lane"] == 1
+    scripted.release()
+
+
 def test_second_send_and_delete_on_b_while_a_runs_are_refused(pair, scripted, sockets):
     a, b = pair
     chat = make_chat(Api(a.url), scripted)
