@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from ..extensions import db
 from ..models import Message
+from .tool_cards import finished_status
 from .fragments import HtmlView
 
 
@@ -127,6 +128,10 @@ class LaneView(HtmlView):
                 if card.get("status") == "approval" and card["call_id"] in pending:
                     card["arguments"] = pending[card["call_id"]].get("arguments")
                     card["digest"] = pending[card["call_id"]].get("digest")
+                elif card.get("status") in ("done", "failed"):  # "Denied" is no failure
+                    card["status"] = finished_status(
+                        card["status"] == "done", card.get("error_code")
+                    )
                 out.append(render_template("partials/_tool_card.html", card=card, oob=True))
         out.append(self._live(self.turn_id))
         return out

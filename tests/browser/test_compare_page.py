@@ -190,7 +190,7 @@ def test_each_lane_asks_for_its_tool_on_its_own_card(
     shot(page, f"compare-approvals-{size}-{scheme}")
     assert serious_violations(page, "#transcript") == []
     cards[1].get_by_role("button", name="Deny").click()
-    lanes.nth(1).locator(".tool-card.tool-failed").wait_for()
+    lanes.nth(1).locator(".tool-card.tool-denied", has_text="Denied").wait_for()
     cards[0].get_by_role("button", name="Approve").click()
     lanes.nth(0).locator(".tool-card.tool-done").wait_for()
     for lane, model in enumerate(models):
