@@ -91,6 +91,9 @@ def register(app: Flask) -> None:
     app.jinja_env.globals["message_html"] = message_html
     app.jinja_env.globals["past_markdown_cap"] = past_cap
     app.jinja_env.globals["model_capabilities"] = model_capabilities
+    from .model_picker import model_picker
+
+    app.jinja_env.globals["model_picker"] = model_picker
     app.jinja_env.globals["reported_capabilities"] = reported_capabilities
     app.jinja_env.globals["capability_source_label"] = capability_source_label
     app.jinja_env.globals["asset_version"] = "1"

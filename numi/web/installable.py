@@ -33,6 +33,7 @@ ICONS = (
 # by some pages are cached on their first use instead.
 SHELL_FILES = (
     "css/app.css",
+    "css/picker.css",
     "vendor/htmx-2.0.11.min.js",
     "vendor/htmx-ext-ws-2.0.4.min.js",
     "js/app.js",
@@ -40,6 +41,7 @@ SHELL_FILES = (
     "js/sidebar.js",
     "js/shortcuts.js",
     "js/install.js",
+    "js/picker.js",
     "js/voice.js",
     "js/prompts.js",
     "offline.html",

@@ -1,0 +1,108 @@
+"""What a model picker offers: one group per endpoint, its models with what each can do,
+and which one is chosen. `templates/partials/_model_select.html` renders it as a native
+`<select>` (it works without script); `static/js/picker.js` turns that into a searchable
+listbox from the options' data attributes.
+
+Nothing is preselected that cannot answer: an endpoint that lists no models shows as a
+disabled "(no models listed)" line unless the chat is on it already, and with no usable
+choice the picker says "Choose a model…" instead of picking the first line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..endpoints import model_capabilities
+from ..models import Endpoint
+
+
+@dataclass
+class PickerOption:
+    value: str  # `<endpoint id>:<model>`, what the form posts (pages.chat_forms.route_fields)
+    model: str
+    hints: list[str]  # what the model can do, in words: "tools", "vision", "128K context"
+
+    @property
+    def label(self) -> str:
+        """The native option's text: the model, then its hints."""
+        return " · ".join([self.model, *self.hints])
+
+
+@dataclass
+class PickerGroup:
+    endpoint: Endpoint
+    options: list[PickerOption] = field(default_factory=list)
+    empty_value: str = ""  # the "(no models listed)" line's value
+
+    @property
+    def label(self) -> str:
+        return self.endpoint.name + ("" if self.endpoint.enabled else " (disabled)")
+
+
+@dataclass
+class Picker:
+    groups: list[PickerGroup]
+    selected: str  # the chosen value, "" when none is
+
+    def chosen(self, value: str) -> bool:
+        return value == self.selected
+
+
+def model_picker(endpoints: list[Endpoint], chat: Any = None, preselected: str = "") -> Picker:
+    """The picker over `endpoints` for `chat` (an object or dict with `endpoint_id` and
+    `model`, or None), else with `preselected` chosen (the home page's default route)."""
+    endpoint_id, model = _route_of(chat)
+    groups = [_group(endpoint, endpoint_id, model) for endpoint in endpoints]
+    current = f"{endpoint_id}:{model or ''}" if endpoint_id is not None else preselected
+    values = {o.value for g in groups for o in g.options}
+    # A chat already on an endpoint without models keeps showing it (honestly empty).
+    values |= {g.empty_value for g in groups if g.endpoint.id == endpoint_id and not g.options}
+    return Picker(groups, current if current in values else "")
+
+
+def _route_of(chat: Any) -> tuple[int | None, str | None]:
+    if chat is None:
+        return None, None
+    get = chat.get if isinstance(chat, dict) else lambda name: getattr(chat, name, None)
+    endpoint_id = get("endpoint_id")
+    try:
+        endpoint_id = int(endpoint_id) if endpoint_id not in (None, "") else None
+    except (TypeError, ValueError):
+        endpoint_id = None
+    return endpoint_id, get("model") or None
+
+
+def _group(endpoint: Endpoint, chat_endpoint_id: int | None, chat_model: str | None) -> PickerGroup:
+    ids = list(endpoint.picker_model_ids)
+    # The endpoint's own default model stays pickable when the server's list omits it (a
+    # gateway alias, a model the list does not name), unless the user hid it.
+    default = endpoint.default_model
+    if default and default not in ids and default not in endpoint.hidden_models:
+        ids.insert(0, default)
+    if chat_endpoint_id == endpoint.id and chat_model and chat_model not in ids:
+        ids.insert(0, chat_model)
+    return PickerGroup(
+        endpoint,
+        [PickerOption(f"{endpoint.id}:{m}", m, _hints(endpoint, m)) for m in ids],
+        f"{endpoint.id}:",
+    )
+
+
+def _hints(endpoint: Endpoint, model: str) -> list[str]:
+    caps = model_capabilities(endpoint, model)
+    hints = [name for name in ("tools", "vision", "reasoning") if getattr(caps, name)]
+    if caps.context_window:
+        hints.append(f"{_short_count(caps.context_window)} context")
+    return hints
+
+
+def _short_count(tokens: int) -> str:
+    """How model cards name a context size: 131072 -> "128K", 200000 -> "200K",
+    1047576 -> "1M"."""
+    if tokens >= 1_000_000:
+        return f"{round(tokens / 1_000_000, 1):g}M"
+    if tokens >= 1000:
+        binary = tokens % 1024 == 0 and tokens % 1000 != 0
+        return f"{tokens // 1024 if binary else round(tokens / 1000)}K"
+    return str(tokens)
