@@ -7,7 +7,8 @@ let count = 0, picked = null;  // the select last picked in: its swapped-in copy
 
 function enhance(select) {
   const tpl = select.nextElementSibling;
-  if (select.dataset.picker || tpl?.tagName !== "TEMPLATE" || !HTMLElement.prototype.showPopover) return;
+  if (select.dataset.picker || tpl?.tagName !== "TEMPLATE" || !HTMLElement.prototype.showPopover
+    || select.closest("details:not([open])")) return;  // Regenerate's: built when opened
   const id = select.dataset.picker = "picker" + ++count;
   tpl.replaceWith(tpl.content.cloneNode(true));
   const button = select.nextElementSibling, pop = button.nextElementSibling, [input, list, none] = pop.children;
@@ -74,10 +75,16 @@ function enhance(select) {
     if (down || event.key === "ArrowUp") {
       if (n) activate(items[(items.indexOf(active()) + (down ? 1 : n - 1)) % n]);
     } else if (event.key === "Enter") pick(active());  // never submits the picker's form
-    else return;
+    else if (event.key === "Escape") {
+      pop.hidePopover();
+      event.stopPropagation();  // closes the list, never also stops the answer
+    } else return;
     event.preventDefault();
   });
-  list.addEventListener("click", (event) => pick(event.target.closest("[role=option]")));
+  list.addEventListener("click", (event) => {
+    event.preventDefault();  // inside a <label> (a project's defaults): no label activation
+    pick(event.target.closest("[role=option]"));
+  });
   pop.addEventListener("focusout", (event) => {
     const to = event.relatedTarget;
     if (to && to !== button && !pop.contains(to)) pop.hidePopover();  // Tab leaves: close
@@ -89,3 +96,4 @@ function enhance(select) {
 
 all(".model-select").forEach(enhance);
 on("htmx:load", (event) => event.detail.elt.querySelectorAll?.(".model-select").forEach(enhance));
+on("toggle", (event) => event.target.open && event.target.querySelectorAll(".model-select").forEach(enhance), true);

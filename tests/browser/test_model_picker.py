@@ -203,3 +203,31 @@ def test_an_edit_in_settings_keeps_the_list(site, api, servers, open_page_on, sh
         "llama3.1:8b"
     ]
     assert page.errors == []
+
+
+@pytest.mark.parametrize("size, scheme", LOOKS)
+def test_regenerate_with_another_model_from_its_picker(
+    site, api, servers, open_page_on, size, scheme
+):
+    full, _ = servers
+    nothing, endpoint = add_endpoints(api, servers)
+    status, chat = api.post("/api/session", {"endpoint_id": endpoint["id"], "model": "gpt-4o"})
+    assert status == 201, chat
+    page = open_page_on(site, size, scheme, f"/c/{chat['id']}")
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    page.fill("#composer-input", "Hello")
+    page.press("#composer-input", "Enter")
+    answer = page.locator(".msg-assistant .msg-actions").last
+    answer.get_by_text("Model…").click()  # built when its details open
+    answer.get_by_role("button", name="Model: gpt-4o").click()
+    page.keyboard.type("o3")
+    expect(page.get_by_role("option", name="o3-mini")).to_have_class("picker-option active")
+    page.keyboard.press("Enter")
+    expect(answer.get_by_role("button", name="Model: o3-mini")).to_be_focused()
+    calls = len(full.requests)
+    answer.get_by_role("button", name="Regenerate").click()
+    wait_until(
+        lambda: any((r.body or {}).get("model") == "o3-mini" for r in full.requests[calls:]),
+        what="the answer asked again of o3-mini",
+    )
+    assert page.errors == []
