@@ -51,6 +51,7 @@ function enhance(select) {
   function pick(item) {
     if (!item || item.hasAttribute("aria-disabled")) return;
     pop.hidePopover();
+    button.focus();  // after a click too (the popover gives focus back only from inside it)
     if (select.value === item.dataset.value) return;
     picked = select.id;
     select.value = item.dataset.value;

@@ -231,3 +231,24 @@ def test_regenerate_with_another_model_from_its_picker(
         what="the answer asked again of o3-mini",
     )
     assert page.errors == []
+
+
+@pytest.mark.parametrize("size, scheme", LOOKS)
+def test_a_projects_default_model_is_picked_inside_its_label(
+    site, api, servers, open_page_on, size, scheme
+):
+    nothing, endpoint = add_endpoints(api, servers)
+    status, project = api.post("/api/projects", {"name": f"Picker {uuid.uuid4().hex[:6]}"})
+    assert status == 201, project
+    page = open_page_on(site, size, scheme, f"/p/{project['id']}")
+    form = page.locator("#project-defaults")
+    form.locator(".picker-button").click()
+    page.keyboard.type("deepseek")
+    # A click (not Enter) on the option: the <label> around the picker must not take it.
+    page.get_by_role("option", name="deepseek-r1:7b").click()
+    expect(form.get_by_role("button", name="Model: deepseek-r1:7b")).to_be_focused()
+    form.get_by_role("button", name="Save defaults").click()
+    page.locator("#project-defaults .saved").wait_for()
+    settings = api.get(f"/api/projects/{project['id']}")[1]["settings"]
+    assert (settings["endpoint_id"], settings["model"]) == (endpoint["id"], "deepseek-r1:7b")
+    assert page.errors == []
