@@ -1,5 +1,5 @@
 """What a model picker offers: one group per endpoint, its models with what each can do,
-and which one is chosen. `templates/partials/_model_select.html` renders it as a native
+and which one is chosen. `templates/partials/_model_picker.html` renders it as a native
 `<select>` (it works without script); `static/js/picker.js` turns that into a searchable
 listbox from the options' data attributes.
 
@@ -10,11 +10,14 @@ choice the picker says "Choose a model…" instead of picking the first line.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..endpoints import model_capabilities
+from markupsafe import Markup
+
 from ..models import Endpoint
+from ..providers.capabilities import listed_capabilities
 
 
 @dataclass
@@ -49,6 +52,50 @@ class Picker:
         return value == self.selected
 
 
+def model_picker_html(
+    endpoints: list[Endpoint], chat: Any = None, preselected: str = "", select_id: str | None = None
+) -> Markup:
+    """The picker's markup (templates/partials/_model_picker.html). A chat page holds one
+    picker per answer (Regenerate's "Model…"), all alike: each distinct picker is worked
+    out once per request (or WebSocket connection: the key holds what the endpoints list),
+    and the listbox they share is sent once per rendered page or fragment."""
+    from flask import current_app, g
+
+    endpoint_id, model = _route_of(chat)
+    known = tuple(
+        (e.id, e.name, e.enabled, e.default_model, e.models_json, e.hidden_models_json)
+        + (e.settings_json, e.models_problem)
+        for e in endpoints
+    )
+    pickers = g.setdefault("numi_model_pickers", {})
+    if len(pickers) > 32:  # a long-lived connection's context: keep it small
+        pickers.clear()
+    key = (known, endpoint_id, model, preselected)
+    if key not in pickers:
+        picker = model_picker(endpoints, chat, preselected)
+        listed = repr(
+            [(grp.label, grp.endpoint.models_problem, grp.options) for grp in picker.groups]
+        )
+        list_id = "picker-list-" + hashlib.blake2b(listed.encode(), digest_size=6).hexdigest()
+        pickers[key] = (picker, list_id)
+    picker, list_id = pickers[key]
+    macros = current_app.jinja_env.get_template("partials/_model_picker.html").module
+    html = macros.select(picker, endpoints, select_id, list_id if endpoints else "")
+    sent = g.setdefault("numi_picker_lists", set())
+    if endpoints and list_id not in sent:
+        sent.add(list_id)
+        html += macros.listbox(picker, list_id)
+    return Markup(html)
+
+
+def forget_sent_lists(*_args, **_extra) -> None:
+    """A new page or fragment is rendered: its first picker sends the listbox again
+    (connected to Flask's `before_render_template`)."""
+    from flask import g
+
+    g.pop("numi_picker_lists", None)
+
+
 def model_picker(endpoints: list[Endpoint], chat: Any = None, preselected: str = "") -> Picker:
     """The picker over `endpoints` for `chat` (an object or dict with `endpoint_id` and
     `model`, or None), else with `preselected` chosen (the home page's default route)."""
@@ -74,23 +121,26 @@ def _route_of(chat: Any) -> tuple[int | None, str | None]:
 
 
 def _group(endpoint: Endpoint, chat_endpoint_id: int | None, chat_model: str | None) -> PickerGroup:
-    ids = list(endpoint.picker_model_ids)
+    listed = endpoint.models  # parsed once for all its models' hints
+    hidden = endpoint.hidden_models
+    ids = [m["id"] if isinstance(m, dict) else str(m) for m in listed]
+    ids = [m for m in ids if m not in hidden]
     # The endpoint's own default model stays pickable when the server's list omits it (a
     # gateway alias, a model the list does not name), unless the user hid it.
     default = endpoint.default_model
-    if default and default not in ids and default not in endpoint.hidden_models:
+    if default and default not in ids and default not in hidden:
         ids.insert(0, default)
     if chat_endpoint_id == endpoint.id and chat_model and chat_model not in ids:
         ids.insert(0, chat_model)
     return PickerGroup(
         endpoint,
-        [PickerOption(f"{endpoint.id}:{m}", m, _hints(endpoint, m)) for m in ids],
+        [PickerOption(f"{endpoint.id}:{m}", m, _hints(endpoint, listed, m)) for m in ids],
         f"{endpoint.id}:",
     )
 
 
-def _hints(endpoint: Endpoint, model: str) -> list[str]:
-    caps = model_capabilities(endpoint, model)
+def _hints(endpoint: Endpoint, listed: list, model: str) -> list[str]:
+    caps = listed_capabilities(model, listed, endpoint.model_capabilities.get(model))
     hints = [name for name in ("tools", "vision", "reasoning") if getattr(caps, name)]
     if caps.context_window:
         hints.append(f"{_short_count(caps.context_window)} context")

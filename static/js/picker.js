@@ -1,16 +1,16 @@
-// Model pickers: the <template> after a <select class="model-select"> becomes a button and
-// a searchable listbox: type to filter, ↑/↓, Enter picks, Escape closes. The select stays,
-// visually hidden, as the form's value; a pick fires its "change". The popup is a popover:
-// in the top layer no scrolling box clips it; Escape and a click outside close it.
+// Model pickers: a <select class="model-select"> gets a button and, from the <template> its
+// data-list names, a searchable listbox: type to filter, ↑/↓, Enter picks, Escape closes.
+// The select stays, visually hidden, as the form's value; a pick fires its "change". The
+// popup is a popover: in the top layer no scrolling box clips it.
 const {on, all} = Numi;
 let count = 0, picked = null;  // the select last picked in: its swapped-in copy keeps focus
 
 function enhance(select) {
-  const tpl = select.nextElementSibling;
-  if (select.dataset.picker || tpl?.tagName !== "TEMPLATE" || !HTMLElement.prototype.showPopover
+  const tpl = document.getElementById(select.dataset.list);
+  if (select.dataset.picker || !tpl || !HTMLElement.prototype.showPopover
     || select.closest("details:not([open])")) return;  // Regenerate's: built when opened
   const id = select.dataset.picker = "picker" + ++count;
-  tpl.replaceWith(tpl.content.cloneNode(true));
+  select.after(tpl.content.cloneNode(true));
   const button = select.nextElementSibling, pop = button.nextElementSibling, [input, list, none] = pop.children;
   button.setAttribute("popovertarget", pop.id = id);
   input.setAttribute("aria-controls", list.id = id + "l");
