@@ -164,3 +164,35 @@ def test_cli_add_fetches_every_model(live_server, provider):
     found = next(e for e in endpoints if e["name"] == "Listed")
     assert found["models"] == ["alpha-model", "beta-model", "gamma-model"]
     assert found["default_model"] == "alpha-model", "the first listed model, for new chats"
+
+
+def test_alike_pickers_share_one_listbox_and_follow_a_changed_list(sqlite_app, provider):
+    """A chat page holds one picker per answer: the listbox they build from is sent once
+    per rendered page or fragment, and a list that changes (in a WebSocket connection's
+    long-lived context) renders anew."""
+    from numi.endpoints import create_endpoint, list_endpoints
+    from numi.extensions import db
+    from numi.identity import local_user
+    from numi.web.model_picker import forget_sent_lists, model_picker_html
+
+    with sqlite_app.test_request_context():
+        endpoint = create_endpoint(
+            None, {"name": "alike", "kind": "openai_chat", "base_url": provider.openai_base_url}
+        )
+        endpoint.models = MODELS
+        db.session.commit()
+        endpoints = list_endpoints(local_user().id)
+        chat = {"endpoint_id": endpoint.id, "model": "beta-model"}
+        first, second = model_picker_html(endpoints, chat), model_picker_html(endpoints, chat)
+        list_id = re.search(r'data-list="([^"]+)"', first).group(1)
+        assert first.count(f'<template id="{list_id}">') == 1
+        assert f'data-list="{list_id}"' in second and "<template" not in second
+        assert first.count('data-model="beta-model" selected') == 1
+
+        forget_sent_lists()  # the next fragment of the connection
+        endpoint.hidden_models = ["gamma-model"]
+        db.session.commit()
+        changed = model_picker_html(endpoints, chat)
+        assert "<template" in changed and list_id not in changed
+        assert "gamma-model" not in changed
+        db.session.remove()
