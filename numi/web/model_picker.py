@@ -1,7 +1,7 @@
 """What a model picker offers: one group per endpoint, its models with what each can do,
 and which one is chosen. `templates/partials/_model_picker.html` renders it as a native
-`<select>` (it works without script); `static/js/picker.js` turns that into a searchable
-listbox from the options' data attributes.
+`<select>` (it works without script) and a listbox `<template>` that `static/js/picker.js`
+turns into a searchable listbox beside the select.
 
 Nothing is preselected that cannot answer: an endpoint that lists no models shows as a
 disabled "(no models listed)" line unless the chat is on it already, and with no usable
@@ -70,22 +70,22 @@ def model_picker_html(
     pickers = g.setdefault("numi_model_pickers", {})
     if len(pickers) > 32:  # a long-lived connection's context: keep it small
         pickers.clear()
-    key = (known, endpoint_id, model, preselected)
+    key = (known, endpoint_id, model, preselected, select_id)
+    macros = current_app.jinja_env.get_template("partials/_model_picker.html").module
     if key not in pickers:
         picker = model_picker(endpoints, chat, preselected)
         listed = repr(
             [(grp.label, grp.endpoint.models_problem, grp.options) for grp in picker.groups]
         )
         list_id = "picker-list-" + hashlib.blake2b(listed.encode(), digest_size=6).hexdigest()
-        pickers[key] = (picker, list_id)
-    picker, list_id = pickers[key]
-    macros = current_app.jinja_env.get_template("partials/_model_picker.html").module
-    html = macros.select(picker, endpoints, select_id, list_id if endpoints else "")
+        select = macros.select(picker, endpoints, select_id, list_id if endpoints else "")
+        pickers[key] = (picker, list_id, Markup(select))
+    picker, list_id, html = pickers[key]
     sent = g.setdefault("numi_picker_lists", set())
     if endpoints and list_id not in sent:
         sent.add(list_id)
         html += macros.listbox(picker, list_id)
-    return Markup(html)
+    return html
 
 
 def forget_sent_lists(*_args, **_extra) -> None:
