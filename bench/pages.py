@@ -318,5 +318,110 @@ def versions_chat(chat_id: str, first_id: int, text: str, created_at) -> list[di
     return rows
 
 
+def picker_chat(runs: int = 7) -> list[dict]:
+    """Server time and HTML of a chat page of 100 messages (50 answers, each with
+    Regenerate's model picker) over 3 endpoints of 30 models; the floor is the same page
+    with the endpoints removed (no pickers' options), measured in the same run."""
+    from sqlalchemy import insert
+
+    from numi import create_app
+    from numi.database import upgrade
+    from numi.extensions import db
+    from numi.identity import local_user
+    from numi.models import Chat, Endpoint, Message, utcnow
+
+    data_dir = tempfile.mkdtemp(prefix="numi-bench-picker-")
+    app = create_app(
+        {"NUMI_DATA_DIR": data_dir, "NUMI_LOG_LEVEL": "WARNING", "NUMI_ACCESS_TOKEN": ACCESS_TOKEN}
+    )
+    upgrade(app)
+    with app.test_request_context():
+        user_id = local_user().id
+        endpoints = []
+        for e in range(3):
+            endpoint = Endpoint(
+                user_id=None,
+                name=f"endpoint {e}",
+                kind="openai_chat",
+                base_url="http://127.0.0.1:9/v1",
+                default_model=f"model-{e}-0",
+            )
+            endpoint.models = [
+                {"id": f"model-{e}-{i}", "context_window": 131072} for i in range(30)
+            ]
+            endpoint.models_fetched_at = utcnow()  # fresh: no background fetch
+            db.session.add(endpoint)
+            endpoints.append(endpoint)
+        db.session.commit()
+        chat_id, now = str(uuid.uuid4()), datetime.utcnow()
+        db.session.execute(
+            insert(Chat),
+            [
+                {
+                    "id": chat_id,
+                    "user_id": user_id,
+                    "title": "Pickers",
+                    "endpoint_id": endpoints[0].id,
+                    "model": "model-0-1",
+                    "created_at": now,
+                    "updated_at": now,
+                }
+            ],
+        )
+        db.session.execute(
+            insert(Message),
+            [
+                {
+                    "id": i + 1,
+                    "parent_id": i or None,
+                    "chat_id": chat_id,
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"Message {i}",
+                    "created_at": now,
+                }
+                for i in range(100)
+            ],
+        )
+        db.session.commit()
+        endpoint_ids = [e.id for e in endpoints]
+    client = app.test_client()
+    bearer = {"Authorization": f"Bearer {ACCESS_TOKEN}"}
+
+    def timed() -> tuple[list[float], int]:
+        client.get(f"/c/{chat_id}", headers=bearer)  # warm templates
+        times = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            response = client.get(f"/c/{chat_id}", headers=bearer)
+            times.append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 200
+        return times, len(response.data)
+
+    times, size = timed()
+    with app.app_context():
+        for endpoint_id in endpoint_ids:
+            db.session.get(Endpoint, endpoint_id).deleted_at = utcnow()
+        db.session.commit()
+    floor, floor_size = timed()
+    shutil.rmtree(data_dir, ignore_errors=True)
+    label = "chat page of 50 answers, 3 endpoints of 30 models"
+    return [
+        row(
+            "pickers",
+            f"server time, {label}",
+            times,
+            "ms",
+            "≤ 2× the page without endpoints",
+            ratio=[t / f for t, f in zip(times, floor)],
+        ),
+        row(
+            "pickers",
+            f"HTML, {label} (without endpoints: {floor_size // 1024} KB)",
+            [size / 1024],
+            "KB",
+        ),
+    ]
+
+
 def measure() -> list[dict]:
-    return page_weight() + offline_weight() + long_chat()
+    return page_weight() + offline_weight() + long_chat() + picker_chat()

@@ -44,6 +44,7 @@ BENCHMARKS = {
     "startup": startup.measure,
     "memory": memory.measure,
     "pages": pages.measure,
+    "pickers": pages.picker_chat,
     "turns": turns.measure,
     "relay": relay.measure,
     "render": render.measure,

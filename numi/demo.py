@@ -28,7 +28,7 @@ def start_demo(app: "Flask"):
     """Run the scripted provider on a free loopback port and point the demo endpoint at it
     (made on the first demo start, brought back and its URL updated on later ones).
     Returns the provider; `stop_demo` ends both."""
-    from .endpoints import create_endpoint, find_by_name, update_endpoint
+    from .endpoints import create_endpoint, fetch_models, find_by_name, update_endpoint
     from .extensions import db
     from .testing.demo import demo_scenario
     from .testing.server import ScriptedProvider
@@ -37,7 +37,7 @@ def start_demo(app: "Flask"):
     with app.app_context():
         existing = find_by_name(None, DEMO_ENDPOINT) or _removed_demo_endpoint()
         if existing is None:
-            create_endpoint(
+            existing = create_endpoint(
                 None,
                 {
                     "name": DEMO_ENDPOINT,
@@ -49,6 +49,9 @@ def start_demo(app: "Flask"):
         else:
             existing.deleted_at = None
             update_endpoint(existing, {"base_url": provider.openai_base_url, "enabled": True})
+        # Its whole list, as for any endpoint added (the pickers offer every model); a new
+        # port is another server's list.
+        fetch_models(existing)
         db.session.remove()
     return provider
 

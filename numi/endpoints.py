@@ -329,9 +329,11 @@ def models(endpoint: Endpoint, *, max_age_seconds: int, refresh: bool = False) -
             exc.code,
             exc.__cause__,
         )
+        _keep_problem(endpoint, exc.message)  # the old list stays; the pickers say why
         raise NumiError(exc.code, exc.message, 502) from None
     endpoint.models = [_model_dict(m) for m in listed]
     endpoint.models_fetched_at = utcnow()
+    endpoint.models_problem = None
     if not endpoint.default_model and endpoint.models:
         endpoint.default_model = endpoint.models[0]["id"]
     db.session.commit()
@@ -347,13 +349,29 @@ def fetch_models(endpoint: Endpoint) -> str | None:
         # the provider SDK, which costs a second of CPU (the CLI and tests add such
         # endpoints). A guarded endpoint is never probed: only its transport connects.
         log.info("models of endpoint %s not fetched: nothing listens", endpoint.id)
-        return _unreachable_message()
+        _keep_problem(endpoint, _unreachable_message())
+        return endpoint.models_problem
     try:
         models(endpoint, max_age_seconds=0, refresh=True)
     except NumiError as exc:
         log.info("models of endpoint %s not fetched: %s", endpoint.id, exc.code)
         return exc.message
     return None
+
+
+def _keep_problem(endpoint: Endpoint, message: str) -> None:
+    """Remember why the list could not be fetched (shown in Settings and the pickers);
+    the list fetched before, if any, stays as it was."""
+    endpoint.models_problem = message[:300]
+    db.session.commit()
+
+
+def refresh_stale(endpoints: list[Endpoint]) -> None:
+    """Fetch, in the background, the lists of the enabled endpoints a page offers that
+    are stale or were never fetched (a page never waits for a provider)."""
+    for endpoint in endpoints:
+        if endpoint.enabled:
+            refresh_when_stale(endpoint)
 
 
 def _refuses_connections(base_url: str) -> bool:
@@ -471,15 +489,33 @@ def missing_default_model(endpoint: Endpoint) -> str | None:
     return None
 
 
-def default_route(user_id: int) -> Endpoint | None:
-    """The endpoint a new chat starts on: the user's first enabled one with a default model."""
-    for endpoint in list_endpoints(user_id):
-        if endpoint.enabled and endpoint.default_model:
-            return endpoint
-    for endpoint in list_endpoints(user_id):
-        if endpoint.enabled:
-            return endpoint
-    return None
+def first_model(endpoint: Endpoint) -> str | None:
+    """The model a new chat on `endpoint` uses: its default model unless hidden, else the
+    first model the pickers offer; None when it lists none."""
+    if endpoint.default_model and endpoint.default_model not in endpoint.hidden_models:
+        return endpoint.default_model
+    ids = endpoint.picker_model_ids
+    return ids[0] if ids else None
+
+
+def default_route(user_id: int, endpoints: list[Endpoint] | None = None) -> Endpoint | None:
+    """The endpoint a new chat starts on (of `endpoints`, else the user's): the first
+    enabled one with a default model, else the first that lists a model. Never one that
+    lists none: a chat would start on a route that cannot answer."""
+    candidates = [
+        e
+        for e in (list_endpoints(user_id) if endpoints is None else endpoints)
+        if e.enabled and first_model(e)
+    ]
+    with_default = [e for e in candidates if e.default_model]
+    return (with_default or candidates or [None])[0]
+
+
+def preselected_route(user_id: int, endpoints: list[Endpoint]) -> str:
+    """The picker's `<endpoint id>:<model>` when nothing is chosen yet (the home page's
+    composer): the default route's model, or "" (the picker asks for a choice)."""
+    endpoint = default_route(user_id, endpoints)
+    return f"{endpoint.id}:{first_model(endpoint)}" if endpoint else ""
 
 
 def detect_from_environment(environ=None) -> list[Endpoint]:

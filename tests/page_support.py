@@ -53,3 +53,15 @@ def open_signed_in_page(
     page.on("pageerror", lambda e: page.errors.append(str(e)))
     server.sign_in(page, path)
     return page
+
+
+def pick_model(page, query: str, within: str = "") -> None:
+    """Pick a model as a person does: open the model picker (the first inside the selector
+    `within`, else the page's first), type `query` (words of the endpoint's name and of the
+    model's: the search matches both), press Enter on the first match."""
+    page.locator(f"{within} .picker-button".strip()).first.click()
+    search = page.get_by_role("combobox", name="Search models")
+    search.wait_for()
+    page.keyboard.type(query)
+    page.keyboard.press("Enter")
+    search.wait_for(state="hidden")

@@ -32,6 +32,8 @@ def test_the_demo_endpoint_is_gone_after_the_demo_and_back_with_the_next(live_se
     api = Api(server.url, token=server.token)
     status, body = api.get("/api/endpoints")
     demo = next(e for e in body["endpoints"] if e["name"] == DEMO)
+    # Its whole list, fetched on start as for any endpoint added (issue 25 item 4).
+    assert demo["models"] == ["scripted-model", "scripted-reasoning"]
     status, chat = api.post("/api/session", {})
     assert status == 201 and chat["endpoint_id"] == demo["id"], "the only endpoint: the default"
     assert "done" in types(_ask(server, chat["id"], "Hello"))
@@ -43,6 +45,9 @@ def test_the_demo_endpoint_is_gone_after_the_demo_and_back_with_the_next(live_se
     # the next demo brings the same endpoint back, so the demo's chats answer again
     server.start()
     assert _endpoint_names(api).count(DEMO) == 1
+    # Another port is another server: its list is fetched again, not left empty.
+    back = next(e for e in api.get("/api/endpoints")[1]["endpoints"] if e["name"] == DEMO)
+    assert back["models"] == ["scripted-model", "scripted-reasoning"]
     assert "done" in types(_ask(server, chat["id"], "Still there?"))
     # a demo killed outright leaves it behind until `make run` (no --demo) starts
     server.kill()

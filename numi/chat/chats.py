@@ -211,7 +211,10 @@ def create_chat(
     if chat.endpoint_id is None:
         default = endpoint_store.default_route(user_id)
         if default:
-            chat.endpoint_id, chat.model = default.id, chat.model or default.default_model
+            chat.endpoint_id, chat.model = (
+                default.id,
+                chat.model or endpoint_store.first_model(default),
+            )
     db.session.add(chat)
     db.session.commit()
     return chat

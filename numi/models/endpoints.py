@@ -41,6 +41,9 @@ class Endpoint(db.Model):
     # Model ids the pickers leave out (the list from the provider stays whole).
     hidden_models_json: Mapped[str | None] = mapped_column(Text)
     models_fetched_at: Mapped[datetime | None]
+    # Why the last fetch of the list failed (a message fit to show), None after a good one:
+    # a failed refresh keeps the old list and says so in Settings and the pickers.
+    models_problem: Mapped[str | None] = mapped_column(String(300))
     # The user's say over the server's: {"retries": false} turns Numi's own retries off
     # (a gateway that retries already); {"model_capabilities": {model id: {"tools": true,
     # ...}}} overrides what a model is assumed or reported to do.
@@ -131,6 +134,7 @@ class Endpoint(db.Model):
             "base_url": self.base_url_for(viewer),
             "default_model": self.default_model,
             "models": self.model_ids,
+            "models_problem": self.models_problem,  # why the last fetch failed, or None
             "hidden_models": self.hidden_models,
             "retries": self.retries,
             "model_capabilities": self.model_capabilities,

@@ -92,6 +92,12 @@ def register(app: Flask) -> None:
     app.jinja_env.globals["long_question"] = long_question
     app.jinja_env.globals["past_markdown_cap"] = past_cap
     app.jinja_env.globals["model_capabilities"] = model_capabilities
+    from flask import before_render_template
+
+    from .model_picker import forget_sent_lists, model_picker_html
+
+    app.jinja_env.globals["model_picker_html"] = model_picker_html
+    before_render_template.connect(forget_sent_lists, app)
     app.jinja_env.globals["reported_capabilities"] = reported_capabilities
     app.jinja_env.globals["capability_source_label"] = capability_source_label
     app.jinja_env.globals["asset_version"] = "1"

@@ -34,6 +34,7 @@ ICONS = (
 SHELL_FILES = (
     "css/app.css",
     "css/compare.css",
+    "css/picker.css",
     "vendor/htmx-2.0.11.min.js",
     "vendor/htmx-ext-ws-2.0.4.min.js",
     "js/app.js",
@@ -42,6 +43,7 @@ SHELL_FILES = (
     "js/shortcuts.js",
     "js/install.js",
     "js/compare.js",
+    "js/picker.js",
     "js/voice.js",
     "js/prompts.js",
     "offline.html",

@@ -5,9 +5,10 @@ the new chat and the answer streams in; the sidebar lists the chat."""
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from numi.testing import Scenario
-from page_support import LOOKS
+from page_support import LOOKS, pick_model
 from turn_support import Api, make_chat, turn_server_env
 
 pytestmark = pytest.mark.browser
@@ -30,7 +31,8 @@ def test_the_first_question_is_typed_on_the_home_page(
     page = open_page_on(site, size, scheme)
     box = page.get_by_role("textbox", name="Message")
     assert box.evaluate("el => el === document.activeElement")  # ready to type on arrival
-    page.get_by_role("combobox", name="Model").select_option(f"{endpoint['id']}:fake-model")
+    pick_model(page, f"home-{size} fake-model")
+    expect(page.locator("select[name=route]")).to_have_value(f"{endpoint['id']}:fake-model")
     box.click()
     box.type("First line")
     box.press("Shift+Enter")

@@ -5,9 +5,10 @@ in the sidebar; "Keep this chat" makes it a normal chat, listed in the sidebar."
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from numi.testing import Scenario
-from page_support import LOOKS
+from page_support import LOOKS, pick_model
 from turn_support import Api, make_chat, turn_server_env
 
 pytestmark = pytest.mark.browser
@@ -30,7 +31,8 @@ def test_a_temporary_chat_from_the_home_page_and_keeping_it(
     endpoint = make_chat(api, scripted, name=f"temporary-{size}")["endpoint"]
     scripted.enqueue(Scenario().text("Off the record."))
     page = open_page_on(site, size, scheme)
-    page.get_by_role("combobox", name="Model").select_option(f"{endpoint['id']}:fake-model")
+    pick_model(page, f"temporary-{size} fake-model")
+    expect(page.locator("select[name=route]")).to_have_value(f"{endpoint['id']}:fake-model")
     page.get_by_role("checkbox", name="Temporary chat").check()
     shot(page, f"temporary-toggle-{size}-{scheme}")
     box = page.get_by_role("textbox", name="Message")

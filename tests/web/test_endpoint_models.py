@@ -40,8 +40,12 @@ def test_test_button_lists_models_and_picker_shows_capabilities(sqlite_client, p
         "/api/session", json={"endpoint_id": endpoint["id"], "model": "gpt-4o"}
     ).json
     html = sqlite_client.get(f"/c/{chat['id']}").get_data(as_text=True)
-    assert "gpt-4o · sees images" in html
-    assert "deepseek-r1:7b · reasons" in html
+    # The native select says it in words (no script), the listbox as hints.
+    assert "gpt-4o · tools · vision · 128K context" in html
+    assert "deepseek-r1:7b · reasoning" in html
+    assert (
+        '<span class="picker-name">deepseek-r1:7b</span><span class="picker-hint">reasoning' in html
+    )
 
 
 def test_test_button_names_a_default_model_the_endpoint_lacks(sqlite_client, provider):

@@ -216,9 +216,8 @@ def test_model_picker_uses_the_endpoint(client):
     )
     assert response.status_code == 200
     assert client.get(f"/api/session/{chat['id']}").get_json()["model"] == "qwen2"
-    assert f'value="{endpoint["id"]}:qwen2" selected' in client.get(f"/c/{chat['id']}").get_data(
-        as_text=True
-    )
+    page = client.get(f"/c/{chat['id']}").get_data(as_text=True)
+    assert f'value="{endpoint["id"]}:qwen2" data-model="qwen2" selected' in page
 
 
 def test_date_groups_of_the_sidebar():

@@ -17,15 +17,25 @@ from ..inputs import int_arg
 from .base import bp, running_ids
 
 
+def _picker_endpoints() -> list:
+    """The endpoints the page's model pickers offer; lists gone stale are fetched in the
+    background for the next view (this one shows what is known)."""
+    endpoints = endpoint_store.list_endpoints(g.user.id)
+    endpoint_store.refresh_stale(endpoints)
+    return endpoints
+
+
 @bp.get("/")
 def index():
     page = chats.list_chats(g.user.id, limit=current_app.config["NUMI_PAGE_SIZE_CHATS"])
+    endpoints = _picker_endpoints()
     return render_template(
         "chat.html",
         chat=None,
         sidebar=page,
         running_ids=running_ids(page),
-        endpoints=endpoint_store.list_endpoints(g.user.id),
+        endpoints=endpoints,
+        preselected=endpoint_store.preselected_route(g.user.id, endpoints),
         tags=organising.user_tags(g.user.id),
     )
 
@@ -61,7 +71,7 @@ def chat_view(chat_id: str):
         chat=chat,
         sidebar=sidebar,
         running_ids=running_ids(sidebar),
-        endpoints=endpoint_store.list_endpoints(g.user.id),
+        endpoints=_picker_endpoints(),
         tags=organising.user_tags(g.user.id),
         running=running,
         has_newer=has_newer,
