@@ -182,7 +182,7 @@ def test_an_edit_in_settings_keeps_the_list(site, api, servers, open_page_on, sh
     nothing, endpoint = add_endpoints(api, servers)
     status, chat = api.post("/api/session", {"endpoint_id": endpoint["id"], "model": "gpt-4o"})
     assert status == 201, chat
-    page = open_page_on(site, size, scheme, "/settings")
+    page = open_page_on(site, size, scheme, "/settings/endpoints")
     name = endpoint["name"]
     page.locator(f"#endpoint-{endpoint['id']}").get_by_role("link", name=f"Edit {name}").click()
     form = page.locator(f"form#endpoint-{endpoint['id']}")
@@ -218,7 +218,7 @@ def test_regenerate_with_another_model_from_its_picker(
     page.fill("#composer-input", "Hello")
     page.press("#composer-input", "Enter")
     answer = page.locator(".msg-assistant .msg-actions").last
-    answer.get_by_text("Model…").click()  # built when its details open
+    answer.get_by_title("Answer again with another model").click()  # built when it opens
     answer.get_by_role("button", name="Model: gpt-4o").click()
     page.keyboard.type("o3")
     expect(page.get_by_role("option", name="o3-mini")).to_have_class("picker-option active")
