@@ -54,8 +54,13 @@ def paced(tokens: int, rate: float = RATE) -> Scenario:
 
 
 def probed_numi(**env) -> LiveNumi:
-    """A LiveNumi with bench/probe.py loaded as a plugin."""
+    """A LiveNumi with bench/probe.py loaded as a plugin.
+
+    Every chat of a run belongs to the one benchmark user, who stands in for as many users:
+    the per-user WebSocket message limit (200/s, burst 400, one process) would close
+    sockets of 500 chats that resume and send at once, so it is raised here."""
     path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH", "")]))
+    env = {"NUMI_WS_USER_MESSAGES_PER_SECOND": "100000", **env}
     return LiveNumi(NUMI_PLUGINS="probe", PYTHONPATH=path, **env)
 
 
