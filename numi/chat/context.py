@@ -6,8 +6,14 @@ starts with an orphan tool result), converts rows to the internal message dicts 
 works with, and saves new messages. Loading is bounded: it reads at most the newest
 `max_messages + 1` rows, however long the chat.
 
-The service caches chat metadata and loaded history for its own lifetime (one turn);
-saving a message invalidates the history cache, refreshing settings the metadata cache.
+The service caches chat metadata and loaded history for its own lifetime (one turn): the
+history's rows are read once, and a message the turn saves is added to them, so a turn of
+many steps reads its history once (the budget is applied again to the rows, as a fresh
+load would). A checkpoint, a continued turn or `invalidate_history` reload it.
+
+A turn's queries run on every send, so they are Core statements built once (below), with
+Table columns: no ORM entity loading or unit of work, no statement building or cache key
+per call. The ORM stays where a query returns objects to other modules.
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, func, insert, select, true, update
 
 from ..errors import NumiError
 from ..extensions import db
 from ..models import Chat, Checkpoint, Message, utcnow
+from ..models.chats import usage_columns
+from ..models.columns import dumps, loads
 
 OMITTED_NOTICE = (
     "Earlier messages of this conversation were left out to fit the context budget. "
@@ -59,6 +67,121 @@ class History:
     omitted_chars: int = 0  # characters of the omitted messages (for token estimates)
 
 
+_chats = Chat.__table__.c
+_messages = Message.__table__.c
+_checkpoints = Checkpoint.__table__.c
+
+_LIVE_CHAT = select(
+    _chats.id,
+    _chats.user_id,
+    _chats.title,
+    _chats.endpoint_id,
+    _chats.model,
+    _chats.settings_json,
+    _chats.project_id,
+).where(
+    _chats.id == bindparam("chat_id"),
+    _chats.user_id == bindparam("user_id"),
+    _chats.deleted_at.is_(None),
+)
+_SHOWN = (_messages.active.is_(True), _messages.deleted_at.is_(None))
+# The newest valid checkpoint (see `latest_checkpoint`).
+_CHECKPOINT = (
+    select(_checkpoints.id, _checkpoints.summary, _checkpoints.through_message_id)
+    .where(
+        _checkpoints.chat_id == bindparam("chat_id"),
+        select(_messages.id)
+        .where(
+            _messages.chat_id == bindparam("chat_id"),
+            *_SHOWN,
+            _messages.id == _checkpoints.through_message_id,
+        )
+        .exists(),
+    )
+    .order_by(_checkpoints.id.desc())
+    .limit(1)
+)
+# What `_internal` reads of a message.
+_HISTORY_COLUMNS = (
+    _messages.id,
+    _messages.role,
+    _messages.content,
+    _messages.content_parts_json,
+    _messages.reasoning_content,
+    _messages.reasoning_details_json,
+    _messages.tool_calls_json,
+    _messages.tool_call_id,
+)
+_LIVE = (
+    _messages.chat_id == bindparam("chat_id"),
+    *_SHOWN,
+    _messages.in_context.is_(True),
+)
+_AFTER_CHECKPOINT = _messages.id > bindparam("after")
+_HISTORY = {
+    False: select(*_HISTORY_COLUMNS).where(*_LIVE),
+    True: select(*_HISTORY_COLUMNS).where(*_LIVE, _AFTER_CHECKPOINT),
+}
+_HISTORY_COUNT = {
+    False: select(func.count(_messages.id)).where(*_LIVE),
+    True: select(func.count(_messages.id)).where(*_LIVE, _AFTER_CHECKPOINT),
+}
+_history_pages: dict[tuple[bool, int], Any] = {}  # (after a checkpoint, rows) -> statement
+_LAST_MESSAGE = (
+    select(_messages.id)
+    .where(_messages.chat_id == bindparam("chat_id"))
+    .order_by(_messages.id.desc())
+    .limit(1)
+)
+_FIND_REQUEST = select(Message).where(
+    Message.chat_id == bindparam("chat_id"), Message.request_id == bindparam("request_id")
+)
+# (Bound names other than the table's column names: those are the SET/VALUES parameters.)
+_TOUCH_CHAT = (
+    update(Chat.__table__)
+    .where(
+        _chats.id == bindparam("touch_chat"),
+        _chats.user_id == bindparam("touch_user"),
+        _chats.deleted_at.is_(None),
+    )
+    .values(updated_at=bindparam("touch_now"))
+)
+# The parent is the tip of the shown branch, as Message's column default finds it, read in
+# the INSERT itself (one statement, the same transaction).
+_BRANCH_TIP = (
+    select(func.coalesce(func.max(_messages.id), 0))
+    .where(_messages.chat_id == bindparam("tip_chat"), _messages.active == true())
+    .scalar_subquery()
+)
+_INSERT_MESSAGE = (
+    insert(Message.__table__)
+    .values(parent_id=_BRANCH_TIP)
+    .returning(_messages.id, _messages.parent_id)
+)
+
+
+def _history_page(after_checkpoint: bool, rows: int):
+    """The newest `rows` history rows, newest first (statements kept per limit)."""
+    key = (after_checkpoint, rows)
+    stmt = _history_pages.get(key)
+    if stmt is None:
+        stmt = _history_pages[key] = (
+            _HISTORY[after_checkpoint].order_by(_messages.id.desc()).limit(rows)
+        )
+    return stmt
+
+
+@dataclass
+class _LoadedRows:
+    """What one history load read: the newest rows (oldest first, at most max_messages + 1
+    of them, as internal dicts with whether each is an error placeholder), the count of
+    all live rows when the limit cut them, and the checkpoint they follow."""
+
+    rows: list[tuple[dict[str, Any], bool]]
+    total: int | None
+    checkpoint: Any
+
+
 class ChatContextService:
     def __init__(
         self,
@@ -78,19 +201,24 @@ class ChatContextService:
         self.max_chars = max_chars
         self._meta: ChatMeta | None = None
         self._history: History | None = None
+        self._loaded: _LoadedRows | None = None
 
     # --- metadata ---------------------------------------------------------------------------
 
     def meta(self) -> ChatMeta:
         if self._meta is None:
-            chat = self._live_chat()
+            chat = db.session.execute(
+                _LIVE_CHAT, {"chat_id": self.chat_id, "user_id": self.user_id}
+            ).first()
+            if chat is None:
+                raise ChatDeleted()
             self._meta = ChatMeta(
                 chat.id,
                 chat.user_id,
                 chat.title,
                 chat.endpoint_id,
                 chat.model,
-                chat.settings,
+                loads(chat.settings_json, {}),
                 chat.project_id,
             )
         return self._meta
@@ -120,25 +248,42 @@ class ChatContextService:
     def history(self) -> History:
         """The history to send: checkpoint summary, then the newest whole turns in budget."""
         if self._history is None:
-            self._history = self._load_history()
+            if self._loaded is None:
+                self._loaded = self._load_rows()
+            self._history = self._build_history(self._loaded)
         return self._history
 
-    def _load_history(self) -> History:
-        checkpoint = self.latest_checkpoint()
+    def _load_rows(self) -> _LoadedRows:
+        """Read the newest max_messages + 1 rows of the history (one query, and one count
+        when there are more), after the newest valid checkpoint."""
+        checkpoint = db.session.execute(_CHECKPOINT, {"chat_id": self.chat_id}).first()
         # Messages the user left out of the context are not loaded (chat/leave_out.py keeps
         # a tool step and its results together, so none is cut from its group).
-        live = [Message.chat_id == self.chat_id, Message.shown(), Message.in_context.is_(True)]
+        params: dict[str, Any] = {"chat_id": self.chat_id}
         if checkpoint is not None:
-            live.append(Message.id > checkpoint.through_message_id)
-        stmt = select(Message).where(*live).order_by(Message.id.desc()).limit(self.max_messages + 1)
-        rows = list(db.session.execute(stmt).scalars())
-        truncated = len(rows) > self.max_messages
-        rows = rows[: self.max_messages]
+            params["after"] = checkpoint.through_message_id
+        page = _history_page(checkpoint is not None, self.max_messages + 1)
+        rows = [
+            (_internal(row), _is_error_placeholder(row)) for row in db.session.execute(page, params)
+        ]
         rows.reverse()
-        loaded = len(rows)
-        rows = [row for row in rows if not _is_error_placeholder(row)]
-        placeholders = loaded - len(rows)
-        internal = _without_orphan_results([to_internal(row) for row in rows])
+        total = None
+        if len(rows) > self.max_messages:
+            # Counted from ix_messages_chat_live alone, without reading the rows (a 5,000-row
+            # chat would otherwise re-read them all at every turn).
+            total = db.session.execute(_HISTORY_COUNT[checkpoint is not None], params).scalar_one()
+        return _LoadedRows(rows, total, checkpoint)
+
+    def _build_history(self, loaded: _LoadedRows) -> History:
+        """The history from loaded rows: whole turns within the budgets, the notices."""
+        checkpoint = loaded.checkpoint
+        truncated = len(loaded.rows) > self.max_messages
+        rows = loaded.rows[-self.max_messages :] if self.max_messages else []
+        loaded_count = len(rows)
+        kept_rows = [message for message, placeholder in rows if not placeholder]
+        placeholders = loaded_count - len(kept_rows)
+        # Copies: a request may change its messages, the loaded rows stay as read.
+        internal = _without_orphan_results([dict(m) for m in kept_rows])
         _count_attachments(internal)
         # Without the row limit, a first group that starts with an answer is one whose
         # question the user left out of the context: it stays (a placeholder question opens
@@ -165,18 +310,16 @@ class ChatContextService:
         messages = [m for group in kept for m in group]
         if messages and messages[0]["role"] != "user":
             messages.insert(0, {"role": "user", "content": LEFT_OUT_QUESTION, "_placeholder": True})
-        omitted = len(rows) - sum(1 for m in messages if not m.get("_placeholder"))
+        omitted = len(kept_rows) - sum(1 for m in messages if not m.get("_placeholder"))
         kept_ids = {id(m) for m in messages}
         omitted_chars = sum(_chars(m) for m in internal if id(m) not in kept_ids)
-        if truncated:  # exact: count what the row limit left unread (one indexed count)
-            from sqlalchemy import func
-
-            # Counted from ix_messages_chat_live alone, without reading the rows (a 5,000-row
-            # chat would otherwise re-read them all at every turn); their size is estimated from
-            # the loaded rows' average, as token counts are estimates anyway.
-            total = db.session.execute(select(func.count(Message.id)).where(*live)).scalar_one()
-            unread = max(0, total - loaded)
-            omitted = total - sum(1 for m in messages if not m.get("_placeholder")) - placeholders
+        if truncated:  # exact: count what the row limit left unread
+            unread = max(0, loaded.total - loaded_count)
+            omitted = (
+                loaded.total - sum(1 for m in messages if not m.get("_placeholder")) - placeholders
+            )
+            # Their size is estimated from the loaded rows' average, as token counts are
+            # estimates anyway.
             average = sum(_chars(m) for m in internal) / max(1, len(internal))
             omitted_chars += int(unread * average)
         prefix: list[dict[str, Any]] = []
@@ -202,8 +345,26 @@ class ChatContextService:
             prefix + messages, omitted, checkpoint.id if checkpoint else None, chars, omitted_chars
         )
 
+    def _saved_to_history(self, message: dict[str, Any]) -> None:
+        """Add a message this service has just saved to the loaded rows, as the next load
+        would read it (it is the newest row, shown and in context)."""
+        loaded = self._loaded
+        self._history = None
+        if loaded is None:
+            return
+        if message.get("_content_parts"):  # its attachments are counted on load
+            self._loaded = None
+            return
+        loaded.rows.append((message, _is_error_placeholder_values(message)))
+        if loaded.total is not None:
+            loaded.total += 1
+        elif len(loaded.rows) > self.max_messages:
+            loaded.total = len(loaded.rows)  # every live row was loaded until now
+        del loaded.rows[: -(self.max_messages + 1)]
+
     def invalidate_history(self) -> None:
         self._history = None
+        self._loaded = None
 
     def latest_checkpoint(self) -> Checkpoint | None:
         """The newest valid checkpoint: its boundary message still exists in the transcript
@@ -239,7 +400,7 @@ class ChatContextService:
 
     def find_request(self, request_id: str) -> Message | None:
         return db.session.execute(
-            select(Message).where(Message.chat_id == self.chat_id, Message.request_id == request_id)
+            _FIND_REQUEST, {"chat_id": self.chat_id, "request_id": request_id}
         ).scalar_one_or_none()
 
     def turn_row_ids(self, question_id: int) -> list[int]:
@@ -272,55 +433,36 @@ class ChatContextService:
         ).scalar_one_or_none()
 
     def last_message_id(self) -> int | None:
-        return db.session.execute(
-            select(Message.id)
-            .where(Message.chat_id == self.chat_id)
-            .order_by(Message.id.desc())
-            .limit(1)
-        ).scalar_one_or_none()
+        return db.session.execute(_LAST_MESSAGE, {"chat_id": self.chat_id}).scalar_one_or_none()
 
     def save(self, **fields: Any) -> Message:
         """Insert one message in its own short transaction; the chat moves to the top.
 
-        Raises ChatDeleted (and writes nothing) when the chat was deleted meanwhile.
+        Raises ChatDeleted (and writes nothing) when the chat was deleted meanwhile. The
+        message returned is not in the session: it carries the saved values and its id.
         """
         if self.before_save is not None:
             self.before_save()
+        values = _message_values(fields)
+        values["chat_id"] = self.chat_id
         try:
             # One UPDATE both moves the chat to the top and proves it is still live.
             touched = db.session.execute(
-                update(Chat)
-                .where(
-                    Chat.id == self.chat_id, Chat.user_id == self.user_id, Chat.deleted_at.is_(None)
-                )
-                .values(updated_at=utcnow())
-                .execution_options(synchronize_session=False)
+                _TOUCH_CHAT,
+                {"touch_chat": self.chat_id, "touch_user": self.user_id, "touch_now": utcnow()},
             ).rowcount
             if touched != 1:
                 raise ChatDeleted()
-            # Its parent is the tip of the shown branch (the column default, `Message`).
-            message = Message(
-                chat_id=self.chat_id, **{k: v for k, v in fields.items() if k in _COLUMNS}
-            )
-            for name in (
-                "content_parts",
-                "reasoning_details",
-                "tool_calls",
-                "citation_sources",
-                "meta",
-            ):
-                if name in fields:
-                    setattr(message, name, fields[name])
-            db.session.add(message)
-            db.session.flush()
-            # Detached before the commit, it keeps its loaded values: callers read its id
-            # and fields without a refresh query.
-            db.session.expunge(message)
+            # Its parent is the tip of the shown branch (what the column default finds).
+            message_id, parent_id = db.session.execute(
+                _INSERT_MESSAGE, {**values, "tip_chat": self.chat_id}
+            ).one()
             db.session.commit()
         except Exception:
             db.session.rollback()
             raise
-        self.invalidate_history()
+        message = Message(id=message_id, parent_id=parent_id, **values)
+        self._saved_to_history(_internal(message))
         return message
 
     def release(self) -> None:
@@ -329,6 +471,47 @@ class ChatContextService:
 
 
 _COLUMNS = {"role", "content", "reasoning_content", "tool_call_id", "request_id"}
+_JSON_COLUMNS = {
+    "content_parts": "content_parts_json",
+    "reasoning_details": "reasoning_details_json",
+    "tool_calls": "tool_calls_json",
+    "citation_sources": "citation_sources_json",
+}
+
+
+def _message_values(fields: dict[str, Any]) -> dict[str, Any]:
+    """A new message's column values from `save`'s fields, as Message's constructor and
+    JSON properties would set them (every column named, for one cached INSERT)."""
+    values: dict[str, Any] = {name: fields.get(name) for name in _COLUMNS}
+    for name, column in _JSON_COLUMNS.items():
+        values[column] = dumps(fields.get(name))
+    meta = fields.get("meta")
+    values["meta_json"] = dumps(meta)
+    values["model"], values["input_tokens"], values["output_tokens"] = usage_columns(meta or {})
+    values.update(selected=True, active=True, in_context=True, created_at=utcnow())
+    return values
+
+
+def _internal(row: Any) -> dict[str, Any]:
+    """`to_internal` of a row read with `_HISTORY_COLUMNS` (or a Message)."""
+    message: dict[str, Any] = {"role": row.role, "content": row.content or "", "_db_id": row.id}
+    if row.tool_calls_json:
+        tool_calls = loads(row.tool_calls_json, [])
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+    if row.tool_call_id:
+        message["tool_call_id"] = row.tool_call_id
+    if row.reasoning_content:
+        message["reasoning_content"] = row.reasoning_content
+    if row.reasoning_details_json:
+        details = loads(row.reasoning_details_json, [])
+        if details:
+            message["reasoning_details"] = details
+    if row.content_parts_json:
+        parts = loads(row.content_parts_json, [])
+        if parts:
+            message["_content_parts"] = parts
+    return message
 
 
 def to_internal(row: Message) -> dict[str, Any]:
@@ -347,13 +530,23 @@ def to_internal(row: Message) -> dict[str, Any]:
     return message
 
 
-def _is_error_placeholder(row: Message) -> bool:
+def _is_error_placeholder(row: Any) -> bool:
     """An answer that failed before any output: shown in the transcript, never sent."""
     return (
         row.role == "assistant"
         and not row.content
         and not row.tool_calls_json
         and not row.reasoning_content
+    )
+
+
+def _is_error_placeholder_values(message: dict[str, Any]) -> bool:
+    """`_is_error_placeholder` of a message as `_internal` made it."""
+    return (
+        message["role"] == "assistant"
+        and not message["content"]
+        and not message.get("tool_calls")
+        and not message.get("reasoning_content")
     )
 
 
