@@ -202,7 +202,7 @@ class Agent:
             self._starting, starts = None, self._starting
             starts.leave()
 
-    def _answer_after(self, question: Message) -> int | None:
+    def _answer_after(self, question: Any) -> int | None:
         """The id of a complete answer of this question's own turn, if any. Partial
         answers, error placeholders and steps that only called tools do not count: the turn
         stopped before its final answer, so a retry goes on from what was saved. Answers

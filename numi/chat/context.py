@@ -133,8 +133,8 @@ _LAST_MESSAGE = (
     .order_by(_messages.id.desc())
     .limit(1)
 )
-_FIND_REQUEST = select(Message).where(
-    Message.chat_id == bindparam("chat_id"), Message.request_id == bindparam("request_id")
+_FIND_REQUEST = select(_messages.id, _messages.active).where(
+    _messages.chat_id == bindparam("chat_id"), _messages.request_id == bindparam("request_id")
 )
 # (Bound names other than the table's column names: those are the SET/VALUES parameters.)
 _TOUCH_CHAT = (
@@ -398,10 +398,11 @@ class ChatContextService:
 
     # --- saving -----------------------------------------------------------------------------
 
-    def find_request(self, request_id: str) -> Message | None:
+    def find_request(self, request_id: str) -> Any | None:
+        """The saved question of a send's request_id: its `id` and `active`, or None."""
         return db.session.execute(
             _FIND_REQUEST, {"chat_id": self.chat_id, "request_id": request_id}
-        ).scalar_one_or_none()
+        ).one_or_none()
 
     def turn_row_ids(self, question_id: int) -> list[int]:
         """The ids of the rows a question's turns saved below it (every version)."""
