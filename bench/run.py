@@ -35,6 +35,7 @@ import relay  # noqa: E402
 import render  # noqa: E402
 import scaleout  # noqa: E402
 import startup  # noqa: E402
+import turncost  # noqa: E402
 import turns  # noqa: E402
 from stats import table  # noqa: E402
 
@@ -44,6 +45,7 @@ BENCHMARKS = {
     "memory": memory.measure,
     "pages": pages.measure,
     "turns": turns.measure,
+    "turncost": turncost.measure,
     "relay": relay.measure,
     "render": render.measure,
     "cancel": cancel.measure,
