@@ -171,7 +171,8 @@ def main() -> None:
         results.append(run(args.turns))
         print(", ".join(f"{k} {v:.2f}" for k, v in results[-1].items()), flush=True)
     for key in ("fixed_ms", "short_ms", "per_token_us", "statements", "commits"):
-        print(f"median {key}: {statistics.median(r[key] for r in results):.2f}")
+        if results:
+            print(f"median {key}: {statistics.median(r[key] for r in results):.2f}")
     if args.profile:  # an extra run: the profiler's own cost stays out of the medians
         profiled = run(args.turns, args.profile)
         print(f"profiled run (not in the medians): short_ms {profiled['short_ms']:.2f}")
