@@ -11,9 +11,10 @@ history's rows are read once, and a message the turn saves is added to them, so 
 many steps reads its history once (the budget is applied again to the rows, as a fresh
 load would). A checkpoint, a continued turn or `invalidate_history` reload it.
 
-A turn's queries run on every send, so they are Core statements built once (below), with
-Table columns: no ORM entity loading or unit of work, no statement building or cache key
-per call. The ORM stays where a query returns objects to other modules.
+A turn's queries run on every send, so they are Core statements built once
+(`context_rows`), on Table columns: no ORM entity loading or unit of work, no statement
+building or cache key per call. The ORM stays where a query returns objects to other
+modules.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, true, update
+from sqlalchemy import select
 
 from ..errors import NumiError
 from ..extensions import db
 from ..models import Chat, Checkpoint, Message, utcnow
-from ..models.chats import usage_columns
-from ..models.columns import dumps, loads
+from ..models.columns import loads
+from . import context_rows as stored
 
 OMITTED_NOTICE = (
     "Earlier messages of this conversation were left out to fit the context budget. "
@@ -65,110 +66,6 @@ class History:
     checkpoint_id: int | None
     total_chars: int
     omitted_chars: int = 0  # characters of the omitted messages (for token estimates)
-
-
-_chats = Chat.__table__.c
-_messages = Message.__table__.c
-_checkpoints = Checkpoint.__table__.c
-
-_LIVE_CHAT = select(
-    _chats.id,
-    _chats.user_id,
-    _chats.title,
-    _chats.endpoint_id,
-    _chats.model,
-    _chats.settings_json,
-    _chats.project_id,
-).where(
-    _chats.id == bindparam("chat_id"),
-    _chats.user_id == bindparam("user_id"),
-    _chats.deleted_at.is_(None),
-)
-_SHOWN = (_messages.active.is_(True), _messages.deleted_at.is_(None))
-# The newest valid checkpoint (see `latest_checkpoint`).
-_CHECKPOINT = (
-    select(_checkpoints.id, _checkpoints.summary, _checkpoints.through_message_id)
-    .where(
-        _checkpoints.chat_id == bindparam("chat_id"),
-        select(_messages.id)
-        .where(
-            _messages.chat_id == bindparam("chat_id"),
-            *_SHOWN,
-            _messages.id == _checkpoints.through_message_id,
-        )
-        .exists(),
-    )
-    .order_by(_checkpoints.id.desc())
-    .limit(1)
-)
-# What `_internal` reads of a message.
-_HISTORY_COLUMNS = (
-    _messages.id,
-    _messages.role,
-    _messages.content,
-    _messages.content_parts_json,
-    _messages.reasoning_content,
-    _messages.reasoning_details_json,
-    _messages.tool_calls_json,
-    _messages.tool_call_id,
-)
-_LIVE = (
-    _messages.chat_id == bindparam("chat_id"),
-    *_SHOWN,
-    _messages.in_context.is_(True),
-)
-_AFTER_CHECKPOINT = _messages.id > bindparam("after")
-_HISTORY = {
-    False: select(*_HISTORY_COLUMNS).where(*_LIVE),
-    True: select(*_HISTORY_COLUMNS).where(*_LIVE, _AFTER_CHECKPOINT),
-}
-_HISTORY_COUNT = {
-    False: select(func.count(_messages.id)).where(*_LIVE),
-    True: select(func.count(_messages.id)).where(*_LIVE, _AFTER_CHECKPOINT),
-}
-_history_pages: dict[tuple[bool, int], Any] = {}  # (after a checkpoint, rows) -> statement
-_LAST_MESSAGE = (
-    select(_messages.id)
-    .where(_messages.chat_id == bindparam("chat_id"))
-    .order_by(_messages.id.desc())
-    .limit(1)
-)
-_FIND_REQUEST = select(_messages.id, _messages.active).where(
-    _messages.chat_id == bindparam("chat_id"), _messages.request_id == bindparam("request_id")
-)
-# (Bound names other than the table's column names: those are the SET/VALUES parameters.)
-_TOUCH_CHAT = (
-    update(Chat.__table__)
-    .where(
-        _chats.id == bindparam("touch_chat"),
-        _chats.user_id == bindparam("touch_user"),
-        _chats.deleted_at.is_(None),
-    )
-    .values(updated_at=bindparam("touch_now"))
-)
-# The parent is the tip of the shown branch, as Message's column default finds it, read in
-# the INSERT itself (one statement, the same transaction).
-_BRANCH_TIP = (
-    select(func.coalesce(func.max(_messages.id), 0))
-    .where(_messages.chat_id == bindparam("tip_chat"), _messages.active == true())
-    .scalar_subquery()
-)
-_INSERT_MESSAGE = (
-    insert(Message.__table__)
-    .values(parent_id=_BRANCH_TIP)
-    .returning(_messages.id, _messages.parent_id)
-)
-
-
-def _history_page(after_checkpoint: bool, rows: int):
-    """The newest `rows` history rows, newest first (statements kept per limit)."""
-    key = (after_checkpoint, rows)
-    stmt = _history_pages.get(key)
-    if stmt is None:
-        stmt = _history_pages[key] = (
-            _HISTORY[after_checkpoint].order_by(_messages.id.desc()).limit(rows)
-        )
-    return stmt
 
 
 @dataclass
@@ -208,7 +105,7 @@ class ChatContextService:
     def meta(self) -> ChatMeta:
         if self._meta is None:
             chat = db.session.execute(
-                _LIVE_CHAT, {"chat_id": self.chat_id, "user_id": self.user_id}
+                stored.LIVE_CHAT, {"chat_id": self.chat_id, "user_id": self.user_id}
             ).first()
             if chat is None:
                 raise ChatDeleted()
@@ -256,22 +153,25 @@ class ChatContextService:
     def _load_rows(self) -> _LoadedRows:
         """Read the newest max_messages + 1 rows of the history (one query, and one count
         when there are more), after the newest valid checkpoint."""
-        checkpoint = db.session.execute(_CHECKPOINT, {"chat_id": self.chat_id}).first()
+        checkpoint = db.session.execute(stored.CHECKPOINT, {"chat_id": self.chat_id}).first()
         # Messages the user left out of the context are not loaded (chat/leave_out.py keeps
         # a tool step and its results together, so none is cut from its group).
         params: dict[str, Any] = {"chat_id": self.chat_id}
         if checkpoint is not None:
             params["after"] = checkpoint.through_message_id
-        page = _history_page(checkpoint is not None, self.max_messages + 1)
+        page = stored.history_page(checkpoint is not None, self.max_messages + 1)
         rows = [
-            (_internal(row), _is_error_placeholder(row)) for row in db.session.execute(page, params)
+            (stored.internal(row), _is_error_placeholder(row))
+            for row in db.session.execute(page, params)
         ]
         rows.reverse()
         total = None
         if len(rows) > self.max_messages:
             # Counted from ix_messages_chat_live alone, without reading the rows (a 5,000-row
             # chat would otherwise re-read them all at every turn).
-            total = db.session.execute(_HISTORY_COUNT[checkpoint is not None], params).scalar_one()
+            total = db.session.execute(
+                stored.HISTORY_COUNT[checkpoint is not None], params
+            ).scalar_one()
         return _LoadedRows(rows, total, checkpoint)
 
     def _build_history(self, loaded: _LoadedRows) -> History:
@@ -401,7 +301,7 @@ class ChatContextService:
     def find_request(self, request_id: str) -> Any | None:
         """The saved question of a send's request_id: its `id` and `active`, or None."""
         return db.session.execute(
-            _FIND_REQUEST, {"chat_id": self.chat_id, "request_id": request_id}
+            stored.FIND_REQUEST, {"chat_id": self.chat_id, "request_id": request_id}
         ).one_or_none()
 
     def turn_row_ids(self, question_id: int) -> list[int]:
@@ -434,7 +334,9 @@ class ChatContextService:
         ).scalar_one_or_none()
 
     def last_message_id(self) -> int | None:
-        return db.session.execute(_LAST_MESSAGE, {"chat_id": self.chat_id}).scalar_one_or_none()
+        return db.session.execute(
+            stored.LAST_MESSAGE, {"chat_id": self.chat_id}
+        ).scalar_one_or_none()
 
     def save(self, **fields: Any) -> Message:
         """Insert one message in its own short transaction; the chat moves to the top.
@@ -444,75 +346,31 @@ class ChatContextService:
         """
         if self.before_save is not None:
             self.before_save()
-        values = _message_values(fields)
+        values = stored.message_values(fields)
         values["chat_id"] = self.chat_id
         try:
             # One UPDATE both moves the chat to the top and proves it is still live.
             touched = db.session.execute(
-                _TOUCH_CHAT,
+                stored.TOUCH_CHAT,
                 {"touch_chat": self.chat_id, "touch_user": self.user_id, "touch_now": utcnow()},
             ).rowcount
             if touched != 1:
                 raise ChatDeleted()
             # Its parent is the tip of the shown branch (what the column default finds).
             message_id, parent_id = db.session.execute(
-                _INSERT_MESSAGE, {**values, "tip_chat": self.chat_id}
+                stored.INSERT_MESSAGE, {**values, "tip_chat": self.chat_id}
             ).one()
             db.session.commit()
         except Exception:
             db.session.rollback()
             raise
         message = Message(id=message_id, parent_id=parent_id, **values)
-        self._saved_to_history(_internal(message))
+        self._saved_to_history(stored.internal(message))
         return message
 
     def release(self) -> None:
         """End the current transaction and return the connection (before a provider streams)."""
         db.session.remove()
-
-
-_COLUMNS = {"role", "content", "reasoning_content", "tool_call_id", "request_id"}
-_JSON_COLUMNS = {
-    "content_parts": "content_parts_json",
-    "reasoning_details": "reasoning_details_json",
-    "tool_calls": "tool_calls_json",
-    "citation_sources": "citation_sources_json",
-}
-
-
-def _message_values(fields: dict[str, Any]) -> dict[str, Any]:
-    """A new message's column values from `save`'s fields, as Message's constructor and
-    JSON properties would set them (every column named, for one cached INSERT)."""
-    values: dict[str, Any] = {name: fields.get(name) for name in _COLUMNS}
-    for name, column in _JSON_COLUMNS.items():
-        values[column] = dumps(fields.get(name))
-    meta = fields.get("meta")
-    values["meta_json"] = dumps(meta)
-    values["model"], values["input_tokens"], values["output_tokens"] = usage_columns(meta or {})
-    values.update(selected=True, active=True, in_context=True, created_at=utcnow())
-    return values
-
-
-def _internal(row: Any) -> dict[str, Any]:
-    """`to_internal` of a row read with `_HISTORY_COLUMNS` (or a Message)."""
-    message: dict[str, Any] = {"role": row.role, "content": row.content or "", "_db_id": row.id}
-    if row.tool_calls_json:
-        tool_calls = loads(row.tool_calls_json, [])
-        if tool_calls:
-            message["tool_calls"] = tool_calls
-    if row.tool_call_id:
-        message["tool_call_id"] = row.tool_call_id
-    if row.reasoning_content:
-        message["reasoning_content"] = row.reasoning_content
-    if row.reasoning_details_json:
-        details = loads(row.reasoning_details_json, [])
-        if details:
-            message["reasoning_details"] = details
-    if row.content_parts_json:
-        parts = loads(row.content_parts_json, [])
-        if parts:
-            message["_content_parts"] = parts
-    return message
 
 
 def to_internal(row: Message) -> dict[str, Any]:
@@ -542,7 +400,7 @@ def _is_error_placeholder(row: Any) -> bool:
 
 
 def _is_error_placeholder_values(message: dict[str, Any]) -> bool:
-    """`_is_error_placeholder` of a message as `_internal` made it."""
+    """`_is_error_placeholder` of a message as `context_rows.internal` made it."""
     return (
         message["role"] == "assistant"
         and not message["content"]
