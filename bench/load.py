@@ -54,8 +54,13 @@ def paced(tokens: int, rate: float = RATE) -> Scenario:
 
 
 def probed_numi(**env) -> LiveNumi:
-    """A LiveNumi with bench/probe.py loaded as a plugin."""
+    """A LiveNumi with bench/probe.py loaded as a plugin.
+
+    Every chat of a run belongs to the one benchmark user, who stands in for as many users:
+    the per-user WebSocket message limit (200/s, burst 400, one process) would close
+    sockets of 500 chats that resume and send at once, so it is raised here."""
     path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH", "")]))
+    env = {"NUMI_WS_USER_MESSAGES_PER_SECOND": "100000", **env}
     return LiveNumi(NUMI_PLUGINS="probe", PYTHONPATH=path, **env)
 
 
@@ -238,15 +243,20 @@ def numi_run(turns: int, tokens: int, view: str, profile: str | None = None, **e
         cpu = cpu_seconds(numi.proc.pid) - cpu0
         requests = {r.body["messages"][-1]["content"]: r for r in provider.requests[before:]}
     inside = probe.window(inside0, inside1)
-    latencies, lost = [], 0
+    latencies, lost, unstarted = [], 0, 0
     for index, by_token in seen.items():
-        stamps = requests[f"Turn {index}"].delta_times
+        request = requests.get(f"Turn {index}")
         lost += tokens - len(by_token)
+        if request is None:  # the turn never called the provider: all its tokens are lost
+            unstarted += 1
+            continue
+        stamps = request.delta_times
         latencies += [(at - stamps[n]) * 1000 for n, at in by_token.items() if n < len(stamps)]
     in_window = _events_in(seen, inside0["clock"], inside1["clock"])
     cpu_in_window = inside1["cpu"] - inside0["cpu"]
     return {
         "lost": lost,
+        "unstarted": unstarted,
         "p50": percentile(latencies, 50),
         "p95": percentile(latencies, 95),
         "cpu_share": cpu / wall,
@@ -363,7 +373,7 @@ def capacity(runs: int = 3) -> list[dict]:
                 f"{label}: p95 added latency",
                 [r["p95"] for r in results],
                 "ms",
-                "≤ 100 ms",
+                "≤ 250 ms" if view == "json" else "≤ 500 ms",  # issue 27
                 note=f"p50 {statistics.median(r['p50'] for r in results):.0f} ms; " + note,
             )
         )

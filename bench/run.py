@@ -36,6 +36,7 @@ import relay  # noqa: E402
 import render  # noqa: E402
 import scaleout  # noqa: E402
 import startup  # noqa: E402
+import turncost  # noqa: E402
 import turns  # noqa: E402
 from stats import table  # noqa: E402
 
@@ -46,6 +47,7 @@ BENCHMARKS = {
     "pages": pages.measure,
     "pickers": pages.picker_chat,
     "turns": turns.measure,
+    "turncost": turncost.measure,
     "relay": relay.measure,
     "render": render.measure,
     "cancel": cancel.measure,

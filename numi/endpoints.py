@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import or_, select
+from sqlalchemy import bindparam, or_, select
 
 from .addresses import AddressRefused, check_url, guarded_transport
 from .endpoint_settings import (
@@ -50,10 +50,16 @@ def list_endpoints(user_id: int) -> list[Endpoint]:
     return list(db.session.execute(stmt).scalars())
 
 
+# Built once: every turn reads its endpoint (and its fallbacks') with it.
+_VISIBLE_ENDPOINT = select(Endpoint).where(
+    Endpoint.id == bindparam("endpoint_id"), *visible(bindparam("user_id"))
+)
+
+
 def get_endpoint(user_id: int, endpoint_id: int) -> Endpoint:
     """A live endpoint the user can see, or NotFound."""
     endpoint = db.session.execute(
-        select(Endpoint).where(Endpoint.id == endpoint_id, *visible(user_id))
+        _VISIBLE_ENDPOINT, {"endpoint_id": endpoint_id, "user_id": user_id}
     ).scalar_one_or_none()
     if endpoint is None:
         raise NotFound("endpoint")
@@ -171,12 +177,14 @@ def check_address(
     base_url: str | None = None,
     owner_id: int | None = None,
     status: int = 403,
+    is_guarded: bool | None = None,
 ) -> None:
     """Refuse (NumiError `address_refused`) a guarded endpoint whose base URL is internal.
-    A host that does not resolve passes here: connecting then fails as unreachable."""
+    A host that does not resolve passes here: connecting then fails as unreachable.
+    `is_guarded`: `guarded(endpoint)`, when the caller knows it already."""
     if endpoint is not None:
         base_url, owner_id = endpoint.base_url, endpoint.user_id
-    if not _owner_guarded(owner_id):
+    if not (_owner_guarded(owner_id) if is_guarded is None else is_guarded):
         return
     try:
         check_url(base_url or "", resolvable=False)

@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from ..extensions import db
 from ..models import Message
@@ -28,6 +28,19 @@ from ..models import Message
 # error message's canned numbers), not a tokenizer: such a report is ignored.
 MIN_RATIO, MAX_RATIO = 0.25, 4.0
 _RECENT_ANSWERS = 20
+_messages = Message.__table__.c
+# Built once: every turn reads it (the chat's newest answers of the model, their meta).
+_RECENT_META = (
+    select(_messages.meta_json)
+    .where(
+        _messages.chat_id == bindparam("chat_id"),
+        _messages.role == "assistant",
+        _messages.model == bindparam("model"),
+        _messages.deleted_at.is_(None),
+    )
+    .order_by(_messages.id.desc())
+    .limit(_RECENT_ANSWERS)
+)
 
 
 @dataclass(frozen=True)
@@ -105,17 +118,7 @@ def calibration(chat_id: str | None, endpoint_id: int | None, model: str | None)
     ratio_from: Calibration | None = None
     window: int | None = None
     if chat_id:
-        rows = db.session.execute(
-            select(Message.meta_json)
-            .where(
-                Message.chat_id == chat_id,
-                Message.role == "assistant",
-                Message.model == model,
-                Message.deleted_at.is_(None),
-            )
-            .order_by(Message.id.desc())
-            .limit(_RECENT_ANSWERS)
-        ).scalars()
+        rows = db.session.execute(_RECENT_META, {"chat_id": chat_id, "model": model}).scalars()
         for raw in rows:
             found = from_meta(_loads(raw))
             if found is None:

@@ -79,6 +79,7 @@ class ContextWindow:
         self.sent_estimate = 0  # the raw estimate of the last request built
         self.overflow: dict[str, int] | None = None  # the server's numbers of an overflow
         self._calibrations: dict[tuple[int, str], Calibration] = {}
+        self._system: tuple[dict[str, Any], str] | None = None  # (settings, prompt) of this step
 
     def check_attachments(self, route: Route) -> None:
         """Refuse, before the question is saved, attachments that vanished or images for a
@@ -100,7 +101,8 @@ class ContextWindow:
     ) -> list[dict]:
         """The messages of the next request: the loaded history, compacted first when it
         nears the model's window (auto-compaction), else trimmed, with attachments rebuilt."""
-        system = system_prompt(self.request, meta.settings)
+        self._system = None  # read afresh for each request (a memory may have been added)
+        system = self.system(meta.settings)
         limit = limit or self.limit(route)
         history = self.context.history()
         self._report_history_limit(history, system)
@@ -120,6 +122,13 @@ class ContextWindow:
             messages = self._trim(messages, limit, system, cal)
         self.sent_estimate = estimate_tokens(messages, system) + self.tools_tokens
         return self._expand_attachments(messages, route.capabilities().vision)
+
+    def system(self, settings: dict[str, Any]) -> str:
+        """The system prompt of the request `messages` built last: its estimate counted it,
+        and the model call sends the same text without reading it again."""
+        if self._system is None or self._system[0] is not settings:
+            self._system = (settings, system_prompt(self.request, settings))
+        return self._system[1]
 
     def calibration(self, route: Route) -> Calibration:
         """The route's model calibration (looked up once per turn, or learned from its
@@ -182,7 +191,7 @@ class ContextWindow:
         )
         history = self.context.history()
         estimate = self._estimate(
-            history.messages, system_prompt(self.request, meta.settings), self.calibration(route)
+            history.messages, self.system(meta.settings), self.calibration(route)
         )
         # Our estimate was too low for this model: after compaction aim for the normal
         # limit; without it, halve what was sent.

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from .. import endpoints as endpoint_store
 from ..chat.context import ChatContextService, ChatMeta
@@ -20,7 +20,13 @@ from ..errors import NumiError, no_model
 from ..models import Endpoint, Project, User
 from ..extensions import db
 from ..providers.capabilities import Capabilities, listed_capabilities
+from ..models.columns import loads
 from ..turns.turn import Turn
+
+_users = User.__table__.c
+_ROUTE_USER = select(_users.is_admin, _users.fallbacks_json).where(
+    _users.id == bindparam("user_id")
+)
 
 
 @dataclass
@@ -40,7 +46,9 @@ class Route:
     retries: bool = True  # False: one attempt (the endpoint is behind a retrying gateway)
 
     @classmethod
-    def of(cls, endpoint: Endpoint, model: str) -> Route:
+    def of(cls, endpoint: Endpoint, model: str, guarded: bool | None = None) -> Route:
+        """The route to `model` on `endpoint`; `guarded` as `endpoints.guarded` (read
+        when not given)."""
         return cls(
             endpoint.id,
             endpoint.kind,
@@ -49,7 +57,7 @@ class Route:
             model,
             endpoint.reasoning_policy,
             endpoint.models,
-            endpoint_store.guarded(endpoint),
+            endpoint_store.guarded(endpoint) if guarded is None else guarded,
             endpoint.name,
             endpoint.model_capabilities.get(model) or {},
             endpoint.retries,
@@ -94,35 +102,52 @@ def chat_routes(
             raise no_model()
         context.update_route(endpoint.id, model)
         turn.emit("model_route", {"endpoint_id": endpoint.id, "model": model, "reason": "repaired"})
-    endpoint_store.check_address(
-        endpoint
-    )  # a clear refusal; the transport checks every request too
+    # The user's row is read once for the whole chain: whether their endpoints pass the
+    # address guard, and their default fallbacks.
+    user = db.session.execute(_ROUTE_USER, {"user_id": user_id}).first()
+
+    def guarded(endpoint: Endpoint) -> bool:
+        if endpoint.user_id is None:
+            return False
+        if endpoint.user_id == user_id:  # as endpoints.guarded, from the row read above
+            return user is None or not user.is_admin
+        return endpoint_store.guarded(endpoint)
+
+    is_guarded = guarded(endpoint)
+    # A clear refusal; the transport checks every request too.
+    endpoint_store.check_address(endpoint, is_guarded=is_guarded)
     # A list never fetched (an endpoint added before lists were fetched on add) or gone
     # stale is fetched in the background: this turn uses what is known, the next the news.
     endpoint_store.refresh_when_stale(endpoint)
-    routes.append(Route.of(endpoint, model))
+    routes.append(Route.of(endpoint, model, is_guarded))
     seen = {(endpoint.id, model)}
-    for fallback in fallback_chain(user_id, meta.settings, meta.project_id):
+    user_fallbacks = loads(user.fallbacks_json, []) if user is not None else []
+    for fallback in fallback_chain(user_id, meta.settings, meta.project_id, user_fallbacks):
         try:
             fb_endpoint = endpoint_store.get_endpoint(
                 user_id, int(fallback.get("endpoint_id") or endpoint.id)
             )
-            endpoint_store.check_address(fb_endpoint)
+            fb_guarded = guarded(fb_endpoint)
+            endpoint_store.check_address(fb_endpoint, is_guarded=fb_guarded)
         except (NumiError, TypeError, ValueError):
             continue  # an endpoint deleted since: the chain goes on without it
         key = (fb_endpoint.id, fallback.get("model"))
         if fb_endpoint.enabled and fallback.get("model") and key not in seen:
             seen.add(key)
-            routes.append(Route.of(fb_endpoint, fallback["model"]))
+            routes.append(Route.of(fb_endpoint, fallback["model"], fb_guarded))
     return routes
 
 
 def fallback_chain(
-    user_id: int, settings: dict[str, Any], project_id: int | None = None
+    user_id: int,
+    settings: dict[str, Any],
+    project_id: int | None = None,
+    user_fallbacks: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """The fallbacks a chat uses: its own list, else its project's (`project_id`, scoped
-    to the owner: a stale id reads as none), else the user's defaults (Settings). The
-    first non-empty list is the whole chain: lists are not concatenated."""
+    to the owner: a stale id reads as none), else the user's defaults (Settings; pass
+    them as `user_fallbacks` when the user's row is read already). The first non-empty
+    list is the whole chain: lists are not concatenated."""
     own = settings.get("fallbacks")
     if own:
         return list(own)
@@ -132,6 +157,8 @@ def fallback_chain(
         ).scalar_one_or_none()
         if project is not None and project.settings.get("fallbacks"):
             return list(project.settings["fallbacks"])
+    if user_fallbacks is not None:
+        return list(user_fallbacks)
     user = db.session.get(User, user_id)
     return list(user.fallbacks) if user is not None else []
 

@@ -49,7 +49,7 @@ from ..providers.events import (
 from ..turns.turn import LeaseLost, Turn
 from . import calibration as calibrations
 from .approvals import new_call_id
-from .context_window import ContextWindow, system_prompt
+from .context_window import ContextWindow
 from .durable import DurableSaves
 from .prepare import prepare_messages
 from .routes import FallbackNotice, Route, adapter_for_route, chat_routes
@@ -206,7 +206,7 @@ class Agent:
             self._starting, starts = None, self._starting
             starts.leave()
 
-    def _answer_after(self, question: Message) -> int | None:
+    def _answer_after(self, question: Any) -> int | None:
         """The id of a complete answer of this question's own turn, if any. Partial
         answers, error placeholders and steps that only called tools do not count: the turn
         stopped before its final answer, so a retry goes on from what was saved. Answers
@@ -349,7 +349,7 @@ class Agent:
             tools=[ToolSpec(t.name, t.description, t.parameters) for t in tools]
             if caps.tools
             else [],
-            system=system_prompt(self.request, settings),
+            system=self.window.system(settings),  # as `messages` read it for this step
             temperature=settings.get("temperature"),
             max_tokens=settings.get("max_tokens"),
             reasoning_effort=settings.get("reasoning_effort"),

@@ -17,11 +17,27 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, bindparam, select
 
 from ..chat import memories as memory_store
 from ..extensions import db
-from ..models import Chat, Project
+from ..models import Chat, Project, User
+
+_users, _chats, _projects = User.__table__.c, Chat.__table__.c, Project.__table__.c
+# One query for whether the user keeps memories and the chat's project (scoped to the
+# owner: a stale id reads as none), built once: every model request reads it.
+_USER_AND_PROJECT = (
+    select(_users.memory_enabled, _projects.id, _projects.name, _projects.instructions)
+    .select_from(
+        User.__table__.outerjoin(
+            Chat.__table__, and_(_chats.id == bindparam("chat_id"), _chats.user_id == _users.id)
+        ).outerjoin(
+            Project.__table__,
+            and_(_projects.id == _chats.project_id, _projects.user_id == _users.id),
+        )
+    )
+    .where(_users.id == bindparam("user_id"))
+)
 
 
 @dataclass(frozen=True)
@@ -38,12 +54,8 @@ def system_parts(
     prompt = (settings.get("system_prompt") or "").strip()
     if prompt:
         parts.append(SystemPart("system_prompt", prompt))
-    # One query for the chat's project (scoped to the owner: a stale id reads as none).
-    project = db.session.execute(
-        select(Project.id, Project.name, Project.instructions)
-        .join(Chat, Chat.project_id == Project.id)
-        .where(Chat.id == chat_id, Chat.user_id == user_id, Project.user_id == user_id)
-    ).first()
+    found = db.session.execute(_USER_AND_PROJECT, {"chat_id": chat_id, "user_id": user_id}).first()
+    project = found if found is not None and found.id is not None else None
     if project is not None and (project.instructions or "").strip():
         parts.append(
             SystemPart(
@@ -52,7 +64,7 @@ def system_parts(
                 + project.instructions.strip(),
             )
         )
-    if memory_store.memory_enabled(user_id):
+    if found is not None and found.memory_enabled:
         kept = memory_store.memories_for_chat(user_id, project.id if project else None)
         if kept:
             parts.append(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, or_, select
+from sqlalchemy import and_, bindparam, delete, or_, select
 from sqlalchemy.orm import joinedload
 
 from ..data_dir import touches_data_dir
@@ -33,12 +33,18 @@ class Page:
 PINNED_LIMIT = 100
 
 
+# Built once: every send and page of a chat reads it.
+_LIVE_CHAT = select(Chat).where(
+    Chat.id == bindparam("chat_id"), Chat.user_id == bindparam("user_id"), Chat.deleted_at.is_(None)
+)
+
+
 def get_chat(user_id: int, chat_id: str) -> Chat:
     """The user's live chat `chat_id`, or NotFound."""
     if not isinstance(chat_id, str) or len(chat_id) > 36:
         raise NotFound()
     chat = db.session.execute(
-        select(Chat).where(Chat.id == chat_id, Chat.user_id == user_id, Chat.deleted_at.is_(None))
+        _LIVE_CHAT, {"chat_id": chat_id, "user_id": user_id}
     ).scalar_one_or_none()
     if chat is None:
         raise NotFound()

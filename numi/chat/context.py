@@ -6,8 +6,15 @@ starts with an orphan tool result), converts rows to the internal message dicts 
 works with, and saves new messages. Loading is bounded: it reads at most the newest
 `max_messages + 1` rows, however long the chat.
 
-The service caches chat metadata and loaded history for its own lifetime (one turn);
-saving a message invalidates the history cache, refreshing settings the metadata cache.
+The service caches chat metadata and loaded history for its own lifetime (one turn): the
+history's rows are read once, and a message the turn saves is added to them, so a turn of
+many steps reads its history once (the budget is applied again to the rows, as a fresh
+load would). A checkpoint, a continued turn or `invalidate_history` reload it.
+
+A turn's queries run on every send, so they are Core statements built once
+(`context_rows`), on Table columns: no ORM entity loading or unit of work, no statement
+building or cache key per call. The ORM stays where a query returns objects to other
+modules.
 """
 
 from __future__ import annotations
@@ -16,11 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from ..errors import NumiError
 from ..extensions import db
 from ..models import Chat, Checkpoint, Message, utcnow
+from ..models.columns import loads
+from . import context_rows as stored
 
 OMITTED_NOTICE = (
     "Earlier messages of this conversation were left out to fit the context budget. "
@@ -59,6 +68,17 @@ class History:
     omitted_chars: int = 0  # characters of the omitted messages (for token estimates)
 
 
+@dataclass
+class _LoadedRows:
+    """What one history load read: the newest rows (oldest first, at most max_messages + 1
+    of them, as internal dicts with whether each is an error placeholder), the count of
+    all live rows when the limit cut them, and the checkpoint they follow."""
+
+    rows: list[tuple[dict[str, Any], bool]]
+    total: int | None
+    checkpoint: Any
+
+
 class ChatContextService:
     def __init__(
         self,
@@ -78,19 +98,24 @@ class ChatContextService:
         self.max_chars = max_chars
         self._meta: ChatMeta | None = None
         self._history: History | None = None
+        self._loaded: _LoadedRows | None = None
 
     # --- metadata ---------------------------------------------------------------------------
 
     def meta(self) -> ChatMeta:
         if self._meta is None:
-            chat = self._live_chat()
+            chat = db.session.execute(
+                stored.LIVE_CHAT, {"chat_id": self.chat_id, "user_id": self.user_id}
+            ).first()
+            if chat is None:
+                raise ChatDeleted()
             self._meta = ChatMeta(
                 chat.id,
                 chat.user_id,
                 chat.title,
                 chat.endpoint_id,
                 chat.model,
-                chat.settings,
+                loads(chat.settings_json, {}),
                 chat.project_id,
             )
         return self._meta
@@ -120,25 +145,52 @@ class ChatContextService:
     def history(self) -> History:
         """The history to send: checkpoint summary, then the newest whole turns in budget."""
         if self._history is None:
-            self._history = self._load_history()
+            if self._loaded is None:
+                self._loaded = self._load_rows()
+            self._history = self._build_history(self._loaded)
         return self._history
 
-    def _load_history(self) -> History:
-        checkpoint = self.latest_checkpoint()
+    def _load_rows(self) -> _LoadedRows:
+        """Read the newest max_messages + 1 rows of the history (one query, and one count
+        when there are more), after the newest valid checkpoint."""
+        checkpoint = db.session.execute(stored.CHECKPOINT, {"chat_id": self.chat_id}).first()
         # Messages the user left out of the context are not loaded (chat/leave_out.py keeps
         # a tool step and its results together, so none is cut from its group).
-        live = [Message.chat_id == self.chat_id, self.history_rows(), Message.in_context.is_(True)]
+        params: dict[str, Any] = {"chat_id": self.chat_id}
         if checkpoint is not None:
-            live.append(Message.id > checkpoint.through_message_id)
-        stmt = select(Message).where(*live).order_by(Message.id.desc()).limit(self.max_messages + 1)
-        rows = list(db.session.execute(stmt).scalars())
-        truncated = len(rows) > self.max_messages
-        rows = rows[: self.max_messages]
+            params["after"] = checkpoint.through_message_id
+        where = self.history_rows()
+        if where is None:
+            page = stored.history_page(checkpoint is not None, self.max_messages + 1)
+        else:
+            page = stored.history_page_where(where, checkpoint is not None, self.max_messages + 1)
+        rows = [
+            (stored.internal(row), _is_error_placeholder(row))
+            for row in db.session.execute(page, params)
+        ]
         rows.reverse()
-        loaded = len(rows)
-        rows = [row for row in rows if not _is_error_placeholder(row)]
-        placeholders = loaded - len(rows)
-        internal = _without_orphan_results([to_internal(row) for row in rows])
+        total = None
+        if len(rows) > self.max_messages:
+            # Counted from ix_messages_chat_live alone, without reading the rows (a 5,000-row
+            # chat would otherwise re-read them all at every turn).
+            count = (
+                stored.HISTORY_COUNT[checkpoint is not None]
+                if where is None
+                else stored.history_count_where(where, checkpoint is not None)
+            )
+            total = db.session.execute(count, params).scalar_one()
+        return _LoadedRows(rows, total, checkpoint)
+
+    def _build_history(self, loaded: _LoadedRows) -> History:
+        """The history from loaded rows: whole turns within the budgets, the notices."""
+        checkpoint = loaded.checkpoint
+        truncated = len(loaded.rows) > self.max_messages
+        rows = loaded.rows[-self.max_messages :] if self.max_messages else []
+        loaded_count = len(rows)
+        kept_rows = [message for message, placeholder in rows if not placeholder]
+        placeholders = loaded_count - len(kept_rows)
+        # Copies: a request may change its messages, the loaded rows stay as read.
+        internal = _without_orphan_results([dict(m) for m in kept_rows])
         _count_attachments(internal)
         # Without the row limit, a first group that starts with an answer is one whose
         # question the user left out of the context: it stays (a placeholder question opens
@@ -165,18 +217,16 @@ class ChatContextService:
         messages = [m for group in kept for m in group]
         if messages and messages[0]["role"] != "user":
             messages.insert(0, {"role": "user", "content": LEFT_OUT_QUESTION, "_placeholder": True})
-        omitted = len(rows) - sum(1 for m in messages if not m.get("_placeholder"))
+        omitted = len(kept_rows) - sum(1 for m in messages if not m.get("_placeholder"))
         kept_ids = {id(m) for m in messages}
         omitted_chars = sum(_chars(m) for m in internal if id(m) not in kept_ids)
-        if truncated:  # exact: count what the row limit left unread (one indexed count)
-            from sqlalchemy import func
-
-            # Counted from ix_messages_chat_live alone, without reading the rows (a 5,000-row
-            # chat would otherwise re-read them all at every turn); their size is estimated from
-            # the loaded rows' average, as token counts are estimates anyway.
-            total = db.session.execute(select(func.count(Message.id)).where(*live)).scalar_one()
-            unread = max(0, total - loaded)
-            omitted = total - sum(1 for m in messages if not m.get("_placeholder")) - placeholders
+        if truncated:  # exact: count what the row limit left unread
+            unread = max(0, loaded.total - loaded_count)
+            omitted = (
+                loaded.total - sum(1 for m in messages if not m.get("_placeholder")) - placeholders
+            )
+            # Their size is estimated from the loaded rows' average, as token counts are
+            # estimates anyway.
             average = sum(_chars(m) for m in internal) / max(1, len(internal))
             omitted_chars += int(unread * average)
         prefix: list[dict[str, Any]] = []
@@ -202,13 +252,32 @@ class ChatContextService:
             prefix + messages, omitted, checkpoint.id if checkpoint else None, chars, omitted_chars
         )
 
-    def history_rows(self):
-        """Which rows the history is read from: the transcript (a compare lane: its own
-        branch, agent/lanes.py)."""
-        return Message.shown()
+    def history_rows(self) -> Any | None:
+        """Which rows the history is read from: None for the transcript (its statements
+        are built once); a compare lane gives a where clause for its own branch
+        (agent/lanes.py)."""
+        return None
+
+    def _saved_to_history(self, message: dict[str, Any]) -> None:
+        """Add a message this service has just saved to the loaded rows, as the next load
+        would read it (it is the newest row, shown and in context)."""
+        loaded = self._loaded
+        self._history = None
+        if loaded is None:
+            return
+        if message.get("_content_parts"):  # its attachments are counted on load
+            self._loaded = None
+            return
+        loaded.rows.append((message, _is_error_placeholder_values(message)))
+        if loaded.total is not None:
+            loaded.total += 1
+        elif len(loaded.rows) > self.max_messages:
+            loaded.total = len(loaded.rows)  # every live row was loaded until now
+        del loaded.rows[: -(self.max_messages + 1)]
 
     def invalidate_history(self) -> None:
         self._history = None
+        self._loaded = None
 
     def latest_checkpoint(self) -> Checkpoint | None:
         """The newest valid checkpoint: its boundary message still exists in the transcript
@@ -242,10 +311,11 @@ class ChatContextService:
 
     # --- saving -----------------------------------------------------------------------------
 
-    def find_request(self, request_id: str) -> Message | None:
+    def find_request(self, request_id: str) -> Any | None:
+        """The saved question of a send's request_id: its `id` and `active`, or None."""
         return db.session.execute(
-            select(Message).where(Message.chat_id == self.chat_id, Message.request_id == request_id)
-        ).scalar_one_or_none()
+            stored.FIND_REQUEST, {"chat_id": self.chat_id, "request_id": request_id}
+        ).one_or_none()
 
     def turn_row_ids(self, question_id: int) -> list[int]:
         """The ids of the rows a question's turns saved below it (every version)."""
@@ -278,73 +348,45 @@ class ChatContextService:
 
     def last_message_id(self) -> int | None:
         return db.session.execute(
-            select(Message.id)
-            .where(Message.chat_id == self.chat_id)
-            .order_by(Message.id.desc())
-            .limit(1)
+            stored.LAST_MESSAGE, {"chat_id": self.chat_id}
         ).scalar_one_or_none()
 
     def save(self, **fields: Any) -> Message:
         """Insert one message in its own short transaction; the chat moves to the top.
 
-        Raises ChatDeleted (and writes nothing) when the chat was deleted meanwhile.
+        Raises ChatDeleted (and writes nothing) when the chat was deleted meanwhile. The
+        message returned is not in the session: it carries the saved values and its id.
         """
         if self.before_save is not None:
             self.before_save()
+        values = stored.message_values(fields)
+        values["chat_id"] = self.chat_id
         try:
             # One UPDATE both moves the chat to the top and proves it is still live.
             touched = db.session.execute(
-                update(Chat)
-                .where(
-                    Chat.id == self.chat_id, Chat.user_id == self.user_id, Chat.deleted_at.is_(None)
-                )
-                .values(updated_at=utcnow())
-                .execution_options(synchronize_session=False)
+                stored.TOUCH_CHAT,
+                {"touch_chat": self.chat_id, "touch_user": self.user_id, "touch_now": utcnow()},
             ).rowcount
             if touched != 1:
                 raise ChatDeleted()
-            # Its parent is the tip of the shown branch (the column default, `Message`).
-            message = Message(
-                chat_id=self.chat_id, **{k: v for k, v in fields.items() if k in _COLUMNS}
-            )
-            for name in (
-                "content_parts",
-                "reasoning_details",
-                "tool_calls",
-                "citation_sources",
-                "meta",
-            ):
-                if name in fields:
-                    setattr(message, name, fields[name])
-            db.session.add(message)
-            db.session.flush()
-            # Detached before the commit, it keeps its loaded values: callers read its id
-            # and fields without a refresh query.
-            db.session.expunge(message)
+            if "parent_id" in fields:  # a compare lane's row, saved under its own parent
+                insert, values["parent_id"] = stored.INSERT_MESSAGE_UNDER, fields["parent_id"]
+            else:  # its parent is the tip of the shown branch (what the column default finds)
+                insert, values["tip_chat"] = stored.INSERT_MESSAGE, self.chat_id
+            message_id, parent_id = db.session.execute(insert, values).one()
+            values.pop("tip_chat", None)
+            values.pop("parent_id", None)
             db.session.commit()
         except Exception:
             db.session.rollback()
             raise
-        self.invalidate_history()
+        message = Message(id=message_id, parent_id=parent_id, **values)
+        self._saved_to_history(stored.internal(message))
         return message
 
     def release(self) -> None:
         """End the current transaction and return the connection (before a provider streams)."""
         db.session.remove()
-
-
-# `parent_id`, `selected` and `active` are left to their defaults except by a compare lane,
-# whose rows are versions saved side by side (agent/lanes.py).
-_COLUMNS = {
-    "role",
-    "content",
-    "reasoning_content",
-    "tool_call_id",
-    "request_id",
-    "parent_id",
-    "selected",
-    "active",
-}
 
 
 def to_internal(row: Message) -> dict[str, Any]:
@@ -363,13 +405,23 @@ def to_internal(row: Message) -> dict[str, Any]:
     return message
 
 
-def _is_error_placeholder(row: Message) -> bool:
+def _is_error_placeholder(row: Any) -> bool:
     """An answer that failed before any output: shown in the transcript, never sent."""
     return (
         row.role == "assistant"
         and not row.content
         and not row.tool_calls_json
         and not row.reasoning_content
+    )
+
+
+def _is_error_placeholder_values(message: dict[str, Any]) -> bool:
+    """`_is_error_placeholder` of a message as `context_rows.internal` made it."""
+    return (
+        message["role"] == "assistant"
+        and not message["content"]
+        and not message.get("tool_calls")
+        and not message.get("reasoning_content")
     )
 
 

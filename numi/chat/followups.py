@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import bindparam, delete, func, select
 
 from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
 from ..models import QueuedMessage
+from ..models.columns import loads
 
 MAX_QUEUED = 20  # per chat: a queue is a few follow-ups, not a batch job
 
@@ -119,15 +120,21 @@ def clear(chat_id: str) -> int:
     return removed or 0
 
 
+_queued = QueuedMessage.__table__.c
+# Built once: every turn's end asks for the chat's next follow-up.
+_FIRST_QUEUED = (
+    select(QueuedMessage.__table__)
+    .where(_queued.chat_id == bindparam("chat_id"))
+    .order_by(_queued.id)
+    .limit(1)
+)
+_DELETE_QUEUED = delete(QueuedMessage.__table__).where(_queued.id == bindparam("item_id"))
+
+
 def take_next(chat_id: str) -> dict[str, Any] | None:
     """Remove the chat's first item and return what starting it needs. Deleted before it
     starts: a crash in between loses a follow-up rather than sending it twice."""
-    item = db.session.execute(
-        select(QueuedMessage)
-        .where(QueuedMessage.chat_id == chat_id)
-        .order_by(QueuedMessage.id)
-        .limit(1)
-    ).scalar_one_or_none()
+    item = db.session.execute(_FIRST_QUEUED, {"chat_id": chat_id}).first()
     if item is None:
         db.session.commit()
         return None
@@ -136,12 +143,12 @@ def take_next(chat_id: str) -> dict[str, Any] | None:
         "chat_id": item.chat_id,
         "user_id": item.user_id,
         "message": item.content,
-        "attachments": item.attachments,
+        "attachments": loads(item.attachments_json, []),
         "request_id": item.request_id,
         "timezone": item.timezone,
         "tz_offset": item.tz_offset,
     }
-    db.session.delete(item)
+    db.session.execute(_DELETE_QUEUED, {"item_id": item.id})
     db.session.commit()
     return taken
 

@@ -10,7 +10,7 @@ import logging
 import re
 
 import gevent
-from sqlalchemy import select
+from sqlalchemy import bindparam, select, update
 
 from ..extensions import db
 from ..models import Chat, Message
@@ -21,6 +21,32 @@ DEFAULT_TITLE = "New chat"
 PROMPT = (
     "Write a short title (at most six words) for the conversation below. "
     "Answer with the title only: no quotes, no punctuation at the end."
+)
+
+
+_chats, _messages = Chat.__table__.c, Message.__table__.c
+# Built once (every first answer runs them); bound names are not the table's column names.
+_FIRST_TWO = (
+    select(_messages.role, _messages.content)
+    .where(
+        _messages.chat_id == bindparam("chat_id"),
+        _messages.active.is_(True),
+        _messages.deleted_at.is_(None),
+        _messages.role.in_(("user", "assistant")),
+    )
+    .order_by(_messages.id)
+    .limit(2)
+)
+_LIVE_CHAT = (
+    _chats.id == bindparam("chat"),
+    _chats.user_id == bindparam("user"),
+    _chats.deleted_at.is_(None),
+)
+_TITLE = select(_chats.title).where(*_LIVE_CHAT)
+_SET_TITLE = (
+    update(Chat.__table__)
+    .where(*_LIVE_CHAT, _chats.title == DEFAULT_TITLE)
+    .values(title=bindparam("new_title"))
 )
 
 
@@ -43,12 +69,7 @@ def generate_title(
     app, channel, turn_id: str, user_id: int, chat_id: str, adapter, model: str
 ) -> None:
     """Set the chat's title if it still has the default one, and publish `title_update`."""
-    rows = db.session.execute(
-        select(Message.role, Message.content)
-        .where(Message.chat_id == chat_id, Message.shown(), Message.role.in_(("user", "assistant")))
-        .order_by(Message.id)
-        .limit(2)
-    ).all()
+    rows = db.session.execute(_FIRST_TWO, {"chat_id": chat_id}).all()
     question = next((content for role, content in rows if role == "user"), "") or ""
     answer = next((content for role, content in rows if role == "assistant"), "") or ""
     db.session.remove()
@@ -56,21 +77,20 @@ def generate_title(
     if app.config["NUMI_GENERATE_TITLES"]:
         title = _ask_model(adapter, model, question, answer)
     title = title or first_words(question)
-    chat = db.session.execute(
-        select(Chat).where(Chat.id == chat_id, Chat.user_id == user_id, Chat.deleted_at.is_(None))
-    ).scalar_one_or_none()
-    if chat is None:
-        return  # deleted meanwhile
-    if chat.title != DEFAULT_TITLE:
+    title = title[: app.config["NUMI_MAX_TITLE_CHARS"]]
+    # Only over the default title: one UPDATE, no row read first.
+    named = db.session.execute(
+        _SET_TITLE, {"chat": chat_id, "user": user_id, "new_title": title}
+    ).rowcount
+    db.session.commit()
+    if not named:
+        current = db.session.execute(_TITLE, {"chat": chat_id, "user": user_id}).scalar()
+        db.session.remove()
+        if current is None:
+            return  # deleted meanwhile
         # Renamed by the user meanwhile: theirs wins, and is what `title_update` names (a
         # stream that ended its turn waits for this event).
-        title = chat.title
-        db.session.remove()
-        channel.publish(turn_id, "title_update", {"title": title})
-        return
-    chat.title = title = title[: app.config["NUMI_MAX_TITLE_CHARS"]]
-    db.session.commit()
-    # The local, not chat.title: the commit expired the row and reading it would query again.
+        title = current
     channel.publish(turn_id, "title_update", {"title": title})
 
 

@@ -154,7 +154,7 @@ def test_checkpoint_whose_boundary_was_deleted_is_ignored(ctx):
     assert [m["content"] for m in history.messages] == ["q0", "q1"]
 
 
-def test_saving_a_message_or_checkpoint_invalidates_the_history_cache(ctx):
+def test_a_saved_message_joins_the_loaded_history_and_a_checkpoint_reloads_it(ctx):
     chat = make_chat(ctx)
     add(chat, "user", "q0")
     svc = service(chat, ctx)
@@ -164,12 +164,64 @@ def test_saving_a_message_or_checkpoint_invalidates_the_history_cache(ctx):
     saved = svc.save(role="user", content="q1")
     after_save = svc.history()
     assert after_save is not first
-    assert [m["content"] for m in after_save.messages][-1] == "q1"
+    # The turn's own save joins the rows it loaded (one load per turn): a row written
+    # behind its back is read at the next load.
+    assert [m["content"] for m in after_save.messages] == ["q0", "q1"]
     svc.save_checkpoint(summary="S", through_message_id=saved.id - 1)
     after_checkpoint = svc.history()
     assert after_checkpoint is not after_save
     assert after_checkpoint.messages[0]["content"].endswith("S")
     assert [m["content"] for m in after_checkpoint.messages[2:]] == ["q1"]
+
+
+def _same_as_a_fresh_load(svc, chat, user_id, **limits):
+    kept, fresh = svc.history(), service(chat, user_id, **limits).history()
+    assert kept.messages == fresh.messages
+    assert (kept.omitted, kept.checkpoint_id, kept.total_chars, kept.omitted_chars) == (
+        fresh.omitted,
+        fresh.checkpoint_id,
+        fresh.total_chars,
+        fresh.omitted_chars,
+    )
+
+
+@pytest.mark.parametrize(
+    "limits, seeded, checkpoint",
+    [
+        ({"max_messages": 200, "max_chars": 400_000}, 2, False),
+        ({"max_messages": 6, "max_chars": 400_000}, 2, False),  # the row limit starts cutting
+        ({"max_messages": 6, "max_chars": 400_000}, 12, False),  # cut from the start
+        ({"max_messages": 200, "max_chars": 260}, 2, False),  # the character budget
+        ({"max_messages": 5, "max_chars": 400_000}, 8, True),
+    ],
+    ids=["in-budget", "row-limit-reached", "row-limit-from-start", "char-budget", "checkpoint"],
+)
+def test_a_turns_saves_give_the_history_a_fresh_load_gives(ctx, limits, seeded, checkpoint):
+    """A tool loop's saves (calls, results, an error placeholder, a long answer) added to
+    the loaded rows build the same history, notices and counts as reading them again."""
+    chat = make_chat(ctx)
+    for n in range(seeded // 2):
+        add(chat, "user", f"q{n}")
+        last = add(chat, "assistant", f"a{n}")
+    if checkpoint:
+        db.session.add(Checkpoint(chat_id=chat, summary="S", through_message_id=last - 2))
+        db.session.commit()
+    svc = service(chat, ctx, **limits)
+    svc.save(role="user", content="question " + "q" * 40)
+    _same_as_a_fresh_load(svc, chat, ctx, **limits)
+    steps = [
+        {"role": "assistant", "content": "", "tool_calls": [tool_call("c1"), tool_call("c2")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r" * 50},
+        {"role": "tool", "tool_call_id": "c2", "content": "r" * 50},
+        {"role": "assistant", "content": "", "reasoning_content": "thinking"},
+        {"role": "assistant", "content": ""},  # failed before any output: never sent
+        {"role": "assistant", "content": "answer " + "a" * 90, "meta": {"model": "m"}},
+        {"role": "user", "content": "again"},
+        {"role": "tool", "tool_call_id": "orphan", "content": "no call"},
+    ]
+    for fields in steps:
+        svc.save(**fields)
+        _same_as_a_fresh_load(svc, chat, ctx, **limits)
 
 
 def test_changing_settings_invalidates_the_metadata_cache(ctx):
