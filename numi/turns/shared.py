@@ -52,7 +52,10 @@ in which the owner takes its lease back (heartbeat or writer) and stores a fresh
 with its next events, and no other turn may begin in the chat. The counter starts again
 above the last id it wrote, and readers on every process reconnect and continue from their
 last id. When the backlog outgrew the buffer, what was dropped is replaced by one
-`snapshot` event of the turn so far: connected clients are made whole from it.
+`snapshot` event of the turn so far, and a reader that finds a gap in the ids sends its
+subscribers a snapshot folded from Redis: connected clients are made whole either way. The
+owner's first write after the loss must carry the turn's state (PUBLISH refuses it
+otherwise), so no snapshot is made from a state Redis lost.
 """
 
 from __future__ import annotations
@@ -223,11 +226,22 @@ class SharedTurns:
     def turn_started(self, turn: Turn) -> None:
         pass  # the heartbeat renews its lease; the writer ends it with its turn_end
 
-    def fold(self, chat_id: str) -> tuple[TurnState | None, int]:
-        """The chat's turn folded through its newest event, and that event's id."""
-        through, state_json, entries, seq = self.scripts["fold"](
-            keys=[self.key(chat_id, "turn"), self.key(chat_id, "events"), self.key(chat_id, "seq")]
-        )
+    def fold(self, chat_id: str, *, wait: bool = False) -> tuple[TurnState | None, int]:
+        """The chat's turn folded through its newest event, and that event's id. With
+        `wait`, a running turn whose state is missing (Redis lost its data; its owner stores
+        it again with its next write) is waited for, up to a lease period."""
+        deadline = time.monotonic() + self.lease_ms / 1000.0
+        while True:
+            through, state_json, entries, seq, running = self.scripts["fold"](
+                keys=[
+                    self.key(chat_id, "turn"),
+                    self.key(chat_id, "events"),
+                    self.key(chat_id, "seq"),
+                ]
+            )
+            if through or running != b"1" or not wait or time.monotonic() > deadline:
+                break
+            gevent.sleep(0.05)
         last = int(seq or 0)
         if not through or not state_json:
             return None, last
@@ -599,13 +613,13 @@ class SharedTurns:
                         log.error(
                             "publishing events of chat %s failed: %s", channel.chat_id, result
                         )
-                    elif int(result) == -1:  # its turn lost the lease: nothing was written
+                        continue
+                    code, first = int(result[0]), int(result[1])
+                    if code == 0:  # its turn lost the lease: nothing was written
                         channel.release(batch.fenced_turn)
                         self.lose(channel.chat_id, batch.fenced_turn)
-                    elif int(result) <= -2:  # the lease taken back after Redis lost its data
-                        channel.written(batch, -2 - int(result))
-                        if not batch.state:
-                            channel.force_snapshot = True
-                            self.mark_dirty(channel)
+                    elif code == 3:  # taken back after Redis lost its data: state first
+                        channel.give_back(batch)
+                        self.mark_dirty(channel)
                     else:
-                        channel.written(batch, int(result))
+                        channel.written(batch, first)

@@ -187,11 +187,6 @@ def test_while_redis_is_down_pages_render_sends_are_refused_and_stop_goes_throug
 # --- item 4: clients connected through a long outage are made whole -----------------------------
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="Issue 20 item 4 is open: on a quiet machine the client misses the outage's text "
-    "with no snapshot (it got 'Before 97 t198 t199'); it held only under heavy load",
-)
 def test_clients_connected_through_an_outage_longer_than_the_buffer_are_made_whole(
     live_server_factory, fault_env, private_redis, scripted, sockets
 ):
