@@ -21,11 +21,12 @@ import scaleout
 from stats import row
 
 
-def one_run(processes: int, streams: int, tokens: int) -> dict:
-    """One level of `streams` 20-tokens/s turns on a fresh cluster of `processes`."""
+def one_run(processes: int, streams: int, tokens: int, *, redis: bool = True) -> dict:
+    """One level of `streams` 20-tokens/s turns on a fresh cluster of `processes` (on
+    Redis), or on one process with the in-process channel (`redis=False`)."""
     provider = scaleout.PacedProvider(tokens)
     try:
-        with scaleout._cluster("serve", processes, {}) as (servers, pids):
+        with scaleout._cluster("serve", processes, {}, redis=redis) as (servers, pids):
             # A first turn on every process imports the SDK and warms the caches.
             scaleout._capacity_level(servers, provider, len(servers), tokens, pids)
             result = scaleout._capacity_level(servers, provider, streams, tokens, pids)
@@ -48,14 +49,22 @@ def one_run(processes: int, streams: int, tokens: int) -> dict:
 def cpu(runs: int = 3, streams: int = 40, tokens: int = 200) -> list[dict]:
     """Rows: Numi CPU per token (1 and 2 processes), their ratio, Redis CPU per token and
     the bound it sets (tokens/s per Redis core; Numi processes before Redis is the limit)."""
-    one, two = [], []
-    for _ in range(runs):  # alternately, so drift hits both alike
+    memory, one, two = [], [], []
+    for _ in range(runs):  # alternately, so drift hits all alike
+        memory.append(one_run(1, streams, tokens, redis=False))
         one.append(one_run(1, streams, tokens))
         two.append(one_run(2, streams, tokens))
-        print(f"    1 process {one[-1]}\n    2 processes {two[-1]}", flush=True)
+        print(
+            f"    in-process {memory[-1]}\n    1 process {one[-1]}\n    2 processes {two[-1]}",
+            flush=True,
+        )
     load = f"{streams} streams × {tokens} tokens at 20 tokens/s, Redis + PostgreSQL"
     redis = [r["redis_us"] for r in one + two if r["redis_us"]]
     rows = [
+        row("scale-out CPU", "Numi CPU per delivered token, 1 process, in-process channel",
+            [r["numi_us"] for r in memory], "µs", note=f"lost {sum(r['lost'] for r in memory)}"),
+        row("scale-out CPU", "1 process: Redis ÷ in-process, CPU per token",
+            [b["numi_us"] / a["numi_us"] for a, b in zip(memory, one)], "×", "≤ 1.3"),
         row("scale-out CPU", f"Numi CPU per delivered token, 1 process, {load}",
             [r["numi_us"] for r in one], "µs", note=f"lost {sum(r['lost'] for r in one)}"),
         row("scale-out CPU", "Numi CPU per delivered token, 2 processes (summed)",

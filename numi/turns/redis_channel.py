@@ -1,7 +1,8 @@
 """This process's view of one chat's channel in Redis (`RedisChannel`, the same interface
 as the in-process `ChatChannel`): the producer side queues events for the table's writer
 and decides trimming and snapshots (`Batch`); the consumer side replays from the stream and
-runs one reader greenlet per chat and process that fans events out to the subscribers.
+fans the events its group's reader (`redis_reader.GroupReader`) reads out to the
+subscribers.
 """
 
 from __future__ import annotations
@@ -13,14 +14,11 @@ from collections import deque
 from typing import Any, Protocol
 
 import gevent
-import gevent.event
 
 from .channel import TERMINAL, Event, Subscription, TurnState, event_tail
 
 log = logging.getLogger(__name__)
 
-READ_BLOCK_MS = 2000  # a reader with no subscribers left ends within this time
-READ_COUNT = 1000
 TERMINAL_MARK = b'"type":"%s"' % TERMINAL.encode()
 
 
@@ -35,6 +33,8 @@ class ChannelHost(Protocol):
 
     def key(self, chat_id: str, name: str) -> str: ...
 
+    def group_keys(self, chat_id: str) -> list[str]: ...
+
     def begin(
         self,
         channel: RedisChannel,
@@ -46,6 +46,8 @@ class ChannelHost(Protocol):
     ) -> int: ...
 
     def mark_dirty(self, channel: RedisChannel) -> None: ...
+
+    def follow(self, channel: RedisChannel) -> None: ...
 
     def last_event_id(self, chat_id: str, *, start: bool = False) -> int: ...
 
@@ -112,12 +114,16 @@ class RedisChannel:
         self.shared = shared
         self.chat_id = chat_id
         self.key = shared.key(chat_id, "events")
+        # The publish script's keys: seq events turn lease running alive recovering.
+        self.publish_keys = [
+            *(shared.key(chat_id, name) for name in ("seq", "events", "turn", "lease")),
+            *shared.group_keys(chat_id),
+        ]
         self.max_events = max_events
         self.max_bytes = max_bytes
         self.queue_size = queue_size
         self.subscribers: set[Subscription] = set()
-        self.reader: gevent.Greenlet | None = None
-        self.reader_ready = gevent.event.Event()
+        self.following = False  # this process's reader of the chat's group follows it
         self.pos = 0  # the reader's position: the last event id handed to subscribers
         # The subscribers missed events (a gap in the ids) and no snapshot could stand for
         # them yet: one is sent as soon as the turn's state is back in Redis.
@@ -137,10 +143,19 @@ class RedisChannel:
         self.gap = False
         self.last_written = 0
 
+    def unsent(self) -> bool:
+        """Whether this process wrote events its own subscribers have not taken yet (read
+        back from the stream, then from their queues)."""
+        if not self.subscribers or not self.following:
+            return False
+        return self.pos < self.last_written or any(
+            not subscription.queue.empty() for subscription in self.subscribers
+        )
+
     def idle(self) -> bool:
         return (
             not self.subscribers
-            and self.reader is None
+            and not self.following
             and not self.pending
             and self.owned_turn is None
         )
@@ -301,7 +316,7 @@ class RedisChannel:
         subscription = Subscription(self, self.queue_size)
         self.subscribers.add(subscription)
         try:
-            self._ensure_reader()
+            self._follow()
             backlog = self._backlog(subscription, last_event_id)
         except BaseException:
             subscription.close()
@@ -401,38 +416,20 @@ class RedisChannel:
         self._deliver(snapshot)
         return True
 
-    def _ensure_reader(self) -> None:
-        if self.reader is None:
-            self.reader_ready.clear()
-            self.reader = gevent.spawn(self._read)
-        self.reader_ready.wait()
-
-    def _read(self) -> None:
-        """Follow the stream and hand each event to this process's subscribers."""
-        client = self.shared.client
-        errors = self.shared.redis_module.RedisError
-        try:
-            while True:
-                try:
-                    self.pos = self.shared.last_event_id(self.chat_id)
-                    break
-                except errors as exc:
-                    log.warning("reading chat %s from Redis failed (%s)", self.chat_id, exc)
-                    gevent.sleep(0.5)
-            self.reader_ready.set()
-            while self.subscribers:
-                try:
-                    response = client.xread(
-                        {self.key: f"{self.pos}-0"}, count=READ_COUNT, block=READ_BLOCK_MS
-                    )
-                except errors as exc:
-                    log.warning(
-                        "reading chat %s from Redis failed (%s); retrying", self.chat_id, exc
-                    )
-                    gevent.sleep(0.5)
-                    continue
-                for _, entries in response or ():
-                    self.fan_out(entries)
-        finally:
-            self.reader = None
-            self.reader_ready.set()  # nobody waits forever on a reader that ended
+    def _follow(self) -> None:
+        """Have this process's reader of the chat's group follow the chat from its newest
+        id (read before the subscriber's backlog, so nothing falls between the two). With
+        Redis unreachable this waits for it, as a reconnecting client does."""
+        if self.following:
+            return
+        while True:
+            try:
+                pos = self.shared.last_event_id(self.chat_id)
+                break
+            except self.shared.redis_module.RedisError as exc:
+                log.warning("reading chat %s from Redis failed (%s)", self.chat_id, exc)
+                gevent.sleep(0.5)
+        if self.following:  # another subscriber started it meanwhile
+            return
+        self.pos, self.behind, self.following = pos, False, True
+        self.shared.follow(self)

@@ -40,9 +40,13 @@ end
 FENCE = (
     RECOVERING
     + """
-local function fence(lease, turn, running, alive, window, token, ttl, turn_id, owner, chat_id)
+local function fence(lease, turn, running, alive, window, token, ttl, turn_id, owner, chat_id,
+                     renew)
   local holder = redis.call('GET', lease)
-  if holder == token then redis.call('PEXPIRE', lease, ttl); return 1 end
+  if holder == token then
+    if renew then redis.call('PEXPIRE', lease, ttl) end
+    return 1
+  end
   if holder then return 0 end
   local stored = redis.call('HGET', turn, 'turn_id')
   if stored then
@@ -101,8 +105,9 @@ PUBLISH = (
     + """
 local taken = 1
 if ARGV[8] ~= '' then
+  -- (the heartbeat renews the lease: not every write)
   taken = fence(KEYS[4], KEYS[3], KEYS[5], KEYS[6], KEYS[7], ARGV[5], ARGV[10], ARGV[8],
-                ARGV[9], ARGV[7])
+                ARGV[9], ARGV[7], false)
   if taken == 0 then return {0, 0} end
   if taken == 2 and ARGV[3] == '' then return {3, 0} end
 end
@@ -122,13 +127,17 @@ if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[3], 'through', id or redis.call('GET', KEYS[1]), 'state', ARGV[3])
 end
 if ARGV[2] ~= '0' then redis.call('XTRIM', KEYS[2], 'MAXLEN', ARGV[2]) end
-local holder_turn = redis.call('HGET', KEYS[3], 'turn_id')
-if ARGV[4] ~= '' and (holder_turn == ARGV[4] or not holder_turn) then
-  if redis.call('GET', KEYS[4]) == ARGV[5] then redis.call('DEL', KEYS[4]) end
-  redis.call('HSET', KEYS[3], 'running', '0')
-  redis.call('SREM', KEYS[5], ARGV[7])
+if ARGV[4] ~= '' then
+  local holder_turn = redis.call('HGET', KEYS[3], 'turn_id')
+  if holder_turn == ARGV[4] or not holder_turn then
+    if redis.call('GET', KEYS[4]) == ARGV[5] then redis.call('DEL', KEYS[4]) end
+    redis.call('HSET', KEYS[3], 'running', '0')
+    redis.call('SREM', KEYS[5], ARGV[7])
+  end
 end
-if redis.call('HGET', KEYS[3], 'running') ~= '1' then
+-- A write fenced by a held lease (not ending) is a running turn's: nothing to expire.
+if (taken ~= 1 or ARGV[8] == '' or ARGV[4] ~= '') and
+   redis.call('HGET', KEYS[3], 'running') ~= '1' then
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
   redis.call('PEXPIRE', KEYS[3], ARGV[6])
@@ -142,7 +151,7 @@ RENEW = (
     FENCE
     + """
 return fence(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4],
-             ARGV[5])
+             ARGV[5], true)
 """
 )
 

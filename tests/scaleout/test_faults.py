@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from numi.testing import Scenario
+from numi.turns.shared import chat_key
 from turn_support import ACCESS_TOKEN, Api, make_chat, of_type, turn_server_env, types, wait_until
 
 pytestmark = pytest.mark.redis
@@ -132,7 +133,8 @@ def test_a_process_stalled_past_its_lease_stops_at_once_and_saves_nothing(
         ("user", "Second"),
         ("assistant", "Answered on B."),
     ]
-    entries = redis.Redis.from_url(private_redis.url).xrange(f"{PREFIX}c:{chat['id']}:events")
+    events_key = chat_key(PREFIX, chat["id"], "events")
+    entries = redis.Redis.from_url(private_redis.url).xrange(events_key)
     assert entries
     stalled = [
         fields[b"e"]
