@@ -8,7 +8,12 @@ A 2-core machine cannot show two processes carrying twice the streams (the load 
 Redis and PostgreSQL share the cores), but it can count what each delivered token costs:
 if 2 processes spend about what 1 does per token, the work splits without overhead, and
 Redis's CPU per token says how many tokens/s one Redis core carries for the whole cluster.
-Redis's CPU is the whole server's: other users of the same Redis add to it.
+Each round also runs the same load on one process with the in-process channel (no Redis),
+for the Redis ÷ in-process row. Redis's CPU is the whole server's: other users of the same
+Redis add to it, so give the benchmark one of its own:
+
+    redis-server --port 6391 --save '' --appendonly no &
+    NUMI_BENCH_REDIS_URL=redis://127.0.0.1:6391/0 python bench/scaleout.py cpu
 """
 
 from __future__ import annotations
