@@ -31,8 +31,8 @@ chat's pending list; one writer greenlet sends every chat's pending events in on
 of one Lua call per chat (INCR + XADD per event, trimming, the snapshot now and then), at
 most one round per frame interval (NUMI_FRAME_INTERVAL_MS), so under load every chat's
 events of one interval share a round trip and a lone event after a quiet spell goes at
-once. One reader greenlet per group and process (`redis_reader.GroupReader`) follows the
-streams of all the group's chats this process streams to with one XREAD BLOCK (on a
+once. One reader greenlet per process (`redis_reader.GroupReader`; per group, READERS,
+on a cluster) follows the streams of all the chats it streams to with one XREAD BLOCK (on a
 monkey-patched socket: it parks only itself) and hands each chat's entries to its channel,
 which fans them out to that process's subscribers, whose queues are the in-process
 `Subscription`s. The owner's subscribers read through the stream too: one mechanism, one
@@ -91,7 +91,7 @@ from .turn import Turn
 
 log = logging.getLogger(__name__)
 
-# A process holds a connection per group it reads (XREAD BLOCK), plus the writer's, the
+# A process holds a connection per reader (XREAD BLOCK), plus the writer's, the
 # control listener's and what requests use at once; redis-py 6+ caps a pool at 100 by
 # default, which must not cap the number of requests waiting on Redis at once.
 MAX_CONNECTIONS = 10_000
