@@ -349,13 +349,16 @@ def _redis_pid() -> int | None:
 
 
 @contextmanager
-def _cluster(server: str, processes: int, extra: dict[str, str]):
+def _cluster(server: str, processes: int, extra: dict[str, str], *, redis: bool = True):
     """`processes` Numi processes on one fresh PostgreSQL schema and one Redis key prefix:
     `numi serve` each on its own port (server="serve"), or one gunicorn with that many
-    gevent workers on one port (server="gunicorn"). Yields (servers, {name: pid})."""
-    redis_env = _redis_env()
+    gevent workers on one port (server="gunicorn"). Yields (servers, {name: pid}). With
+    `redis=False`, one process with its turns in memory (the in-process channel)."""
+    redis_env = _redis_env() if redis else {}
     if redis_env is None or not POSTGRES_URL:
         raise RuntimeError("the capacity search needs Redis and PostgreSQL")
+    if not redis and processes != 1:
+        raise ValueError("without Redis, turns live in one process")
     url, drop = _postgres_schema()
     env = {
         **OPEN,
@@ -396,7 +399,8 @@ def _cluster(server: str, processes: int, extra: dict[str, str]):
         for numi in servers:
             numi.stop()
         drop()
-        _drop_keys(redis_env)
+        if redis_env:
+            _drop_keys(redis_env)
 
 
 def _capacity_level(

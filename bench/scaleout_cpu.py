@@ -8,7 +8,12 @@ A 2-core machine cannot show two processes carrying twice the streams (the load 
 Redis and PostgreSQL share the cores), but it can count what each delivered token costs:
 if 2 processes spend about what 1 does per token, the work splits without overhead, and
 Redis's CPU per token says how many tokens/s one Redis core carries for the whole cluster.
-Redis's CPU is the whole server's: other users of the same Redis add to it.
+Each round also runs the same load on one process with the in-process channel (no Redis),
+for the Redis ÷ in-process row. Redis's CPU is the whole server's: other users of the same
+Redis add to it, so give the benchmark one of its own:
+
+    redis-server --port 6391 --save '' --appendonly no &
+    NUMI_BENCH_REDIS_URL=redis://127.0.0.1:6391/0 python bench/scaleout.py cpu
 """
 
 from __future__ import annotations
@@ -21,11 +26,12 @@ import scaleout
 from stats import row
 
 
-def one_run(processes: int, streams: int, tokens: int) -> dict:
-    """One level of `streams` 20-tokens/s turns on a fresh cluster of `processes`."""
+def one_run(processes: int, streams: int, tokens: int, *, redis: bool = True) -> dict:
+    """One level of `streams` 20-tokens/s turns on a fresh cluster of `processes` (on
+    Redis), or on one process with the in-process channel (`redis=False`)."""
     provider = scaleout.PacedProvider(tokens)
     try:
-        with scaleout._cluster("serve", processes, {}) as (servers, pids):
+        with scaleout._cluster("serve", processes, {}, redis=redis) as (servers, pids):
             # A first turn on every process imports the SDK and warms the caches.
             scaleout._capacity_level(servers, provider, len(servers), tokens, pids)
             result = scaleout._capacity_level(servers, provider, streams, tokens, pids)
@@ -48,14 +54,22 @@ def one_run(processes: int, streams: int, tokens: int) -> dict:
 def cpu(runs: int = 3, streams: int = 40, tokens: int = 200) -> list[dict]:
     """Rows: Numi CPU per token (1 and 2 processes), their ratio, Redis CPU per token and
     the bound it sets (tokens/s per Redis core; Numi processes before Redis is the limit)."""
-    one, two = [], []
-    for _ in range(runs):  # alternately, so drift hits both alike
+    memory, one, two = [], [], []
+    for _ in range(runs):  # alternately, so drift hits all alike
+        memory.append(one_run(1, streams, tokens, redis=False))
         one.append(one_run(1, streams, tokens))
         two.append(one_run(2, streams, tokens))
-        print(f"    1 process {one[-1]}\n    2 processes {two[-1]}", flush=True)
+        print(
+            f"    in-process {memory[-1]}\n    1 process {one[-1]}\n    2 processes {two[-1]}",
+            flush=True,
+        )
     load = f"{streams} streams × {tokens} tokens at 20 tokens/s, Redis + PostgreSQL"
     redis = [r["redis_us"] for r in one + two if r["redis_us"]]
     rows = [
+        row("scale-out CPU", "Numi CPU per delivered token, 1 process, in-process channel",
+            [r["numi_us"] for r in memory], "µs", note=f"lost {sum(r['lost'] for r in memory)}"),
+        row("scale-out CPU", "1 process: Redis ÷ in-process, CPU per token",
+            [b["numi_us"] / a["numi_us"] for a, b in zip(memory, one)], "×", "≤ 1.3"),
         row("scale-out CPU", f"Numi CPU per delivered token, 1 process, {load}",
             [r["numi_us"] for r in one], "µs", note=f"lost {sum(r['lost'] for r in one)}"),
         row("scale-out CPU", "Numi CPU per delivered token, 2 processes (summed)",

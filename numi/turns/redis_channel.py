@@ -1,7 +1,8 @@
 """This process's view of one chat's channel in Redis (`RedisChannel`, the same interface
 as the in-process `ChatChannel`): the producer side queues events for the table's writer
 and decides trimming and snapshots (`Batch`); the consumer side replays from the stream and
-runs one reader greenlet per chat and process that fans events out to the subscribers.
+fans the events its group's reader (`redis_reader.GroupReader`) reads out to the
+subscribers.
 """
 
 from __future__ import annotations
@@ -13,14 +14,12 @@ from collections import deque
 from typing import Any, Protocol
 
 import gevent
-import gevent.event
 
 from .channel import TERMINAL, Event, Subscription, TurnState, event_tail
 
 log = logging.getLogger(__name__)
 
-READ_BLOCK_MS = 2000  # a reader with no subscribers left ends within this time
-READ_COUNT = 1000
+TERMINAL_MARK = b'"type":"%s"' % TERMINAL.encode()
 
 
 class ChannelHost(Protocol):
@@ -34,6 +33,8 @@ class ChannelHost(Protocol):
 
     def key(self, chat_id: str, name: str) -> str: ...
 
+    def group_keys(self, chat_id: str) -> list[str]: ...
+
     def begin(
         self,
         channel: RedisChannel,
@@ -46,9 +47,11 @@ class ChannelHost(Protocol):
 
     def mark_dirty(self, channel: RedisChannel) -> None: ...
 
+    def follow(self, channel: RedisChannel) -> None: ...
+
     def last_event_id(self, chat_id: str, *, start: bool = False) -> int: ...
 
-    def fold(self, chat_id: str) -> tuple[TurnState | None, int]: ...
+    def fold(self, chat_id: str, *, wait: bool = False) -> tuple[TurnState | None, int]: ...
 
     def confirm_lease(self, channel: RedisChannel, turn_id: str) -> bool: ...
 
@@ -65,16 +68,24 @@ def decode(entry_id: bytes, fields: dict) -> Event:
     return event
 
 
+# What a pending event is to the channel's own turn (the third item of `pending`).
+OTHER, OWN, ENDS = 0, 1, 2  # another turn's or none; the owned turn's; its turn_end
+
+
 class Batch:
     """Events of one chat taken for one Lua call, with the trimming and snapshot decided."""
 
-    __slots__ = ("tails", "sizes", "maxlen", "state", "ending_turn", "token", "fenced_turn")
+    __slots__ = ("tails", "sizes", "kinds", "maxlen", "state", "ending_turn", "token")
+    __slots__ += ("fenced_turn", "gap")
 
-    def __init__(self, tails, sizes, maxlen, state, ending_turn, token, fenced_turn=""):
-        self.tails, self.sizes, self.maxlen, self.state = tails, sizes, maxlen, state
+    def __init__(self, tails, sizes, kinds, maxlen, state, ending_turn, token, fenced_turn, gap):
+        self.tails, self.sizes, self.kinds = tails, sizes, kinds
+        self.maxlen, self.state = maxlen, state
         self.ending_turn, self.token = ending_turn, token
         # The owned turn whose lease must hold for the batch to be written ("": none).
         self.fenced_turn = fenced_turn
+        # The first tail is a `snapshot` standing for owned-turn events that were dropped.
+        self.gap = gap
 
     def args(self, shared: ChannelHost, channel: RedisChannel) -> list:
         floor = max(int(time.time() * 1000), channel.last_written + 1)
@@ -89,6 +100,7 @@ class Batch:
             self.fenced_turn,
             shared.process,
             shared.lease_ms,
+            channel.last_written,
             *self.tails,
         ]
 
@@ -102,15 +114,22 @@ class RedisChannel:
         self.shared = shared
         self.chat_id = chat_id
         self.key = shared.key(chat_id, "events")
+        # The publish script's keys: seq events turn lease running alive recovering.
+        self.publish_keys = [
+            *(shared.key(chat_id, name) for name in ("seq", "events", "turn", "lease")),
+            *shared.group_keys(chat_id),
+        ]
         self.max_events = max_events
         self.max_bytes = max_bytes
         self.queue_size = queue_size
         self.subscribers: set[Subscription] = set()
-        self.reader: gevent.Greenlet | None = None
-        self.reader_ready = gevent.event.Event()
+        self.following = False  # this process's reader of the chat's group follows it
         self.pos = 0  # the reader's position: the last event id handed to subscribers
+        # The subscribers missed events (a gap in the ids) and no snapshot could stand for
+        # them yet: one is sent as soon as the turn's state is back in Redis.
+        self.behind = False
         # Producer side (only while this process owns the chat's turn).
-        self.pending: list[tuple[str, int, bool]] = []  # (tail, size, ends the owned turn)
+        self.pending: list[tuple[str, int, int]] = []  # (tail, size, OTHER/OWN/ENDS)
         self.state: TurnState | None = None
         self.owned_turn: str | None = None
         self.token = ""
@@ -118,15 +137,25 @@ class RedisChannel:
         self.bytes = 0
         self.since_snapshot = 0  # events written after the stored state's `through`
         self.force_snapshot = False
-        # Events were dropped while Redis was unreachable (the backlog outgrew the buffer):
-        # the next batch stands for them with one `snapshot` event of the turn so far.
+        # The owned turn's events were dropped (a backlog bigger than the buffer, kept while
+        # Redis was unreachable): the next batch stands for them with one `snapshot` event
+        # of the turn so far, and until it is written the turn's events are not kept.
         self.gap = False
         self.last_written = 0
+
+    def unsent(self) -> bool:
+        """Whether this process wrote events its own subscribers have not taken yet (read
+        back from the stream, then from their queues)."""
+        if not self.subscribers or not self.following:
+            return False
+        return self.pos < self.last_written or any(
+            not subscription.queue.empty() for subscription in self.subscribers
+        )
 
     def idle(self) -> bool:
         return (
             not self.subscribers
-            and self.reader is None
+            and not self.following
             and not self.pending
             and self.owned_turn is None
         )
@@ -147,12 +176,17 @@ class RedisChannel:
 
     def publish(self, turn_id: str | None, type_: str, data: dict[str, Any]) -> dict[str, Any]:
         """Queue the event for the writer; its id is given in Redis (ids are shared)."""
-        tail = event_tail(turn_id, type_, data)
+        kind = OTHER
         if self.state is not None and turn_id == self.state.turn_id:
             self.state.apply(type_, data)
-        self.pending.append(
-            (tail, len(tail) + 24, type_ == TERMINAL and turn_id == self.owned_turn)
-        )
+            if turn_id == self.owned_turn:
+                kind = ENDS if type_ == TERMINAL else OWN
+                if self.gap and kind == OWN:
+                    # The snapshot that stands for the dropped events will fold this one too.
+                    self.shared.mark_dirty(self)
+                    return {"event_id": None, "turn_id": turn_id, "type": type_, "data": data}
+        tail = event_tail(turn_id, type_, data)
+        self.pending.append((tail, len(tail) + 24, kind))
         self.shared.mark_dirty(self)
         return {"event_id": None, "turn_id": turn_id, "type": type_, "data": data}
 
@@ -162,16 +196,27 @@ class RedisChannel:
         state stands exactly for the events up to the batch's last)."""
         items, self.pending = self.pending, []
         fenced = self.owned_turn or ""
-        if self.gap and self.owned_turn is not None and self.state is not None:
-            # The state folds every event published, dropped ones included: one snapshot
-            # event makes a client that follows the stream whole (then the turn's end).
-            self.gap = False
-            tail = event_tail(self.state.turn_id, "snapshot", self.state.snapshot())
-            items = [(tail, len(tail) + 24, False), *(item for item in items if item[2])]
-            self.force_snapshot = True
+        gap = False
+        if self.owned_turn is not None and self.state is not None:
+            if not self.gap and (
+                len(items) > self.max_events or sum(size for _, size, _ in items) > self.max_bytes
+            ):
+                # A backlog the stream cannot hold (kept while Redis was unreachable):
+                # written whole, it would be trimmed in the same call, and clients that
+                # follow the stream would silently miss what was trimmed.
+                self.gap = True
+            if self.gap:
+                # The state folds every event published, dropped ones included: one
+                # snapshot event makes a client that follows the stream whole; the turn's
+                # end and other turns' events (not in the state) stay after it.
+                self.gap, gap = False, True
+                tail = event_tail(self.state.turn_id, "snapshot", self.state.snapshot())
+                items = [(tail, len(tail) + 24, OTHER), *(i for i in items if i[2] != OWN)]
+                self.force_snapshot = True
         tails = [tail for tail, _, _ in items]
         sizes = [size for _, size, _ in items]
-        ending = any(end for _, _, end in items)
+        kinds = [kind for _, _, kind in items]
+        ending = ENDS in kinds
         maxlen, state = 0, ""
         if self.owned_turn is not None and self.state is not None:
             count, total = len(self.sizes) + len(sizes), self.bytes + sum(sizes)
@@ -193,11 +238,13 @@ class RedisChannel:
         return Batch(
             tails,
             sizes,
+            kinds,
             maxlen,
             state,
             self.state.turn_id if ending and self.state else "",
             token,
             fenced,
+            gap,
         )
 
     def _state_json(self) -> str:
@@ -207,20 +254,21 @@ class RedisChannel:
         """A batch Redis did not take: first in line again (bounded like the buffer). Redis
         may come back without its data, so the next batch stores the turn's state; when the
         backlog outgrows the buffer, the owned turn's events give way to a snapshot."""
-        ending = bool(batch.ending_turn)
-        if ending:
+        if batch.ending_turn:
             self.owned_turn = batch.ending_turn
-        items = [(tail, size, False) for tail, size in zip(batch.tails, batch.sizes)]
-        if ending and items:
-            items[-1] = (items[-1][0], items[-1][1], True)
+        items = list(zip(batch.tails, batch.sizes, batch.kinds))
+        if batch.gap:
+            # Its snapshot is made again, fresh, for the next batch.
+            del items[0]
+            self.gap = True
         self.pending = items + self.pending
         if self.owned_turn is not None and self.state is not None:
             self.force_snapshot = True
-            if (
+            if self.gap or (
                 len(self.pending) > self.max_events
                 or sum(size for _, size, _ in self.pending) > self.max_bytes
             ):
-                self.pending = [item for item in self.pending if item[2]]
+                self.pending = [item for item in self.pending if item[2] != OWN]
                 self.gap = True
         elif len(self.pending) > self.max_events:
             del self.pending[: len(self.pending) - self.max_events]
@@ -268,7 +316,7 @@ class RedisChannel:
         subscription = Subscription(self, self.queue_size)
         self.subscribers.add(subscription)
         try:
-            self._ensure_reader()
+            self._follow()
             backlog = self._backlog(subscription, last_event_id)
         except BaseException:
             subscription.close()
@@ -302,8 +350,8 @@ class RedisChannel:
     def unsubscribe(self, subscription: Subscription) -> None:
         self.subscribers.discard(subscription)
 
-    def snapshot_event(self) -> dict[str, Any]:
-        state, last = self.shared.fold(self.chat_id)
+    def snapshot_event(self, *, wait: bool = True) -> dict[str, Any]:
+        state, last = self.shared.fold(self.chat_id, wait=wait)
         return {
             "event_id": last,
             "turn_id": state.turn_id if state else None,
@@ -311,42 +359,77 @@ class RedisChannel:
             "data": state.snapshot() if state else {},
         }
 
-    def _ensure_reader(self) -> None:
-        if self.reader is None:
-            self.reader_ready.clear()
-            self.reader = gevent.spawn(self._read)
-        self.reader_ready.wait()
-
-    def _read(self) -> None:
-        """Follow the stream and hand each event to this process's subscribers."""
-        client = self.shared.client
-        errors = self.shared.redis_module.RedisError
-        try:
-            while True:
-                try:
-                    self.pos = self.shared.last_event_id(self.chat_id)
-                    break
-                except errors as exc:
-                    log.warning("reading chat %s from Redis failed (%s)", self.chat_id, exc)
-                    gevent.sleep(0.5)
-            self.reader_ready.set()
-            while self.subscribers:
-                try:
-                    response = client.xread(
-                        {self.key: f"{self.pos}-0"}, count=READ_COUNT, block=READ_BLOCK_MS
-                    )
-                except errors as exc:
-                    log.warning(
-                        "reading chat %s from Redis failed (%s); retrying", self.chat_id, exc
-                    )
-                    gevent.sleep(0.5)
+    def fan_out(self, entries: list) -> None:
+        """Hand the stream entries read after `pos` to this process's subscribers. Ids are
+        consecutive; a gap means subscribers missed events: the stream was trimmed past a
+        reader that fell behind, or Redis lost its data and the counter started again. A
+        `snapshot` right after the gap (the owner's, for a backlog it could not keep) stands
+        for what is missing; otherwise a snapshot of the turn so far is sent in place of
+        the events up to its id (their turn's end too, so followers know it ended). Nothing
+        is missing silently."""
+        tried = False  # one snapshot attempt per read
+        caught_up = False
+        for entry_id, fields in entries:
+            event_id = _id(entry_id)
+            if event_id <= self.pos:
+                # The snapshot stands for it; a turn's end is still told (ends are idempotent).
+                if caught_up and TERMINAL_MARK in fields[b"e"]:
+                    self._deliver(decode(entry_id, fields))
+                continue
+            event = decode(entry_id, fields)
+            if (
+                self.pos
+                and event_id != self.pos + 1
+                and event["type"] != "turn_start"  # (a new turn leaves nothing of it behind)
+                and fields.get(b"p") != b"%d" % self.pos  # (a restarted counter, nothing lost)
+            ):
+                self.behind = True
+            if self.behind and event["type"] == "snapshot":
+                self.behind = False
+            if self.behind and not tried:
+                tried = True
+                caught_up = self._catch_up()
+                if caught_up and event_id <= self.pos:
+                    if event["type"] == TERMINAL:
+                        self._deliver(event)
                     continue
-                for _, entries in response or ():
-                    for entry_id, fields in entries:
-                        event = decode(entry_id, fields)
-                        self.pos = event["event_id"]
-                        for subscriber in tuple(self.subscribers):
-                            subscriber.deliver(event)
-        finally:
-            self.reader = None
-            self.reader_ready.set()  # nobody waits forever on a reader that ended
+            self.pos = event_id
+            self._deliver(event)
+
+    def _deliver(self, event: dict[str, Any]) -> None:
+        for subscriber in tuple(self.subscribers):
+            subscriber.deliver(event)
+
+    def _catch_up(self) -> bool:
+        """Send subscribers a snapshot of the chat's turn; False when Redis has no state to
+        make it from yet (it lost its data and the owner has not stored it again)."""
+        try:
+            snapshot = self.snapshot_event(wait=False)
+        except self.shared.redis_module.RedisError as exc:
+            log.warning("resyncing chat %s failed (%s)", self.chat_id, exc)
+            return False
+        if snapshot["turn_id"] is None:
+            return False
+        self.behind = False
+        self.pos = max(self.pos, snapshot["event_id"])
+        log.info("chat %s: events were missed; subscribers resync by snapshot", self.chat_id)
+        self._deliver(snapshot)
+        return True
+
+    def _follow(self) -> None:
+        """Have this process's reader of the chat's group follow the chat from its newest
+        id (read before the subscriber's backlog, so nothing falls between the two). With
+        Redis unreachable this waits for it, as a reconnecting client does."""
+        if self.following:
+            return
+        while True:
+            try:
+                pos = self.shared.last_event_id(self.chat_id)
+                break
+            except self.shared.redis_module.RedisError as exc:
+                log.warning("reading chat %s from Redis failed (%s)", self.chat_id, exc)
+                gevent.sleep(0.5)
+        if self.following:  # another subscriber started it meanwhile
+            return
+        self.pos, self.behind, self.following = pos, False, True
+        self.shared.follow(self)

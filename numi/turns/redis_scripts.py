@@ -40,9 +40,13 @@ end
 FENCE = (
     RECOVERING
     + """
-local function fence(lease, turn, running, alive, window, token, ttl, turn_id, owner, chat_id)
+local function fence(lease, turn, running, alive, window, token, ttl, turn_id, owner, chat_id,
+                     renew)
   local holder = redis.call('GET', lease)
-  if holder == token then redis.call('PEXPIRE', lease, ttl); return 1 end
+  if holder == token then
+    if renew then redis.call('PEXPIRE', lease, ttl) end
+    return 1
+  end
   if holder then return 0 end
   local stored = redis.call('HGET', turn, 'turn_id')
   if stored then
@@ -87,42 +91,58 @@ return {tonumber(seq)}
 
 # KEYS: seq events turn lease running alive recovering
 # ARGV: floor maxlen state ending_turn token retention_ms chat_id fenced_turn owner lease_ms
-#       tail...
-# Returns the first id written (0: none); -1 when the batch's turn lost its lease (nothing
-# written); -2 - first id when the lease was taken back after Redis lost its data.
+#       previous tail...
+# `previous` is the id this process wrote last in the chat: when the counter starts again
+# (Redis lost it), the first entry carries it as field `p`, so a reader that had read up to
+# it knows the jump in ids hides nothing.
+# Returns {code, first id written (0: none)}: code 1 written; 0 the batch's turn lost its
+# lease (nothing written); 2 written, the lease taken back after Redis lost its data; 3
+# that too, but the batch has no state: nothing written, the owner sends it again with the
+# state, so that the turn's snapshot never lacks what its stream lost (a client that
+# falls behind or finds a gap resyncs from it).
 PUBLISH = (
     FENCE
     + """
 local taken = 1
 if ARGV[8] ~= '' then
+  -- (the heartbeat renews the lease: not every write)
   taken = fence(KEYS[4], KEYS[3], KEYS[5], KEYS[6], KEYS[7], ARGV[5], ARGV[10], ARGV[8],
-                ARGV[9], ARGV[7])
-  if taken == 0 then return -1 end
+                ARGV[9], ARGV[7], false)
+  if taken == 0 then return {0, 0} end
+  if taken == 2 and ARGV[3] == '' then return {3, 0} end
 end
-if not redis.call('GET', KEYS[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+local restarted = false
+if not redis.call('GET', KEYS[1]) then redis.call('SET', KEYS[1], ARGV[1]); restarted = true end
 local first, id
-for i = 11, #ARGV do
+for i = 12, #ARGV do
   id = redis.call('INCR', KEYS[1])
+  if restarted and not first then
+    redis.call('XADD', KEYS[2], id .. '-0', 'e', '{"event_id":' .. id .. ARGV[i], 'p', ARGV[11])
+  else
+    redis.call('XADD', KEYS[2], id .. '-0', 'e', '{"event_id":' .. id .. ARGV[i])
+  end
   if not first then first = id end
-  redis.call('XADD', KEYS[2], id .. '-0', 'e', '{"event_id":' .. id .. ARGV[i])
 end
 if ARGV[3] ~= '' then
   redis.call('HSET', KEYS[3], 'through', id or redis.call('GET', KEYS[1]), 'state', ARGV[3])
 end
 if ARGV[2] ~= '0' then redis.call('XTRIM', KEYS[2], 'MAXLEN', ARGV[2]) end
-local holder_turn = redis.call('HGET', KEYS[3], 'turn_id')
-if ARGV[4] ~= '' and (holder_turn == ARGV[4] or not holder_turn) then
-  if redis.call('GET', KEYS[4]) == ARGV[5] then redis.call('DEL', KEYS[4]) end
-  redis.call('HSET', KEYS[3], 'running', '0')
-  redis.call('SREM', KEYS[5], ARGV[7])
+if ARGV[4] ~= '' then
+  local holder_turn = redis.call('HGET', KEYS[3], 'turn_id')
+  if holder_turn == ARGV[4] or not holder_turn then
+    if redis.call('GET', KEYS[4]) == ARGV[5] then redis.call('DEL', KEYS[4]) end
+    redis.call('HSET', KEYS[3], 'running', '0')
+    redis.call('SREM', KEYS[5], ARGV[7])
+  end
 end
-if redis.call('HGET', KEYS[3], 'running') ~= '1' then
+-- A write fenced by a held lease (not ending) is a running turn's: nothing to expire.
+if (taken ~= 1 or ARGV[8] == '' or ARGV[4] ~= '') and
+   redis.call('HGET', KEYS[3], 'running') ~= '1' then
   redis.call('PEXPIRE', KEYS[1], ARGV[6])
   redis.call('PEXPIRE', KEYS[2], ARGV[6])
   redis.call('PEXPIRE', KEYS[3], ARGV[6])
 end
-if taken == 2 then return -2 - (first or 0) end
-return first or 0
+return {taken, first or 0}
 """
 )
 
@@ -131,7 +151,7 @@ RENEW = (
     FENCE
     + """
 return fence(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2], ARGV[3], ARGV[4],
-             ARGV[5])
+             ARGV[5], true)
 """
 )
 
@@ -162,12 +182,15 @@ redis.call('PEXPIRE', KEYS[4], ARGV[2])
 return 1
 """
 
-# KEYS: turn events seq ; the stored state, its event id, and the stream after it
+# KEYS: turn events seq ; the stored state, its event id, the stream after it, the chat's
+# counter, and whether a turn runs (running without a state: Redis lost its data and the
+# owner has not stored the state again yet).
 FOLD = """
-local stored = redis.call('HMGET', KEYS[1], 'through', 'state')
+local stored = redis.call('HMGET', KEYS[1], 'through', 'state', 'running')
 local seq = redis.call('GET', KEYS[3])
-if not stored[1] then return {false, false, {}, seq} end
-return {stored[1], stored[2], redis.call('XRANGE', KEYS[2], '(' .. stored[1] .. '-0', '+'), seq}
+if not stored[1] then return {false, false, {}, seq, stored[3]} end
+return {stored[1], stored[2], redis.call('XRANGE', KEYS[2], '(' .. stored[1] .. '-0', '+'), seq,
+        stored[3]}
 """
 
 INTERRUPTED = json.dumps(

@@ -3,28 +3,38 @@ by many processes and hosts. Its chat channels are `redis_channel.RedisChannel`s
 scripts are in `redis_scripts`.
 
 With NUMI_REDIS_URL set, every process (gunicorn worker, `numi serve` on another host)
-sees every chat's live turn. Keys, all under NUMI_REDIS_PREFIX (`p`):
+sees every chat's live turn. Keys, all under NUMI_REDIS_PREFIX (`p`), each in one of
+GROUPS hash-tag groups `{g}` (g = crc32(chat id) % GROUPS; see GROUPS):
 
-    p c:<chat>:seq      the chat's last event id (INCR; starts from the clock like the
+    p{g}c:<chat>:seq    the chat's last event id (INCR; starts from the clock like the
                         in-process ids, so ids keep increasing across restarts)
-    p c:<chat>:events   a Stream of the chat's events; entry id "<event_id>-0", field `e`
-                        is the event's JSON, made once by its publisher
-    p c:<chat>:turn     hash: turn_id, owner, started_at, running, and the turn folded
+    p{g}c:<chat>:events a Stream of the chat's events; entry id "<event_id>-0", field `e`
+                        is the event's JSON, made once by its publisher (`p`: the id its
+                        writer wrote before, on the first entry after the counter restarted)
+    p{g}c:<chat>:turn   hash: turn_id, owner, started_at, running, and the turn folded
                         through event `through` (`state`), for snapshots on any process
-    p c:<chat>:lease    "<process>:<turn_id>" while a turn runs: SET NX PX, renewed by the
+    p{g}c:<chat>:lease  "<process>:<turn_id>" while a turn runs: SET NX PX, renewed by the
                         owning process's heartbeat; one turn per chat across all processes
-    p running           the chats whose turn holds (or held) a lease, for the sweeper
-    p alive             set by every process at start; missing means Redis lost its data
-    p recovering        the recovery window after that (one lease period): owners take
+    p{g}running         the group's chats whose turn holds (or held) a lease (sweeper)
+    p{g}alive           set by every process at start; missing means Redis lost its data
+                        (per group: in a cluster, the node holding the group lost it)
+    p{g}recovering      the recovery window after that (one lease period): owners take
                         their leases back, no new turn begins (redis_scripts: fencing)
+    p{g}wake:<process>  a one-entry Stream that wakes that process's reader of the group
     p ctl:<process>     pub/sub: stop and approve for the turns that process runs
+
+Every script and every XREAD touches keys of one group only, which is what a Redis Cluster
+needs to shard chats across nodes (groups are the unit of sharding).
 
 Hot path, per process: the producer's publish() only appends the encoded event to the
 chat's pending list; one writer greenlet sends every chat's pending events in one pipeline
-of one Lua call per chat (INCR + XADD per event, trimming, the snapshot now and then), so
-events published in the same instant share a round trip. One reader greenlet per chat and
-process follows the stream (XREAD BLOCK on a monkey-patched socket: it parks only itself)
-and fans the events out to that process's subscribers, whose queues are the in-process
+of one Lua call per chat (INCR + XADD per event, trimming, the snapshot now and then), at
+most one round per frame interval (NUMI_FRAME_INTERVAL_MS), so under load every chat's
+events of one interval share a round trip and a lone event after a quiet spell goes at
+once. One reader greenlet per process (`redis_reader.GroupReader`; per group, READERS,
+on a cluster) follows the streams of all the chats it streams to with one XREAD BLOCK (on a
+monkey-patched socket: it parks only itself) and hands each chat's entries to its channel,
+which fans them out to that process's subscribers, whose queues are the in-process
 `Subscription`s. The owner's subscribers read through the stream too: one mechanism, one
 order, the same ids for everyone.
 
@@ -52,7 +62,10 @@ in which the owner takes its lease back (heartbeat or writer) and stores a fresh
 with its next events, and no other turn may begin in the chat. The counter starts again
 above the last id it wrote, and readers on every process reconnect and continue from their
 last id. When the backlog outgrew the buffer, what was dropped is replaced by one
-`snapshot` event of the turn so far: connected clients are made whole from it.
+`snapshot` event of the turn so far, and a reader that finds a gap in the ids sends its
+subscribers a snapshot folded from Redis: connected clients are made whole either way. The
+owner's first write after the loss must carry the turn's state (PUBLISH refuses it
+otherwise), so no snapshot is made from a state Redis lost.
 """
 
 from __future__ import annotations
@@ -62,6 +75,7 @@ import logging
 import os
 import time
 import uuid
+import zlib
 from typing import Any
 
 import gevent
@@ -70,22 +84,43 @@ import gevent.event
 from ..errors import NumiError, live_unavailable, turn_running
 from .channel import TurnState
 from .redis_channel import RedisChannel, decode
+from .redis_reader import GroupReader
 from .redis_scripts import BEGIN, CLOSE_DEAD, FOLD, INTERRUPTED, PUBLISH, RELEASE, RENEW
 from .table import TurnHost
 from .turn import Turn
 
 log = logging.getLogger(__name__)
 
-# Every chat this process follows holds a connection of the pool (its reader's XREAD
-# BLOCK), so the pool must not cap the number of live chats: redis-py 6+ caps a pool at 100
-# by default, and 100 streams in one process then failed (`internal_error`, readers stuck
-# retrying). The bound that remains is Redis's `maxclients` (10,000 by default) over all
-# processes.
+# A process holds a connection per reader (XREAD BLOCK), plus the writer's, the
+# control listener's and what requests use at once; redis-py 6+ caps a pool at 100 by
+# default, which must not cap the number of requests waiting on Redis at once.
 MAX_CONNECTIONS = 10_000
 
 # How often per lease period every process sweeps for lapsed leases: a dead owner is closed
 # at most a lease plus lease/SWEEPS_PER_LEASE after its last renewal.
 SWEEPS_PER_LEASE = 6
+
+# Chats are spread over this many groups, each a Redis Cluster hash tag (`{n}`): every key
+# a script or an XREAD touches is in one group, so a cluster can shard the groups across
+# its nodes, and one XREAD per group and process follows all its chats. 16 groups let up
+# to 16 masters share the load; more would cost each process more readers.
+GROUPS = 16
+
+
+# One Redis server takes an XREAD over keys of every group, so a process reads all its
+# chats with one; a Redis Cluster refuses keys of several slots in one command, and would
+# need one reader per group (READERS = GROUPS).
+READERS = 1
+
+
+def chat_group(chat_id: str) -> int:
+    return zlib.crc32(chat_id.encode()) % GROUPS
+
+
+def chat_key(prefix: str, chat_id: str, name: str) -> str:
+    """A chat's key (`name`: seq, events, turn, lease), tagged with the chat's group."""
+    return f"{prefix}{{{chat_group(chat_id)}}}c:{chat_id}:{name}"
+
 
 # How long a Stop asked for while Redis is down waits for it to come back.
 STOP_PENDING_SECONDS = 300
@@ -111,9 +146,7 @@ class SharedTurns:
         # A new id per process (and per fork): leases and control messages name it.
         self.process = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.control_channel = f"{self.prefix}ctl:{self.process}"
-        self.running_key = f"{self.prefix}running"
-        self.alive_key = f"{self.prefix}alive"
-        self.recovering_key = f"{self.prefix}recovering"
+        self.frame_interval = max(int(config.get("NUMI_FRAME_INTERVAL_MS") or 0), 0) / 1000.0
         self.scripts = {
             name: self.client.register_script(text)
             for name, text in (
@@ -129,11 +162,31 @@ class SharedTurns:
         self.pending_stops: set[str] = set()  # stops waiting for Redis to come back
         self.dirty: dict[str, RedisChannel] = {}
         self.wake = gevent.event.Event()
+        self.last_round = 0.0  # when the writer last sent a round
+        self.writing = False  # a round is on its way to Redis
+        self.backoff = 0.05  # the writer's wait before it retries a failed round
+        self.readers: dict[int, GroupReader] = {}
         self.greenlets: list[gevent.Greenlet] = []
         self.started_pid: int | None = None
 
     def key(self, chat_id: str, name: str) -> str:
-        return f"{self.prefix}c:{chat_id}:{name}"
+        return chat_key(self.prefix, chat_id, name)
+
+    def group_key(self, group: int, name: str) -> str:
+        return f"{self.prefix}{{{group}}}{name}"
+
+    def group_keys(self, chat_id: str) -> list[str]:
+        """The chat's group's `running`, `alive` and `recovering` keys (in its slot)."""
+        group = chat_group(chat_id)
+        return [self.group_key(group, name) for name in ("running", "alive", "recovering")]
+
+    def follow(self, channel: RedisChannel) -> None:
+        """Have this process's reader follow the channel from `channel.pos`."""
+        group = chat_group(channel.chat_id) % READERS
+        reader = self.readers.get(group)
+        if reader is None:
+            reader = self.readers[group] = GroupReader(self, group)
+        reader.follow(channel)
 
     def ensure_started(self) -> None:
         """Start the background greenlets, once per process (after a fork, in the worker)."""
@@ -147,7 +200,10 @@ class SharedTurns:
         try:
             # Marks this Redis as holding our data; a script that finds it gone knows Redis
             # lost it (redis_scripts: fencing). Unreachable now: the first script sets it.
-            self.client.set(self.alive_key, "1", nx=True)
+            pipe = self.client.pipeline(transaction=False)
+            for group in range(GROUPS):
+                pipe.set(self.group_key(group, "alive"), "1", nx=True)
+            pipe.execute()
         except self.redis_module.RedisError as exc:
             log.warning("Redis is unreachable at start (%s)", exc)
         self.greenlets = [
@@ -223,11 +279,22 @@ class SharedTurns:
     def turn_started(self, turn: Turn) -> None:
         pass  # the heartbeat renews its lease; the writer ends it with its turn_end
 
-    def fold(self, chat_id: str) -> tuple[TurnState | None, int]:
-        """The chat's turn folded through its newest event, and that event's id."""
-        through, state_json, entries, seq = self.scripts["fold"](
-            keys=[self.key(chat_id, "turn"), self.key(chat_id, "events"), self.key(chat_id, "seq")]
-        )
+    def fold(self, chat_id: str, *, wait: bool = False) -> tuple[TurnState | None, int]:
+        """The chat's turn folded through its newest event, and that event's id. With
+        `wait`, a running turn whose state is missing (Redis lost its data; its owner stores
+        it again with its next write) is waited for, up to a lease period."""
+        deadline = time.monotonic() + self.lease_ms / 1000.0
+        while True:
+            through, state_json, entries, seq, running = self.scripts["fold"](
+                keys=[
+                    self.key(chat_id, "turn"),
+                    self.key(chat_id, "events"),
+                    self.key(chat_id, "seq"),
+                ]
+            )
+            if through or running != b"1" or not wait or time.monotonic() > deadline:
+                break
+            gevent.sleep(0.05)
         last = int(seq or 0)
         if not through or not state_json:
             return None, last
@@ -390,9 +457,7 @@ class SharedTurns:
                         self.key(chat_id, "turn"),
                         self.key(chat_id, "seq"),
                         self.key(chat_id, "events"),
-                        self.running_key,
-                        self.alive_key,
-                        self.recovering_key,
+                        *self.group_keys(chat_id),
                     ],
                     args=[
                         token,
@@ -427,9 +492,7 @@ class SharedTurns:
             keys=[
                 self.key(chat_id, "lease"),
                 self.key(chat_id, "turn"),
-                self.running_key,
-                self.alive_key,
-                self.recovering_key,
+                *self.group_keys(chat_id),
             ],
             args=[token, self.lease_ms, turn_id, self.process, chat_id],
             client=client,
@@ -488,9 +551,15 @@ class SharedTurns:
         self.release_leases()
 
     def flush(self, timeout: float) -> bool:
-        """Wait (bounded) until the writer has sent every pending event; True when done."""
+        """Wait (bounded) until the writer has sent every pending event, and this process's
+        clients have been handed what it wrote (read back and taken from their queues, so
+        a stopping process's sockets get their turn's end); True when done."""
         deadline = time.monotonic() + timeout
-        while self.dirty or any(channel.pending for channel in self.channels.values()):
+        while (
+            self.dirty
+            or self.writing
+            or any(channel.pending or channel.unsent() for channel in self.channels.values())
+        ):
             if time.monotonic() > deadline:
                 return False
             gevent.sleep(0.02)
@@ -534,7 +603,10 @@ class SharedTurns:
                     self.channels.pop(chat_id, None)
 
     def _close_dead(self) -> None:
-        chat_ids = [member.decode() for member in self.client.smembers(self.running_key)]
+        pipe = self.client.pipeline(transaction=False)
+        for group in range(GROUPS):
+            pipe.smembers(self.group_key(group, "running"))
+        chat_ids = [member.decode() for members in pipe.execute() for member in members]
         if not chat_ids:
             return
         lapsed = [chat_id for chat_id in chat_ids if chat_id not in self.running(chat_ids)]
@@ -546,7 +618,7 @@ class SharedTurns:
                     self.key(chat_id, "turn"),
                     self.key(chat_id, "seq"),
                     self.key(chat_id, "events"),
-                    self.running_key,
+                    self.group_keys(chat_id)[0],
                 ],
                 args=[floor, self.retention_ms, chat_id, INTERRUPTED],
             )
@@ -563,53 +635,74 @@ class SharedTurns:
 
     def _write(self) -> None:
         """Send every chat's pending events: one pipeline per round, one Lua call per chat."""
-        backoff = 0.05
         while True:
             self.wake.wait()
+            # At most one round per frame interval: under load, every chat's events of one
+            # interval share one pipeline (and their readers one XREAD answer); a lone
+            # event after a quiet spell goes at once.
+            wait = self.last_round + self.frame_interval - time.monotonic()
+            if wait > 0:
+                gevent.sleep(wait)
             self.wake.clear()
-            while self.dirty:
-                channels = list(self.dirty.values())
-                self.dirty.clear()
-                batches = [(channel, channel.take_batch()) for channel in channels]
-                try:
-                    pipe = self.client.pipeline(transaction=False)
-                    for channel, batch in batches:
-                        chat_id = channel.chat_id
-                        self.scripts["publish"](
-                            keys=[
-                                self.key(chat_id, "seq"),
-                                self.key(chat_id, "events"),
-                                self.key(chat_id, "turn"),
-                                self.key(chat_id, "lease"),
-                                self.running_key,
-                                self.alive_key,
-                                self.recovering_key,
-                            ],
-                            args=batch.args(self, channel),
-                            client=pipe,
-                        )
-                    results = pipe.execute(raise_on_error=False)
-                except self.redis_module.RedisError as exc:
-                    log.warning("publishing to Redis failed (%s); retrying", exc)
-                    for channel, batch in batches:
-                        channel.give_back(batch)
-                        self.dirty[channel.chat_id] = channel
-                    gevent.sleep(backoff)
-                    backoff = min(backoff * 2, 1.0)
-                    continue
-                backoff = 0.05
-                for (channel, batch), result in zip(batches, results):
-                    if isinstance(result, Exception):
-                        log.error(
-                            "publishing events of chat %s failed: %s", channel.chat_id, result
-                        )
-                    elif int(result) == -1:  # its turn lost the lease: nothing was written
-                        channel.release(batch.fenced_turn)
-                        self.lose(channel.chat_id, batch.fenced_turn)
-                    elif int(result) <= -2:  # the lease taken back after Redis lost its data
-                        channel.written(batch, -2 - int(result))
-                        if not batch.state:
-                            channel.force_snapshot = True
-                            self.mark_dirty(channel)
-                    else:
-                        channel.written(batch, int(result))
+            self.last_round = time.monotonic()
+            if not self.dirty:
+                continue
+            self.writing = True
+            try:
+                sent = self._round()
+            finally:
+                self.writing = False
+            if self.dirty:  # published meanwhile (or given back): another round
+                self.wake.set()
+            if sent:
+                self.backoff = 0.05
+            else:
+                gevent.sleep(self.backoff)
+                self.backoff = min(self.backoff * 2, 1.0)
+
+    def _round(self) -> bool:
+        """One writer round: every dirty chat's batch in one pipeline. False when Redis
+        could not be reached (the batches are given back)."""
+        channels = list(self.dirty.values())
+        self.dirty.clear()
+        batches = [(channel, channel.take_batch()) for channel in channels]
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            # EVALSHA itself: a Script call in a pipeline costs a SCRIPT EXISTS round trip
+            # per execute; a missing script is loaded below instead.
+            sha = self.scripts["publish"].sha
+            for channel, batch in batches:
+                pipe.evalsha(sha, 7, *channel.publish_keys, *batch.args(self, channel))
+            results = pipe.execute(raise_on_error=False)
+        except self.redis_module.RedisError as exc:
+            log.warning("publishing to Redis failed (%s); retrying", exc)
+            for channel, batch in batches:
+                channel.give_back(batch)
+                self.dirty[channel.chat_id] = channel
+            return False
+        missing_script = False
+        for (channel, batch), result in zip(batches, results):
+            if isinstance(result, self.redis_module.exceptions.NoScriptError):
+                missing_script = True  # (Redis restarted): nothing was written
+                channel.give_back(batch)
+                self.dirty[channel.chat_id] = channel
+                continue
+            if isinstance(result, Exception):
+                log.error("publishing events of chat %s failed: %s", channel.chat_id, result)
+                continue
+            code, first = int(result[0]), int(result[1])
+            if code == 0:  # its turn lost the lease: nothing was written
+                channel.release(batch.fenced_turn)
+                self.lose(channel.chat_id, batch.fenced_turn)
+            elif code == 3:  # taken back after Redis lost its data: state first
+                channel.give_back(batch)
+                self.mark_dirty(channel)
+            else:
+                channel.written(batch, first)
+        if missing_script:
+            try:
+                self.scripts["publish"].sha = self.client.script_load(PUBLISH)
+            except self.redis_module.RedisError as exc:
+                log.warning("loading the publish script failed (%s)", exc)
+                return False
+        return True

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from numi.testing import Scenario
+from numi.turns.shared import chat_key
 from turn_support import ACCESS_TOKEN, Api, make_chat, of_type, turn_server_env, types, wait_until
 
 pytestmark = pytest.mark.redis
@@ -132,7 +133,8 @@ def test_a_process_stalled_past_its_lease_stops_at_once_and_saves_nothing(
         ("user", "Second"),
         ("assistant", "Answered on B."),
     ]
-    entries = redis.Redis.from_url(private_redis.url).xrange(f"{PREFIX}c:{chat['id']}:events")
+    events_key = chat_key(PREFIX, chat["id"], "events")
+    entries = redis.Redis.from_url(private_redis.url).xrange(events_key)
     assert entries
     stalled = [
         fields[b"e"]
@@ -187,11 +189,6 @@ def test_while_redis_is_down_pages_render_sends_are_refused_and_stop_goes_throug
 # --- item 4: clients connected through a long outage are made whole -----------------------------
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="Issue 20 item 4 is open: on a quiet machine the client misses the outage's text "
-    "with no snapshot (it got 'Before 97 t198 t199'); it held only under heavy load",
-)
 def test_clients_connected_through_an_outage_longer_than_the_buffer_are_made_whole(
     live_server_factory, fault_env, private_redis, scripted, sockets
 ):
