@@ -9,7 +9,13 @@ const isTextField = (el) => /^(TEXTAREA|SELECT)$/.test(el.tagName) || el.isConte
 const focusLost = () => !document.activeElement || document.activeElement === document.body;
 function click(el) { if (el) el.click(); return !!el; }
 // The Cancel of the rename or message edit `t` is in, if any.
-const cancelOf = (t) => t.closest(".rename-form, .msg-editing")?.querySelector(".rename-cancel, .edit-cancel");
+// (Processed first: an Esc within htmx's settle delay of the form appearing would click a
+// button htmx has not bound yet, and nothing would happen.)
+const cancelOf = (t) => {
+  const cancel = t.closest(".rename-form, .msg-editing")?.querySelector(".rename-cancel, .edit-cancel");
+  if (cancel && window.htmx) htmx.process(cancel);
+  return cancel;
+};
 
 on("close", (event) => {
   if (event.target.id !== "shortcuts-dialog") return;

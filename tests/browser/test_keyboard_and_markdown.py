@@ -126,7 +126,8 @@ def test_one_tab_stop_per_sidebar_chat_and_arrows_reach_its_actions(
     field = page.locator(f"#chat-{middle} input[name=title]")
     expect(field).to_be_focused()
     page.keyboard.press("Escape")
-    expect(page.locator(f"#chat-{middle} .chat-link")).to_be_focused()
+    # The row comes back from the server (Cancel's request): a busy machine takes its time.
+    expect(page.locator(f"#chat-{middle} .chat-link")).to_be_focused(timeout=15_000)
     assert page.errors == []
 
 

@@ -217,9 +217,14 @@ def test_regenerate_with_another_model_from_its_picker(
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     page.fill("#composer-input", "Hello")
     page.press("#composer-input", "Enter")
+    # The turn's end swaps the answer whole: open its picker once the answer is saved.
+    page.locator(".msg-assistant .msg-actions").first.wait_for()
+    expect(page.locator("#transcript .turn-live")).to_have_count(0)
     answer = page.locator(".msg-assistant .msg-actions").last
     answer.get_by_title("Answer again with another model").click()  # built when it opens
     answer.get_by_role("button", name="Model: gpt-4o").click()
+    # Typing goes to the search box once the opened list has given it the focus.
+    expect(page.locator(".picker-pop:popover-open .picker-search")).to_be_focused()
     page.keyboard.type("o3")
     expect(page.get_by_role("option", name="o3-mini")).to_have_class("picker-option active")
     page.keyboard.press("Enter")

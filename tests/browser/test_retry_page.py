@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from playwright.sync_api import expect
 
 from numi.testing import Scenario
 
@@ -60,10 +61,12 @@ def test_retry_puts_the_answer_in_the_failures_place(
     page = open_page_on(site, size, scheme)
     open_chat(page, chat["id"])
     send(page, "Try me")
-    retry = page.get_by_role("button", name="Retry")
+    retry = page.get_by_role("button", name="Retry", exact=True)
     retry.wait_for()
     failure = page.locator("#transcript .msg-error")
-    assert failure.count() == 1
+    expect(failure).to_have_count(1)  # the saved failure may land just after its Retry
+    # The failed turn has ended (its Retry before then is refused: turn_running).
+    expect(page.locator("#composer-controls")).to_have_attribute("data-running", "0")
     shot(page, f"retry-failed-{size}-{scheme}")
     # The same chat open in another tab (another device): it sees the failure too.
     other = open_page_on(site, size, scheme)
@@ -76,7 +79,7 @@ def test_retry_puts_the_answer_in_the_failures_place(
     answer.wait_for()
     # In the failure's place: no error block, no Retry, and the answer is version 2 of 2.
     page.locator("#transcript .msg-error").wait_for(state="detached")
-    assert page.get_by_role("button", name="Retry").count() == 0
+    assert page.get_by_role("button", name="Retry", exact=True).count() == 0
     versions = answer.locator(".msg-versions .version-count")
     versions.wait_for()
     assert versions.inner_text() == "2/2"
@@ -97,7 +100,7 @@ def test_retry_puts_the_answer_in_the_failures_place(
     first = page.locator("#transcript .msg-assistant .msg-error")
     first.wait_for()
     assert "1/2" in page.locator("#transcript .version-count").inner_text()
-    assert page.get_by_role("button", name="Retry").is_visible()
+    assert page.get_by_role("button", name="Retry", exact=True).is_visible()
     shot(page, f"retry-version-one-{size}-{scheme}")
 
     # A reload shows the same.
@@ -118,7 +121,7 @@ def test_no_dead_retry_is_left_after_a_new_question(
     page = open_page_on(site, size, scheme)
     open_chat(page, chat["id"])
     send(page, "First question")
-    retry = page.get_by_role("button", name="Retry")
+    retry = page.get_by_role("button", name="Retry", exact=True)
     retry.wait_for()
 
     # The user asks something else instead: the old failure keeps its message, not its Retry.

@@ -116,7 +116,7 @@ def test_a_failed_refresh_keeps_the_list_and_says_why(sqlite_app, sqlite_client,
     assert [r.path for r in provider.listings] == ["/v1/models"]
     assert listed(sqlite_client, endpoint["id"])["models"] == after["models"]
     note = html.escape(f"Model list not refreshed: {problem}")
-    assert note in sqlite_client.get("/settings").get_data(as_text=True)
+    assert note in sqlite_client.get("/settings/endpoints").get_data(as_text=True)
     page = sqlite_client.get("/").get_data(as_text=True)
     assert f'<div class="picker-note" aria-hidden="true">{note}</div>' in page
     assert selected_route(page) == f"{endpoint['id']}:alpha-model", "a kept list still answers"
