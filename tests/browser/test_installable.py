@@ -20,6 +20,9 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTROLLED = "() => navigator.serviceWorker.controller !== null"
+# Installing the worker fetches the whole app shell (15 files) first: on a busy machine that
+# takes longer than Playwright's 10 s default.
+INSTALLED = 30_000
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +66,7 @@ def test_the_manifest_is_valid_and_chromium_can_install_the_page(site, open_page
         assert f"{image.width}x{image.height}" == icon["sizes"]
         seen.add((icon["sizes"], icon["purpose"]))
     assert {("192x192", "any"), ("512x512", "any"), ("512x512", "maskable")} <= seen
-    page.wait_for_function(CONTROLLED)
+    page.wait_for_function(CONTROLLED, timeout=INSTALLED)
     # What Chromium checks before it offers "Install Numi". Playwright's contexts are
     # incognito, which alone keeps the offer away; nothing else may.
     cdp = page.context.new_cdp_session(page)
@@ -122,7 +125,7 @@ def test_a_visited_chat_opens_offline_and_its_outbox_sends_when_back(
 
 def test_an_unvisited_chat_offline_shows_the_offline_note(site, open_page_on):
     page = open_page_on(site, "desktop", "light")
-    page.wait_for_function(CONTROLLED)
+    page.wait_for_function(CONTROLLED, timeout=INSTALLED)
     page.context.set_offline(True)
     page.goto(site.url + "/c/00000000-0000-4000-8000-000000000000")
     page.get_by_role("heading", name="Numi is offline").wait_for()
@@ -132,7 +135,7 @@ def test_nothing_of_the_api_is_cached(site, scripted, open_page_on):
     api = Api(site.url, token=site.token)
     chat = make_chat(api, scripted, name="nocache")
     page = open_page_on(site, "desktop", "light", f"/c/{chat['id']}")
-    page.wait_for_function(CONTROLLED)
+    page.wait_for_function(CONTROLLED, timeout=INSTALLED)
     page.reload()
     assert page.evaluate(f"fetch('/api/session/{chat['id']}').then(r => r.ok)")
     page.goto(site.url + "/settings")
@@ -161,7 +164,7 @@ def test_a_new_release_offers_reload_to_update(live_server_factory, tmp_path, br
     try:
         page = context.new_page()
         page.goto(server.auth_url("/"))
-        page.wait_for_function(CONTROLLED)
+        page.wait_for_function(CONTROLLED, timeout=INSTALLED)
         chat = Api(server.url, token=server.token).post("/api/session", {"title": "Kept"})[1]
         page.goto(f"{server.url}/c/{chat['id']}")  # kept by the worker for offline reading
         page.goto(server.url + "/")
@@ -182,7 +185,7 @@ def test_a_new_release_offers_reload_to_update(live_server_factory, tmp_path, br
         shot(page, "update-offered")
         with page.expect_navigation():
             banner.get_by_role("button", name="Reload to update").click()
-        page.wait_for_function(CONTROLLED)
+        page.wait_for_function(CONTROLLED, timeout=INSTALLED)
         new_css = page.locator("link[rel=stylesheet][href*='app.css']").get_attribute("href")
         assert new_css != old_css
         assert page.locator("#update-banner").is_hidden()
