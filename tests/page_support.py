@@ -65,3 +65,28 @@ def pick_model(page, query: str, within: str = "") -> None:
     page.keyboard.type(query)
     page.keyboard.press("Enter")
     search.wait_for(state="hidden")
+
+
+def open_chat(page, chat_id: str) -> None:
+    """Open a chat (on the page's base URL) and wait for its live connection."""
+    page.goto(f"/c/{chat_id}")
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+
+
+def send(page, text: str) -> None:
+    page.fill("#composer-input", text)
+    page.press("#composer-input", "Enter")
+
+
+def serious_violations(page, region: str | None = None) -> list[str]:
+    """axe-core's serious and critical findings on the page as it is now (inside the CSS
+    selector `region` when given)."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    options = {"context": {"include": [[region]]}} if region else {}
+    results = Axe().run(page, **options)
+    return [
+        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:5]}"
+        for v in results.response["violations"]
+        if v.get("impact") in ("serious", "critical")
+    ]

@@ -162,6 +162,10 @@ def prepare_retry(user_id: int, chat_id: Any, after_id: Any) -> Message:
     ).scalar_one_or_none()
     if tip is None:
         raise NumiError("nothing_to_retry", "There is no question to answer again.", 409)
+    if tip.id != after_id and tip.parent_id == after_id and versions.is_failed_answer(tip.id):
+        # Drawn at its turn's error, before the failed answer was saved (the page renders
+        # the error as it arrives; the save may land a moment later): it is this failure's.
+        after_id = tip.id
     answered = tip.role == "assistant" and not tip.tool_calls and not tip.meta.get("partial")
     if tip.id != after_id or answered:
         raise NumiError(

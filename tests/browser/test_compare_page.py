@@ -13,6 +13,7 @@ import pytest
 
 from numi.testing import Scenario
 
+from page_support import open_chat, serious_violations
 from turn_support import Api, make_chat, turn_server_env
 
 pytestmark = pytest.mark.browser
@@ -35,22 +36,6 @@ def site(live_server_factory):
 @pytest.fixture
 def api(site):
     return Api(site.url, token=site.token)
-
-
-def serious_violations(page, region: str) -> list[str]:
-    from axe_playwright_python.sync_playwright import Axe
-
-    results = Axe().run(page, context={"include": [[region]]})
-    return [
-        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:5]}"
-        for v in results.response["violations"]
-        if v.get("impact") in ("serious", "critical")
-    ]
-
-
-def open_chat(page, chat_id: str) -> None:
-    page.goto(f"/c/{chat_id}")
-    page.wait_for_selector("#connection[data-state=open]", state="attached")
 
 
 def chat_with_models(api, scripted, tag: str, models: list[str], **kwargs) -> dict:

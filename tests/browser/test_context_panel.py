@@ -40,7 +40,7 @@ def answered(site, chat_id: str, *questions: str) -> None:
 
 
 def serious(page) -> list[str]:
-    from test_page import serious_violations  # the page's axe helper (same directory)
+    from page_support import serious_violations
 
     return serious_violations(page)
 

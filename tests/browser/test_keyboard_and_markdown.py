@@ -155,7 +155,7 @@ def test_the_shortcuts_dialog_has_a_backdrop(open_page_on, site, size, scheme, s
 def test_wide_blocks_scroll_by_keyboard_footnotes_link_and_math_is_typeset(
     open_page_on, site, api, scripted, size, scheme, shot
 ):
-    from test_page import serious_violations  # the page's axe helper (same directory)
+    from page_support import serious_violations
 
     model = f"md-{uuid.uuid4().hex[:8]}"
     chat = make_chat(api, scripted, model=model)

@@ -12,7 +12,7 @@ import pytest
 
 from numi.testing import Scenario
 
-from page_support import LOOKS, open_signed_in_page
+from page_support import LOOKS, open_chat, open_signed_in_page, send, serious_violations
 from turn_support import Api, make_chat, turn_server_env
 
 pytestmark = pytest.mark.browser
@@ -28,28 +28,6 @@ def site(live_server_factory):
 @pytest.fixture
 def api(site):
     return Api(site.url, token=site.token)
-
-
-def open_chat(page, chat_id: str) -> None:
-    page.goto(f"/c/{chat_id}")
-    page.wait_for_selector("#connection[data-state=open]", state="attached")
-
-
-def send(page, text: str) -> None:
-    page.fill("#composer-input", text)
-    page.press("#composer-input", "Enter")
-
-
-def serious_violations(page) -> list[str]:
-    """axe-core's serious and critical findings on the page as it is now."""
-    from axe_playwright_python.sync_playwright import Axe
-
-    results = Axe().run(page)
-    return [
-        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:5]}"
-        for v in results.response["violations"]
-        if v.get("impact") in ("serious", "critical")
-    ]
 
 
 def opacity(locator) -> str:

@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from numi.testing import ScriptedProvider
-from page_support import LOOKS
+from page_support import LOOKS, serious_violations
 from turn_support import Api, turn_server_env, wait_until
 
 pytestmark = pytest.mark.browser
@@ -70,17 +70,6 @@ def add_endpoints(api, servers) -> tuple[dict, dict]:
     # Added without pressing "Test & refresh": the whole list is there already.
     assert status == 201 and endpoint["models"] == [m["id"] for m in MODELS], endpoint
     return nothing, endpoint
-
-
-def serious_violations(page) -> list[str]:
-    from axe_playwright_python.sync_playwright import Axe
-
-    results = Axe().run(page)
-    return [
-        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:5]}"
-        for v in results.response["violations"]
-        if v.get("impact") in ("serious", "critical")
-    ]
 
 
 def hints_cut_off(page) -> list[str]:

@@ -324,7 +324,7 @@ def test_no_notification_for_the_chat_in_view_but_one_when_the_tab_is_hidden(
 @pytest.mark.parametrize("theme", ["light", "dark"])
 @pytest.mark.parametrize("size", ["desktop", "phone"])
 def test_axe_finds_no_serious_problems_in_the_new_views(open_page, api, size, theme, shot):
-    from test_page import serious_violations  # the page's axe helper (same directory)
+    from page_support import serious_violations
 
     mark = uuid.uuid4().hex[:6]
     pinned, tagged, archived = (

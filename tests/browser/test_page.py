@@ -18,7 +18,7 @@ import pytest
 
 from numi.testing import Scenario
 
-from page_support import LOOKS, SIZES
+from page_support import LOOKS, SIZES, open_chat, send, serious_violations
 from turn_support import Api, Socket, db_rows, make_chat, turn_server_env
 
 pytestmark = pytest.mark.browser
@@ -46,11 +46,6 @@ def unique_model() -> str:
     return f"page-{uuid.uuid4().hex[:8]}"
 
 
-def open_chat(page, chat_id: str) -> None:
-    page.goto(f"/c/{chat_id}")
-    page.wait_for_selector("#connection[data-state=open]", state="attached")
-
-
 def reveal_sidebar(page, size: str) -> None:
     if size == "phone":
         page.click("#menu-button")
@@ -76,11 +71,6 @@ def focused_inside(page, selector: str) -> bool:
     return page.evaluate(
         "(sel) => !!document.activeElement && !!document.activeElement.closest(sel)", selector
     )
-
-
-def send(page, text: str) -> None:
-    page.fill("#composer-input", text)
-    page.press("#composer-input", "Enter")
 
 
 # --- item 3: mobile --------------------------------------------------------------------------
@@ -602,18 +592,6 @@ def test_the_model_picker_does_not_open_settings(open_page, api, scripted, size,
 
 
 # --- item 8: accessibility -------------------------------------------------------------------
-
-
-def serious_violations(page) -> list[str]:
-    """axe-core's serious and critical findings on the page as it is now."""
-    from axe_playwright_python.sync_playwright import Axe
-
-    results = Axe().run(page)
-    return [
-        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:5]}"
-        for v in results.response["violations"]
-        if v.get("impact") in ("serious", "critical")
-    ]
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

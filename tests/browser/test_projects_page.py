@@ -50,7 +50,7 @@ def reveal_sidebar(page, size: str) -> None:
 
 
 def serious(page) -> list[str]:
-    from test_page import serious_violations  # the page's axe helper (same directory)
+    from page_support import serious_violations
 
     return serious_violations(page)
 

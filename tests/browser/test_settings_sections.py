@@ -38,7 +38,7 @@ def fits(page) -> bool:
 def test_desktop_settings_have_a_sidebar_of_sections_each_at_its_own_url(
     open_page_on, site, api, scripted, scheme, shot
 ):
-    from test_page import serious_violations  # the page's axe helper (same directory)
+    from page_support import serious_violations
 
     make_chat(api, scripted)  # an endpoint to list
     page = open_page_on(site, "desktop", scheme, "/settings")
@@ -71,7 +71,7 @@ def test_desktop_settings_have_a_sidebar_of_sections_each_at_its_own_url(
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_a_phone_shows_the_list_then_one_section_with_a_way_back(open_page_on, site, scheme, shot):
-    from test_page import serious_violations
+    from page_support import serious_violations
 
     page = open_page_on(site, "phone", scheme, "/settings")
     nav = page.get_by_role("navigation", name="Settings sections")
@@ -120,7 +120,7 @@ def test_add_one_in_settings_goes_straight_to_endpoints(
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_the_usage_table_fits_a_phone(open_page_on, site, api, scripted, scheme, shot):
-    from test_page import serious_violations
+    from page_support import serious_violations
 
     model = f"a-rather-long-model-name-for-a-phone-2026-12-02-{scheme}"
     chat = make_chat(api, scripted, model=model)

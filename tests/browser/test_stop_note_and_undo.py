@@ -10,7 +10,7 @@ import pytest
 
 from numi.testing import Scenario
 
-from page_support import LOOKS
+from page_support import LOOKS, open_chat, serious_violations
 from turn_support import Api, make_chat, turn_server_env
 
 pytestmark = pytest.mark.browser
@@ -28,29 +28,12 @@ def api(site):
     return Api(site.url, token=site.token)
 
 
-def open_chat(page, chat_id: str) -> None:
-    page.goto(f"/c/{chat_id}")
-    page.wait_for_selector("#connection[data-state=open]", state="attached")
-
-
 def reveal_sidebar(page, size: str) -> None:
     if size == "phone":
         page.click("#menu-button")
         page.wait_for_function(
             "() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0"
         )
-
-
-def serious_violations(page, region: str) -> list[str]:
-    """axe-core's serious and critical findings inside `region`."""
-    from axe_playwright_python.sync_playwright import Axe
-
-    results = Axe().run(page, context={"include": [[region]]})
-    return [
-        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:5]}"
-        for v in results.response["violations"]
-        if v.get("impact") in ("serious", "critical")
-    ]
 
 
 def looks_quiet(page, selector: str) -> dict:

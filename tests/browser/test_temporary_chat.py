@@ -25,7 +25,7 @@ def site(live_server_factory):
 def test_a_temporary_chat_from_the_home_page_and_keeping_it(
     site, scripted, open_page_on, size, scheme, shot
 ):
-    from test_page import serious_violations  # the page's axe helper (same directory)
+    from page_support import serious_violations
 
     api = Api(site.url, token=site.token)
     endpoint = make_chat(api, scripted, name=f"temporary-{size}")["endpoint"]

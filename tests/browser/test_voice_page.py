@@ -116,7 +116,7 @@ def test_dictation_puts_the_text_in_the_box_without_sending(
         "() => parseInt(document.getElementById('recorder-level').style.width) > 0"
     )  # the fake microphone's tone moves the level
     shot(page, f"dictation-recording-{size}-{scheme}")
-    from test_page import serious_violations  # the page's axe helper (same directory)
+    from page_support import serious_violations
 
     assert serious_violations(page) == []
     page.get_by_role("button", name="Stop and transcribe").click()
@@ -192,7 +192,7 @@ def test_a_removed_voice_endpoint_is_reported_after_recording(open_chat, site, s
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
 def test_settings_voice_is_chosen_as_a_person_would(browsers, site, scripted, size, scheme, shot):
-    from test_page import serious_violations  # the page's axe helper (same directory)
+    from page_support import serious_violations
 
     api = Api(site.url, token=site.token)
     endpoint = make_chat(api, scripted, name="voice-settings")["endpoint"]

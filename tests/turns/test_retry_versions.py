@@ -112,6 +112,23 @@ def test_a_resent_request_after_a_failure_answers_as_the_next_version(api, scrip
     assert shown[1]["version"]["ids"] == [failed["id"], answer_id]
 
 
+def test_a_retry_drawn_before_its_failure_was_saved_answers_it(api, scripted, chat, sockets):
+    # The page draws a turn's error (and its Retry) as the event arrives; the failed answer's
+    # save can land a moment later, so that Retry names the question, not the failure.
+    ws, failed = _fail(api, scripted, sockets, chat, "Try me", "r-early", Scenario.http_error(500))
+    question = failed["parent_id"]
+    scripted.enqueue(Scenario().text("Second time lucky."))
+    status, body = _retry(api, chat["id"], question)
+    assert status == 202, body
+    assert "done" in types(ws.events_until("turn_end"))
+    answer = api.history(chat["id"])[-1]
+    assert answer["content"] == "Second time lucky."
+    assert answer["version"]["ids"] == [failed["id"], answer["id"]]
+    # Once answered, the same early Retry is stale like any other.
+    status, body = _retry(api, chat["id"], question)
+    assert status == 409 and body["error"]["code"] == "retry_stale"
+
+
 def test_an_old_retry_cannot_answer_a_newer_question(api, scripted, chat, sockets):
     ws, failed = _fail(api, scripted, sockets, chat, "First", "r-old", Scenario.http_error(500))
     scripted.enqueue(Scenario().text("The second answer."))
