@@ -116,12 +116,17 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
                 continue
             choice = chunk["choices"][0]
             delta = choice.get("delta") or {}
-            text = reasoning.add(delta)
-            if text:
-                yield ReasoningDelta(text)
-            if delta.get("content"):
-                for is_reasoning, piece in think.feed(delta["content"]):
-                    yield ReasoningDelta(piece) if is_reasoning else TextDelta(piece)
+            if "reasoning_content" in delta or "reasoning" in delta or "reasoning_details" in delta:
+                text = reasoning.add(delta)
+                if text:
+                    yield ReasoningDelta(text)
+            content = delta.get("content")
+            if content:
+                if think.passed:  # the common case, one per token: no splitter generator
+                    yield TextDelta(content)
+                else:
+                    for is_reasoning, piece in think.feed(content):
+                        yield ReasoningDelta(piece) if is_reasoning else TextDelta(piece)
             for position, call in enumerate(delta.get("tool_calls") or ()):
                 index = call.get("index")
                 function = call.get("function") or {}
@@ -295,6 +300,11 @@ class _ThinkTagSplitter:
         self._state = "start"  # start -> thinking -> after (the close) -> text
         self._buffer = ""
         self._thought_started = False  # leading whitespace of the thought is dropped
+
+    @property
+    def passed(self) -> bool:
+        """Past any think block: content is all answer from here on."""
+        return self._state == "text"
 
     def feed(self, text: str) -> Iterator[tuple[bool, str]]:
         if self._state == "text":

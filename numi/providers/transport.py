@@ -20,12 +20,15 @@ body that is not chunked, an h11 that has changed) takes httpcore2's own path.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+import socket
+from typing import Any, Iterable, Iterator
 
 READ_BYTES = 64 * 1024
 # The longest chunk-size line (with extensions) or trailer section kept while incomplete.
 MAX_LINE = 16 * 1024
 _CHUNK_SIZE = re.compile(rb"[ \t]*([0-9A-Fa-f]{1,20})[ \t]*(?:;[^\r\n]*)?")
+# The same size line with its CRLF: the fast case of a whole chunk in the buffer.
+_CHUNK_LINE = re.compile(rb"[ \t]*([0-9A-Fa-f]{1,20})[ \t]*(?:;[^\r\n]*)?\r\n")
 _INCOMPLETE = (
     "peer closed connection without sending complete message body (incomplete chunked read)"
 )
@@ -44,6 +47,30 @@ def sdk_http_client(sdk: Any, transport: Any, timeout: Any) -> Any:
         if pool is not None and not isinstance(pool, _FastBodyPool):
             carrier._pool = _FastBodyPool(pool)
     return client
+
+
+def body_chunks(response: Any) -> Iterable[bytes] | None:
+    """The body of an httpx2 streaming `response` to iterate directly, when it is read by
+    `ChunkedBody` and not content-encoded; else None (use `iter_bytes`).
+
+    httpx2's `iter_raw` and `iter_bytes` and an SDK's own `iter_bytes` add a generator
+    frame each, a chunker and an identity decoder per read, and do nothing to an
+    identity-encoded stream. What is iterated here is still httpx2's own stream
+    (elapsed time on close, and httpcore2's errors mapped to httpx2's).
+    """
+    from httpx2._client import BoundSyncStream
+    from httpx2._transports.default import ResponseStream
+
+    bound = getattr(response, "stream", None)
+    if type(bound) is not BoundSyncStream or response.is_stream_consumed:
+        return None
+    mapped = bound._stream
+    if type(mapped) is not ResponseStream or type(mapped._httpcore_stream) is not ChunkedBody:
+        return None
+    if response.headers.get("content-encoding", "identity").lower() != "identity":
+        return None
+    response.is_stream_consumed = True  # as iter_raw marks it: the body is read once
+    return bound
 
 
 class _FastBodyPool:
@@ -117,7 +144,8 @@ class ChunkedBody:
 
     def _read(self) -> Iterator[bytes]:
         import h11
-        from httpcore2 import RemoteProtocolError
+        from httpcore2 import ReadError, ReadTimeout, RemoteProtocolError
+        from httpcore2._backends.sync import SyncStream
 
         state = self._connection._h11_state
         # What h11 read past the headers is decoded by h11 itself, until it wants more.
@@ -138,11 +166,36 @@ class ChunkedBody:
         buffer = bytes(state._receive_buffer)
         state._receive_buffer.__init__()  # from here on the bytes are read here
         network = self._connection._network_stream
+        if type(network) is SyncStream:
+            # Its socket (TCP or TLS) read directly: the timeout set once, not per read,
+            # and no context manager per read to map errors (SyncStream.read maps them so).
+            sock = network._sock
+            sock.settimeout(self._timeout)
+            recv = sock.recv
+        else:
+            recv = None
         done = False
         while not done:
-            data = network.read(READ_BYTES, timeout=self._timeout)
+            if recv is None:
+                data = network.read(READ_BYTES, timeout=self._timeout)
+            else:
+                try:
+                    data = recv(READ_BYTES)
+                except socket.timeout as exc:
+                    raise ReadTimeout(exc) from exc
+                except OSError as exc:
+                    raise ReadError(exc) from exc
             if not data:
                 raise RemoteProtocolError(_INCOMPLETE)
+            if not (buffer or left or discard or trailer):
+                # A read that is exactly one whole chunk: a streamed token, the usual case.
+                line = _CHUNK_LINE.match(data)
+                if line is not None:
+                    start = line.end()
+                    end = start + int(line.group(1), 16)
+                    if start < end == len(data) - 2 and data.endswith(b"\r\n"):
+                        yield data[start:end]
+                        continue
             buffer = buffer + data if buffer else data
             out, buffer, left, discard, trailer, done = _unframe(buffer, left, discard, trailer)
             if out:
@@ -160,11 +213,20 @@ def _unframe(
 ) -> tuple[bytes, bytes, int, bytes, bool, bool]:
     """Decode the complete chunks in `buffer`: (data, what is left undecoded, bytes left in
     the current chunk, the CRLF still to skip, in the trailer, body done)."""
-    from httpcore2 import RemoteProtocolError
-
     out = []
     pos, size = 0, len(buffer)
     while pos < size:
+        if not (left or discard or trailer):
+            # A whole chunk (size line, data, CRLF) in one match and one slice: what a
+            # stream's read nearly always holds. Anything else takes the steps below.
+            line = _CHUNK_LINE.match(buffer, pos)
+            if line is not None:
+                start = line.end()
+                end = start + int(line.group(1), 16)
+                if end > start and buffer[end : end + 2] == b"\r\n":
+                    out.append(buffer[start:end])
+                    pos = end + 2
+                    continue
         if trailer:
             if buffer.startswith(b"\r\n", pos):
                 return b"".join(out), buffer[pos + 2 :], 0, b"", False, True
@@ -175,7 +237,7 @@ def _unframe(
         if discard:
             got = buffer[pos : pos + len(discard)]
             if got != discard[: len(got)]:
-                raise RemoteProtocolError(f"malformed chunk footer: {got!r}")
+                raise _protocol_error(f"malformed chunk footer: {got!r}")
             pos += len(got)
             discard = discard[len(got) :]
             continue
@@ -192,12 +254,18 @@ def _unframe(
             break
         match = _CHUNK_SIZE.fullmatch(buffer, pos, end)
         if match is None:
-            raise RemoteProtocolError(f"illegal chunk header: {buffer[pos:end][:40]!r}")
+            raise _protocol_error(f"illegal chunk header: {buffer[pos:end][:40]!r}")
         left = int(match.group(1), 16)
         pos = end + 2
         if not left:
             trailer = True
     rest = buffer[pos:]
     if len(rest) > MAX_LINE and not left and not discard:
-        raise RemoteProtocolError("chunk header or trailer too long")
+        raise _protocol_error("chunk header or trailer too long")
     return b"".join(out), rest, left, discard, trailer, False
+
+
+def _protocol_error(message: str) -> Exception:
+    from httpcore2 import RemoteProtocolError
+
+    return RemoteProtocolError(message)

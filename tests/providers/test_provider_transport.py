@@ -4,6 +4,7 @@ chunk extensions, trailers, keep-alive, truncation, stalls and malformed framing
 
 from __future__ import annotations
 
+import gzip
 import socket
 import threading
 
@@ -11,7 +12,7 @@ import httpx2
 import openai
 import pytest
 
-from numi.providers.transport import ChunkedBody, sdk_http_client
+from numi.providers.transport import ChunkedBody, body_chunks, sdk_http_client
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
@@ -174,5 +175,56 @@ def test_a_body_that_is_not_chunked_takes_httpcore2s_own_path():
                 assert response.read() == b"hello"
             assert client.get(url).content == b"hello"
         assert server.connections == 1
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("bad", [b"3\r\nabcd\r\n", b"3\r\nab\r\n\r\n"])
+def test_a_read_that_looks_like_one_whole_chunk_but_is_not_is_a_protocol_error(bad):
+    # Each write is likely one read: what the one-whole-chunk fast path sees.
+    server = RawServer([[HEAD, b"3\r\nabc\r\n", bad, None]])
+    try:
+        with _client() as client, client.stream("GET", f"http://127.0.0.1:{server.port}/") as r:
+            with pytest.raises(httpx2.RemoteProtocolError, match="chunk"):
+                r.read()
+    finally:
+        server.go.set()
+        server.close()
+
+
+def test_body_chunks_iterates_a_chunked_identity_body_and_marks_it_read():
+    tokens = [b'data: {"t": %d}\n\n' % i for i in range(50)] + [b"\r\n", b"0\r\n", b"x"]
+    writes = [HEAD] + [b"%x\r\n%s\r\n" % (len(t), t) for t in tokens] + [b"0\r\n\r\n"]
+    server = RawServer([writes, [HEAD + _chunked([b"next"])]])
+    try:
+        with _client() as client:
+            url = f"http://127.0.0.1:{server.port}/"
+            with client.stream("GET", url) as response:
+                chunks = body_chunks(response)
+                assert chunks is not None
+                assert b"".join(chunks) == b"".join(tokens)
+                assert response.is_stream_consumed
+                with pytest.raises(httpx2.StreamConsumed):
+                    response.read()
+            assert client.get(url).content == b"next"
+        assert server.connections == 1
+    finally:
+        server.close()
+
+
+def test_body_chunks_leaves_encoded_or_unchunked_bodies_to_iter_bytes():
+    packed = gzip.compress(b"hello gzip")
+    gzipped = HEAD[:-2] + b"Content-Encoding: gzip\r\n\r\n" + _chunked([packed[:7], packed[7:]])
+    plain = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+    server = RawServer([[gzipped], [plain]])
+    try:
+        with _client() as client:
+            url = f"http://127.0.0.1:{server.port}/"
+            with client.stream("GET", url) as response:
+                assert body_chunks(response) is None
+                assert b"".join(response.iter_bytes()) == b"hello gzip"
+            with client.stream("GET", url) as response:
+                assert body_chunks(response) is None
+                assert response.read() == b"hello"
     finally:
         server.close()
