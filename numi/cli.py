@@ -93,7 +93,7 @@ def serve(host, port, demo, open_browser):
     """
     from gevent.pywsgi import WSGIServer
 
-    from . import freeze_startup_heap
+    from . import settle_heap_for_serving
     from .database import upgrade
     from .endpoints import detect_from_environment
     from .extensions import db
@@ -142,7 +142,7 @@ def serve(host, port, demo, open_browser):
         click.echo(
             f"Demo: the endpoint {DEMO_ENDPOINT!r} answers with the scripted provider (no API key, no model)."
         )
-    freeze_startup_heap()
+    settle_heap_for_serving()
     _stop_gracefully_on_sigterm(app, server)
     if open_browser:
         # Connections wait in the listening socket's backlog until serve_forever accepts.

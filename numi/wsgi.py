@@ -4,9 +4,9 @@ directory (the checkout's app.py is the same app).
 Under gunicorn's gevent worker the worker monkey-patches before loading this module.
 """
 
-from . import create_app, freeze_startup_heap
+from . import create_app, settle_heap_for_serving
 from .database import enable_migrations
 
 app = create_app()
 enable_migrations(app)  # `flask --app numi.wsgi db ...` (migrate, upgrade, heads)
-freeze_startup_heap()  # as `numi serve` does once ready
+settle_heap_for_serving()  # as `numi serve` does once ready
