@@ -215,9 +215,9 @@ def numi_run(turns: int, tokens: int, view: str, profile: str | None = None, **e
     with ScriptedProvider() as provider, probed_numi(**env) as numi:
         warm = numi.chat_on(provider.openai_base_url)
         provider.enqueue(Scenario().text("warm"))
-        warmup = Clients(
-            "json", numi.port, numi.url, [f"/ws/{warm}"], 1
-        )  # a first turn imports the SDK
+        # A first turn in the run's view imports what a server's first answer does (the
+        # SDK, and for the HTML view the Markdown parser), before anything is measured.
+        warmup = Clients(view, numi.port, numi.url, [f"/ws/{warm}"], 1)
         warmup.go()
         warmup.results()
         chats = [numi.chat_on(provider.openai_base_url) for _ in range(turns)]
