@@ -41,19 +41,15 @@ def page_weight(runs: int = 3) -> list[dict]:
         chat_id = numi.post("/api/session", {"title": "Weight"})["id"]
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-            login = browser.new_page()
-            # A one-time sign-in link, as `numi serve` prints: the session cookie carries the token.
-            login.goto(f"{numi.url}/sign-in?code={new_code(ACCESS_TOKEN)}", wait_until="commit")
-            login.wait_for_url(f"{numi.url}/")
-            signed_in = login.context.storage_state()
-            login.context.close()
+            cookies = _session_cookies(browser, numi)  # signing in is not counted
             ratios = []
             for _ in range(runs):
-                context = browser.new_context(storage_state=signed_in)  # an empty cache each run
+                context = browser.new_context()  # an empty cache each run
+                context.add_cookies(cookies)
                 page = context.new_page()
                 finished = []
                 page.on("requestfinished", lambda request: finished.append(request))
-                page.goto(f"{numi.url}/c/{chat_id}", wait_until="networkidle")
+                _signed_in(page.goto(f"{numi.url}/c/{chat_id}", wait_until="networkidle"))
                 assets = [r for r in finished if r.resource_type != "websocket"]
                 total = static = 0
                 for request in assets:
@@ -121,7 +117,7 @@ def offline_weight(runs: int = 3) -> list[dict]:
                 finished = []
                 context.on("requestfinished", lambda request: finished.append(request))
                 page = context.new_page()
-                page.goto(f"{numi.url}/c/{chat_id}", wait_until="networkidle")
+                _signed_in(page.goto(f"{numi.url}/c/{chat_id}", wait_until="networkidle"))
                 page.wait_for_function("() => navigator.serviceWorker.controller !== null")
                 page.wait_for_load_state("networkidle")
                 counted = [r for r in finished if r.resource_type != "websocket" and on_wire(r)]
@@ -162,11 +158,19 @@ def offline_weight(runs: int = 3) -> list[dict]:
     ]
 
 
+def _signed_in(response) -> None:
+    # A sign-in that stopped working would measure the 401 page instead of the chat's.
+    if response is None or response.status != 200:
+        raise RuntimeError(f"the chat page answered {response and response.status}, not 200")
+
+
 def _session_cookies(browser, numi) -> list[dict]:
-    """The session cookie a browser gets from the access-token URL."""
+    """The session cookie a browser gets from a one-time sign-in link, as `numi serve`
+    prints one (the token in a URL signs no one in since the sign-in links)."""
     context = browser.new_context()
     page = context.new_page()
-    page.goto(f"{numi.url}/?token={ACCESS_TOKEN}")
+    page.goto(f"{numi.url}/sign-in?code={new_code(ACCESS_TOKEN)}", wait_until="commit")
+    page.wait_for_url(f"{numi.url}/")
     cookies = context.cookies()
     context.close()
     return cookies
