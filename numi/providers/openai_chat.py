@@ -116,10 +116,9 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
                 continue
             choice = chunk["choices"][0]
             delta = choice.get("delta") or {}
-            if "reasoning_content" in delta or "reasoning" in delta or "reasoning_details" in delta:
-                text = reasoning.add(delta)
-                if text:
-                    yield ReasoningDelta(text)
+            text = reasoning.add(delta)
+            if text:
+                yield ReasoningDelta(text)
             content = delta.get("content")
             if content:
                 if think.passed:  # the common case, one per token: no splitter generator
@@ -240,8 +239,13 @@ class _ReasoningCollector:
         self.field: str | None = None
         self.details: dict[int, dict[str, Any]] = {}
 
+    # The delta keys that carry reasoning: most deltas (one per token) have none of them.
+    KEYS = frozenset(("reasoning_content", "reasoning", "reasoning_details"))
+
     def add(self, delta: dict[str, Any]) -> str:
         """Take one delta's reasoning fields; return reasoning text to show."""
+        if self.KEYS.isdisjoint(delta):
+            return ""
         text = ""
         for field in ("reasoning_content", "reasoning"):
             value = delta.get(field)

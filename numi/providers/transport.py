@@ -189,13 +189,10 @@ class ChunkedBody:
                 raise RemoteProtocolError(_INCOMPLETE)
             if not (buffer or left or discard or trailer):
                 # A read that is exactly one whole chunk: a streamed token, the usual case.
-                line = _CHUNK_LINE.match(data)
-                if line is not None:
-                    start = line.end()
-                    end = start + int(line.group(1), 16)
-                    if start < end == len(data) - 2 and data.endswith(b"\r\n"):
-                        yield data[start:end]
-                        continue
+                whole = _whole_chunk(data, 0)
+                if whole is not None and whole[1] + 2 == len(data):
+                    yield data[whole[0] : whole[1]]
+                    continue
             buffer = buffer + data if buffer else data
             out, buffer, left, discard, trailer, done = _unframe(buffer, left, discard, trailer)
             if out:
@@ -217,16 +214,13 @@ def _unframe(
     pos, size = 0, len(buffer)
     while pos < size:
         if not (left or discard or trailer):
-            # A whole chunk (size line, data, CRLF) in one match and one slice: what a
-            # stream's read nearly always holds. Anything else takes the steps below.
-            line = _CHUNK_LINE.match(buffer, pos)
-            if line is not None:
-                start = line.end()
-                end = start + int(line.group(1), 16)
-                if end > start and buffer[end : end + 2] == b"\r\n":
-                    out.append(buffer[start:end])
-                    pos = end + 2
-                    continue
+            # A whole chunk in one match and one slice: what a stream's read nearly always
+            # holds. Anything else takes the steps below.
+            whole = _whole_chunk(buffer, pos)
+            if whole is not None:
+                out.append(buffer[whole[0] : whole[1]])
+                pos = whole[1] + 2
+                continue
         if trailer:
             if buffer.startswith(b"\r\n", pos):
                 return b"".join(out), buffer[pos + 2 :], 0, b"", False, True
@@ -263,6 +257,19 @@ def _unframe(
     if len(rest) > MAX_LINE and not left and not discard:
         raise _protocol_error("chunk header or trailer too long")
     return b"".join(out), rest, left, discard, trailer, False
+
+
+def _whole_chunk(buffer: bytes, pos: int) -> tuple[int, int] | None:
+    """(start, end) of the data of the non-empty chunk at `pos` when its size line, data
+    and CRLF are all in `buffer`; else None (the last chunk, or one not complete yet)."""
+    line = _CHUNK_LINE.match(buffer, pos)
+    if line is None:
+        return None
+    start = line.end()
+    end = start + int(line.group(1), 16)
+    if end > start and buffer[end : end + 2] == b"\r\n":
+        return start, end
+    return None
 
 
 def _protocol_error(message: str) -> Exception:
