@@ -144,6 +144,37 @@ on("htmx:wsAfterMessage", () => {
   announceFinished();
   syncTitle();
 });
+// A regenerate, edit or retry answers with the transcript again and starts its turn once
+// that answer is sent, so the turn's first events (or all of them, from a fast model on a
+// busy machine) can reach the page on the socket before the answer is swapped in. The
+// transcript was rendered before the turn began and cannot hold it: a turn that arrived
+// while the request was out is carried through the swap, less any message the new
+// transcript has too. Turns already on the page when the request left are not carried:
+// the new transcript is the truth about them (a delete removes their messages).
+const turnsNow = () => all("#transcript > .turn[data-turn-id]");
+on("htmx:beforeRequest", (event) => {
+  if (event.detail.target?.id === "transcript") event.detail.xhr.numiTurns = new Set(turnsNow());
+});
+on("htmx:beforeSwap", (event) => {
+  const xhr = event.detail.xhr, before = xhr?.numiTurns;
+  if (before && event.detail.target?.id === "transcript" && event.detail.shouldSwap) {
+    xhr.numiArrived = turnsNow().filter((turn) => !before.has(turn));
+  }
+});
+on("htmx:afterSwap", (event) => {
+  const arrived = event.detail.xhr?.numiArrived, t = $("transcript");
+  if (!arrived?.length || event.detail.target !== t) return;
+  for (const turn of arrived) {
+    if ($(turn.id)) continue;  // the new transcript has it already
+    turn.querySelectorAll("[data-message-id]").forEach((el) => {
+      if ($(el.id) && $(el.id) !== el) el.remove();
+    });
+    t.append(turn);
+  }
+  $("empty-chat")?.remove();
+  if (stick) t.scrollTop = t.scrollHeight;
+});
+
 on("click", (event) => {
   if (!Numi.hit(event, "#jump-latest")) return;
   Numi.scrollToBottom();
