@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from live import ACCESS_TOKEN, ROOT, LiveNumi
 from numi.sign_in_links import new_code
+from numi.web.bundles import BUNDLES
 from stats import row
 
 CHROMIUM_ARGS = [
@@ -57,9 +58,11 @@ def page_weight(runs: int = 3) -> list[dict]:
                     total += (
                         request_sizes["responseBodySize"] + request_sizes["responseHeadersSize"]
                     )
-                    path = urlsplit(request.url).path
-                    if path.startswith("/static/"):
-                        static += (ROOT / path.lstrip("/")).stat().st_size
+                    path = urlsplit(request.url).path.removeprefix("/static/")
+                    if urlsplit(request.url).path.startswith("/static/"):
+                        # A bundle's floor is its members' (numi.web.bundles).
+                        for member in BUNDLES.get(path, (path,)):
+                            static += (ROOT / "static" / member).stat().st_size
                 sizes.append(total / 1000)
                 counts.append(len(assets))
                 ratios.append(total / static)

@@ -2,7 +2,8 @@
 
 `url_for('static', filename=...)` adds `v=<content hash>` to every static URL, so a
 changed file gets a new URL: a static response asked for with the current hash is
-`immutable` for a year, while pages (HTML) are `no-cache` and always revalidated.
+`immutable` for a year, while pages (HTML) are `no-cache` and always revalidated. What
+every page loads is served as a few bundles (numi.web.bundles), static files too.
 Flask-Compress encodes HTML, JSON, CSS, JS and SVG with brotli or gzip; Server-Sent
 Events (text/event-stream) and WebSockets are left alone, so they stream unbuffered.
 """
@@ -14,6 +15,8 @@ import os
 from functools import lru_cache
 
 from flask import Flask, current_app, request
+
+from . import bundles
 
 LONG_TERM = "public, max-age=31536000, immutable"
 COMPRESSED_TYPES = [
@@ -36,6 +39,15 @@ def init_app(app: Flask) -> None:
     app.config.setdefault("COMPRESS_ALGORITHM_STREAMING", ["br", "gzip"])
     app.config.setdefault("COMPRESS_BR_LEVEL", 5)
     Compress(app)
+    serve_file = app.view_functions["static"]
+
+    def static(filename: str):
+        version = static_version(filename) if filename in bundles.BUNDLES else None
+        if version is None:
+            return serve_file(filename=filename)  # a file, or a bundle missing a member: 404
+        return bundles.response(filename, version)
+
+    app.view_functions["static"] = static
     app.url_defaults(_fingerprint)
     app.after_request(_cache_headers)
 
@@ -48,7 +60,11 @@ def _fingerprint(endpoint: str, values: dict) -> None:
 
 
 def static_version(filename: str) -> str | None:
-    """The content hash of a static file (None if it does not exist)."""
+    """The content hash of a static file or bundle (None if it does not exist)."""
+    members = bundles.BUNDLES.get(filename)
+    if members is not None:
+        versions = [static_version(member) for member in members]
+        return None if None in versions else bundles.version_of(versions)
     path = os.path.join(current_app.static_folder, filename)
     try:
         stat = os.stat(path)

@@ -32,18 +32,10 @@ ICONS = (
 # Every static file a page may load, precached when the worker installs. Files loaded only
 # by some pages are cached on their first use instead.
 SHELL_FILES = (
-    "css/app.css",
-    "css/compare.css",
-    "css/picker.css",
-    "vendor/htmx-2.0.11.min.js",
-    "vendor/htmx-ext-ws-2.0.4.min.js",
-    "js/app.js",
-    "js/composer.js",
-    "js/sidebar.js",
-    "js/shortcuts.js",
-    "js/install.js",
-    "js/compare.js",
-    "js/picker.js",
+    "bundle/shell.css",
+    "bundle/htmx.js",
+    "bundle/page.js",
+    "bundle/chat.js",
     "js/voice.js",
     "js/prompts.js",
     "offline.html",

@@ -146,9 +146,16 @@ def _identify():
     return None
 
 
+# What is not a document: stylesheets and scripts get no document headers (a first load
+# carried them on each; sw.js, a worker, is not a static file and keeps them).
+NOT_DOCUMENTS = ("text/css", "text/javascript")
+
+
 def _security_headers(response):
-    response.headers.setdefault("Content-Security-Policy", CSP)
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    if request.endpoint == "static" and response.mimetype in NOT_DOCUMENTS:
+        return response
+    response.headers.setdefault("Content-Security-Policy", CSP)
     response.headers.setdefault("Referrer-Policy", "same-origin")
     response.headers.setdefault("X-Frame-Options", "DENY")
     if is_htmx():

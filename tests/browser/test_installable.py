@@ -168,7 +168,7 @@ def test_a_new_release_offers_reload_to_update(live_server_factory, tmp_path, br
         chat = Api(server.url, token=server.token).post("/api/session", {"title": "Kept"})[1]
         page.goto(f"{server.url}/c/{chat['id']}")  # kept by the worker for offline reading
         page.goto(server.url + "/")
-        old_css = page.locator("link[rel=stylesheet][href*='app.css']").get_attribute("href")
+        old_css = page.locator("link[rel=stylesheet][href*='shell.css']").get_attribute("href")
         banner = page.locator("#update-banner")
         assert banner.is_hidden()
 
@@ -180,13 +180,13 @@ def test_a_new_release_offers_reload_to_update(live_server_factory, tmp_path, br
         page.evaluate("navigator.serviceWorker.getRegistration().then(r => r.update())")
         banner.get_by_role("button", name="Reload to update").wait_for()
         assert (
-            page.locator("link[rel=stylesheet][href*='app.css']").get_attribute("href") == old_css
+            page.locator("link[rel=stylesheet][href*='shell.css']").get_attribute("href") == old_css
         )
         shot(page, "update-offered")
         with page.expect_navigation():
             banner.get_by_role("button", name="Reload to update").click()
         page.wait_for_function(CONTROLLED, timeout=INSTALLED)
-        new_css = page.locator("link[rel=stylesheet][href*='app.css']").get_attribute("href")
+        new_css = page.locator("link[rel=stylesheet][href*='shell.css']").get_attribute("href")
         assert new_css != old_css
         assert page.locator("#update-banner").is_hidden()
         # The chat kept under the old release was fetched again: offline, it opens styled.
@@ -198,7 +198,7 @@ def test_a_new_release_offers_reload_to_update(live_server_factory, tmp_path, br
         context.set_offline(True)
         page.goto(f"{server.url}/c/{chat['id']}")
         assert (
-            page.locator("link[rel=stylesheet][href*='app.css']").get_attribute("href") == new_css
+            page.locator("link[rel=stylesheet][href*='shell.css']").get_attribute("href") == new_css
         )
         assert page.evaluate("document.styleSheets[0].cssRules.length") > 100
     finally:

@@ -125,7 +125,7 @@ def test_the_chat_page_never_loads_mermaid(client_a):
     response = client_a.post("/api/session", json={})
     chat_id = response.get_json()["id"]
     page = client_a.get(f"/c/{chat_id}").get_data(as_text=True)
-    assert "artifacts.js" in page and 'id="artifact-panel"' in page
+    assert "bundle/chat.js" in page and 'id="artifact-panel"' in page
     assert "mermaid" not in page
 
 

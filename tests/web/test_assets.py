@@ -10,6 +10,7 @@ from pathlib import Path
 
 import brotli
 from numi.testing import Scenario
+from numi.web.bundles import BUNDLES
 
 from turn_support import SSE, make_chat
 
@@ -43,7 +44,8 @@ def test_json_is_compressed(sqlite_client):
 def test_static_files_are_fingerprinted_and_cached_for_a_year(sqlite_client):
     html = sqlite_client.get("/").get_data(as_text=True)
     urls = _static_urls(html)
-    assert any("/js/app.js" in url for url in urls) and any("/css/app.css" in url for url in urls)
+    assert any("/bundle/page.js" in url for url in urls)
+    assert any("/bundle/shell.css" in url for url in urls)
     for url in urls:
         assert re.search(r"[?&]v=[0-9a-f]{12}$", url.replace("&amp;", "&")), url
         response = sqlite_client.get(
@@ -75,7 +77,10 @@ def test_the_scripts_a_chat_page_loads_stay_under_60_kb_unminified(server, api, 
     with urllib.request.urlopen(request, timeout=30) as response:
         html = response.read().decode()
     static = Path(__file__).resolve().parents[2] / "static"
-    loaded = sorted({m for m in re.findall(r'src="/static/(js/[^"?]+)', html)})
+    scripts = re.findall(r'src="/static/((?:js|bundle)/[^"?]+)', html)
+    loaded = sorted(
+        {m for name in scripts for m in BUNDLES.get(name, (name,)) if m.startswith("js/")}
+    )
     assert "js/app.js" in loaded and "js/prompts.js" in loaded, loaded
     sizes = {name: (static / name).stat().st_size for name in loaded}
     assert sum(sizes.values()) < 60 * 1024, sizes
@@ -123,3 +128,98 @@ def test_sse_is_not_compressed_and_streams_before_the_answer_ends(server, api, s
     finally:
         scripted.release()
         stream.close()
+
+
+# --- bundles (numi.web.bundles) -------------------------------------------------------------
+
+
+def _bundle_url(client, name: str) -> str:
+    html = client.get("/").get_data(as_text=True)
+    return next(url for url in _static_urls(html) if f"/static/{name}?" in url).replace(
+        "&amp;", "&"
+    )
+
+
+def test_a_page_loads_three_bundles_in_place_of_its_files(sqlite_client):
+    html = sqlite_client.get("/").get_data(as_text=True)
+    paths = [url.split("?")[0] for url in _static_urls(html)]
+    assert [p for p in paths if p.endswith((".js", ".css"))] == [
+        "/static/bundle/shell.css",
+        "/static/bundle/htmx.js",
+        "/static/bundle/page.js",
+    ]
+
+
+def test_a_bundle_is_its_members_in_order_each_module_in_a_block_of_its_own(
+    sqlite_client, sqlite_app
+):
+    static = Path(sqlite_app.static_folder)
+    for name, members in BUNDLES.items():
+        response = sqlite_client.get(f"/static/{name}")  # no Accept-Encoding: plain
+        assert response.status_code == 200 and "Content-Encoding" not in response.headers
+        body = response.get_data()
+        at = 0
+        for member in members:
+            source = (static / member).read_bytes()
+            found = body.find(source, at)
+            assert found >= at, (name, member)
+            if name.endswith("page.js") or name.endswith("chat.js"):
+                # `{ // js/app.js` opens its block, and `}` closes it right after it.
+                assert body[:found].endswith(b"{ // " + member.encode() + b"\n")
+                assert body[found + len(source) :].startswith(b"\n}\n")
+            at = found + len(source)
+        assert body[at:].strip() in (b"", b";", b"}")
+
+
+def test_a_bundle_is_brotli_once_cached_for_a_year_and_revalidated(sqlite_client):
+    url = _bundle_url(sqlite_client, "bundle/page.js")
+    plain = sqlite_client.get(url).get_data()
+    response = sqlite_client.get(url, headers={"Accept-Encoding": "gzip, br"})
+    assert response.headers["Content-Encoding"] == "br"
+    assert response.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+    assert "Accept-Encoding" in response.headers["Vary"]
+    assert response.mimetype == "text/javascript"
+    assert brotli.decompress(response.get_data()) == plain
+    again = sqlite_client.get(
+        url, headers={"Accept-Encoding": "br", "If-None-Match": response.headers["ETag"]}
+    )
+    assert again.status_code == 304 and again.get_data() == b""
+    # A client without brotli gets gzip (Flask-Compress), never the brotli bytes.
+    gz = sqlite_client.get(url, headers={"Accept-Encoding": "gzip"})
+    assert gz.headers.get("Content-Encoding") == "gzip"
+    assert gzip.decompress(gz.get_data()) == plain
+
+
+def test_a_changed_member_gives_its_bundle_a_new_url_and_body(sqlite_app, sqlite_client, tmp_path):
+    import shutil
+
+    from flask import url_for
+
+    static = tmp_path / "static"
+    shutil.copytree(sqlite_app.static_folder, static)
+    sqlite_app.static_folder = str(static)
+    with sqlite_app.test_request_context():
+        first = url_for("static", filename="bundle/shell.css")
+    marker = "/* changed */"
+    with open(static / "css" / "picker.css", "a") as css:
+        css.write(marker)
+    with sqlite_app.test_request_context():
+        second = url_for("static", filename="bundle/shell.css")
+    assert first != second and second.startswith("/static/bundle/shell.css?v=")
+    assert marker in sqlite_client.get(second).get_data(as_text=True)
+    # A bundle missing a member is not served half: 404.
+    (static / "css" / "picker.css").unlink()
+    assert sqlite_client.get("/static/bundle/shell.css").status_code == 404
+
+
+def test_scripts_and_stylesheets_carry_no_document_headers(sqlite_client):
+    for url in (_bundle_url(sqlite_client, "bundle/page.js"), "/static/js/voice.js"):
+        response = sqlite_client.get(url)
+        assert response.headers["X-Content-Type-Options"] == "nosniff", url
+        for header in ("Content-Security-Policy", "X-Frame-Options", "Referrer-Policy"):
+            assert header not in response.headers, (url, header)
+    # A document keeps them, and so does an SVG (opened alone, it is a document).
+    for url in ("/", "/static/favicon.svg"):
+        response = sqlite_client.get(url)
+        assert "default-src 'self'" in response.headers["Content-Security-Policy"], url
+        assert response.headers["X-Content-Type-Options"] == "nosniff", url
