@@ -10,7 +10,7 @@ from pathlib import Path
 
 import brotli
 from numi.testing import Scenario
-from numi.web.bundles import BUNDLES
+from numi.web.bundles import BUNDLES, MODULES
 
 from turn_support import SSE, make_chat
 
@@ -163,7 +163,7 @@ def test_a_bundle_is_its_members_in_order_each_module_in_a_block_of_its_own(
             source = (static / member).read_bytes()
             found = body.find(source, at)
             assert found >= at, (name, member)
-            if name.endswith("page.js") or name.endswith("chat.js"):
+            if name in MODULES:
                 # `{ // js/app.js` opens its block, and `}` closes it right after it.
                 assert body[:found].endswith(b"{ // " + member.encode() + b"\n")
                 assert body[found + len(source) :].startswith(b"\n}\n")
