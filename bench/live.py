@@ -49,6 +49,20 @@ class LiveNumi:
     def command(self) -> list[str]:
         return [str(Path(sys.executable).with_name("numi")), "serve"]
 
+    def cli(self, *args: str, input: str | None = None) -> str:
+        """Run a `numi` command on this server's data (its stdout, stripped)."""
+        command = [str(Path(sys.executable).with_name("numi")), *args]
+        done = subprocess.run(
+            command, input=input, env=self.env, text=True, check=True, capture_output=True
+        )
+        return done.stdout.strip()
+
+    def add_user(self, name: str, password: str, *, admin: bool = False) -> str:
+        """A multi-user server's new user, made with the command line; their API token."""
+        flags = ["--admin"] if admin else []
+        self.cli("user", "create", name, "--password-stdin", *flags, input=password + "\n")
+        return self.cli("token", "create", "--user", name)
+
     def start(self, timeout: float = 120) -> float:
         """Start the server; returns seconds from process start to the first HTTP 200."""
         started = time.perf_counter()

@@ -75,24 +75,9 @@ class Alice:
 
     def __init__(self, numi: LiveNumi, provider: ScriptedProvider):
         self.numi = numi
-        cli = [str(Path(sys.executable).with_name("numi"))]
         # Alice is an admin: only admins may point an endpoint at a loopback server.
-        for name, flags in (("alice", ["--admin"]), ("bob", [])):
-            subprocess.run(
-                [*cli, "user", "create", name, "--password-stdin", *flags],
-                input="a long password\n",
-                env=numi.env,
-                text=True,
-                check=True,
-                capture_output=True,
-            )
-        self.token = subprocess.run(
-            [*cli, "token", "create", "--user", "alice"],
-            env=numi.env,
-            text=True,
-            check=True,
-            capture_output=True,
-        ).stdout.strip()
+        self.token = numi.add_user("alice", "a long password", admin=True)
+        numi.add_user("bob", "a long password")
         self.headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
         endpoint = self.post(
             "/api/endpoints",

@@ -26,10 +26,15 @@ sys.path.insert(0, str(HERE))
 import cancel  # noqa: E402
 import compare  # noqa: E402
 import decode  # noqa: E402
+import fairness  # noqa: E402
+import gateway  # noqa: E402
 import idle  # noqa: E402
+import imports  # noqa: E402
 import install  # noqa: E402
+import kernel  # noqa: E402
 import logins  # noqa: E402
 import load  # noqa: E402
+import locked  # noqa: E402
 import memory  # noqa: E402
 import pages  # noqa: E402
 import relay  # noqa: E402
@@ -49,6 +54,7 @@ BENCHMARKS = {
     "turns": turns.measure,
     "turncost": turncost.measure,
     "relay": relay.measure,
+    "gateway": gateway.measure,
     "render": render.measure,
     "cancel": cancel.measure,
     "compare": compare.measure,
@@ -56,7 +62,11 @@ BENCHMARKS = {
     "decode": lambda: decode.measure(4000, 3, paced=0.0005),
     "load": load.measure,
     "idle": idle.measure,
+    "locked": locked.measure,
     "logins": logins.measure,
+    "fairness": fairness.measure,
+    "imports": imports.measure,
+    "kernel": kernel.measure,
     "scaleout": scaleout.measure,
     "scaleout-capacity": scaleout.capacity,
 }

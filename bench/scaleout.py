@@ -14,50 +14,18 @@ made and dropped). Rows whose service is missing are left out with a note on std
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import threading
 import time
 import urllib.request
-import uuid
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from pathlib import Path
 
-from live import ROOT, LiveNumi
+import cluster
+from live import LiveNumi
 from numi.testing import Scenario, ScriptedProvider
 from stats import percentile, row
 import load
 from turns import JsonSocket, token_latencies
-
-# The benchmarks measure serving, not the single-user access token check.
-OPEN = {"NUMI_AUTH": "none"}
-REDIS_URL = os.environ.get("NUMI_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
-POSTGRES_URL = os.environ.get("NUMI_BENCH_DATABASE_URL") or os.environ.get(
-    "NUMI_TEST_DATABASE_URL", ""
-)
-
-
-def _redis_env() -> dict[str, str] | None:
-    try:
-        import redis
-
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
-    except Exception as exc:
-        print(f"  no Redis at {REDIS_URL} ({exc}): Redis rows skipped")
-        return None
-    return {"NUMI_REDIS_URL": REDIS_URL, "NUMI_REDIS_PREFIX": f"numibench:{uuid.uuid4().hex[:8]}:"}
-
-
-def _drop_keys(env: dict[str, str]) -> None:
-    import redis
-
-    client = redis.Redis.from_url(REDIS_URL)
-    keys = list(client.scan_iter(match=env["NUMI_REDIS_PREFIX"] + "*", count=1000))
-    if keys:
-        client.delete(*keys)
 
 
 def per_event_latency(
@@ -65,7 +33,7 @@ def per_event_latency(
 ) -> list[float]:
     """Provider write → client receipt per token, one event per token (no coalescing)."""
     values: list[float] = []
-    with LiveNumi(NUMI_FRAME_INTERVAL_MS="0", **OPEN, **env) as numi:
+    with LiveNumi(NUMI_FRAME_INTERVAL_MS="0", **cluster.OPEN, **env) as numi:
         for turn in range(turns + 1):
             chat_id = numi.chat_on(provider.openai_base_url)
             socket = JsonSocket(numi, chat_id)
@@ -85,7 +53,7 @@ def per_event_latency(
 
 
 def redis_cost(provider: ScriptedProvider) -> list[dict]:
-    env = _redis_env()
+    env = cluster.redis_env()
     if env is None:
         return []
     rows = []
@@ -100,20 +68,20 @@ def redis_cost(provider: ScriptedProvider) -> list[dict]:
         rows.append(row("scale-out", "per event, Redis channel, p50", shared, "ms"))
         rows.append(row("scale-out", "Redis adds per event, p50", added, "ms", "≤ 2 ms"))
     finally:
-        _drop_keys(env)
+        cluster.drop_keys(env)
     return rows
 
 
 def stop_from_another_process(provider: ScriptedProvider, runs: int = 7) -> list[dict]:
     """POST stop on process B → the `cancelled` error on a socket of process A (the turn's
     owner): the control message's trip through Redis pub/sub."""
-    env = _redis_env()
+    env = cluster.redis_env()
     if env is None:
         return []
     values = []
     try:
-        with LiveNumi(**OPEN, **env) as a:
-            with LiveNumi(**OPEN, **env, NUMI_DATA_DIR=a.data_dir) as b:
+        with LiveNumi(**cluster.OPEN, **env) as a:
+            with LiveNumi(**cluster.OPEN, **env, NUMI_DATA_DIR=a.data_dir) as b:
                 for run in range(runs + 1):
                     chat_id = a.chat_on(provider.openai_base_url)
                     socket = JsonSocket(a, chat_id)
@@ -130,29 +98,10 @@ def stop_from_another_process(provider: ScriptedProvider, runs: int = 7) -> list
                                 values.append((received - sent) * 1000)
                     socket.close()
     finally:
-        _drop_keys(env)
+        cluster.drop_keys(env)
     return [
         row("scale-out", "stop on process B → cancelled on A's socket", values, "ms", "≤ 100 ms")
     ]
-
-
-def _postgres_schema():
-    import sqlalchemy as sa
-
-    name = "bench_" + uuid.uuid4().hex[:12]
-    engine = sa.create_engine(
-        POSTGRES_URL, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool
-    )
-    with engine.connect() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{name}"'))
-    url = sa.engine.make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={name}"})
-
-    def drop():
-        with engine.connect() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
-        engine.dispose()
-
-    return url.render_as_string(hide_password=False), drop
 
 
 def _turns(
@@ -183,7 +132,7 @@ def _turns(
 
 def _page_during_turns(provider: ScriptedProvider, label: str, **env: str) -> dict:
     """`GET /` every 50 ms while 100 turns stream at 20 tokens/s (two runs)."""
-    with LiveNumi(**OPEN, **env) as numi:
+    with LiveNumi(**cluster.OPEN, **env) as numi:
         warm = numi.chat_on(provider.openai_base_url)
         socket = JsonSocket(numi, warm)
         provider.enqueue(Scenario().text("warm"))
@@ -234,10 +183,10 @@ def _page_during_turns(provider: ScriptedProvider, label: str, **env: str) -> di
 
 def page_during_turns(provider: ScriptedProvider) -> list[dict]:
     """The PostgreSQL row, and SQLite in the same run as its reference."""
-    if not POSTGRES_URL:
+    if not cluster.POSTGRES_URL:
         print("  NUMI_BENCH_DATABASE_URL / NUMI_TEST_DATABASE_URL not set: PostgreSQL row skipped")
         return []
-    url, drop = _postgres_schema()
+    url, drop = cluster.postgres_schema()
     try:
         rows = [_page_during_turns(provider, "PostgreSQL", NUMI_DATABASE_URL=url)]
     finally:
@@ -248,226 +197,9 @@ def page_during_turns(provider: ScriptedProvider) -> list[dict]:
 
 # --- capacity: concurrent 20-tokens/s streams carried by one process and by two ----------------
 
-HERE = Path(__file__).resolve().parent
 CAPACITY_STEPS = (25, 50, 100, 150, 200, 300, 400, 500, 600, 800)
 CAPACITY_TOKENS = 100  # 5 s of tokens per turn
 CAPACITY_P95_MS = 100.0
-# Numi's own defaults for every process (a pool of 20 + 20: two processes stay under
-# PostgreSQL's default 100 connections); `--env NUMI_DB_POOL_SIZE=...` changes them.
-CAPACITY_ENV: dict[str, str] = {}
-
-
-class GunicornNumi(LiveNumi):
-    """`gunicorn -k gevent -w N app:app` on a free port, as README's deployment runs it."""
-
-    def __init__(self, workers: int, **env: str):
-        super().__init__(**env)
-        self.workers = workers
-
-    def command(self) -> list[str]:
-        return [
-            str(Path(sys.executable).with_name("gunicorn")),
-            "-k",
-            "gevent",
-            "-w",
-            str(self.workers),
-            "--worker-connections",
-            "100000",
-            "--graceful-timeout",
-            "2",
-            "-b",
-            f"127.0.0.1:{self.port}",
-            "app:app",
-        ]
-
-    def worker_pids(self) -> list[int]:
-        with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as children:
-            return [int(pid) for pid in children.read().split()]
-
-
-class PacedProvider:
-    """bench/pacedprovider.py: the scripted provider in its own process."""
-
-    def __init__(self, tokens: int):
-        self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "pacedprovider.py"), str(tokens)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self.lines = load.queue.Queue()
-        threading.Thread(
-            target=load._pump, args=(self.proc.stdout, self.lines), daemon=True
-        ).start()
-        try:
-            self.port = int(load._line(self.lines, time.monotonic() + 60))
-        except BaseException:
-            self.close()
-            raise
-        self.openai_base_url = f"http://127.0.0.1:{self.port}/v1"
-
-    def stamps(self, timeout: float = 60) -> dict[str, list[float]]:
-        """Each request's token stamps since the last call, by its last user message."""
-        self.proc.stdin.write("stamps\n")
-        self.proc.stdin.flush()
-        return json.loads(load._line(self.lines, time.monotonic() + timeout))
-
-    def close(self) -> None:
-        try:
-            self.proc.stdin.close()
-            self.proc.wait(10)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
-def _children_cpu() -> float:
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _run_queue_wait(pid: int) -> float:
-    """Seconds the process was ready to run but waited for a core (/proc/PID/schedstat)."""
-    with open(f"/proc/{pid}/schedstat") as stat:
-        return int(stat.read().split()[1]) / 1e9
-
-
-def _redis_pid() -> int | None:
-    """redis-server's pid when it runs on this machine (for its CPU), else None."""
-    import redis
-
-    try:
-        pid = int(redis.Redis.from_url(REDIS_URL, socket_timeout=5).info("server")["process_id"])
-        load.cpu_seconds(pid)
-        return pid
-    except Exception:
-        return None
-
-
-@contextmanager
-def _cluster(server: str, processes: int, extra: dict[str, str], *, redis: bool = True):
-    """`processes` Numi processes on one fresh PostgreSQL schema and one Redis key prefix:
-    `numi serve` each on its own port (server="serve"), or one gunicorn with that many
-    gevent workers on one port (server="gunicorn"). Yields (servers, {name: pid}). With
-    `redis=False`, one process with its turns in memory (the in-process channel)."""
-    redis_env = _redis_env() if redis else {}
-    if redis_env is None or not POSTGRES_URL:
-        raise RuntimeError("the capacity search needs Redis and PostgreSQL")
-    if not redis and processes != 1:
-        raise ValueError("without Redis, turns live in one process")
-    url, drop = _postgres_schema()
-    env = {
-        **OPEN,
-        **redis_env,
-        **CAPACITY_ENV,
-        **extra,
-        "NUMI_DATABASE_URL": url,
-        "NUMI_SECRET_KEY": "bench-" + uuid.uuid4().hex,
-    }
-    servers: list[LiveNumi] = []
-    try:
-        if server == "gunicorn":
-            numi = GunicornNumi(processes, **env)
-            servers.append(numi)
-            # Workers would race to migrate a new database: README's order, upgrade first.
-            subprocess.run(
-                [str(Path(sys.executable).with_name("numi")), "db", "upgrade"],
-                env=numi.env,
-                cwd=ROOT,
-                check=True,
-                timeout=180,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            numi.start()
-            pids = {f"worker {n + 1}": pid for n, pid in enumerate(numi.worker_pids())}
-        else:
-            for n in range(processes):
-                # One after the other: the first migrates; all share its data dir (uploads).
-                numi = LiveNumi(
-                    **env, **({"NUMI_DATA_DIR": servers[0].data_dir} if servers else {})
-                )
-                servers.append(numi)
-                numi.start()
-            pids = {f"process {n + 1}": numi.proc.pid for n, numi in enumerate(servers)}
-        yield servers, pids
-    finally:
-        for numi in servers:
-            numi.stop()
-        drop()
-        if redis_env:
-            _drop_keys(redis_env)
-
-
-def _capacity_level(
-    servers: list[LiveNumi],
-    provider: PacedProvider,
-    streams: int,
-    tokens: int,
-    pids: dict[str, int],
-) -> dict:
-    """`streams` chats, spread evenly over the servers' ports, each answering `tokens`
-    tokens at 20/s, all at once: tokens lost, added latency, CPU of every process."""
-    began = time.perf_counter()
-    first = servers[0]
-    first.chat_on(provider.openai_base_url)  # the endpoint, once, before the threads
-    with ThreadPoolExecutor(8) as pool:
-        chats = list(pool.map(lambda _: first.chat_on(provider.openai_base_url), range(streams)))
-    clients = load.Clients(
-        "json",
-        first.port,
-        first.url,
-        [f"/ws/{c}" for c in chats],
-        tokens,
-        servers=[(s.port, s.url) for s in servers],
-    )
-    try:
-        watched = {**pids, "provider": provider.proc.pid}
-        redis_pid = _redis_pid()
-        if redis_pid:
-            watched["redis-server"] = redis_pid
-        time.sleep(0.5)
-        cpu0 = {name: load.cpu_seconds(pid) for name, pid in watched.items()}
-        waited0 = {name: _run_queue_wait(pid) for name, pid in pids.items()}
-        # The clients exit when done, so theirs is what the reaped children used, less
-        # their CPU up to "go" (connecting).
-        clients_before = _children_cpu() + sum(load.cpu_seconds(pid) for pid in clients.pids)
-        started = clients.go()
-        seen, _ = clients.results(timeout=tokens / load.RATE + 60)
-        wall = time.perf_counter() - started
-        cpu = {
-            name: (load.cpu_seconds(pid) - cpu0[name]) / wall * 100 for name, pid in watched.items()
-        }
-        cpu["load clients"] = (_children_cpu() - clients_before) / wall * 100
-        # Ready to run but given no CPU: the machine's share of the latency, not Numi's.
-        waited = {
-            name: (_run_queue_wait(pid) - waited0[name]) / wall * 100 for name, pid in pids.items()
-        }
-    finally:
-        clients.kill()
-    stamps = provider.stamps()
-    latencies, lost = [], 0
-    for index in range(streams):
-        by_token = seen.get(index, {})
-        written = stamps.get(f"Turn {index}", [])
-        lost += tokens - len(by_token)
-        latencies += [(at - written[n]) * 1000 for n, at in by_token.items() if n < len(written)]
-    return {
-        "streams": streams,
-        "lost": lost,
-        "p50": percentile(latencies, 50),
-        "p95": percentile(latencies, 95),
-        "wall": wall,
-        "cpu": cpu,
-        "waited": waited,
-        "errors": clients.errors,
-        "unended": clients.unended,
-        "took": time.perf_counter() - began,
-    }
 
 
 def _describe_level(result: dict) -> str:
@@ -497,17 +229,17 @@ def capacity_search(
 ) -> dict:
     """The largest step whose p95 added latency is ≤ 100 ms with no token lost. A level
     that fails ends the search (the next would only fail slower)."""
-    provider = PacedProvider(tokens)
+    provider = cluster.PacedProvider(tokens)
     best, levels = None, []
     try:
-        with _cluster(server, processes, env or {}) as (servers, pids):
+        with cluster.started(server, processes, env or {}) as (servers, pids):
             # A first turn on every process imports the SDK and warms the caches.
-            warm = _capacity_level(servers, provider, len(servers), tokens, pids)
+            warm = cluster.capacity_level(servers, provider, len(servers), tokens, pids)
             if warm["lost"]:
                 raise RuntimeError(f"the warm-up turns lost {warm['lost']} tokens")
             for streams in steps:
                 try:
-                    result = _capacity_level(servers, provider, streams, tokens, pids)
+                    result = cluster.capacity_level(servers, provider, streams, tokens, pids)
                 except Exception as exc:  # timed out, a client could not connect, …
                     result = {"streams": streams, "error": f"{type(exc).__name__}: {exc}"}
                 levels.append(result)
@@ -654,7 +386,7 @@ def measure() -> list[dict]:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["cpu"]:
-        import scaleout_cpu
+        import scaleout_cpu  # which imports cluster, not this module
 
         scaleout_cpu.main(sys.argv[2:])
         sys.exit()

@@ -2,7 +2,7 @@
 process (from /proc), for 1 and for 2 processes on Redis and PostgreSQL at the same total
 load, Redis's own CPU per token, and from them the cluster-wide bound.
 
-    python bench/scaleout.py cpu [--streams 40] [--tokens 200] [--runs 3]
+    python bench/scaleout_cpu.py [--streams 40] [--tokens 200] [--runs 3]
 
 A 2-core machine cannot show two processes carrying twice the streams (the load clients,
 Redis and PostgreSQL share the cores), but it can count what each delivered token costs:
@@ -13,7 +13,7 @@ for the Redis ÷ in-process row. Redis's CPU is the whole server's: other users 
 Redis add to it, so give the benchmark one of its own:
 
     redis-server --port 6391 --save '' --appendonly no &
-    NUMI_BENCH_REDIS_URL=redis://127.0.0.1:6391/0 python bench/scaleout.py cpu
+    NUMI_BENCH_REDIS_URL=redis://127.0.0.1:6391/0 python bench/scaleout_cpu.py
 """
 
 from __future__ import annotations
@@ -22,19 +22,19 @@ import argparse
 import statistics
 import time
 
-import scaleout
+import cluster
 from stats import row
 
 
 def one_run(processes: int, streams: int, tokens: int, *, redis: bool = True) -> dict:
     """One level of `streams` 20-tokens/s turns on a fresh cluster of `processes` (on
     Redis), or on one process with the in-process channel (`redis=False`)."""
-    provider = scaleout.PacedProvider(tokens)
+    provider = cluster.PacedProvider(tokens)
     try:
-        with scaleout._cluster("serve", processes, {}, redis=redis) as (servers, pids):
+        with cluster.started("serve", processes, {}, redis=redis) as (servers, pids):
             # A first turn on every process imports the SDK and warms the caches.
-            scaleout._capacity_level(servers, provider, len(servers), tokens, pids)
-            result = scaleout._capacity_level(servers, provider, streams, tokens, pids)
+            cluster.capacity_level(servers, provider, len(servers), tokens, pids)
+            result = cluster.capacity_level(servers, provider, streams, tokens, pids)
     finally:
         provider.close()
     delivered = streams * tokens - result["lost"]
@@ -94,7 +94,7 @@ def cpu(runs: int = 3, streams: int = 40, tokens: int = 200) -> list[dict]:
 def main(argv: list[str]) -> None:
     from stats import table
 
-    parser = argparse.ArgumentParser(prog="bench/scaleout.py cpu", description=__doc__)
+    parser = argparse.ArgumentParser(prog="bench/scaleout_cpu.py", description=__doc__)
     parser.add_argument("--streams", type=int, default=40)
     parser.add_argument("--tokens", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3)
@@ -102,3 +102,9 @@ def main(argv: list[str]) -> None:
     started = time.perf_counter()
     print(table(cpu(args.runs, args.streams, args.tokens)))
     print(f"({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

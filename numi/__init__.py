@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import gc
+import importlib
 import logging
+from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from flask import Flask
+
+    from .services import Services
 
 __version__ = "0.1.0"  # the one place: pyproject.toml reads it (`numi --version` prints it)
 
@@ -23,12 +29,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     """Build the Flask app: settings from the environment (or `test_config`), extensions,
     blueprints. Does not touch the network; migrations run in `numi serve` / `numi db upgrade`.
     """
-    from flask import Flask
+    from flask import Flask  # lazy: gevent patch order
 
-    from .config import finalize, load_config
-    from .extensions import db, sock
-    from .process_guard import make_undumpable
-    from .resources import STATIC, TEMPLATES, resource_dir
+    from .config import finalize, load_config  # lazy: start-up time
+    from .extensions import db, sock  # lazy: gevent patch order
+    from .process_guard import make_undumpable  # lazy: start-up time
+    from .resources import STATIC, TEMPLATES, resource_dir  # lazy: start-up time
 
     # Before anything runs a command: /proc/<this pid>/environ holds the secrets.
     make_undumpable()
@@ -68,14 +74,14 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
     if app.config["NUMI_TRUSTED_PROXIES"] > 0:
         # Only then are X-Forwarded-For/-Proto/-Host believed: without a proxy that sets
         # them, any client could claim another address (and dodge the login limits).
-        from werkzeug.middleware.proxy_fix import ProxyFix
+        from werkzeug.middleware.proxy_fix import ProxyFix  # lazy: gevent patch order
 
         hops = app.config["NUMI_TRUSTED_PROXIES"]
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops)
 
     db.init_app(app)
-    from .web.message_rate import YieldingReaderEvent
-    from .web.streams import client_message_limit
+    from .web.live.message_rate import YieldingReaderEvent  # lazy: gevent patch order
+    from .web.live.streams import client_message_limit  # lazy: gevent patch order
 
     # The socket reader yields after each message, so a flood is counted as it arrives;
     # it counts a message's characters as its frames arrive and closes the socket (1009)
@@ -85,28 +91,78 @@ def create_app(test_config: dict[str, Any] | None = None) -> "Flask":
         {"event_class": YieldingReaderEvent, "max_message_size": client_message_limit(app.config)},
     )
     sock.init_app(app)
-    from .database import configure_engine
+    from .database import configure_engine  # lazy: gevent patch order
 
     with app.app_context():
         configure_engine(db.engine)
 
-    from .web import register
+    from .web import register  # lazy: gevent patch order
 
     register(app)
-    from .agent.lanes import run_turn
-    from .agent.sending import queue_after_turn
-    from .agent.tools import ToolRegistry
-    from .extensions import TURNS
-    from .login_limits import throttle_from_config
-    from .turns.manager import TurnManager
+    from .services import KEY  # lazy: gevent patch order
 
-    # The turn layer knows neither the agent nor the chat layer: it gets its producer and
-    # its turn-end hook (queued follow-ups) here.
-    app.extensions[TURNS] = TurnManager(app, producer=run_turn, turn_end_hooks=[queue_after_turn])
-    app.extensions["numi.login_throttle"] = throttle_from_config(app.config)
-    app.extensions["numi.tools"] = ToolRegistry()  # filled by the plugins, built-ins first
+    app.extensions[KEY] = _make_services(app)
     _load_plugins(app)
     return app
+
+
+def _make_services(app: "Flask") -> "Services":
+    """Every piece of the app's per-process state, made now (numi/services.py)."""
+    from gevent.lock import Semaphore  # lazy: gevent patch order
+
+    from .agent.producer import run_turn  # lazy: gevent patch order
+    from .agent.followup_queue import queue_after_turn  # lazy: gevent patch order
+    from .agent.tools import ToolRegistry  # lazy: gevent patch order
+    from .agent.tools.code.kernels import KernelPool  # lazy: gevent patch order
+    from .chat.search import detect_engine  # lazy: gevent patch order
+    from .gateway.keys import MinuteWindow  # lazy: gevent patch order
+    from .extensions import db  # lazy: gevent patch order
+    from .login_limits import throttle_from_config  # lazy: gevent patch order
+    from .services import Lazy, Services  # lazy: gevent patch order
+    from .tasks.runs import record_after_turn  # lazy: gevent patch order
+    from .tasks.scheduler import TaskScheduler  # lazy: gevent patch order
+    from .turns.manager import TurnManager  # lazy: gevent patch order
+    from .web.live.message_rate import user_buckets_from_config  # lazy: gevent patch order
+    from .web.live.open_sockets import OpenSockets, close_for_restart  # lazy: gevent patch order
+    from .web.live.sidebar_feed import SidebarFeeds, chat_changed  # lazy: gevent patch order
+
+    kernels = KernelPool()
+    return Services(
+        # The turn layer knows neither the agent nor the chat layer: it gets its producer
+        # and its turn-end hook (queued follow-ups) here.
+        turns=TurnManager(
+            app,
+            producer=run_turn,
+            # A scheduled task's run is recorded when its turn ends.
+            turn_end_hooks=[queue_after_turn, record_after_turn],
+            # An open socket is a request that never ends: closed (1012) once turns are saved.
+            # The chats' Python kernels end with the process (they also watch their parent).
+            stopped_hooks=[partial(close_for_restart, app), kernels.shutdown],
+            # The sidebars of the user's open pages hear of a chat's answer and title.
+            change_hooks=[partial(chat_changed, app)],
+        ),
+        login_throttle=throttle_from_config(app.config),
+        hashes_in_flight=Counter(),
+        tools=ToolRegistry(),  # filled by the plugins, built-ins first
+        open_sockets=OpenSockets(),
+        sidebar_feeds=SidebarFeeds(),
+        ws_user_buckets=user_buckets_from_config(app.config),
+        queue_lock=Semaphore(),
+        markdown_renders=set(),
+        adapters={},
+        model_refreshes={},
+        document_jobs={},
+        document_backends={},
+        embedding_models={},
+        vector_matrices={},
+        mcp_tools={},
+        search_engine=Lazy(lambda: detect_engine(db.engine)),
+        local_user_id=None,
+        temporary_swept_at=0.0,
+        task_scheduler=TaskScheduler(app),
+        kernels=kernels,
+        api_windows=MinuteWindow(app.config["NUMI_API_RATE_PER_MINUTE"]),
+    )
 
 
 def settle_heap_for_serving() -> None:
@@ -122,8 +178,6 @@ def settle_heap_for_serving() -> None:
     pausing every stream for 150-220 ms. At 10,000: 65 young and one full, about 5 % less
     CPU and a p95 a sixth lower in the same runs, for at most 10,000 garbage objects held a
     little longer (bench/PROFILE.md)."""
-    import gc
-
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 10, 10)
@@ -136,7 +190,5 @@ DEFAULT_PLUGINS = ("numi.providers.default_kinds", "numi.agent.tools.default_too
 def _load_plugins(app: "Flask") -> None:
     """Call `register(app)` of each default plugin, then of each module named in NUMI_PLUGINS
     (tools, endpoint kinds, routes, ...)."""
-    import importlib
-
     for name in (*DEFAULT_PLUGINS, *app.config["NUMI_PLUGINS"]):
         importlib.import_module(name).register(app)

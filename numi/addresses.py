@@ -31,6 +31,8 @@ from functools import lru_cache
 from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
+from gevent import monkey
+
 from .errors import NumiError
 
 REFUSED_MESSAGE = (
@@ -65,13 +67,23 @@ STRICT = AddressPolicy()
 
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# IPv6 ranges that are not global but that older Pythons' `is_global` still calls so:
+# NAT64 for local use (RFC 8215: its gateway maps into the operator's own, often private,
+# IPv4 space, so the embedded address says nothing), SRv6 segment ids (RFC 9602) and the
+# second documentation prefix (RFC 9637).
+_NOT_GLOBAL_V6 = tuple(
+    ipaddress.ip_network(network) for network in ("64:ff9b:1::/48", "5f00::/16", "3fff::/20")
+)
 
 
 def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     """Whether `address` is a public unicast address, also the IPv4 address an IPv6 one
     carries (NAT64 64:ff9b::/96, 6to4 2002::/16, Teredo, IPv4-compatible ::a.b.c.d): a
-    gateway or the host's own stack turns those into connections to the IPv4 address."""
+    gateway or the host's own stack turns those into connections to the IPv4 address.
+    Local-use NAT64 (64:ff9b:1::/48) is never public."""
     if address.version == 6:
+        if any(address in network for network in _NOT_GLOBAL_V6):
+            return False
         for embedded in _embedded_ipv4(address):
             if not is_public(embedded):
                 return False
@@ -95,8 +107,6 @@ def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address
 def _native_getaddrinfo() -> Callable[..., Any]:
     """The resolver to use from an OS thread with its own event loop (the MCP SDK's): the
     unpatched one, since gevent's resolver belongs to the hub's thread."""
-    from gevent import monkey
-
     return (
         monkey.get_original("socket", "getaddrinfo")
         if monkey.is_module_patched("socket")
@@ -185,7 +195,7 @@ def _pin(request: Any, policy: AddressPolicy, getaddrinfo: Callable[..., Any] | 
 
 @lru_cache(maxsize=1)
 def _transport_classes() -> tuple[type, type]:
-    import httpx2
+    import httpx2  # lazy: start-up time
 
     class GuardedTransport(httpx2.HTTPTransport):
         def __init__(self, policy: AddressPolicy, **kwargs: Any):

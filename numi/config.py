@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from .database_check import database_url, without_password
 from .data_dir import (
     check_writable,
     default_data_dir,
@@ -22,8 +23,6 @@ from .data_dir import (
     private_file,
 )
 from .setting_values import (
-    FALSE_WORDS,
-    TRUE_WORDS,
     SettingError,
     boolean,
     choice,
@@ -44,28 +43,6 @@ class Setting:
     help: str
 
 
-def parse_bool(value: Any, name: str | None = None) -> bool:
-    """The one reading of a true/false value: a JSON boolean, 0 or 1, or a word from a form,
-    a query string or an environment variable ("1", "true", "yes", "on"; any case).
-
-    With `name`, a value that is neither true nor false is refused (`invalid_input` naming
-    the field); without it, as for settings, anything not true is false.
-    """
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in TRUE_WORDS:
-            return True
-        if word in FALSE_WORDS:
-            return False
-    elif value is None or (isinstance(value, int | float) and value in (0, 1)):
-        return bool(value)
-    if name is None:
-        return False
-    from .errors import invalid
-
-    raise invalid(f"{name} must be true or false.")
-
-
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         "NUMI_DATA_DIR",
@@ -76,7 +53,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "NUMI_DATABASE_URL",
         None,
-        text,
+        database_url,
         "SQLAlchemy URL; default is SQLite in the data directory. PostgreSQL: postgresql+psycopg://user@host/db.",
     ),
     Setting(
@@ -156,6 +133,13 @@ SETTINGS: tuple[Setting, ...] = (
         "The first delay after the free attempts; it doubles with each further failure.",
     ),
     Setting(
+        "NUMI_SHARE_FREE_GUESSES",
+        20,
+        whole(),
+        "Wrong share-link tokens one address may open before it is held back, for "
+        "NUMI_LOGIN_DELAY_SECONDS doubling with each further one up to NUMI_LOGIN_MAX_DELAY_SECONDS.",
+    ),
+    Setting(
         "NUMI_LOGIN_MAX_DELAY_SECONDS",
         900,
         number(),
@@ -175,6 +159,32 @@ SETTINGS: tuple[Setting, ...] = (
         lowercase_list,
         "Extra host names accepted in the Host header (comma separated); `*` accepts any. "
         "localhost and the bound address are always accepted.",
+    ),
+    Setting(
+        "NUMI_API_RATE_PER_MINUTE",
+        120,
+        whole(),
+        "Requests a minute each API key may send to /v1 (per process); past it, 429 with "
+        "Retry-After. 0: no limit.",
+    ),
+    Setting(
+        "NUMI_API_MAX_MESSAGES",
+        2000,
+        whole(1),
+        "Most messages one /v1 request may carry.",
+    ),
+    Setting(
+        "NUMI_API_MAX_BODY_BYTES",
+        16 * 1024 * 1024,
+        whole(1024),
+        "Largest /v1 request body accepted (images included, base64); past it, 413.",
+    ),
+    Setting(
+        "NUMI_API_CORS_ORIGINS",
+        (),
+        lowercase_list,
+        "Browser origins allowed to call /v1 with an API key (comma separated, e.g. "
+        "`https://app.example.org`). Empty: no CORS headers, so no web page can call /v1.",
     ),
     Setting(
         "NUMI_AUTO_ENDPOINTS",
@@ -243,6 +253,7 @@ SETTINGS: tuple[Setting, ...] = (
         (
             "text/",
             "application/pdf",
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
             "application/json",
             "image/png",
             "image/jpeg",
@@ -270,6 +281,19 @@ SETTINGS: tuple[Setting, ...] = (
         500,
         whole(),
         "Most pages of a PDF attachment whose text is read; later pages are left out, and the text says so.",
+    ),
+    Setting(
+        "NUMI_DOCUMENTS_CONTEXT_TOKENS",
+        1500,
+        whole(),
+        'Most tokens (about four characters each) of document passages a chat whose "Use '
+        'documents" is automatic carries in its system context; the best passage always goes.',
+    ),
+    Setting(
+        "NUMI_DOCUMENTS_CONTEXT_PASSAGES",
+        5,
+        whole(),
+        'Most document passages a chat whose "Use documents" is automatic carries in a request.',
     ),
     Setting(
         "NUMI_PDF_MAX_SECONDS",
@@ -305,6 +329,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Longest message text rendered as markdown, saved or streaming; a longer one is shown as "
         'plain, escaped text with a "Show as markdown" button.',
     ),
+    Setting(
+        "NUMI_MARKDOWN_ON_REQUEST_MAX_CHARS",
+        300_000,
+        whole(),
+        'Longest answer that "Show as markdown" renders on request (about a second of CPU); a '
+        "longer one stays plain text. One such render runs at a time per user.",
+    ),
     Setting("NUMI_MAX_TITLE_CHARS", 200, whole(), "Longest chat title accepted."),
     Setting(
         "NUMI_MAX_SYSTEM_PROMPT_CHARS", 50_000, whole(), "Longest per-chat system prompt accepted."
@@ -324,6 +355,61 @@ SETTINGS: tuple[Setting, ...] = (
         whole(1),
         "Most memories a user keeps (their own and their projects' together): with memory on, "
         "every request carries them.",
+    ),
+    Setting(
+        "NUMI_IMPORT_MAX_CHATS",
+        2_000,
+        whole(1),
+        "Most chats one import may hold (a chat export, a ChatGPT export or a project); a "
+        "larger file is refused (`import_too_large`) and nothing is imported.",
+    ),
+    Setting(
+        "NUMI_IMPORT_MAX_MESSAGES",
+        200_000,
+        whole(1),
+        "Most messages one import may hold, all its chats together (`import_too_large`).",
+    ),
+    Setting(
+        "NUMI_IMPORT_MAX_DEPTH",
+        20_000,
+        whole(1),
+        "Longest chain of messages (each the reply to the one before) in one imported chat "
+        "(`import_too_deep`).",
+    ),
+    Setting(
+        "NUMI_IMPORT_MAX_WIDTH",
+        1_000,
+        whole(1),
+        "Most versions of one message (replies to the same message) in an imported chat "
+        "(`import_too_wide`).",
+    ),
+    Setting(
+        "NUMI_TASK_MIN_INTERVAL_MINUTES",
+        5,
+        whole(1),
+        "Scheduled tasks: the shortest time between two runs of a task's schedule; a schedule "
+        "that runs more often is refused (`schedule_too_frequent`).",
+    ),
+    Setting(
+        "NUMI_TASKS_PER_USER",
+        50,
+        whole(0),
+        "Scheduled tasks: most tasks one user may keep (administrators too); one more is "
+        "refused (`too_many_tasks`); 0: no one may create tasks.",
+    ),
+    Setting(
+        "NUMI_TASK_SCHEDULER",
+        True,
+        boolean,
+        "Whether this process runs scheduled tasks when they are due (`numi serve` and each "
+        "gunicorn worker; several processes run each due time once). Off: it serves pages only.",
+    ),
+    Setting(
+        "NUMI_TASK_POLL_SECONDS",
+        30,
+        whole(1),
+        "Scheduled tasks: how often a process looks again for due tasks changed by other "
+        "processes (it wakes at its own next due time anyway).",
     ),
     Setting(
         "NUMI_MAX_JSON_DEPTH",
@@ -384,6 +470,23 @@ SETTINGS: tuple[Setting, ...] = (
         "comments do not count) ends with `provider_timeout`; 0 turns the deadline off.",
     ),
     Setting(
+        "NUMI_PROVIDER_FIRST_TOKEN_SECONDS",
+        30,
+        number(),
+        "A model that sends no token, reasoning or tool delta this long after the request was "
+        "sent ends with `provider_timeout`, without retries: the next fallback answers at "
+        "once; 0 turns the deadline off. Raise it for a model that thinks silently before it "
+        "writes (reasoning it does not stream).",
+    ),
+    Setting(
+        "NUMI_PROVIDER_HEADERS_SECONDS",
+        30,
+        number(),
+        "A provider that sends no response status and headers this long after the request "
+        "was sent is cut (`provider_timeout`, no retries: the next fallback answers); 0 leaves "
+        "the wait to `NUMI_PROVIDER_TIMEOUT_SECONDS`.",
+    ),
+    Setting(
         "NUMI_PROVIDER_MAX_RETRIES",
         2,
         whole(),
@@ -397,6 +500,13 @@ SETTINGS: tuple[Setting, ...] = (
         "included); a wait that would pass it is not made and the error is shown.",
     ),
     Setting("NUMI_MAX_STEPS", 12, whole(1), "Most model steps (tool rounds) in one turn."),
+    Setting(
+        "NUMI_BUDGET_OUTPUT_TOKENS",
+        1000,
+        whole(1),
+        "Answer tokens a turn reserves on its budgets before it starts (with its request's "
+        "estimate); the real usage replaces it when the turn ends.",
+    ),
     Setting(
         "NUMI_TOOL_TIMEOUT_SECONDS",
         60,
@@ -528,6 +638,69 @@ SETTINGS: tuple[Setting, ...] = (
         "Most time one web search or page fetch (with its redirects) may take.",
     ),
     Setting(
+        "NUMI_RESEARCH_MAX_STEPS",
+        30,
+        whole(1),
+        "Research mode: the default most steps of a run (the plan, each search, each page "
+        "read, the report); a send may ask for another, up to NUMI_RESEARCH_LIMIT_STEPS.",
+    ),
+    Setting(
+        "NUMI_RESEARCH_MAX_PAGES",
+        12,
+        whole(1),
+        "Research mode: the default most pages a run reads (up to NUMI_RESEARCH_LIMIT_PAGES).",
+    ),
+    Setting(
+        "NUMI_RESEARCH_MAX_TOKENS",
+        200_000,
+        whole(1),
+        "Research mode: the default most model tokens (in and out) a run spends before it "
+        "writes its report (up to NUMI_RESEARCH_LIMIT_TOKENS).",
+    ),
+    Setting(
+        "NUMI_RESEARCH_TIME_LIMIT_SECONDS",
+        1200,
+        whole(1),
+        "Research mode: the default time a run may take before it writes its report, counted "
+        "across restarts (up to NUMI_RESEARCH_LIMIT_SECONDS).",
+    ),
+    Setting(
+        "NUMI_RESEARCH_LIMIT_STEPS",
+        100,
+        whole(1),
+        "Research mode: the most steps a send may ask for (`research_budget_over_limit` above).",
+    ),
+    Setting(
+        "NUMI_RESEARCH_LIMIT_PAGES",
+        50,
+        whole(1),
+        "Research mode: the most pages a send may ask for.",
+    ),
+    Setting(
+        "NUMI_RESEARCH_LIMIT_TOKENS",
+        2_000_000,
+        whole(1),
+        "Research mode: the most tokens a send may ask for.",
+    ),
+    Setting(
+        "NUMI_RESEARCH_LIMIT_SECONDS",
+        3600,
+        whole(1),
+        "Research mode: the longest time limit a send may ask for.",
+    ),
+    Setting(
+        "NUMI_RESEARCH_PARALLEL_READS",
+        3,
+        whole(1, 16),
+        "Research mode: pages one run reads at once, never more.",
+    ),
+    Setting(
+        "NUMI_RESEARCH_PAGE_CHARS",
+        8000,
+        whole(500),
+        "Research mode: the most characters of one page's text a run keeps and gives the model.",
+    ),
+    Setting(
         "NUMI_WORKSPACE_MAX_FILE_BYTES",
         1_000_000,
         whole(),
@@ -544,6 +717,66 @@ SETTINGS: tuple[Setting, ...] = (
         20_000,
         whole(),
         "Output of a `bash` command kept for the model (its start and end).",
+    ),
+    Setting(
+        "NUMI_CODE_TIMEOUT_SECONDS",
+        60,
+        number(),
+        "Most time one `run_python` call may run: then the kernel is interrupted, and killed if it does not stop.",
+    ),
+    Setting(
+        "NUMI_CODE_CPU_SECONDS",
+        60,
+        number(),
+        "Most CPU time one `run_python` call may use before the kernel is interrupted.",
+    ),
+    Setting(
+        "NUMI_CODE_MEMORY_MB",
+        4096,
+        whole(256),
+        "Address space a Python kernel may take (RLIMIT_AS, in MB): a larger allocation raises MemoryError.",
+    ),
+    Setting(
+        "NUMI_CODE_MAX_OUTPUT_CHARS",
+        20_000,
+        whole(1000),
+        "Text output of one `run_python` call kept and shown; a flood past it is interrupted.",
+    ),
+    Setting(
+        "NUMI_CODE_MAX_CHARS",
+        100_000,
+        whole(1),
+        "Largest code one `run_python` call may send.",
+    ),
+    Setting(
+        "NUMI_CODE_MAX_FILE_BYTES",
+        10_000_000,
+        whole(),
+        "Largest file (or image) a `run_python` call keeps for download; a larger one is listed with its size only.",
+    ),
+    Setting(
+        "NUMI_CODE_IDLE_MINUTES",
+        15,
+        number(),
+        "A Python kernel unused for this long is shut down (its variables are gone).",
+    ),
+    Setting(
+        "NUMI_CODE_MAX_KERNELS",
+        3,
+        whole(1),
+        "Python kernels one user may have running at once (one per chat).",
+    ),
+    Setting(
+        "NUMI_CODE_ALL_USERS",
+        False,
+        boolean,
+        "Multi-user mode: offer `run_python` to every user, not only administrators.",
+    ),
+    Setting(
+        "NUMI_CODE_NETWORK",
+        False,
+        boolean,
+        "Let code run by `run_python` use the network (off: a network namespace, where `unshare` works).",
     ),
 )
 
@@ -563,7 +796,8 @@ def load_config(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         try:
             config[setting.name] = setting.parse(raw)
         except ValueError as exc:
-            raise SettingError("invalid_setting", f"{setting.name}={raw!r}: {exc}.") from None
+            shown = without_password(raw) if setting.name == "NUMI_DATABASE_URL" else raw
+            raise SettingError("invalid_setting", f"{setting.name}={shown!r}: {exc}.") from None
     return config
 
 

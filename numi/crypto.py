@@ -22,10 +22,16 @@ other means, so there is no routine reason to change it.
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import os
+from urllib.parse import urlsplit
+
+from flask import current_app
+from sqlalchemy import text
 
 from .errors import NumiError
+from .extensions import db
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +51,8 @@ class SecretUnreadable(NumiError):
 
 
 def _key(secret_key: str) -> bytes:
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+    from cryptography.hazmat.primitives import hashes  # lazy: start-up time
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF  # lazy: start-up time
 
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_INFO).derive(
         secret_key.encode()
@@ -54,8 +60,6 @@ def _key(secret_key: str) -> bytes:
 
 
 def _app_secret() -> str:
-    from flask import current_app
-
     return current_app.config["SECRET_KEY"]
 
 
@@ -65,7 +69,7 @@ def is_sealed(value: str | None) -> bool:
 
 def seal(plaintext: str, secret_key: str | None = None) -> str:
     """The stored form of `plaintext` (a fresh random nonce each time)."""
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # lazy: start-up time
 
     nonce = os.urandom(12)
     sealed = AESGCM(_key(secret_key or _app_secret())).encrypt(nonce, plaintext.encode(), _AAD)
@@ -77,8 +81,8 @@ def unseal(value: str, secret_key: str | None = None) -> str:
     SecretUnreadable when the value was sealed under another secret key (or damaged)."""
     if not is_sealed(value):
         return value
-    from cryptography.exceptions import InvalidTag
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from cryptography.exceptions import InvalidTag  # lazy: start-up time
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # lazy: start-up time
 
     try:
         raw = base64.urlsafe_b64decode(value[len(PREFIX) :].encode())
@@ -90,8 +94,6 @@ def unseal(value: str, secret_key: str | None = None) -> str:
 def url_has_credentials(url: str) -> bool:
     """Whether a URL carries what may be a secret: `user:pass@` or any query string (such
     as `?api-key=`). Such a base URL is stored sealed, whole."""
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url or "")
     return bool(parts.username or parts.password or parts.query or "@" in parts.netloc)
 
@@ -108,10 +110,6 @@ def seal_plaintext_keys(app) -> int:
     """Seal every endpoint API key (and Brave Search key in the web tool settings) still
     stored as plaintext; returns how many. Idempotent, and safe when several processes
     start at once (each row is updated only while it still holds what was read)."""
-    from sqlalchemy import text
-
-    from .extensions import db
-
     with app.app_context():
         try:
             rows = db.session.execute(
@@ -154,8 +152,6 @@ def _seal_url_credentials(db, text, secret_key: str) -> list:
 
 def _seal_search_keys(db, text, secret_key: str) -> list:
     """The Brave Search keys inside `tool_settings.settings_json` (a few rows at most)."""
-    import json
-
     rows = db.session.execute(
         text(
             "SELECT user_id, settings_json FROM tool_settings WHERE settings_json LIKE '%brave_api_key%'"

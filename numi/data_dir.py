@@ -7,8 +7,17 @@ and the access token, so no other local account may read it and no workspace may
 from __future__ import annotations
 
 import os
+import re
 import secrets
+import tempfile
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: the data directory is not locked
+    fcntl = None
+
+from .errors import NumiError
 
 
 def default_data_dir() -> Path:
@@ -74,8 +83,6 @@ def persisted_secret(path: Path, nbytes: int = 48) -> str:
 def unwritable(path: str) -> str | None:
     """Why Numi cannot write in `path` (a one-line reason), or None when it can: a file is
     created and removed there, as the database, uploads and secrets will be."""
-    import tempfile
-
     try:
         with tempfile.NamedTemporaryFile(dir=path, prefix=".numi-write-check-"):
             pass
@@ -96,11 +103,8 @@ def lock_for_serving(data_dir: Path, port: int) -> int | None:
     Two servers on one data directory without a shared Redis would each run turns the other
     cannot see (two answers to one chat at once). Without fcntl (Windows) nothing is locked.
     """
-    try:
-        import fcntl
-    except ImportError:
+    if fcntl is None:
         return None
-    from .errors import NumiError
 
     fd = os.open(data_dir / SERVE_LOCK, os.O_RDWR | os.O_CREAT, 0o600)  # not inherited
     try:
@@ -118,3 +122,24 @@ def lock_for_serving(data_dir: Path, port: int) -> int | None:
     os.ftruncate(fd, 0)
     os.write(fd, f"pid {os.getpid()}, port {port}\n".encode())
     return fd
+
+
+def serving_port(data_dir: Path) -> int | None:
+    """The port of the `numi serve` that holds `data_dir` now (from its `serve.lock`), or
+    None when none does: a lock file left by a stopped server names a port nobody serves."""
+    try:
+        fd = os.open(data_dir / SERVE_LOCK, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                pass  # held: a server is running
+            else:
+                return None  # free: no server holds the data directory
+        found = re.search(r"port (\d+)", os.read(fd, 200).decode("utf-8", "replace"))
+    finally:
+        os.close(fd)  # also releases a shared lock taken above
+    return int(found.group(1)) if found else None

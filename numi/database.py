@@ -7,13 +7,31 @@ here. Migrations are Alembic revisions under migrations/, applied by `upgrade()`
 from __future__ import annotations
 
 import re
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import gevent
 from flask import Flask
 from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 
+from .crypto import seal_plaintext_keys
+from .database_check import check_connection
+from .extensions import db
+from .recovery import restore
 from .resources import MIGRATIONS as MIGRATIONS_DIR
 from .resources import resource_dir
+
+
+# How long a SQLite write waits for another connection's lock (an operator's `sqlite3`
+# session, a `.backup`, a `numi` command, another worker) before "database is locked".
+BUSY_TIMEOUT_MS = 10_000
+# The same wait for a save that retries by itself (agent/durable.py). SQLite's busy handler
+# sleeps inside the C library, where gevent cannot switch to another greenlet: a 10 s wait
+# there stops every stream and request of the process. A save that waits this long per try
+# and yields between tries stops nobody (bench/locked.py).
+BRIEF_BUSY_TIMEOUT_MS = 50
 
 
 def configure_engine(engine: Engine) -> None:
@@ -27,10 +45,101 @@ def configure_engine(engine: Engine) -> None:
         # WAL lets readers proceed while the one writer commits; busy_timeout makes a second
         # writer wait instead of failing at once; foreign keys are off by default in SQLite.
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA busy_timeout=10000")
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
+        load_sqlite_vec(dbapi_connection)
+
+
+def load_sqlite_vec(dbapi_connection) -> bool:
+    """Load sqlite-vec (`numi[knowledge]`, from its wheel) into a new SQLite connection, for
+    document search by meaning. Quietly False when it is missing or cannot load: search is
+    then full-text, and numi.knowledge.vectors says so once in the log."""
+    if not hasattr(dbapi_connection, "enable_load_extension"):
+        return False  # a Python built without loadable extensions: not worth the import
+    try:
+        import sqlite_vec  # lazy: optional extra knowledge
+
+        dbapi_connection.enable_load_extension(True)
+        try:
+            sqlite_vec.load(dbapi_connection)
+        finally:
+            dbapi_connection.enable_load_extension(False)
+    except Exception:  # ImportError, or a Python built without loadable extensions
+        return False
+    return True
+
+
+@contextmanager
+def transaction(session) -> Iterator[None]:
+    """The block's writes as one transaction: committed when the block ends, rolled back
+    when it raises (and the error raised on), so a failed operation changes nothing and
+    leaves the session usable for the next request."""
+    try:
+        yield
+        session.commit()
+    except Exception:
+        session.rollback()
+        raise
+
+
+@contextmanager
+def brief_lock_waits(session) -> Iterator[None]:
+    """Within the block, the session's SQLite writes wait at most BRIEF_BUSY_TIMEOUT_MS for
+    another connection's lock, then fail "database is locked" for the caller to retry after
+    yielding. Other backends wait on a socket, which gevent switches out of: unchanged."""
+    if session.get_bind().dialect.name != "sqlite":
+        yield
+        return
+    raw = session.connection().connection.dbapi_connection
+    raw.execute(f"PRAGMA busy_timeout={BRIEF_BUSY_TIMEOUT_MS}")
+    try:
+        yield
+    finally:
+        # The connection may be back in the pool by now (the save committed or rolled
+        # back): nothing ran on it meanwhile, as nothing here yields.
+        try:
+            raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        except Exception:  # closed with its broken session: a new one gets the pragma anew
+            pass
+
+
+@contextmanager
+def overwriting_deletes(session) -> Iterator[None]:
+    """On SQLite, what the session's statements inside delete or overwrite is overwritten
+    with zeros in the database file (`PRAGMA secure_delete` on this connection, for these
+    statements only: it costs writes). Call `drop_old_copies` after the commit: the WAL
+    still holds the pages as they were. Elsewhere it does nothing: PostgreSQL keeps an
+    updated row's old version until VACUUM frees its space and a later write reuses it."""
+    sqlite = session.get_bind().dialect.name == "sqlite"
+    if sqlite:
+        session.execute(text("PRAGMA secure_delete=ON"))
+    try:
+        yield
+    finally:
+        if sqlite:
+            session.execute(text("PRAGMA secure_delete=OFF"))
+
+
+def drop_old_copies(engine: Engine) -> None:
+    """On SQLite, copy the WAL into the database file and empty it (a TRUNCATE checkpoint),
+    so the pages `overwriting_deletes` zeroed leave no older copy in the -wal file. It waits
+    for readers, so it runs in the threadpool on a connection of its own: the hub does not
+    wait. A checkpoint kept busy still drops nothing it should not; the next one drops it."""
+    if engine.dialect.name != "sqlite" or not engine.url.database:
+        return
+    if engine.url.database == ":memory:":
+        return
+
+    def checkpoint(path: str) -> None:
+        connection = sqlite3.connect(path, timeout=10)
+        try:
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        finally:
+            connection.close()
+
+    gevent.get_hub().threadpool.apply(checkpoint, (engine.url.database,))
 
 
 MIGRATIONS = resource_dir(MIGRATIONS_DIR)  # the checkout's migrations/, or the wheel's
@@ -39,9 +148,7 @@ MIGRATIONS = resource_dir(MIGRATIONS_DIR)  # the checkout's migrations/, or the 
 def enable_migrations(app: Flask):
     """Bind Flask-Migrate (for `flask db ...` and upgrades); imports Alembic."""
     if "migrate" not in app.extensions:
-        from flask_migrate import Migrate
-
-        from .extensions import db
+        from flask_migrate import Migrate  # lazy: start-up time
 
         Migrate(app, db, directory=str(MIGRATIONS), render_as_batch=True)
     return app.extensions["migrate"]
@@ -64,8 +171,6 @@ def head_revisions() -> set[str]:
 
 def is_current(app: Flask) -> bool:
     """Whether the database is at the newest revision (a cheap check before Alembic)."""
-    from .extensions import db
-
     with app.app_context():
         try:
             with db.engine.connect() as connection:
@@ -84,18 +189,16 @@ def upgrade(app: Flask) -> None:
     """Bring the database schema to the newest revision (Alembic runs only when needed),
     then seal API keys still stored as plaintext (an idempotent data step: it needs the
     app's secret key, which a migration script should not read)."""
-    from .crypto import seal_plaintext_keys
-
+    with app.app_context():
+        check_connection(db.engine)  # a missing database or a server down: one line
     if not is_current(app):
-        from flask_migrate import upgrade as alembic_upgrade
+        from flask_migrate import upgrade as alembic_upgrade  # lazy: start-up time
 
         directory = enable_migrations(app).directory
         with app.app_context():
             alembic_upgrade(directory=directory)
     seal_plaintext_keys(app)
     # Answers kept on disk while the database was unavailable go to their chats now.
-    from .recovery import restore
-
     restore(app)
 
 

@@ -12,6 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sqlalchemy import select
+
+from .endpoints import create_endpoint, fetch_models, find_by_name, update_endpoint
+from .extensions import db
+from .models import Endpoint, utcnow
+from .testing.demo import demo_scenario
+from .testing.server import ScriptedProvider
+
 if TYPE_CHECKING:  # imported lazily: `numi` imports this module before it monkey-patches
     from flask import Flask
 
@@ -28,11 +36,6 @@ def start_demo(app: "Flask"):
     """Run the scripted provider on a free loopback port and point the demo endpoint at it
     (made on the first demo start, brought back and its URL updated on later ones).
     Returns the provider; `stop_demo` ends both."""
-    from .endpoints import create_endpoint, fetch_models, find_by_name, update_endpoint
-    from .extensions import db
-    from .testing.demo import demo_scenario
-    from .testing.server import ScriptedProvider
-
     provider = ScriptedProvider(default_scenario=demo_scenario(DEMO_TOKENS_PER_SECOND)).start()
     with app.app_context():
         existing = find_by_name(None, DEMO_ENDPOINT) or _removed_demo_endpoint()
@@ -65,10 +68,6 @@ def stop_demo(app: "Flask", provider) -> None:
 def hide_demo_endpoint(app: "Flask") -> bool:
     """Remove the demo endpoint left by an earlier `--demo` (none runs now); returns
     whether there was one."""
-    from .endpoints import find_by_name
-    from .extensions import db
-    from .models import utcnow
-
     with app.app_context():
         found = find_by_name(None, DEMO_ENDPOINT)
         if found is None or not found.base_url.startswith(DEMO_URL_PREFIX):
@@ -81,11 +80,6 @@ def hide_demo_endpoint(app: "Flask") -> bool:
 
 
 def _removed_demo_endpoint() -> "Endpoint | None":
-    from sqlalchemy import select
-
-    from .extensions import db
-    from .models import Endpoint
-
     removed = db.session.execute(
         select(Endpoint)
         .where(

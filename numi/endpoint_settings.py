@@ -1,7 +1,9 @@
 """An endpoint's own settings (Endpoint.settings_json), checked: the user's say over
 what the server reports. `retries` (False: one attempt per call, for an endpoint behind
 a gateway that retries itself) and `model_capabilities` (per model id: tools, vision,
-reasoning on or off, and a context size; unset means "as the server says")."""
+reasoning on or off, and a context size; unset means "as the server says"), `redaction` (the
+privacy gateway's rules, checked by `numi.redaction.check_rules`) and `prompt_caching`
+(False: no Anthropic cache breakpoints)."""
 
 from __future__ import annotations
 
@@ -10,20 +12,9 @@ from typing import Any
 from .errors import invalid
 
 # The endpoint's settings (Endpoint.settings_json) that validate() accepts.
-SETTINGS_FIELDS = ("retries", "model_capabilities")
+SETTINGS_FIELDS = ("retries", "model_capabilities", "redaction", "prompt_caching")
 CAPABILITY_FLAGS = ("tools", "vision", "reasoning")
 MAX_CAPABILITY_MODELS = 200
-
-
-def settings_flag(value: Any, name: str) -> bool:
-    """A true/false setting from JSON or a form ("1"/"0", "true"/"false", "on"/"off")."""
-    if isinstance(value, bool):
-        return value
-    if value in ("1", "true", "on", 1):
-        return True
-    if value in ("0", "false", "off", 0):
-        return False
-    raise invalid(f"{name} must be true or false.")
 
 
 def model_capabilities_input(value: Any) -> dict[str, dict[str, Any]]:

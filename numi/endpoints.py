@@ -12,29 +12,35 @@ checked and pinned. Shared endpoints are an admin's and may be local (Ollama).
 
 from __future__ import annotations
 
+import importlib
 import logging
-import os
-import urllib.request
+import socket
+import sys
+import time
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+import gevent
+from flask import current_app
 from sqlalchemy import bindparam, or_, select
 
 from .addresses import AddressRefused, check_url, guarded_transport
-from .endpoint_settings import (
-    SETTINGS_FIELDS,
-    model_capabilities_input,
-    settings_flag,
-)
+from .cpu_pool import run_cpu
+from .endpoint_settings import SETTINGS_FIELDS, model_capabilities_input
+from .providers import get_adapter
+from .providers.capabilities import listed_capabilities
+from .providers.errors import ProviderError, unreachable
+from .setting_values import parse_bool
 from .errors import NotFound, NumiError, invalid
 from .extensions import db
-from .models import REASONING_POLICIES, Endpoint, User, utcnow
+from .services import services
+from .models import REASONING_POLICIES, Chat, Endpoint, Message, User, utcnow
 from .providers.kinds import get_kind, kind_names
+from .redaction import check_rules
+from .redaction.rules import setting_view
 
 log = logging.getLogger(__name__)
-
-OLLAMA_URL = "http://127.0.0.1:11434"
 
 
 def visible(user_id: int):
@@ -119,18 +125,39 @@ def validate(
             raise invalid(f"reasoning_policy must be one of {', '.join(REASONING_POLICIES)}.")
         clean["reasoning_policy"] = fields["reasoning_policy"]
     if "enabled" in fields:
-        clean["enabled"] = bool(fields["enabled"]) and fields["enabled"] not in (
-            "0",
-            "false",
-            "off",
-        )
+        clean["enabled"] = parse_bool(fields["enabled"], "enabled")
     if "hidden_models" in fields:
         clean["hidden_models"] = _hidden_models(fields["hidden_models"])
     if "retries" in fields:
-        clean["retries"] = settings_flag(fields["retries"], "retries")
+        clean["retries"] = parse_bool(fields["retries"], "retries")
     if "model_capabilities" in fields:
         clean["model_capabilities"] = model_capabilities_input(fields["model_capabilities"])
+    if "redaction" in fields:
+        clean["redaction"] = check_rules(fields["redaction"])
+    if "prompt_caching" in fields:
+        clean["prompt_caching"] = parse_bool(fields["prompt_caching"], "prompt_caching")
     return clean
+
+
+def redaction_view(endpoint: Endpoint) -> dict[str, Any]:
+    """The endpoint's privacy gateway as it applies (`numi.redaction.rules.setting_view`)."""
+    return setting_view(endpoint.settings.get("redaction"), endpoint.base_url)
+
+
+def endpoint_dict(endpoint: Endpoint, viewer: Any = None) -> dict[str, Any]:
+    """The endpoint for the API (`Endpoint.to_dict`) with its privacy gateway and prompt
+    caching: `redaction.enabled` as it applies (`automatic`: decided by the address, on
+    outside this machine's network). A shared endpoint's words and patterns are its
+    admin's: other users see how many there are, not what they are."""
+    redaction = redaction_view(endpoint)
+    if viewer is not None and not (viewer.is_admin or endpoint.user_id == viewer.id):
+        redaction["words"] = len(redaction["words"])
+        redaction["patterns"] = len(redaction["patterns"])
+    return {
+        **endpoint.to_dict(viewer),
+        "redaction": redaction,
+        "prompt_caching": endpoint.settings.get("prompt_caching", True) is not False,
+    }
 
 
 MAX_HIDDEN_MODELS = 2000
@@ -210,6 +237,20 @@ def create_endpoint(
     return endpoint
 
 
+def add_endpoint(
+    user_id: int, is_admin: bool, fields: dict[str, Any], *, max_name: int
+) -> Endpoint:
+    """An endpoint a user adds (the API's JSON, Settings' form): their own, or shared when an
+    admin asks (`shared`; a non-admin's is theirs). Its model list is fetched at once, with
+    or without a default model: the pickers offer it, and its context sizes and capabilities
+    count from the first turn (a failure is kept on the endpoint and shows on Test)."""
+    fields = dict(fields)
+    shared = parse_bool(fields.pop("shared", None), "shared") and is_admin
+    endpoint = create_endpoint(None if shared else user_id, fields, max_name=max_name)
+    fetch_models(endpoint)
+    return endpoint
+
+
 def update_endpoint(endpoint: Endpoint, fields: dict[str, Any], *, max_name: int = 100) -> Endpoint:
     """Apply an edit. Every field is checked first (`validate`, the same rules as adding);
     an empty or missing api_key keeps the stored key (keys are replaced, never shown)."""
@@ -228,6 +269,11 @@ def update_endpoint(endpoint: Endpoint, fields: dict[str, Any], *, max_name: int
         # kind and an empty key on every save; only a real change counts).
         endpoint.models_json, endpoint.models_fetched_at = None, None
     settings = {k: clean.pop(k) for k in SETTINGS_FIELDS if k in clean}
+    if "redaction" in settings:  # the fields given change, the others stay
+        settings["redaction"] = {
+            **(endpoint.settings.get("redaction") or {}),
+            **settings["redaction"],
+        }
     if settings:
         endpoint.settings = {**endpoint.settings, **settings}
     for key, value in clean.items():
@@ -249,6 +295,26 @@ def remove_endpoint(endpoint: Endpoint) -> None:
     db.session.commit()
 
 
+def endpoint_adapter(app, endpoint: Endpoint):
+    """The cached adapter (`cached_adapter`) of a stored endpoint, its address checked first
+    and its connections guarded when its owner is not an admin."""
+    check_address(endpoint)
+    return cached_adapter(
+        app, endpoint.kind, endpoint.base_url, endpoint.api_key, guarded=guarded(endpoint)
+    )
+
+
+def usable_by(endpoint: Endpoint | None, user_id: int) -> bool:
+    """Whether a stored endpoint (found by id, not through `get_endpoint`) may still serve
+    `user_id`: not deleted, turned on, and theirs or shared."""
+    return (
+        endpoint is not None
+        and endpoint.deleted_at is None
+        and endpoint.enabled
+        and endpoint.user_id in (None, user_id)
+    )
+
+
 def cached_adapter(
     app,
     kind: str,
@@ -261,12 +327,10 @@ def cached_adapter(
     (a new SDK client per turn would cost a TCP and TLS handshake each time). `guarded`
     sends every request through the address guard; `retries` False makes one attempt
     only (an endpoint behind a gateway that retries itself)."""
-    cache = app.extensions.setdefault("numi.adapters", {})
+    cache = services(app).adapters
     key = (kind, base_url, api_key, guarded, retries)
     adapter = cache.get(key)
     if adapter is None:
-        from .providers import get_adapter
-
         _import_sdk_off_hub(kind)
 
         adapter = cache[key] = get_adapter(
@@ -277,6 +341,8 @@ def cached_adapter(
             max_retries=app.config["NUMI_PROVIDER_MAX_RETRIES"] if retries else 0,
             max_retry_seconds=app.config["NUMI_PROVIDER_MAX_RETRY_SECONDS"],
             idle_timeout=app.config["NUMI_PROVIDER_IDLE_SECONDS"],
+            first_token_timeout=app.config["NUMI_PROVIDER_FIRST_TOKEN_SECONDS"],
+            headers_timeout=app.config["NUMI_PROVIDER_HEADERS_SECONDS"],
             transport=guarded_transport() if guarded else None,
         )
     return adapter
@@ -286,18 +352,14 @@ def _import_sdk_off_hub(kind: str) -> None:
     """Import the provider SDK in a native thread the first time a turn needs it.
 
     Importing openai or anthropic takes most of a second of pure CPU; done in the gevent
-    hub it would freeze every other request and stream for that long. In a thread of
-    gevent's pool the hub keeps running (the GIL is shared) and only this turn waits.
+    hub it would freeze every other request and stream for that long. In a thread of the
+    CPU pool (numi/cpu_pool.py) the hub keeps running (the GIL is shared) and only this turn
+    waits.
     """
-    import importlib
-    import sys
-
     module = get_kind(kind).sdk_module if kind in kind_names() else None
     if module is None or module in sys.modules:
         return
-    import gevent
-
-    gevent.get_hub().threadpool.apply(importlib.import_module, (module,))
+    run_cpu(importlib.import_module, module)
 
 
 def models(endpoint: Endpoint, *, max_age_seconds: int, refresh: bool = False) -> list[dict]:
@@ -312,14 +374,11 @@ def models(endpoint: Endpoint, *, max_age_seconds: int, refresh: bool = False) -
     )
     if endpoint.models_json and fresh and not refresh:
         return endpoint.models
-    from .providers.errors import ProviderError
 
     is_guarded = guarded(endpoint)
     if is_guarded:
         check_address(endpoint)
     try:
-        from .providers import get_adapter
-
         _import_sdk_off_hub(endpoint.kind)
         adapter = get_adapter(
             endpoint.kind,
@@ -384,8 +443,6 @@ def refresh_stale(endpoints: list[Endpoint]) -> None:
 
 def _refuses_connections(base_url: str) -> bool:
     """True when the base URL's host actively refuses a TCP connection (no listener)."""
-    import socket
-
     parts = urlsplit(base_url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
@@ -398,12 +455,9 @@ def _refuses_connections(base_url: str) -> bool:
 
 
 def _unreachable_message() -> str:
-    from .providers.errors import unreachable
-
     return unreachable("").message
 
 
-_REFRESH_JOBS = "numi.model_refresh"
 RETRY_FAILED_REFRESH_SECONDS = 300  # a server without /models is not asked every turn
 
 
@@ -411,18 +465,13 @@ def refresh_when_stale(endpoint: Endpoint) -> bool:
     """Fetch the endpoint's model list in the background when it was never fetched or
     is older than NUMI_MODELS_CACHE_SECONDS. Never blocks; returns whether it started.
     One job per endpoint and process; a failed fetch is not tried again for 5 minutes."""
-    from flask import current_app
-
     app = current_app._get_current_object()
     max_age = app.config["NUMI_MODELS_CACHE_SECONDS"]
     fetched = endpoint.models_fetched_at
     if fetched is not None and utcnow() - fetched < timedelta(seconds=max_age):
         return False
-    import time
 
-    import gevent
-
-    jobs: dict[int, Any] = app.extensions.setdefault(_REFRESH_JOBS, {})
+    jobs = services(app).model_refreshes
     job = jobs.get(endpoint.id)
     if job is not None and (
         not job.dead or time.monotonic() - job.started_at < RETRY_FAILED_REFRESH_SECONDS
@@ -435,9 +484,7 @@ def refresh_when_stale(endpoint: Endpoint) -> bool:
 
 def wait_for_refreshes(app, timeout: float | None = None) -> None:
     """Wait for the running background list fetches (for tests and the CLI)."""
-    import gevent
-
-    gevent.joinall(list(app.extensions.get(_REFRESH_JOBS, {}).values()), timeout=timeout)
+    gevent.joinall(list(services(app).model_refreshes.values()), timeout=timeout)
 
 
 def _refresh_job(app, endpoint_id: int, max_age: int) -> None:
@@ -463,16 +510,12 @@ def model_capabilities(endpoint: Endpoint, model_id: str):
     """What a model can do (vision, tools, reasoning, context window): as the user set it
     for this endpoint, else as the endpoint's model list reports it, else from the table
     of known families, else defaults."""
-    from .providers.capabilities import listed_capabilities
-
     return listed_capabilities(model_id, endpoint.models, endpoint.model_capabilities.get(model_id))
 
 
 def reported_capabilities(endpoint: Endpoint, model_id: str):
     """What a model can do without the user's per-model settings: as the server reports
     it, else from the family table, else defaults (the Edit form's "as reported")."""
-    from .providers.capabilities import listed_capabilities
-
     return listed_capabilities(model_id, endpoint.models)
 
 
@@ -521,52 +564,37 @@ def default_route(user_id: int, endpoints: list[Endpoint] | None = None) -> Endp
 
 def preselected_route(user_id: int, endpoints: list[Endpoint]) -> str:
     """The picker's `<endpoint id>:<model>` when nothing is chosen yet (the home page's
-    composer): the default route's model, or "" (the picker asks for a choice)."""
-    endpoint = default_route(user_id, endpoints)
+    composer): the default route's model among the endpoints that have answered, or ""
+    (the picker asks for a choice). A just-added endpoint that could not be reached has
+    a typed default model but has never answered: the first question would fail on it."""
+    endpoint = default_route(user_id, answered(user_id, endpoints))
     return f"{endpoint.id}:{first_model(endpoint)}" if endpoint else ""
 
 
-def detect_from_environment(environ=None) -> list[Endpoint]:
-    """First-start discovery: endpoints from OPENAI_*/ANTHROPIC_* variables and a local Ollama.
-
-    Runs only while no endpoint has ever been added, so a user's removal sticks.
-    """
-    environ = os.environ if environ is None else environ
-    if db.session.execute(select(Endpoint.id).limit(1)).first() is not None:
-        return []
-    found: list[dict[str, Any]] = []
-    if environ.get("OPENAI_API_KEY") or environ.get("OPENAI_BASE_URL"):
-        found.append(
-            {
-                "name": "OpenAI",
-                "kind": "openai_chat",
-                "base_url": environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1",
-                "api_key": environ.get("OPENAI_API_KEY"),
-            }
+def answered(user_id: int, endpoints: list[Endpoint]) -> list[Endpoint]:
+    """The endpoints that have answered: listed their models once, or gave one of the
+    user's chats an answer (not an error) (a gateway whose model list fails but whose chats work). The
+    query runs only when an endpoint has never listed its models."""
+    unlisted = [e.id for e in endpoints if e.models_fetched_at is None]
+    used: set[int] = set()
+    if unlisted:
+        used = set(
+            db.session.execute(
+                select(Chat.endpoint_id)
+                .where(
+                    Chat.user_id == user_id,
+                    Chat.endpoint_id.in_(unlisted),
+                    select(Message.id)
+                    .where(
+                        Message.chat_id == Chat.id,
+                        Message.role == "assistant",
+                        Message.content != "",
+                        # not a failed answer's placeholder (meta.error)
+                        or_(Message.meta_json.is_(None), ~Message.meta_json.contains('"error"')),
+                    )
+                    .exists(),
+                )
+                .distinct()
+            ).scalars()
         )
-    if environ.get("ANTHROPIC_API_KEY"):
-        found.append(
-            {
-                "name": "Anthropic",
-                "kind": "anthropic",
-                "base_url": environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com",
-                "api_key": environ["ANTHROPIC_API_KEY"],
-            }
-        )
-    if _ollama_answers():
-        found.append({"name": "Ollama", "kind": "openai_chat", "base_url": OLLAMA_URL + "/v1"})
-    created = []
-    for fields in found:
-        try:
-            created.append(create_endpoint(None, fields))
-        except NumiError as exc:
-            log.warning("skipped auto-detected endpoint %s: %s", fields["name"], exc.message)
-    return created
-
-
-def _ollama_answers() -> bool:
-    try:
-        with urllib.request.urlopen(OLLAMA_URL + "/api/version", timeout=0.5) as response:
-            return response.status == 200
-    except OSError:
-        return False
+    return [e for e in endpoints if e.models_fetched_at is not None or e.id in used]

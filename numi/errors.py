@@ -12,6 +12,9 @@ import errno
 
 class NumiError(Exception):
     status = 400
+    # turn_running: the request_id of the turn that runs (a retry of the same question
+    # is told apart from another question).
+    request_id: str | None = None
 
     def __init__(self, code: str, message: str, status: int | None = None):
         super().__init__(message)
@@ -22,6 +25,10 @@ class NumiError(Exception):
 
     def to_dict(self) -> dict:
         return {"code": self.code, "message": self.message}
+
+    def line(self) -> str:
+        """The refusal as a command or a server prints it at start: one line with the code."""
+        return f"Error: {self.message} ({self.code})"
 
 
 class NotFound(NumiError):
@@ -83,7 +90,7 @@ def is_storage_failure(exc: BaseException) -> bool:
     """The database or the data directory failed (connection refused or lost, locked, disk
     full, read-only) rather than the code: SQLAlchemy's OperationalError and InterfaceError
     and the file errors of a full or read-only disk. An IntegrityError stays a bug."""
-    from sqlalchemy.exc import DBAPIError
+    from sqlalchemy.exc import DBAPIError  # lazy: start-up time
 
     if isinstance(exc, DBAPIError):
         return exc.connection_invalidated or type(exc).__name__ in (

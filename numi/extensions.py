@@ -1,10 +1,13 @@
 """Flask extensions, created unbound here and bound in create_app()."""
 
-from flask import current_app
+from typing import TYPE_CHECKING
+
 from flask_sock import Sock
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import MetaData
 from sqlalchemy.orm import DeclarativeBase
+
+from .services import services
 
 # Named constraints so Alembic can alter them on every backend (SQLite batch mode needs names).
 NAMING_CONVENTION = {
@@ -25,12 +28,14 @@ sock = Sock()
 # Flask-Migrate (Alembic) is bound on demand by numi.database.enable_migrations(): start-up
 # skips importing Alembic when the schema is already current.
 
-# The app's one TurnManager (numi.turns.manager) is `app.extensions[TURNS]`, bound in
-# create_app(). Found here, below every layer, so that chat and turns code alike reach it
-# without importing each other.
-TURNS = "numi.turns"
+if TYPE_CHECKING:  # for the type only: this module sits below every layer (pyproject.toml)
+    from flask import Flask
+
+    from .turns.manager import TurnManager
 
 
-def turn_manager(app=None):
-    """The app's TurnManager (the current app's when `app` is None)."""
-    return (app if app is not None else current_app).extensions[TURNS]
+def turn_manager(app: "Flask | None" = None) -> "TurnManager":
+    """The app's TurnManager (the current app's when `app` is None): `services(app).turns`,
+    found here, below every layer, so that chat and turns code alike reach it without
+    importing each other."""
+    return services(app).turns

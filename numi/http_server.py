@@ -6,6 +6,9 @@ that opens connections and sends a header line every few seconds (slowloris) hol
 greenlet and a file descriptor each, for ever. Here the request line and headers must
 arrive within `header_timeout` seconds of the handler starting to wait for them (an idle
 keep-alive connection included); the body and the response are not limited by it.
+
+A connection that was upgraded to a WebSocket carries no HTTP request after the socket
+ends: it is closed then, instead of being read for the next request.
 """
 
 from __future__ import annotations
@@ -33,6 +36,15 @@ class HeaderDeadlineHandler(WSGIHandler):
             return super().handle_one_request()
         finally:
             self._deadline.cancel()
+
+    def handle_one_response(self):
+        super().handle_one_response()
+        if self.environ.get("HTTP_UPGRADE", "").lower() == "websocket":
+            # The WebSocket (simple_websocket, on a copy of this socket) has ended. Read on,
+            # whatever the client still sends on it, e.g. the second close frame of a
+            # non-browser client, would be parsed as a request: "Invalid HTTP method" at
+            # ERROR, and a connection kept open until the header deadline.
+            self.close_connection = True
 
     def read_request(self, raw_requestline):
         try:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import hashlib
 import secrets
 
-from flask import current_app
 from sqlalchemy import select
 
 from .extensions import db
+from .services import services
 from .models import ApiToken, User, utcnow
 
 LOCAL_USERNAME = "local"
@@ -28,8 +28,8 @@ def bearer_token(authorization: str) -> str | None:
 
 def local_user() -> User:
     """The single-user mode's user, created (as admin) on first use."""
-    cache = current_app.extensions.setdefault("numi.local_user_id", {})
-    user_id = cache.get("id")
+    state = services()
+    user_id = state.local_user_id
     user = db.session.get(User, user_id) if user_id else None
     if user is None:
         user = db.session.execute(
@@ -39,7 +39,7 @@ def local_user() -> User:
             user = User(username=LOCAL_USERNAME, is_admin=True)
             db.session.add(user)
             db.session.commit()
-        cache["id"] = user.id
+        state.local_user_id = user.id
     return user
 
 
@@ -51,6 +51,14 @@ def hash_token(token: str) -> str:
 def new_token() -> str:
     """A fresh API token, `numi_` and 32 random bytes."""
     return "numi_" + secrets.token_urlsafe(32)
+
+
+def token_name(token: str) -> str | None:
+    """The name its owner gave an API token (None for any other token, e.g. single-user
+    mode's access token)."""
+    return db.session.execute(
+        select(ApiToken.name).where(ApiToken.token_hash == hash_token(token))
+    ).scalar_one_or_none()
 
 
 def user_for_token(token: str) -> User | None:

@@ -31,6 +31,11 @@ import math
 import time
 from typing import Any, Callable, Protocol
 
+from sqlalchemy import case, delete, func, select, update
+
+from .extensions import db
+from .models import LoginFailure
+
 FORGET_AFTER_SECONDS = 24 * 3600
 # How many more failures the username alone, or the address alone, may have than the pair.
 WIDE_SCOPE_FACTOR = 4
@@ -127,11 +132,6 @@ class DatabaseLoginStore:
     refusal, so processes never lose a count or both start one refusal."""
 
     def refused_until(self, keys: list[str]) -> float:
-        from sqlalchemy import func, select
-
-        from .extensions import db
-        from .models import LoginFailure
-
         until = db.session.execute(
             select(func.max(LoginFailure.blocked_until)).where(LoginFailure.key.in_(keys))
         ).scalar()
@@ -139,17 +139,13 @@ class DatabaseLoginStore:
         return float(until or 0)
 
     def count(self, key: str, delta: int, now: float) -> int:
-        from sqlalchemy import case, delete
-
-        from .extensions import db
-        from .models import LoginFailure
-
         stale = now - FORGET_AFTER_SECONDS
         dialect = db.engine.dialect.name
+        # Only the database's own dialect is loaded (PostgreSQL's is 19 modules).
         if dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
+            from sqlalchemy.dialects.postgresql import insert  # lazy: start-up time
         else:
-            from sqlalchemy.dialects.sqlite import insert
+            from sqlalchemy.dialects.sqlite import insert  # lazy: start-up time
         statement = insert(LoginFailure).values(
             key=key, failures=max(0, delta), last_failure_at=now, blocked_until=0.0
         )
@@ -171,11 +167,6 @@ class DatabaseLoginStore:
         return count
 
     def claim(self, key: str, until: float, now: float) -> bool:
-        from sqlalchemy import update
-
-        from .extensions import db
-        from .models import LoginFailure
-
         claimed = db.session.execute(
             update(LoginFailure)
             .where(LoginFailure.key == key, LoginFailure.blocked_until <= now)
@@ -185,11 +176,6 @@ class DatabaseLoginStore:
         return claimed == 1
 
     def forget(self, key: str) -> None:
-        from sqlalchemy import delete
-
-        from .extensions import db
-        from .models import LoginFailure
-
         db.session.execute(delete(LoginFailure).where(LoginFailure.key == key))
         db.session.commit()
 
@@ -244,7 +230,7 @@ def throttle_from_config(config: dict[str, Any]) -> LoginThrottle:
     """The throttle for an app: Redis when NUMI_REDIS_URL is set, else the database."""
     url = config.get("NUMI_REDIS_URL")
     if url:
-        import redis
+        import redis  # lazy: optional extra redis
 
         store: LoginStore = RedisLoginStore(
             redis.Redis.from_url(url), config.get("NUMI_REDIS_PREFIX") or "numi:"

@@ -6,6 +6,8 @@ slowed another user's stream from 41 ms to 931 ms per token), so each hash runs 
 thread pool of its own and the calling greenlet waits without blocking the hub. The pool
 is not the hub's shared one: that one also resolves host names for provider requests, and
 its ten threads could hold 640 MiB of hashing memory at once. argon2 releases the GIL.
+A check waits for a thread in a queue that admits the client address and account that asked
+least lately first (numi/password_queue.py), so a flood of guesses never delays a first login.
 
 Hashes made by werkzeug (pbkdf2, scrypt: users created before argon2) still verify, and a
 good login replaces them with argon2id, as does a hash made with weaker argon2 parameters.
@@ -23,8 +25,14 @@ import secrets
 import threading
 from typing import Any, Callable
 
+import gevent
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
+from flask import current_app, has_app_context
+from werkzeug.security import check_password_hash
+
+from .cpu_pool import hub_pool
+from .password_queue import PasswordQueue
 
 # argon2-cffi's defaults are RFC 9106's low-memory profile: t=3, m=64 MiB, p=4.
 _hasher = PasswordHasher()
@@ -39,8 +47,9 @@ HASH_THREADS = max(1, (os.cpu_count() or 2) // 2)
 # 30 ms. The price: on a machine whose cores a local model keeps busy, a login takes seconds.
 HASH_NICENESS = 19
 _POOL_ATTRIBUTE = "numi_password_pool"
-_dummy_hash: str | None = None
+_QUEUE_ATTRIBUTE = "numi_password_queue"
 _thread_state = threading.local()
+_dummy_hash: str | None = None
 
 
 def hash_password(password: str) -> str:
@@ -49,7 +58,12 @@ def hash_password(password: str) -> str:
 
 
 def check_password(
-    stored: str | None, password: str, *, lane: str = "main"
+    stored: str | None,
+    password: str,
+    *,
+    lane: str = "main",
+    address: str = "",
+    account: str = "",
 ) -> tuple[bool, str | None]:
     """Whether `password` matches the `stored` hash, and a new hash to store when the stored
     one is old (werkzeug's, or argon2 with weaker parameters); None when it is current.
@@ -59,15 +73,17 @@ def check_password(
 
     `lane` "known": a browser that logged in as this user before, hashed in a lane of its
     own (one thread) so that bogus logins queued in the main lane never delay its owner.
+    In the main lane, `address` (the client's) and `account` (the typed username) place the
+    check in the queue (numi/password_queue.py): those that asked least lately go first.
     """
-    return _off_hub(_check, _current_hasher(), stored, password, lane=lane)
+    return _off_hub(
+        _check, _current_hasher(), stored, password, lane=lane, address=address, account=account
+    )
 
 
 def _current_hasher() -> PasswordHasher:
     """The hasher of the running app: the standard one unless the app is a test app with
     NUMI_TEST_FAST_PASSWORD_HASHES (outside an app, always the standard one)."""
-    from flask import current_app, has_app_context
-
     if has_app_context() and current_app.config.get(FAST_HASHES_SETTING):
         return _test_hasher
     return _hasher
@@ -81,7 +97,6 @@ def _check(hasher: PasswordHasher, stored: str | None, password: str) -> tuple[b
         if not _verify_argon2(stored, password):
             return False, None
         return True, (hasher.hash(password) if hasher.check_needs_rehash(stored) else None)
-    from werkzeug.security import check_password_hash
 
     try:
         matches = check_password_hash(stored, password)
@@ -107,20 +122,30 @@ def _dummy(hasher: PasswordHasher) -> str:
     return _dummy_hash
 
 
-def _off_hub(function: Callable[..., Any], *args: Any, lane: str = "main") -> Any:
-    """Run `function(*args)` in this hub's hashing pool of `lane`; the greenlet waits, the
-    hub runs on."""
-    import gevent
-    from gevent.threadpool import ThreadPool
+def _off_hub(
+    function: Callable[..., Any],
+    *args: Any,
+    lane: str = "main",
+    address: str = "",
+    account: str = "",
+) -> Any:
+    """Run `function(*args)` in this hub's hashing pool of `lane` (the main lane's through
+    its queue); the greenlet waits, the hub runs on."""
+    if lane != "main":
+        pool = hub_pool(f"{_POOL_ATTRIBUTE}_{lane}", 1)
+        return pool.apply(_niced, (function, args))
 
     hub = gevent.get_hub()
-    attribute = _POOL_ATTRIBUTE if lane == "main" else f"{_POOL_ATTRIBUTE}_{lane}"
-    pool = getattr(hub, attribute, None)
-    if pool is None:
-        # One pool per hub (per OS thread): a gevent pool is driven by the hub that made it.
-        pool = ThreadPool(HASH_THREADS if lane == "main" else 1, hub=hub)
-        setattr(hub, attribute, pool)
-    return pool.apply(_niced, (function, args))
+    queue = getattr(hub, _QUEUE_ATTRIBUTE, None)
+    if queue is None:  # one per hub, as its pool: gevent's events belong to one hub
+        queue = PasswordQueue(HASH_THREADS, reserved=1)
+        setattr(hub, _QUEUE_ATTRIBUTE, queue)
+    pool = hub_pool(_POOL_ATTRIBUTE, queue.threads)
+    return queue.run(
+        lambda: pool.apply(_niced, (function, args)),
+        address=address,
+        account=account,
+    )
 
 
 def _niced(function: Callable[..., Any], args: tuple) -> Any:

@@ -29,9 +29,9 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from .errors import NotFound, NumiError, invalid
+from .errors import NumiError, invalid
 from .extensions import db
-from .models import Prompt, utcnow
+from .models import Prompt, get_owned, utcnow
 
 COMMAND = re.compile(r"[a-z0-9_-]{1,32}")
 MAX_COMMAND_CHARS = 32
@@ -56,12 +56,7 @@ def list_prompts(user_id: int) -> list[Prompt]:
 
 def get_prompt(user_id: int, prompt_id: int) -> Prompt:
     """The user's prompt `prompt_id`, or NotFound (also for another user's prompt)."""
-    prompt = db.session.execute(
-        select(Prompt).where(Prompt.id == prompt_id, Prompt.user_id == user_id)
-    ).scalar_one_or_none()
-    if prompt is None:
-        raise NotFound("prompt")
-    return prompt
+    return get_owned(Prompt, prompt_id, user_id, "prompt")
 
 
 def clean(data: Any, *, partial: bool = False) -> dict[str, str]:

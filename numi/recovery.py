@@ -3,8 +3,11 @@
 A turn whose save fails (database down, locked, full) retries while it holds the answer in
 memory (numi/agent/durable.py). When that takes longer than NUMI_SAVE_RETRY_SECONDS, the
 messages go to one JSON file per turn in `<data dir>/recovery/`, written whole (a temporary
-file, fsync, rename), and the turn's error names the file. The next start (`upgrade()`,
-which every `numi serve` runs) saves them to their chat and removes the file.
+file, fsync, rename), and the log names the file (the user is never shown a server path).
+The next start saves them to their chat and removes the file: `upgrade()`, which every
+`numi serve` and `numi db upgrade` runs, and each gunicorn worker as it starts
+(numi/gunicorn_config.py). A lock on the directory lets one process at a time write them
+back, so several workers starting together write each answer once.
 
 Written back, a kept message follows the row its turn had saved last. If the chat went on
 meanwhile (that row has a shown child), it becomes another version there, not the shown
@@ -15,10 +18,13 @@ not write it twice.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +36,7 @@ from .models import Chat, Message, utcnow
 log = logging.getLogger(__name__)
 
 DIRECTORY = "recovery"
+LOCK = ".restore.lock"  # held while one process writes the directory's files back
 # The fields of a message a turn saves (ChatContextService.save's keywords).
 FIELDS = (
     "role",
@@ -91,6 +98,27 @@ def restore(app) -> int:
     directory = recovery_dir(app.config["NUMI_DATA_DIR"])
     if not directory.is_dir():
         return 0
+    try:
+        handle = os.open(directory / LOCK, os.O_CREAT | os.O_RDWR, 0o600)
+    except OSError as exc:  # a read-only data directory: nothing could be removed either
+        log.error("kept answers in %s cannot be written back yet: %s", directory, exc)
+        return 0
+    with _restoring(handle):
+        return _restore_all(app, directory)
+
+
+@contextmanager
+def _restoring(handle: int) -> Iterator[None]:
+    """Hold the directory's restore lock, waiting while another process holds it (after
+    it, the files it wrote back are gone)."""
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # releases the lock
+
+
+def _restore_all(app, directory: Path) -> int:
     written = 0
     with app.app_context():
         for path in sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime):

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
-from .errors import NumiError
+from .errors import NumiError, invalid
 
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
@@ -104,3 +105,23 @@ def lowercase_list(value: str) -> tuple[str, ...]:
 def name_list(value: str) -> tuple[str, ...]:
     """Comma-separated names, case kept (module names)."""
     return tuple(item.strip() for item in value.split(",") if item.strip())
+
+
+def parse_bool(value: Any, name: str | None = None, code: str = "invalid_input") -> bool:
+    """The one reading of a true/false value: a JSON boolean, 0 or 1, or a word from a form,
+    a query string or an environment variable ("1", "true", "yes", "on"; any case).
+
+    With `name`, a value that is neither true nor false is refused (`code`, by default
+    `invalid_input`, naming the field); without it, anything not true is false.
+    """
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in TRUE_WORDS:
+            return True
+        if word in FALSE_WORDS:
+            return False
+    elif value is None or (isinstance(value, int | float) and value in (0, 1)):
+        return bool(value)
+    if name is None:
+        return False
+    raise invalid(f"{name} must be true or false.", code)

@@ -20,7 +20,9 @@ log = logging.getLogger(__name__)
 
 def stop_turns(app) -> None:
     """Stop the app's turns gracefully (blocks this greenlet for up to the grace period
-    plus the time their saves take)."""
+    plus the time their saves take); the manager's stopped hooks then close the WebSockets
+    with 1012 (service restart): an open socket would otherwise hold the process until it
+    is killed."""
     try:
         turn_manager(app).shutdown(app.config["NUMI_SHUTDOWN_GRACE_SECONDS"])
     except Exception:

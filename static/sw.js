@@ -8,11 +8,20 @@
 //   connection (any other page offline gets static/offline.html). A page is fetched from
 //   the network first, always; the copy is only for when the network fails. A new release
 //   fetches the kept pages again; logout clears them (Clear-Site-Data).
+// Kept pages belong to one session (numi/web/offline_pages.py): their cache is named by the
+// session's page key, which every page names in its `Numi-Page-Key` header. A page without
+// a key (a redirect to the login page, the token form, a 401) or with another key (someone
+// else signed in) drops them all. Offline, a kept page is served only while the browser's
+// `numi_page_key` cookie still names the key it was kept under: an ended or expired
+// session, or another person's, gets the offline note. A `no-store` page (a temporary
+// chat) is never kept, and its old copy goes.
 // Nothing of /api/, /ws/, HTMX fragments or other methods than GET is touched: those are
 // live and private.
 
 const STATIC_CACHE = "numi-static-" + SHELL.version;
-const PAGES_CACHE = "numi-pages";
+const PAGES_PREFIX = "numi-pages-";  // + the page key of the session the pages belong to
+const PAGE_KEY_HEADER = "Numi-Page-Key";
+const PAGE_KEY_COOKIE = "numi_page_key";
 const PAGE_PATHS = /^\/(c\/[0-9a-f-]{36})?$/;
 
 self.addEventListener("install", (event) => {
@@ -29,6 +38,8 @@ self.addEventListener("activate", (event) => {
     let updated = false;
     for (const name of await caches.keys()) {
       if (name.startsWith("numi-static-") && name !== STATIC_CACHE) updated = await caches.delete(name);
+      // The release before kept pages under no session at all: they go.
+      else if (name === "numi-pages") await caches.delete(name);
     }
     await self.clients.claim();
     // Kept pages name the old release's files, gone now: fetch them again (or forget them).
@@ -37,16 +48,53 @@ self.addEventListener("activate", (event) => {
 });
 
 async function refreshPages() {
-  const cache = await caches.open(PAGES_CACHE);
+  const name = await pagesCacheName();
+  if (!name) return;
+  const cache = await caches.open(name);
   for (const request of await cache.keys()) {
     try {
       const response = await fetch(request.url);
-      if (response.status === 200 && response.type === "basic") await cache.put(request, response);
+      if (keepable(response) && response.headers.get(PAGE_KEY_HEADER) === keyOf(name)) await cache.put(request, response);
       else await cache.delete(request);
     } catch (error) {
       await cache.delete(request);
     }
   }
+}
+
+// --- whose pages are kept ------------------------------------------------------------------
+
+// The one pages cache, if any: its name carries the page key of the session it belongs to.
+async function pagesCacheName() {
+  return (await caches.keys()).find((name) => name.startsWith(PAGES_PREFIX));
+}
+
+function keyOf(cacheName) {
+  return cacheName.slice(PAGES_PREFIX.length);
+}
+
+async function forgetPages(exceptName) {
+  for (const name of await caches.keys()) {
+    if (name.startsWith(PAGES_PREFIX) && name !== exceptName) await caches.delete(name);
+  }
+}
+
+// The page key the browser's session cookie goes with now: a string, null (no session),
+// or undefined where a worker cannot read cookies (then the last page seen decides).
+async function browserPageKey() {
+  if (!self.cookieStore) return undefined;
+  try {
+    const cookie = await self.cookieStore.get(PAGE_KEY_COOKIE);
+    return cookie ? cookie.value : null;
+  } catch (error) {
+    return undefined;
+  }
+}
+
+function keepable(response) {
+  return response.status === 200 && response.type === "basic"
+    && (response.headers.get("Content-Type") || "").startsWith("text/html")
+    && !/no-store/.test(response.headers.get("Cache-Control") || "");
 }
 
 // The newest MAX_PAGES pages are kept; older ones are dropped (a put adds at the end).
@@ -58,7 +106,7 @@ async function trimPages(cache) {
 
 self.addEventListener("message", (event) => {
   if (event.data?.type === "skip-waiting") self.skipWaiting();
-  else if (event.data?.type === "forget-pages") event.waitUntil(caches.delete(PAGES_CACHE));
+  else if (event.data?.type === "forget-pages") event.waitUntil(forgetPages());
 });
 
 self.addEventListener("fetch", (event) => {
@@ -84,24 +132,51 @@ async function staticFile(request, url) {
 }
 
 async function page(request, url) {
+  let response;
   try {
-    const response = await fetch(request);
-    const cacheable = PAGE_PATHS.test(url.pathname) && response.status === 200 && response.type === "basic" && !url.search
-      && (response.headers.get("Content-Type") || "").startsWith("text/html")
-      && !/no-store/.test(response.headers.get("Cache-Control") || "");
-    if (cacheable) {
-      const cache = await caches.open(PAGES_CACHE);
-      await cache.delete(url.pathname);  // re-added at the end: the newest visit
-      await cache.put(url.pathname, response.clone());
-      await trimPages(cache);
-    }
-    else if (response.status === 401 || response.status === 403) await caches.delete(PAGES_CACHE);
-    return response;
+    response = await fetch(request);
   } catch (error) {
-    const copy = PAGE_PATHS.test(url.pathname) && await caches.match(url.pathname, {cacheName: PAGES_CACHE});
+    const copy = PAGE_PATHS.test(url.pathname) && await keptCopy(url.pathname);
     if (copy) return copy;
     const offline = await caches.match(SHELL.urls.find((u) => u.startsWith("/static/offline.html")));
     if (offline) return offline;
     throw error;
   }
+  await keep(url, response);
+  return response;
+}
+
+// What a page answered online says about the kept pages: whose they are, and this one's copy.
+async function keep(url, response) {
+  const key = response.headers.get(PAGE_KEY_HEADER);
+  if (!key) {
+    // A redirect (to the login page), 401/403, the token form: no session is signed in here.
+    // (A 500 without a key says nothing about the session and keeps them.)
+    if (response.type === "opaqueredirect" || response.redirected || response.status === 401
+        || response.status === 403 || response.ok) await forgetPages();
+    return;
+  }
+  const name = PAGES_PREFIX + key;
+  await forgetPages(name);  // another session's pages, if any
+  // A chat opened on one message (`?at=`) leaves the kept copy of the chat as it is.
+  if (!PAGE_PATHS.test(url.pathname) || url.search) return;
+  const cache = await caches.open(name);
+  // Re-added at the end when kept (the newest visit); gone when no longer keepable (a
+  // temporary chat, a deleted one).
+  await cache.delete(url.pathname);
+  if (keepable(response)) {
+    await cache.put(url.pathname, response.clone());
+    await trimPages(cache);
+  }
+}
+
+async function keptCopy(path) {
+  const name = await pagesCacheName();
+  if (!name) return undefined;
+  const browserKey = await browserPageKey();
+  if (browserKey !== undefined && browserKey !== keyOf(name)) {
+    await forgetPages();  // the session that kept them has ended, or is someone else's
+    return undefined;
+  }
+  return caches.match(path, {cacheName: name});
 }

@@ -3,9 +3,13 @@ fresh browser context that collects console errors (CSP violations among them)."
 
 from __future__ import annotations
 
+import uuid
+
 from typing import Callable
 
 import pytest
+
+from server_wait import WAIT_SECONDS
 
 SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 # Every item at both sizes; the colour scheme alternates so both are covered without
@@ -13,6 +17,12 @@ SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "hei
 LOOKS = [
     pytest.param("desktop", "light", id="desktop-light"),
     pytest.param("phone", "dark", id="phone-dark"),
+]
+# Every size in both schemes: for pages whose layout changes with each.
+ALL_LOOKS = [
+    pytest.param(size, scheme, id=f"{size}-{scheme}")
+    for size in ("desktop", "phone")
+    for scheme in ("light", "dark")
 ]
 
 
@@ -23,7 +33,7 @@ def open_signed_in_page(
     scheme: str,
     path: str = "/",
     *,
-    timeout: int = 10_000,
+    timeout: float = WAIT_SECONDS * 1000,
     prepare: Callable | None = None,
     touch: bool = False,
 ):
@@ -78,15 +88,55 @@ def send(page, text: str) -> None:
     page.press("#composer-input", "Enter")
 
 
-def serious_violations(page, region: str | None = None) -> list[str]:
-    """axe-core's serious and critical findings on the page as it is now (inside the CSS
-    selector `region` when given)."""
+def serious_violations(page, *regions: str, frames: bool = True) -> list[str]:
+    """axe-core's serious and critical findings on the page as it is now: inside the CSS
+    selectors `regions` when given (the parts a feature owns), and without the page's
+    frames when `frames` is false (an artifact's document is the model's, not ours)."""
     from axe_playwright_python.sync_playwright import Axe
 
-    options = {"context": {"include": [[region]]}} if region else {}
-    results = Axe().run(page, **options)
+    context = {"include": [[region] for region in regions]} if regions else None
+    results = Axe().run(page, context=context, options=None if frames else {"iframes": False})
     return [
-        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:5]}"
+        f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:5]}"
         for v in results.response["violations"]
         if v.get("impact") in ("serious", "critical")
     ]
+
+
+def reveal_sidebar(page, size: str) -> None:
+    """Open the phone's drawer (unless it is open) so the sidebar can be used; nothing at
+    desktop size, where the sidebar is always shown."""
+    if size == "phone" and not page.evaluate(
+        "() => document.querySelector('.layout').classList.contains('drawer-open')"
+    ):
+        page.click("#menu-button")
+        page.wait_for_function(
+            "() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0"
+        )
+
+
+def unique_model() -> str:
+    """A model name no other test uses (each test's chat gets its own)."""
+    return f"page-{uuid.uuid4().hex[:8]}"
+
+
+def no_horizontal_overflow(page) -> bool:
+    """Whether the page fits its width (no sideways scrolling)."""
+    return page.evaluate("() => document.scrollingElement.scrollWidth <= window.innerWidth")
+
+
+def in_viewport(page, selector: str) -> bool:
+    """Whether the element is wholly on screen."""
+    return page.evaluate(
+        """(sel) => { const r = document.querySelector(sel).getBoundingClientRect();
+        return r.width > 0 && r.left >= 0 && r.top >= 0
+          && r.right <= innerWidth + 0.5 && r.bottom <= innerHeight + 0.5; }""",
+        selector,
+    )
+
+
+def focused_inside(page, selector: str) -> bool:
+    """Whether the keyboard focus is inside the element."""
+    return page.evaluate(
+        "(sel) => !!document.activeElement && !!document.activeElement.closest(sel)", selector
+    )

@@ -13,11 +13,16 @@ CODE = re.compile(r"^[a-z][a-z0-9_]*$")
 # Calls whose code argument is a literal: (name, position of the code).
 CODE_ARGUMENT = {
     "NumiError": 0,
+    "GatewayError": 0,
     "ProviderError": 0,
     "StreamError": 0,
     "error_response": 0,
     "invalid": 1,
     "SettingError": 0,
+    "parse_bool": 2,
+    "ToolFailure": 0,  # a tool call's failed result (`ok: false`, `error_code`)
+    "KernelError": 0,  # run_python's kernel that cannot start, reported as a ToolFailure
+    "McpRefusal": 1,  # a refusal of /mcp: (JSON-RPC number, code, ...)
 }
 
 

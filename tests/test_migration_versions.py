@@ -11,23 +11,12 @@ BEFORE = "c3d9e1f4a8b6"  # the revision before message versions
 
 
 def test_existing_chats_move_to_the_versions_shape(empty_database_url, tmp_path):
-    database_url = empty_database_url
     from flask_migrate import upgrade as alembic_upgrade
 
-    from numi import create_app
-    from numi.database import enable_migrations
+    from migration_support import app_at_revision
 
-    app = create_app(
-        {
-            "TESTING": True,
-            "NUMI_DATA_DIR": str(tmp_path / "data"),
-            "NUMI_DATABASE_URL": database_url,
-            "NUMI_LOG_LEVEL": "WARNING",
-        }
-    )
-    directory = enable_migrations(app).directory
+    app, directory = app_at_revision(empty_database_url, tmp_path, BEFORE)
     with app.app_context():
-        alembic_upgrade(directory=directory, revision=BEFORE)
         from numi.extensions import db
 
         with db.engine.begin() as conn:

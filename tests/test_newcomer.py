@@ -9,6 +9,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from turn_support import SSE, Api, types
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,12 +44,19 @@ def test_serve_demo_answers_without_an_api_key(live_server_factory):
 
 def test_the_empty_home_page_and_the_readme_mention_the_demo(sqlite_client):
     page = sqlite_client.get("/").get_data(as_text=True)
-    assert "make demo" in page and "numi serve --demo" in page
+    # Issue 35: `make demo` exists only in a clone; a pipx install has the `numi` command.
+    hint = page.split('class="muted demo-hint"', 1)[1].split("</p>", 1)[0]
+    assert "start <code>numi serve --demo</code>" in hint, hint
+    assert hint.index("numi serve --demo") < hint.index("make demo"), "the clone's way second"
     readme = (ROOT / "README.md").read_text()
     quick_start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     assert "make demo" in quick_start and ".venv/bin/numi" in quick_start
 
 
+@pytest.mark.slow(
+    reason="four commands, each the real console script in a process of its own on a fresh "
+    "data directory, as a newcomer runs them (a Python start and a migration each)"
+)
 def test_every_cli_command_names_its_data_directory(numi_cli):
     for args in (("db", "upgrade"), ("endpoint", "list"), ("user", "list"), ("token", "show")):
         result, data_dir = numi_cli(*args)
@@ -125,3 +134,21 @@ def test_make_shows_pip_progress_and_offers_demo(tmp_path):
         timeout=60,
     )
     assert demo.returncode == 0 and "numi serve --demo" in demo.stdout
+
+
+def test_the_readme_puts_pipx_injected_gunicorn_on_the_path():
+    """Issue 35: `pipx inject numi 'gunicorn[gevent]'` installs gunicorn without putting the
+    `gunicorn` command on the PATH; `--include-apps` does."""
+    readme = (ROOT / "README.md").read_text()
+    injects = [line for line in readme.splitlines() if "pipx inject" in line and "gunicorn" in line]
+    assert injects and all("--include-apps" in line for line in injects), injects
+
+
+def test_built_wheels_are_not_committed():
+    """Issue 35: `pip wheel -w dist .` (the README's line) left dist/ untracked in git."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", "dist/numi-0.1.0-py3-none-any.whl"], cwd=ROOT
+    )
+    assert ignored.returncode == 0, "dist/ is not in .gitignore"

@@ -483,13 +483,15 @@ def test_closed_math_and_code_do_not_hold_later_blocks_open():
 
 
 def test_the_page_stylesheet_carries_the_code_highlighting_rules():
-    """app.css holds the Pygments rules (one stylesheet per page load); regenerate them from
+    """code.css holds the Pygments rules (in the one stylesheet bundle); regenerate them from
     render.highlight_css() when the style changes."""
     from pathlib import Path
 
     from numi.render import highlight_css
 
-    stylesheet = (Path(__file__).resolve().parent.parent / "static" / "css" / "app.css").read_text()
+    stylesheet = (
+        Path(__file__).resolve().parent.parent / "static" / "css" / "code.css"
+    ).read_text()
     rules = [
         line for line in highlight_css().splitlines() if line.strip() and not line.startswith("/*")
     ]

@@ -6,17 +6,20 @@ processes, no mocks."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
-import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from numi.config import SETTINGS, load_config
 from numi.setting_values import SettingError
 
+from server_wait import wait_until_ready
 from turn_support import free_port
+from fixtures.live_server import numi_command, server_environment
 
 
 def _one_line(result) -> str:
@@ -96,22 +99,20 @@ def test_a_boolean_reads_its_words_in_any_case():
     assert load_config({"NUMI_LOG_LEVEL": "debug"})["NUMI_LOG_LEVEL"] == "DEBUG"
 
 
-def test_version(root_conftest):
+def test_version():
     result = subprocess.run(
-        [*root_conftest.numi_command(), "--version"], capture_output=True, text=True, timeout=60
+        [*numi_command(), "--version"], capture_output=True, text=True, timeout=60
     )
     from numi import __version__
 
     assert result.returncode == 0 and result.stdout == f"numi, version {__version__}\n"
 
 
-def test_a_second_server_on_a_data_dir_names_the_holder_and_exits_2(
-    live_server_factory, root_conftest
-):
+def test_a_second_server_on_a_data_dir_names_the_holder_and_exits_2(live_server_factory):
     first = live_server_factory()
     port = free_port()
     second = subprocess.run(
-        [*root_conftest.numi_command(), "serve", "--port", str(port)],
+        [*numi_command(), "serve", "--port", str(port)],
         env={
             **{k: v for k, v in first.env.items() if k != "NUMI_TEST_FAST_PASSWORD_HASHES"},
             "NUMI_PORT": str(port),
@@ -143,26 +144,28 @@ def test_servers_sharing_redis_share_a_data_dir(live_server_factory, redis_setti
     first.stop()
 
 
-def test_serve_open_opens_the_browser_at_the_tokened_url_once_ready(tmp_path, root_conftest):
+def test_serve_open_opens_the_browser_at_the_tokened_url_once_ready(tmp_path):
     opened = tmp_path / "opened"
     browser = tmp_path / "browser.sh"
     browser.write_text(f'#!/bin/sh\necho "$1" > {opened}.tmp && mv {opened}.tmp {opened}\n')
     browser.chmod(0o755)
     port = free_port()
-    env = root_conftest.server_environment(tmp_path / "data", port, BROWSER=str(browser))
+    env = server_environment(tmp_path / "data", port, BROWSER=str(browser))
     env.pop("NUMI_ACCESS_TOKEN")  # the generated one, as a newcomer has
     server = subprocess.Popen(
-        [*root_conftest.numi_command(), "serve", "--open"],
+        [*numi_command(), "serve", "--open"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not opened.exists():
-            assert server.poll() is None and time.monotonic() < deadline, server.stdout.read()
-            time.sleep(0.05)
+        wait_until_ready(
+            server,
+            opened.exists,
+            what="numi serve --open",
+            log=lambda: server.stdout.read() if server.poll() is not None else "",
+        )
         url = opened.read_text().strip()
         token = (tmp_path / "data" / "access_token").read_text().strip()
         # The one-time sign-in link (issue 28 item 11): never the token itself.
@@ -173,6 +176,11 @@ def test_serve_open_opens_the_browser_at_the_tokened_url_once_ready(tmp_path, ro
     finally:
         server.terminate()
         server.wait(10)
+
+
+def _in_a_child(probe: str) -> subprocess.CompletedProcess:
+    """Run `probe` in a fresh interpreter (importing numi.cli monkey-patches it)."""
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
 
 
 def test_the_command_line_monkey_patches_before_anything_heavy_is_imported():
@@ -191,7 +199,92 @@ def test_the_command_line_monkey_patches_before_anything_heavy_is_imported():
         "assert m.is_module_patched('socket') and m.is_module_patched('threading')\n"
         "print('patched first')\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
-    )
+    result = _in_a_child(probe)
     assert result.returncode == 0 and "patched first" in result.stdout, result.stderr
+
+
+def test_a_bad_setting_under_gunicorn_is_one_line(tmp_path):
+    """Issue 35: under gunicorn a bad setting was a 51-line traceback from the worker (exit
+    status 3). With Numi's gunicorn settings the master refuses it before it starts: one
+    line, exit status 2. Without them the worker prints the one line and gunicorn stops
+    ("App failed to load", 4) rather than starting the worker again."""
+    gunicorn = Path(sys.executable).with_name("gunicorn")
+    if not gunicorn.exists():
+        pytest.skip("gunicorn is not installed (the gunicorn extra)")
+    port = free_port()
+    env = server_environment(tmp_path / "data", port, NUMI_AUTH="foo")
+    command = [str(gunicorn), "-k", "gevent", "-w", "1", "-b", f"127.0.0.1:{port}"]
+    refused = subprocess.run(
+        [*command, "-c", "python:numi.gunicorn_config", "numi.wsgi:app"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    line = _one_line(refused)
+    assert line == "Error: NUMI_AUTH='foo': must be one of single, multi, none. (invalid_setting)"
+    bare = subprocess.run(
+        [*command, "numi.wsgi:app"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert bare.returncode == 4 and "Traceback" not in bare.stderr, bare.stderr
+    said = [entry for entry in bare.stderr.splitlines() if entry.startswith("Error:")]
+    assert said == [line], bare.stderr
+
+
+def test_open_without_numi_port_links_to_the_running_servers_port(live_server_factory):
+    """Issue 35: `numi open` without NUMI_PORT linked to 8765 while the server ran on
+    another port. The data directory's serve.lock names the running server's port; a lock
+    file left by a stopped server is not believed."""
+    server = live_server_factory()
+    assert server.port != 8765
+    env = {key: value for key, value in server.env.items() if key != "NUMI_PORT"}
+    env["BROWSER"] = "true"  # a browser that opens the link and says it did
+
+    def opened() -> str:
+        result = subprocess.run(
+            [*numi_command(), "open"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    assert opened().startswith(f"Opening http://127.0.0.1:{server.port}/sign-in?code=")
+    server.stop()
+    assert (server.data_dir / "serve.lock").exists()
+    assert opened().startswith("Opening http://127.0.0.1:8765/")
+
+
+def test_ctrl_c_stops_the_server_with_one_line(live_server_factory):
+    """Issue 35: Ctrl-C printed gevent's KeyboardInterrupt report (a traceback or a bare
+    timestamp). It stops the server as SIGTERM does and says so in one line."""
+    server = live_server_factory()
+    with urllib.request.urlopen(server.url + "/healthz", timeout=5) as response:
+        assert response.status == 200
+    server.proc.send_signal(signal.SIGINT)
+    assert server.proc.wait(60) == 0, server.log()
+    said = server.log().split("Numi is running on", 1)[1].splitlines()[1:]
+    assert [line for line in said if line.strip()] == ["Numi stopped."], server.log()
+
+
+def test_the_command_line_is_a_package_of_command_groups():
+    """Issue 36: numi/cli.py had grown to 650 lines; numi/cli/ holds one module per command
+    group, `numi.cli:main` (the console script) has every command, and serve's server
+    machinery is imported only when it serves. In a child process: importing numi.cli
+    monkey-patches."""
+    result = _in_a_child(
+        "import pathlib, sys\n"
+        "import numi.cli as cli\n"
+        "print(sorted(cli.main.commands))\n"
+        "print(hasattr(cli, '__path__'))\n"
+        "print(max(len(p.read_text().splitlines()) for p in pathlib.Path(cli.__file__).parent.glob('*.py')))\n"
+        "print([m for m in ('gevent.pywsgi', 'numi.http_server', 'numi.shutdown') if m in sys.modules])\n"
+    )
+    assert result.returncode == 0, result.stderr
+    commands, package, longest, server_modules = result.stdout.splitlines()
+    assert commands == str(
+        ["db", "dev", "endpoint", "export", "import", "key", "open", "serve", "token", "user"]
+    )
+    assert package == "True" and int(longest) <= 600 and server_modules == "[]", result.stdout

@@ -8,8 +8,9 @@ import random
 import linkify_it
 import pytest
 
-from numi.render import StreamRender, _parser, render_blocks
-from numi.web.fragments import blocks_html, frame_html
+from numi.render import StreamRender, render_blocks
+from numi.render.markdown import parser
+from numi.web.live.fragments import blocks_html, frame_html
 
 # Pieces of answers: prose with and without full stops, bare URLs of every kind linkify-it
 # knows (schemes, protocol-relative, fuzzy hosts, IPs, e-mail), escapes and entities that
@@ -89,7 +90,7 @@ def test_a_closed_block_of_the_open_tail_is_not_rendered_again():
 
 
 def test_the_bare_url_pre_checks_answer_as_linkify_it():
-    ours, theirs = _parser().linkify, linkify_it.LinkifyIt()
+    ours, theirs = parser().linkify, linkify_it.LinkifyIt()
     parts = [
         "localhost", "LOCALHOST", "www", "www.", "a", "@", "/", "//", "http", "https",
         "mailto", ":", ".", "1", "127", "example", "com", "。", "．", "：", "ſ", "K",

@@ -8,16 +8,21 @@ import json
 import os
 import socket
 import sqlite3
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 from numi.testing.websocket_client import WebSocketClient as Client
+from server_wait import WAIT_SECONDS
 
 from numi.testing import ScriptedProvider
+from server_wait import answers_healthz, wait_until_ready
 
 # The access token of every app and live server the tests start in single-user mode
 # (conftest sets NUMI_ACCESS_TOKEN to it); the clients below send it by default.
@@ -52,7 +57,39 @@ def turn_server_env(**extra: Any) -> dict[str, str]:
     return env
 
 
-def wait_until(condition, timeout: float = 15.0, what: str = "the condition"):
+def upload(
+    base_url: str, filename: str, data: bytes, mime: str, token: str | None = ACCESS_TOKEN
+) -> tuple[int, dict]:
+    """POST one file to /api/upload as multipart form data, as the page does:
+    (status, body)."""
+    import uuid
+
+    boundary = uuid.uuid4().hex
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"'
+        f"\r\nContent-Type: {mime}\r\n\r\n"
+    )
+    request = urllib.request.Request(
+        base_url + "/api/upload",
+        data=head.encode() + data + f"\r\n--{boundary}--\r\n".encode(),
+        method="POST",
+        headers={
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+            "Authorization": f"Bearer {token}",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status, json.loads(response.read())
+
+
+def upload_attachment(
+    base_url: str, filename: str, data: bytes, mime: str, token: str | None = ACCESS_TOKEN
+) -> int:
+    """`upload`'s attachment id."""
+    return upload(base_url, filename, data, mime, token)[1]["attachments"][0]["id"]
+
+
+def wait_until(condition, timeout: float = WAIT_SECONDS, what: str = "the condition"):
     """Poll `condition` until it returns something true, and return that; fail after
     `timeout` seconds. For tests that wait on a state (never a fixed sleep)."""
     deadline = time.monotonic() + timeout
@@ -151,6 +188,52 @@ def make_chat(
     return chat
 
 
+@contextmanager
+def models_listed(provider: ScriptedProvider, models: list[dict]) -> Iterator[None]:
+    """Within the block the scripted provider lists `models` (an endpoint made or refreshed
+    there keeps that list); its own list again after."""
+    listed = provider.models
+    provider.models = models
+    try:
+        yield
+    finally:
+        provider.models = listed
+
+
+def refresh_models(api: Api, provider: ScriptedProvider, endpoint_id: int, names) -> None:
+    """Endpoint `endpoint_id` lists the models `names` (its cached list refreshed)."""
+    with models_listed(provider, [{"id": name} for name in names]):
+        assert api.get(f"/api/endpoints/{endpoint_id}/models?refresh=1")[0] == 200
+
+
+def chat_with_backup(api, scripted, *, primary="primary-model", endpoint_id=None):
+    """A chat on `primary` whose one fallback is backup-model on the scripted endpoint."""
+    chat = make_chat(api, scripted, model=primary)
+    backup_endpoint = chat["endpoint"]["id"]
+    if endpoint_id is not None:
+        status, body = api.call("PATCH", f"/api/session/{chat['id']}", {"endpoint_id": endpoint_id})
+        assert status == 200, body
+    status, body = api.call(
+        "PATCH",
+        f"/api/session/{chat['id']}",
+        {"settings": {"fallbacks": [{"endpoint_id": backup_endpoint, "model": "backup-model"}]}},
+    )
+    assert status == 200, body
+    return chat
+
+
+def run_turn(
+    server, chat_id: str, message: str = "Hello", timeout: float = WAIT_SECONDS
+) -> list[dict]:
+    """Send `message` on a new WebSocket and return the turn's events up to `turn_end`."""
+    ws = Socket(server, chat_id)
+    try:
+        ws.send(type="send", message=message)
+        return ws.events_until("turn_end", timeout=timeout)
+    finally:
+        ws.close()
+
+
 class Socket:
     """A real WebSocket client on /ws/<chat_id> (JSON view unless html=True)."""
 
@@ -166,14 +249,14 @@ class Socket:
     def send(self, **message) -> None:
         self.ws.send(json.dumps(message))
 
-    def receive(self, timeout: float = 10) -> Any:
+    def receive(self, timeout: float = WAIT_SECONDS) -> Any:
         raw = self.ws.receive(timeout=timeout)
         if raw is None:
             raise TimeoutError("no message from the server in time")
         self.frames.append(raw)
         return raw if self.html else json.loads(raw)
 
-    def events_until(self, kind: str = "turn_end", timeout: float = 15) -> list[dict]:
+    def events_until(self, kind: str = "turn_end", timeout: float = WAIT_SECONDS) -> list[dict]:
         events = []
         deadline = time.monotonic() + timeout
         while True:
@@ -198,6 +281,19 @@ def types(events: list[dict]) -> list[str]:
 
 def of_type(events: list[dict], kind: str) -> list[dict]:
     return [e for e in events if e["type"] == kind]
+
+
+def streamed_answer(events: list[dict]) -> str:
+    """The answer as a client reads it from its events: a `snapshot` stands for the turn up
+    to its id (a Redis writer that fell behind writes one in place of the deltas it drops),
+    the `content` deltas after it extend it."""
+    answer = ""
+    for event in events:
+        if event["type"] == "snapshot":
+            answer = event["data"]["content"]
+        elif event["type"] == "content":
+            answer += event["data"]["delta"]
+    return answer
 
 
 def db_rows(server, sql: str, *params) -> list[tuple]:
@@ -240,3 +336,43 @@ class SSE:
 
     def close(self):
         self.connection.close()
+
+
+class Gunicorn:
+    """`gunicorn -k gevent -w N -c python:numi.gunicorn_config app:app` on `data_dir` (with
+    its database already there); a new Gunicorn on the same directory is a restart."""
+
+    def __init__(self, data_dir: Path, workers: int = 1, **env: Any):
+        self.port, self.data_dir = free_port(), data_dir
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.headers = {"Authorization": f"Bearer {ACCESS_TOKEN}"}
+        self.database_url = f"sqlite:///{data_dir / 'numi.db'}"
+        self.log_path = data_dir.parent / f"gunicorn-{self.port}.log"
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("NUMI_")}
+        environment.update(
+            NUMI_DATA_DIR=str(data_dir),
+            NUMI_ACCESS_TOKEN=ACCESS_TOKEN,
+            NUMI_AUTO_ENDPOINTS="0",
+            NUMI_TEST_FAST_PASSWORD_HASHES="1",
+            **turn_server_env(**env),
+        )
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [str(Path(sys.executable).with_name("gunicorn")), "-k", "gevent"]
+                + ["-w", str(workers), "-c", "python:numi.gunicorn_config"]
+                + ["-b", f"127.0.0.1:{self.port}", "app:app"],
+                env=environment,
+                cwd=str(ROOT),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        wait_until_ready(self.proc, answers_healthz(self.url), what="gunicorn", log=self.log)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        """SIGKILL, if it still runs (a test's clean-up)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)

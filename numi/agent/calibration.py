@@ -1,6 +1,6 @@
 """What a model's server has told us about its prompts: token estimates that learn.
 
-Numi estimates a prompt at about four characters a token (`chat.context.estimate_tokens`)
+Numi estimates a prompt per script (`chat.context.estimate_tokens`, `chat.token_estimate`)
 plus its tools block. A model's tokenizer can differ a lot from that, so each answer keeps
 in its meta the estimate of the request it answered (`prompt_estimate`) next to the
 prompt tokens the server reported (`usage.input_tokens`). The ratio of the two calibrates
@@ -15,6 +15,7 @@ kept per process for the endpoint's model, so other chats on it budget for it to
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -80,11 +81,19 @@ def _ratio(reported: Any, estimated: Any) -> float | None:
     return ratio if MIN_RATIO <= ratio <= MAX_RATIO else None
 
 
+def _part(meta: dict[str, Any], key: str) -> dict[str, Any]:
+    """One object of an answer's meta; an empty one when it is missing or malformed."""
+    value = meta.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def from_meta(meta: dict[str, Any]) -> Calibration | None:
     """The calibration an answer's meta carries, if it has the numbers."""
     estimate = meta.get("prompt_estimate")
-    overflow = meta.get("overflow") if isinstance(meta.get("overflow"), dict) else {}
-    usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else {}
+    overflow = _part(meta, "overflow")
+    usage = _part(meta, "usage")
+    if usage.get("estimated"):  # Numi's own numbers for an answer cut short, no server's
+        usage = {}
     window = overflow.get("context_window")
     window = window if isinstance(window, int) and window > 0 else None
     ratio = _ratio(usage.get("input_tokens"), estimate)
@@ -140,8 +149,6 @@ def calibration(chat_id: str | None, endpoint_id: int | None, model: str | None)
 
 def tool_schemas(tools: list[Any]) -> str:
     """The tools block as the JSON a provider is sent (name, description, parameters)."""
-    import json
-
     return json.dumps(
         [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools],
         separators=(",", ":"),
@@ -158,8 +165,6 @@ def tools_estimate(tools: list[Any]) -> int:
 
 
 def _loads(raw: str | None) -> dict[str, Any]:
-    import json
-
     try:
         value = json.loads(raw) if raw else {}
     except ValueError:

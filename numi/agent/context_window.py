@@ -9,6 +9,13 @@ server's numbers sizes the retry from them. Each of these is reported on the tur
 (`context_compacting`/`context_compacted`, `context_trimmed`) and its counts go into the
 answer's metrics (`ContextWindow.metrics`). Compaction, trimming and overflow recovery
 each happen at most once per turn.
+
+Where the window is known (the server reported it, the user set it, or an overflow
+stated it), nothing is sent that Numi's own estimate says will not fit it (issue 44: a
+256-token llama-server got 330-token requests, twice a turn): after trimming to the
+newest turn, the omission notice goes too, and a question that still does not fit is
+refused with `context_budget` before anything is sent. A compaction's summary requests
+stay within the same limit (`compaction.Budget`: in pieces when the older part is long).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from ..chat.attachments import (
     model_parts,
     owned_rows,
 )
-from ..chat.compaction import compact
+from ..chat.compaction import Budget, compact
 from ..chat.context import (
     OMITTED_NOTICE,
     ChatContextService,
@@ -32,23 +39,50 @@ from ..chat.context import (
     _group_turns,
     estimate_tokens,
 )
+from ..chat.token_estimate import text_tokens
 from ..errors import NumiError
+from ..providers.capabilities import Capabilities
 from ..turns.turn import Turn, TurnRequest
 from . import calibration as calibrations
 from .calibration import Calibration
+from ..chat.redactions import ChatGateway
 from .routes import Route, adapter_for_route
-from .system_context import system_parts, system_text
+from .system_context import SystemPart, system_parts, system_text
 from .tools.clock import user_now
 
 log = logging.getLogger(__name__)
 
 
-def system_prompt(request: TurnRequest, settings: dict[str, Any]) -> str:
-    """The system prompt of the turn's requests: its `system_parts` joined."""
+def request_parts(request: TurnRequest, settings: dict[str, Any]) -> list[SystemPart]:
+    """The system context of the turn's requests, part by part."""
     now = user_now(request.timezone, request.tz_offset_minutes)
-    return system_text(
-        system_parts(user_id=request.user_id, chat_id=request.chat_id, settings=settings, now=now)
+    return system_parts(
+        user_id=request.user_id, chat_id=request.chat_id, settings=settings, now=now
     )
+
+
+def known_window(config, caps: Capabilities, cal: Calibration) -> tuple[int, bool]:
+    """A model's context window in its tokens, and whether it is known (reported by the
+    server, set by the user, or stated in an overflow) rather than assumed."""
+    window = caps.context_window or config["NUMI_DEFAULT_CONTEXT_WINDOW"]
+    known = bool(caps.context_window) and caps.sources.get("context_window") in (
+        "reported",
+        "override",
+    )
+    if cal.window:  # the server said how much it takes: believe it over a listing
+        window, known = min(window, cal.window), True
+    return window, known
+
+
+def summary_budget(config, caps: Capabilities, cal: Calibration) -> Budget | None:
+    """How large a summary request may be with a model: the share of its window a
+    request may fill (NUMI_AUTO_COMPACT_FRACTION), less a quarter of the window for the
+    summary itself; None when the window is only assumed."""
+    window, known = known_window(config, caps, cal)
+    if not known:
+        return None
+    limit = int(window * config["NUMI_AUTO_COMPACT_FRACTION"])
+    return Budget(limit - window // 4, lambda text: cal.apply(text_tokens(text)))
 
 
 class ContextWindow:
@@ -76,10 +110,15 @@ class ContextWindow:
         self._trims_reported: set[str] = set()
         self._parts_cache: dict[tuple[int, bool], list[dict]] = {}
         self.tools_tokens = 0  # the raw estimate of the tools block (the agent sets it)
+        self.tools_left_out = False  # this step's request fits its window only without them
         self.sent_estimate = 0  # the raw estimate of the last request built
         self.overflow: dict[str, int] | None = None  # the server's numbers of an overflow
         self._calibrations: dict[tuple[int, str], Calibration] = {}
         self._system: tuple[dict[str, Any], str] | None = None  # (settings, prompt) of this step
+        self.passages: tuple[dict[str, Any], ...] = ()  # the documents part's, of that prompt
+        # The chat's privacy gateway: every request of the turn leaves through it (the turn's
+        # steps, a compaction's summary, the title).
+        self.privacy = ChatGateway(self.request.chat_id)
 
     def check_attachments(self, route: Route) -> None:
         """Refuse, before the question is saved, attachments that vanished or images for a
@@ -102,6 +141,7 @@ class ContextWindow:
         """The messages of the next request: the loaded history, compacted first when it
         nears the model's window (auto-compaction), else trimmed, with attachments rebuilt."""
         self._system = None  # read afresh for each request (a memory may have been added)
+        self.tools_left_out = False
         system = self.system(meta.settings)
         limit = limit or self.limit(route)
         history = self.context.history()
@@ -120,6 +160,7 @@ class ContextWindow:
         messages = history.messages
         if estimate > limit:
             messages = self._trim(messages, limit, system, cal)
+        messages = self._fit_window(messages, route, system, cal)
         self.sent_estimate = estimate_tokens(messages, system) + self.tools_tokens
         return self._expand_attachments(messages, route.capabilities().vision)
 
@@ -127,7 +168,10 @@ class ContextWindow:
         """The system prompt of the request `messages` built last: its estimate counted it,
         and the model call sends the same text without reading it again."""
         if self._system is None or self._system[0] is not settings:
-            self._system = (settings, system_prompt(self.request, settings))
+            parts = request_parts(self.request, settings)
+            self._system = (settings, system_text(parts))
+            # The passages it carries, numbered as the model reads them: the answer cites them.
+            self.passages = next((p.items for p in parts if p.kind == "documents"), ())
         return self._system[1]
 
     def calibration(self, route: Route) -> Calibration:
@@ -139,6 +183,10 @@ class ContextWindow:
                 self.request.chat_id, route.endpoint_id, route.model
             )
         return self._calibrations[key]
+
+    def prompt_tokens(self, route: Route) -> int:
+        """The last request's estimate in the route's model's tokens (calibrated)."""
+        return self.calibration(route).apply(self.sent_estimate)
 
     def _estimate(self, messages: list[dict], system: str, cal: Calibration) -> int:
         """The estimated prompt tokens of a request with `messages`, in the model's tokens."""
@@ -198,28 +246,60 @@ class ContextWindow:
         limit = min(self.limit(route), max(1, estimate // 2)) if not compacted else None
         return self.messages(meta, route, limit=limit, allow_compact=False), compacted
 
+    def window(self, route: Route) -> tuple[int, bool]:
+        """The model's context window in its tokens, and whether it is known."""
+        return known_window(self.app.config, route.capabilities(), self.calibration(route))
+
     def limit(self, route: Route) -> int:
         """The estimated tokens a request may carry before it is compacted or trimmed."""
-        config = self.app.config
-        window = route.capabilities().context_window or config["NUMI_DEFAULT_CONTEXT_WINDOW"]
-        server_window = self.calibration(route).window
-        if server_window:  # the server said how much it takes: believe it over a listing
-            window = min(window, server_window)
-        return max(1, int(window * config["NUMI_AUTO_COMPACT_FRACTION"]))
+        window, _known = self.window(route)
+        return max(1, int(window * self.app.config["NUMI_AUTO_COMPACT_FRACTION"]))
+
+    def _fit_window(
+        self, messages: list[dict], route: Route, system: str, cal: Calibration
+    ) -> list[dict]:
+        """The request's messages if their estimate fits a known window: without the
+        omission notice when that is what tips it over, then without the tools
+        (`tools_left_out`, which the turn says); else the question is refused
+        (`context_budget`) before anything is sent. An assumed window refuses nothing."""
+        window, known = self.window(route)
+        if not known or self._estimate(messages, system, cal) <= window:
+            return messages
+        bare = [m for m in messages if not m.get("_notice")]
+        estimate = self._estimate(bare, system, cal)
+        if estimate <= window:
+            return bare
+        if self.tools_tokens and cal.apply(estimate_tokens(bare, system)) <= window:
+            self.tools_left_out, self.tools_tokens = True, 0
+            return bare
+        raise NumiError(
+            "context_budget",
+            f"This request needs about {estimate:,} tokens (the system prompt, the tools and "
+            f"the newest question), more than the {window:,} of {route.model}'s context window."
+            " Shorten the question or the system prompt, turn tools off for this chat, or "
+            "choose a model with a larger window.",
+            413,
+        )
 
     def compact(self, route: Route, reason: str) -> bool:
-        """Compact now with the turn's model; False when there is nothing older or it failed
-        (the caller then trims instead)."""
+        """Compact now with the turn's model; False when there is nothing older, the
+        window cannot hold a summary request, or it failed (the caller then trims)."""
         self.compacted = True
+        budget = self.summary_budget(route)
+        if budget is not None and budget.too_small:
+            # Every turn of a tiny window would say "compacting", then "failed": trim quietly.
+            log.info("compaction (%s) skipped: the window cannot hold a summary request", reason)
+            return False
         self.before_model_call()
         self.turn.emit("context_compacting", {"reason": reason})
         try:
             checkpoint = compact(
                 self.context,
-                adapter_for_route(self.app, route),
+                self.privacy.adapter(adapter_for_route(self.app, route), route.redaction),
                 self.app.config["NUMI_COMPACT_MODEL"] or route.model,
                 self.app.config,
                 on_cancel=self.turn.on_cancel,
+                budget=budget,
             )
         except NumiError as exc:
             log.info("compaction (%s) skipped: %s", reason, exc.code)
@@ -239,6 +319,14 @@ class ContextWindow:
         }
         self.turn.emit("context_compacted", data)
         return True
+
+    def tools_source(self, caps: Capabilities) -> str:
+        """Why a step's tools were left out: its window, else the capabilities' source."""
+        return "window" if self.tools_left_out else caps.sources["tools"]
+
+    def summary_budget(self, route: Route) -> Budget | None:
+        """How large the route's summary requests may be (`summary_budget`)."""
+        return summary_budget(self.app.config, route.capabilities(), self.calibration(route))
 
     def _auto_compact_enabled(self, meta: ChatMeta) -> bool:
         value = meta.settings.get("auto_compact")

@@ -31,30 +31,24 @@ from ..chat.context import ChatContextService, ChatMeta
 from ..errors import NotFound, NumiError
 from ..extensions import db
 from ..models import Message
-from ..turns.turn import LaneTurn, Turn
+from ..turns.turn import LaneTurn
 from .routes import Route, fallback_chain
-from .runtime import Agent, StepResult
+from .runtime import Agent
+from .step import StepResult
 
 log = logging.getLogger(__name__)
 
 MAX_LANES = 4
 
 
-def run_turn(turn: Turn) -> None:
-    """The TurnManager's producer: a compare turn runs its lanes, any other turn one loop."""
-    if turn.request.options.get("compare"):
-        CompareAgent(turn).run()
-    else:
-        Agent(turn).run()
-
-
 # --- the send's `compare` field -----------------------------------------------------------
 
 
-def check_compare(user_id: int, value: Any) -> list[dict[str, Any]] | None:
-    """The routes of a send's `compare` field, checked (None: no compare). Each entry must
-    be an endpoint the user can use, enabled, with a model; no route twice; 2 to 4. An
-    entry is `{endpoint_id, model}`, or from the page's form the text "endpoint_id:model"."""
+def compare_routes(value: Any) -> tuple[tuple[int, str], ...] | None:
+    """The routes of a send's `compare` field as (endpoint_id, model) pairs, their form
+    checked (None: no compare): 2 to 4 entries, each `{endpoint_id, model}` or, from the
+    page's form, the text "endpoint_id:model". Whether the user may use each endpoint is
+    `check_compare`'s, when the turn starts."""
     if value is None or value == "":
         return None
     if isinstance(value, str):
@@ -75,8 +69,7 @@ def check_compare(user_id: int, value: Any) -> list[dict[str, Any]] | None:
             f"Compare takes at most {MAX_LANES} routes at once; it got {len(value)}.",
             400,
         )
-    routes: list[dict[str, Any]] = []
-    seen: set[tuple[int, str]] = set()
+    routes: list[tuple[int, str]] = []
     for number, entry in enumerate(value, 1):
         if isinstance(entry, str) and ":" in entry:
             entry = dict(zip(("endpoint_id", "model"), entry.split(":", 1)))  # "3:model"
@@ -96,7 +89,16 @@ def check_compare(user_id: int, value: Any) -> list[dict[str, Any]] | None:
                 f"Route {number} of compare needs an endpoint_id (a number) and a model (text).",
                 400,
             )
-        model = model.strip()
+        routes.append((endpoint_id, model.strip()))
+    return tuple(routes)
+
+
+def check_compare(user_id: int, routes: tuple[tuple[int, str], ...]) -> list[dict[str, Any]]:
+    """The compared routes as the turn takes them (`{endpoint_id, model}`), once each is an
+    endpoint the user can use, enabled, and no route comes twice."""
+    checked: list[dict[str, Any]] = []
+    seen: set[tuple[int, str]] = set()
+    for number, (endpoint_id, model) in enumerate(routes, 1):
         try:
             endpoint = endpoint_store.get_endpoint(user_id, endpoint_id)
         except NotFound:
@@ -116,20 +118,26 @@ def check_compare(user_id: int, value: Any) -> list[dict[str, Any]] | None:
                 400,
             )
         seen.add((endpoint.id, model))
-        routes.append({"endpoint_id": endpoint.id, "model": model})
-    return routes
+        checked.append({"endpoint_id": endpoint.id, "model": model})
+    return checked
+
+
+def compare_unsupported(action: str) -> NumiError:
+    """The refusal of a compare where one version is answered (an edit, a regenerate, a
+    retry), saying which."""
+    return NumiError(
+        "compare_unsupported",
+        f"Compare is not available on {action}: it answers one new question. "
+        "Send the question with compare instead.",
+        400,
+    )
 
 
 def refuse_compare(data: dict[str, Any], action: str) -> None:
     """An edit or a regenerate answers in one version: a `compare` there is refused,
     saying which, before anything changes."""
     if data.get("compare") not in (None, "", []):
-        raise NumiError(
-            "compare_unsupported",
-            f"Compare is not available on {action}: it answers one new question. "
-            "Send the question with compare instead.",
-            400,
-        )
+        raise compare_unsupported(action)
 
 
 # --- the turn -----------------------------------------------------------------------------
@@ -154,10 +162,12 @@ def lane_routes(user_id: int, meta: ChatMeta, compare: list[dict[str, Any]]) -> 
             endpoint_store.check_address(endpoint)
         except (NumiError, TypeError, ValueError):
             continue
-        key = (endpoint.id, fallback.get("model"))
-        if endpoint.enabled and fallback.get("model") and key not in taken:
-            taken.add(key)
-            fallbacks.append(Route.of(endpoint, fallback["model"]))
+        model = fallback.get("model")
+        if not (endpoint.enabled and isinstance(model, str) and model):
+            continue
+        if (endpoint.id, model) not in taken:
+            taken.add((endpoint.id, model))
+            fallbacks.append(Route.of(endpoint, model))
     return [[primary, *fallbacks] for primary in primaries]
 
 
@@ -168,10 +178,13 @@ class CompareAgent(Agent):
         self.lanes = lane_routes(self.request.user_id, meta, self.request.options["compare"])
         for routes in self.lanes[1:]:  # the agent checks the first lane's before saving
             self.window.check_attachments(routes[0])
+        self.budget.lanes = self.lanes  # every lane's estimate is reserved before any starts
         return self.lanes[0]
 
     def _loop(self, meta: ChatMeta, routes: list[Route]) -> None:
         question_id = self.saves.tip_id
+        if question_id is None:  # Agent._run saves the question before the lanes start
+            raise RuntimeError("a compare turn reached its lanes without a saved question")
         self._started()
         self.context.release()
         turn = self.turn
@@ -278,6 +291,7 @@ class LaneAgent(Agent):
     """One lane: the turn loop on its own routes, context and `LaneTurn`."""
 
     context_class = LaneContext
+    context: LaneContext  # made from context_class by Agent.__init__
 
     def __init__(self, turn: LaneTurn, routes: list[Route], question_id: int):
         super().__init__(turn)

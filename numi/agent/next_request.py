@@ -10,6 +10,8 @@ provider. Parts, in the order the model reads them:
 
 - `system_prompt` (the chat's prompt and the date line), `project_instructions`,
   `memories`: from `system_parts`, present with 0 tokens when empty;
+  `documents`: the passages of the chat's documents for its newest question (with `items`:
+  each passage's source, score and why it was found), only when it uses them automatically;
 - `summary`: the compaction summary the request starts with;
 - `history`: the messages included, and those omitted (by the history budget) and left
   out (by the user), each with its count;
@@ -20,23 +22,28 @@ provider. Parts, in the order the model reads them:
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
 from ..chat.attachments import attachments_by_id, message_attachment_ids, text_sizes
 from ..chat.context import ChatContextService, estimate_tokens, message_chars
 from ..chat.leave_out import left_out_count, left_out_messages
-from ..chat.usage import model_prices
+from ..chat.usage import cache_discount, model_prices
 from ..errors import NumiError
 from ..models import Chat, Endpoint
 from ..providers.capabilities import listed_capabilities
+from ..redaction.placeholders import matches
+from ..redaction.rules import rules_for
+from ..services import services
 from .calibration import Calibration, calibration, tool_schemas, tools_estimate
-from .system_context import system_parts, system_text
+from .system_context import SystemPart, system_parts, system_text
 
 PART_KINDS = (
     "system_prompt",
     "project_instructions",
     "memories",
+    "documents",
     "summary",
     "history",
     "attachments",
@@ -79,10 +86,9 @@ def describe(
         "estimate": {**cal.to_dict(), "label": estimate_label(cal)},
         "error": None,
     }
-    parts = system_part_list(chat, now, cal)
-    system = system_text(
-        system_parts(user_id=chat.user_id, chat_id=chat.id, settings=chat.settings, now=now)
-    )
+    described = system_parts(user_id=chat.user_id, chat_id=chat.id, settings=chat.settings, now=now)
+    parts = system_part_list(chat, now, cal, described)
+    system = system_text(described)
     tools = _tools(app, chat, is_admin, caps)
     tools_raw = tools_estimate(tools)
     try:
@@ -129,7 +135,63 @@ def describe(
         fraction=round(tokens / window, 4),
         estimated_cost=_cost(chat, tokens),
     )
+    if detail and endpoint is not None:
+        info["redaction"] = _mark_redactions(parts, endpoint)
+    if endpoint is not None and included:
+        info["cache"] = _expected_cache(chat, endpoint, tokens)
     return info
+
+
+# OpenAI and most compatible servers cache a prompt's prefix from this many tokens on.
+OPENAI_CACHE_MIN_TOKENS = 1024
+
+
+def _expected_cache(chat: Chat, endpoint: Endpoint, tokens: int) -> dict[str, Any] | None:
+    """What of the next request should be read from the provider's cache: all of what it
+    carries now (the last request wrote it, up to its end), but not the question still to
+    be typed; and its input price with the cache discount. None when nothing is expected
+    (caching off for the endpoint, or a prefix too short for automatic caching)."""
+    if endpoint.kind == "anthropic":
+        if endpoint.settings.get("prompt_caching", True) is False:
+            return None
+    elif tokens < OPENAI_CACHE_MIN_TOKENS:
+        return None
+    price = model_prices(chat.user_id).get(chat.model or "")
+    cost = None
+    if price is not None:
+        discount = cache_discount(chat.model or "")
+        cost = round(tokens / 1e6 * price.input_per_mtok * (1 - discount), 6)
+    return {"expected_tokens": tokens, "estimated_cost": cost}
+
+
+def _mark_redactions(parts: list[dict[str, Any]], endpoint: Endpoint) -> dict[str, Any]:
+    """Where the endpoint's privacy gateway will replace text in the next request: each
+    text gets `segments` ([text, label or None], the panel marks the labelled ones) and
+    each part `redacted` (items by label); the total by label is returned."""
+    rules = rules_for(endpoint.settings.get("redaction"), endpoint.base_url)
+    if not rules.enabled:
+        return {"enabled": False, "items": 0, "by_label": {}}
+    total: Counter[str] = Counter()
+
+    def mark(holder: dict[str, Any], counts: Counter[str]) -> None:
+        text = holder.get("text") or ""
+        spans = matches(text, rules)
+        if not spans:
+            return
+        segments, last = [], 0
+        for start, end, label in spans:
+            segments += [[text[last:start], None], [text[start:end], label]]
+            counts[label] += 1
+            last = end
+        holder["segments"] = [*segments, [text[last:], None]]
+
+    for part in parts:
+        counts: Counter[str] = Counter()
+        for holder in part.get("messages") or [part]:
+            mark(holder, counts)
+        part["redacted"] = dict(counts)
+        total += counts
+    return {"enabled": True, "items": sum(total.values()), "by_label": dict(total)}
 
 
 def estimate_label(cal: Calibration) -> str:
@@ -145,26 +207,36 @@ def estimate_label(cal: Calibration) -> str:
             f"request estimated at {cal.estimated:,}."
         )
     return (
-        "Estimated from characters (about four a token; tool schemas three): no answer of "
-        "this model has reported its prompt tokens yet."
+        "Estimated from characters, per script (an English word or a CJK character about a "
+        "token, code's symbols their own; tool schemas three characters a token): rough until "
+        "an answer of this model reports its prompt tokens."
     )
 
 
-def system_part_list(chat: Chat, now: datetime, cal: Calibration) -> list[dict[str, Any]]:
-    """The system context's parts with tokens; the date line belongs to `system_prompt`."""
+def system_part_list(
+    chat: Chat, now: datetime, cal: Calibration, parts: list[SystemPart] | None = None
+) -> list[dict[str, Any]]:
+    """The system context's parts with tokens; the date line belongs to `system_prompt`.
+    A `documents` part (only when the chat uses its documents automatically) lists its
+    passages as `items`."""
+    if parts is None:
+        parts = system_parts(user_id=chat.user_id, chat_id=chat.id, settings=chat.settings, now=now)
     by_kind: dict[str, list[str]] = {}
-    for part in system_parts(
-        user_id=chat.user_id, chat_id=chat.id, settings=chat.settings, now=now
-    ):
+    items: dict[str, list[dict[str, Any]]] = {}
+    for part in parts:
         kind = "system_prompt" if part.kind == "clock" else part.kind
         by_kind.setdefault(kind, []).append(part.text)
+        items.setdefault(kind, []).extend(part.items)
     out = []
     for kind in ("system_prompt", "project_instructions", "memories"):
         text = "\n\n".join(by_kind.pop(kind, []))
         out.append({"kind": kind, "tokens": cal.apply(len(text) // 4), "text": text})
     for kind, texts in by_kind.items():  # a kind added later still shows, under its name
         text = "\n\n".join(texts)
-        out.append({"kind": kind, "tokens": cal.apply(len(text) // 4), "text": text})
+        part_dict = {"kind": kind, "tokens": cal.apply(len(text) // 4), "text": text}
+        if items.get(kind):
+            part_dict["items"] = items[kind]
+        out.append(part_dict)
     return out
 
 
@@ -243,8 +315,13 @@ def _attachments_part(
 def _tools(app, chat: Chat, is_admin: bool, caps) -> list[Any]:
     if caps is not None and not caps.tools:
         return []  # the model takes no tools: the request carries none
-    registry = app.extensions["numi.tools"]
-    return registry.active(chat.settings.get("tools"), is_admin=is_admin, user_id=chat.user_id)
+    registry = services(app).tools
+    return registry.active(
+        chat.settings.get("tools"),
+        is_admin=is_admin,
+        user_id=chat.user_id,
+        temporary=chat.temporary,
+    )
 
 
 def _cost(chat: Chat, tokens: int) -> float | None:

@@ -128,7 +128,12 @@ def _apply_policy(
         if fmt == "anthropic" and same_model and (policy == "preserve" or in_tool_loop):
             message["reasoning_details"] = envelope
     elif kind == "openai_responses":
-        if fmt == "openai_responses" and same_model and (policy == "preserve" or in_tool_loop):
+        if (
+            envelope is not None  # (a format is only read from an envelope)
+            and fmt == "openai_responses"
+            and same_model
+            and (policy == "preserve" or in_tool_loop)
+        ):
             items = [i for i in envelope.get("items") or () if i.get("encrypted_content")]
             if items:
                 message["reasoning_details"] = {**envelope, "items": items}
@@ -146,7 +151,7 @@ def _provider_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Give calls and results back the provider's own ids (stored as `provider_id` beside
     Numi's `id`, see agent/approvals.py): the provider pairs them by its ids. Pairing above
     used Numi's ids, which stay unique even when a provider repeats one."""
-    ids: dict[str, str] = {}
+    ids: dict[str | None, str] = {}  # Numi's id (None for a call saved without one)
     for message in messages:
         if message.get("role") == "assistant" and message.get("tool_calls"):
             calls = []

@@ -21,6 +21,8 @@ from ..models import Endpoint, Project, User
 from ..extensions import db
 from ..providers.capabilities import Capabilities, listed_capabilities
 from ..models.columns import loads
+from ..redaction import RedactionRules
+from ..redaction.rules import rules_for
 from ..turns.turn import Turn
 
 _users = User.__table__.c
@@ -44,6 +46,9 @@ class Route:
     endpoint_name: str = ""
     overrides: dict = field(default_factory=dict)  # the user's settings for this model
     retries: bool = True  # False: one attempt (the endpoint is behind a retrying gateway)
+    # The endpoint's privacy gateway (None: nothing redacted, as `enabled` False).
+    redaction: RedactionRules | None = None
+    prompt_caching: bool = True  # Anthropic: ask for cache breakpoints (the endpoint's switch)
 
     @classmethod
     def of(cls, endpoint: Endpoint, model: str, guarded: bool | None = None) -> Route:
@@ -61,6 +66,8 @@ class Route:
             endpoint.name,
             endpoint.model_capabilities.get(model) or {},
             endpoint.retries,
+            rules_for(endpoint.settings.get("redaction"), endpoint.base_url),
+            endpoint.settings.get("prompt_caching", True) is not False,
         )
 
     def capabilities(self) -> Capabilities:
@@ -131,10 +138,12 @@ def chat_routes(
             endpoint_store.check_address(fb_endpoint, is_guarded=fb_guarded)
         except (NumiError, TypeError, ValueError):
             continue  # an endpoint deleted since: the chain goes on without it
-        key = (fb_endpoint.id, fallback.get("model"))
-        if fb_endpoint.enabled and fallback.get("model") and key not in seen:
-            seen.add(key)
-            routes.append(Route.of(fb_endpoint, fallback["model"], fb_guarded))
+        model = fallback.get("model")
+        if not (fb_endpoint.enabled and isinstance(model, str) and model):
+            continue
+        if (fb_endpoint.id, model) not in seen:
+            seen.add((fb_endpoint.id, model))
+            routes.append(Route.of(fb_endpoint, model, fb_guarded))
     return routes
 
 
@@ -166,7 +175,7 @@ def fallback_chain(
 # How a failure without an HTTP status reads in the notice ("<model> <reason>").
 _FAILURE_WORDS = {
     "provider_unavailable": "could not be reached",
-    "provider_timeout": "sent nothing before its idle deadline",
+    "provider_timeout": "sent nothing before its deadline",
     "stream_interrupted": "broke off before any output",
     "rate_limited": "was rate limited",
     "provider_auth": "refused the API key",

@@ -20,10 +20,8 @@ turn layer, never the other way round.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
@@ -32,9 +30,11 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from ..chat.context import ChatContextService, ChatDeleted, ChatMeta
+from ..chat.request_meta import question_parts
 from ..chat.titles import generate_title
 from ..errors import NumiError, is_storage_failure, storage_unavailable
 from ..extensions import db
+from ..services import services
 from ..models import Message
 from ..providers import ChatRequest, ToolSpec
 from ..providers.events import (
@@ -46,13 +46,16 @@ from ..providers.events import (
     ToolCallDelta,
     Usage,
 )
-from ..turns.turn import LeaseLost, Turn
+from ..turns.turn import LeaseLost, StartGate, Turn
 from . import calibration as calibrations
 from .approvals import new_call_id
+from .budget_hold import BudgetHold
 from .context_window import ContextWindow
 from .durable import DurableSaves
 from .prepare import prepare_messages
 from .routes import FallbackNotice, Route, adapter_for_route, chat_routes
+from .step import StepResult
+from .spent import cache_saving, cut_short_usage, usage_cached, usage_dict
 from .tool_offer import omission, refused_tools
 from .tool_runner import ToolCall, ToolRunner
 from .tools import Tool, ToolRegistry
@@ -67,30 +70,9 @@ INTERRUPTED_BY_SHUTDOWN = {
 }
 
 
-@dataclass
-class StepResult:
-    content: str = ""
-    reasoning: str = ""
-    reasoning_details: Any = None
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    usage: Any = None
-    finish_reason: str | None = None
-    error: Any = None  # StreamError
-    output_started: bool = False
-    ttft_ms: float | None = None
-    started: float = 0.0
-    first_output_at: float | None = None
-    ended: float = 0.0
-
-
 def tool_registry(app) -> ToolRegistry:
     """The app's tool registry (plugins and tests register their own tools on it)."""
-    return app.extensions["numi.tools"]
-
-
-def run_turn(turn: Turn) -> None:
-    """The TurnManager's producer: run one turn to its end."""
-    Agent(turn).run()
+    return services(app).tools
 
 
 class Agent:
@@ -101,7 +83,8 @@ class Agent:
     def __init__(self, turn: Turn):
         self.turn = turn
         self.request = turn.request
-        self.app = current_app._get_current_object()
+        # current_app is typed as the app it stands for; the real object is the proxy's.
+        self.app = current_app._get_current_object()  # type: ignore[attr-defined]
         config = self.app.config
         self.context = self.context_class(
             self.request.chat_id,
@@ -112,12 +95,14 @@ class Agent:
         )
         self.registry = tool_registry(self.app)
         self.max_steps = config["NUMI_MAX_STEPS"]
+        self.budget = BudgetHold(turn, config["NUMI_BUDGET_OUTPUT_TOKENS"])
         self.answered = False
         self.window = ContextWindow(self.app, turn, self.context, before_model_call=self._started)
         self.tools = ToolRunner(self.app, turn, self.context)
         self.saves = DurableSaves(self.app, turn, self.context)
         self.tools.save = self.saves.save
-        self._starting = None  # the start gate while this turn holds it (see run)
+        # The start gate while this turn holds it (see run).
+        self._starting: StartGate | None = None
         self.fallback: FallbackNotice | None = None  # set when a fallback answered
         self._tools_notice: dict[str, Any] | None = None  # said once per turn
 
@@ -147,6 +132,7 @@ class Agent:
             self.turn.emit("error", storage_unavailable().to_dict())
         finally:
             self._started()
+            self.budget.settle()
             self.context.release()
 
     def _run(self) -> None:
@@ -168,17 +154,15 @@ class Agent:
             self.context.continue_turn(user_message.id)
             self.saves.tip_id = self.context.branch_tip()
         else:
-            routes = self._routes(meta)  # before saving: no model means nothing to answer with
-            self.window.check_attachments(
-                routes[0]
-            )  # before saving: a missing file or a blind model
+            # Before saving: no model means nothing to answer with, no budget nothing to spend.
+            routes = self.budget.reserve(self._routes(meta))
+            self.window.check_attachments(routes[0])  # before saving: missing file, blind model
             try:
                 user_message = self.context.save(
                     role="user",
                     content=req.message,
                     request_id=req.request_id,
-                    content_parts=[{"type": "attachment", "id": a} for a in req.attachments]
-                    or None,
+                    content_parts=question_parts(req.attachments, req.metadata),
                 )
             except IntegrityError:
                 # The same request_id was saved at the same moment by another process (two
@@ -194,7 +178,7 @@ class Agent:
             turn.emit("accepted", {"message_id": user_message.id, "request_id": req.request_id})
             self._loop(meta, routes)
             return
-        self._loop(meta, self._routes(meta))
+        self._loop(meta, self.budget.reserve(self._routes(meta)))
 
     def _routes(self, meta: ChatMeta) -> list[Route]:
         """The routes this turn answers on (a compare turn: its lanes')."""
@@ -202,8 +186,9 @@ class Agent:
 
     def _started(self) -> None:
         """Leave the start gate (once): the turn is past its preparation."""
-        if self._starting is not None:
-            self._starting, starts = None, self._starting
+        starts = self._starting
+        if starts is not None:
+            self._starting = None
             starts.leave()
 
     def _answer_after(self, question: Any) -> int | None:
@@ -234,7 +219,10 @@ class Agent:
         turn = self.turn
         settings = meta.settings
         tools = self.registry.active(
-            settings.get("tools"), is_admin=self.request.is_admin, user_id=self.request.user_id
+            settings.get("tools"),
+            is_admin=self.request.is_admin,
+            user_id=self.request.user_id,
+            temporary=meta.temporary,
         )  # + the user's MCP tools
         route_index = 0
         for step in range(1, self.max_steps + 1):
@@ -336,8 +324,11 @@ class Agent:
         step: int,
     ) -> StepResult:
         caps = route.capabilities()
-        if tools and not caps.tools:
-            self._say_tools_omitted(omission(route.model, caps.sources["tools"], len(tools)))
+        offered = caps.tools and not self.window.tools_left_out  # the model, then its window
+        if tools and not offered:
+            self._say_tools_omitted(
+                omission(route.model, self.window.tools_source(caps), len(tools))
+            )
         request = ChatRequest(
             model=route.model,
             messages=prepare_messages(
@@ -346,17 +337,17 @@ class Agent:
                 reasoning_policy=route.reasoning_policy,
                 model=route.model,
             ),
-            tools=[ToolSpec(t.name, t.description, t.parameters) for t in tools]
-            if caps.tools
-            else [],
+            tools=[ToolSpec(t.name, t.description, t.parameters) for t in tools] if offered else [],
             system=self.window.system(settings),  # as `messages` read it for this step
             temperature=settings.get("temperature"),
             max_tokens=settings.get("max_tokens"),
             reasoning_effort=settings.get("reasoning_effort"),
             reasoning=caps.reasoning,
+            cache=route.prompt_caching,
         )
+        self.tools.cite_passages(self.window.passages)  # [1]..[n], the tools' sources after
         result = StepResult(started=time.monotonic())
-        adapter = adapter_for_route(self.app, route)
+        adapter = self.window.privacy.adapter(adapter_for_route(self.app, route), route.redaction)
         # The system context reads the database (the project's instructions, memories):
         # end that transaction before the provider streams, which may take minutes.
         self.context.release()
@@ -381,8 +372,9 @@ class Agent:
                     turn.emit_delta("content", event.text, step)
                 elif isinstance(event, ReasoningDelta):
                     self._mark_output(result)
-                    reasoning.append(event.text)
-                    turn.emit_delta("reasoning", event.text, step)
+                    if event.text:  # a signature alone is kept by Finish.reasoning_details
+                        reasoning.append(event.text)
+                        turn.emit_delta("reasoning", event.text, step)
                 elif isinstance(event, ToolCallDelta):
                     self._mark_output(result)
                     call_id = call_ids.get(event.index) or call_ids.setdefault(
@@ -473,10 +465,13 @@ class Agent:
             "duration_ms": round((result.ended - result.started) * 1000, 1),
             "input_tokens": getattr(usage, "input_tokens", None),
             "output_tokens": output_tokens,
+            "cached_tokens": usage_cached(usage),
+            "cache_saved": cache_saving(self.request.user_id, route.model, usage_cached(usage)),
             "tokens_per_s": round(output_tokens / streaming_s, 1)
             if output_tokens and streaming_s > 0
             else None,
             **self.window.metrics,
+            **self.window.privacy.meta(),  # how many items went out replaced, by label
             **(
                 {"tools_omitted": self._tools_notice["source"]}
                 if self._tools_notice is not None
@@ -497,7 +492,7 @@ class Agent:
             "turn_id": self.turn.id,
             "finish_reason": result.finish_reason,
             "metrics": self._metrics(route, result),
-            "usage": _usage_dict(result.usage),
+            "usage": usage_dict(result.usage),
             # Numi's raw estimate of this request: with the usage above it calibrates the
             # next estimate for this model (agent/calibration.py).
             "prompt_estimate": self.window.sent_estimate,
@@ -526,7 +521,7 @@ class Agent:
             reasoning_details=result.reasoning_details,
             tool_calls=tool_calls or None,
             meta=self._meta(route, result, step),
-            # The final answer carries the sources the turn's tools cited.
+            # The final answer carries the sources the turn's passages and tools gave it.
             citation_sources=list(self.tools.sources)
             if self.tools.sources and not tool_calls
             else None,
@@ -562,6 +557,8 @@ class Agent:
         meta = self._meta(route, result, step)
         meta["error"] = error
         meta["partial"] = True
+        if result.output_started:  # the provider read the prompt and billed what it sent
+            meta["usage"] = cut_short_usage(meta["usage"], self.window.prompt_tokens(route), result)
         message = self.saves.save(
             role="assistant",
             content=result.content,
@@ -583,12 +580,6 @@ class Agent:
             self.turn.id,
             self.request.user_id,
             self.request.chat_id,
-            adapter_for_route(self.app, route),
+            self.window.privacy.adapter(adapter_for_route(self.app, route), route.redaction),
             self.app.config["NUMI_TITLE_MODEL"] or route.model,
         )
-
-
-def _usage_dict(usage: Any) -> dict[str, Any] | None:
-    if usage is None:
-        return None
-    return {k: v for k, v in dataclasses.asdict(usage).items() if v is not None}

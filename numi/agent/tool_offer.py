@@ -8,6 +8,9 @@ whose model answers with `<tool_call>…` text knows where to turn them on.
 
 A server that refuses tools for a model (Ollama's "does not support tools", llama-server
 started without --jinja) is asked again once without them, and the turn says that too.
+So does a request that fits a small known window only without its tools
+(`ContextWindow`: the omission notice goes first, then the tools, then the question is
+refused).
 """
 
 from __future__ import annotations
@@ -31,13 +34,15 @@ _REASONS = {
     "family": "{model} is assumed not to call tools (turn them on in the endpoint's settings)",
     "default": "{model} is assumed not to call tools (turn them on in the endpoint's settings)",
     "refused": "the server refused tools for {model}: {detail}",
+    "window": "with them this request would not fit {model}'s context window",
 }
 
 
 def omission(model: str, source: str, count: int, detail: str = "") -> dict[str, Any]:
     """The `tools_omitted` event's data: why `count` tools were left out of a call to
     `model`. `source` is where the decision came from: override, reported, family,
-    default (capabilities' sources) or refused (the server said no)."""
+    default (capabilities' sources), refused (the server said no) or window (they did
+    not fit the model's context window)."""
     text = _REASONS.get(source, _REASONS["default"]).format(model=model, detail=detail[:200])
     return {"model": model, "source": source, "count": count, "message": f"Tools left out: {text}."}
 

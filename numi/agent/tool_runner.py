@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gevent
 
+from ..knowledge.passages import answer_sources
 from ..chat.context import ChatContextService, ChatMeta
 from ..turns.turn import Turn
 from .approvals import approval_policy, call_digest
@@ -26,6 +27,10 @@ from .tools import Tool, ToolContext, ToolFailure, ToolResult
 log = logging.getLogger(__name__)
 
 MAX_TOOL_RESULT_CHARS = 100_000
+
+# A call's outcome: ok, the text the model reads, the error code, its duration in ms and
+# what its card shows besides the text (`display`, or None).
+Outcome = tuple[bool, str, str | None, float | None, dict[str, Any] | None]
 
 
 @dataclass
@@ -66,7 +71,7 @@ class ToolRunner:
             workspace=meta.settings.get("workspace"),
             settings=meta.settings,
         )
-        results: dict[str, tuple[bool, str, str | None, float]] = {}
+        results: dict[str, Outcome] = {}
         greenlets = [
             gevent.spawn(self._run_one, call, available.get(call.name), context, results)
             for call in calls
@@ -74,14 +79,21 @@ class ToolRunner:
         # Running tools finish even when the turn is stopped: their effects cannot be undone.
         gevent.joinall(greenlets)
         for call in calls:
-            ok, text, code, duration_ms = results.get(
-                call.id, (False, "The tool did not report a result.", "no_result", None)
+            ok, text, code, duration_ms, display = results.get(
+                call.id, (False, "The tool did not report a result.", "no_result", None, None)
             )
             # Its duration too: the card after a reload shows what the live one showed.
-            meta = {"tool": call.name, "ok": ok, "step": step, "duration_ms": duration_ms}
+            saved_meta: dict[str, Any] = {
+                "tool": call.name,
+                "ok": ok,
+                "step": step,
+                "duration_ms": duration_ms,
+            }
             if not ok:
-                meta["error_code"] = code or "tool_error"
-            message = self.save(role="tool", tool_call_id=call.id, content=text, meta=meta)
+                saved_meta["error_code"] = code or "tool_error"
+            if display is not None:
+                saved_meta["display"] = display
+            message = self.save(role="tool", tool_call_id=call.id, content=text, meta=saved_meta)
             self.turn.emit(
                 "message_saved", {"message_id": message.id, "role": "tool", "tool_call_id": call.id}
             )
@@ -91,12 +103,13 @@ class ToolRunner:
         call: ToolCall,
         tool: Tool | None,
         context: ToolContext,
-        results: dict[str, tuple[bool, str, str | None, float]],
+        results: dict[str, Outcome],
     ) -> None:
         turn = self.turn
         arguments = call.arguments if call.arguments is not None else {}
         started = time.monotonic()
         code = None
+        display = None
         if tool is None:
             ok, text, code = (
                 False,
@@ -149,9 +162,9 @@ class ToolRunner:
                 turn.emit(
                     "tool_start", {"call_id": call.id, "name": call.name, "arguments": arguments}
                 )
-                ok, text, code = self._execute(tool, arguments, context)
+                ok, text, code, display = self._execute(tool, arguments, self._live(call, context))
         duration_ms = round((time.monotonic() - started) * 1000, 1)
-        results[call.id] = (ok, text, code, duration_ms)
+        results[call.id] = (ok, text, code, duration_ms, display)
         end = {
             "call_id": call.id,
             "name": call.name,
@@ -163,19 +176,32 @@ class ToolRunner:
         }
         if not ok:
             end["error_code"] = code or "tool_error"
+        if display is not None:
+            end["display"] = display
         turn.emit("tool_end", end)
+
+    def _live(self, call: ToolCall, context: ToolContext) -> ToolContext:
+        """The call's own context: what it prints goes to its card (`tool_output`), and it
+        can see a Stop while it runs."""
+        turn = self.turn
+
+        def report(stream: str, text: str) -> None:
+            turn.emit("tool_output", {"call_id": call.id, "stream": stream, "text": text})
+
+        return replace(context, report=report, stop_requested=lambda: bool(turn.cancelled))
 
     def _execute(
         self, tool: Tool, arguments: dict, context: ToolContext
-    ) -> tuple[bool, str, str | None]:
-        """(ok, the text the model reads, an error code when not ok)."""
+    ) -> tuple[bool, str, str | None, dict[str, Any] | None]:
+        """(ok, the text the model reads, an error code when not ok, what the card shows
+        besides the text)."""
         timeout = tool.timeout or self.app.config["NUMI_TOOL_TIMEOUT_SECONDS"]
         try:
             with gevent.Timeout(timeout):
                 with self.app.app_context():
                     value = tool.run(arguments, context)
         except gevent.Timeout:
-            return False, f"Error: the tool timed out after {timeout:g} s.", "timeout"
+            return False, f"Error: the tool timed out after {timeout:g} s.", "timeout", None
         except ToolFailure as failure:
             text = failure.text
             if len(text) > MAX_TOOL_RESULT_CHARS:
@@ -183,12 +209,14 @@ class ToolRunner:
                     text[:MAX_TOOL_RESULT_CHARS]
                     + f"\n[... cut: {len(text) - MAX_TOOL_RESULT_CHARS} more characters]"
                 )
-            return False, text, failure.code
+            return False, text, failure.code, failure.display
         except Exception as exc:
             log.info("tool %s failed: %r", tool.name, exc)
-            return False, f"Error: {type(exc).__name__}: {str(exc)[:500]}", "tool_error"
+            return False, f"Error: {type(exc).__name__}: {str(exc)[:500]}", "tool_error", None
+        display = None
         if isinstance(value, ToolResult):
             text = self._cite(value)
+            display = value.display
         else:
             text = (
                 value
@@ -200,7 +228,13 @@ class ToolRunner:
                 text[:MAX_TOOL_RESULT_CHARS]
                 + f"\n[... cut: {len(text) - MAX_TOOL_RESULT_CHARS} more characters]"
             )
-        return True, text, None
+        return True, text, None, display
+
+    def cite_passages(self, passages: tuple[dict[str, Any], ...]) -> None:
+        """The system context's passages are [1]..[n] as the model reads them: the answer
+        cites them by those numbers, and the tools' sources number on after them."""
+        if not self.sources:
+            self.sources = answer_sources(passages)
 
     def _cite(self, result: ToolResult) -> str:
         """Number a tool's sources across the turn (the same URL keeps its number) and

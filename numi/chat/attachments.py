@@ -1,7 +1,7 @@
 """Attachments: uploaded files, stored once by content hash, owned by the uploader.
 
 Files live under ``<NUMI_DATA_DIR>/uploads/<sha[:2]>/<sha>``; the `attachments` row holds
-the name, type, size, hash and (for text, code and PDF files) the extracted text. A message
+the name, type, size, hash and (for text, code, PDF and DOCX files) the extracted text. A message
 refers to its files by id in ``content_parts_json`` (``{"type": "attachment", "id": N}``);
 the bytes a model sees are rebuilt at request time by `model_parts()`, so no image data
 or data URL ever reaches the messages table.
@@ -20,12 +20,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-import gevent
+from flask import current_app
 from sqlalchemy import func, select
 
-from ..errors import NotFound, NumiError, invalid
+from ..cpu_pool import run_cpu
+from ..errors import NumiError, invalid
 from ..extensions import db
-from ..models import Attachment
+from ..models import Attachment, Chat, Checkpoint, get_owned
+from .docx_extract import DOCX_MIME, docx_text
 from .pdf_extract import ENCRYPTED, PdfLimits, extract
 
 log = logging.getLogger(__name__)
@@ -140,8 +142,6 @@ def owned_rows(user_id: int, ids: list[int], data_dir: str | None = None) -> lis
     if not ids:
         return []
     if data_dir is None:
-        from flask import current_app
-
         data_dir = current_app.config["NUMI_DATA_DIR"]
     rows = {
         a.id: a
@@ -161,12 +161,7 @@ def owned_rows(user_id: int, ids: list[int], data_dir: str | None = None) -> lis
 
 def get_attachment(user_id: int, attachment_id: int) -> Attachment:
     """One of the user's attachments; 404 for a missing or foreign id."""
-    row = db.session.execute(
-        select(Attachment).where(Attachment.id == attachment_id, Attachment.user_id == user_id)
-    ).scalar_one_or_none()
-    if row is None:
-        raise NotFound("attachment")
-    return row
+    return get_owned(Attachment, attachment_id, user_id, "attachment")
 
 
 def message_attachment_ids(content_parts: Any) -> list[int]:
@@ -208,6 +203,23 @@ def text_sizes(ids: list[int]) -> dict[int, int]:
 
 def file_path(data_dir: str, attachment: Attachment) -> Path:
     return Path(data_dir) / attachment.storage_path
+
+
+def store_uploads(config, user_id: int, files: list[Any]) -> list[Attachment]:
+    """Store the files of an upload request (each with `filename`, `mimetype` and a
+    `stream`: werkzeug's FileStorage) as the user's attachments, in order: at most
+    MAX_PER_MESSAGE of them (400 `too_many_files` before any is stored), each checked by
+    `store_upload`."""
+    if len(files) > MAX_PER_MESSAGE:
+        raise invalid(f"At most {MAX_PER_MESSAGE} files at once.", "too_many_files")
+    limit = config["NUMI_UPLOAD_MAX_BYTES"]
+    return [
+        # Read one byte past the limit: enough to know it is too large, no more.
+        store_upload(
+            config, user_id, item.filename or "", item.mimetype, item.stream.read(limit + 1)
+        )
+        for item in files
+    ]
 
 
 def store_upload(
@@ -257,6 +269,26 @@ def store_upload(
         sha256=sha,
         storage_path=relative,
         extracted_text=extracted,
+    )
+    db.session.add(row)
+    db.session.commit()
+    return row
+
+
+def store_generated(config, user_id: int, filename: str, mime: str, data: bytes) -> Attachment:
+    """Keep a file a tool made (run_python's images and files) as the user's attachment:
+    stored like an upload, without the upload's type and size rules (the tool has its own),
+    so the transcript, its reloads and exports link it. Committed at once."""
+    sha = hashlib.sha256(data).hexdigest()
+    relative = f"uploads/{sha[:2]}/{sha}"
+    _write_once(Path(config["NUMI_DATA_DIR"]) / relative, data)
+    row = Attachment(
+        user_id=user_id,
+        filename=_clean_filename(filename),
+        mime=mime,
+        size=len(data),
+        sha256=sha,
+        storage_path=relative,
     )
     db.session.add(row)
     db.session.commit()
@@ -335,6 +367,8 @@ def _extract_text(mime: str, data: bytes, config) -> str | None:
     limit = config["NUMI_ATTACHMENT_MAX_TEXT_CHARS"]
     if mime == "application/pdf":
         text = pdf_text(data, PdfLimits.from_config(config))
+    elif mime == DOCX_MIME:
+        text = run_cpu(docx_text, data)  # unzipping and parsing XML: off the hub
     elif mime.startswith("text/") or mime == "application/json":
         text = data.decode("utf-8", "replace")
     else:
@@ -353,6 +387,8 @@ def pdf_text(data: bytes, limits: PdfLimits) -> str:
         raise NumiError("pdf_unreadable", "The PDF is encrypted; attach an unlocked copy.", 415)
     if error:
         raise NumiError("pdf_unreadable", "The PDF could not be read.", 415)
+    if note and not pages:  # a limit struck before the first page: nothing to keep
+        raise NumiError("pdf_unreadable", f"The PDF could not be read: {note}.", 415)
     text = "\n\n".join(f"[page {n}]\n{page}" for n, page in enumerate(pages, 1) if page)
     if note:
         log.info("PDF text cut: %s", note)
@@ -368,16 +404,14 @@ def image_bytes(data_dir: str, attachment: Attachment, max_side: int) -> tuple[s
     `max_side`, cached next to the original. Without Pillow the original is sent."""
     original = file_path(data_dir, attachment)
     try:
-        from PIL import Image  # noqa: F401  (optional extra "images")
+        from PIL import Image  # noqa: F401  # lazy: optional extra images
     except ImportError:
         return attachment.mime, original.read_bytes()
     cached = original.with_name(f"{original.name}.max{max_side}")
     if cached.is_file():
         data = cached.read_bytes()
         return _sniff_image(data) or attachment.mime, data
-    mime, data = gevent.get_hub().threadpool.apply(
-        _downscale, (original.read_bytes(), attachment.mime, max_side)
-    )
+    mime, data = run_cpu(_downscale, original.read_bytes(), attachment.mime, max_side)
     _write_once(cached, data)
     return mime, data
 
@@ -388,7 +422,7 @@ def _sniff_image(data: bytes) -> str | None:
 
 
 def _downscale(data: bytes, mime: str, max_side: int) -> tuple[str, bytes]:
-    from PIL import Image
+    from PIL import Image  # lazy: optional extra images
 
     with Image.open(io.BytesIO(data)) as image:
         if max(image.size) <= max_side:
@@ -405,7 +439,7 @@ def _downscale(data: bytes, mime: str, max_side: int) -> tuple[str, bytes]:
 def thumbnail(data_dir: str, attachment: Attachment) -> bytes | None:
     """A small PNG of an image attachment (cached), or None without Pillow."""
     try:
-        from PIL import Image
+        from PIL import Image  # lazy: optional extra images
     except ImportError:
         return None
     original = file_path(data_dir, attachment)
@@ -420,7 +454,7 @@ def thumbnail(data_dir: str, attachment: Attachment) -> bytes | None:
             image.convert("RGBA").save(out, "PNG")
             return out.getvalue()
 
-    data = gevent.get_hub().threadpool.apply(make)
+    data = run_cpu(make)
     _write_once(cached, data)
     return data
 
@@ -471,27 +505,32 @@ def model_parts(
 # --- templates ------------------------------------------------------------------------------
 
 
-def template_attachments(message) -> list[Attachment]:
-    """The attachments a saved message shows (chips, thumbnails); scoped to the message's
-    chat owner. One query per message with attachments, none otherwise."""
-    ids = message_attachment_ids(message.content_parts) if message.content_parts_json else []
+def transcript_attachments(chat_id: str, messages) -> dict[int, list[Attachment]]:
+    """The attachments each saved message of a chat shows (chips, thumbnails), by message
+    id: one query for the whole transcript, none when no message has any. Scoped to the
+    chat's owner: a message names ids, and only that user's files answer."""
+    wanted = {
+        m.id: message_attachment_ids(m.content_parts) for m in messages if m.content_parts_json
+    }
+    ids = {i for found in wanted.values() for i in found}
     if not ids:
-        return []
-    from ..models import Chat
+        return {}
 
     rows = db.session.execute(
         select(Attachment)
         .join(Chat, Chat.user_id == Attachment.user_id)
-        .where(Chat.id == message.chat_id, Attachment.id.in_(ids))
+        .where(Chat.id == chat_id, Attachment.id.in_(ids))
     ).scalars()
     by_id = {a.id: a for a in rows}
-    return [by_id[i] for i in ids if i in by_id]
+    return {
+        message_id: [by_id[i] for i in found if i in by_id]
+        for message_id, found in wanted.items()
+        if found
+    }
 
 
-def template_checkpoints(chat_id: str) -> dict[int, Any]:
+def transcript_checkpoints(chat_id: str) -> dict[int, Any]:
     """The chat's checkpoints by boundary message id, for transcript dividers."""
-    from ..models import Checkpoint
-
     rows = db.session.execute(
         select(Checkpoint).where(Checkpoint.chat_id == chat_id).order_by(Checkpoint.id)
     ).scalars()

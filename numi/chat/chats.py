@@ -7,11 +7,12 @@ chat raises `NotFound` (404), never a permission error that would confirm it exi
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, or_, select
+from sqlalchemy import and_, bindparam, delete, func, or_, select
 from sqlalchemy.orm import joinedload
 
 from ..data_dir import touches_data_dir
@@ -60,8 +61,11 @@ def list_chats(
     tag: str = "",
     view: str = "sidebar",
     project_id: int | None = None,
+    until: str | None = None,
 ) -> Page:
     """Chats by last activity, newest first, keyset-paginated so 10,000 chats stay fast.
+    `until` (a cursor) ends the list above that chat: the sidebar's gap between its first
+    page and an open chat's neighbourhood.
 
     `view` "sidebar": neither archived nor pinned (the first page carries the pinned chats
     in `pinned`), and, unless a `tag` or `project_id` filters it, not in a project (a
@@ -110,6 +114,13 @@ def list_chats(
                 Chat.updated_at < updated_at, and_(Chat.updated_at == updated_at, Chat.id < chat_id)
             )
         )
+    if until:
+        updated_at, chat_id = _parse_cursor(until)
+        stmt = stmt.where(
+            or_(
+                Chat.updated_at > updated_at, and_(Chat.updated_at == updated_at, Chat.id > chat_id)
+            )
+        )
     # Tags come in the same statement (a join on the limited page), not a second query: on
     # PostgreSQL under gevent each round trip waits its turn on a busy hub, and the sidebar
     # is on every page load.
@@ -122,8 +133,7 @@ def list_chats(
     next_cursor = None
     if len(chats) > limit:
         chats = chats[:limit]
-        last = chats[-1]
-        next_cursor = f"{last.updated_at.isoformat()}|{last.id}"
+        next_cursor = cursor_of(chats[-1])
     return Page(chats, next_cursor, pinned)
 
 
@@ -144,24 +154,44 @@ def date_group(moment: datetime, now: datetime) -> str:
 
 def chats_listed_before(user_id: int, chat: Chat) -> int:
     """How many chats the sidebar lists above `chat` (one counting query)."""
-    from sqlalchemy import func
-
     return db.session.execute(
-        select(func.count())
-        .select_from(Chat)
-        .where(
-            Chat.user_id == user_id,
-            Chat.deleted_at.is_(None),
-            Chat.temporary.is_(False),
-            Chat.archived_at.is_(None),
-            Chat.pinned_at.is_(None),
-            Chat.project_id.is_(None),
-            or_(
-                Chat.updated_at > chat.updated_at,
-                and_(Chat.updated_at == chat.updated_at, Chat.id > chat.id),
-            ),
-        )
+        select(func.count()).select_from(Chat).where(*_listed_above(user_id, chat))
     ).scalar_one()
+
+
+def chats_just_above(user_id: int, chat: Chat, count: int) -> list[Chat]:
+    """The `count` chats the sidebar lists right above `chat`, newest first."""
+    if count <= 0:
+        return []
+    rows = db.session.execute(
+        select(Chat)
+        .where(*_listed_above(user_id, chat))
+        .options(joinedload(Chat.tag_rows))
+        .order_by(Chat.updated_at, Chat.id)
+        .limit(count)
+    )
+    return list(rows.unique().scalars())[::-1]
+
+
+def cursor_of(chat: Chat) -> str:
+    """The keyset cursor that lists the chats after `chat` (or, as `until`, before it)."""
+    return f"{chat.updated_at.isoformat()}|{chat.id}"
+
+
+def _listed_above(user_id: int, chat: Chat) -> tuple:
+    """The sidebar's chats (not pinned, archived or in a project) listed above `chat`."""
+    return (
+        Chat.user_id == user_id,
+        Chat.deleted_at.is_(None),
+        Chat.temporary.is_(False),
+        Chat.archived_at.is_(None),
+        Chat.pinned_at.is_(None),
+        Chat.project_id.is_(None),
+        or_(
+            Chat.updated_at > chat.updated_at,
+            and_(Chat.updated_at == chat.updated_at, Chat.id > chat.id),
+        ),
+    )
 
 
 def newest_empty_chat(user_id: int) -> Chat | None:
@@ -317,7 +347,13 @@ SETTING_KEYS = (
     "workspace",
     "auto_approve",
     "tool_policy",
+    "use_documents",
 )
+
+# "Use documents" of a chat (and a project's default for its chats): passages of its
+# documents go into every request (auto), only when the model calls search_documents (ask),
+# or never (numi/knowledge/retrieval.py). Unset: automatically.
+USE_DOCUMENTS = ("auto", "ask", "never")
 
 
 def validate_settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, Any]:
@@ -353,9 +389,40 @@ def validate_settings(raw: dict[str, Any], limits: dict[str, Any]) -> dict[str, 
             clean[key] = bool(value)
         elif key == "workspace":
             clean[key] = _workspace(value, limits.get("NUMI_DATA_DIR"))
+        elif key == "use_documents":
+            if value in (None, ""):  # unset: the project's default, else automatically
+                clean[key] = None
+                continue
+            if value not in USE_DOCUMENTS:
+                raise invalid(
+                    f"use_documents must be one of: {', '.join(USE_DOCUMENTS)}.",
+                    "invalid_use_documents",
+                )
+            clean[key] = value
+        elif key == "left_out_passages":
+            clean[key] = _left_out_passages(value)
         else:
             raise invalid(f"Unknown setting {key!r}.", "unknown_setting")
     return clean
+
+
+MAX_LEFT_OUT_PASSAGES = 200
+_PASSAGE_KEY = re.compile(r"\d{1,12}:\d{1,7}")
+
+
+def _left_out_passages(value: Any) -> list[str]:
+    """The document passages a chat leaves out of its requests ("document:chunk", the
+    context panel's Leave out; numi/knowledge/retrieval.py)."""
+    if (
+        not isinstance(value, list)
+        or len(value) > MAX_LEFT_OUT_PASSAGES
+        or not all(isinstance(k, str) and _PASSAGE_KEY.fullmatch(k) for k in value)
+    ):
+        raise invalid(
+            f'left_out_passages must be a list of at most {MAX_LEFT_OUT_PASSAGES} "document:chunk" keys.',
+            "invalid_left_out_passages",
+        )
+    return list(dict.fromkeys(value))
 
 
 def _workspace(value: Any, data_dir: str | None = None) -> str | None:

@@ -7,18 +7,27 @@ the kept part starts with a user message and no tool call is split from its resu
 
 The summary is written by the chat's model (or NUMI_COMPACT_MODEL). No database
 transaction is open while it streams.
+
+A summary request is never larger than the model's window allows (`Budget`): a part too
+long for one request is summarised in pieces, oldest first, each piece's request carrying
+the summary so far (issue 44: a 553-token request to a 256-token window). Past
+`MAX_PIECES` the earliest part is left out, as a character-bounded transcript leaves it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import gevent
 from sqlalchemy import select
 
 from ..errors import NumiError
 from ..extensions import db
 from ..models import Checkpoint, Message
+from ..providers import ChatRequest
+from ..providers.events import StreamError, TextDelta
 from .context import (
     ChatContextService,
     _count_attachments,
@@ -27,6 +36,7 @@ from .context import (
     estimate_tokens,
     to_internal,
 )
+from .token_estimate import text_tokens
 
 SUMMARY_SYSTEM = (
     "You compact a conversation between a user and an assistant so that it can continue "
@@ -36,6 +46,36 @@ SUMMARY_SYSTEM = (
     "Write in the conversation's language. Answer with the summary only."
 )
 MAX_MESSAGE_CHARS = 6000
+SUMMARISE = "Summarise this conversation:\n\n"
+EARLIER = "Summary of the conversation before this part:\n{summary}\n"
+MAX_PIECES = 8  # summary requests of one compaction at most (a CPU model: minutes each)
+MIN_PIECE_TOKENS = 16  # below this a piece holds hardly a sentence: not worth a request
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How large a summary request may be: `max_tokens` of the model's tokens, as
+    `tokens` counts a text in them (Numi's estimate, calibrated for the model)."""
+
+    max_tokens: int
+    tokens: Callable[[str], int] = text_tokens
+
+    @property
+    def piece_room(self) -> int:
+        """The tokens a piece's text may take: what is left after the instructions and a
+        quarter of the budget for the summary so far, which later pieces carry."""
+        return self.room(SUMMARISE) - self.max_tokens // 4
+
+    @property
+    def too_small(self) -> bool:
+        """Whether not even a short piece fits: compacting would only fail."""
+        return self.piece_room < MIN_PIECE_TOKENS
+
+    def room(self, *texts: str) -> int:
+        """The tokens left for more text in a request that already carries `texts` (and
+        the summariser's instructions)."""
+        used = self.tokens(SUMMARY_SYSTEM) + sum(self.tokens(text) for text in texts) + 8
+        return self.max_tokens - used
 
 
 @dataclass
@@ -77,9 +117,18 @@ def plan(context: ChatContextService, keep_messages: int) -> Plan:
 
 def transcript_text(plan_: Plan, max_chars: int) -> str:
     """The part to summarise as plain text for the summariser (newest part if too long)."""
-    lines: list[str] = []
+    lines = transcript_lines(plan_)
     if plan_.previous is not None:
-        lines.append(f"Summary of the conversation before this part:\n{plan_.previous.summary}\n")
+        lines.insert(0, EARLIER.format(summary=plan_.previous.summary))
+    text = "\n\n".join(lines)
+    if len(text) > max_chars:
+        text = "[... earliest part left out]\n" + text[-max_chars:]
+    return text
+
+
+def transcript_lines(plan_: Plan) -> list[str]:
+    """Each message to summarise as a line of plain text."""
+    lines: list[str] = []
     for message in plan_.summarise:
         role = message["role"]
         text = message.get("content") or ""
@@ -96,21 +145,62 @@ def transcript_text(plan_: Plan, max_chars: int) -> str:
         else:
             attached = " (with attachments)" if message.get("_content_parts") else ""
             lines.append(f"{role.capitalize()}{attached}: {text}")
-    text = "\n\n".join(lines)
-    if len(text) > max_chars:
-        text = "[... earliest part left out]\n" + text[-max_chars:]
+    return lines
+
+
+def pieces(plan_: Plan, budget: Budget, max_chars: int) -> list[str]:
+    """The part to summarise cut into pieces whose requests fit `budget`, oldest first,
+    each with room left for the summary of the pieces before it (a quarter of the
+    budget). A line too long for a piece of its own is cut to fit; past MAX_PIECES the
+    earliest lines are left out. Raises compaction_failed when the window cannot hold
+    the summariser's instructions and any text."""
+    room = budget.piece_room
+    if plan_.previous is not None:
+        room = min(room, budget.room(SUMMARISE, EARLIER.format(summary=plan_.previous.summary)))
+    if room < MIN_PIECE_TOKENS:
+        raise NumiError(
+            "compaction_failed",
+            "The model's context window is too small to hold a summary request.",
+            502,
+        )
+    out: list[list[str]] = [[]]
+    used = 0
+    for line in reversed(transcript_lines(plan_)):  # newest first: the earliest may go
+        size = budget.tokens(line) + 2
+        if size > room:
+            line = line[: max(1, len(line) * room // size - 8)] + " [...]"
+            size = budget.tokens(line) + 2
+        if used + size > room and out[0]:
+            if len(out) == MAX_PIECES:
+                out[0].insert(0, "[... earliest part left out]")
+                break
+            out.insert(0, [])
+            used = 0
+        out[0].insert(0, line)
+        used += size
+    texts = ["\n\n".join(piece) for piece in out]
+    return [text[-max_chars:] for text in texts]
+
+
+def _earlier(summary: str, budget: Budget, part: str) -> str:
+    """The summary so far as a piece's request opens with it, its end cut if the model
+    wrote more than the piece left room for."""
+    if not summary:
+        return ""
+    text = EARLIER.format(summary=summary) + "\n"
+    over = -budget.room(SUMMARISE, text, part)
+    if over > 0:
+        size = budget.tokens(text)
+        text = text[: max(0, len(text) * (size - over) // size - 8)] + " [...]\n"
     return text
 
 
 def summarise(adapter, model: str, text: str, *, on_cancel=None) -> str:
     """Ask `model` for the summary; raises NumiError("compaction_failed") on any error."""
-    from ..providers import ChatRequest
-    from ..providers.events import StreamError, TextDelta
-
     request = ChatRequest(
         model=model,
         system=SUMMARY_SYSTEM,
-        messages=[{"role": "user", "content": f"Summarise this conversation:\n\n{text}"}],
+        messages=[{"role": "user", "content": SUMMARISE + text}],
     )
     stream = adapter.stream(request)
     unregister = on_cancel(stream.close) if on_cancel else None
@@ -118,8 +208,6 @@ def summarise(adapter, model: str, text: str, *, on_cancel=None) -> str:
     try:
         for count, event in enumerate(stream, 1):
             if count % 16 == 0:
-                import gevent
-
                 gevent.sleep(0)
             if isinstance(event, TextDelta):
                 parts.append(event.text)
@@ -138,19 +226,37 @@ def summarise(adapter, model: str, text: str, *, on_cancel=None) -> str:
 
 
 def compact(
-    context: ChatContextService, adapter, model: str, config, *, on_cancel=None
+    context: ChatContextService,
+    adapter,
+    model: str,
+    config,
+    *,
+    on_cancel=None,
+    budget: Budget | None = None,
 ) -> Checkpoint:
     """Summarise the older part of the chat and store a checkpoint with message and token
-    counts before and after. The transcript itself is untouched."""
+    counts before and after. The transcript itself is untouched. With a `budget` (the
+    model's window is known) no summary request is larger than it."""
     plan_ = plan(context, config["NUMI_COMPACT_KEEP_MESSAGES"])
     before = ([{}, {}] if plan_.previous is not None else []) + plan_.summarise + plan_.keep
     if plan_.previous is not None:
         before[0] = {"role": "user", "content": plan_.previous.summary}
         before[1] = {"role": "assistant", "content": ""}
-    text = transcript_text(plan_, config["PROMPT_MAX_HISTORY_CHARS"])
+    max_chars = config["PROMPT_MAX_HISTORY_CHARS"]
+    text = transcript_text(plan_, max_chars)
+    parts = None
+    if budget is not None and budget.room(SUMMARISE, text) < 0:
+        parts = pieces(plan_, budget, max_chars)
     through = plan_.through_message_id
     context.release()  # no transaction while the summariser streams
-    summary = summarise(adapter, model, text, on_cancel=on_cancel)
+    if parts is None:
+        summary = summarise(adapter, model, text, on_cancel=on_cancel)
+    else:
+        summary = plan_.previous.summary if plan_.previous is not None else ""
+        for part in parts:
+            summary = summarise(
+                adapter, model, _earlier(summary, budget, part) + part, on_cancel=on_cancel
+            )
     after = [
         {"role": "user", "content": summary},
         {"role": "assistant", "content": ""},

@@ -25,16 +25,18 @@ from typing import Any
 
 from sqlalchemy import select
 
+from ..database import transaction
 from ..errors import NumiError
 from ..extensions import db
 from ..models import Chat, Checkpoint, Message, utcnow
 from ..models.columns import loads
-from . import context_rows as stored
+from . import context_rows as stored, versions
+from .attachments import message_attachment_ids, text_sizes
+from .token_estimate import estimate_all, text_tokens
 
-OMITTED_NOTICE = (
-    "Earlier messages of this conversation were left out to fit the context budget. "
-    "Do not assume details from them; ask the user if something seems missing."
-)
+# Short: on a small local model's window (2k-8k tokens, or llama-server's -c 256) every
+# token of the notice is one less for the conversation (issue 44).
+OMITTED_NOTICE = "(Earlier messages were left out. Ask me if something seems missing.)"
 
 
 # Opens a history whose first question the user left out of the context.
@@ -57,6 +59,7 @@ class ChatMeta:
     model: str | None
     settings: dict[str, Any]
     project_id: int | None = None
+    temporary: bool = False  # uses no memory and offers no tool that writes one
 
 
 @dataclass
@@ -117,6 +120,7 @@ class ChatContextService:
                 chat.model,
                 loads(chat.settings_json, {}),
                 chat.project_id,
+                bool(chat.temporary),
             )
         return self._meta
 
@@ -214,9 +218,18 @@ class ChatContextService:
             kept.append(group)
             chars += size
         kept.reverse()
-        messages = [m for group in kept for m in group]
-        if messages and messages[0]["role"] != "user":
-            messages.insert(0, {"role": "user", "content": LEFT_OUT_QUESTION, "_placeholder": True})
+        # A group that opens with an answer is one whose question the user left out (at the
+        # start or in the middle): a placeholder question opens it, so the roles alternate
+        # as every protocol wants (Anthropic refuses two assistant messages in a row).
+        messages = [
+            m
+            for group in kept
+            for m in (
+                group
+                if group[0]["role"] == "user"
+                else [{"role": "user", "content": LEFT_OUT_QUESTION, "_placeholder": True}, *group]
+            )
+        ]
         omitted = len(kept_rows) - sum(1 for m in messages if not m.get("_placeholder"))
         kept_ids = {id(m) for m in messages}
         omitted_chars = sum(_chars(m) for m in internal if id(m) not in kept_ids)
@@ -298,14 +311,10 @@ class ChatContextService:
         """Store a compaction checkpoint (its own short transaction); the history reloads."""
         if self.before_save is not None:
             self.before_save()
-        try:
+        with transaction(db.session):
             self._live_chat()
             checkpoint = Checkpoint(chat_id=self.chat_id, **fields)
             db.session.add(checkpoint)
-            db.session.commit()
-        except Exception:
-            db.session.rollback()
-            raise
         self.invalidate_history()
         return checkpoint
 
@@ -319,21 +328,13 @@ class ChatContextService:
 
     def turn_row_ids(self, question_id: int) -> list[int]:
         """The ids of the rows a question's turns saved below it (every version)."""
-        from . import versions
-
         return [n.id for n in versions.turn_rows(versions.load_tree(self.chat_id), question_id)]
 
     def continue_turn(self, question_id: int) -> bool:
         """Let the next saved row continue `question_id`'s own turn (versions.continue_turn);
         its own transaction. Returns whether the transcript changed."""
-        from . import versions
-
-        try:
+        with transaction(db.session):
             changed = versions.continue_turn(self.chat_id, question_id)
-            db.session.commit()
-        except Exception:
-            db.session.rollback()
-            raise
         self.invalidate_history()
         return changed
 
@@ -361,7 +362,7 @@ class ChatContextService:
             self.before_save()
         values = stored.message_values(fields)
         values["chat_id"] = self.chat_id
-        try:
+        with transaction(db.session):
             # One UPDATE both moves the chat to the top and proves it is still live.
             touched = db.session.execute(
                 stored.TOUCH_CHAT,
@@ -376,10 +377,6 @@ class ChatContextService:
             message_id, parent_id = db.session.execute(insert, values).one()
             values.pop("tip_chat", None)
             values.pop("parent_id", None)
-            db.session.commit()
-        except Exception:
-            db.session.rollback()
-            raise
         message = Message(id=message_id, parent_id=parent_id, **values)
         self._saved_to_history(stored.internal(message))
         return message
@@ -429,16 +426,28 @@ def _group_turns(
     messages: list[dict[str, Any]], *, keep_leading: bool = False
 ) -> list[list[dict[str, Any]]]:
     """Split into groups that each start at a user message (assistant/tool stay with it).
-    A first group without its user message is dropped (a fragment cut off by a limit)
-    unless `keep_leading`."""
+    A final answer followed by another answer starts a group of its own: its question was
+    left out of the context. A first group without its user message is dropped (a fragment
+    cut off by a limit) unless `keep_leading`."""
     groups: list[list[dict[str, Any]]] = []
     for message in messages:
-        if message["role"] == "user" or not groups:
+        if message["role"] == "user" or not groups or _answers_again(groups[-1][-1], message):
             groups.append([message])
         else:
             groups[-1].append(message)
-    # A group that does not start with a user message is a fragment cut off by the limit.
-    return [g for n, g in enumerate(groups) if g[0]["role"] == "user" or (keep_leading and n == 0)]
+    # A first group that does not start with a user message is a fragment cut off by the
+    # limit; a later one is an answer whose question was left out.
+    return [g for n, g in enumerate(groups) if g[0]["role"] == "user" or keep_leading or n > 0]
+
+
+def _answers_again(previous: dict[str, Any], message: dict[str, Any]) -> bool:
+    """Whether `message` is an answer right after a final answer (no tool call between):
+    the answer of a question that is not in the history."""
+    return (
+        message["role"] == "assistant"
+        and previous["role"] == "assistant"
+        and not previous.get("tool_calls")
+    )
 
 
 def _without_orphan_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -457,8 +466,6 @@ def _without_orphan_results(messages: list[dict[str, Any]]) -> list[dict[str, An
 
 def _count_attachments(messages: list[dict[str, Any]]) -> None:
     """Note on each message how many characters its attachments add (one query)."""
-    from .attachments import message_attachment_ids, text_sizes
-
     ids = [i for m in messages for i in message_attachment_ids(m.get("_content_parts"))]
     if not ids:
         return
@@ -470,9 +477,28 @@ def _count_attachments(messages: list[dict[str, Any]]) -> None:
 
 
 def estimate_tokens(messages: list[dict[str, Any]], system: str = "") -> int:
-    """A provider-neutral prompt size estimate: about four characters per token, plus a
-    few tokens of framing per message."""
-    return (len(system) + sum(_chars(m) for m in messages)) // 4 + 4 * len(messages)
+    """A provider-neutral prompt size estimate: each text by its scripts
+    (`token_estimate`), attachments' text at about four characters a token, plus a few
+    tokens of framing per message."""
+    estimate_all([system, *(text for m in messages for text in _texts(m))])
+    return text_tokens(system) + sum(_tokens(m) for m in messages) + 4 * len(messages)
+
+
+def _texts(message: dict[str, Any]) -> list[str]:
+    """The texts `_tokens` estimates in a message."""
+    content = message.get("content")
+    texts = (
+        [p.get("text") or "" for p in content if isinstance(p, dict)]
+        if isinstance(content, list)
+        else [content or ""]
+    )
+    calls = message.get("tool_calls") or ()
+    return texts + [str(c.get("function", {}).get("arguments", "")) for c in calls]
+
+
+def _tokens(message: dict[str, Any]) -> int:
+    """`estimate_tokens` of one message without its framing: what `_chars` counts."""
+    return _measured(message, text_tokens, image=1000, attachment_chars_per_unit=4)
 
 
 def message_chars(message: dict[str, Any]) -> int:
@@ -481,15 +507,28 @@ def message_chars(message: dict[str, Any]) -> int:
 
 
 def _chars(message: dict[str, Any]) -> int:
+    return _measured(message, len, image=4000, attachment_chars_per_unit=1)
+
+
+def _measured(
+    message: dict[str, Any],
+    measure: Callable[[str], int],
+    *,
+    image: int,
+    attachment_chars_per_unit: int,
+) -> int:
+    """A message's size in `measure`'s unit: its text (or text parts, an image counting
+    `image`), its attachments' text and its tool calls' arguments."""
     content = message.get("content")
     if isinstance(content, list):  # content parts built at request time
         size = sum(
-            len(p.get("text") or "") if p.get("type") != "image" else 4000
+            measure(p.get("text") or "") if p.get("type") != "image" else image
             for p in content
             if isinstance(p, dict)
         )
     else:
-        size = len(content or "") + message.get("_attachment_chars", 0)
+        size = measure(content or "")
+        size += message.get("_attachment_chars", 0) // attachment_chars_per_unit
     for call in message.get("tool_calls") or ():
-        size += len(str(call.get("function", {}).get("arguments", "")))
+        size += measure(str(call.get("function", {}).get("arguments", "")))
     return size

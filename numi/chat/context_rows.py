@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import bindparam, func, insert, select, true, update
 
 from ..models import Chat, Checkpoint, Message, utcnow
-from ..models.chats import usage_columns
+from ..models.chats import cached_column, usage_columns
 from ..models.columns import dumps, loads
 
 _chats = Chat.__table__.c
@@ -28,6 +28,7 @@ LIVE_CHAT = select(
     _chats.model,
     _chats.settings_json,
     _chats.project_id,
+    _chats.temporary,
 ).where(
     _chats.id == bindparam("chat_id"),
     _chats.user_id == bindparam("user_id"),
@@ -163,6 +164,7 @@ def message_values(fields: dict[str, Any]) -> dict[str, Any]:
     meta = fields.get("meta")
     values["meta_json"] = dumps(meta)
     values["model"], values["input_tokens"], values["output_tokens"] = usage_columns(meta or {})
+    values["cached_tokens"] = cached_column(meta or {})
     # A compare lane saves its rows as versions beside the others: not all selected or
     # shown (agent/lanes.py); every other save is on the shown branch.
     values.update(

@@ -23,10 +23,12 @@ saved and unanswered, and answers it without saving a new one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import delete, select, update
 
+from ..database import transaction
 from ..errors import NotFound, NumiError, invalid, turn_running
 from ..extensions import db, turn_manager
 from ..models import Chat, Checkpoint, Message, utcnow
@@ -93,7 +95,7 @@ def edit_message(
     ids = owned_attachments(user_id, attachments)  # before any row changes
     if not text.strip() and not ids:
         raise invalid("Write a message first.", "empty_message")
-    try:
+    with transaction(db.session):
         versions.unselect_children(chat.id, message.parent_id)
         kept = [p for p in message.content_parts if p.get("type") != "attachment"]
         edited = Message(chat_id=chat.id, parent_id=message.parent_id, role="user", content=text)
@@ -107,10 +109,6 @@ def edit_message(
         db.session.flush()
         _ensure_request_id(edited)
         chats.touch(chat)
-        db.session.commit()
-    except Exception:
-        db.session.rollback()
-        raise
     return edited
 
 
@@ -129,15 +127,11 @@ def prepare_regenerate(user_id: int, chat_id: str, route: dict[str, Any] | None,
         raise NumiError("nothing_to_regenerate", "There is no question to answer again.", 409)
     if route:
         chats.update_chat(user_id, chat.id, route, limits)  # validates everything before writing
-    try:
+    with transaction(db.session):
         # The answer (and every later row) stays as an inactive version; the next one saved
         # under the question becomes the shown version.
         versions.unselect_children(chat.id, question.id)
         _ensure_request_id(question)
-        db.session.commit()
-    except Exception:
-        db.session.rollback()
-        raise
     return question
 
 
@@ -181,13 +175,9 @@ def prepare_retry(user_id: int, chat_id: Any, after_id: Any) -> Message:
     if question_id is None:
         raise NumiError("nothing_to_retry", "There is no question to answer again.", 409)
     question = get_message(chat, question_id)
-    try:
+    with transaction(db.session):
         versions.continue_turn(chat.id, question.id)
         _ensure_request_id(question)
-        db.session.commit()
-    except Exception:
-        db.session.rollback()
-        raise
     return question
 
 
@@ -197,12 +187,8 @@ def switch_version(user_id: int, chat_id: str, message_id: int) -> Message:
     chat = chats.get_chat(user_id, chat_id)
     message = get_message(chat, message_id, any_version=True)
     ensure_idle(chat.id)
-    try:
+    with transaction(db.session):
         versions.select_version(chat.id, message.id, message.parent_id)
-        db.session.commit()
-    except Exception:
-        db.session.rollback()
-        raise
     return get_message(chat, message_id, any_version=True)
 
 
@@ -241,16 +227,52 @@ def delete_messages(
         # A version goes with the rest of its branch, and a remaining sibling is shown:
         # nothing is left that no switcher could reach.
         ids = sorted({*ids, *(i for i in versions.descendants(tree, top.id) if tree[i].live)})
-    try:
+    with transaction(db.session):
         db.session.execute(update(Message).where(Message.id.in_(ids)).values(deleted_at=utcnow()))
         if siblings and top.selected:
             versions.select_version(chat.id, siblings[-1].id, top.parent_id)
         _drop_checkpoints(chat, min(ids))
-        db.session.commit()
-    except Exception:
-        db.session.rollback()
-        raise
     return sorted(ids)
+
+
+# How long a message delete can be undone (the page's toast offers Undo meanwhile).
+RESTORE_SECONDS = 60
+
+
+def restore_messages(user_id: int, chat_id: str, ids: Any) -> list[int]:
+    """Undo a delete of shown messages made within RESTORE_SECONDS (the ids it returned):
+    they are back, and their first is the version its parent shows again. A compaction
+    summary the delete dropped is not: the next long turn summarises afresh. Returns the
+    ids restored (none when too late)."""
+    chat = chats.get_chat(user_id, chat_id)  # another user's chat: not found, first
+    if (
+        not isinstance(ids, list)
+        or not ids
+        or len(ids) > 1000
+        or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+    ):
+        raise invalid("ids must be a non-empty list of message ids.", "invalid_ids")
+    ensure_idle(chat.id)
+    since = utcnow() - timedelta(seconds=RESTORE_SECONDS)
+    rows = list(
+        db.session.execute(
+            select(Message).where(
+                Message.chat_id == chat.id, Message.id.in_(ids), Message.deleted_at >= since
+            )
+        ).scalars()
+    )
+    if not rows:
+        return []
+    top = min(rows, key=lambda row: row.id)
+    with transaction(db.session):
+        db.session.execute(
+            update(Message)
+            .where(Message.id.in_([row.id for row in rows]))
+            .values(deleted_at=None)
+            .execution_options(synchronize_session=False)
+        )
+        versions.select_version(chat.id, top.id, top.parent_id)
+    return sorted(row.id for row in rows)
 
 
 def fork_chat(user_id: int, chat_id: str, message_id: int) -> Chat:
@@ -295,7 +317,7 @@ def fork_chat(user_id: int, chat_id: str, message_id: int) -> Chat:
         model=chat.model,
         settings_json=chat.settings_json,
     )
-    try:
+    with transaction(db.session):
         db.session.add(fork)
         db.session.flush()
         parent_id = 0  # the fork's first message
@@ -315,15 +337,12 @@ def fork_chat(user_id: int, chat_id: str, message_id: int) -> Chat:
                 model=row.model,
                 input_tokens=row.input_tokens,
                 output_tokens=row.output_tokens,
+                cached_tokens=row.cached_tokens,
                 created_at=row.created_at,
             )
             db.session.add(copy)
             db.session.flush()  # ids in transcript order on every backend
             parent_id = copy.id
-        db.session.commit()
-    except Exception:
-        db.session.rollback()
-        raise
     return fork
 
 

@@ -20,12 +20,15 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from flask import render_template
+from markupsafe import Markup
 from sqlalchemy import select
 
 from ..errors import invalid
 from ..extensions import db
 from ..models import Attachment, Chat, Endpoint, Message, Project, utcnow
 from .chats import get_chat
+from .request_meta import REQUEST_PART, describe_request
 from .versions import load_tree
 
 FORMAT_TAG = "numi.chat"
@@ -78,7 +81,9 @@ class ExportMessage:
     sources: list[SourceView] = field(default_factory=list)
     model: str | None = None
     error: str | None = None
-    notice: str | None = None  # "Answered by <model> on <endpoint>: …" after a fallback
+    # An answer's "Answered by <model> on <endpoint>: …" after a fallback; a question's
+    # request: where it was sent from, its time zone, tools and mode (chat.request_meta).
+    notice: str | None = None
 
 
 def export_chat(user_id: int, chat_id: str, fmt: str) -> ExportFile:
@@ -247,7 +252,9 @@ def message_views(
             sources=[s for s in (_source(item) for item in message.citation_sources) if s],
             model=message.meta.get("model") if message.role == "assistant" else None,
             error=_error_text(message.meta.get("error")),
-            notice=_fallback_notice(message.meta.get("fallback")),
+            notice=describe_request(message.content_parts)
+            if message.role == "user"
+            else _fallback_notice(message.meta.get("fallback")),
         )
         if message.role == "tool":
             view.label = f"Tool result ({message.meta.get('tool') or message.tool_call_id or 'unknown call'})"
@@ -289,7 +296,7 @@ def flatten_content(message: Message, attachments: dict[int, Attachment]) -> tup
             )
             shown = url if isinstance(url, str) and not url.startswith("data:") else "inline image"
             lines.append(f"[image: {shown}]")
-        elif kind:
+        elif kind and kind != REQUEST_PART:  # (the request is the question's notice)
             lines.append(f"[{kind}]")
     return "\n\n".join(texts), lines
 
@@ -378,45 +385,59 @@ def _markdown(chat: Chat, views: list[ExportMessage]) -> str:
     if chat.settings.get("system_prompt"):
         out += ["**System prompt**", "", _quote(chat.settings["system_prompt"]), ""]
     for view in views:
-        heading = view.label + (f" · {view.model}" if view.model else "")
-        out += ["---", "", f"## {heading}", "", f"*{view.created_at}*", ""]
-        if view.notice:
-            out += [f"*{view.notice}*", ""]
-        if view.reasoning:
-            out += ["**Reasoning**", "", _quote(view.reasoning), ""]
-        if view.text:
-            out += [view.text if view.role != "tool" else _fence(view.text), ""]
-        out += [line for item in view.attachments for line in (item, "")]
-        for call in view.tool_calls:
-            out += [
-                f"**Tool call:** `{call.name}` ({call.id})",
-                "",
-                _fence(call.arguments, "json"),
-                "",
-            ]
-            if call.result is not None:
-                out += [
-                    "**Result**" + ("" if call.ok else " (failed)"),
-                    "",
-                    _fence(call.result),
-                    "",
-                ]
-        if view.sources:
-            out += ["**Sources**", ""]
-            out += [
-                f"{n}. {s.title}" + (f" <{s.url}>" if s.url and s.url != s.title else "")
-                for n, s in enumerate(view.sources, 1)
-            ]
-            out.append("")
-        if view.error:
-            out += [f"> **Error:** {view.error}", ""]
+        out += message_markdown(view)
     return "\n".join(out).rstrip() + "\n"
+
+
+def message_markdown(view: ExportMessage, *, mirrored: bool = False) -> list[str]:
+    """One message's Markdown lines: the Markdown download's, or (`mirrored`) the Markdown
+    mirror's, whose files are read in an editor and rewritten only when a chat changes: the
+    time in the heading, no rule between messages, the reasoning folded away."""
+    heading = view.label + (f" · {view.model}" if view.model else "")
+    if mirrored:
+        out = [f"## {heading} · {view.created_at}", ""]
+    else:
+        out = ["---", "", f"## {heading}", "", f"*{view.created_at}*", ""]
+    if view.notice:
+        out += [f"*{view.notice}*", ""]
+    if view.reasoning and mirrored:
+        out += [
+            "<details><summary>Reasoning</summary>",
+            "",
+            _fence(view.reasoning),
+            "",
+            "</details>",
+            "",
+        ]
+    elif view.reasoning:
+        out += ["**Reasoning**", "", _quote(view.reasoning), ""]
+    if view.text:
+        out += [view.text if view.role != "tool" else _fence(view.text), ""]
+    out += [line for item in view.attachments for line in (item, "")]
+    for call in view.tool_calls:
+        out += [f"**Tool call:** `{call.name}` ({call.id})", "", _fence(call.arguments, "json"), ""]
+        if call.result is not None:
+            out += ["**Result**" + ("" if call.ok else " (failed)"), "", _fence(call.result), ""]
+    if view.sources:
+        out += ["**Sources**", "", *_source_lines(view.sources), ""]
+    if view.error:
+        out += [f"> **Error:** {view.error}", ""]
+    return out
 
 
 def _fallback_notice(fallback: object) -> str | None:
     """The words of a fallback's notice in an answer's meta (agent.routes.FallbackNotice)."""
     notice = fallback.get("notice") if isinstance(fallback, dict) else None
     return notice if isinstance(notice, str) and notice else None
+
+
+def _source_lines(sources: list[SourceView], indent: str = "") -> list[str]:
+    """An answer's sources, numbered as it cites them: the title, and the URL after it
+    unless the title is the URL."""
+    return [
+        f"{indent}{n}. {s.title}" + (f" <{s.url}>" if s.url and s.url != s.title else "")
+        for n, s in enumerate(sources, 1)
+    ]
 
 
 def _quote(text: str) -> str:
@@ -446,10 +467,7 @@ def _plain_text(chat: Chat, views: list[ExportMessage]) -> str:
             out.append("")
         if view.sources:
             out.append("Sources:")
-            out += [
-                f"  {n}. {s.title}" + (f" <{s.url}>" if s.url and s.url != s.title else "")
-                for n, s in enumerate(view.sources, 1)
-            ]
+            out += _source_lines(view.sources, indent="  ")
             out.append("")
         if view.error:
             out += [f"Error: {view.error}", ""]
@@ -464,10 +482,7 @@ def _indent(text: str) -> str:
 
 
 def _html(chat: Chat, views: list[ExportMessage]) -> str:
-    from flask import render_template
-    from markupsafe import Markup
-
-    from ..render import highlight_css
+    from ..render import highlight_css  # lazy: start-up time
 
     # The Pygments stylesheet is ours, not input: it goes into <style> unescaped.
     return render_template(

@@ -158,6 +158,7 @@ class ChatGPTImporter:
     `mapping` holds nodes {id, message, parent, children} and `current_node` the leaf shown."""
 
     name = "chatgpt"
+    label = "ChatGPT (conversations.json)"
 
     def detect(self, document: Any) -> bool:
         first = document[0] if isinstance(document, list) and document else document
@@ -189,6 +190,7 @@ class ChatGPTImporter:
             title=_title(raw.get("title"), f"{where}.title", limits),
             model=model[:200] if isinstance(model, str) and model else None,
             created_at=_epoch(raw.get("create_time"), f"{where}.create_time"),
+            source_id=_str(raw.get("conversation_id")) or _str(raw.get("id")) or None,
         )
         path = _branch(mapping, current, "parent", f"{where}.mapping")
 
@@ -351,6 +353,7 @@ class OpenWebUIImporter:
     history: {messages: {id: {parentId, role, content, ...}}, currentId}, messages: [...]}}."""
 
     name = "open-webui"
+    label = "Open WebUI (chat export)"
 
     def detect(self, document: Any) -> bool:
         first = document[0] if isinstance(document, list) and document else document
@@ -378,6 +381,7 @@ class OpenWebUIImporter:
             created_at=_epoch(
                 raw.get("created_at") or body.get("timestamp"), f"{where}.created_at"
             ),
+            source_id=_str(raw.get("id")) or None,
         )
         history = body.get("history")
         if isinstance(history, dict) and history.get("messages"):

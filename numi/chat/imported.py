@@ -28,12 +28,16 @@ class ImportedChat:
     settings: dict[str, Any] = field(default_factory=dict)
     created_at: datetime | None = None
     messages: list[dict[str, Any]] = field(default_factory=list)
+    # The app it came from and its id there: a second import of the same chat adds nothing.
+    source: str | None = None
+    source_id: str | None = None
 
 
 class ChatImporter(Protocol):
     """One file format. `parse` validates everything and raises `invalid_import` on the first problem."""
 
     name: str
+    label: str  # how the refusal of an unknown file names the format
 
     def detect(self, document: Any) -> bool: ...
 

@@ -1,14 +1,16 @@
 """Importing chats from export files into new chats owned by the importing user.
 
-An importer turns one recognised file format into neutral `ImportedChat`s; `import_chats`
-detects the format, lets its importer validate and convert the whole file first, then
-writes every chat in one transaction. A malformed file raises `NumiError("invalid_import")`
-naming the bad field, and nothing is written.
+An importer turns one recognised file format into neutral `ImportedChat`s: `detect_format`
+finds the importer, whose `parse` validates and converts the whole file. A malformed file
+raises `NumiError("invalid_import")` naming the bad field. This runs in the import's
+subprocess (numi/chat/import_stream.py); numi/chat/import_writer.py stores the result in
+the background, all of it or nothing.
 
 Formats: Numi's own JSON export (`numi.chat`, version 1, lossless, every version); the
 ChatGPT data export (conversations.json: every branch of each conversation's `mapping`
 tree, the current one shown); Open WebUI's chat export (the `history` tree likewise, or its
-flat `messages` list).
+flat `messages` list); and the apps of `numi.chat.importers` (Claude.ai, LibreChat,
+LobeHub, Chatbox, Cherry Studio, Jan, LM Studio, big-AGI), all listed in `IMPORTERS`.
 
 Versions travel as three optional keys on a neutral message: `key` (its id in the file),
 `parent` (the key of its parent, None for a first message) and `selected`. A message
@@ -22,17 +24,20 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
 
-from .. import endpoints as endpoint_store
 from ..errors import NumiError
-from ..extensions import db
-from ..models import Attachment, Chat, Endpoint, Message, utcnow
-from . import versions
 from .chats import SETTING_KEYS, validate_settings
 from .export import ATTACHMENT_INFO_KEY, FORMAT_TAG, FORMAT_VERSION
 from .import_formats import ChatGPTImporter, OpenWebUIImporter
 from .imported import ChatImporter, ImportedChat, invalid_import
+from .importers.big_agi import BigAGIImporter
+from .importers.chatbox import ChatboxImporter
+from .importers.cherry_studio import CherryStudioImporter
+from .importers.claude import ClaudeImporter
+from .importers.jan import JanImporter
+from .importers.librechat import LibreChatImporter
+from .importers.lm_studio import LMStudioImporter
+from .importers.lobehub import LobeHubImporter
 
 ROLES = ("system", "user", "assistant", "tool")
 # Settings that only make sense on the machine and account they were made on, and the ones
@@ -44,23 +49,7 @@ DROPPED_SETTINGS = ("workspace", "tools", "auto_approve", "tool_policy", "fallba
 KNOWN_SETTINGS = (*SETTING_KEYS, "fallbacks", "auto_compact", "auto_approve")
 
 
-def import_chats(user_id: int, document: Any, limits: dict[str, Any]) -> list[Chat]:
-    """Create new chats for `user_id` from a decoded export file; all of them or none."""
-    importer = detect_format(document)
-    imported = importer.parse(document, limits)
-    if not imported:
-        raise invalid_import("The file holds no chat.")
-    _check_sizes(imported, limits["NUMI_MAX_MESSAGE_CHARS"])
-    try:
-        chats = [_store(user_id, item) for item in imported]
-        db.session.commit()
-    except Exception:
-        db.session.rollback()
-        raise
-    return chats
-
-
-def _check_sizes(imported: list[ImportedChat], limit: int) -> None:
+def check_sizes(imported: list[ImportedChat], limit: int) -> None:
     """An imported message may be no longer than a sent one: a 2 MB message froze every
     user on each view of its chat (issue 28, item 5), whatever format carried it."""
     for chat in imported:
@@ -83,8 +72,9 @@ def detect_format(document: Any) -> ChatImporter:
             f"This Numi export has version {document.get('version')!r}; this Numi reads version {FORMAT_VERSION}."
         )
     raise invalid_import(
-        f"Unrecognised file: expected a Numi chat export (format {FORMAT_TAG!r}), "
-        "a ChatGPT conversations.json or an Open WebUI chat export."
+        "Unrecognised file: its content is none of the exports Numi reads: "
+        + "; ".join(importer.label for importer in IMPORTERS)
+        + "."
     )
 
 
@@ -95,6 +85,7 @@ class NumiImporter:
     """The `numi.chat` JSON document written by `numi.chat.export` (lossless)."""
 
     name = "numi"
+    label = f"Numi (a chat export, format {FORMAT_TAG!r})"
 
     def detect(self, document: Any) -> bool:
         return (
@@ -352,140 +343,18 @@ def _time(value: Any, where: str) -> datetime | None:
     return stamp if stamp.tzinfo is None else stamp.astimezone(UTC).replace(tzinfo=None)
 
 
-# --- storing -------------------------------------------------------------------------------
-
-
-def _store(user_id: int, item: ImportedChat) -> Chat:
-    endpoint, model = _route(user_id, item)
-    now = utcnow()
-    chat = Chat(
-        user_id=user_id,
-        title=item.title,
-        endpoint_id=endpoint.id if endpoint else None,
-        model=model,
-        created_at=item.created_at or now,
-        updated_at=now,
-    )
-    chat.settings = item.settings
-    db.session.add(chat)
-    db.session.flush()
-    owned = _owned_attachments(user_id, item.messages)
-    stored: dict[Any, int] = {}  # file key -> new id
-    previous = 0
-    rows: list[Message] = []
-    for fields in item.messages:
-        # 0: a first message (None would let the column default choose a parent).
-        parent = (
-            (stored.get(fields["parent"], 0) if fields["parent"] is not None else 0)
-            if "parent" in fields
-            else previous
-        )
-        message = Message(
-            chat_id=chat.id,
-            parent_id=parent,
-            selected=fields.get("selected", True),
-            role=fields["role"],
-            content=fields["content"],
-            reasoning_content=fields["reasoning_content"],
-            tool_call_id=fields["tool_call_id"],
-            request_id=fields["request_id"],
-            created_at=fields["created_at"] or now,
-        )
-        message.content_parts = [_attachment_part(p, owned) for p in fields["content_parts"]]
-        message.reasoning_details = fields["reasoning_details"]
-        message.tool_calls = fields["tool_calls"]
-        message.citation_sources = fields["citation_sources"]
-        message.meta = fields["meta"]
-        db.session.add(message)
-        # One flush per message: ids are assigned in transcript order on every backend.
-        db.session.flush()
-        if fields.get("key") is not None:
-            stored[fields["key"]] = message.id
-        previous = message.id
-        rows.append(message)
-    _one_selected(rows)
-    # The chat was last active when its last message was written, not when it was imported:
-    # the sidebar then files it under its own date.
-    given = [f["created_at"] for f in item.messages if f["created_at"] is not None]
-    chat.updated_at = max(given) if given else item.created_at or now
-    db.session.flush()
-    versions.refresh_active(chat.id)
-    return chat
-
-
-def _one_selected(rows: list[Message]) -> None:
-    """Exactly one selected version per parent (the newest, when a file says none or several)."""
-    groups: dict[int | None, list[Message]] = {}
-    for row in rows:
-        groups.setdefault(row.parent_id, []).append(row)
-    for group in groups.values():
-        chosen = [r for r in group if r.selected]
-        keep = chosen[-1] if chosen else group[-1]
-        for row in group:
-            row.selected = row is keep
-
-
-def _route(user_id: int, item: ImportedChat) -> tuple[Endpoint | None, str | None]:
-    """The file's endpoint when this user can see it (same id and name, or same name);
-    otherwise the user's default route, keeping the model if that endpoint offers it."""
-    hint = item.endpoint or {}
-    if hint.get("id") is not None:
-        try:
-            endpoint = endpoint_store.get_endpoint(user_id, hint["id"])
-            if endpoint.name == hint.get("name"):
-                return endpoint, item.model
-        except NumiError:
-            pass
-    if hint.get("name"):
-        endpoint = endpoint_store.find_by_name(user_id, hint["name"])
-        if endpoint is not None:
-            return endpoint, item.model
-    default = endpoint_store.default_route(user_id)
-    if default is None:
-        return None, item.model
-    if item.model and (item.model in default.model_ids or item.model == default.default_model):
-        return default, item.model
-    return default, default.default_model or item.model
-
-
-def _owned_attachments(user_id: int, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    parts = [p for m in messages for p in m["content_parts"] if p["type"] == "attachment"]
-    if not parts:
-        return {"by_id": {}, "by_sha": {}}
-    ids = {p["id"] for p in parts}
-    shas = {
-        p[ATTACHMENT_INFO_KEY].get("sha256")
-        for p in parts
-        if isinstance(p.get(ATTACHMENT_INFO_KEY), dict)
-    }
-    rows = db.session.execute(
-        select(Attachment).where(
-            Attachment.user_id == user_id,
-            Attachment.id.in_(ids) | Attachment.sha256.in_({s for s in shas if isinstance(s, str)}),
-        )
-    ).scalars()
-    found: dict[str, dict] = {"by_id": {}, "by_sha": {}}
-    for row in rows:
-        found["by_id"][row.id] = row
-        found["by_sha"].setdefault(row.sha256, row)
-    return found
-
-
-def _attachment_part(part: dict[str, Any], owned: dict[str, Any]) -> dict[str, Any]:
-    """An attachment reference the importing user owns; anything else becomes a text note,
-    never a reference to another user's file."""
-    if part["type"] != "attachment":
-        return part
-    info = part.get(ATTACHMENT_INFO_KEY) if isinstance(part.get(ATTACHMENT_INFO_KEY), dict) else {}
-    clean = {k: v for k, v in part.items() if k != ATTACHMENT_INFO_KEY}
-    row = owned["by_id"].get(part["id"])
-    if row is not None and (not info.get("sha256") or info["sha256"] == row.sha256):
-        return clean
-    row = owned["by_sha"].get(info.get("sha256"))
-    if row is not None:
-        return {**clean, "id": row.id}
-    name = info.get("filename") if isinstance(info.get("filename"), str) else f"#{part['id']}"
-    return {"type": "text", "text": f"[attachment not available: {name}]"}
-
-
-IMPORTERS: list[ChatImporter] = [NumiImporter(), ChatGPTImporter(), OpenWebUIImporter()]
+# The one table of formats, tried in this order: each `detect` looks at the content only
+# (never the file's name), for keys no earlier format has.
+IMPORTERS: list[ChatImporter] = [
+    NumiImporter(),
+    ChatGPTImporter(),
+    OpenWebUIImporter(),
+    ClaudeImporter(),
+    LibreChatImporter(),
+    LobeHubImporter(),
+    ChatboxImporter(),
+    CherryStudioImporter(),
+    JanImporter(),
+    LMStudioImporter(),
+    BigAGIImporter(),
+]

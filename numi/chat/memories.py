@@ -8,6 +8,8 @@ project is a 404. Bad input fails with a stable code and writes nothing:
 
 - `invalid_memory`: empty, or over `NUMI_MAX_MEMORY_CHARS`;
 - `too_many_memories`: the user keeps `NUMI_MAX_MEMORIES` already;
+- `duplicate_memory`: the same text is kept already for the same scope (the user's own,
+  or that project's), so a fact is never carried twice by every request;
 - `unknown_project`: a `project_id` that is not one of the user's projects.
 
 Export and import use a small document of their own, `numi.memories` version 1 (as saved
@@ -23,7 +25,7 @@ from sqlalchemy import func, or_, select
 
 from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
-from ..models import Memory, User
+from ..models import Memory, User, get_owned
 from .chats import project_ref
 
 FORMAT_TAG = "numi.memories"
@@ -67,12 +69,8 @@ def memories_for_chat(user_id: int, project_id: int | None) -> list[Memory]:
 
 
 def get_memory(user_id: int, memory_id: int) -> Memory:
-    memory = db.session.execute(
-        select(Memory).where(Memory.id == memory_id, Memory.user_id == user_id)
-    ).scalar_one_or_none()
-    if memory is None:
-        raise NotFound("memory")
-    return memory
+    """The user's memory `memory_id`, or NotFound."""
+    return get_owned(Memory, memory_id, user_id, "memory")
 
 
 def clean_text(value: Any, limits: dict[str, Any]) -> str:
@@ -90,6 +88,7 @@ def create_memory(
     """Keep a new memory (the user's own, or the project's with `project_id`)."""
     clean = clean_text(text, limits)
     project = project_ref(user_id, project_id)
+    _check_new(user_id, project, clean)
     _check_room(user_id, limits)
     memory = Memory(user_id=user_id, project_id=project, text=clean)
     db.session.add(memory)
@@ -107,6 +106,13 @@ def update_memory(
         updates["text"] = clean_text(fields["text"], limits)
     if "project_id" in fields:
         updates["project_id"] = project_ref(user_id, fields["project_id"])
+    if updates:
+        _check_new(
+            user_id,
+            updates.get("project_id", memory.project_id),
+            updates.get("text", memory.text),
+            memory.id,
+        )
     for name, value in updates.items():
         setattr(memory, name, value)
     db.session.commit()
@@ -116,6 +122,20 @@ def update_memory(
 def delete_memory(user_id: int, memory_id: int) -> None:
     db.session.delete(get_memory(user_id, memory_id))
     db.session.commit()
+
+
+def _check_new(user_id: int, project_id: int | None, text: str, own_id: int | None = None) -> None:
+    """Refuse a text the user keeps already in that scope (`own_id`: the memory being
+    edited, which may keep its own text)."""
+    same = select(Memory.id).where(
+        Memory.user_id == user_id,
+        Memory.project_id.is_(None) if project_id is None else Memory.project_id == project_id,
+        Memory.text == text,
+    )
+    if own_id is not None:
+        same = same.where(Memory.id != own_id)
+    if db.session.execute(same.limit(1)).first() is not None:
+        raise NumiError("duplicate_memory", "You keep this memory already.", 409)
 
 
 def _check_room(user_id: int, limits: dict[str, Any], adding: int = 1) -> None:

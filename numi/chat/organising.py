@@ -84,6 +84,18 @@ def organise(user_id: int, chat_id: str, fields: dict[str, Any]) -> Chat:
     return chat
 
 
+def restorable(user_id: int, chat_id: str) -> bool:
+    """Whether the user's chat was deleted recently enough for `restore` to undo it."""
+    found = db.session.execute(
+        select(Chat.id).where(
+            Chat.user_id == user_id,
+            Chat.id == chat_id,
+            Chat.deleted_at >= utcnow() - timedelta(seconds=UNDO_SECONDS),
+        )
+    ).first()
+    return found is not None
+
+
 def bulk(
     user_id: int, action: Any, ids: Any, running: set[str] | frozenset = frozenset()
 ) -> list[str]:

@@ -11,14 +11,16 @@ arrived before a limit are kept, with a note saying where and why the text stops
 
 from __future__ import annotations
 
+import io
 import json
-import os
-import resource
-import signal
 import sys
 from dataclasses import dataclass
 
+from .. import child_process
+
 UNREADABLE = "unreadable"
+# How long the child may take to start (see `extract`); only a hang gets near it.
+START_SECONDS = 120
 ENCRYPTED = "encrypted"
 
 
@@ -46,14 +48,6 @@ class PdfLimits:
 def extract(data: bytes, limits: PdfLimits) -> tuple[list[str], str | None, str | None]:
     """(page texts, note when a limit cut the text, error code) for the PDF `data`, from a
     bounded child process. The error is UNREADABLE or ENCRYPTED when no page could be read."""
-    from gevent import subprocess
-
-    def bound_child() -> None:
-        memory = limits.max_memory_bytes
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        cpu = int(limits.max_seconds) + 1
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-
     args = json.dumps(
         {
             "max_pages": limits.max_pages,
@@ -61,20 +55,24 @@ def extract(data: bytes, limits: PdfLimits) -> tuple[list[str], str | None, str 
             "max_stream_bytes": limits.max_stream_bytes,
         }
     )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "numi.chat.pdf_extract", args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        preexec_fn=bound_child,
-        start_new_session=True,
-        env=_child_env(),
+    process = child_process.start(
+        "numi.chat.pdf_extract",
+        [args],
+        memory_bytes=limits.max_memory_bytes,
+        cpu_seconds=int(limits.max_seconds) + 1,
     )
     pages: list[str] = []
     note = error = None
-    import gevent
+    import gevent  # lazy: start-up time
 
     try:
+        # The child's start (a Python and pypdf imported) is not the PDF's time: on a busy
+        # machine it alone can take seconds. The limit counts from the child's "ready"; the
+        # start has a deadline of its own that only catches a hang.
+        with gevent.Timeout(START_SECONDS):
+            ready = process.stdout.readline()
+        if json.loads(ready or "{}").get("ready") is not True:
+            raise ValueError("the PDF reader did not start")
         with gevent.Timeout(limits.max_seconds):
             process.stdin.write(data)
             process.stdin.close()
@@ -92,12 +90,7 @@ def extract(data: bytes, limits: PdfLimits) -> tuple[list[str], str | None, str 
     except (BrokenPipeError, ValueError):
         pass
     finally:
-        if process.poll() is None:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.wait()
+        child_process.stop(process)
         process.stdout.close()
     if note is None and error is None and process.returncode not in (0, None):
         # Killed by RLIMIT_CPU or a MemoryError under RLIMIT_AS: keep what came.
@@ -105,12 +98,6 @@ def extract(data: bytes, limits: PdfLimits) -> tuple[list[str], str | None, str 
     if error and not pages:
         return [], None, error
     return pages, note, None
-
-
-def _child_env() -> dict[str, str]:
-    # The child needs only to import numi and pypdf; none of the server's secrets.
-    keep = ("PATH", "PYTHONPATH", "LANG", "HOME", "VIRTUAL_ENV")
-    return {k: v for k, v in os.environ.items() if k in keep or k.startswith("LC_")}
 
 
 def _emit(item: dict) -> None:
@@ -122,9 +109,9 @@ def _cap_streams(cap: int) -> None:
     """pypdf's own caps on what one stream may inflate to: a configuration object since
     pypdf 7, module constants before it."""
     try:
-        from pypdf._configuration import overwrite_configuration
+        from pypdf._configuration import overwrite_configuration  # lazy: start-up time
     except ImportError:
-        import pypdf.filters
+        import pypdf.filters  # lazy: start-up time
 
         for name in (
             "ZLIB_MAX_OUTPUT_LENGTH",
@@ -150,12 +137,12 @@ def _cap_streams(cap: int) -> None:
 def main() -> None:
     """Child side: read the PDF on stdin, write one JSON line per page, stop at a limit."""
     limits = json.loads(sys.argv[1])
-    import io
 
-    from pypdf import PdfReader
-    from pypdf.errors import LimitReachedError, PdfReadError
+    from pypdf import PdfReader  # lazy: start-up time
+    from pypdf.errors import LimitReachedError, PdfReadError  # lazy: start-up time
 
     _cap_streams(limits["max_stream_bytes"])
+    _emit({"ready": True})
     data = sys.stdin.buffer.read()
     try:
         reader = PdfReader(io.BytesIO(data))

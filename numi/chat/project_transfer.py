@@ -3,8 +3,10 @@
 The document holds the project (name, instructions, defaults), its memories, its files
 (bytes in base64, so the file is complete on another server) and its chats, each a
 `numi.chat` document as a single chat's JSON export writes it. Import checks everything
-first (the project's fields, every file's size and type, every chat) and then creates a
-new project with all of it, or nothing; the POST /api/import route recognises the format.
+first (the project's fields, every file's size and type, every chat: `read_project`, in the
+import's subprocess), then the import job writes its chats hidden and creates the project
+with all of it in its last transaction (`create_project`), or nothing; the POST /api/import
+route recognises the format (numi/web/import_runner.py).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from .projects import (
 
 FORMAT_TAG = "numi.project"
 FORMAT_VERSION = 1
-MAX_CHATS = 1000
+MAX_CHATS = 1000  # exported; an import is capped by NUMI_IMPORT_MAX_CHATS
 
 
 def export_project(user_id: int, project_id: int, data_dir: str) -> dict[str, Any]:
@@ -71,68 +73,83 @@ def is_project_document(document: Any) -> bool:
     return isinstance(document, dict) and document.get("format") == FORMAT_TAG
 
 
-def import_project(
-    user_id: int, document: dict[str, Any], config: dict[str, Any]
-) -> tuple[Project, list[int]]:
-    """A new project from a `numi.project` document: all of it, or nothing. Returns it and
-    its files' attachment ids (for the caller to index)."""
+def read_project(document: dict[str, Any], config: dict[str, Any]) -> tuple[dict[str, Any], list]:
+    """Check a `numi.project` document without the database (in the import's subprocess):
+    its fields, memories, files and chats. Returns the project's part for the writer
+    (`project`, `memories`, `files`) and its chats as `ImportedChat`s."""
     if document.get("version") != FORMAT_VERSION:
         raise _bad(f"this Numi reads {FORMAT_TAG} version {FORMAT_VERSION}")
     raw = document.get("project")
     if not isinstance(raw, dict):
         raise _bad("project is missing")
+    settings = raw.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise _bad("project.settings must be an object")
     try:
-        name = clean_name(raw.get("name"), config)
-        instructions = clean_instructions(raw.get("instructions"), config)
-        # Imported defaults never turn tools, a workspace or auto-approval on (as chats).
-        settings = {
-            k: v
-            for k, v in (raw.get("settings") or {}).items()
-            if k not in importer.DROPPED_SETTINGS
+        project = {
+            "name": clean_name(raw.get("name"), config),
+            "instructions": clean_instructions(raw.get("instructions"), config),
+            # Imported defaults never turn tools, a workspace or auto-approval on (as chats).
+            "settings": {k: v for k, v in settings.items() if k not in importer.DROPPED_SETTINGS},
         }
-        settings = clean_settings(user_id, settings, config)
         texts = [
-            memory_store.clean_text(m.get("text"), config) for m in _list(document, "memories")
+            memory_store.clean_text(m.get("text") if isinstance(m, dict) else None, config)
+            for m in _list(document, "memories")
         ]
     except NumiError as error:
         raise _bad(error.message) from None
-    files = [_file(item, index, config) for index, item in enumerate(_list(document, "files"))]
-    chat_documents = _list(document, "chats")
-    if len(chat_documents) > MAX_CHATS:
-        raise _bad(f"at most {MAX_CHATS} chats")
-    parsed = []
-    for item in chat_documents:
-        imported = importer.detect_format(item).parse(item, config)
-        importer._check_sizes(imported, config["NUMI_MAX_MESSAGE_CHARS"])
-        parsed += imported
-    memory_store._check_room(user_id, config, len(set(texts)))
-    stored = [
-        attachment_store.store_upload(config, user_id, name_, mime, data)
-        for name_, mime, data in files
+    for index, item in enumerate(_list(document, "files")):
+        _file(item, index, config)
+    chats = []
+    for item in _list(document, "chats"):
+        chats += importer.detect_format(item).parse(item, config)
+    files = [
+        {k: item.get(k) for k in ("filename", "mime", "content_base64")}
+        for item in document.get("files", [])
     ]
+    return {"project": project, "memories": list(dict.fromkeys(texts)), "files": files}, chats
+
+
+def check_project(user_id: int, head: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """The checks of a read project that need the database (its default endpoint is one the
+    user can use, its memories fit), before any of its chats is written. Returns its
+    cleaned settings."""
     try:
-        project = Project(user_id=user_id, name=name, instructions=instructions or None)
-        project.settings = settings
-        db.session.add(project)
-        db.session.flush()
-        for attachment in stored:
-            row = db.session.get(ProjectFile, attachment.id)
-            if row is None:
-                db.session.add(
-                    ProjectFile(attachment_id=attachment.id, project_id=project.id, user_id=user_id)
-                )
-            else:
-                row.project_id = project.id
-        for text in dict.fromkeys(texts):
-            db.session.add(Memory(user_id=user_id, project_id=project.id, text=text))
-        for item in parsed:
-            chat = importer._store(user_id, item)
-            chat.project_id = project.id
-        project.updated_at = utcnow()
-        db.session.commit()
-    except Exception:
-        db.session.rollback()
-        raise
+        settings = clean_settings(user_id, head["project"]["settings"], config)
+    except NumiError as error:
+        raise _bad(error.message) from None
+    memory_store._check_room(user_id, config, len(head["memories"]))
+    return settings
+
+
+def create_project(
+    user_id: int, head: dict[str, Any], settings: dict[str, Any], config: dict[str, Any]
+) -> tuple[Project, list[int]]:
+    """Store a read project's files and add the project with its memories to the session
+    (the caller moves its chats in and commits). Returns it and its files' attachment ids
+    (for the caller to index)."""
+    stored = []
+    for index, item in enumerate(head["files"]):
+        name, mime, data = _file(item, index, config)
+        stored.append(attachment_store.store_upload(config, user_id, name, mime, data))
+    fields = head["project"]
+    project = Project(
+        user_id=user_id, name=fields["name"], instructions=fields["instructions"] or None
+    )
+    project.settings = settings
+    db.session.add(project)
+    db.session.flush()
+    for attachment in stored:
+        row = db.session.get(ProjectFile, attachment.id)
+        if row is None:
+            db.session.add(
+                ProjectFile(attachment_id=attachment.id, project_id=project.id, user_id=user_id)
+            )
+        else:
+            row.project_id = project.id
+    for text in head["memories"]:
+        db.session.add(Memory(user_id=user_id, project_id=project.id, text=text))
+    project.updated_at = utcnow()
     return project, [attachment.id for attachment in stored]
 
 

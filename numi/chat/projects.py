@@ -24,7 +24,18 @@ from sqlalchemy import delete, func, select, update
 from .. import endpoints as endpoint_store
 from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
-from ..models import Attachment, Chat, Memory, Project, ProjectFile, QueuedMessage, User, utcnow
+from ..models import (
+    Attachment,
+    Chat,
+    Memory,
+    Project,
+    ProjectFile,
+    QueuedMessage,
+    User,
+    get_owned,
+    utcnow,
+)
+from .attachments import get_attachment
 from .chats import validate_fallbacks, validate_settings
 
 DELETE_MODES = ("keep", "delete")
@@ -33,14 +44,7 @@ ROUTE_KEYS = ("endpoint_id", "model")
 
 def get_project(user_id: int, project_id: Any) -> Project:
     """The user's project `project_id`, or NotFound."""
-    if not isinstance(project_id, int) or isinstance(project_id, bool):
-        raise NotFound("project")
-    project = db.session.execute(
-        select(Project).where(Project.id == project_id, Project.user_id == user_id)
-    ).scalar_one_or_none()
-    if project is None:
-        raise NotFound("project")
-    return project
+    return get_owned(Project, project_id, user_id, "project")
 
 
 def chosen_project(user_id: int, value: Any) -> Project:
@@ -162,8 +166,6 @@ def new_chat_fields(project: Project, fields: dict[str, Any]) -> dict[str, Any]:
 
 def add_file(user_id: int, project_id: int, attachment_id: Any) -> Attachment:
     """Make the user's attachment one of the project's files (again: no change)."""
-    from .attachments import get_attachment
-
     project = get_project(user_id, project_id)
     if not isinstance(attachment_id, int) or isinstance(attachment_id, bool):
         raise invalid("attachment_id must be the id of one of your uploads.", "attachment_missing")

@@ -23,11 +23,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from flask import current_app
 from sqlalchemy import select, text
 
 from ..errors import invalid
 from ..extensions import db
+from ..services import services
 from ..models import Chat, Message
 
 MAX_QUERY_CHARS = 200
@@ -91,13 +91,12 @@ def search(
 
 def search_engine() -> str:
     """ "fts5", "postgresql" or "ilike": what this database supports (checked once per engine)."""
-    extensions = current_app.extensions
-    if "numi.search_engine" not in extensions:
-        extensions["numi.search_engine"] = _detect(db.engine)
-    return extensions["numi.search_engine"]
+    return services().search_engine.get()
 
 
-def _detect(engine) -> str:
+def detect_engine(engine) -> str:
+    """What `engine`'s database supports (one query): create_app makes it the lazy
+    `Services.search_engine`."""
     with engine.connect() as connection:
         if engine.dialect.name == "sqlite":
             found = connection.execute(

@@ -6,6 +6,12 @@ Discarding is the chat's delete (soft: `deleted_at`), and its messages' text and
 compaction summaries go too: a temporary chat should leave nothing to read behind (files
 it was given stay in the user's uploads, as they are the user's, not the chat's). The token counts stay, so usage still
 counts what it spent (numi/chat/usage.py counts deleted chats).
+
+The text leaves the database file too, not only the rows: on SQLite the discard overwrites
+what it removes with zeros (`secure_delete` for its statements) and then empties the WAL
+(numi/database.py). On PostgreSQL the old row versions stay in the table's files until
+VACUUM frees their space and new rows reuse it (and in WAL archives and backups): there,
+encrypt the disk.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from datetime import timedelta
 
 from sqlalchemy import delete, select, update
 
+from ..database import drop_old_copies, overwriting_deletes
+from ..setting_values import parse_bool
 from ..errors import NumiError
 from ..extensions import db
 from ..models import Chat, Checkpoint, Message, QueuedMessage, utcnow
@@ -24,13 +32,7 @@ DISCARDED_TITLE = "Temporary chat"
 
 def temporary_flag(value) -> bool:
     """The `temporary` field of a new chat: true or false (JSON or a form's "on"/"1")."""
-    if value in (True, False):
-        return value
-    if value in ("on", "1", "true"):
-        return True
-    if value in (None, "", "0", "false"):
-        return False
-    raise NumiError("invalid_temporary", "temporary must be true or false.", 400)
+    return parse_bool(value, "temporary", "invalid_temporary")
 
 
 def refuse_on_existing(value) -> None:
@@ -80,6 +82,14 @@ def expire(hours: float, is_running: Callable[[str], bool]) -> int:
 def _discard(chat_ids: list[str]) -> int:
     if not chat_ids:
         return 0
+    with overwriting_deletes(db.session):
+        _erase(chat_ids)
+    db.session.commit()
+    drop_old_copies(db.engine)
+    return len(chat_ids)
+
+
+def _erase(chat_ids: list[str]) -> None:
     db.session.execute(
         update(Message)
         .where(Message.chat_id.in_(chat_ids))
@@ -99,5 +109,3 @@ def _discard(chat_ids: list[str]) -> int:
         .where(Chat.id.in_(chat_ids))
         .values(deleted_at=utcnow(), title=DISCARDED_TITLE, settings_json=None)
     )
-    db.session.commit()
-    return len(chat_ids)

@@ -14,6 +14,8 @@ from sqlalchemy import bindparam, select, update
 
 from ..extensions import db
 from ..models import Chat, Message
+from ..providers import ChatRequest
+from ..providers.events import StreamError, TextDelta
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +97,6 @@ def generate_title(
 
 
 def _ask_model(adapter, model: str, question: str, answer: str) -> str:
-    from ..providers import ChatRequest
-    from ..providers.events import StreamError, TextDelta
-
     request = ChatRequest(
         model=model,
         messages=[

@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, literal, or_, select
 
 from ..errors import invalid
 from ..extensions import db
-from ..models import Chat, Message, ModelPrice, utcnow
+from ..models import ApiKey, ApiRequest, Chat, Message, ModelPrice, utcnow
 
 PERIODS = ("today", "7d", "30d", "all")
-GROUPS = ("chat", "model")
+GROUPS = ("chat", "model", "key")
 MAX_PRICE = 1_000_000.0
 UNKNOWN_MODEL = "(unknown model)"
 
@@ -33,6 +33,8 @@ class UsageRow:
     output_tokens: int = 0
     answers: int = 0
     cost: float | None = None  # None: no price is known for any of its models
+    cached_tokens: int = 0  # input tokens read from a provider's prompt cache
+    saved: float | None = None  # what those cost less than the input price
     deleted: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -43,6 +45,8 @@ class UsageRow:
             "output_tokens": self.output_tokens,
             "answers": self.answers,
             "cost": None if self.cost is None else round(self.cost, 6),
+            "cached_tokens": self.cached_tokens,
+            "saved": None if self.saved is None else round(self.saved, 6),
             "deleted": self.deleted,
         }
 
@@ -106,6 +110,8 @@ def usage_report(
     """The user's token sums by chat or by model (one grouped query), priced where a price is set."""
     if group not in GROUPS:
         raise invalid(f"group must be one of: {', '.join(GROUPS)}.", "invalid_group")
+    if group == "key":
+        return _key_report(user_id, period, start, end)
     conditions = [
         Chat.user_id == user_id,
         Message.role == "assistant",
@@ -119,6 +125,7 @@ def usage_report(
         func.coalesce(func.sum(Message.input_tokens), 0).label("tokens_in"),
         func.coalesce(func.sum(Message.output_tokens), 0).label("tokens_out"),
         func.count().label("answers"),
+        func.coalesce(func.sum(Message.cached_tokens), 0).label("tokens_cached"),
     )
     # By chat the model is kept in the grouping too: each model has its own price.
     keys = (
@@ -143,6 +150,54 @@ def usage_report(
             item = by_key.setdefault(model, UsageRow(row.model, model))
         _add(item, row, prices.get(row.model or ""))
         _add(report.total, row, prices.get(row.model or ""))
+    if group == "model":
+        # API requests of keys that keep no chats have no answer row: counted from their own.
+        for row in _api_rows(user_id, start, end, kept=False, by_key=False):
+            model = row.model or UNKNOWN_MODEL
+            item = by_key.setdefault(model, UsageRow(row.model, model))
+            _add(item, row, prices.get(row.model or ""))
+            _add(report.total, row, prices.get(row.model or ""))
+    report.rows = sorted(
+        by_key.values(), key=lambda r: (-(r.input_tokens + r.output_tokens), r.label)
+    )
+    return report
+
+
+def _api_rows(user_id: int, start: date | None, end: date | None, *, kept: bool, by_key: bool):
+    """Sums of the user's /v1 requests (numi/gateway) by model, and by key when `by_key`;
+    `kept` False: only those kept in no chat."""
+    conditions = [ApiRequest.user_id == user_id]
+    if not kept:
+        conditions.append(ApiRequest.chat_id.is_(None))
+    if start is not None:
+        conditions.append(ApiRequest.created_at >= datetime.combine(start, time.min))
+    if end is not None:
+        conditions.append(
+            ApiRequest.created_at < datetime.combine(end + timedelta(days=1), time.min)
+        )
+    keys = (ApiKey.id, ApiKey.name, ApiRequest.model) if by_key else (ApiRequest.model,)
+    query = select(
+        *keys,
+        func.coalesce(func.sum(ApiRequest.input_tokens), 0).label("tokens_in"),
+        func.coalesce(func.sum(ApiRequest.output_tokens), 0).label("tokens_out"),
+        func.count().label("answers"),
+        # /v1 requests keep no cache count of their own (yet): the same columns as a chat's.
+        literal(0).label("tokens_cached"),
+    )
+    if by_key:
+        query = query.join(ApiKey, ApiKey.id == ApiRequest.key_id)
+    return db.session.execute(query.where(*conditions).group_by(*keys)).all()
+
+
+def _key_report(user_id: int, period: str, start: date | None, end: date | None) -> UsageReport:
+    """Tokens per API key (each request, kept or not), priced per model."""
+    prices = model_prices(user_id)
+    report = UsageReport("key", period, start, end)
+    by_key: dict[Any, UsageRow] = {}
+    for row in _api_rows(user_id, start, end, kept=True, by_key=True):
+        item = by_key.setdefault(row.id, UsageRow(str(row.id), row.name))
+        _add(item, row, prices.get(row.model or ""))
+        _add(report.total, row, prices.get(row.model or ""))
     report.rows = sorted(
         by_key.values(), key=lambda r: (-(r.input_tokens + r.output_tokens), r.label)
     )
@@ -153,12 +208,22 @@ def _add(item: UsageRow, row, price: ModelPrice | None) -> None:
     item.input_tokens += int(row.tokens_in)
     item.output_tokens += int(row.tokens_out)
     item.answers += int(row.answers)
+    item.cached_tokens += int(row.tokens_cached)
+    if price is not None and row.tokens_cached:
+        saved = int(row.tokens_cached) / 1e6 * price.input_per_mtok * cache_discount(row.model)
+        item.saved = (item.saved or 0.0) + saved
     if price is not None:
         cost = (
             int(row.tokens_in) / 1e6 * price.input_per_mtok
             + int(row.tokens_out) / 1e6 * price.output_per_mtok
         )
         item.cost = (item.cost or 0.0) + cost
+
+
+def cache_discount(model: str) -> float:
+    """The share of the input price a cached token does not cost: Anthropic bills a cache
+    read at a tenth of the input price, OpenAI (and most compatible servers) at half."""
+    return 0.9 if "claude" in model.lower() else 0.5
 
 
 def model_prices(user_id: int) -> dict[str, ModelPrice]:

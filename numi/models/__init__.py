@@ -5,27 +5,50 @@ typed properties (`message.tool_calls`, `chat.settings`, ...). Chats and message
 soft-deleted: `deleted_at` set, row kept; every query filters on it.
 
 One module per part of the data: `accounts`, `endpoints`, `chats`, `files`, `user_setup`,
-`projects`, with the column helpers in `columns`. Everything is imported here, so every
+`projects`, `imports`, `tasks`, `research`, `gateway`, `shares`, `budgets`, with the column helpers and
+`get_owned` (a user's row by id, or 404) in `columns`. Everything is imported here, so every
 table is registered on the metadata, and `from numi.models import Chat` is the one way in.
 """
 
 from .accounts import ApiToken, LoginFailure, SpentSignInLink, User
-from .chats import Chat, ChatTag, Checkpoint, Message, QueuedMessage, usage_columns
-from .columns import json_property, new_chat_id, utcnow
+from .budgets import Budget
+from .chats import (
+    Chat,
+    ChatTag,
+    Checkpoint,
+    Message,
+    QueuedMessage,
+    RedactedValue,
+    usage_columns,
+)
+from .columns import get_owned, json_property, new_chat_id, utcnow
 from .endpoints import REASONING_POLICIES, Endpoint
-from .files import Attachment, DocumentIndex
+from .files import Attachment, DocumentChunk, DocumentIndex
+from .gateway import ApiKey, ApiRequest, ApiThreadPoint, ModelAlias
+from .imports import ImportJob
 from .projects import Memory, Project, ProjectFile
+from .research import ResearchRun, ResearchSource
+from .shares import AUDIENCES, Share
+from .tasks import Task, TaskRun
 from .user_setup import McpServer, ModelPrice, Prompt, ToolSettings
 
 __all__ = [
+    "AUDIENCES",
     "REASONING_POLICIES",
+    "ApiKey",
+    "ApiRequest",
+    "ApiThreadPoint",
+    "ModelAlias",
     "ApiToken",
     "Attachment",
+    "Budget",
     "Chat",
     "ChatTag",
     "Checkpoint",
+    "DocumentChunk",
     "DocumentIndex",
     "Endpoint",
+    "ImportJob",
     "LoginFailure",
     "McpServer",
     "Memory",
@@ -35,9 +58,16 @@ __all__ = [
     "ProjectFile",
     "Prompt",
     "QueuedMessage",
+    "ResearchRun",
+    "ResearchSource",
+    "RedactedValue",
+    "Share",
     "SpentSignInLink",
+    "Task",
+    "TaskRun",
     "ToolSettings",
     "User",
+    "get_owned",
     "json_property",
     "new_chat_id",
     "usage_columns",

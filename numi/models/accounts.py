@@ -41,6 +41,12 @@ class User(db.Model):
 
     voice = json_property("voice_json", dict)
 
+    # Settings → Documents: {embedding: "local" | "none" | {endpoint_id, model}}
+    # (numi/knowledge/embedding.py); absent, the local model when its extra is installed.
+    documents_json: Mapped[str | None] = mapped_column(Text)
+
+    documents = json_property("documents_json", dict)
+
 
 class LoginFailure(db.Model):
     """Recent failed logins of one throttle key (a username, a client address, or the pair),

@@ -15,6 +15,8 @@ from sqlalchemy import (
     UniqueConstraint,
     and_,
     false,
+    inspect,
+    select,
     text,
     true,
 )
@@ -32,6 +34,8 @@ class Chat(db.Model):
         # leading columns, so the keyset page is one index range scan).
         # The sweep of idle temporary chats.
         Index("ix_chats_temporary", "temporary", "updated_at"),
+        # An import finds the chats a file already brought in (import_writer.begin_chat).
+        Index("ix_chats_user_import", "user_id", "import_source", "import_id"),
         Index(
             "ix_chats_user_sidebar",
             "user_id",
@@ -58,6 +62,17 @@ class Chat(db.Model):
     # A temporary chat is listed nowhere and discarded when its user starts another chat or
     # after NUMI_TEMPORARY_CHAT_HOURS without activity (numi/chat/temporary.py).
     temporary: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # A chat kept from /v1 requests (numi/gateway): the key that made it (api_keys.id), named
+    # in the sidebar. No database-level foreign key, as for project_id: on SQLite adding one
+    # copies the chats table; keys are revoked, never deleted, so the id stays meaningful.
+    api_key_id: Mapped[int | None] = mapped_column(index=True)
+    # That key's name when the chat was made (keys are never renamed): the sidebar's mark,
+    # read with the chat itself instead of one more query per row.
+    api_key_name: Mapped[str | None] = mapped_column(String(100))
+    # Where an imported chat came from: the format (`chatgpt`, `claude`...) and the chat's id
+    # in that app's file. Importing the same file again adds nothing (numi/chat/import_writer.py).
+    import_source: Mapped[str | None] = mapped_column(String(40))
+    import_id: Mapped[str | None] = mapped_column(String(200))
 
     # Lists load these eagerly: the sidebar joins them into its page query (one round trip).
     tag_rows: Mapped[list[ChatTag]] = relationship(
@@ -70,8 +85,6 @@ class Chat(db.Model):
     def tags(self) -> list[str]:
         """The chat's tags, sorted. Lists preload them; a chat held outside its session (the
         live view's) reads them with one query instead of lazy-loading a detached relation."""
-        from sqlalchemy import inspect, select
-
         if "tag_rows" not in inspect(self).unloaded:
             tags = [row.tag for row in self.tag_rows]
         else:
@@ -91,6 +104,7 @@ class Chat(db.Model):
             "pinned": self.pinned_at is not None,
             "archived": self.archived_at is not None,
             "temporary": self.temporary,
+            "api_key": self.api_key_name,
             "tags": self.tags,
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
@@ -160,6 +174,8 @@ class Message(db.Model):
     model: Mapped[str | None] = mapped_column(String(200))
     input_tokens: Mapped[int | None]
     output_tokens: Mapped[int | None]
+    # The prompt tokens the provider read from its cache (Usage sums what caching saved).
+    cached_tokens: Mapped[int | None]
     request_id: Mapped[str | None] = mapped_column(String(100))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     deleted_at: Mapped[datetime | None]
@@ -177,6 +193,7 @@ class Message(db.Model):
     def meta(self, value: dict[str, Any] | None) -> None:
         self.meta_json = dumps(value)
         self.model, self.input_tokens, self.output_tokens = usage_columns(value or {})
+        self.cached_tokens = cached_column(value or {})
 
     @classmethod
     def shown(cls):
@@ -235,6 +252,13 @@ def usage_columns(meta: dict[str, Any]) -> tuple[str | None, int | None, int | N
     )
 
 
+def cached_column(meta: dict[str, Any]) -> int | None:
+    """The cached prompt tokens of an answer's meta (`usage.cached_input_tokens`)."""
+    usage = meta.get("usage") if isinstance(meta.get("usage"), dict) else {}
+    value = usage.get("cached_input_tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 class QueuedMessage(db.Model):
     """A follow-up sent while a turn ran: it waits here (not in the process) so it starts
     when the turn ends even if every browser has closed, and survives a restart."""
@@ -283,4 +307,19 @@ class Checkpoint(db.Model):
     messages_after: Mapped[int] = mapped_column(default=0)
     tokens_before: Mapped[int] = mapped_column(default=0)
     tokens_after: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class RedactedValue(db.Model):
+    """A placeholder of a chat's privacy gateway and the value it stands for (`[EMAIL_1]`
+    ⇄ the address): made when a request first carries the value, kept with the chat so
+    the same value has the same placeholder in every later request (numi/redaction/)."""
+
+    __tablename__ = "redacted_values"
+    __table_args__ = (UniqueConstraint("chat_id", "placeholder"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    placeholder: Mapped[str] = mapped_column(String(40))
+    value: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,11 +1,19 @@
-"""What every table shares: times (naive UTC), chat ids, and JSON text columns."""
+"""What every table shares: times (naive UTC), chat ids, JSON text columns, and the one
+lookup of a user's own row by id."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from sqlalchemy import select
+
+from ..errors import NotFound
+from ..extensions import db
+
+Row = TypeVar("Row")
 
 
 def utcnow() -> datetime:
@@ -44,3 +52,23 @@ def json_property(column: str, empty_factory: type):
 def iso(value: datetime | None) -> str | None:
     """A stored time as ISO 8601 UTC (`…Z`), or None."""
     return value.isoformat() + "Z" if value else None
+
+
+# Table options of a table whose ids are in URLs (/p/3, /settings/endpoints/7): SQLite's
+# AUTOINCREMENT never hands a deleted row's id to a new row, so an old link or a cached
+# page never opens another object. (PostgreSQL's sequences never reuse ids anyway.)
+IDS_NEVER_REUSED = {"sqlite_autoincrement": True}
+
+
+def get_owned(model: type[Row], row_id: Any, user_id: int, what: str) -> Row:
+    """The row `row_id` of `model` that belongs to `user_id`, or NotFound(`what`): a missing
+    id, another user's and one that is no id at all (text, a boolean) are the same 404."""
+    if not isinstance(row_id, int) or isinstance(row_id, bool):
+        raise NotFound(what)
+    table: Any = model
+    row = db.session.execute(
+        select(table).where(table.id == row_id, table.user_id == user_id)
+    ).scalar_one_or_none()
+    if row is None:
+        raise NotFound(what)
+    return row

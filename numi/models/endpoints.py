@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import (
     ForeignKey,
@@ -12,8 +13,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
+from ..crypto import seal, seal_url_credentials, unseal
 from ..extensions import db
-from .columns import json_property, utcnow
+from .columns import IDS_NEVER_REUSED, json_property, utcnow
 
 
 REASONING_POLICIES = ("auto", "preserve", "strip")
@@ -23,6 +25,7 @@ class Endpoint(db.Model):
     """A provider connection. `user_id` NULL means shared by every user (managed by admins)."""
 
     __tablename__ = "endpoints"
+    __table_args__ = (IDS_NEVER_REUSED,)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int | None] = mapped_column(
@@ -71,28 +74,20 @@ class Endpoint(db.Model):
     @property
     def api_key(self) -> str | None:
         """The plaintext key (SecretUnreadable when sealed under another secret key)."""
-        from ..crypto import unseal
-
         return unseal(self.api_key_stored) if self.api_key_stored else None
 
     @api_key.setter
     def api_key(self, value: str | None) -> None:
-        from ..crypto import seal
-
         self.api_key_stored = seal(value) if value else None
 
     @property
     def base_url(self) -> str:
         """The plain base URL the adapter calls (SecretUnreadable when sealed under another
         secret key)."""
-        from ..crypto import unseal
-
         return unseal(self.base_url_stored) if self.base_url_stored else self.base_url_stored
 
     @base_url.setter
     def base_url(self, value: str) -> None:
-        from ..crypto import seal_url_credentials
-
         self.base_url_stored = seal_url_credentials(value)
 
     @property
@@ -115,7 +110,6 @@ class Endpoint(db.Model):
         `user:pass@` or `?api-key=` an admin may have put in it."""
         if viewer is None or viewer.is_admin or self.user_id == viewer.id:
             return self.base_url
-        from urllib.parse import urlsplit
 
         parts = urlsplit(self.base_url)
         host = parts.hostname or ""

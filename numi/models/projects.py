@@ -17,12 +17,12 @@ from sqlalchemy import ForeignKey, Index, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import db
-from .columns import iso, utcnow
+from .columns import IDS_NEVER_REUSED, iso, utcnow
 
 
 class Project(db.Model):
     __tablename__ = "projects"
-    __table_args__ = (Index("ix_projects_user_name", "user_id", "name"),)
+    __table_args__ = (Index("ix_projects_user_name", "user_id", "name"), IDS_NEVER_REUSED)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
@@ -70,7 +70,10 @@ class ProjectFile(db.Model):
 
 class Memory(db.Model):
     __tablename__ = "memories"
-    __table_args__ = (Index("ix_memories_user_project", "user_id", "project_id", "id"),)
+    __table_args__ = (
+        Index("ix_memories_user_project", "user_id", "project_id", "id"),
+        IDS_NEVER_REUSED,
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))

@@ -15,7 +15,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import db
-from .columns import iso, json_property, utcnow
+from .columns import IDS_NEVER_REUSED, iso, json_property, utcnow
 
 
 class ToolSettings(db.Model):
@@ -36,6 +36,7 @@ class McpServer(db.Model):
     """A user's MCP server: Streamable HTTP by URL, or (admins only) stdio by command."""
 
     __tablename__ = "mcp_servers"
+    __table_args__ = (IDS_NEVER_REUSED,)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
@@ -81,7 +82,7 @@ class Prompt(db.Model):
     The command is unique per user; the unique index also serves the owner's sorted list."""
 
     __tablename__ = "prompts"
-    __table_args__ = (UniqueConstraint("user_id", "command"),)
+    __table_args__ = (UniqueConstraint("user_id", "command"), IDS_NEVER_REUSED)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))

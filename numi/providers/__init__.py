@@ -43,35 +43,10 @@ def adapter_class(kind: str) -> type[ProviderAdapter]:
     return get_kind(kind).adapter_class()
 
 
-def get_adapter(
-    kind: str,
-    base_url: str,
-    api_key: str | None,
-    *,
-    timeout: float = 600.0,
-    connect_timeout: float = 10.0,
-    max_retries: int = 2,
-    max_retry_seconds: float | None = None,
-    retry: RetryPolicy | None = None,
-    idle_timeout: float | None = None,
-    transport: Any = None,
-) -> ProviderAdapter:
-    """An adapter for an endpoint. `timeout` is the longest wait for any bytes on a
-    stream; `idle_timeout` the longest wait for an event (keep-alive comments do not
-    count); `max_retries` (or a full `retry` policy) bounds retries before any output,
-    `max_retry_seconds` the time all their waits may take together;
-    `transport` (an httpx2 transport) carries every request, redirects included."""
-    return adapter_class(kind)(
-        base_url,
-        api_key,
-        timeout=timeout,
-        connect_timeout=connect_timeout,
-        max_retries=max_retries,
-        max_retry_seconds=max_retry_seconds,
-        retry=retry,
-        idle_timeout=idle_timeout,
-        transport=transport,
-    )
+def get_adapter(kind: str, base_url: str, api_key: str | None, **options: Any) -> ProviderAdapter:
+    """An adapter for an endpoint of `kind`; `options` (timeouts, retries, transport) are
+    the adapter's own, listed once on `ProviderAdapter.__init__`."""
+    return adapter_class(kind)(base_url, api_key, **options)
 
 
 __all__ = [

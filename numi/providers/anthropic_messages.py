@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import anthropic
+
 from .base import ProviderAdapter
 from .errors import from_stream_error, interrupted
 from .events import (
@@ -22,8 +24,10 @@ from .events import (
     TextDelta,
     Usage,
 )
+from .model_lists import is_llama_server, openai_model_info, with_llama_server_props
 from .parts import image_base64, iter_parts, plain_text, tool_result_text
 from .sse import SSEStream
+from .think_tags import ThinkTagSplitter, flush_text, split_text
 from .toolcalls import ToolCallAssembler, parse_arguments
 
 _STOP = {
@@ -46,10 +50,9 @@ class AnthropicAdapter(ProviderAdapter):
     kind = "anthropic"
 
     def _make_client(self) -> Any:
-        import anthropic
-
         return anthropic.Anthropic(
             base_url=self.base_url,
+            default_query=self.default_query or None,
             api_key=self.api_key or "no-key",
             timeout=self.sdk_timeout(),
             max_retries=0,  # retries happen in ProviderStream, before any output
@@ -57,7 +60,10 @@ class AnthropicAdapter(ProviderAdapter):
         )
 
     def _list_models(self, client: Any) -> list[ModelInfo]:
-        return [_model_info(model) for model in client.models.list()]
+        # llama-server serves /v1/messages too, and answers GET /v1/models with its own
+        # list (and /props) whatever the wire kind: read them as the other kinds do.
+        listed = list(client.models.list())
+        return with_llama_server_props(client, self.base_url, listed, _model_info)
 
     def _open(self, client: Any, request: ChatRequest) -> Any:
         body = self.build_body(request)
@@ -109,6 +115,8 @@ class AnthropicAdapter(ProviderAdapter):
             # With thinking on, the API refuses temperature changes.
         elif request.temperature is not None:
             body["temperature"] = request.temperature
+        if request.cache:
+            place_cache_breakpoints(body)
         body.update(request.extra)
         return body
 
@@ -119,6 +127,7 @@ class AnthropicAdapter(ProviderAdapter):
         # message_start, LiteLLM sends zeros there and the real counts in message_delta.
         counts: dict[str, int] = {}
         raw_reason: str | None = None
+        think = ThinkTagSplitter()  # `<think>` in the text: llama.cpp's `--reasoning-format none`
 
         for name, event in sdk_stream:
             kind = event.get("type")
@@ -129,12 +138,16 @@ class AnthropicAdapter(ProviderAdapter):
                 delta, index = event["delta"], event.get("index")
                 delta_type = delta.get("type")
                 if delta_type == "text_delta":
-                    yield TextDelta(delta["text"])
+                    if think.passed:  # the common case, one per token: no generator
+                        yield TextDelta(delta["text"])
+                    else:
+                        yield from split_text(think, delta["text"])
                 elif delta_type == "thinking_delta":
                     thinking[index]["thinking"] += delta["thinking"]
                     yield ReasoningDelta(delta["thinking"])
                 elif delta_type == "signature_delta":
                     thinking[index]["signature"] = delta["signature"]
+                    yield ReasoningDelta("", signature=delta["signature"])
                 elif delta_type == "input_json_delta" and delta.get("partial_json"):
                     yield tools.add(index, fragment=delta["partial_json"])
             elif kind == "content_block_start":
@@ -159,6 +172,7 @@ class AnthropicAdapter(ProviderAdapter):
                 raw_reason = (event.get("delta") or {}).get("stop_reason") or raw_reason
                 _merge_usage(counts, event.get("usage"))
             elif kind == "message_stop":
+                yield from flush_text(think)
                 yield from tools.complete_all()
                 yield _usage(counts)
                 items = [thinking[index] for index in sorted(thinking)]
@@ -204,6 +218,49 @@ def _usage(counts: dict[str, int]) -> Usage:
         output_tokens=counts.get("output_tokens"),
         cached_input_tokens=cached,
     )
+
+
+# Anthropic takes at most four cache_control breakpoints per request.
+MAX_BREAKPOINTS = 4
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+def place_cache_breakpoints(body: dict[str, Any]) -> None:
+    """Mark the stable prefix of a request body for Anthropic's prompt cache (PROTOCOLS:
+    tools, then system, then messages are one prefix). Three breakpoints: after the tools
+    and the system prompt (the same on every request of a chat), at the end of the history
+    before the newest question (what the previous turn wrote: read back now), and at the
+    end of the request (written now, read by the next step or turn). Thinking blocks are
+    never marked (the API refuses it); a prefix under the model's minimum is simply not
+    cached."""
+    marks = 0
+    if body.get("system"):
+        body["system"] = [{"type": "text", "text": body["system"], "cache_control": _EPHEMERAL}]
+        marks += 1
+    elif body.get("tools"):
+        body["tools"][-1] = {**body["tools"][-1], "cache_control": _EPHEMERAL}
+        marks += 1
+    messages = body.get("messages") or []
+    last_question = max(
+        (
+            i
+            for i, m in enumerate(messages)
+            if m["role"] == "user" and any(b.get("type") != "tool_result" for b in m["content"])
+        ),
+        default=None,
+    )
+    positions = [len(messages) - 1]
+    if last_question:
+        positions.insert(0, last_question - 1)
+    for position in positions:
+        if marks >= MAX_BREAKPOINTS or position < 0:
+            continue
+        content = messages[position]["content"]
+        for index in range(len(content) - 1, -1, -1):
+            if content[index].get("type") not in ("thinking", "redacted_thinking"):
+                content[index] = {**content[index], "cache_control": _EPHEMERAL}
+                marks += 1
+                break
 
 
 def default_max_tokens(model: str) -> int:
@@ -302,6 +359,10 @@ def _tool_result(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def _model_info(model: Any) -> ModelInfo:
+    if is_llama_server(model):
+        # Not an Anthropic model: its list says the allocated context (`meta.n_ctx`), its
+        # /props whether the loaded template takes tools; nothing is assumed.
+        return openai_model_info(model)
     capabilities = getattr(model, "capabilities", None)
 
     def supported(name: str) -> bool | None:

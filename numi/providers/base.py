@@ -27,10 +27,17 @@ shuts the socket down, which wakes a blocked read in both plain threads and geve
 closes the HTTP response, and ends the iteration without a terminal event. A retry
 backoff in progress is interrupted too.
 
-Idle deadline. A server that sends only keep-alive comments keeps the socket's read
-timeout from ever firing. With ``idle_timeout`` set, a watchdog ends the stream when no
-event (text, reasoning, tool call, usage, finish) arrived for that long: the failure is
-``provider_timeout``, retried like the others only before any output.
+Deadlines. A server that sends only keep-alive comments keeps the socket's read timeout
+from ever firing. With ``idle_timeout`` set, a watchdog ends the stream when no event
+(text, reasoning, tool call, usage, finish) arrived for that long. With
+``first_token_timeout`` set, the first output (text, reasoning, tool call) must come that
+long after the request was sent, whatever else arrived. ``headers_timeout`` bounds the
+wait for the response's status line and headers (the transport's read timeout for the
+response head; the body keeps ``timeout``). Each ends the attempt with
+``provider_timeout``. The idle deadline is retried like other failures before any
+output; the first-token and headers deadlines are not: a model that did not start
+answering would most likely stay silent as long again, so the turn moves to its next
+route at once.
 """
 
 from __future__ import annotations
@@ -39,15 +46,18 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from .errors import ProviderError, from_sdk_exception
 from .events import OUTPUT_EVENTS, ChatRequest, ModelInfo, StreamError, StreamEvent
 
 DEFAULT_TIMEOUT = 600.0  # seconds without data before a stream is given up
 DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_LOADING_WAIT = 300.0  # seconds a loading model is waited for without an idle deadline
 
 
 @dataclass(frozen=True)
@@ -55,19 +65,34 @@ class RetryPolicy:
     """Backoff before output: base_delay * 2**attempt with jitter, capped at max_delay.
     A server's Retry-After is waited for as it says (a gateway such as LiteLLM has
     retried already and knows when to come back), unless it is above max_retry_after.
-    All waits of one call together stay within max_total (seconds; None: no cap): a wait
-    that would pass it is not made, the error is reported instead."""
+    A 429 without Retry-After is retried once at most: a gateway (LiteLLM 1.108 sends
+    none) has retried already, and more attempts only keep the user waiting (issue 44:
+    16-17.5 s before the error with three). All waits of one call together stay within
+    max_total (seconds; None: no cap): a wait that would pass it is not made, the error
+    is reported instead.
+
+    A server still loading its model (llama-server's "503 Loading model" in the seconds
+    after it starts) is not failing: it is asked again every `loading_poll` seconds, whatever
+    `max_retries` says, until the waits reach `max_loading_wait` (the idle deadline)."""
 
     max_retries: int = 2
     base_delay: float = 0.5
     max_delay: float = 8.0
     max_retry_after: float = 60.0
     max_total: float | None = None
+    loading_poll: float = 0.5
+    max_loading_wait: float = 300.0
 
     def delay(self, error: ProviderError, attempt: int, waited: float = 0.0) -> float | None:
         """Seconds to wait before retry number `attempt` (0-based), after `waited`
         seconds of earlier waits, or None to give up."""
+        if error.loading:
+            return (
+                self.loading_poll if waited + self.loading_poll <= self.max_loading_wait else None
+            )
         if not error.retryable or attempt >= self.max_retries:
+            return None
+        if error.code == "rate_limited" and error.retry_after is None and attempt >= 1:
             return None
         if error.retry_after is not None:
             if error.retry_after > self.max_retry_after:
@@ -79,6 +104,14 @@ class RetryPolicy:
         if self.max_total is not None and waited + wait > self.max_total:
             return None
         return wait
+
+
+def split_query(base_url: str) -> tuple[str, dict[str, str]]:
+    """An endpoint's base URL without its query (and trailing slash), and that query's
+    parameters: `https://h/v1?api-version=2&api-key=K` -> (`https://h/v1`, {...})."""
+    parts = urlsplit(base_url)
+    path_only = urlunsplit(parts._replace(query="", fragment="")).rstrip("/")
+    return path_only, dict(parse_qsl(parts.query, keep_blank_values=True))
 
 
 class ProviderAdapter:
@@ -102,16 +135,35 @@ class ProviderAdapter:
         max_retry_seconds: float | None = None,
         retry: RetryPolicy | None = None,
         idle_timeout: float | None = None,
+        first_token_timeout: float | None = None,
+        headers_timeout: float | None = None,
         transport: Any = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.idle_timeout = idle_timeout if idle_timeout and idle_timeout > 0 else None
+        """`timeout` is the longest wait for any bytes on a stream; `idle_timeout` the
+        longest wait for an event (keep-alive comments do not count), `first_token_timeout`
+        for the first output after the request was sent, `headers_timeout` for the
+        response's status line and headers; `max_retries` (or a full `retry` policy) bounds
+        retries before any output, `max_retry_seconds` the time all their waits may take
+        together; `transport` (an httpx2 transport) carries every request, redirects
+        included."""
+        # The SDKs append their paths to the base URL's raw path, query included, so an
+        # endpoint like `…/v1?api-key=K` became `…/v1?api-key=K/chat/completions`: the query
+        # is split off here and sent with every request as the SDK's default query.
+        self.base_url, self.default_query = split_query(base_url)
+        self.idle_timeout = _deadline(idle_timeout)
+        self.first_token_timeout = _deadline(first_token_timeout)
+        self.headers_timeout = _deadline(headers_timeout)
         # An httpx2 transport for the SDK client (the caller's address guard), or None.
         self.transport = transport
         self.api_key = api_key
         self.timeout = timeout
         self.connect_timeout = connect_timeout
-        self.retry = retry or RetryPolicy(max_retries=max_retries, max_total=max_retry_seconds)
+        self.retry = retry or RetryPolicy(
+            max_retries=max_retries,
+            max_total=max_retry_seconds,
+            # A model still loading is waited for as long as a silent stream would be.
+            max_loading_wait=self.idle_timeout or DEFAULT_LOADING_WAIT,
+        )
         self._client: Any = None
         self._client_lock = threading.Lock()
 
@@ -171,12 +223,12 @@ class ProviderAdapter:
     def http_client(self, sdk: Any) -> Any:
         """The SDK's default httpx client on this adapter's transport (or the SDK's own),
         with the fast read path for streamed bodies (numi.providers.transport)."""
-        from .transport import sdk_http_client
+        from .transport import sdk_http_client  # lazy: start-up time
 
-        return sdk_http_client(sdk, self.transport, self.sdk_timeout())
+        return sdk_http_client(sdk, self.transport, self.sdk_timeout(), self.headers_timeout)
 
     def sdk_timeout(self) -> Any:
-        import httpx2  # loaded already by either SDK
+        import httpx2  # lazy: start-up time (either SDK has loaded it by now)
 
         return httpx2.Timeout(self.timeout, connect=self.connect_timeout)
 
@@ -206,7 +258,8 @@ class ProviderStream(Iterator[StreamEvent]):
         self._cancelled = threading.Event()
         self._http_response: Any = None
         self._last_event_at = 0.0  # monotonic time of the last event (the idle deadline)
-        self._idle_expired = False
+        self._output_seen = False  # the attempt has yielded output (no first-token deadline)
+        self._expired: ProviderError | None = None  # the deadline that ended the attempt
         self._generator = self._run()
 
     def __iter__(self) -> ProviderStream:
@@ -251,26 +304,40 @@ class ProviderStream(Iterator[StreamEvent]):
             except OSError:
                 pass  # already closed
 
-    def _watch_idle(self, done: threading.Event, idle: float) -> None:
-        """End the attempt's HTTP stream once no event arrived for `idle` seconds."""
+    def _watch(self, done: threading.Event, first_output_by: float | None) -> None:
+        """End the attempt's HTTP stream once no event arrived for the idle deadline, or
+        no output by `first_output_by` (monotonic time)."""
+        idle = self.adapter.idle_timeout
         while not done.is_set():
-            left = self._last_event_at + idle - time.monotonic()
-            if left <= 0:
-                self._idle_expired = True
+            now = time.monotonic()
+            first_by = None if self._output_seen else first_output_by
+            if first_by is not None and now >= first_by:
+                self._expired = silent_model(self.adapter.first_token_timeout, "output")
+            elif idle is not None and now >= self._last_event_at + idle:
+                self._expired = ProviderError(
+                    "provider_timeout", f"The provider sent no data for {idle:g} seconds."
+                )
+            if self._expired is not None:
                 self._abort_http()
                 return
-            done.wait(left)
+            ends = [first_by] if first_by is not None else []
+            if idle is not None:
+                ends.append(self._last_event_at + idle)
+            if not ends:
+                return
+            done.wait(min(ends) - now)
 
-    def _run(self) -> Iterator[StreamEvent]:
+    def _run(self) -> Generator[StreamEvent, None, None]:
         adapter, request = self.adapter, self.request
-        idle = adapter.idle_timeout
+        watched = adapter.idle_timeout is not None or adapter.first_token_timeout is not None
         while True:
-            output_seen = False
+            output_seen = self._output_seen = False
             opened = False
             sdk_stream = None
             events: Iterator[StreamEvent] | None = None
             watch_done = threading.Event()
-            self._idle_expired = False
+            self._expired = None
+            sent_at = time.monotonic()
             try:
                 self.attempts += 1
                 sdk_stream = adapter._open(adapter.client, request)
@@ -278,32 +345,33 @@ class ProviderStream(Iterator[StreamEvent]):
                 opened = True
                 if self.cancelled:
                     return
-                if idle is not None and self._http_response is not None:
+                if watched and self._http_response is not None:
                     self._last_event_at = time.monotonic()
+                    first = adapter.first_token_timeout
                     threading.Thread(
-                        target=self._watch_idle, args=(watch_done, idle), daemon=True
+                        target=self._watch,
+                        args=(watch_done, None if first is None else sent_at + first),
+                        daemon=True,
                     ).start()
                 events = adapter._events(sdk_stream, request)
                 for event in events:
                     self._last_event_at = time.monotonic()
                     if isinstance(event, OUTPUT_EVENTS):
-                        output_seen = True
+                        output_seen = self._output_seen = True
                     yield event
                     self._last_event_at = (
                         time.monotonic()
                     )  # the consumer's time is not the provider's
-                if self._idle_expired:
-                    raise ProviderError(
-                        "provider_timeout", "idle"
-                    )  # the abort ended the stream quietly
+                if self._expired is not None:
+                    raise self._expired  # the abort ended the stream quietly
                 return
             except Exception as exc:  # GeneratorExit (a close) is not an Exception
                 if self.cancelled:
                     return
-                if self._idle_expired:
-                    error = ProviderError(
-                        "provider_timeout", f"The provider sent no data for {idle:g} seconds."
-                    )
+                if self._expired is not None:
+                    error = self._expired
+                elif not opened and adapter.headers_timeout and _read_timed_out(exc):
+                    error = silent_model(adapter.headers_timeout, "response headers")
                 else:
                     error = adapter.map_exception(exc, streaming=opened)
                 delay = (
@@ -331,6 +399,31 @@ class ProviderStream(Iterator[StreamEvent]):
             self.waited += delay or 0.0
             if self._cancelled.wait(delay):
                 return
+
+
+def silent_model(seconds: float | None, what: str) -> ProviderError:
+    """The failure of a model that sent no `what` within its deadline: not retried, so
+    the turn moves to its next route at once."""
+    return ProviderError(
+        "provider_timeout",
+        f"The provider sent no {what} within {seconds or 0:g} seconds.",
+        retryable=False,
+    )
+
+
+def _deadline(seconds: float | None) -> float | None:
+    """A deadline in seconds, or None for none (0 or less turns a deadline off)."""
+    return seconds if seconds and seconds > 0 else None
+
+
+def _read_timed_out(exc: BaseException) -> bool:
+    """Whether a read timed out (not a connect): the SDK's error wraps the HTTP client's."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if type(seen).__name__ == "ReadTimeout":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _close_quietly(sdk_stream: Any) -> None:

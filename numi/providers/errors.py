@@ -73,6 +73,7 @@ class ProviderError(Exception):
         retry_after: float | None = None,
         overflow: tuple[int | None, int | None] | None = None,
         retryable: bool | None = None,
+        loading: bool = False,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -83,6 +84,9 @@ class ProviderError(Exception):
         # tokens, the context size), e.g. llama-server's n_prompt_tokens and n_ctx.
         self.overflow = overflow
         self._retryable = retryable
+        # The server is up but still loading its model (llama-server's 503 right after it
+        # starts): worth waiting for, not a failure (base.RetryPolicy).
+        self.loading = loading
 
     @property
     def retryable(self) -> bool:
@@ -172,6 +176,13 @@ def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
         return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
+def is_loading_model(message: str) -> bool:
+    """llama-server's answer while it loads its model, for every route but /health:
+    HTTP 503 `{"error": {"code": 503, "message": "Loading model", "type":
+    "unavailable_error"}}`."""
+    return message.strip().lower().startswith("loading model")
+
+
 def error_detail(body: Any) -> tuple[str, str, str]:
     """(message, type, code) from any provider's JSON error body (OpenAI, Anthropic,
     llama.cpp, vLLM, OpenRouter shapes), or empty strings."""
@@ -182,7 +193,8 @@ def error_detail(body: Any) -> tuple[str, str, str]:
             return "", "", ""
     if not isinstance(body, dict):
         return "", "", ""
-    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+    error = body.get("error")
+    inner: dict[str, Any] = error if isinstance(error, dict) else body
     message = inner.get("message") or ""
     if not isinstance(message, str):
         message = json.dumps(message)
@@ -248,6 +260,14 @@ def from_http_status(
             "bad_request",
             f"The provider refused the request (HTTP {status}){detail}",
             status=status,
+        )
+    if status == 503 and is_loading_model(message):
+        return ProviderError(
+            "provider_unavailable",
+            f"The server is still loading the model (HTTP 503){detail}",
+            status=status,
+            retry_after=retry_after,
+            loading=True,
         )
     if status == 529 or kind == "overloaded_error":
         reason = "is overloaded"

@@ -58,6 +58,9 @@ class ChatRequest:
     # asks for encrypted reasoning items even when no effort was chosen.
     reasoning: bool | None = None
     tool_choice: str | None = None  # "auto" | "none" | "required"
+    # Ask the provider to cache the request's stable prefix where it must be asked
+    # (Anthropic's cache_control breakpoints); OpenAI and compatible servers cache anyway.
+    cache: bool = False
     # Extra top-level body fields passed through as-is (e.g. DeepSeek's
     # {"thinking": {"type": "enabled"}}); they win over what the adapter computed.
     extra: dict[str, Any] = field(default_factory=dict)
@@ -86,9 +89,13 @@ class TextDelta:
 
 @dataclass(frozen=True)
 class ReasoningDelta:
-    """Reasoning text as it streams (thinking, summaries, reasoning_content)."""
+    """Reasoning text as it streams (thinking, summaries, reasoning_content). When a signed
+    thinking block ends (Anthropic), one more comes with empty `text` and its `signature`,
+    so a relay can pass the block on whole and in order (the gateway); the signature is
+    also in `Finish.reasoning_details`, which is what a turn stores."""
 
     text: str
+    signature: str | None = None
 
 
 @dataclass(frozen=True)

@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import dataclasses
-import logging
 from typing import Any
-from urllib.parse import urlsplit
+
+import openai
 
 from .base import ProviderAdapter
 from .events import ModelInfo
-
-log = logging.getLogger(__name__)
+from .model_lists import openai_model_info, with_llama_server_props
 
 
 class OpenAIAdapterBase(ProviderAdapter):
     """Builds the `openai` client; lists models from GET {base}/models."""
 
     def _make_client(self) -> Any:
-        import openai
-
         return openai.OpenAI(
             base_url=self.base_url,
+            default_query=self.default_query or None,
             # Local servers (Ollama, llama.cpp) need no key, but the SDK refuses to build
             # without one.
             api_key=self.api_key or "no-key",
@@ -35,25 +32,7 @@ class OpenAIAdapterBase(ProviderAdapter):
 
     def _list_models(self, client: Any) -> list[ModelInfo]:
         listed = list(client.models.list())
-        models = [openai_model_info(model) for model in listed]
-        if any(_is_llama_server(model) for model in listed):
-            props = self._llama_server_props(client)
-            if props:
-                models = [_with_props(model, props) for model in models]
-        return models
-
-    def _llama_server_props(self, client: Any) -> dict[str, Any] | None:
-        """llama-server's GET /props (at the server's root, beside /v1): the loaded
-        chat template's capabilities, its modalities and the context size actually
-        allocated (`-c`). None when the server does not answer it."""
-        parts = urlsplit(self.base_url)
-        url = f"{parts.scheme}://{parts.netloc}/props"
-        try:
-            props = client.get(url, cast_to=object)
-        except Exception as exc:  # an older build without /props: the list alone counts
-            log.info("no /props from %s: %s", parts.netloc, type(exc).__name__)
-            return None
-        return props if isinstance(props, dict) else None
+        return with_llama_server_props(client, self.base_url, listed, openai_model_info)
 
     # --- audio (OpenAI's /audio routes, which OpenAI-compatible servers copy) ------------
 
@@ -77,93 +56,34 @@ class OpenAIAdapterBase(ProviderAdapter):
             raise self.map_exception(exc) from exc
         return response.content, response.response.headers.get("content-type", "audio/mpeg")
 
+    # --- embeddings and reranking (numi/knowledge) ------------------------------------------
 
-def openai_model_info(model: Any) -> ModelInfo:
-    """ModelInfo from an OpenAI-shaped model entry, reading the extras that
-    OpenAI-compatible servers add (PROTOCOLS §5): OpenRouter `context_length`,
-    `architecture.input_modalities`, `supported_parameters`; vLLM `max_model_len`;
-    llama.cpp `meta.n_ctx` (the allocated context, `-c`) before `n_ctx_train`; LM Studio
-    `max_context_length`; LiteLLM `max_input_tokens` and its `supports_*` flags."""
-    extra: dict[str, Any] = model.model_extra or {}
-    meta = extra.get("meta") if isinstance(extra.get("meta"), dict) else {}
-    context = (
-        extra.get("context_length")
-        or extra.get("context_window")
-        or extra.get("max_model_len")
-        or extra.get("max_input_tokens")
-        or extra.get("max_context_length")
-        or meta.get("n_ctx")
-        or meta.get("n_ctx_train")
-    )
-    vision = tools = reasoning = None
-    architecture = extra.get("architecture")
-    if isinstance(architecture, dict) and isinstance(architecture.get("input_modalities"), list):
-        vision = "image" in architecture["input_modalities"]
-    parameters = extra.get("supported_parameters")
-    if isinstance(parameters, list):
-        tools = "tools" in parameters
-        reasoning = "reasoning" in parameters or "include_reasoning" in parameters
-    capabilities = extra.get("capabilities")
-    if isinstance(capabilities, list):  # Ollama-style ["completion", "vision", "tools", "thinking"]
-        vision = "vision" in capabilities
-        tools = "tools" in capabilities or "tool_use" in capabilities  # LM Studio: tool_use
-        reasoning = "thinking" in capabilities
-    # A model list's own flags (LiteLLM's model info) say what the server supports.
-    tools = _flag(
-        extra, "supports_function_calling", "supports_tool_calls", "supports_tools", tools
-    )
-    vision = _flag(extra, "supports_vision", vision)
-    reasoning = _flag(extra, "supports_reasoning", reasoning)
-    return ModelInfo(
-        id=model.id,
-        display_name=extra.get("name") if isinstance(extra.get("name"), str) else None,
-        context_window=_positive(context),
-        supports_vision=vision,
-        supports_tools=tools,
-        supports_reasoning=reasoning,
-    )
+    def embed(self, model: str, texts: list[str]) -> list[list[float]]:
+        """One vector per text, in order (POST {base}/embeddings, which OpenAI, Ollama,
+        llama.cpp's `--embeddings`, vLLM and LM Studio serve). Raises ProviderError."""
+        try:
+            result = self.client.embeddings.create(
+                model=model, input=texts, encoding_format="float"
+            )
+        except Exception as exc:
+            raise self.map_exception(exc) from exc
+        rows = sorted(result.data, key=lambda row: row.index)
+        return [list(row.embedding) for row in rows]
 
-
-def _flag(extra: dict[str, Any], *names_then_default: Any) -> bool | None:
-    *names, default = names_then_default
-    for name in names:
-        if isinstance(extra.get(name), bool):
-            return extra[name]
-    return default
-
-
-def _positive(value: Any) -> int | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-        return int(value)
-    return None
-
-
-def _is_llama_server(model: Any) -> bool:
-    extra: dict[str, Any] = model.model_extra or {}
-    return extra.get("owned_by") == "llamacpp" or isinstance(extra.get("meta"), dict)
-
-
-def _with_props(model: ModelInfo, props: dict[str, Any]) -> ModelInfo:
-    """A llama-server model with what /props says the loaded template and context can
-    do, where the list itself said nothing: `chat_template_caps.supports_tool_calls`
-    (or, on builds before the caps, whether the template mentions tools at all),
-    `modalities.vision`; and the allocated `n_ctx`, which wins over the list's."""
-    caps = props.get("chat_template_caps")
-    tools = None
-    if isinstance(caps, dict):
-        tools = _flag(caps, "supports_tool_calls", "supports_tools", None)
-    elif isinstance(props.get("chat_template"), str):
-        tools = "tools" in props["chat_template"]
-    modalities = props.get("modalities")
-    vision = modalities.get("vision") if isinstance(modalities, dict) else None
-    settings = props.get("default_generation_settings")
-    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else props.get("n_ctx")
-    return dataclasses.replace(
-        model,
-        supports_tools=model.supports_tools if model.supports_tools is not None else tools,
-        supports_vision=model.supports_vision
-        if model.supports_vision is not None
-        else (vision if isinstance(vision, bool) else None),
-        # The allocated context (-c) counts, not the model's trained one (n_ctx_train).
-        context_window=_positive(n_ctx) or model.context_window,
-    )
+    def rerank(self, model: str, query: str, documents: list[str]) -> list[float]:
+        """A relevance score per document, in order (POST {base}/rerank, llama.cpp's and
+        Jina's shape: `{results: [{index, relevance_score}]}`). Raises ProviderError."""
+        try:
+            body = self.client.post(
+                "/rerank",
+                body={"model": model, "query": query, "documents": documents},
+                cast_to=object,
+            )
+        except Exception as exc:
+            raise self.map_exception(exc) from exc
+        scores = [0.0] * len(documents)
+        for row in (body or {}).get("results", []) if isinstance(body, dict) else []:
+            index = row.get("index")
+            if isinstance(index, int) and 0 <= index < len(documents):
+                scores[index] = float(row.get("relevance_score", 0.0))
+        return scores

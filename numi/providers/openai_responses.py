@@ -16,6 +16,7 @@ from .events import ChatRequest, Finish, ReasoningDelta, StreamEvent, TextDelta,
 from .openai_base import OpenAIAdapterBase
 from .parts import image_data_url, iter_parts, plain_text, tool_result_text
 from .sse import SSEStream
+from .think_tags import ThinkTagSplitter, flush_text, split_text
 from .toolcalls import ToolCallAssembler
 
 _INCOMPLETE = {"max_output_tokens": "length", "content_filter": "content_filter"}
@@ -79,13 +80,20 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
         tools = ToolCallAssembler()
         reasoning_items: list[dict[str, Any]] = []
         had_tool_calls = False
+        think = ThinkTagSplitter()  # `<think>` in the text: llama.cpp's `--reasoning-format none`
 
         for _name, event in sdk_stream:
             kind = event.get("type")
             if event.get("error"):
                 # An error object at the top level: `{"type": "error", "error": {…}}`.
                 raise from_stream_error({"error": event["error"]}, api_key=self.api_key)
-            if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+            if kind == "response.output_text.delta":
+                if event.get("delta"):
+                    if think.passed:  # the common case, one per token: no generator
+                        yield TextDelta(event["delta"])
+                    else:
+                        yield from split_text(think, event["delta"])
+            elif kind == "response.refusal.delta":
                 if event.get("delta"):
                     yield TextDelta(event["delta"])
             elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
@@ -128,18 +136,25 @@ class OpenAIResponsesAdapter(OpenAIAdapterBase):
                 )
             elif kind in ("response.completed", "response.incomplete"):
                 response = event.get("response") or {}
+                yield from flush_text(think)
                 yield from tools.complete_all()
-                if response.get("usage"):
-                    yield _usage(response["usage"])
+                usage = _usage(response["usage"]) if response.get("usage") else None
+                if usage:
+                    yield usage
                 # llama.cpp (and the spec's own example) send a cut-off answer as
                 # `response.completed` with status "incomplete", not as response.incomplete.
                 if kind == "response.incomplete" or response.get("status") == "incomplete":
                     details = response.get("incomplete_details") or {}
                     raw = details.get("reason") or "incomplete"
                     reason = _INCOMPLETE.get(raw, "other")
+                elif had_tool_calls:
+                    raw, reason = "completed", "tool_calls"
+                elif _used_all(usage, request.max_tokens):
+                    # llama-server says "completed" even when max_output_tokens cut the
+                    # answer off: the output count reaching the limit says it.
+                    raw, reason = "max_output_tokens", "length"
                 else:
-                    raw = "completed"
-                    reason = "tool_calls" if had_tool_calls else "stop"
+                    raw, reason = "completed", "stop"
                 envelope = (
                     {"format": "openai_responses", "model": request.model, "items": reasoning_items}
                     if reasoning_items
@@ -203,6 +218,12 @@ def _replayed_reasoning(message: dict[str, Any]) -> Iterator[dict[str, Any]]:
         # Under store:false a reasoning item without its encrypted content is a 404.
         if item.get("type") == "reasoning" and item.get("encrypted_content"):
             yield item
+
+
+def _used_all(usage: Usage | None, max_tokens: int | None) -> bool:
+    """Whether the answer's output count reached the request's limit."""
+    output = usage.output_tokens if usage else None
+    return bool(max_tokens) and isinstance(output, int) and output >= (max_tokens or 0)
 
 
 def _usage(raw: dict[str, Any]) -> Usage:

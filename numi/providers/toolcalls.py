@@ -80,7 +80,7 @@ def parse_arguments(text: str) -> tuple[dict | None, str | None]:
         return {}, None
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return None, f"The tool arguments are not valid JSON ({exc.msg} at position {exc.pos})"
     if not isinstance(value, dict):
         return None, "The tool arguments must be a JSON object"

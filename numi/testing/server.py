@@ -11,7 +11,8 @@ Routes: POST /v1/chat/completions, /v1/responses, /v1/messages (also without /v1
 GET /v1/models (Anthropic's shape when the request has an `anthropic-version` header, or
 a recorded body: `models_body`); GET /props when a recorded llama-server `props` is set.
 `Scenario.replay(frames)` answers with a recorded stream byte for byte.
-POST /v1/audio/transcriptions and /v1/audio/speech (numi/testing/audio.py).
+POST /v1/audio/transcriptions and /v1/audio/speech (numi/testing/audio.py); POST
+/v1/embeddings and /v1/rerank with deterministic vectors (numi/testing/embeddings.py).
 
 Which scenario answers a request: the next one enqueued for its model
 (`enqueue(s, model="m")`), else the next one enqueued for any model, else
@@ -38,9 +39,10 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from . import audio
+from . import audio, embeddings
 from .conversation import last_user_text
 from .scenario import Drop, Pause, Scenario, Stall
+from .prompt_cache import PromptCache
 from .tokens import count_prompt_tokens
 from .wire import error_body, model_list, render
 
@@ -106,7 +108,8 @@ class ScriptedProvider:
     ) -> None:
         self.host = host
         self.port = port
-        self.models = models if models is not None else list(DEFAULT_MODELS)
+        self._initial_models = models if models is not None else DEFAULT_MODELS
+        self.models = list(self._initial_models)
         # A recorded GET /v1/models body (JSON bytes), sent instead of rendering `models`.
         self.models_body: bytes | None = None
         # A recorded llama-server GET /props body (JSON bytes); None: /props is a 404.
@@ -114,7 +117,14 @@ class ScriptedProvider:
         self.api_key = api_key  # when set, other keys get a 401 in the protocol's shape
         self.default_scenario = default_scenario or echo_scenario
         self.requests: list[RecordedRequest] = []
+        # Anthropic's prompt cache, played for requests with cache_control breakpoints.
+        self.prompt_cache = PromptCache()
         self.listings: list[RecordedRequest] = []
+        # POST /embeddings and /rerank (numi/testing/embeddings.py), kept apart from the model
+        # calls; the vectors' length, and errors to answer first (`http_error` scenarios).
+        self.embedding_requests: list[RecordedRequest] = []
+        self.embedding_dim = embeddings.DEFAULT_DIM
+        self.embedding_failures: deque[Scenario] = deque()
         self._queue: deque[Scenario] = deque()
         self._model_queues: dict[str, deque[Scenario]] = {}
         self._changed = threading.Condition()
@@ -181,14 +191,19 @@ class ScriptedProvider:
         self._released.set()
 
     def reset(self) -> None:
-        """Forget queued scenarios and recorded requests; re-arm stalls."""
+        """Forget queued scenarios, recorded requests and a test's model list; re-arm stalls."""
         with self._changed:
             self._queue.clear()
             self._model_queues.clear()
             self.requests.clear()
             self.listings.clear()
+            self.embedding_requests.clear()
+            self.embedding_failures.clear()
+            self.embedding_dim = embeddings.DEFAULT_DIM
             self._released.clear()
+            self.models = list(self._initial_models)  # a test's own list ends with it
             self.models_body = self.props = None
+            self.prompt_cache.reset()
 
     def wait_for_requests(self, count: int, timeout: float = 5.0) -> RecordedRequest:
         """Block until `count` requests have arrived; return the count-th (1-based)."""
@@ -203,7 +218,12 @@ class ScriptedProvider:
 
     def _record(self, request: RecordedRequest) -> None:
         with self._changed:
-            (self.listings if request.method == "GET" else self.requests).append(request)
+            if request.method == "GET":
+                self.listings.append(request)
+            elif _route(request.path) in embeddings.ROUTES:
+                self.embedding_requests.append(request)
+            else:
+                self.requests.append(request)
             self._changed.notify_all()
 
     def _next_scenario(self, request: RecordedRequest) -> Scenario:
@@ -288,6 +308,9 @@ class _Handler(BaseHTTPRequestHandler):
         if _route(self.path) in audio.ROUTES:
             self._audio(raw)
             return
+        if _route(self.path) in embeddings.ROUTES:
+            self._embeddings(raw)
+            return
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -308,6 +331,13 @@ class _Handler(BaseHTTPRequestHandler):
                 # usage(None, n): report the tokenizer's count of what was received.
                 counted = count_prompt_tokens(protocol, body)
                 scenario = replace(scenario, usage_tokens=(counted, *scenario.usage_tokens[1:]))
+                cached = (
+                    self.provider.prompt_cache.account(body) if protocol == "anthropic" else None
+                )
+                if cached is not None:  # cache_control breakpoints: Anthropic's accounting
+                    scenario = replace(scenario, cache_usage=cached)
+            if scenario.headers_held and not self._wait_while_stalled(record):
+                return
             if scenario.error is not None:
                 self._send_error(protocol, scenario)
             else:
@@ -349,6 +379,29 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header("Content-Length", str(len(wav)))
                 self.end_headers()
                 self.wfile.write(wav)
+        finally:
+            record.finished.set()
+
+    def _embeddings(self, raw: bytes) -> None:
+        """The embedding and rerank routes (numi/testing/embeddings.py)."""
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            body = None
+        record = self._new_record(body, None)
+        try:
+            if not self._authorised(record):
+                self._send_json(401, error_body("openai_chat", "auth"))
+                return
+            with self.provider._changed:
+                failures = self.provider.embedding_failures
+                failure = failures.popleft() if failures else None
+            if failure is not None:
+                self._send_error("openai_chat", failure)
+            elif _route(self.path) == "/embeddings":
+                self._send_json(*embeddings.embeddings_body(body, self.provider.embedding_dim))
+            else:
+                self._send_json(*embeddings.rerank_body(body))
         finally:
             record.finished.set()
 

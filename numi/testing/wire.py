@@ -1,5 +1,4 @@
-"""Rendering scenarios as each protocol's Server-Sent Events (PROTOCOLS §1.3, §2.3, §3.3,
-§6), plus the providers' real error bodies and model lists.
+"""Scenarios as each protocol's SSE (PROTOCOLS §1.3, §2.3, §3.3, §6), real error bodies, model lists.
 
 A rendered stream is a list of pre-encoded SSE frames (bytes) mixed with the control
 steps Pause, Drop and Stall that the server acts on while writing.
@@ -11,6 +10,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from .prompt_cache import message_start_usage
 from .scenario import (
     Drop,
     ErrorEvent,
@@ -503,7 +503,7 @@ class _AnthropicRenderer(_Renderer):
     def start(self) -> None:
         self.index = 0
         self.text_open = False
-        input_tokens = self.scenario.usage_tokens[0] if self.scenario.usage_tokens else 0
+        usage = message_start_usage(self.scenario)  # with the prompt cache's counts, if any
         message = {
             "id": "msg_scripted",
             "type": "message",
@@ -512,7 +512,7 @@ class _AnthropicRenderer(_Renderer):
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+            "usage": usage,
         }
         self.event("message_start", message=message)
         self.event("ping")

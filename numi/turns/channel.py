@@ -26,10 +26,12 @@ import json
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import gevent.event
 from gevent.queue import Empty, Queue
+
+from .events import check_event_type
 
 TERMINAL = "turn_end"
 
@@ -138,6 +140,9 @@ class TurnState:
     # the events that carry its `lane`. A lane is finished at its `done` or `error`.
     lane_routes: list[dict[str, Any]] = field(default_factory=list)
     lanes: dict[int, TurnState] = field(default_factory=dict)
+    # A research run's progress view as its newest research_* event drew it (each carries
+    # the whole view, `progress`): a snapshot redraws it whole.
+    research: dict[str, Any] | None = None
 
     def apply(self, type_: str, data: dict[str, Any]) -> None:
         """Fold one event into the state (the same rules the HTML view follows)."""
@@ -187,16 +192,25 @@ class TurnState:
                 card["arguments"] = data["arguments"]
             if data.get("error_code"):
                 card["error_code"] = data["error_code"]
+            if data.get("display") is not None:
+                card["display"] = data["display"]
+        elif type_ == "tool_output":
+            # What a running call printed so far (run_python), so a snapshot redraws it.
+            running = self.tools.get(data["call_id"])
+            if running is not None:
+                running["live_output"] = running.get("live_output", "") + data.get("text", "")
         elif type_ == "message_saved":
             # The step's text now lives in a saved message: the live part starts over.
             self.saved_message_ids.append(data["message_id"])
             if data.get("role") == "assistant":
                 self.content_parts, self.reasoning_parts = [], []
             if data.get("role") == "tool":
-                self.tools.pop(data.get("tool_call_id"), None)
+                self.tools.pop(str(data.get("tool_call_id")), None)
             if data.get("role") == "assistant" and data.get("tool_calls"):
                 for call_id in data["tool_calls"]:
                     self.tools.setdefault(call_id, {"call_id": call_id, "status": "preparing"})
+        elif type_.startswith("research_"):
+            self.research = data.get("progress")
         elif type_ == "error":
             self.error = data
         elif type_ == TERMINAL:
@@ -228,7 +242,7 @@ class TurnState:
         return "".join(self.reasoning_parts)
 
     def snapshot(self) -> dict[str, Any]:
-        snapshot = {
+        snapshot: dict[str, Any] = {
             "turn_id": self.turn_id,
             "history_boundary": self.history_boundary,
             "step": self.step,
@@ -239,6 +253,8 @@ class TurnState:
             "saved_message_ids": list(self.saved_message_ids),
             "finished": self.finished,
         }
+        if self.research is not None:
+            snapshot["research"] = self.research
         if not self.lane_routes and not self.lanes:
             return snapshot
         # A compare turn: the turn's own approvals are its lanes', shown in their lanes.
@@ -269,6 +285,7 @@ class TurnState:
             saved_message_ids=list(data.get("saved_message_ids", [])),
             finished=bool(data.get("finished")),
             error=data.get("error"),
+            research=data.get("research"),
         )
         for lane in data.get("lanes") or []:
             state.lane_routes.append(
@@ -286,10 +303,42 @@ class TurnState:
         return state
 
 
+class Channel(Protocol):
+    """A chat's live events, whichever backend holds them: `ChatChannel` in this process's
+    memory, or `redis_channel.RedisChannel`. A `Turn` publishes to it, clients subscribe."""
+
+    chat_id: str
+    state: TurnState | None
+    subscribers: set[Subscription]
+
+    @property
+    def last_event_id(self) -> int: ...
+
+    def begin_turn(self, turn_id: str, request_id: str | None = None) -> None:
+        """A new turn starts: events of the old one are no longer replayed."""
+
+    def publish(self, turn_id: str | None, type_: str, data: dict[str, Any]) -> dict[str, Any]:
+        """Number the event and hand it to every subscriber (on every process)."""
+
+    def subscribe(
+        self, last_event_id: int | None = None
+    ) -> tuple[Subscription, list[dict[str, Any]]]:
+        """A new subscription plus what the client missed since `last_event_id`."""
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        """The client is gone."""
+
+    def confirm_lease(self, turn_id: str) -> bool:
+        """Whether the turn may still publish and save (False: it was taken over)."""
+
+    def snapshot_event(self) -> dict[str, Any]:
+        """The turn so far, as one `snapshot` event."""
+
+
 class Subscription:
     """One client's view of a channel: iterate it for events (blocking, gevent-friendly)."""
 
-    def __init__(self, channel: "ChatChannel", maxsize: int):
+    def __init__(self, channel: Channel, maxsize: int):
         self.channel = channel
         self.queue: Queue = Queue(maxsize=maxsize)
         self.resync = False
@@ -383,6 +432,7 @@ class ChatChannel:
 
     def publish(self, turn_id: str | None, type_: str, data: dict[str, Any]) -> dict[str, Any]:
         """Number the event, keep it in the buffer, hand it to every subscriber."""
+        check_event_type(type_)
         self.last_event_id += 1
         if type_ in DELTAS and "delta" in data:
             # The buffer's byte bound needs an estimate only: the text plus the envelope.

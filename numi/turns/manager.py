@@ -6,7 +6,7 @@ outlives the browser that started it; only `stop()` cancels it. After a restart 
 is running: the database is the truth.
 
 The manager knows neither the agent nor the web layer. The app factory hands it the
-producer (the function that runs a turn: `numi.agent.runtime.run_turn`) and the turn-end
+producer (the function that runs a turn: `numi.agent.producer.run_turn`) and the turn-end
 hooks (the follow-up queue, `numi.agent.sending.queue_after_turn`). The chats' channels and
 the turns of other processes come from a turn table (`table.TurnTable`): in-process
 (`LocalTurns`, the default) or Redis (`shared.SharedTurns`, with NUMI_REDIS_URL), where a
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 
 from ..errors import NumiError, first_line, is_storage_failure, server_stopping, turn_running
-from .channel import ChatChannel, Subscription
+from .channel import Channel, Subscription
 from .shared import SharedTurns
 from .table import LocalTurns, TurnTable
 from .turn import StartGate, Turn, TurnRequest
@@ -46,8 +46,13 @@ class TurnManager:
         *,
         producer: Producer,
         turn_end_hooks: Iterable[Callable[[Turn], None]] = (),
+        stopped_hooks: Iterable[Callable[[], None]] = (),
+        change_hooks: Iterable[Callable[[Turn], None]] = (),
     ):
         self.app = app
+        # Run once `shutdown` has stopped and saved the turns (the web layer's: close the
+        # WebSockets with 1012); handed down by the app factory, as the producer is.
+        self.stopped_hooks = list(stopped_hooks)
         config = app.config
         self.frame_interval = config["NUMI_FRAME_INTERVAL_MS"] / 1000.0
         channel_options = {
@@ -78,9 +83,13 @@ class TurnManager:
         # Called with each ended turn, after its turn_end, in the process that ran it (the
         # follow-up queue starts the chat's next queued message from here).
         self.turn_end_hooks: list[Callable[[Turn], None]] = list(turn_end_hooks)
+        # Called with a turn when its chat's running state or title changes: as it starts,
+        # as it ends, after its post-turn work (the title). The web layer's: the sidebars
+        # of the user's open pages are told. They must not block.
+        self.change_hooks: list[Callable[[Turn], None]] = list(change_hooks)
         self.stopping = False  # the server is shutting down: no new turns (shutdown())
 
-    def channel(self, chat_id: str) -> ChatChannel:
+    def channel(self, chat_id: str) -> Channel:
         return self.table.channel(chat_id)
 
     def is_running(self, chat_id: str) -> bool:
@@ -144,7 +153,9 @@ class TurnManager:
 
         Returns None when the chat's running turn is this very request (the same
         request_id, sent twice or to two processes at once): the retried send follows that
-        turn, whose `accepted` event carries the saved question, instead of failing.
+        turn, whose `accepted` event carries the saved question, instead of failing. A turn
+        of the same request whose process died is not that: it holds the chat until its
+        lease lapses but will never answer, so the retry is refused (`turn_running`).
         """
         if self.stopping:
             raise server_stopping()
@@ -158,13 +169,27 @@ class TurnManager:
         try:
             channel.begin_turn(turn.id, request.request_id)
         except NumiError as exc:
-            if request.request_id and getattr(exc, "request_id", None) == request.request_id:
+            if (
+                request.request_id
+                and getattr(exc, "request_id", None) == request.request_id
+                and self.request_turn(request.chat_id, request.request_id) == "live"
+            ):
                 return None
             raise
         self.turns[request.chat_id] = turn
         turn.greenlet = gevent.spawn(self._run, turn)
         self.table.turn_started(turn)
+        self._changed(turn)
         return turn
+
+    def request_turn(self, chat_id: str, request_id: str) -> str | None:
+        """Whether the chat's running turn answers this very request_id: "live" (in this
+        process, or with Redis in another that is alive), "dead" (its process died; its
+        turn holds the chat until the lease lapses), None (another turn, or none)."""
+        running = self.turns.get(chat_id)
+        if running is not None:
+            return "live" if running.request.request_id == request_id else None
+        return self.table.request_turn(chat_id, request_id)
 
     def _run(self, turn: Turn) -> None:
         try:
@@ -189,18 +214,24 @@ class TurnManager:
             # `title_pending`: a `title_update` follows (a stream that ends at turn_end
             # waits for it a little).
             turn.emit("turn_end", {"title_pending": True} if after is not None else {})
+            self._changed(turn)
             if after is not None:
-                gevent.spawn(self._run_after, turn, after)
+                gevent.spawn(self._run_after, turn, after, then=self._changed)
             for hook in self.turn_end_hooks:
                 gevent.spawn(self._run_after, turn, lambda hook=hook: hook(turn))
 
     def shutdown(self, grace: float, save_timeout: float = 10.0) -> None:
         """Stop gracefully: take no new turns, let running ones finish for `grace` seconds,
         then stop the rest as interrupted (each saves what it has; the follow-up queue
-        pauses), and with Redis write what is pending and hand back any lease still held."""
+        pauses), and with Redis write what is pending and hand back any lease still held.
+
+        A turn whose save waits for the database has nothing left to finish: it is stopped
+        at once, and keeps its answer in a recovery file (agent/durable.py) before this
+        returns; the process must not exit while that file is being written."""
         self.stopping = True
         deadline = time.monotonic() + grace
         while self.turns and time.monotonic() < deadline:
+            self._stop_saves_waiting_for_database()
             gevent.sleep(0.05)
         left = list(self.turns.values())
         for turn in left:
@@ -210,12 +241,40 @@ class TurnManager:
         while self.turns and time.monotonic() < deadline:
             gevent.sleep(0.05)
         self.table.shutdown(max(deadline - time.monotonic(), 1.0))
+        for hook in self.stopped_hooks:
+            try:
+                hook()
+            except Exception:
+                log.exception("a hook after the turns stopped failed")
 
-    def _run_after(self, turn: Turn, action: Callable[[], None]) -> None:
-        """Work that follows a turn (the title) and publishes on the chat's channel."""
+    def _stop_saves_waiting_for_database(self) -> None:
+        for turn in list(self.turns.values()):
+            for waiting in (turn, *turn.lanes.values()):
+                if waiting.waiting_for_database and not waiting.cancelled:
+                    log.warning("server stopping: the answer of chat %s waits for the "
+                                "database; keeping it on disk", turn.request.chat_id)  # fmt: skip
+                    waiting.cancel("shutdown")
+
+    def _changed(self, turn: Turn) -> None:
+        for hook in self.change_hooks:
+            try:
+                hook(turn)
+            except Exception:
+                log.exception("a hook told of chat %s's change failed", turn.request.chat_id)
+
+    def _run_after(
+        self,
+        turn: Turn,
+        action: Callable[[], None],
+        then: Callable[[Turn], None] | None = None,
+    ) -> None:
+        """Work that follows a turn (the title) and publishes on the chat's channel; `then`
+        is told of the turn once it has succeeded."""
         try:
             with self.app.app_context():
                 action()
+            if then is not None:
+                then(turn)
         except Exception as exc:
             if is_storage_failure(exc):  # the database is down: one line, not a trace
                 log.error("post-turn work for chat %s: storage unavailable: %s",

@@ -15,7 +15,9 @@ from typing import Any, Protocol
 
 import gevent
 
+from ..errors import live_unavailable
 from .channel import TERMINAL, Event, Subscription, TurnState, event_tail
+from .events import check_event_type
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +77,17 @@ OTHER, OWN, ENDS = 0, 1, 2  # another turn's or none; the owned turn's; its turn
 class Batch:
     """Events of one chat taken for one Lua call, with the trimming and snapshot decided."""
 
-    __slots__ = ("tails", "sizes", "kinds", "maxlen", "state", "ending_turn", "token")
-    __slots__ += ("fenced_turn", "gap")
+    __slots__ = (
+        "tails",
+        "sizes",
+        "kinds",
+        "maxlen",
+        "state",
+        "ending_turn",
+        "token",
+        "fenced_turn",
+        "gap",
+    )
 
     def __init__(self, tails, sizes, kinds, maxlen, state, ending_turn, token, fenced_turn, gap):
         self.tails, self.sizes, self.kinds = tails, sizes, kinds
@@ -176,6 +187,7 @@ class RedisChannel:
 
     def publish(self, turn_id: str | None, type_: str, data: dict[str, Any]) -> dict[str, Any]:
         """Queue the event for the writer; its id is given in Redis (ids are shared)."""
+        check_event_type(type_)
         kind = OTHER
         if self.state is not None and turn_id == self.state.turn_id:
             self.state.apply(type_, data)
@@ -248,6 +260,7 @@ class RedisChannel:
         )
 
     def _state_json(self) -> str:
+        assert self.state is not None  # only an owned turn's batches carry its state
         return json.dumps({**self.state.snapshot(), "error": self.state.error}, ensure_ascii=False)
 
     def give_back(self, batch: Batch) -> None:
@@ -312,12 +325,18 @@ class RedisChannel:
         self, last_event_id: int | None = None
     ) -> tuple[Subscription, list[dict[str, Any]]]:
         """As ChatChannel.subscribe: exact replay from the stream when it still holds every
-        event after `last_event_id`, else a snapshot; then live events from the reader."""
+        event after `last_event_id`, else a snapshot; then live events from the reader.
+        Raises live_unavailable when Redis fails while the backlog is read (nothing is
+        subscribed then: the caller tells its client and tries again)."""
         subscription = Subscription(self, self.queue_size)
         self.subscribers.add(subscription)
         try:
             self._follow()
             backlog = self._backlog(subscription, last_event_id)
+        except self.shared.redis_module.RedisError as exc:
+            subscription.close()
+            log.warning("reading chat %s's backlog from Redis failed (%s)", self.chat_id, exc)
+            raise live_unavailable() from None
         except BaseException:
             subscription.close()
             raise
@@ -334,7 +353,9 @@ class RedisChannel:
             pipe.get(self.shared.key(self.chat_id, "seq"))
             entries, seq = pipe.execute()
             if entries and _id(entries[0][0]) == last_event_id + 1:
-                backlog = [decode(entry_id, fields) for entry_id, fields in entries]
+                backlog: list[dict[str, Any]] = [
+                    decode(entry_id, fields) for entry_id, fields in entries
+                ]
                 subscription.skip_through = backlog[-1]["event_id"]
                 return backlog
             if not entries and last_event_id == int(seq or 0):

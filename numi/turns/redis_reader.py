@@ -79,15 +79,15 @@ class GroupReader:
                     if key == wake_key:
                         self.wake_pos = entries[-1][0]
                         continue
-                    channel = self.channels.get(key)
-                    if channel is None:
+                    followed = self.channels.get(key)
+                    if followed is None:
                         continue
                     try:
-                        channel.fan_out(entries)
+                        followed.fan_out(entries)
                     except errors:
                         raise
                     except Exception:  # one chat's bad entry must not stop the others
-                        log.exception("reading chat %s failed", channel.chat_id)
+                        log.exception("reading chat %s failed", followed.chat_id)
                         channel.pos = int(entries[-1][0].split(b"-", 1)[0])
         finally:
             self.greenlet = None

@@ -75,17 +75,20 @@ import logging
 import os
 import time
 import uuid
-import zlib
 from typing import Any
 
 import gevent
 import gevent.event
 
-from ..errors import NumiError, live_unavailable, turn_running
+from ..errors import NumiError, live_unavailable
 from .channel import TurnState
 from .redis_channel import RedisChannel, decode
+from .redis_control import RedisControl
+from .redis_keys import GROUPS, READERS, chat_group, chat_key
+from .redis_leases import RedisLeases
+from .redis_owners import request_turn
 from .redis_reader import GroupReader
-from .redis_scripts import BEGIN, CLOSE_DEAD, FOLD, INTERRUPTED, PUBLISH, RELEASE, RENEW
+from .redis_scripts import BEGIN, CLOSE_DEAD, FOLD, PUBLISH, RELEASE, RENEW
 from .table import TurnHost
 from .turn import Turn
 
@@ -96,43 +99,15 @@ log = logging.getLogger(__name__)
 # default, which must not cap the number of requests waiting on Redis at once.
 MAX_CONNECTIONS = 10_000
 
-# How often per lease period every process sweeps for lapsed leases: a dead owner is closed
-# at most a lease plus lease/SWEEPS_PER_LEASE after its last renewal.
-SWEEPS_PER_LEASE = 6
 
-# Chats are spread over this many groups, each a Redis Cluster hash tag (`{n}`): every key
-# a script or an XREAD touches is in one group, so a cluster can shard the groups across
-# its nodes, and one XREAD per group and process follows all its chats. 16 groups let up
-# to 16 masters share the load; more would cost each process more readers.
-GROUPS = 16
-
-
-# One Redis server takes an XREAD over keys of every group, so a process reads all its
-# chats with one; a Redis Cluster refuses keys of several slots in one command, and would
-# need one reader per group (READERS = GROUPS).
-READERS = 1
-
-
-def chat_group(chat_id: str) -> int:
-    return zlib.crc32(chat_id.encode()) % GROUPS
-
-
-def chat_key(prefix: str, chat_id: str, name: str) -> str:
-    """A chat's key (`name`: seq, events, turn, lease), tagged with the chat's group."""
-    return f"{prefix}{{{chat_group(chat_id)}}}c:{chat_id}:{name}"
-
-
-# How long a Stop asked for while Redis is down waits for it to come back.
-STOP_PENDING_SECONDS = 300
-
-
-class SharedTurns:
+class SharedTurns(RedisLeases, RedisControl):
     """The Redis turn table (a `table.TurnTable`), one per process: the Redis client, the
     writer, the control listener, the heartbeat and the sweeper, and this process's view of
     each chat's channel."""
 
     def __init__(self, manager: TurnHost, config, channel_options: dict[str, int]):
-        import redis  # an optional dependency: only a deployment with NUMI_REDIS_URL needs it
+        # lazy: optional extra redis (only a deployment with NUMI_REDIS_URL needs it)
+        import redis
 
         self.redis_module = redis
         self.manager = manager
@@ -279,6 +254,12 @@ class SharedTurns:
     def turn_started(self, turn: Turn) -> None:
         pass  # the heartbeat renews its lease; the writer ends it with its turn_end
 
+    def request_turn(self, chat_id: str, request_id: str) -> str | None:
+        try:
+            return request_turn(self, chat_id, request_id)
+        except self.redis_module.RedisError as exc:
+            raise self._unreachable(exc) from None
+
     def fold(self, chat_id: str, *, wait: bool = False) -> tuple[TurnState | None, int]:
         """The chat's turn folded through its newest event, and that event's id. With
         `wait`, a running turn whose state is missing (Redis lost its data; its owner stores
@@ -307,241 +288,6 @@ class SharedTurns:
             last = event["event_id"]
         return state, last
 
-    # --- control: stop and approve reach the owning process ----------------------------------
-
-    def _owner(self, chat_id: str) -> str | None:
-        holder = self.client.get(self.key(chat_id, "lease"))
-        return holder.decode().rsplit(":", 1)[0] if holder else None
-
-    def _send_control(self, owner: str, message: dict[str, Any]) -> bool:
-        return self.client.publish(f"{self.prefix}ctl:{owner}", json.dumps(message)) > 0
-
-    def stop(self, chat_id: str, lane: int | None = None) -> bool:
-        """Send Stop to the process that runs the chat's turn (with `lane`, for one lane of
-        a compare turn). With Redis unreachable the stop of a whole turn is kept and sent
-        once Redis is back (raising stop_pending to say so); a lane's is refused."""
-        message: dict[str, Any] = {"op": "stop", "chat_id": chat_id}
-        if lane is not None:
-            message["lane"] = lane
-        try:
-            owner = self._owner(chat_id)
-            return owner is not None and self._send_control(owner, message)
-        except self.redis_module.RedisError as exc:
-            if lane is not None:
-                raise self._unreachable(exc) from None
-            log.warning("stop of chat %s waits for Redis (%s)", chat_id, exc)
-        if chat_id not in self.pending_stops:
-            self.pending_stops.add(chat_id)
-            gevent.spawn(self._stop_when_back, chat_id)
-        raise NumiError(
-            "stop_pending",
-            "The server cannot reach Redis, so Stop cannot reach the answer yet; "
-            "it goes through as soon as Redis is back.",
-            503,
-        )
-
-    def _stop_when_back(self, chat_id: str) -> None:
-        """Deliver a stop asked for while Redis was down. Once Redis answers, the owner may
-        need up to a lease period to take its lease back (the recovery window)."""
-        given_up = time.monotonic() + STOP_PENDING_SECONDS
-        back_at = None
-        try:
-            while time.monotonic() < given_up:
-                gevent.sleep(0.25)
-                try:
-                    owner = self._owner(chat_id)
-                    # (Sent only once the owner listens again: its control channel
-                    # reconnects after the outage too.)
-                    if owner is not None and self._send_control(
-                        owner, {"op": "stop", "chat_id": chat_id}
-                    ):
-                        log.warning("stop of chat %s sent now that Redis is back", chat_id)
-                        return
-                except self.redis_module.RedisError:
-                    back_at = None
-                    continue
-                if chat_id in self.manager.turns:  # this process runs it after all
-                    self.manager.stop_local(chat_id)
-                    return
-                if owner is not None:
-                    continue
-                back_at = back_at or time.monotonic()
-                if time.monotonic() - back_at > 2 * self.lease_ms / 1000.0:
-                    return  # nothing runs there any more
-        finally:
-            self.pending_stops.discard(chat_id)
-
-    def approve(self, chat_id: str, call_id: str, decision: str, digest: str | None) -> bool:
-        try:
-            owner = self._owner(chat_id)
-        except self.redis_module.RedisError as exc:
-            raise self._unreachable(exc) from None
-        if owner is None:
-            return False
-        state, _ = self.fold(chat_id)
-        pending = state.pending_approvals.get(call_id) if state is not None else None
-        if pending is None:
-            return False
-        # Checked here too, so the client gets the error; the owner checks again.
-        expected = pending.get("digest")
-        if decision == "approve" and expected is not None and digest != expected:
-            raise NumiError(
-                "approval_mismatch",
-                "That approval does not match the call shown on its card; nothing was run.",
-                409,
-            )
-        return self._send_control(
-            owner,
-            {
-                "op": "approve",
-                "chat_id": chat_id,
-                "call_id": call_id,
-                "decision": decision,
-                "digest": digest,
-            },
-        )
-
-    def _listen(self) -> None:
-        """Apply stop and approve messages other processes send for this process's turns."""
-        while True:
-            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-            try:
-                pubsub.subscribe(self.control_channel)
-                for message in pubsub.listen():
-                    if message.get("type") != "message":
-                        continue
-                    try:
-                        self._apply_control(json.loads(message["data"]))
-                    except Exception:
-                        log.exception("bad control message")
-            except self.redis_module.RedisError as exc:
-                log.warning("control channel lost (%s); reconnecting", exc)
-                gevent.sleep(0.5)
-            finally:
-                try:
-                    pubsub.close()
-                except Exception:
-                    pass
-
-    def _apply_control(self, message: dict[str, Any]) -> None:
-        chat_id = message.get("chat_id")
-        if message.get("op") == "stop":
-            self.manager.stop_local(chat_id, message.get("lane"))
-        elif message.get("op") == "approve":
-            self.manager.approve_local(
-                chat_id, message.get("call_id"), message.get("decision"), message.get("digest")
-            )
-
-    # --- leases --------------------------------------------------------------------------
-
-    def begin(
-        self,
-        channel: RedisChannel,
-        turn_id: str,
-        token: str,
-        floor: int,
-        state_json: str,
-        request_id: str | None,
-    ) -> int:
-        """Take the chat's lease, or raise turn_running (with the running turn's request_id)."""
-        self.ensure_started()
-        chat_id = channel.chat_id
-        # Right after Redis lost its data, the running turns' owners take their leases back
-        # within one lease period; a new turn waits that out rather than run beside one.
-        deadline = time.monotonic() + 2 * self.lease_ms / 1000.0
-        while True:
-            try:
-                result = self.scripts["begin"](
-                    keys=[
-                        self.key(chat_id, "lease"),
-                        self.key(chat_id, "turn"),
-                        self.key(chat_id, "seq"),
-                        self.key(chat_id, "events"),
-                        *self.group_keys(chat_id),
-                    ],
-                    args=[
-                        token,
-                        self.lease_ms,
-                        turn_id,
-                        self.process,
-                        time.time(),
-                        floor,
-                        state_json,
-                        chat_id,
-                        request_id or "",
-                    ],
-                )
-            except self.redis_module.RedisError as exc:
-                # Without the lease no turn may start (another process might run one);
-                # nothing was saved yet, so the client can simply send again.
-                log.warning("starting a turn failed: Redis is unreachable (%s)", exc)
-                raise live_unavailable() from None
-            if result[0] != -2:
-                break
-            if time.monotonic() > deadline:
-                raise live_unavailable()
-            gevent.sleep(max(int(result[1] or 0), 50) / 1000.0)
-        if result[0] < 0:
-            error = turn_running()
-            error.request_id = result[1].decode() if len(result) > 1 and result[1] else None
-            raise error
-        return result[0]
-
-    def _renew(self, turn_id: str, chat_id: str, token: str, client=None):
-        return self.scripts["renew"](
-            keys=[
-                self.key(chat_id, "lease"),
-                self.key(chat_id, "turn"),
-                *self.group_keys(chat_id),
-            ],
-            args=[token, self.lease_ms, turn_id, self.process, chat_id],
-            client=client,
-        )
-
-    def confirm_lease(self, channel: RedisChannel, turn_id: str) -> bool:
-        """Whether the turn still holds its lease (renewing it): False means the chat was
-        taken over or the turn closed, and it must neither save nor publish again. With Redis
-        unreachable nobody can take it over (no turn begins without Redis): True."""
-        try:
-            result = self._renew(turn_id, channel.chat_id, channel.token)
-        except self.redis_module.RedisError as exc:
-            log.warning("confirming a lease failed: Redis is unreachable (%s)", exc)
-            return True
-        if result == 2:  # taken back after Redis lost its data: store the state again
-            channel.force_snapshot = True
-            self.mark_dirty(channel)
-        return result != 0
-
-    def lose(self, chat_id: str, turn_id: str) -> None:
-        """The chat's turn `turn_id` lost its lease: stop it here at once (no more events,
-        no more saves); the process that holds the chat now (or the sweeper) closes it."""
-        turn = self.manager.turns.get(chat_id)
-        if turn is None or turn.id != turn_id or turn.lost:
-            return
-        log.warning("turn %s of chat %s lost its lease; stopping it", turn_id, chat_id)
-        if self.manager.turns.get(chat_id) is turn:
-            self.manager.turns.pop(chat_id, None)
-        turn.channel.release(turn_id)
-        turn.lose()
-
-    def release_leases(self) -> None:
-        """Hand back the leases of this process's turns (a clean stop): the sweepers of the
-        other processes close those turns at once instead of after the lease."""
-        turns = list(self.manager.turns.values())
-        if not turns:
-            return
-        try:
-            pipe = self.client.pipeline(transaction=False)
-            for turn in turns:
-                self.scripts["release"](
-                    keys=[self.key(turn.request.chat_id, "lease")],
-                    args=[turn.channel.token],
-                    client=pipe,
-                )
-            pipe.execute(raise_on_error=False)
-        except self.redis_module.RedisError as exc:
-            log.warning("handing back leases failed (%s); they lapse instead", exc)
-
     def shutdown(self, timeout: float) -> None:
         """Write what is pending (bounded), then hand back the leases still held."""
         if self.started_pid != os.getpid():
@@ -564,68 +310,6 @@ class SharedTurns:
                 return False
             gevent.sleep(0.02)
         return True
-
-    def _heartbeat(self) -> None:
-        """Renew the leases of this process's running turns; stop a turn whose lease was
-        taken over or lapsed (it was declared dead while this process stalled)."""
-        while True:
-            gevent.sleep(self.lease_ms / 3000.0)
-            turns = [turn for turn in self.manager.turns.values() if turn.channel.owned_turn]
-            if not turns:
-                continue
-            try:
-                pipe = self.client.pipeline(transaction=False)
-                for turn in turns:
-                    self._renew(turn.id, turn.request.chat_id, turn.channel.token, client=pipe)
-                results = pipe.execute(raise_on_error=False)
-            except self.redis_module.RedisError as exc:
-                log.warning("lease renewal failed (%s)", exc)
-                continue
-            for turn, result in zip(turns, results):
-                if result == 0:
-                    self.lose(turn.request.chat_id, turn.id)
-                elif result == 2:  # Redis lost its data: store the turn's state again
-                    turn.channel.force_snapshot = True
-                    self.mark_dirty(turn.channel)
-
-    def _sweep(self) -> None:
-        """Close turns whose process died (its lease lapsed); drop idle channel views."""
-        while True:
-            gevent.sleep(self.lease_ms / 1000.0 / SWEEPS_PER_LEASE)
-            try:
-                self._close_dead()
-            except self.redis_module.RedisError as exc:
-                log.warning("sweeping dead turns failed (%s)", exc)
-            except Exception:
-                log.exception("sweeping dead turns failed")
-            for chat_id, channel in list(self.channels.items()):
-                if channel.idle():
-                    self.channels.pop(chat_id, None)
-
-    def _close_dead(self) -> None:
-        pipe = self.client.pipeline(transaction=False)
-        for group in range(GROUPS):
-            pipe.smembers(self.group_key(group, "running"))
-        chat_ids = [member.decode() for members in pipe.execute() for member in members]
-        if not chat_ids:
-            return
-        lapsed = [chat_id for chat_id in chat_ids if chat_id not in self.running(chat_ids)]
-        floor = int(time.time() * 1000)
-        for chat_id in lapsed:
-            closed = self.scripts["close_dead"](
-                keys=[
-                    self.key(chat_id, "lease"),
-                    self.key(chat_id, "turn"),
-                    self.key(chat_id, "seq"),
-                    self.key(chat_id, "events"),
-                    self.group_keys(chat_id)[0],
-                ],
-                args=[floor, self.retention_ms, chat_id, INTERRUPTED],
-            )
-            if closed:
-                log.warning(
-                    "closed the turn of chat %s: its process stopped renewing the lease", chat_id
-                )
 
     # --- writing ------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import gevent
 
-from .channel import ChatChannel
+from .channel import Channel, ChatChannel
 from .turn import Turn
 
 
@@ -25,7 +25,7 @@ class TurnTable(Protocol):
     """What the TurnManager asks of a backend. `turn` arguments are this process's own
     running turn of the chat, or None."""
 
-    def channel(self, chat_id: str) -> Any:
+    def channel(self, chat_id: str) -> Channel:
         """The chat's channel (a `ChatChannel` or a `RedisChannel`: one interface)."""
 
     def running(self, chat_ids: list[str]) -> set[str]:
@@ -43,6 +43,11 @@ class TurnTable(Protocol):
 
     def approve(self, chat_id: str, call_id: str, decision: str, digest: str | None) -> bool:
         """Answer an approval of a turn that runs in another process; False when none waits."""
+
+    def request_turn(self, chat_id: str, request_id: str) -> str | None:
+        """Whether the chat's turn running in another process answers this request_id:
+        "live", "dead" (its process is gone: the turn holds the chat until its lease
+        lapses, but will never answer), or None (no such turn)."""
 
     def turn_started(self, turn: Turn) -> None:
         """Called after this process started `turn`."""
@@ -106,6 +111,9 @@ class LocalTurns:
 
     def shutdown(self, timeout: float) -> None:
         pass  # nothing outlives this process
+
+    def request_turn(self, chat_id: str, request_id: str) -> str | None:
+        return None  # no other process
 
     def turn_started(self, turn: Turn) -> None:
         if self._reaper is None or self._reaper.dead:

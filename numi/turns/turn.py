@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ import gevent
 import gevent.event
 import gevent.lock
 
-from .channel import ChatChannel
+from .channel import Channel
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,8 @@ class TurnRequest:
     tz_offset_minutes: int | None = None
     is_admin: bool = False
     options: dict[str, Any] = field(default_factory=dict)
+    # Kept with the question when it is saved (chat.request_meta: its `request` part).
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 class StartGate:
@@ -83,9 +85,13 @@ class StartGate:
 class Turn:
     """A running turn as its producer sees it: emit events, check for cancellation."""
 
+    # Work the producer leaves for after the turn's end (the title), run by the manager;
+    # set on the turn only when there is some.
+    after_end: Callable[[], None] | None
+
     def __init__(
         self,
-        channel: ChatChannel,
+        channel: Channel,
         request: TurnRequest,
         *,
         frame_interval: float = 0.0,
@@ -101,7 +107,14 @@ class Turn:
         # Why it was cancelled: "user" (Stop), "shutdown" (the server is stopping).
         self.cancel_reason: str | None = None
         self.lost = False  # the lease is gone: nothing more is published or saved
+        # Its producer waits for the database to take a save (its answer is kept in memory
+        # meanwhile): a shutdown cancels it at once rather than after the grace, and the
+        # producer keeps the answer on disk (agent/durable.py).
+        self.waiting_for_database = False
         self.started_at = time.time()
+        # The last `error` event it emitted ({code, message}): how a turn-end hook tells a
+        # failed turn from an answered one (a scheduled task's run records it).
+        self.last_error: dict[str, Any] | None = None
         self.greenlet: gevent.Greenlet | None = None
         self._cancel_callbacks: list[Callable[[], None]] = []
         self._pending: dict[str, Any] | None = None  # coalesced delta not yet published
@@ -118,6 +131,8 @@ class Turn:
     def emit(self, type_: str, data: dict[str, Any]) -> dict[str, Any]:
         """Publish an event now (after any coalesced delta, to keep the order)."""
         self.flush()
+        if type_ == "error":
+            self.last_error = data
         if self.lane is not None:
             data = {**data, "lane": self.lane}
         if self.lost:
@@ -197,9 +212,14 @@ class Turn:
                 callback()
             except Exception:  # closing a stream that is already closed, and the like
                 log.debug("cancel callback failed", exc_info=True)
-        for result in self.approvals.values():
-            if not result.ready():
+        for call_id in tuple(self._stopped_approvals()):
+            result = self.approvals.get(call_id)
+            if result is not None and not result.ready():
                 result.set("stopped")  # not a denial: the user stopped the whole turn
+
+    def _stopped_approvals(self) -> Iterable[str]:
+        """The calls whose waiting approvals this turn's Stop answers: all of them."""
+        return self.approvals
 
     def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Run `callback` when the turn is cancelled; returns a function that unregisters it."""
@@ -238,6 +258,8 @@ class LaneTurn(Turn):
     manager answers them by call id) but a lane's Stop releases only its own. A lost lease
     is the turn's: a lane is lost when its turn is."""
 
+    lane: int  # always set on a lane (a Turn's is None)
+
     def __init__(self, parent: Turn, lane: int):
         super().__init__(parent.channel, parent.request, frame_interval=parent.frame_interval)
         self.id = parent.id
@@ -275,20 +297,9 @@ class LaneTurn(Turn):
     def lose(self) -> None:
         self.parent.lose()
 
-    def cancel(self, reason: str = "user") -> None:
-        if self.cancelled:
-            return
-        self.cancelled = True
-        self.cancel_reason = reason
-        for callback in tuple(self._cancel_callbacks):
-            try:
-                callback()
-            except Exception:
-                log.debug("cancel callback failed", exc_info=True)
-        for call_id in tuple(self._calls):
-            result = self.approvals.get(call_id)
-            if result is not None and not result.ready():
-                result.set("stopped")
+    def _stopped_approvals(self) -> Iterable[str]:
+        # The approvals are the turn's, shared by every lane: a lane's Stop answers its own.
+        return self._calls
 
     def wait_for_approval(self, call_id: str, timeout: float, digest: str | None = None) -> str:
         self._calls.add(call_id)

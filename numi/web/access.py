@@ -12,8 +12,10 @@ user. So every request shows the token once:
   browser's history keeps every URL it opened, so the access token itself is never put in
   a page's URL; a page visited with `?token=` gets the token form, not a cookie.
 - the token form (`POST /token`): the token pasted by hand.
-- the session cookie from then on. It holds a fingerprint of the token, not the token,
-  so a new token (NUMI_ACCESS_TOKEN changed, the token file replaced) retires old cookies.
+- the session cookie from then on. It holds a fingerprint of the token and of the local
+  user's session version, not the token, so a new token (NUMI_ACCESS_TOKEN changed, the
+  token file replaced) retires old cookies, and so does Sign out (`auth.logout`): it moves
+  the version on, and a cookie copied before it no longer opens anything.
 
 Without it, a page answers 401 with the token form; the API, SSE, HTMX requests and
 WebSocket upgrades answer 401 `auth_required` (`auth_invalid` for a wrong token).
@@ -30,6 +32,8 @@ from flask import Blueprint, current_app, g, redirect, render_template, request,
 from .. import sign_in_links
 from ..errors import NumiError
 from ..identity import local_user
+from .auth import safe_next
+from .errors import wants_json
 from .request_kind import bearer_token, is_htmx, is_websocket_upgrade
 
 bp = Blueprint("access", __name__)
@@ -116,8 +120,6 @@ def sign_in():
 @bp.post("/token")
 def submit():
     """The token form: remember the token in the session cookie and go on to `next`."""
-    from .auth import safe_next
-
     target = (request.form.get("next") or "/")[:2000]
     if not _matches(request.form.get("token") or ""):
         return _form(target, WRONG)
@@ -130,8 +132,6 @@ def _token() -> str:
 
 
 def _next_path(target: str | None) -> str:
-    from .auth import safe_next
-
     return safe_next((target or "/")[:2000])
 
 
@@ -143,10 +143,14 @@ def _matches(given: str) -> bool:
 
 def _fingerprint() -> str:
     token = current_app.config["NUMI_ACCESS_TOKEN"] or ""
-    return hashlib.sha256(b"numi-access-token:" + token.encode()).hexdigest()
+    # The session version is the local user's, in the database: a logout in one process
+    # retires the cookie in every process of the deployment.
+    version = local_user().session_version
+    return hashlib.sha256(f"numi-access-token:{version}:".encode() + token.encode()).hexdigest()
 
 
 def _remember() -> None:
+    session.clear()  # a sign-in starts a new session (a new page key: offline_pages.py)
     session[SESSION_KEY] = _fingerprint()
     session.permanent = True
 
@@ -157,8 +161,6 @@ def _remembered() -> bool:
 
 
 def _is_api_request() -> bool:
-    from .errors import wants_json
-
     return (
         request.path.startswith(("/api/", "/ws/"))
         or is_htmx()

@@ -8,7 +8,7 @@ from .. import endpoints as endpoint_store
 from ..chat import chats, organising, projects
 from ..chat import temporary as temporary_chats
 from ..chat.versions import version_info
-from ..config import parse_bool
+from ..setting_values import parse_bool
 from ..errors import NumiError, turn_running
 from ..extensions import db, turn_manager
 from . import temporary as temporary_routes
@@ -145,18 +145,23 @@ def history(chat_id: str):
 
 @bp.get("/endpoints")
 def list_endpoints():
-    return jsonify(endpoints=[e.to_dict(g.user) for e in endpoint_store.list_endpoints(g.user.id)])
+    return jsonify(
+        endpoints=[
+            endpoint_store.endpoint_dict(e, g.user)
+            for e in endpoint_store.list_endpoints(g.user.id)
+        ]
+    )
 
 
 @bp.post("/endpoints")
 def add_endpoint():
-    data = request_data()
-    shared = bool(data.pop("shared", False)) and g.user.is_admin
-    endpoint = endpoint_store.create_endpoint(
-        None if shared else g.user.id, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"]
+    endpoint = endpoint_store.add_endpoint(
+        g.user.id,
+        g.user.is_admin,
+        request_data(),
+        max_name=current_app.config["NUMI_MAX_NAME_CHARS"],
     )
-    endpoint_store.fetch_models(endpoint)  # context sizes count from the first turn
-    return jsonify(endpoint.to_dict()), 201
+    return jsonify(endpoint_store.endpoint_dict(endpoint)), 201
 
 
 @bp.patch("/endpoints/<int:endpoint_id>")
@@ -167,7 +172,7 @@ def update_endpoint(endpoint_id: int):
     )
     if endpoint.models_fetched_at is None:  # pointed elsewhere: the new server's list
         endpoint_store.fetch_models(endpoint)
-    return jsonify(endpoint.to_dict())
+    return jsonify(endpoint_store.endpoint_dict(endpoint))
 
 
 @bp.delete("/endpoints/<int:endpoint_id>")

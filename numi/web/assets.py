@@ -15,6 +15,7 @@ import os
 from functools import lru_cache
 
 from flask import Flask, current_app, request
+from flask_compress import Compress
 
 from . import bundles
 
@@ -32,8 +33,6 @@ COMPRESSED_TYPES = [
 
 
 def init_app(app: Flask) -> None:
-    from flask_compress import Compress
-
     app.config.setdefault("COMPRESS_MIMETYPES", COMPRESSED_TYPES)
     app.config.setdefault("COMPRESS_ALGORITHM", ["br", "gzip"])
     app.config.setdefault("COMPRESS_ALGORITHM_STREAMING", ["br", "gzip"])

@@ -20,6 +20,7 @@ import logging
 
 from flask import Blueprint, Response, current_app, g, jsonify, request, send_file
 
+from ..knowledge.index import schedule_indexing
 from ..chat import attachments as store
 from ..errors import NotFound, invalid
 
@@ -36,16 +37,7 @@ def upload():
     files = request.files.getlist("file") or request.files.getlist("files")
     if not files:
         raise invalid("Choose a file to upload (multipart field `file`).", "no_file")
-    if len(files) > store.MAX_PER_MESSAGE:
-        raise invalid(f"At most {store.MAX_PER_MESSAGE} files at once.", "too_many_files")
-    config = current_app.config
-    saved = []
-    for item in files:
-        # Read one byte past the limit: enough to know it is too large, no more.
-        data = item.stream.read(config["NUMI_UPLOAD_MAX_BYTES"] + 1)
-        saved.append(
-            store.store_upload(config, g.user.id, item.filename or "", item.mimetype, data)
-        )
+    saved = store.store_uploads(current_app.config, g.user.id, files)
     for attachment in saved:
         _schedule_indexing(attachment.id)
     return jsonify(attachments=[_describe(a) for a in saved]), 201
@@ -61,11 +53,7 @@ def _describe(attachment) -> dict:
 
 
 def _schedule_indexing(attachment_id: int) -> None:
-    """Hand a new upload to document search (issue 7), when that module is installed."""
-    try:
-        from ..agent.tools.documents import schedule_indexing
-    except ImportError:
-        return
+    """Hand a new upload to document search (issue 7)."""
     try:
         schedule_indexing(current_app._get_current_object(), attachment_id)
     except Exception:  # indexing is a background nicety: the upload itself succeeded

@@ -6,16 +6,18 @@ the version, so every cookie issued before stops working: Flask's cookies live i
 browser, and this is how the server takes them back.
 
 Password checks run through the login throttle (numi/login_limits.py), which reserves the
-attempt before the hash, and the hashing pool (numi/passwords.py). At most
-MAX_HASHES_PER_ADDRESS checks from one address run at once in a process, so one address
-cannot fill the hashing queue. A good login leaves a signed device cookie: that browser
-stays outside the username-wide limit and is hashed in a lane of its own.
+attempt before the hash, and the hashing pool (numi/passwords.py), whose queue admits the
+address and account that asked least lately first. At most MAX_CHECKS_PER_ACCOUNT checks of
+one account from one address, and MAX_CHECKS_PER_ADDRESS in all, wait or run at once in a
+process: a guesser holds a bounded number of places in the queue, and a first login from
+the guesser's own address (a NAT, a proxy) for another account still gets one. A good login leaves a signed
+device cookie: that browser stays outside the username-wide limit and is hashed in a lane
+of its own.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from urllib.parse import unquote, urlsplit
 
 from flask import (
@@ -33,25 +35,31 @@ from sqlalchemy import select, update
 
 from ..errors import NotFound
 from ..extensions import db
+from ..services import services
 from ..login_limits import LoginThrottle
 from ..models import User
 from ..passwords import check_password, hash_password
 from .inputs import request_data
+from .pages.settings import settings_page
 from .request_kind import is_htmx
 
 bp = Blueprint("auth", __name__)
 
 MIN_PASSWORD_CHARS = 8
 MAX_PASSWORD_CHARS = 1000
-# Password checks from one client address running at once in one process; more are refused
-# before hashing (the hashing threads are few, and shared by everyone).
-MAX_HASHES_PER_ADDRESS = 2
+# Password checks waiting or running at once in one process, of one account from one client
+# address and of any account from it; more are refused before hashing. The queue's order
+# keeps guessers from delaying others: these bound only what one address holds in it, and
+# are wide enough that a guessing loop waits its turn instead of spinning on refusals (20
+# loops answered 429 at once kept the server busy and a first login waited 18 s for it).
+MAX_CHECKS_PER_ACCOUNT = 24
+MAX_CHECKS_PER_ADDRESS = 64
 DEVICE_COOKIE = "numi_device"
 DEVICE_MAX_AGE_SECONDS = 365 * 24 * 3600
 
 
 def login_throttle() -> LoginThrottle:
-    return current_app.extensions["numi.login_throttle"]
+    return services().login_throttle
 
 
 def client_address() -> str:
@@ -114,22 +122,30 @@ def _checked_password(
     """(matches, new_hash) of a password check, or the 429 response that refused it unchecked:
     too many checks from this address at once, or a login limit (the attempt is reserved
     before the hash, so guesses sent together are limited as if sent one by one)."""
-    in_flight = current_app.extensions.setdefault("numi.hashes_in_flight", Counter())
-    if in_flight[address] >= MAX_HASHES_PER_ADDRESS and not known:
+    in_flight = services().hashes_in_flight
+    slots = (address, (address, username.strip().lower()))
+    busy = (
+        in_flight[slots[0]] >= MAX_CHECKS_PER_ADDRESS
+        or in_flight[slots[1]] >= MAX_CHECKS_PER_ACCOUNT
+    )
+    if busy and not known:
         return _too_many(
             1, template, "Another login from your address is being checked. Try again in a moment."
         )
     # Taken before the throttle's queries, which yield to other greenlets on PostgreSQL.
-    in_flight[address] += 1
+    in_flight.update(slots)
     try:
         wait = throttle.begin(username, address, known_device=known)
         if wait:
             return _too_many(wait, template)
-        return check_password(stored, password, lane="known" if known else "main")
+        if known:
+            return check_password(stored, password, lane="known")
+        return check_password(stored, password, address=address, account=username)
     finally:
-        in_flight[address] -= 1
-        if in_flight[address] <= 0:
-            del in_flight[address]
+        in_flight.subtract(slots)
+        for slot in slots:
+            if in_flight[slot] <= 0:
+                del in_flight[slot]
 
 
 def _device_serializer() -> URLSafeTimedSerializer:
@@ -152,6 +168,10 @@ def _device_user_id() -> int | None:
 @bp.post("/logout")
 def logout():
     if g.get("user") is not None and current_app.config["NUMI_AUTH"] == "multi":
+        end_sessions(g.user.id)
+    elif current_app.config["NUMI_AUTH"] == "single" and g.get("user") is not None:
+        # The access cookie's fingerprint includes the local user's session version
+        # (access.py): moving it on retires every copy of every browser's cookie.
         end_sessions(g.user.id)
     session.clear()
     return _signed_out(redirect(url_for("auth.login")))
@@ -264,7 +284,6 @@ def _too_many(wait: int, template: str | None, message: str | None = None):
 def _password_form(error: str, status: int):
     if is_htmx():
         return render_template("partials/_password_form.html", error=error), status
-    from .pages.settings import settings_page
 
     return settings_page("account", status, password_error=error)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from flask import Blueprint, current_app, g, jsonify, render_template, request
 
-from ..agent.sending import publish_queue, start_next
+from ..agent.followup_queue import publish_queue, start_next
 from ..chat import chats, followups
 from ..extensions import turn_manager
 from .inputs import request_data

@@ -15,6 +15,7 @@ from array import array
 from itertools import accumulate
 from typing import Any
 
+import gevent
 from flask import current_app, request
 
 from ..errors import NumiError, invalid
@@ -68,8 +69,6 @@ def json_depth_exceeds(text: str, limit: int) -> bool:
 
 
 def _let_the_hub_run() -> None:
-    import gevent
-
     gevent.sleep(0)
 
 

@@ -29,14 +29,16 @@ ICONS = (
     ("icons/numi-512.png", "512x512", "any"),
     ("icons/numi-maskable-512.png", "512x512", "maskable"),
 )
-# Every static file a page may load, precached when the worker installs. Files loaded only
-# by some pages are cached on their first use instead.
+# Every static file a page may load, precached when the worker installs: those loaded on
+# first use too (voice.js, artifacts.js), so an offline page can still use them. Files
+# loaded only by some pages are cached on their first use instead.
 SHELL_FILES = (
     "bundle/shell.css",
     "bundle/htmx.js",
     "bundle/page.js",
     "bundle/chat.js",
     "js/voice.js",
+    "js/artifacts.js",
     "js/prompts.js",
     "offline.html",
 )

@@ -14,6 +14,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from flask import current_app, g
 from markupsafe import Markup
 
 from ..models import Endpoint
@@ -51,16 +52,29 @@ class Picker:
     def chosen(self, value: str) -> bool:
         return value == self.selected
 
+    def chosen_option(self) -> PickerOption | None:
+        """The chosen model's option (None: nothing chosen, or an endpoint listing none)."""
+        return next(
+            (o for grp in self.groups for o in grp.options if o.value == self.selected), None
+        )
+
 
 def model_picker_html(
-    endpoints: list[Endpoint], chat: Any = None, preselected: str = "", select_id: str | None = None
+    endpoints: list[Endpoint],
+    chat: Any = None,
+    preselected: str = "",
+    select_id: str | None = None,
+    *,
+    shared_options: bool = False,
 ) -> Markup:
     """The picker's markup (templates/partials/_model_picker.html). A chat page holds one
     picker per answer (Regenerate's "Model…"), all alike: each distinct picker is worked
     out once per request (or WebSocket connection: the key holds what the endpoints list),
-    and the listbox they share is sent once per rendered page or fragment."""
-    from flask import current_app, g
-
+    and the listbox they share is sent once per rendered page or fragment. With
+    `shared_options` (Regenerate's) the select holds only its chosen option, and its
+    others come from a `<template>` sent once per page or fragment too, which picker.js
+    copies in when the menu opens: a page of 50 messages no longer carries 25 copies of
+    every model's option."""
     endpoint_id, model = _route_of(chat)
     known = tuple(
         (e.id, e.name, e.enabled, e.default_model, e.models_json, e.hidden_models_json)
@@ -70,7 +84,7 @@ def model_picker_html(
     pickers = g.setdefault("numi_model_pickers", {})
     if len(pickers) > 32:  # a long-lived connection's context: keep it small
         pickers.clear()
-    key = (known, endpoint_id, model, preselected, select_id)
+    key = (known, endpoint_id, model, preselected, select_id, shared_options)
     macros = current_app.jinja_env.get_template("partials/_model_picker.html").module
     if key not in pickers:
         picker = model_picker(endpoints, chat, preselected)
@@ -78,21 +92,25 @@ def model_picker_html(
             [(grp.label, grp.endpoint.models_problem, grp.options) for grp in picker.groups]
         )
         list_id = "picker-list-" + hashlib.blake2b(listed.encode(), digest_size=6).hexdigest()
-        select = macros.select(picker, endpoints, select_id, list_id if endpoints else "")
-        pickers[key] = (picker, list_id, Markup(select))
-    picker, list_id, html = pickers[key]
+        options_id = list_id + "-options" if shared_options and endpoints else ""
+        select = macros.select(
+            picker, endpoints, select_id, list_id if endpoints else "", options_id
+        )
+        pickers[key] = (picker, list_id, options_id, Markup(select))
+    picker, list_id, options_id, html = pickers[key]
     sent = g.setdefault("numi_picker_lists", set())
     if endpoints and list_id not in sent:
         sent.add(list_id)
         html += macros.listbox(picker, list_id)
+    if options_id and options_id not in sent:
+        sent.add(options_id)
+        html += macros.options_template(Picker(picker.groups, ""), options_id)  # none chosen
     return html
 
 
 def forget_sent_lists(*_args, **_extra) -> None:
     """A new page or fragment is rendered: its first picker sends the listbox again
     (connected to Flask's `before_render_template`)."""
-    from flask import g
-
     g.pop("numi_picker_lists", None)
 
 

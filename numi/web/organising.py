@@ -13,13 +13,17 @@ from __future__ import annotations
 import uuid
 
 from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
+from markupsafe import Markup
 
 from ..chat import chats, organising
-from ..config import parse_bool
+from ..setting_values import parse_bool
 from ..errors import invalid
 from ..extensions import db, turn_manager
+from . import voice
 from .inputs import request_data
+from .projects import memory_preference, save_memory_preference
 from .request_kind import is_htmx
+from .sidebar import sidebar_context
 
 bp = Blueprint("organising", __name__)
 
@@ -39,20 +43,33 @@ def sidebar_list(current_id: str | None = None, tag: str = ""):
         tag=tag,
         running_ids=running,
         group_before="",
+        **sidebar_context(),
     )
 
 
-def undo_toast(action: str, changed: list[str], current_id: str | None):
-    """The answer to an archive or delete: the chats leave the list, a toast offers Undo."""
+def undo_toast(action: str, changed: list[str], current_id: str | None, *, in_page=False):
+    """The answer to an archive or delete: the chats leave the list, a toast offers Undo
+    (`in_page`: the toast of a page rendered whole, whose list lacks the chats already)."""
     word, undo = DONE[action]
     return render_template(
         "partials/_undo_toast.html",
+        in_page=in_page,
         changed=changed,
         word=word,
         undo=undo,
         current_id=current_id,
         toast_id=f"toast-{uuid.uuid4().hex[:12]}",
     )
+
+
+def deleted_chat_toast() -> Markup | str:
+    """The Undo toast of the open chat just deleted (`?deleted=<id>` on the page it went
+    to, chat_forms.delete), while it can still be restored; else nothing."""
+    chat_id = (request.args.get("deleted") or "")[:36]
+    if not chat_id or not organising.restorable(g.user.id, chat_id):
+        return ""
+    current = (request.view_args or {}).get("chat_id")  # the chat this page shows
+    return Markup(undo_toast("delete", [chat_id], current, in_page=True))  # a rendered template
 
 
 @bp.post("/c/<chat_id>/organise")
@@ -138,9 +155,6 @@ def bulk_json():
 
 @bp.route("/api/preferences", methods=["GET", "PATCH"])
 def preferences_json():
-    from . import voice
-    from .projects import memory_preference, save_memory_preference
-
     if request.method == "PATCH":
         data = request_data()
         # `memory` and `voice` are checked before anything is saved (web/projects.py,

@@ -19,39 +19,25 @@ from __future__ import annotations
 from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
 
 from .. import endpoints as endpoint_store
-from ..chat import chats, memories as memory_store, organising, projects as project_store
-from ..config import parse_bool
-from ..errors import turn_running
+from ..chat import (
+    attachments as attachment_store,
+    chats,
+    memories as memory_store,
+    organising,
+    projects as project_store,
+)
+from ..setting_values import parse_bool
+from ..errors import invalid, turn_running
 from ..extensions import turn_manager
 from .attachments import _describe, _schedule_indexing
 from .fallbacks import editor_rows
 from .inputs import request_data
 from .pages.base import running_ids
-from .pages.chat_forms import tool_settings
+from .pages.chat_forms import chat_tools_context, tool_settings
 from .request_kind import is_htmx
+from .sidebar import sidebar_context
 
 bp = Blueprint("project_pages", __name__)
-
-
-@bp.app_template_global("sidebar_projects")
-def sidebar_projects() -> list[dict]:
-    """The signed-in user's projects with their chat counts (and fallback counts, for the
-    chat settings' hint), for the sidebar."""
-    user = getattr(g, "user", None)
-    if user is None:
-        return []
-    if "sidebar_projects" not in g:  # the list, the search box and the chat menu share it
-        counts = project_store.chat_counts(user.id)
-        g.sidebar_projects = [
-            {
-                "id": p.id,
-                "name": p.name,
-                "chats": counts.get(p.id, 0),
-                "fallbacks": len(p.settings.get("fallbacks") or []),
-            }
-            for p in project_store.list_projects(user.id)
-        ]
-    return g.sidebar_projects
 
 
 @bp.get("/p/<int:project_id>")
@@ -78,6 +64,8 @@ def _project_page(project, defaults: dict | None = None, fallback_rows: list | N
         running_ids=running_ids(sidebar),
         endpoints=endpoint_store.list_endpoints(g.user.id),
         tags=organising.user_tags(g.user.id),
+        **sidebar_context(),
+        **chat_tools_context(),
     )
 
 
@@ -115,6 +103,8 @@ def project_defaults(project_id: int):
         if endpoint_id:
             defaults.update(endpoint_id=_number_or_text(endpoint_id), model=model)
     defaults.update(tool_settings(data))
+    if "use_documents" in data:  # "" is no choice: automatically
+        defaults["use_documents"] = data["use_documents"] or None
     if "fallbacks_shown" in request.form:
         rows, editing = editor_rows(request.form)
         if editing:
@@ -140,6 +130,7 @@ def _defaults_form(project, defaults: dict, rows: list | None, saved: bool = Fal
         fallback_rows=(defaults.get("fallbacks") or []) if rows is None else rows,
         endpoints=endpoint_store.list_endpoints(g.user.id),
         saved=saved,
+        **chat_tools_context(),
     )
 
 
@@ -159,23 +150,11 @@ def new_chat(project_id: int):
 
 @bp.post("/p/<int:project_id>/files")
 def upload_files(project_id: int):
-    from ..chat import attachments as attachment_store
-    from ..errors import invalid
-
     project_store.get_project(g.user.id, project_id)
     files = [f for f in request.files.getlist("file") if f.filename]
     if not files:
         raise invalid("Choose a file to upload.", "no_file")
-    if len(files) > attachment_store.MAX_PER_MESSAGE:
-        raise invalid(
-            f"At most {attachment_store.MAX_PER_MESSAGE} files at once.", "too_many_files"
-        )
-    config = current_app.config
-    for item in files:
-        data = item.stream.read(config["NUMI_UPLOAD_MAX_BYTES"] + 1)
-        attachment = attachment_store.store_upload(
-            config, g.user.id, item.filename, item.mimetype, data
-        )
+    for attachment in attachment_store.store_uploads(current_app.config, g.user.id, files):
         project_store.add_file(g.user.id, project_id, attachment.id)
         _schedule_indexing(attachment.id)
     return _go(url_for("project_pages.project_view", project_id=project_id) + "#files")

@@ -27,10 +27,15 @@ import json
 
 from flask import Blueprint, current_app, g, jsonify, request, send_file
 
-from ..chat import memories as memory_store, projects as project_store
+from ..chat import (
+    attachments as attachment_store,
+    memories as memory_store,
+    projects as project_store,
+)
 from ..chat.project_transfer import export_project
-from ..config import parse_bool
-from ..errors import invalid
+from ..extensions import turn_manager
+from ..setting_values import parse_bool
+from ..errors import invalid, turn_running
 from .attachments import _describe, _schedule_indexing
 from .inputs import request_data
 
@@ -87,16 +92,12 @@ def delete_project(project_id: int):
         mode = request_data().get("chats")  # the one reader: its depth check first
     running = _running_chats(project_id) if mode == "delete" else []
     if running:
-        from ..errors import turn_running
-
         raise turn_running()
     deleted = project_store.delete_project(g.user.id, project_id, mode)
     return jsonify(ok=True, chats=mode, deleted_chats=deleted)
 
 
 def _running_chats(project_id: int) -> list[str]:
-    from ..extensions import turn_manager
-
     ids = [c.id for c in project_store.project_chats(g.user.id, project_id, limit=10_000)]
     return list(turn_manager().running_among(ids)) if ids else []
 
@@ -111,26 +112,10 @@ def list_files(project_id: int):
 def add_files(project_id: int):
     project_store.get_project(g.user.id, project_id)  # a foreign project: 404 before any upload
     if request.mimetype == "multipart/form-data":
-        from ..chat import attachments as attachment_store
-
         files = request.files.getlist("file")
         if not files:
             raise invalid("Choose a file to upload (multipart field `file`).", "no_file")
-        if len(files) > attachment_store.MAX_PER_MESSAGE:
-            raise invalid(
-                f"At most {attachment_store.MAX_PER_MESSAGE} files at once.", "too_many_files"
-            )
-        config = current_app.config
-        stored = [
-            attachment_store.store_upload(
-                config,
-                g.user.id,
-                item.filename or "",
-                item.mimetype,
-                item.stream.read(config["NUMI_UPLOAD_MAX_BYTES"] + 1),
-            )
-            for item in files
-        ]
+        stored = attachment_store.store_uploads(current_app.config, g.user.id, files)
         ids = [a.id for a in stored]
     else:
         ids = [request_data().get("attachment_id")]

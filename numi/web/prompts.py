@@ -18,6 +18,7 @@ from flask import Blueprint, g, jsonify, redirect, render_template, request, url
 from .. import prompts as prompt_store
 from ..errors import NumiError
 from .inputs import request_data
+from .pages.settings import settings_page
 from .request_kind import is_htmx
 
 bp = Blueprint("prompts", __name__)
@@ -42,7 +43,6 @@ def _answer(change, *, editing: int | None = None, adding: bool = False):
         error = {"code": exc.code, "message": exc.message, "form": form, "editing": editing}
         if is_htmx():
             return _section(exc.status, error=error)
-        from .pages.settings import settings_page
 
         return settings_page("prompts", exc.status, prompt_error=error)
     if is_htmx():

@@ -22,6 +22,7 @@ from flask import Flask, current_app, g, redirect, request, url_for
 from ..errors import NumiError
 from ..identity import local_user, user_for_token
 from . import access
+from .auth import session_user
 from .request_kind import bearer_token, is_htmx, is_websocket_upgrade
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
@@ -33,6 +34,9 @@ PUBLIC_ENDPOINTS = {
     "static",
     "pages.healthz",
     "artifacts.frame",
+    # A shared chat: its token is the key; it checks its own audience (web/shares.py).
+    "shares.shared_page",
+    "shares.shared_artifact",
     *access.PUBLIC_ENDPOINTS,
     # The installable page's manifest and worker: browsers fetch them without credentials.
     "installable.manifest",
@@ -78,18 +82,25 @@ def _check_host():
     return None
 
 
-def same_origin(origin: str, host_header: str) -> bool:
-    """Whether a browser Origin names this server as reached through `host_header`.
+def same_origin(origin: str, host_header: str, scheme: str = "http") -> bool:
+    """Whether a browser Origin names this server as reached through `host_header` over
+    `scheme` (the request's, which ProxyFix sets from `X-Forwarded-Proto` behind a trusted
+    proxy).
 
+    The schemes must agree: an `http://` page is another origin than an `https://` one on
+    the same host, and one a network attacker can write into. The one exception is an
+    https Origin on a request the app sees as http: a proxy that ends TLS without saying so.
     A Host without a port means its scheme's default port (RFC 9110 §7.2: a browser sends
     the port whenever it is not the default), so it matches only an Origin on the default
-    port of the Origin's own scheme (behind a TLS proxy the browser's https Origin meets the
-    app's http). A page of another service on another port of the same host name is
-    another origin.
+    port of the Origin's own scheme. A page of another service on another port of the same
+    host name is another origin.
     """
     if origin == "null":
         return False
     parts = urlsplit(origin)
+    scheme = {"ws": "http", "wss": "https"}.get(scheme, scheme)
+    if parts.scheme != scheme and (parts.scheme, scheme) != ("https", "http"):
+        return False
     host = urlsplit("//" + host_header)
     default_port = DEFAULT_PORTS.get(parts.scheme)
     try:
@@ -102,13 +113,19 @@ def same_origin(origin: str, host_header: str) -> bool:
     return host_port == origin_port
 
 
+# The blueprints an API key opens, and nothing else does.
+KEY_BLUEPRINTS = ("gateway", "mcp_server")
+
+
 def _check_origin():
-    if g.get("via_token"):
+    if g.get("via_token") or request.blueprint in KEY_BLUEPRINTS:
+        # /v1 and /mcp take no cookie: only their own key, never sent by a browser on its
+        # own (/mcp checks a browser's Origin itself, as its transport asks).
         return None
     if request.method in SAFE_METHODS and not is_websocket_upgrade():
         return None
     origin = request.headers.get("Origin")
-    if origin is not None and not same_origin(origin, request.host):
+    if origin is not None and not same_origin(origin, request.host, request.scheme):
         raise NumiError("bad_origin", "Cross-site request refused.", 403)
     elif request.headers.get("Sec-Fetch-Site") == "cross-site":
         raise NumiError("bad_origin", "Cross-site request refused.", 403)
@@ -120,6 +137,10 @@ def _identify():
     g.via_token = False
     # The health check reads no user: it must answer (503) while the database is down.
     if request.endpoint in ("static", "pages.healthz"):
+        return None
+    # /v1 and /mcp are opened by an API key only (web/gateway.py, web/mcp_server.py), never
+    # by a session or token.
+    if request.blueprint in KEY_BLUEPRINTS:
         return None
     mode = current_app.config["NUMI_AUTH"]
     if mode == "none":
@@ -134,7 +155,6 @@ def _identify():
             raise NumiError("auth_invalid", "Invalid or revoked API token.", 401)
         g.user, g.via_token = user, True
         return None
-    from .auth import session_user
 
     g.user = session_user()
     if g.user is None and request.endpoint not in PUBLIC_ENDPOINTS:

@@ -3,6 +3,8 @@ the sweep of idle ones (numi/chat/temporary.py holds the rules).
 
     POST /c/<chat_id>/keep      make a temporary chat a normal one (the chat page's banner)
 
+A temporary chat's pages are `no-store` (`no_store_if_temporary`): no cache keeps them.
+
 The sweep runs before a request at most once a minute per process: one indexed query, and
 an idle temporary chat is gone before its user can see it again.
 """
@@ -11,10 +13,21 @@ from __future__ import annotations
 
 import time
 
-from flask import Blueprint, Flask, current_app, g, redirect, request, url_for
+from flask import (
+    Blueprint,
+    Flask,
+    Response,
+    after_this_request,
+    current_app,
+    g,
+    redirect,
+    request,
+    url_for,
+)
 
 from ..chat import chats, temporary
 from ..extensions import turn_manager
+from ..services import services
 from .request_kind import is_htmx
 
 bp = Blueprint("temporary", __name__)
@@ -24,7 +37,6 @@ _SKIPPED = {"static", "pages.healthz", "installable.service_worker", "installabl
 
 
 def init_app(app: Flask) -> None:
-    app.extensions["numi.temporary_swept_at"] = 0.0
     app.before_request(_sweep)
 
 
@@ -32,10 +44,24 @@ def _sweep() -> None:
     if request.endpoint in _SKIPPED:
         return
     now = time.monotonic()
-    if now - current_app.extensions["numi.temporary_swept_at"] < SWEEP_EVERY_SECONDS:
+    state = services()
+    if now - state.temporary_swept_at < SWEEP_EVERY_SECONDS:
         return
-    current_app.extensions["numi.temporary_swept_at"] = now
+    state.temporary_swept_at = now
     temporary.expire(current_app.config["NUMI_TEMPORARY_CHAT_HOURS"], turn_manager().is_running)
+
+
+def no_store_if_temporary(chat) -> None:
+    """Keep this request's response (a page of `chat`) out of every cache when the chat is
+    temporary: the service worker's (static/sw.js) and the browser's, back/forward
+    included. A discarded temporary chat must not open from one of them."""
+    if chat.temporary:
+        after_this_request(_no_store)
+
+
+def _no_store(response: Response) -> Response:
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 def started(chat) -> None:

@@ -13,6 +13,7 @@ WebSocket, and starting earlier could let the swap wipe that container out.
     POST /c/<chat>/regenerate               answer the last question again (route optional)
     POST /c/<chat>/retry                    answer it again after a failure (message_id)
     POST /c/<chat>/messages/<id>/delete     delete a message (scope=message) or its turn
+    POST /c/<chat>/messages/restore         undo a delete (its toast's Undo)
     POST /c/<chat>/messages/<id>/fork       new chat with the transcript up to the message
     POST /c/<chat>/messages/<id>/show       show this version instead of its siblings
     GET  /c/<chat>/topics                   outline of the chat's turns
@@ -23,23 +24,27 @@ and the JSON twins under /api/session/<chat>/... and GET /api/search.
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 from flask import Blueprint, current_app, g, jsonify, redirect, render_template, request, url_for
 
 from ..agent.lanes import refuse_compare
-from ..agent.sending import start_turn
+from ..agent.send import Send
+from ..agent.sending import Started, start_turn
 from ..chat import chats, edits
 from ..chat import search as chat_search
+from ..chat.attachments import transcript_attachments
 from ..chat.versions import version_info
 from ..errors import NumiError, invalid
 from ..extensions import turn_manager
+from ..models import Message
 from .inputs import int_arg, request_data
-from .message_render import message_html
+from .markdown_on_request import render_on_request
 from .pages.chat import transcript_context
 from .pages.chat_forms import route_fields
-from .request_kind import is_htmx
-from .streams import request_timezone
+from .request_kind import is_htmx, request_timezone
+from .sidebar import sidebar_context
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +68,11 @@ def _route_fields(data: dict[str, Any]) -> dict[str, Any] | None:
 def refreshed_transcript(
     chat_id: str,
     *,
-    start_payload: dict[str, Any] | None = None,
+    start: Send | None = None,
     focus_version: tuple[int, str] | None = None,
 ):
-    """The HTMX answer after a change: the transcript again; then start the turn, if any.
+    """The HTMX answer after a change: the transcript again; then start the turn of
+    `start`, if any.
     `focus_version` (message id, "previous"|"next") puts the focus back on the switcher used."""
     chat = chats.get_chat(g.user.id, chat_id)
     limit = current_app.config["NUMI_PAGE_SIZE_MESSAGES"]
@@ -85,14 +91,14 @@ def refreshed_transcript(
             **transcript_context(page, newest=not has_newer),
         )
     )
-    if start_payload is not None:
+    if start is not None:
         app = current_app._get_current_object()
         user_id, is_admin = g.user.id, g.user.is_admin
 
         def start_after_response():
             with app.app_context():
                 try:
-                    start_turn(user_id, is_admin, chat_id, start_payload, app.config)
+                    start_turn(user_id, is_admin, chat_id, start)
                 except NumiError as exc:
                     log.warning("regeneration of chat %s did not start: %s", chat_id, exc.code)
 
@@ -100,16 +106,23 @@ def refreshed_transcript(
     return response
 
 
-def _after_change(chat_id: str, payload: dict[str, Any] | None, status: int = 202, **body):
+def _after_change(chat_id: str, send: Send | None, status: int = 202, **body):
     """Finish an edit/regenerate/delete for whichever client asked."""
     if is_htmx():
-        return refreshed_transcript(chat_id, start_payload=payload)
-    turn = None
-    if payload is not None:
-        turn = start_turn(g.user.id, g.user.is_admin, chat_id, payload, current_app.config)
+        return refreshed_transcript(chat_id, start=send)
+    turn_id = None
+    if send is not None:
+        started = start_turn(g.user.id, g.user.is_admin, chat_id, send)
+        turn_id = started.turn.id if isinstance(started, Started) else None
     if request.path.startswith("/api/"):
-        return jsonify(turn_id=turn.id if turn else None, **body), status
+        return jsonify(turn_id=turn_id, **body), status
     return redirect(url_for("pages.chat_view", chat_id=chat_id), code=303)
+
+
+def _answer_again(question: Message) -> Send:
+    """The send that answers the saved `question` again, in the client's time zone."""
+    payload = request_timezone(edits.regeneration_payload(question))
+    return Send.from_payload(payload, current_app.config)
 
 
 # --- edit ---------------------------------------------------------------------------------
@@ -124,13 +137,15 @@ def message_view(chat_id: str, message_id: int):
         message=message,
         chat=chat,
         versions=version_info(chat.id, [message]),
+        attachments=transcript_attachments(chat.id, [message]),
     )
 
 
 @bp.get("/c/<chat_id>/messages/<int:message_id>/markdown")
 def message_markdown(chat_id: str, message_id: int):
     """An answer shown as plain text past NUMI_MARKDOWN_MAX_CHARS, rendered as markdown on
-    its owner's request (in the threadpool: see numi.web.message_render)."""
+    its owner's request: bounded in size, one at a time per user, in the CPU pool (see
+    numi.web.markdown_on_request)."""
     chat = chats.get_chat(g.user.id, chat_id)
     message = edits.get_message(chat, message_id)
     if message.role == "user" or not message.content:
@@ -138,7 +153,7 @@ def message_markdown(chat_id: str, message_id: int):
     return render_template(
         "partials/_message_markdown.html",
         message=message,
-        html=message_html(message, cap=len(message.content)),
+        html=render_on_request(message, g.user.id),
     )
 
 
@@ -162,8 +177,7 @@ def edit(chat_id: str, message_id: int):
     message = edits.edit_message(
         g.user.id, chat_id, message_id, text, _attachment_field(data), current_app.config
     )
-    payload = request_timezone(edits.regeneration_payload(message))
-    return _after_change(chat_id, payload, message=message.to_dict())
+    return _after_change(chat_id, _answer_again(message), message=message.to_dict())
 
 
 # --- regenerate ---------------------------------------------------------------------------
@@ -175,8 +189,7 @@ def regenerate(chat_id: str):
     data = request_data()
     refuse_compare(data, "a regenerate")
     question = edits.prepare_regenerate(g.user.id, chat_id, _route_fields(data), current_app.config)
-    payload = request_timezone(edits.regeneration_payload(question))
-    return _after_change(chat_id, payload, message=question.to_dict())
+    return _after_change(chat_id, _answer_again(question), message=question.to_dict())
 
 
 @bp.post("/c/<chat_id>/retry")
@@ -189,8 +202,7 @@ def retry(chat_id: str):
     if isinstance(after_id, str) and after_id.isdigit():
         after_id = int(after_id)
     question = edits.prepare_retry(g.user.id, chat_id, after_id)
-    payload = request_timezone(edits.regeneration_payload(question))
-    return _after_change(chat_id, payload, message=question.to_dict())
+    return _after_change(chat_id, _answer_again(question), message=question.to_dict())
 
 
 # --- delete and fork ----------------------------------------------------------------------
@@ -202,7 +214,29 @@ def delete_message(chat_id: str, message_id: int):
     data = request_data()
     scope = request.args.get("scope") or data.get("scope") or "message"
     removed = edits.delete_messages(g.user.id, chat_id, message_id, scope)
-    return _after_change(chat_id, None, status=200, deleted=removed)
+    response = _after_change(chat_id, None, status=200, deleted=removed)
+    if is_htmx():  # the page's delete asks nothing first: a toast offers Undo instead
+        toast = render_template(
+            "partials/_message_undo_toast.html",
+            chat_id=chat_id,
+            ids=removed,
+            toast_id=f"toast-{uuid.uuid4().hex[:12]}",
+        )
+        response.set_data(response.get_data() + toast.encode())
+    return response
+
+
+@bp.post("/c/<chat_id>/messages/restore")
+def restore_messages(chat_id: str):
+    """The Undo of a message delete (its toast): the messages are back in the transcript."""
+    ids = [int(i) for i in request.form.getlist("ids") if i.isdecimal()]
+    edits.restore_messages(g.user.id, chat_id, ids)
+    if is_htmx():
+        response = refreshed_transcript(chat_id)
+        gone = render_template("partials/_toast_gone.html", toast_id=request.form.get("toast"))
+        response.set_data(response.get_data() + gone.encode())
+        return response
+    return redirect(url_for("pages.chat_view", chat_id=chat_id), code=303)
 
 
 @bp.post("/c/<chat_id>/messages/<int:message_id>/fork")
@@ -281,9 +315,15 @@ def search():
                 current_id=current,
                 tag=tag,
                 running_ids=running,
+                **sidebar_context(),
             )
         return render_template(
-            "search.html", results=None, query=query, sidebar=page, current_id=current
+            "search.html",
+            results=None,
+            query=query,
+            sidebar=page,
+            current_id=current,
+            **sidebar_context(),
         )
     results = chat_search.search(
         g.user.id, query, limit=config["NUMI_PAGE_SIZE_CHATS"], project_id=_project_arg()

@@ -2,19 +2,32 @@
 
 The import routes take a chat export (any format `numi.chat.importer` reads), a saved
 prompts file (`numi.prompts`, see numi/prompts.py), a memories file (`numi.memories`) or a
-project (`numi.project`, numi/chat/project_transfer.py), told apart by the document's format."""
+project (`numi.project`, numi/chat/project_transfer.py), told apart by the document's format.
+An import runs as a background job (numi/web/import_runner.py): the upload returns at once
+with the job, whose status (`/api/imports/<id>`) or progress page (`/imports/<id>`) shows
+how far it got and what it imported, or why it was refused."""
 
 from __future__ import annotations
 
 import io
 
-from flask import Blueprint, current_app, g, jsonify, redirect, request, send_file, url_for
+from flask import (
+    Blueprint,
+    current_app,
+    g,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    send_file,
+    url_for,
+)
 
-from .. import prompts as prompt_store
-from ..chat import importer, memories as memory_store, project_transfer
+from ..chat import import_jobs
 from ..chat.export import export_chat
 from ..errors import invalid
-from .inputs import decode_json
+from .import_runner import start_import
+from .request_kind import is_htmx
 
 bp = Blueprint("transfer", __name__)
 
@@ -33,66 +46,71 @@ def export_session(chat_id: str):
 
 @bp.post("/api/import")
 def import_session():
-    document = _uploaded_document()
-    if prompt_store.is_prompts_document(document):
-        result = prompt_store.import_prompts(g.user.id, document)
-        return jsonify(
-            prompts=[p.to_dict() for p in result["created"]],
-            skipped=result["skipped"],
-            renamed=result["renamed"],
-        ), 201
-    if memory_store.is_memories_document(document):
-        result = memory_store.import_memories(g.user.id, document, current_app.config)
-        return jsonify(
-            memories=[m.to_dict() for m in result["created"]], skipped=result["skipped"]
-        ), 201
-    if project_transfer.is_project_document(document):
-        project = _import_project(document)
-        return jsonify(project=project.to_dict()), 201
-    created = importer.import_chats(g.user.id, document, current_app.config)
-    return jsonify(chat=created[0].to_dict(), chats=[c.to_dict() for c in created]), 201
+    """Start importing the uploaded file in the background: 202 with the job to poll.
+    `?preview=1` reads and checks it the same way and writes nothing (the job's result is
+    `{preview: {kind, format, chats, messages, imported_before}}`)."""
+    job = start_import(
+        current_app._get_current_object(),
+        g.user.id,
+        _uploaded_file(),
+        preview=request.args.get("preview") in ("1", "true"),
+    )
+    response = jsonify(job=job.to_dict())
+    response.headers["Location"] = url_for("transfer.import_status", job_id=job.id)
+    return response, 202
+
+
+@bp.get("/api/imports/<int:job_id>")
+def import_status(job_id: int):
+    """An import job's state, progress, and its result or error once it ended."""
+    return jsonify(job=import_jobs.get_job(g.user.id, job_id).to_dict())
 
 
 @bp.post("/import")
 def import_page():
-    """The Import form: a multipart upload; a bad file shows the error page or toast."""
-    document = _uploaded_document()
-    if prompt_store.is_prompts_document(document):
-        prompt_store.import_prompts(g.user.id, document)
-        return redirect(url_for("pages.settings", section="prompts"), code=303)
-    if memory_store.is_memories_document(document):
-        memory_store.import_memories(g.user.id, document, current_app.config)
-        return redirect(url_for("pages.settings", section="memory"), code=303)
-    if project_transfer.is_project_document(document):
-        project = _import_project(document)
-        return redirect(url_for("project_pages.project_view", project_id=project.id), code=303)
-    created = importer.import_chats(g.user.id, document, current_app.config)
-    return redirect(url_for("pages.chat_view", chat_id=created[0].id), code=303)
+    """The Import form: a multipart upload; its progress page follows the job."""
+    job = start_import(current_app._get_current_object(), g.user.id, _uploaded_file())
+    return redirect(url_for("transfer.import_progress", job_id=job.id), code=303)
 
 
-def _import_project(document):
-    from .attachments import _schedule_indexing
+@bp.get("/imports/<int:job_id>")
+def import_progress(job_id: int):
+    """The import's progress page (its HTMX poll swaps in the progress part). Once the
+    import is done it leads to what was imported; a refusal shows its message."""
+    job = import_jobs.get_job(g.user.id, job_id)
+    if job.state == "done" and not _stays(job):
+        url = _result_page(job)
+        if is_htmx():
+            return "", 200, {"HX-Redirect": url}
+        return redirect(url, code=303)
+    template = "partials/_import_progress.html" if is_htmx() else "import_job.html"
+    return render_template(template, job=job)
 
-    project, file_ids = project_transfer.import_project(g.user.id, document, current_app.config)
-    for attachment_id in file_ids:
-        _schedule_indexing(attachment_id)
-    return project
+
+def _stays(job) -> bool:
+    """A preview, or an import that added nothing, stays on its page to say so."""
+    return "preview" in job.result or (job.kind == "chats" and job.result["chat"] is None)
 
 
-def _uploaded_document():
-    """The decoded JSON of the multipart field "file", or of the raw body."""
+def _result_page(job) -> str:
+    """Where a finished import leads: its chat, its project, or the settings it added to."""
+    result = job.result
+    if job.kind == "project":
+        return url_for("project_pages.project_view", project_id=result["project"]["id"])
+    if job.kind == "chats":
+        return url_for("pages.chat_view", chat_id=result["chat"]["id"])
+    return url_for("pages.settings", section="prompts" if job.kind == "prompts" else "memory")
+
+
+def _uploaded_file() -> bytes:
+    """The bytes of the multipart field "file", or the raw body (decoded by the job)."""
     if request.mimetype == "multipart/form-data":
         upload = request.files.get("file")
         if upload is None or not upload.filename:
             raise invalid("Choose an export file to import.", "invalid_import")
-        return _decode(upload.read())
-    return _decode(request.get_data(cache=False))
-
-
-def _decode(raw: bytes) -> object:
-    return decode_json(
-        raw,
-        max_depth=current_app.config["NUMI_MAX_JSON_DEPTH"],
-        subject="The file",
-        code="invalid_import",
-    )
+        raw = upload.read()
+    else:
+        raw = request.get_data(cache=False)
+    if not raw.strip():
+        raise invalid("The file is empty.", "invalid_import")
+    return raw

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from flask import Blueprint, g, jsonify, redirect, render_template, request, url_for
 
-from ..chat import usage
+from ..chat import budgets, usage
 from .inputs import request_data
 from .request_kind import is_htmx
 
@@ -37,6 +37,7 @@ def _page_context(report: usage.UsageReport, **extra) -> dict:
         "prices": prices,
         "price_models": models,
         "periods": usage.PERIODS,
+        "budgets": [budgets.state(b) for b in budgets.list_budgets(g.user.id)],
         **extra,
     }
 

@@ -23,6 +23,7 @@ from .. import endpoints as endpoint_store
 from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
 from ..models import User
+from ..providers.errors import ProviderError
 from .inputs import request_data
 from .request_kind import is_htmx
 
@@ -107,15 +108,7 @@ def _adapter():
             "The voice endpoint was removed: choose another in Settings → Voice.",
             409,
         ) from None
-    endpoint_store.check_address(endpoint)
-    adapter = endpoint_store.cached_adapter(
-        current_app,
-        endpoint.kind,
-        endpoint.base_url,
-        endpoint.api_key,
-        guarded=endpoint_store.guarded(endpoint),
-    )
-    return adapter, chosen
+    return endpoint_store.endpoint_adapter(current_app, endpoint), chosen
 
 
 def _provider_failure(exc) -> NumiError:
@@ -124,8 +117,6 @@ def _provider_failure(exc) -> NumiError:
 
 @bp.post("/api/audio/transcriptions")
 def transcribe():
-    from ..providers.errors import ProviderError
-
     item = request.files.get("file")
     if item is None:
         raise invalid("Send the recording as the multipart field `file`.", "no_file")
@@ -158,8 +149,6 @@ def transcribe():
 
 @bp.post("/api/audio/speech")
 def speech():
-    from ..providers.errors import ProviderError
-
     text = request_data().get("text")
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_SPEECH_CHARS:
         raise invalid(
@@ -184,16 +173,16 @@ def voice_settings():
         validate({k: v for k, v in request_data().items() if k in ("endpoint_id", *DEFAULTS)})
     )
     if is_htmx():
-        return render_template("partials/_voice_settings.html", voice=saved, saved=True)
+        return render_template("partials/_voice_settings.html", saved=True, **voice_context(saved))
     return redirect(url_for("pages.settings", section="voice"))
 
 
-@bp.app_template_global("voice_endpoints")
-def voice_endpoints() -> list:
-    """The endpoints the Settings → Voice form offers (those speaking OpenAI's API)."""
-    return [e for e in endpoint_store.list_endpoints(g.user.id) if e.kind in VOICE_KINDS]
-
-
-@bp.app_template_global("voice_preferences")
-def voice_preferences() -> dict:
-    return preferences(g.user)
+def voice_context(saved: dict | None = None) -> dict:
+    """What the Settings → Voice form shows: the signed-in user's voice settings (`saved`
+    when just saved) and the endpoints it offers (those speaking OpenAI's API)."""
+    return {
+        "voice": preferences(g.user) if saved is None else saved,
+        "voice_endpoints": [
+            e for e in endpoint_store.list_endpoints(g.user.id) if e.kind in VOICE_KINDS
+        ],
+    }

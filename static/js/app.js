@@ -10,6 +10,9 @@ const Numi = window.Numi = {
   // The element matching `selector` that a delegated event came from, if any.
   hit: (event, selector) => event.target.closest?.(selector),
   narrow: () => matchMedia("(max-width: 760px)").matches,
+  // A route the server rendered into the page (a data-*-url attribute, never a path written
+  // here) with 0 in its id's place, in one of its last two segments: that 0 made `id`.
+  urlFor: (template, id) => template.replace(/\/0(?=(\/[^/?]*)?(\?.*)?$)/, "/" + encodeURIComponent(id)),
   // A touch screen: focusing the message box there pops up the keyboard.
   touch: () => matchMedia("(pointer: coarse)").matches,
   isRunning: () => $("composer-controls")?.getAttribute("data-running") === "1",
@@ -244,9 +247,17 @@ if (channel) channel.onmessage = ({data}) => {
 on("htmx:afterSettle", syncTitle);
 
 on("htmx:afterSwap", (event) => {  // toasts go away after a while
-  const toasts = event.detail.target;
+  const toasts = event.detail?.target;
   if (toasts?.id === "toasts") setTimeout(() => toasts.firstElementChild?.remove(), 6000);
 });
+on("htmx:oobAfterSwap", (event) => {  // a toast that came beside another answer (Undo)
+  const toasts = event.detail?.target;
+  if (toasts?.id === "toasts") setTimeout(() => toasts.firstElementChild?.remove(), 6000);
+});
+// A toast the page came with (the Undo of the open chat just deleted) too; the address
+// loses its `deleted`, so a reload does not offer the Undo again.
+if ($("toasts")?.firstElementChild) setTimeout(() => $("toasts").firstElementChild?.remove(), 6000);
+if (new URLSearchParams(location.search).has("deleted")) history.replaceState(history.state, "", location.pathname);
 
 // The page takes the visible height: the composer stays above an on-screen keyboard.
 if (window.visualViewport) {
@@ -272,16 +283,30 @@ on("DOMContentLoaded", () => {
   if ($("composer-input") && !Numi.narrow()) $("composer-input").focus({preventScroll: true});
 });
 
-// --- Voice (static/js/voice.js), loaded on the first use of the microphone or Read aloud:
-// most visits use neither. The click that asked for it is repeated once it is there.
-let voice = null;
-on("click", (event) => {
-  const target = Numi.hit(event, "#mic-button, .read-aloud");
-  if (!target || voice === "ready") return;
-  event.stopImmediatePropagation();
-  voice = voice || import(document.querySelector("meta[name=numi-voice-module]").content)
-    .then(() => { voice = "ready"; target.click(); }, () => { voice = null; });
-});
+// --- Modules loaded on first use, from the fingerprinted URL in their page's meta tag: Voice
+// (static/js/voice.js) on the first use of the microphone or Read aloud, Artifacts
+// (static/js/artifacts.js) on the first Preview. Most visits use neither. The click that
+// asked for one is repeated once it is there; the module then handles that click and all
+// the later ones itself.
+function loadOnFirstUse(selector, metaName) {
+  let module = null;
+  on("click", (event) => {
+    const target = Numi.hit(event, selector);
+    const url = document.querySelector(`meta[name=${metaName}]`)?.content;
+    if (!target || !url || module === "ready") return;
+    event.stopImmediatePropagation();
+    // The click is repeated once the module is in, unless the page swapped the button out
+    // meanwhile (a streamed answer replaced by its saved copy): a detached button's click
+    // reaches no listener, so a module that exports `activate` is handed it directly.
+    module = module || import(url).then((loaded) => {
+      module = "ready";
+      if (!target.isConnected && loaded.activate) loaded.activate(target);
+      else target.click();
+    }, () => { module = null; });
+  });
+}
+loadOnFirstUse("#mic-button, .read-aloud", "numi-voice-module");
+loadOnFirstUse(".preview-artifact", "numi-artifacts-module");
 
 // --- Copy buttons ---
 // A code block's text (.copy-code, partials/_md_blocks.html) or a message's markdown
@@ -324,6 +349,15 @@ on("click", (event) => {
   if (!button) return;
   const pre = button.classList.contains("copy-code") && button.closest(".code-block").querySelector("pre");
   Numi.copyWithFeedback(pre ? pre.textContent : button.dataset.markdown || "", button);
+});
+
+// No hover on touch: a tap on a message shows its actions (messages.css).
+on("click", (event) => {
+  if (!matchMedia("(hover: none)").matches || !event.target.closest) return;
+  const msg = event.target.closest("#transcript .msg");
+  if (msg && event.target.closest("a, button, summary, input, textarea, select, label")) return;
+  all("#transcript .msg.tapped").forEach((m) => m !== msg && m.classList.remove("tapped"));
+  msg?.classList.add("tapped");
 });
 
 // --- markdown: wide blocks and footnotes ---

@@ -1,9 +1,10 @@
-// Artifacts: Preview on an HTML, SVG or Mermaid block (numi/web/fragments.py) opens it in
+// Artifacts: Preview on an HTML, SVG or Mermaid block (numi/web/live/fragments.py) opens it in
 // the panel beside the chat, a full-screen sheet on a phone. It runs in a frame of its own
 // (numi/web/artifacts.py): sandboxed with scripts but no same origin, so what the model
 // wrote can run and never touch this page. The page posts the source to the frame once it
 // says it is ready, and trusts nothing else the frame says but a drawn diagram's SVG.
 // ‹ n/m › walks the same artifact through the answer's versions (the artifacts API).
+// Loaded on the first Preview (app.js), which this then handles, as it does every later one.
 
 const Numi = window.Numi, {$, on} = Numi;
 const panel = () => $("artifact-panel");
@@ -91,11 +92,12 @@ function open(button) {
 
 // The same artifact in each version of the answer that has one at this place.
 async function loadVersions(messageId, {newest = false, before = 0} = {}) {
-  const chat = $("transcript")?.dataset.chatId;
+  const route = $("transcript")?.dataset.artifactsUrl;
   const opened = current;
+  if (!route) return;
   let body;
   try {
-    const response = await fetch(`/c/${encodeURIComponent(chat)}/messages/${messageId}/artifacts`, {headers: {Accept: "application/json"}});
+    const response = await fetch(Numi.urlFor(route, messageId), {headers: {Accept: "application/json"}});
     if (!response.ok) return;
     body = await response.json();
   } catch { return; }
@@ -120,9 +122,11 @@ on("htmx:oobAfterSwap", () => {
   if (!current?.messageId || panel()?.hidden) return;
   clearTimeout(refreshTimer);
   refreshTimer = setTimeout(async () => {
-    const before = current?.versions?.length || 1;
+    // The panel may have closed (or shown another answer's artifact) in the meantime;
+    // any swap counts here, the sidebar feed's included.
     const opened = current;
-    await loadVersions(opened.messageId, {newest: true, before});
+    if (!opened?.messageId || panel()?.hidden) return;
+    await loadVersions(opened.messageId, {newest: true, before: opened.versions?.length || 1});
   }, 300);
 });
 
@@ -137,6 +141,7 @@ function step(delta) {
 
 function close() {
   if (panel().hidden) return;
+  clearTimeout(refreshTimer);
   panel().hidden = true;
   frame?.remove();
   frame = null;
@@ -185,3 +190,7 @@ on("keydown", (event) => {
   event.stopPropagation();
   close();
 }, true);
+
+// app.js's first-use loader hands over a Preview clicked while this module loaded, when the
+// page has swapped that button out since (its block is still readable from the button).
+export const activate = open;

@@ -200,7 +200,8 @@ function upload(files, list, url) {
 
 on("click", (event) => {
   const remove = Numi.hit(event, ".attachment-remove"), chip = remove?.closest(".attachment-chip");
-  if (Numi.hit(event, "#attach-button")) $("composer-file").click();
+  if (Numi.hit(event, "#attach-button")) { $("composer-file").click(); closePlus(); }
+  if (Numi.hit(event, "#composer-tools")) showTools();
   Numi.hit(event, ".edit-attach")?.closest("form").querySelector(".attach-input").click();
   if (!chip) return;
   const own = chip.closest("#composer");
@@ -240,4 +241,27 @@ on("paste", (event) => {
   }
 });
 
-on("DOMContentLoaded", () => { if (form()) { restoreDraft(); showOutbox(); grow(); } });
+// The "+" menu. Tools opens the chat's settings at its tools.
+function closePlus() { if ($("composer-plus")) $("composer-plus").open = false; }
+function showTools() {
+  closePlus();
+  const tools = document.querySelector(".chat-tools");
+  document.querySelectorAll("#chat-more, .chat-settings").forEach((d) => { d.open = true; });
+  tools?.scrollIntoView({block: "nearest"});
+  tools?.querySelector("input:not([type=hidden])")?.focus();
+}
+
+// The Enter hint is said until the first send from this browser.
+const HINT = "numi:hint-seen", hideHint = () => { if ($("composer-hint")) $("composer-hint").hidden = true; };
+on("htmx:wsConfigSend", (event) => {
+  if (event.detail.parameters.type !== "send" || event.defaultPrevented) return;
+  try { localStorage.setItem(HINT, "1"); } catch (e) { /* private mode */ }
+  hideHint();
+  closePlus();
+});
+
+on("DOMContentLoaded", () => {
+  if (!form()) return;
+  try { if (localStorage.getItem(HINT)) hideHint(); } catch (e) { /* private mode */ }
+  restoreDraft(); showOutbox(); grow();
+});

@@ -12,9 +12,12 @@ function offerUpdate(registration) {
   bar.querySelector("button").onclick = () => registration.waiting?.postMessage({type: "skip-waiting"});
 }
 
-if (sw && window.isSecureContext) {
+// The worker's URL and scope are the page's (base.html's data-worker-url and -scope).
+const {workerUrl, workerScope} = document.body.dataset;
+
+if (sw && window.isSecureContext && workerUrl) {
   let reloading = false;
-  sw.register("/sw.js", {scope: "/"}).then((registration) => {
+  sw.register(workerUrl, {scope: workerScope}).then((registration) => {
     offerUpdate(registration);
     registration.addEventListener("updatefound", () => {
       const incoming = registration.installing;

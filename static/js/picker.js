@@ -5,10 +5,25 @@
 const {on, all} = Numi;
 let count = 0, picked = null;  // the select last picked in: its swapped-in copy keeps focus
 
+// A select that holds only its chosen option (Regenerate's, one per answer) gets the
+// others from the page's one options template when its menu first opens.
+function fillOptions(select) {
+  const src = document.getElementById(select.dataset.options || "");
+  if (!src) return;
+  delete select.dataset.options;
+  const chosen = select.selectedOptions[0], options = src.content.cloneNode(true);
+  const same = chosen && [...options.querySelectorAll("option")].find((o) => o.value === chosen.value);
+  if (same) same.replaceWith(chosen);
+  else if (chosen) options.prepend(chosen);
+  select.replaceChildren(options);
+  if (chosen) chosen.selected = true;
+}
+
 function enhance(select) {
+  if (select.closest("details:not([open])")) return;  // Regenerate's: built when opened
+  fillOptions(select);
   const tpl = document.getElementById(select.dataset.list);
-  if (select.dataset.picker || !tpl || !HTMLElement.prototype.showPopover
-    || select.closest("details:not([open])")) return;  // Regenerate's: built when opened
+  if (select.dataset.picker || !tpl || !HTMLElement.prototype.showPopover) return;
   const id = select.dataset.picker = "picker" + ++count;
   select.after(tpl.content.cloneNode(true));
   const button = select.nextElementSibling, pop = button.nextElementSibling, [input, list, none] = pop.children;
@@ -26,6 +41,15 @@ function enhance(select) {
     const o = select.selectedOptions[0], name = o ? o.dataset.model || o.text : "Model";
     button.textContent = name;
     button.setAttribute("aria-label", "Model: " + name);
+    if (!select.value) {  // none chosen (a chat made by the API): "Model" where it is narrow
+      const long = document.createElement("span"), short = document.createElement("span");
+      long.className = "picker-none-long";
+      long.textContent = name;
+      short.className = "picker-none-short";
+      short.textContent = "Model";
+      button.replaceChildren(long, short);
+      button.setAttribute("aria-label", "Model: none chosen");
+    }
     for (const item of opts) item.setAttribute("aria-selected", item.dataset.value === select.value);
   }
   function activate(item) {

@@ -1,4 +1,6 @@
 // Drop a chat of the list on a sidebar project: PATCH /api/session/<id> {project_id}, reload.
+// The route is the sidebar's data-session-url.
+const {$} = window.Numi;
 const T = "application/x-numi-chat";
 const at = (e) => e.target.closest?.(".project-item[data-project-id]");
 const on = (type, fn) => document.addEventListener(type, fn);
@@ -15,7 +17,9 @@ on("drop", async (e) => {
   const p = at(e), id = e.dataTransfer.getData(T);
   if (!p || !id) return;
   e.preventDefault();
-  const r = await fetch(`/api/session/${encodeURIComponent(id)}`, {
+  const route = $("sidebar")?.dataset.sessionUrl;
+  if (!route) return;
+  const r = await fetch(Numi.urlFor(route, id), {
     method: "PATCH", headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ project_id: +p.dataset.projectId }),
   });

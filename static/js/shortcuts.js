@@ -27,7 +27,8 @@ on("keydown", (event) => {
   const t = event.target, mod = event.ctrlKey || event.metaKey, key = event.key;
   if (event.defaultPrevented || event.isComposing || !t.closest || t.closest("dialog[open]")) return;
   if (key === "Escape") {
-    const menus = openMenus();
+    // The innermost open menus only (a row of the header's "…" before the "…").
+    const menus = openMenus().filter((d) => !d.querySelector("details.menu[open], details.regenerate-model[open]"));
     if (menus.length) {
       event.preventDefault();
       menus.forEach((d) => {

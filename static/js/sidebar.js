@@ -1,5 +1,5 @@
 // The sidebar: the drawer on narrow screens, the current chat in view, "answering" marks
-// (polled) and unread marks. Paging and date groups are server-rendered.
+// (told on the feed socket) and unread marks. Paging and date groups are server-rendered.
 
 const Numi = window.Numi, {$, all, on} = Numi;
 
@@ -82,18 +82,44 @@ function mark(item, running) {
   const el = item.querySelector(".answering-mark");
   if (el) el.hidden = !running;
 }
-function poll() {
-  if (document.hidden && !notifying()) return;
-  const items = all("#chat-list .chat-item[data-chat-id]");
-  for (let i = 0; i < items.length; i += 100) {
-    const page = items.slice(i, i + 100), ids = page.map((item) => item.getAttribute("data-chat-id"));
-    fetch("/chats/running?ids=" + encodeURIComponent(ids.join(",")), {credentials: "same-origin"})
-      .then((r) => (r.ok ? r.json() : null))
-      .then((data) => {
-        if (Array.isArray(data?.running)) page.forEach((item, n) => mark(item, data.running.includes(ids[n])));
-      })
-      .catch(() => { /* offline: the next poll tries again */ });
-  }
+// The server tells the page of each of the user's chats that starts or stops answering or
+// gets a title, on the sidebar's feed socket (numi/web/live/sidebar_feed.py; its URL is the
+// sidebar's data-feed-url). It is opened again after a drop, later each time, up to 30 s.
+let feedRetry = 1000;
+const unlisted = new Set();  // chats the page does not list, seen answering
+function listen() {
+  const route = $("sidebar")?.dataset.feedUrl;
+  if (!route || !window.WebSocket) return;
+  const socket = new WebSocket(new URL(route, location.href.replace(/^http/, "ws")));
+  // #sidebar's data-feed says whether the page hears of changes (open or closed).
+  socket.onopen = () => { feedRetry = 1000; $("sidebar").dataset.feed = "open"; };
+  socket.onmessage = (event) => {
+    let change;
+    try { change = JSON.parse(event.data); } catch { return; }
+    const item = all("#chat-list .chat-item[data-chat-id]").find((i) => i.getAttribute("data-chat-id") === change.chat_id);
+    if (!item) {
+      // A chat this page does not list answered: a scheduled task's new chat, or one further
+      // down. It is unread when it next shows, and notifies as any answer (once: its title
+      // comes as another change).
+      if (change.running) unlisted.add(change.chat_id);
+      else if (unlisted.delete(change.chat_id) && change.chat_id !== shown()) {
+        markUnread(change.chat_id);
+        if (notifying()) new Notification("Answer ready", {body: typeof change.title === "string" ? change.title : ""});
+      }
+      return;
+    }
+    mark(item, change.running);
+    const title = item.querySelector(".chat-link-title");
+    if (title && typeof change.title === "string" && title.textContent !== change.title) {
+      title.textContent = change.title;  // text, never markup
+      item.querySelector(".chat-link")?.setAttribute("title", change.title);
+    }
+  };
+  socket.onclose = () => {
+    $("sidebar").dataset.feed = "closed";
+    setTimeout(listen, feedRetry);
+    feedRetry = Math.min(feedRetry * 2, 30000);
+  };
 }
 // The open chat's own turn shows at once, from its live connection.
 on("htmx:wsAfterMessage", () => {
@@ -113,7 +139,7 @@ function markUnread(id, read) {
   S.setItem("numi:unread", unread().filter((x) => x && x !== id).concat(read ? [] : [id]).join(" "));
   showUnread();
 }
-// A mark going out (gaining `hidden`) is an answer finished, whoever hid it: a poll or the
+// A mark going out (gaining `hidden`) is an answer finished, whoever hid it: the feed or the
 // open chat's socket.
 new MutationObserver((changes) => changes.forEach((c) => {
   const i = c.target.closest("[data-chat-id]"), id = i?.getAttribute("data-chat-id");
@@ -128,8 +154,7 @@ on("DOMContentLoaded", () => {
   const toggle = $("notify-toggle"), status = $("notify-status");
   currentIntoView();
   markUnread(shown(), true);
-  setInterval(poll, 4000);  // the page came with the marks of its first load
-  on("visibilitychange", poll);
+  listen();  // the page came with the marks of its first load; changes come on the feed
   if (!toggle) return;
   toggle.disabled = !window.Notification;
   toggle.checked = notifying();

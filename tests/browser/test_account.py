@@ -5,6 +5,7 @@ on a desktop and a phone viewport, with the Account section checked by axe-core.
 from __future__ import annotations
 
 import pytest
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -26,7 +27,7 @@ def accounts_server(live_server_factory):
 def _page(browser, server, options):
     context = browser.new_context(base_url=server.url, **options)
     page = context.new_page()
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(WAIT_SECONDS * 1000)
     errors: list[str] = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.console_errors = errors

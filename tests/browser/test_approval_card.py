@@ -22,18 +22,24 @@ def card_server(live_server_factory):
     return live_server_factory(**turn_server_env(NUMI_APPROVAL_TIMEOUT_SECONDS="60"))
 
 
-@pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["desktop", "phone"])
-def test_padded_command_is_shown_whole(browser_page, card_server, scripted, tmp_path, size):
-    api = Api(card_server.url)
+def bash_card(browser_page, server, scripted, tmp_path, size, arguments):
+    """A chat page at `size` whose model asks to run bash with `arguments`: the page, once
+    the approval card's command is shown."""
+    api = Api(server.url)
     chat = make_chat(api, scripted, settings={"tools": ["bash"], "workspace": str(tmp_path)})
-    scripted.enqueue(Scenario().tool_call("bash", PADDED))
+    scripted.enqueue(Scenario().tool_call("bash", arguments))
     scripted.enqueue(Scenario().text("Finished."))
-    page = browser_page(card_server, viewport={"width": size[0], "height": size[1]})
-    page.goto(f"{card_server.url}/c/{chat['id']}")
+    page = browser_page(server, viewport={"width": size[0], "height": size[1]})
+    page.goto(f"{server.url}/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     page.fill("#composer-input", "run it")
     page.press("#composer-input", "Enter")
-    command = page.wait_for_selector(".tool-approval .tool-command")
+    return page, page.wait_for_selector(".tool-approval .tool-command")
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["desktop", "phone"])
+def test_padded_command_is_shown_whole(browser_page, card_server, scripted, tmp_path, size):
+    page, command = bash_card(browser_page, card_server, scripted, tmp_path, size, PADDED)
     hidden = page.locator(".tool-approval .tool-command", has_text="touch HIDDEN_BELOW")
     assert hidden.count() == 1
     # Whole: no box clips it (its scroll height is its height) and the line is on screen
@@ -52,4 +58,33 @@ def test_padded_command_is_shown_whole(browser_page, card_server, scripted, tmp_
     assert page.locator(".tool-approval .command-line", has_text="touch HIDDEN_BELOW").is_visible()
     shot = tmp_path / f"approval-{size[0]}.png"
     page.screenshot(path=str(shot), full_page=True)
+    assert not page.console_errors
+
+
+RLO = "echo \u202e; touch HIDDEN_BIDI #\u202c done"  # issue 34's repro
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["desktop", "phone"])
+def test_bidi_override_is_shown_as_escapes(browser_page, card_server, scripted, tmp_path, size):
+    """The right-to-left override cannot make `touch HIDDEN_BIDI` read as a comment: the
+    command reads in the order it runs, each control as its code point, with a badge."""
+    arguments = {"command": RLO}
+    page, command = bash_card(browser_page, card_server, scripted, tmp_path, size, arguments)
+    assert command.inner_text() == "echo <U+202E>; touch HIDDEN_BIDI #<U+202C> done"
+    marks = page.locator(".tool-approval .tool-command mark.hidden-char")
+    assert marks.all_inner_texts() == ["<U+202E>", "<U+202C>"]
+    badge = page.locator(".tool-approval .hidden-chars-badge")
+    assert badge.is_visible() and "contains hidden characters" in badge.inner_text()
+    # Drawn left to right: "touch" is left of "HIDDEN_BIDI", as it is run.
+    boxes = command.evaluate(
+        """e => { const r = document.createRange(); const t = e.textContent;
+          const at = s => { const i = t.indexOf(s); let n = 0, node;
+            const w = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+            while ((node = w.nextNode())) { if (i < n + node.length) {
+              r.setStart(node, i - n); r.setEnd(node, i - n + s.length);
+              return r.getBoundingClientRect().left; } n += node.length; } };
+          return [at("touch"), at("HIDDEN_BIDI")]; }"""
+    )
+    assert boxes[0] < boxes[1]
+    page.screenshot(path=str(tmp_path / f"bidi-{size[0]}.png"), full_page=True)
     assert not page.console_errors

@@ -74,8 +74,8 @@ def test_a_finished_answer_renders_markdown_and_metrics(browser_page, scripted, 
     page = browser_page(stream_server)
     page.goto(f"{stream_server.url}/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
-    page.wait_for_selector("#context-gauge meter")
-    before = float(page.get_attribute("#context-gauge meter", "value"))
+    page.wait_for_selector("#context-gauge .gauge-button")
+    before = float(page.get_attribute("#context-gauge", "data-tokens"))
     page.fill("#composer-input", "Format something")
     page.click("#send-button")
     page.wait_for_selector("article.msg-assistant .msg-body strong")
@@ -85,16 +85,17 @@ def test_a_finished_answer_renders_markdown_and_metrics(browser_page, scripted, 
     body.wait_for()
     assert body.locator("strong").inner_text() == "bold"
     assert body.locator("code").inner_text() == "code"
-    # The metrics are on demand, behind the answer's ⓘ.
+    # The metrics are on demand: Info in the answer's "…" menu.
     metrics = page.locator(f"#msg-{answer['id']}-metrics")
     assert not metrics.is_visible()
-    page.locator(f"#msg-{answer['id']} summary", has_text="Answer details").click()
+    page.locator(f"#msg-{answer['id']} .msg-more > summary").click()
+    page.locator(f"#msg-{answer['id']} .msg-menu summary", has_text="Info").click()
     assert "8 out" in metrics.inner_text()
     assert (
         page.locator(f"#msg-{answer['id']} .reasoning summary").inner_text().startswith("Reasoning")
     )
-    # The finished turn refreshes the context gauge above the composer.
+    # The finished turn refreshes the context ring in the composer.
     page.wait_for_function(
-        f"() => parseFloat(document.querySelector('#context-gauge meter')?.getAttribute('value') || '0') > {before}"
+        f"() => parseFloat(document.querySelector('#context-gauge')?.getAttribute('data-tokens') || '0') > {before}"
     )
     assert page.console_errors == []

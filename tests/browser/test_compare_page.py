@@ -13,68 +13,46 @@ import pytest
 
 from numi.testing import Scenario
 
-from page_support import open_chat, serious_violations
-from turn_support import Api, make_chat, turn_server_env
+from page_support import ALL_LOOKS, open_chat, serious_violations
+from turn_support import make_chat, models_listed
 
 pytestmark = pytest.mark.browser
-
-LOOKS = [
-    pytest.param("desktop", "light", id="desktop-light"),
-    pytest.param("desktop", "dark", id="desktop-dark"),
-    pytest.param("phone", "light", id="phone-light"),
-    pytest.param("phone", "dark", id="phone-dark"),
-]
-
-
-@pytest.fixture(scope="module")
-def site(live_server_factory):
-    started = live_server_factory(**turn_server_env())
-    yield started
-    started.stop()
-
-
-@pytest.fixture
-def api(site):
-    return Api(site.url, token=site.token)
 
 
 def chat_with_models(api, scripted, tag: str, models: list[str], **kwargs) -> dict:
     """A chat on an endpoint of its own whose model list is `models` (the picker's rows)."""
-    listed = scripted.models
-    scripted.models = [{"id": model, "context_length": 32768} for model in models]
-    try:
+    with models_listed(scripted, [{"id": model, "context_length": 32768} for model in models]):
         return make_chat(api, scripted, model=models[0], name=f"compare-{tag}", **kwargs)
-    finally:
-        scripted.models = listed
+
+
+def open_compare(page) -> None:
+    """Compare is in the composer's "+" menu."""
+    page.get_by_title("Attach files, tools, Compare").click()
+    page.locator("#compare-picker summary").click()
 
 
 def send_compare(page, models: list[str], text: str) -> None:
-    page.locator("#compare-picker summary").click()
+    open_compare(page)
     for model in models:
         page.get_by_role("checkbox", name=model).check()
     page.fill("#composer-input", text)
     page.press("#composer-input", "Enter")
 
 
-@pytest.mark.parametrize("size,scheme", LOOKS)
+@pytest.mark.parametrize("size,scheme", ALL_LOOKS)
 def test_a_three_lane_compare_streams_stops_resumes_and_continues(
     open_page_on, site, api, scripted, shot, size, scheme
 ):
     tag = uuid.uuid4().hex[:6]
     models = [f"alpha-{tag}", f"bravo-{tag}", f"charlie-{tag}"]
-    listed = scripted.models
-    scripted.models = [{"id": model, "context_length": 32768} for model in models]
-    try:
-        chat = make_chat(api, scripted, model=models[0], name=f"compare-{tag}")
-    finally:
-        scripted.models = listed
+    chat = chat_with_models(api, scripted, tag, models)
     scripted.enqueue(Scenario().text("Alpha begins ").stall().text("and ends."), model=models[0])
     scripted.enqueue(Scenario().text("Bravo begins ").stall().text("never shown."), model=models[1])
     scripted.enqueue(Scenario().text("Charlie begins ").stall().text("and ends."), model=models[2])
 
     page = open_page_on(site, size, scheme)
     open_chat(page, chat["id"])
-    page.locator("#compare-picker summary").click()
+    open_compare(page)
     for model in models:
         page.get_by_role("checkbox", name=model).check()
     page.locator("#compare-count", has_text="3").wait_for()
@@ -150,7 +128,7 @@ def test_a_three_lane_compare_streams_stops_resumes_and_continues(
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size,scheme", [LOOKS[0], LOOKS[3]])
+@pytest.mark.parametrize("size,scheme", [ALL_LOOKS[0], ALL_LOOKS[3]])
 def test_each_lane_asks_for_its_tool_on_its_own_card(
     open_page_on, site, api, scripted, shot, size, scheme
 ):

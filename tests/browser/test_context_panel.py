@@ -9,24 +9,10 @@ import pytest
 from playwright.sync_api import expect
 
 from numi.testing import Scenario
-from turn_support import Api, Socket, make_chat, turn_server_env
+from page_support import ALL_LOOKS
+from turn_support import Socket, make_chat, refresh_models
 
 pytestmark = pytest.mark.browser
-
-LOOKS = [(size, scheme) for size in ("desktop", "phone") for scheme in ("light", "dark")]
-IDS = [f"{size}-{scheme}" for size, scheme in LOOKS]
-
-
-@pytest.fixture(scope="module")
-def site(live_server_factory):
-    started = live_server_factory(**turn_server_env())
-    yield started
-    started.stop()
-
-
-@pytest.fixture
-def api(site):
-    return Api(site.url, token=site.token)
 
 
 def answered(site, chat_id: str, *questions: str) -> None:
@@ -45,7 +31,7 @@ def serious(page) -> list[str]:
     return serious_violations(page)
 
 
-@pytest.mark.parametrize("size, scheme", LOOKS, ids=IDS)
+@pytest.mark.parametrize("size, scheme", ALL_LOOKS)
 def test_the_context_panel_lays_the_request_open(
     open_page_on, site, api, scripted, shot, size, scheme
 ):
@@ -100,8 +86,11 @@ def test_the_context_panel_lays_the_request_open(
     shot(page, f"context-left-out-{size}-{scheme}")
     assert serious(page) == []
 
-    # Bring it back from the message's own menu.
-    page.locator(f"#msg-{first['id']} .action-context button").click()
+    # Bring it back from the message's own "…" menu, where it says so in words.
+    page.locator(f"#msg-{first['id']} .msg-more > summary").click()
+    page.locator(f"#msg-{first['id']}").get_by_role(
+        "button", name="Bring back into context"
+    ).click()
     page.wait_for_function(
         f"() => !document.querySelector('#msg-{first['id']}').classList.contains('msg-left-out')"
     )
@@ -172,20 +161,16 @@ def choose(row, label: str) -> None:
     row.select_option(value)
 
 
-@pytest.mark.parametrize("size, scheme", LOOKS, ids=IDS)
+@pytest.mark.parametrize("size, scheme", ALL_LOOKS)
 def test_the_fallback_editor_in_chat_settings_and_settings(
     open_page_on, site, api, scripted, shot, size, scheme
 ):
     chat = make_chat(api, scripted, model="main-model")
     endpoint_id = chat["endpoint"]["id"]
     # The endpoint lists some models to choose from.
-    listed = scripted.models
-    scripted.models = [{"id": name} for name in ("main-model", "backup-a", "backup-b")]
-    try:
-        assert api.get(f"/api/endpoints/{endpoint_id}/models?refresh=1")[0] == 200
-    finally:
-        scripted.models = listed
+    refresh_models(api, scripted, endpoint_id, ("main-model", "backup-a", "backup-b"))
     page = open_page_on(site, size, scheme, f"/c/{chat['id']}")
+    page.locator("#chat-more > summary").click()  # the header's "…" menu
     page.locator(".chat-settings > summary").click()
     editor = page.locator("#chat-fallbacks")
     editor.wait_for()
@@ -199,6 +184,11 @@ def test_the_fallback_editor_in_chat_settings_and_settings(
     page.get_by_role("button", name="Move fallback 2 up").click()
     page.wait_for_function(
         "() => document.querySelectorAll('#chat-fallbacks select')[0].value.endsWith(':backup-b')"
+    )
+    # A row names its endpoint as well as its model (the closed select shows one line).
+    first_row = page.locator("#chat-fallbacks select").first
+    assert first_row.evaluate("s => s.selectedOptions[0].text") == (
+        f"backup-b · {chat['endpoint']['name']}"
     )
     page.locator("#chat-fallbacks").scroll_into_view_if_needed()
     shot(page, f"fallbacks-chat-{size}-{scheme}")

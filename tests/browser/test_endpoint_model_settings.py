@@ -9,33 +9,14 @@ from __future__ import annotations
 import pytest
 
 from numi.testing import recordings as rec
-from page_support import LOOKS
-from turn_support import turn_server_env
+from page_support import LOOKS, serious_violations
 
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture(scope="module")
-def server(live_server_factory):
-    started = live_server_factory(**turn_server_env())
-    yield started
-    started.stop()
-
-
-def _serious(page, *regions: str) -> list[str]:
-    from axe_playwright_python.sync_playwright import Axe
-
-    results = Axe().run(page, context={"include": [[r] for r in regions]})
-    return [
-        f"{v['id']}: {v['help']} at {[n['target'] for n in v['nodes']][:5]}"
-        for v in results.response["violations"]
-        if v.get("impact") in ("serious", "critical")
-    ]
-
-
 @pytest.mark.parametrize("size, scheme", LOOKS)
 def test_per_model_settings_and_retries_in_the_edit_form(
-    server, api, scripted, open_page_on, shot, size, scheme
+    site, api, scripted, open_page_on, shot, size, scheme
 ):
     scripted.models_body = rec.LLAMA_SERVER_MODELS
     scripted.props = rec.LLAMA_SERVER_PROPS
@@ -51,7 +32,7 @@ def test_per_model_settings_and_retries_in_the_edit_form(
     )
     assert status == 201 and endpoint["models"] == ["llama-tool"]
 
-    page = open_page_on(server, size, scheme, "/settings/endpoints")
+    page = open_page_on(site, size, scheme, "/settings/endpoints")
     page.locator(f"#endpoint-{endpoint['id']}").get_by_role("link", name=f"Edit {name}").click()
     form = page.locator(f"form#endpoint-{endpoint['id']}")
     form.wait_for()
@@ -69,7 +50,7 @@ def test_per_model_settings_and_retries_in_the_edit_form(
     retries.uncheck()
     form.locator("details.model-settings").scroll_into_view_if_needed()
     shot(form, f"endpoint-model-settings-{size}-{scheme}")
-    assert _serious(page, f"form#endpoint-{endpoint['id']}") == []
+    assert serious_violations(page, f"form#endpoint-{endpoint['id']}") == []
     form.get_by_role("button", name="Save").click()
     page.locator(f"div#endpoint-{endpoint['id']} .endpoint-status", has_text="Saved.").wait_for()
 

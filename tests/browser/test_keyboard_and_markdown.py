@@ -13,8 +13,8 @@ from playwright.sync_api import expect
 
 from numi.testing import Scenario
 
-from page_support import LOOKS
-from turn_support import Api, make_chat, turn_server_env
+from page_support import LOOKS, reveal_sidebar
+from turn_support import make_chat
 
 pytestmark = pytest.mark.browser
 
@@ -52,26 +52,6 @@ $$
 [^gauss]: As a schoolboy, the story goes.
 """
 )
-
-
-@pytest.fixture(scope="module")
-def site(live_server_factory):
-    started = live_server_factory(**turn_server_env())
-    yield started
-    started.stop()
-
-
-@pytest.fixture
-def api(site):
-    return Api(site.url, token=site.token)
-
-
-def reveal_sidebar(page, size: str) -> None:
-    if size == "phone":
-        page.click("#menu-button")
-        page.wait_for_function(
-            "() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0"
-        )
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)

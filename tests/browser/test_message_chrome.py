@@ -1,5 +1,6 @@
-"""Calm message chrome and a still composer (issue 25, items 5, 7 and 10) in real Chromium at
-1280×800 and 390×844: message actions as icons shown on hover or focus (always on touch),
+"""Calm message chrome and a still composer (issue 25, items 5, 7 and 10; issue 43) in real
+Chromium at 1280×800 and 390×844: message actions as icons shown on hover, focus or a tap,
+the rest in a "…" menu,
 no "Assistant" label, the metrics behind ⓘ, a long question collapsed with "Show more";
 the edit form; a composer that does not move when a turn starts and ends; a phone header
 on one row."""
@@ -10,24 +11,14 @@ import uuid
 
 import pytest
 
+from import_support import api_imported_chat
+
 from numi.testing import Scenario
 
 from page_support import LOOKS, open_chat, open_signed_in_page, send, serious_violations
-from turn_support import Api, make_chat, turn_server_env
+from turn_support import make_chat
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def site(live_server_factory):
-    started = live_server_factory(**turn_server_env())
-    yield started
-    started.stop()
-
-
-@pytest.fixture
-def api(site):
-    return Api(site.url, token=site.token)
 
 
 def opacity(locator) -> str:
@@ -44,9 +35,7 @@ def settles_at(page, locator, value: str) -> None:
 
 def import_chat(api, messages: list[dict], title: str = "Imported") -> str:
     doc = {"format": "numi.chat", "version": 1, "chat": {"title": title}, "messages": messages}
-    status, body = api.post("/api/import", doc)
-    assert status == 201, body
-    return body["chats"][0]["id"] if "chats" in body else body["id"]
+    return api_imported_chat(api, doc)
 
 
 # Every layout shift from now on, with the elements that moved (a PerformanceObserver of
@@ -170,27 +159,41 @@ def test_message_actions_are_icons_shown_on_hover_or_focus(
     page.keyboard.press("Tab")  # the next icon, Edit, by the keyboard
     assert page.evaluate("document.activeElement.textContent.trim()") == "Edit"
     settles_at(page, question.locator(".msg-actions"), "1")
-    # Icons, with their names kept for a screen reader and as tooltips.
-    for name in (
-        "Copy message",
-        "Read aloud",
-        "Fork",
-        "Leave out of context",
-        "Delete",
-        "Regenerate",
-    ):
+    # A question offers Copy and Edit; the rest of a message's actions wait in its "…" menu.
+    assert question.locator(".msg-actions > button").all_inner_texts() == ["Copy", "Edit"]
+    # Icons, with their names kept for a screen reader and as tooltips: four on the newest
+    # answer (Copy, Read aloud, "…", Regenerate).
+    for name in ("Copy message", "Read aloud", "Regenerate"):
         button = newest.get_by_role("button", name=name, exact=True)
         assert button.locator("svg").count() >= 1, name
         assert button.get_attribute("title"), name
+    more = newest.locator(".msg-more > summary")
+    assert more.is_visible() and more.get_attribute("title") == "More actions"
+    # The rest in words, in the "…" menu (a sheet from the bottom on a phone).
+    menu = newest.locator(".msg-menu")
+    assert not menu.is_visible()
+    more.click()
+    menu.wait_for()
+    for name in ("Fork", "Leave out of context", "Delete"):
+        assert menu.get_by_role("button", name=name, exact=True).is_visible(), name
+    box, room = menu.bounding_box(), page.locator("#transcript").bounding_box()
+    if size == "desktop":  # in sight without scrolling: above the row when below has no room
+        assert box["y"] + box["height"] <= room["y"] + room["height"] + 0.5
+    shot(page, f"actions-menu-{size}-{scheme}")
+    page.keyboard.press("Escape")  # closes it, focus back on "…"
+    menu.wait_for(state="hidden")
+    assert page.evaluate("document.activeElement.title") == "More actions"
 
-    # The metrics line is on demand, behind ⓘ.
+    # The metrics line is on demand: Info in the menu.
     answer_id = newest.get_attribute("data-message-id")
     metrics = page.locator(f"#msg-{answer_id}-metrics")
     assert not metrics.is_visible()
-    newest.locator("summary", has_text="Answer details").click()
+    more.click()
+    newest.locator(".msg-menu summary", has_text="Info").click()
     metrics.wait_for()
     assert model in metrics.inner_text() and "4 out" in metrics.inner_text()
     shot(page, f"actions-details-{size}-{scheme}")
+    page.keyboard.press("Escape")
 
     # Copy says "Copied" beside its icon, and copies the markdown.
     newest.get_by_role("button", name="Copy message").click()
@@ -200,7 +203,7 @@ def test_message_actions_are_icons_shown_on_hover_or_focus(
     assert page.errors == []
 
 
-def test_on_a_touch_screen_every_message_shows_its_actions(open_page_on, site, api, shot):
+def test_on_a_touch_screen_a_tap_shows_a_message_s_actions(open_page_on, site, api, shot):
     chat_id = import_chat(
         api,
         [
@@ -212,9 +215,15 @@ def test_on_a_touch_screen_every_message_shows_its_actions(open_page_on, site, a
     )
     page = open_page_on(site, "phone", "light", f"/c/{chat_id}", touch=True)
     page.wait_for_selector("#connection[data-state=open]", state="attached")
-    for actions in page.locator("#transcript .msg-actions").all():
-        assert opacity(actions) == "1"  # no hover on a touch screen: always shown
-    edit = page.locator("article.msg-user").first.get_by_role("button", name="Edit")
+    *older, newest = page.locator("#transcript .msg-actions").all()
+    assert opacity(newest) == "1"  # the newest answer's, always
+    for actions in older:
+        assert opacity(actions) == "0"  # the transcript reads as text, not rows of icons
+    shot(page, "actions-calm-touch-phone-light")
+    question = page.locator("article.msg-user").first
+    question.locator(".msg-body").tap()  # no hover on a touch screen: a tap shows them
+    settles_at(page, question.locator(".msg-actions"), "1")
+    edit = question.get_by_role("button", name="Edit")
     box = edit.bounding_box()
     assert box["width"] >= 40 and box["height"] >= 40  # a finger's target
     shot(page, "actions-touch-phone-light")
@@ -332,26 +341,36 @@ def test_the_chat_header_fits_one_row(open_page_on, site, api, scripted, shot, s
     page = open_page_on(site, size, scheme)
     open_chat(page, chat["id"])
     header = page.locator("#chat-header")
+    # ☰ (a phone), the model with its chevron at the left, the title (a desktop), Share, "…".
+    picker = page.locator("#header-model + .picker-button")  # the picker (its select is hidden)
     parts = [
         page.get_by_role("button", name="Open the chat list") if size == "phone" else None,
-        page.locator("#chat-title"),
-        page.locator("#header-model + .picker-button"),  # the picker (its select is hidden)
-        page.locator(".chat-project > summary"),
-        page.locator(".chat-export > summary"),
-        page.locator(".chat-settings > summary"),
+        picker,
+        page.locator("#chat-title") if size == "desktop" else None,
+        page.locator(".chat-share > summary"),
+        page.locator("#chat-more > summary"),
     ]
     boxes = [p.bounding_box() for p in parts if p is not None]
     middles = [b["y"] + b["height"] / 2 for b in boxes]
     assert max(middles) - min(middles) < 4, boxes  # one row
+    assert [b["x"] for b in boxes] == sorted(b["x"] for b in boxes), "in this order"
     assert header.bounding_box()["height"] < 60
     right = header.bounding_box()["x"] + header.bounding_box()["width"]
     assert all(b["x"] + b["width"] <= right for b in boxes), "nothing cut off"
-    # The menus keep their names for a screen reader.
-    for name in ("Project", "Export", "Settings"):
-        assert page.locator("#chat-header summary", has_text=name).count() == 1
-    shot(header, f"header-{size}-{scheme}")
+    assert picker.evaluate("el => getComputedStyle(el).borderTopWidth") == "0px"  # borderless
+    # Project, Export, Temporary and Settings wait in the "…" menu, in words.
+    page.locator("#chat-more > summary").click()
+    menu = page.locator("#chat-more .chat-menu")
+    for name in ("Project", "Export", "New temporary chat", "Settings"):
+        assert menu.get_by_text(name, exact=True).is_visible(), name
+    shot(page, f"header-menu-{size}-{scheme}")
     page.locator(".chat-settings > summary").click()
     page.locator(".chat-settings .settings-form").wait_for()
+    page.keyboard.press("Escape")  # closes Settings, the "…" stays open
+    page.locator(".chat-settings .settings-form").wait_for(state="hidden")
+    assert menu.is_visible()
     page.keyboard.press("Escape")
+    menu.wait_for(state="hidden")
+    shot(header, f"header-{size}-{scheme}")
     assert serious_violations(page) == []
     assert page.errors == []

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from numi.testing import ScriptedProvider
 from page_support import LOOKS, serious_violations
-from turn_support import Api, turn_server_env, wait_until
+from turn_support import wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -30,22 +30,10 @@ REASONING = ["o3-mini", "claude-sonnet-4-5", "deepseek-r1:7b"]  # in the list's 
 
 
 @pytest.fixture(scope="module")
-def site(live_server_factory):
-    started = live_server_factory(**turn_server_env())
-    yield started
-    started.stop()
-
-
-@pytest.fixture(scope="module")
 def servers():
     """A server listing MODELS, and one listing nothing (named to sort first)."""
     with ScriptedProvider(models=MODELS) as full, ScriptedProvider(models=[]) as empty:
         yield full, empty
-
-
-@pytest.fixture
-def api(site):
-    return Api(site.url, token=site.token)
 
 
 def add_endpoints(api, servers) -> tuple[dict, dict]:
@@ -196,7 +184,7 @@ def test_an_edit_in_settings_keeps_the_list(site, api, servers, open_page_on, sh
 
 @pytest.mark.parametrize("size, scheme", LOOKS)
 def test_regenerate_with_another_model_from_its_picker(
-    site, api, servers, open_page_on, size, scheme
+    site, api, servers, open_page_on, size, scheme, shot
 ):
     full, _ = servers
     nothing, endpoint = add_endpoints(api, servers)
@@ -216,6 +204,7 @@ def test_regenerate_with_another_model_from_its_picker(
     expect(page.locator(".picker-pop:popover-open .picker-search")).to_be_focused()
     page.keyboard.type("o3")
     expect(page.get_by_role("option", name="o3-mini")).to_have_class("picker-option active")
+    shot(page, f"regenerate-picker-{size}")
     page.keyboard.press("Enter")
     expect(answer.get_by_role("button", name="Model: o3-mini")).to_be_focused()
     calls = len(full.requests)
@@ -224,6 +213,16 @@ def test_regenerate_with_another_model_from_its_picker(
         lambda: any((r.body or {}).get("model") == "o3-mini" for r in full.requests[calls:]),
         what="the answer asked again of o3-mini",
     )
+    # After a reload its options come from the page's one template, copied in on opening.
+    page.reload()
+    answer = page.locator(".msg-assistant .msg-actions").last
+    answer.get_by_title("Answer again with another model").click()
+    answer.get_by_role("button", name="Model: o3-mini").click()
+    expect(page.locator(".picker-pop:popover-open .picker-search")).to_be_focused()
+    page.keyboard.type("gpt-4o")
+    page.keyboard.press("Enter")
+    expect(answer.get_by_role("button", name="Model: gpt-4o")).to_be_focused()
+    assert answer.locator("select[name=route]").input_value() == f"{endpoint['id']}:gpt-4o"
     assert page.errors == []
 
 

@@ -13,8 +13,8 @@ from playwright.sync_api import expect
 
 from numi.testing import Scenario
 
-from page_support import LOOKS
-from turn_support import Api, Socket, make_chat, turn_server_env
+from page_support import LOOKS, reveal_sidebar
+from turn_support import Socket, make_chat
 
 pytestmark = pytest.mark.browser
 
@@ -35,16 +35,9 @@ RECORD_NOTIFICATIONS = """
 
 
 @pytest.fixture(scope="module")
-def site(live_server_factory, module_database_url):
+def site_env(module_database_url):
     """One server per backend: the module runs on SQLite and on PostgreSQL."""
-    started = live_server_factory(**turn_server_env(NUMI_DATABASE_URL=module_database_url))
-    yield started
-    started.stop()
-
-
-@pytest.fixture
-def api(site):
-    return Api(site.url, token=site.token)
+    return {"NUMI_DATABASE_URL": module_database_url}
 
 
 @pytest.fixture
@@ -70,16 +63,6 @@ def open_page(open_page_on, site):
         return page
 
     return opener
-
-
-def reveal_sidebar(page, size: str) -> None:
-    if size == "phone" and not page.evaluate(
-        "() => document.querySelector('.layout').classList.contains('drawer-open')"
-    ):
-        page.click("#menu-button")
-        page.wait_for_function(
-            "() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0"
-        )
 
 
 def chat_action(page, chat_id: str, label: str) -> None:

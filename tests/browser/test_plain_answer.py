@@ -5,7 +5,8 @@ At desktop and phone sizes."""
 from __future__ import annotations
 
 import pytest
-from turn_support import Api
+
+from import_support import imported_answer
 
 pytestmark = pytest.mark.browser
 
@@ -14,23 +15,14 @@ ANSWER = "## A heading\n\nSome **bold** words and <b>raw tags</b>.\n\n" * 12
 
 @pytest.fixture(scope="module")
 def capped_server(live_server_factory):
-    return live_server_factory(NUMI_MARKDOWN_MAX_CHARS="500")
+    return live_server_factory(
+        NUMI_MARKDOWN_MAX_CHARS="500", NUMI_MARKDOWN_ON_REQUEST_MAX_CHARS="1000"
+    )
 
 
 @pytest.mark.parametrize("size", ["desktop", "phone"])
 def test_show_as_markdown_renders_a_plain_answer_in_place(capped_server, open_page_on, shot, size):
-    doc = {
-        "format": "numi.chat",
-        "version": 1,
-        "chat": {"title": "Long answer"},
-        "messages": [
-            {"role": "user", "content": "Write a lot"},
-            {"role": "assistant", "content": ANSWER},
-        ],
-    }
-    status, body = Api(capped_server.url, token=capped_server.token).post("/api/import", doc)
-    assert status == 201, body
-    chat_id = body["chats"][0]["id"] if "chats" in body else body["id"]
+    chat_id = imported_answer(capped_server, ANSWER)
     page = open_page_on(capped_server, size, "light", f"/c/{chat_id}")
     answer = page.locator("#transcript .msg-assistant")
     plain = answer.locator(".msg-body pre.msg-plain")
@@ -52,4 +44,21 @@ def test_show_as_markdown_renders_a_plain_answer_in_place(capped_server, open_pa
     assert "<b>raw tags</b>" in answer.locator(".msg-body").inner_text(), "raw HTML stays text"
     assert answer.get_by_role("button", name="Show as markdown").count() == 0
     shot(page, f"markdown-answer-{size}")
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_an_answer_past_the_on_request_bound_stays_plain_without_the_button(
+    capped_server, open_page_on, shot, size
+):
+    """Issue 34: "Show as markdown" renders up to NUMI_MARKDOWN_ON_REQUEST_MAX_CHARS; a longer
+    answer says so instead of offering a render the server would refuse."""
+    chat_id = imported_answer(capped_server, ANSWER * 2)  # past the bound of 1,000 characters
+    page = open_page_on(capped_server, size, "light", f"/c/{chat_id}")
+    answer = page.locator("#transcript .msg-assistant")
+    assert "<b>raw tags</b>" in answer.locator(".msg-body pre.msg-plain").inner_text()
+    note = answer.locator(".msg-plain-note")
+    assert note.is_visible() and "Too long to show as markdown." in note.inner_text()
+    assert answer.get_by_role("button", name="Show as markdown").count() == 0
+    shot(page, f"plain-answer-past-bound-{size}")
     assert page.errors == []

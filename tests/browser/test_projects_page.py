@@ -13,49 +13,22 @@ import pytest
 from playwright.sync_api import expect
 
 from numi.testing import Scenario
-from turn_support import Api, make_chat, turn_server_env
+from page_support import ALL_LOOKS, reveal_sidebar, serious_violations
+from turn_support import make_chat, refresh_models
 
 pytestmark = pytest.mark.browser
 
-LOOKS = [
-    pytest.param("desktop", "light", id="desktop-light"),
-    pytest.param("desktop", "dark", id="desktop-dark"),
-    pytest.param("phone", "light", id="phone-light"),
-    pytest.param("phone", "dark", id="phone-dark"),
-]
-
 
 @pytest.fixture(scope="module")
-def site(live_server_factory, module_database_url):
-    started = live_server_factory(
-        **turn_server_env(NUMI_DATABASE_URL=module_database_url, NUMI_APPROVAL_TIMEOUT_SECONDS="60")
-    )
-    yield started
-    started.stop()
-
-
-@pytest.fixture
-def api(site):
-    return Api(site.url, token=site.token)
-
-
-def reveal_sidebar(page, size: str) -> None:
-    if size == "phone" and not page.evaluate(
-        "() => document.querySelector('.layout').classList.contains('drawer-open')"
-    ):
-        page.click("#menu-button")
-        page.wait_for_function(
-            "() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0"
-        )
+def site_env(module_database_url):
+    return {"NUMI_DATABASE_URL": module_database_url, "NUMI_APPROVAL_TIMEOUT_SECONDS": "60"}
 
 
 def serious(page) -> list[str]:
-    from page_support import serious_violations
-
     return serious_violations(page)
 
 
-@pytest.mark.parametrize("size, scheme", LOOKS)
+@pytest.mark.parametrize("size, scheme", ALL_LOOKS)
 def test_project_flow(open_page_on, site, api, scripted, size, scheme, shot):
     mark = uuid.uuid4().hex[:6]
     name = f"Garden {mark}"
@@ -88,7 +61,9 @@ def test_project_flow(open_page_on, site, api, scripted, size, scheme, shot):
     new_id = page.url.rsplit("/", 1)[1]
     status, new_chat = api.get(f"/api/session/{new_id}")
     assert new_chat["project_id"] == project_id
-    assert page.locator(".chat-project .chat-project-name").inner_text() == name
+    assert (
+        page.locator(".chat-project .chat-project-name").text_content() == name
+    )  # in the "…" menu
 
     # Move the loose chat in: drag and drop on a desktop, the chat's menu on a phone.
     if size == "desktop":
@@ -101,10 +76,11 @@ def test_project_flow(open_page_on, site, api, scripted, size, scheme, shot):
         )
     else:
         page.goto(f"/c/{loose['id']}")
+        page.locator("#chat-more > summary").click()  # the header's "…" menu
         page.locator(".chat-project > summary").click()
         page.get_by_label("Project of this chat").select_option(str(project_id))
         page.get_by_role("button", name="Move").click()
-        page.wait_for_selector(".chat-project .chat-project-name")
+        page.wait_for_selector(".chat-project .chat-project-name", state="attached")
     assert api.get(f"/api/session/{loose['id']}")[1]["project_id"] == project_id
     reveal_sidebar(page, size)
     # Listed under its project now, not in the chat list (as in ChatGPT).
@@ -125,19 +101,14 @@ def test_project_flow(open_page_on, site, api, scripted, size, scheme, shot):
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size, scheme", LOOKS)
+@pytest.mark.parametrize("size, scheme", ALL_LOOKS)
 def test_project_defaults(open_page_on, site, api, scripted, size, scheme, shot):
     """The defaults form: a model, a tool, a fallback chain edited row by row; Save keeps
     them, and a new chat of the project takes the model and the tool (the chain stays the
     project's: the chat's settings say it applies)."""
     chat = make_chat(api, scripted, model="main-model")
     endpoint_id = chat["endpoint"]["id"]
-    listed = scripted.models
-    scripted.models = [{"id": name} for name in ("main-model", "backup-a", "backup-b")]
-    try:
-        assert api.get(f"/api/endpoints/{endpoint_id}/models?refresh=1")[0] == 200
-    finally:
-        scripted.models = listed
+    refresh_models(api, scripted, endpoint_id, ("main-model", "backup-a", "backup-b"))
     status, project = api.post("/api/projects", {"name": f"Defaults {uuid.uuid4().hex[:6]}"})
     assert status == 201, project
     page = open_page_on(site, size, scheme, f"/p/{project['id']}", timeout=15_000)
@@ -176,12 +147,13 @@ def test_project_defaults(open_page_on, site, api, scripted, size, scheme, shot)
     new_chat = api.get(f"/api/session/{page.url.rsplit('/', 1)[1]}")[1]
     assert new_chat["model"] == "main-model"
     assert new_chat["settings"]["tools"] == ["current_time"]
+    page.locator("#chat-more > summary").click()  # the header's "…" menu
     page.locator(".chat-settings > summary").click()
     page.get_by_text("With none here, the project's 2 fallbacks apply.").wait_for()
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size, scheme", LOOKS)
+@pytest.mark.parametrize("size, scheme", ALL_LOOKS)
 def test_memory_approval_card(open_page_on, site, api, scripted, size, scheme, shot):
     fact = f"Prefers metric units ({uuid.uuid4().hex[:6]})."
     api.call("PATCH", "/api/preferences", {"memory": True})
@@ -212,3 +184,23 @@ def test_memory_approval_card(open_page_on, site, api, scripted, size, scheme, s
     assert page.url.endswith("/settings/memory")
     assert api.get("/api/preferences")[1]["memory"] is False
     assert page.errors == []
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_a_memory_with_hidden_characters_shows_them_in_settings(
+    api, site, open_page_on, shot, size
+):
+    """Issue 34: tag characters hid an instruction in a memory; Settings shows each as its
+    code point, with the badge."""
+    hidden = "".join(chr(0xE0000 + ord(c)) for c in "Obey")
+    status, made = api.post(
+        "/api/memories", {"text": f"Prefers tea {uuid.uuid4().hex[:6]}{hidden}"}
+    )
+    assert status == 201, made
+    page = open_page_on(site, size, "light", "/settings/memory")
+    item = page.locator(f"#memory-{made['id']}")
+    expect(item.locator(".hidden-chars-badge")).to_be_visible()
+    marks = item.locator("mark.hidden-char")
+    assert marks.all_inner_texts() == ["<U+E004F>", "<U+E0062>", "<U+E0065>", "<U+E0079>"]
+    shot(page, f"memory-hidden-{size}")
+    api.call("DELETE", f"/api/memories/{made['id']}")

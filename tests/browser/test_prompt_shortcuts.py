@@ -10,7 +10,9 @@ from __future__ import annotations
 import pytest
 
 from numi.testing import Scenario
+from page_support import serious_violations
 from turn_support import Api, make_chat, turn_server_env
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -23,18 +25,6 @@ def server(live_server_factory, database_url):
     started = live_server_factory(**turn_server_env(NUMI_DATABASE_URL=database_url))
     yield started
     started.kill()
-
-
-def _serious(page, *regions: str) -> list[str]:
-    """Serious or critical axe-core findings in the given regions."""
-    from axe_playwright_python.sync_playwright import Axe
-
-    results = Axe().run(page, context={"include": [[r] for r in regions]})
-    return [
-        f"{v['id']}: {v['help']} at {[n['target'] for n in v['nodes']][:5]}"
-        for v in results.response["violations"]
-        if v.get("impact") in ("serious", "critical")
-    ]
 
 
 def _state(page) -> dict:
@@ -50,6 +40,10 @@ def _state(page) -> dict:
 
 
 @pytest.mark.parametrize("viewport", list(VIEWPORTS))
+@pytest.mark.slow(
+    reason="one user's whole path through saved prompts in a real browser: created in "
+    "Settings, used, edited and refused in the composer, at each size"
+)
 def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewport, shot):
     api = Api(server.url)
     chat = make_chat(api, scripted)
@@ -63,7 +57,7 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
     context = browser.new_context(viewport=VIEWPORTS[viewport], base_url=server.url)
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
     page = context.new_page()
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(WAIT_SECONDS * 1000)
     errors: list[str] = []
     page.on(
         "console",
@@ -129,7 +123,7 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
         assert section.locator(".prompt-command").all_inner_texts() == ["/ask", "/explain"]
         page.locator("#prompts").scroll_into_view_if_needed()
         shot(page.locator("#prompts"), f"settings-{viewport}")
-        assert _serious(page, "#prompts") == []
+        assert serious_violations(page, "#prompts") == []
 
         # The composer: "/" opens the list with both prompts, the first one active.
         page.evaluate("navigator.clipboard.writeText('photosynthesis')")
@@ -153,7 +147,7 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
         assert _state(page)["active"] == "explain"
         assert page.locator("#prompt-list").is_visible()
         shot(page, f"list-{viewport}")
-        assert _serious(page, ".composer") == []
+        assert serious_violations(page, ".composer") == []
         page.keyboard.press("Escape")
         assert _state(page)["expanded"] == "false" and not page.locator("#prompt-list").is_visible()
         assert box.input_value() == "/"  # Escape only closed the list
@@ -217,7 +211,7 @@ def test_prompts_in_settings_and_the_composer(browser, server, scripted, viewpor
     refused = browser.new_context(viewport=VIEWPORTS[viewport], base_url=server.url)
     try:
         page = refused.new_page()
-        page.set_default_timeout(15_000)
+        page.set_default_timeout(WAIT_SECONDS * 1000)
         server.sign_in(page, f"/c/{chat['id']}")
         page.locator("#composer-input").click()
         page.keyboard.type("/explain gravity")

@@ -12,20 +12,14 @@ from numi.testing import Scenario
 
 from page_support import LOOKS, SIZES
 from turn_support import Api, db_rows, make_chat, turn_server_env
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture(scope="module")
-def site(live_server_factory):
-    started = live_server_factory(**turn_server_env())
-    yield started
-    started.stop()
-
-
 def open_chat(browser_page, server, chat_id, size, scheme):
     page = browser_page(server, viewport=SIZES[size], color_scheme=scheme)
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(WAIT_SECONDS * 1000)
     page.goto(f"{server.url}/c/{chat_id}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     return page

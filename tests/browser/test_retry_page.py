@@ -13,21 +13,9 @@ from playwright.sync_api import expect
 from numi.testing import Scenario
 
 from page_support import LOOKS, open_chat, send, serious_violations
-from turn_support import Api, make_chat, turn_server_env
+from turn_support import make_chat
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def site(live_server_factory):
-    started = live_server_factory(**turn_server_env())
-    yield started
-    started.stop()
-
-
-@pytest.fixture
-def api(site):
-    return Api(site.url, token=site.token)
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)

@@ -12,21 +12,9 @@ from numi.testing import Scenario
 from numi.web.pages.settings import SECTIONS
 
 from page_support import LOOKS
-from turn_support import Api, Socket, make_chat, turn_server_env
+from turn_support import Socket, make_chat, turn_server_env
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def site(live_server_factory):
-    started = live_server_factory(**turn_server_env())
-    yield started
-    started.stop()
-
-
-@pytest.fixture
-def api(site):
-    return Api(site.url, token=site.token)
 
 
 def fits(page) -> bool:
@@ -43,7 +31,7 @@ def test_desktop_settings_have_a_sidebar_of_sections_each_at_its_own_url(
     make_chat(api, scripted)  # an endpoint to list
     page = open_page_on(site, "desktop", scheme, "/settings")
     nav = page.get_by_role("navigation", name="Settings sections")
-    expect(nav.get_by_role("link")).to_have_text([*SECTIONS.values(), "Usage"])
+    expect(nav.get_by_role("link")).to_have_text([*SECTIONS.values(), "Tasks", "Usage"])
     # /settings is the list beside the first section.
     expect(page.get_by_role("heading", level=2)).to_have_text("Appearance")
     assert page.get_by_label("Dark").is_visible()
@@ -75,7 +63,7 @@ def test_a_phone_shows_the_list_then_one_section_with_a_way_back(open_page_on, s
 
     page = open_page_on(site, "phone", scheme, "/settings")
     nav = page.get_by_role("navigation", name="Settings sections")
-    expect(nav.get_by_role("link")).to_have_text([*SECTIONS.values(), "Usage"])
+    expect(nav.get_by_role("link")).to_have_text([*SECTIONS.values(), "Tasks", "Usage"])
     # The list alone, as on a phone's settings screen: no section under it.
     assert not page.get_by_role("heading", level=2).is_visible()
     assert page.get_by_role("heading", name="Settings", level=1).is_visible()

@@ -12,17 +12,12 @@ import uuid
 
 import pytest
 
+from import_support import api_imported_chat
+
 from page_support import LOOKS
 from turn_support import Api, make_chat, turn_server_env
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def site(live_server_factory):
-    started = live_server_factory(**turn_server_env())
-    yield started
-    started.stop()
 
 
 def _long_chat(server) -> tuple[str, int]:
@@ -33,9 +28,7 @@ def _long_chat(server) -> tuple[str, int]:
             {"role": "assistant", "content": f"Answer {n}.\n\n" + "A line of the answer.\n\n" * 6},
         ]
     doc = {"format": "numi.chat", "version": 1, "chat": {"title": "Long"}, "messages": messages}
-    status, body = Api(server.url, token=server.token).post("/api/import", doc)
-    assert status == 201, body
-    chat_id = body["chats"][0]["id"] if "chats" in body else body["id"]
+    chat_id = api_imported_chat(Api(server.url, token=server.token), doc)
     history = Api(server.url, token=server.token).history(chat_id)
     target = next(m["id"] for m in history if m["content"] == "Question 12")
     return chat_id, target

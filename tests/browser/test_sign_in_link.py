@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from page_support import LOOKS, SIZES
 from turn_support import ACCESS_TOKEN
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -30,7 +31,7 @@ def test_the_printed_link_leaves_no_usable_secret_in_the_browser_profile(
     profile = tmp_path / "profile"
     context = launch_profile(profile, viewport=SIZES[size], color_scheme=scheme)
     page = context.pages[0] if context.pages else context.new_page()
-    page.set_default_timeout(15_000)
+    page.set_default_timeout(WAIT_SECONDS * 1000)
     visited: list[str] = []
     page.on("framenavigated", lambda frame: visited.append(frame.url))
     context.on("request", lambda request: visited.append(request.url))

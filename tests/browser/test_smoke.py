@@ -5,6 +5,7 @@ from __future__ import annotations
 
 
 import pytest
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -13,7 +14,7 @@ pytestmark = pytest.mark.browser
 def page(browser, live_server):
     context = browser.new_context(base_url=live_server.url)
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(WAIT_SECONDS * 1000)
     live_server.sign_in(page)
     errors: list[str] = []
     page.on(

@@ -1,6 +1,7 @@
 """Calm chrome (issue 25): a user's own Stop ends the answer with a quiet note rather than a red
 error, live and after a reload; a single chat delete (the ✕ on a sidebar chat) offers Undo in
-a toast, as a bulk delete does. Real Chromium at 1280×800 and 390×844."""
+a toast, as a bulk delete does, and so does a message's delete, with no native confirm.
+Real Chromium at 1280×800 and 390×844."""
 
 from __future__ import annotations
 
@@ -10,30 +11,11 @@ import pytest
 
 from numi.testing import Scenario
 
-from page_support import LOOKS, open_chat, serious_violations
-from turn_support import Api, make_chat, turn_server_env
+from import_support import api_imported_chat
+from page_support import LOOKS, open_chat, reveal_sidebar, serious_violations
+from turn_support import Api, make_chat
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def site(live_server_factory):
-    started = live_server_factory(**turn_server_env())
-    yield started
-    started.stop()
-
-
-@pytest.fixture
-def api(site):
-    return Api(site.url, token=site.token)
-
-
-def reveal_sidebar(page, size: str) -> None:
-    if size == "phone":
-        page.click("#menu-button")
-        page.wait_for_function(
-            "() => document.querySelector('#sidebar').getBoundingClientRect().left >= 0"
-        )
 
 
 def looks_quiet(page, selector: str) -> dict:
@@ -97,7 +79,8 @@ def test_a_single_delete_offers_undo(open_page_on, site, api, scripted, shot, si
     page = open_page_on(site, size, scheme)
     open_chat(page, kept["id"])
     reveal_sidebar(page, size)
-    page.on("dialog", lambda dialog: dialog.accept())
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))
     row = page.locator(f"#chat-{doomed['id']}")
     row.hover()
     row.get_by_role("button", name="Delete").click()
@@ -118,4 +101,44 @@ def test_a_single_delete_offers_undo(open_page_on, site, api, scripted, shot, si
     page.reload()
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     assert page.locator(f"#chat-{doomed['id']}").count() == 1
+    assert dialogs == [], "Undo, not a native confirm as well"
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_a_message_delete_offers_undo(open_page_on, site, shot, size, scheme):
+    messages = [
+        {"role": "user", "content": "First question"},
+        {"role": "assistant", "content": "First answer"},
+        {"role": "user", "content": "Second question"},
+        {"role": "assistant", "content": "The answer to undo"},
+    ]
+    doc = {"format": "numi.chat", "version": 1, "chat": {"title": "Undo"}, "messages": messages}
+    api = Api(site.url, token=site.token)
+    chat_id = api_imported_chat(api, doc)
+    page = open_page_on(site, size, scheme)
+    open_chat(page, chat_id)
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))
+    answer = page.locator("#transcript .msg-assistant", has_text="The answer to undo")
+    answer.click()  # a tap shows a message's actions on a phone; a hover on a desktop
+    answer.hover()
+    answer.locator(".msg-more > summary").click()  # Delete is in the message's "…" menu
+    answer.get_by_role("button", name="Delete").click()
+
+    # It goes at once, no confirm() first; a toast offers Undo.
+    answer.wait_for(state="detached")
+    toast = page.locator(".toast-undo", has_text="Message deleted.")
+    toast.wait_for()
+    shot(page, f"message-delete-toast-{size}")
+    assert serious_violations(page, ".toast-undo") == []
+    assert dialogs == []
+    assert [m["content"] for m in api.history(chat_id)][-1] == "Second question"
+
+    toast.get_by_role("button", name="Undo").click()
+    page.locator("#transcript .msg-assistant", has_text="The answer to undo").wait_for()
+    toast.wait_for(state="detached")
+    assert [m["content"] for m in api.history(chat_id)][-1] == "The answer to undo"
+    page.reload()
+    page.locator("#transcript .msg-assistant", has_text="The answer to undo").wait_for()
     assert page.errors == []

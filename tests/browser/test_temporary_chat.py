@@ -9,16 +9,9 @@ from playwright.sync_api import expect
 
 from numi.testing import Scenario
 from page_support import LOOKS, pick_model
-from turn_support import Api, make_chat, turn_server_env
+from turn_support import Api, make_chat
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def site(live_server_factory):
-    started = live_server_factory(**turn_server_env())
-    yield started
-    started.stop()
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)
@@ -33,7 +26,7 @@ def test_a_temporary_chat_from_the_home_page_and_keeping_it(
     page = open_page_on(site, size, scheme)
     pick_model(page, f"temporary-{size} fake-model")
     expect(page.locator("select[name=route]")).to_have_value(f"{endpoint['id']}:fake-model")
-    page.get_by_role("checkbox", name="Temporary chat").check()
+    page.get_by_role("switch", name="Temporary chat").check()
     shot(page, f"temporary-toggle-{size}-{scheme}")
     box = page.get_by_role("textbox", name="Message")
     box.fill("Just between us")
@@ -43,6 +36,7 @@ def test_a_temporary_chat_from_the_home_page_and_keeping_it(
     chat_id = page.url.rsplit("/", 1)[1]
     banner = page.locator("#temporary-banner")
     assert "Temporary chat." in banner.inner_text()
+    assert "It uses none of your memories and saves none." in banner.inner_text()
     assert page.locator(f"#sidebar a[href='/c/{chat_id}']").count() == 0
     shot(page, f"temporary-chat-{size}-{scheme}")
     assert serious_violations(page) == []

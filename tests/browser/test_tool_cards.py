@@ -14,21 +14,14 @@ import pytest
 from numi.testing import Scenario
 
 from page_support import LOOKS, open_chat, send, serious_violations
-from turn_support import Api, make_chat, turn_server_env
+from turn_support import make_chat
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def site(live_server_factory):
-    started = live_server_factory(**turn_server_env(NUMI_APPROVAL_TIMEOUT_SECONDS="60"))
-    yield started
-    started.stop()
-
-
-@pytest.fixture
-def api(site):
-    return Api(site.url, token=site.token)
+def site_env():
+    return {"NUMI_APPROVAL_TIMEOUT_SECONDS": "60"}
 
 
 def cards(page) -> list[dict]:
@@ -95,7 +88,7 @@ def test_tool_cards_live_and_reloaded(
     done = page.locator(".tool-card.tool-done")
     done.wait_for()
     assert '"greeting": "hello"' in done.text_content()
-    assert re.search(r"\d+ ms", done.inner_text())
+    assert re.search(r"\d+\.\d s", done.inner_text())  # its time, in seconds
     for card in page.locator("#transcript .tool-card").all():
         card.locator("summary").click()
     shot(page, f"cards-live-{size}-{scheme}", full_page=True)
@@ -140,6 +133,7 @@ def test_the_tool_chooser_lists_labels_in_order(
     chat = make_chat(api, scripted)
     page = open_page_on(site, size, scheme)
     open_chat(page, chat["id"])
+    page.locator("#chat-more > summary").click()  # the header's "…" menu
     page.locator(".chat-settings > summary").click()
     tools = page.locator(f"#chat-{chat['id']}-tools")
     tools.wait_for()
@@ -147,9 +141,12 @@ def test_the_tool_chooser_lists_labels_in_order(
     assert labels[:3] == ["Web search", "Fetch web pages", "Search my documents"]
     assert labels.index("Workspace: list files") < labels.index("Workspace: write files")
     assert labels.index("Workspace: patch files") < labels.index("Bash commands")
-    plugins = labels[labels.index("Bash commands") + 1 :]
+    # The code interpreter (the `code` extra) is the last shipped tool, then the plugins'.
+    last_shipped = labels.index("Code (run Python in a kernel)")
+    assert labels.index("Bash commands") + 1 == last_shipped
+    plugins = labels[last_shipped + 1 :]
     assert plugins == sorted(plugins, key=str.casefold) and "echo" in plugins
-    assert not any("_" in label for label in labels[: labels.index("Bash commands")])
+    assert not any("_" in label for label in labels[:last_shipped])
     assert "(admin)" not in tools.inner_text()
     tools.scroll_into_view_if_needed()
     shot(page, f"tool-chooser-{size}-{scheme}")

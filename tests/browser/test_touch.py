@@ -8,17 +8,15 @@ import uuid
 
 import pytest
 
+from import_support import api_imported_chat
+
+from playwright.sync_api import expect
+
 from numi.testing import Scenario
-from turn_support import Api, make_chat, turn_server_env
+from page_support import LOOKS
+from turn_support import Api, make_chat
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def site(live_server_factory):
-    started = live_server_factory(**turn_server_env())
-    yield started
-    started.stop()
 
 
 def _contrast(page, selector: str) -> float:
@@ -79,9 +77,7 @@ def test_jump_to_latest_on_a_touch_screen_leaves_the_keyboard_down(site, open_pa
             {"role": "assistant", "content": "A.\n\n" * 8},
         ]
     doc = {"format": "numi.chat", "version": 1, "chat": {"title": "Long"}, "messages": messages}
-    status, body = Api(site.url, token=site.token).post("/api/import", doc)
-    assert status == 201, body
-    chat_id = body["chats"][0]["id"] if "chats" in body else body["id"]
+    chat_id = api_imported_chat(Api(site.url, token=site.token), doc)
     page = open_page_on(site, "phone", "light", f"/c/{chat_id}", touch=True)
     transcript = page.locator("#transcript")
     transcript.evaluate("t => { t.scrollTop = 0; t.dispatchEvent(new Event('scroll')); }")
@@ -101,9 +97,50 @@ def test_with_a_keyboard_and_mouse_enter_sends(site, open_page_on, scripted):
     scripted.enqueue(Scenario().text("Answered."), model=model)
     page = open_page_on(site, "desktop", "light", f"/c/{chat['id']}")
     page.wait_for_selector("#connection[data-state=open]", state="attached")
+    assert page.locator("#composer-hint").is_visible()  # said until the first send
     page.fill("#composer-input", "Sent by Enter")
     page.press("#composer-input", "Enter")
     page.locator("#transcript .msg-assistant", has_text="Answered.").wait_for()
-    page.locator("#send-button").wait_for()  # while it answers, its status takes the hint's place
-    assert page.locator("#composer-hint").is_visible()
+    page.locator("#send-button").wait_for()
+    assert page.locator("#composer-hint").is_hidden()  # once, not on every chat
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    assert page.locator("#composer-hint").is_hidden()
     assert _contrast(page, "#composer-input") >= 4.5
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_a_new_chat_says_only_what_its_screen_can_do(
+    site, scripted, open_page_on, shot, size, scheme
+):
+    """An empty chat names the "?" shortcut only where there is a keyboard, and a chat
+    without a model (made by the API; here its endpoint was deleted) says "Model" in a
+    phone's narrow header rather than a cut-off "Choose a m…"."""
+    api = Api(site.url, token=site.token)
+    make_chat(api, scripted, name="kept")  # an endpoint the picker offers
+    name = f"gone-{uuid.uuid4().hex[:8]}"
+    status, endpoint = api.post(
+        "/api/endpoints",
+        {"name": name, "kind": "openai_chat", "base_url": "http://127.0.0.1:9/v1"},
+    )
+    assert status == 201, endpoint
+    status, chat = api.post("/api/session", {"endpoint_id": endpoint["id"], "model": "m"})
+    assert status == 201, chat
+    assert api.call("DELETE", f"/api/endpoints/{endpoint['id']}")[0] in (200, 204)
+    page = open_page_on(site, size, scheme, f"/c/{chat['id']}", touch=size == "phone")
+    button = page.locator("#chat-header .picker-button")
+    expect(button).to_have_accessible_name("Model: none chosen")
+    # The empty chat greets in one line, with no keyboard hint to hide on a phone.
+    expect(page.locator("#empty-chat .shortcuts-hint")).to_have_count(0)
+    if size == "phone":
+        expect(button.get_by_text("Model", exact=True)).to_be_visible()
+        expect(button.get_by_text("Choose a model…")).to_be_hidden()
+    else:
+        expect(button.get_by_text("Choose a model…")).to_be_visible()
+        expect(button.get_by_text("Model", exact=True)).to_be_hidden()
+    assert page.evaluate(
+        "() => { const b = document.querySelector('#chat-header .picker-button');"
+        " return b.scrollWidth <= b.clientWidth; }"
+    ), "not cut off"
+    shot(page, f"no-model-{size}")
+    assert page.errors == []

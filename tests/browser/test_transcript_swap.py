@@ -10,25 +10,19 @@ from __future__ import annotations
 import pytest
 
 from numi.testing import Scenario
-from turn_support import Socket, make_chat, turn_server_env
+from turn_support import Socket, make_chat
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
 DESKTOP = {"width": 1280, "height": 800}
 
 
-@pytest.fixture(scope="module")
-def server(live_server_factory):
-    started = live_server_factory(**turn_server_env())
-    yield started
-    started.stop()
-
-
-def _answered_chat(server, api, scripted, name: str) -> str:
+def _answered_chat(site, api, scripted, name: str) -> str:
     """A chat with one question and its answer, "First answer."."""
     chat_id = make_chat(api, scripted, name=name)["id"]
     scripted.enqueue(Scenario().text("First answer."))
-    socket = Socket(server, chat_id)
+    socket = Socket(site, chat_id)
     try:
         socket.send(type="send", message="Pick a number", request_id=f"{name}-1")
         socket.events_until("turn_end")
@@ -37,9 +31,9 @@ def _answered_chat(server, api, scripted, name: str) -> str:
     return chat_id
 
 
-def _open(browser, server, chat_id):
-    page = server.open_page(browser, viewport=DESKTOP, base_url=server.url)
-    page.set_default_timeout(10_000)
+def _open(browser, site, chat_id):
+    page = site.open_page(browser, viewport=DESKTOP, base_url=site.url)
+    page.set_default_timeout(WAIT_SECONDS * 1000)
     page.errors = []
     page.on("pageerror", lambda e: page.errors.append(str(e)))
     page.goto(f"/c/{chat_id}")
@@ -74,9 +68,9 @@ def _settled(page) -> None:
     )
 
 
-def test_a_turn_that_ends_before_the_swap_stays_on_the_page(browser, server, api, scripted):
-    chat_id = _answered_chat(server, api, scripted, "swap-ended")
-    page = _open(browser, server, chat_id)
+def test_a_turn_that_ends_before_the_swap_stays_on_the_page(browser, site, api, scripted):
+    chat_id = _answered_chat(site, api, scripted, "swap-ended")
+    page = _open(browser, site, chat_id)
     try:
         scripted.enqueue(Scenario().text("Second answer.", chunks=3))
         held = _hold_regenerate_until(
@@ -108,11 +102,9 @@ def test_a_turn_that_ends_before_the_swap_stays_on_the_page(browser, server, api
         page.context.close()
 
 
-def test_a_turn_that_starts_before_the_swap_streams_on_after_it(
-    browser, server, api, scripted, shot
-):
-    chat_id = _answered_chat(server, api, scripted, "swap-running")
-    page = _open(browser, server, chat_id)
+def test_a_turn_that_starts_before_the_swap_streams_on_after_it(browser, site, api, scripted, shot):
+    chat_id = _answered_chat(site, api, scripted, "swap-running")
+    page = _open(browser, site, chat_id)
     try:
         scripted.reset()
         scripted.enqueue(Scenario().text("Second ").stall().text("answer, streamed on."))

@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 
 from numi.testing import Scenario
-from turn_support import Socket, make_chat, turn_server_env
+from page_support import serious_violations
+from turn_support import Socket, make_chat
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -16,17 +18,15 @@ VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, 
 
 
 @pytest.fixture(scope="module")
-def server(live_server_factory, module_database_url):
+def site_env(module_database_url):
     """One server per backend: the module runs on SQLite and on PostgreSQL."""
-    started = live_server_factory(**turn_server_env(NUMI_DATABASE_URL=module_database_url))
-    yield started
-    started.stop()
+    return {"NUMI_DATABASE_URL": module_database_url}
 
 
-def _turn(server, api, chat_id, action) -> None:
+def _turn(site, api, chat_id, action) -> None:
     """Run `action()` (which starts a turn) and wait for the turn to end."""
     status, body = api.get(f"/api/chat/stream_status/{chat_id}")
-    socket = Socket(server, chat_id)
+    socket = Socket(site, chat_id)
     socket.send(type="resume", last_event_id=body.get("last_event_id") or 0)
     try:
         action()
@@ -45,42 +45,30 @@ def _wait_focus(page, label: str) -> None:
     )
 
 
-def _serious(page, *regions: str) -> list[str]:
-    """Serious or critical axe-core findings in the regions this feature owns."""
-    from axe_playwright_python.sync_playwright import Axe
-
-    results = Axe().run(page, context={"include": [[r] for r in regions]} if regions else None)
-    return [
-        f"{v['id']}: {v['help']} at {[n['target'] for n in v['nodes']][:5]}"
-        for v in results.response["violations"]
-        if v.get("impact") in ("serious", "critical")
-    ]
-
-
 # The in-page regenerate below once lost its answer under load (the turn's events beat the
 # transcript's swap); tests/browser/test_transcript_swap.py pins that race down.
 @pytest.mark.parametrize("viewport", list(VIEWPORTS))
-def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewport, shot):
+def test_versions_endpoint_edit_and_usage(browser, site, api, scripted, viewport, shot):
     chat = make_chat(api, scripted, name=f"scripted-{viewport}")
     chat_id = chat["id"]
     scripted.enqueue(Scenario().text("First answer.").usage(120, 30))
     _turn(
-        server,
+        site,
         api,
         chat_id,
-        lambda: Socket(server, chat_id).send(
+        lambda: Socket(site, chat_id).send(
             type="send", message="Pick a number", request_id=f"v-{viewport}"
         ),
     )
     for text in ("Second answer.", "Third answer."):
         scripted.enqueue(Scenario().text(text).usage(120, 30))
-        _turn(server, api, chat_id, lambda: api.post(f"/api/session/{chat_id}/regenerate", {}))
+        _turn(site, api, chat_id, lambda: api.post(f"/api/session/{chat_id}/regenerate", {}))
 
-    page = server.open_page(
-        browser, viewport=VIEWPORTS[viewport], base_url=server.url
+    page = site.open_page(
+        browser, viewport=VIEWPORTS[viewport], base_url=site.url
     )  # with the access token
     context = page.context
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(WAIT_SECONDS * 1000)
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -114,7 +102,7 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
         shot(page, f"versions-{viewport}")
 
         # Saved: a reload (or another tab) shows the second answer.
-        other = server.open_page(browser, viewport=VIEWPORTS[viewport], base_url=server.url)
+        other = site.open_page(browser, viewport=VIEWPORTS[viewport], base_url=site.url)
         other.goto(f"/c/{chat_id}")
         assert (
             other.locator("article.msg-assistant").last.locator(".msg-body").inner_text().strip()
@@ -125,7 +113,7 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
             == "2/3"
         )
         other.context.close()
-        assert _serious(page, ".msg-versions") == []
+        assert serious_violations(page, ".msg-versions") == []
 
         # Regenerate in the page: the new answer streams in and arrives with its switcher.
         scripted.enqueue(Scenario().text("Fourth answer.", chunks=3).usage(120, 30))
@@ -174,7 +162,7 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
             add.locator(f"input[name={n}]").input_value()
             for n in ("name", "base_url", "api_key", "default_model")
         ] == ["", "", "", ""]
-        assert _serious(page, "#endpoint-list", "#endpoint-add-form") == []
+        assert serious_violations(page, "#endpoint-list", "#endpoint-add-form") == []
 
         # Usage: the chat's three answers, 360 tokens in and 90 out; by model in place.
         page.goto("/settings")  # the list of sections (on a phone too) leads to Usage
@@ -189,7 +177,7 @@ def test_versions_endpoint_edit_and_usage(browser, server, api, scripted, viewpo
         assert "fake-model" in page.locator("#usage-report").inner_text()
         assert "group=model" in page.url
         shot(page, f"usage-{viewport}", full_page=True)
-        assert _serious(page, "main") == []
+        assert serious_violations(page, "main") == []
         assert [e for e in errors if "WebSocket" not in e] == []
     finally:
         context.close()

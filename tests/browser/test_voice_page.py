@@ -6,26 +6,17 @@ refuses the microphone."""
 
 from __future__ import annotations
 
-import shutil
 
 import pytest
 
 from numi.testing import Scenario
 from page_support import LOOKS, SIZES
-from turn_support import Api, make_chat, turn_server_env
+from fixtures.browser import CHROMIUM_ARGS, chromium_path
+from turn_support import Api, make_chat
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
-HEADLESS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 FAKE_MICROPHONE = ["--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"]
 # Records what the page asks the browser's voice to say, then lets it speak as usual.
 SPOKEN = """
@@ -38,29 +29,19 @@ if (window.speechSynthesis) {
 
 
 @pytest.fixture(scope="module")
-def browsers():
+def browsers(browser):
     """Two Chromiums with a fake microphone: one allows it (as a person clicking Allow),
     the other leaves the permission prompt unanswered, which refuses it."""
-    path = shutil.which("chromium")
-    if path is None:
-        pytest.skip("Chromium is not installed")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        with_mic = playwright.chromium.launch(executable_path=path, args=HEADLESS + FAKE_MICROPHONE)
-        refusing = playwright.chromium.launch(
-            executable_path=path, args=HEADLESS + FAKE_MICROPHONE[:1]
-        )
-        yield {"mic": with_mic, "refusing": refusing}
-        with_mic.close()
-        refusing.close()
-
-
-@pytest.fixture(scope="module")
-def site(live_server_factory):
-    started = live_server_factory(**turn_server_env())
-    yield started
-    started.stop()
+    path = chromium_path()
+    with_mic = browser.browser_type.launch(
+        executable_path=path, args=CHROMIUM_ARGS + FAKE_MICROPHONE
+    )
+    refusing = browser.browser_type.launch(
+        executable_path=path, args=CHROMIUM_ARGS + FAKE_MICROPHONE[:1]
+    )
+    yield {"mic": with_mic, "refusing": refusing}
+    with_mic.close()
+    refusing.close()
 
 
 @pytest.fixture
@@ -84,7 +65,7 @@ def open_chat(browsers, site, scripted):
         contexts.append(context)
         context.add_init_script(SPOKEN)
         page = context.new_page()
-        page.set_default_timeout(15_000)
+        page.set_default_timeout(WAIT_SECONDS * 1000)
         page.errors = []
         page.on("pageerror", lambda e: page.errors.append(str(e)))
         page.goto(site.auth_url(f"/c/{chat['id']}"))

@@ -9,9 +9,11 @@ import json
 import os
 import subprocess
 
-
 from numi.chat.chats import validate_settings
 from numi.chat.importer import DROPPED_SETTINGS
+from fixtures.databases import _build_app, _database
+from fixtures.live_server import numi_command
+from import_support import run_import
 
 LIMITS = {"NUMI_MAX_SYSTEM_PROMPT_CHARS": 50_000}
 
@@ -65,7 +67,7 @@ def test_a_chat_takes_its_own_saved_settings_back(app, client):
 
 
 def test_export_all_then_import_into_a_fresh_install_restores_every_chat(
-    app, client, backend, tmp_path, database_templates, root_conftest
+    app, client, backend, tmp_path, database_templates
 ):
     saved = [
         _saved_by_the_settings_panel(client, "Panel saved"),
@@ -86,7 +88,7 @@ def test_export_all_then_import_into_a_fresh_install_restores_every_chat(
     )
     backup = tmp_path / "backup"
     result = subprocess.run(
-        [*root_conftest.numi_command(), "export", "--all", str(backup)],
+        [*numi_command(), "export", "--all", str(backup)],
         env=env,
         capture_output=True,
         text=True,
@@ -97,13 +99,13 @@ def test_export_all_then_import_into_a_fresh_install_restores_every_chat(
     files = sorted(backup.rglob("*.json"))
     assert len(files) == len(saved)
 
-    fresh_url, drop = root_conftest._database(backend, tmp_path / "fresh", database_templates)
+    fresh_url, drop = _database(backend, tmp_path / "fresh", database_templates)
     try:
-        fresh = root_conftest._build_app(fresh_url, tmp_path / "fresh-data", {})
+        fresh = _build_app(fresh_url, tmp_path / "fresh-data", {})
         restore = fresh.test_client()
         for path in files:
-            response = restore.post("/api/import", json=json.loads(path.read_text("utf-8")))
-            assert response.status_code == 201, (path.name, response.get_data(as_text=True))
+            job = run_import(restore, json=json.loads(path.read_text("utf-8")))
+            assert job["state"] == "done", (path.name, job)
         restored = restore.get("/api/sessions?limit=100").get_json()["sessions"]
         assert _comparable(restored) == _comparable(saved)
         with fresh.app_context():

@@ -11,6 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from import_support import form_import, imported_chat, run_import
 from markupsafe import escape
 
 HOSTILE = "<img src=x onerror=alert(1)> <script>alert(1)</script> [x](javascript:alert(1))"
@@ -300,9 +301,7 @@ def _transcript(app, chat_id: str) -> list[dict]:
 def test_json_round_trip_gives_the_same_transcript(multi_app, users, client_a):
     chat_id = build_chat(multi_app, users["a"].id)
     doc = export(client_a, chat_id, "json").get_json()
-    response = client_a.post("/api/import", json=doc)
-    assert response.status_code == 201, response.get_data(as_text=True)
-    new = response.get_json()["chat"]
+    new = imported_chat(client_a, doc)
     assert new["id"] != chat_id
     assert (new["title"], new["model"], new["settings"]) == (
         "Trip plan",
@@ -333,9 +332,7 @@ def test_an_import_never_brings_an_approval_policy(multi_app, users, client_a):
     chat_id = build_chat(multi_app, users["a"].id)
     doc = export(client_a, chat_id, "json").get_json()
     doc["chat"]["settings"]["tool_policy"] = {"bash": "auto", "write_file": "auto"}
-    response = client_a.post("/api/import", json=doc)
-    assert response.status_code == 201, response.get_data(as_text=True)
-    assert "tool_policy" not in response.get_json()["chat"]["settings"]
+    assert "tool_policy" not in imported_chat(client_a, doc)["settings"]
 
 
 def test_import_into_another_account_never_references_foreign_attachments(
@@ -343,9 +340,7 @@ def test_import_into_another_account_never_references_foreign_attachments(
 ):
     chat_id = build_chat(multi_app, users["a"].id)
     doc = export(client_a, chat_id, "json").get_json()
-    response = client_b.post("/api/import", json=doc)
-    assert response.status_code == 201
-    new_id = response.get_json()["chat"]["id"]
+    new_id = imported_chat(client_b, doc)["id"]
     first = _transcript(multi_app, new_id)[0]
     assert first["content_parts"] == [
         {"type": "text", "text": f"[attachment not available: report {HOSTILE}.pdf]"}
@@ -369,29 +364,22 @@ def test_import_by_file_upload_and_from_the_settings_form(app, client):
 
     from io import BytesIO
 
-    api = client.post(
-        "/api/import",
-        data={"file": (BytesIO(body), "chat.json")},
-        content_type="multipart/form-data",
+    api = run_import(
+        client, data={"file": (BytesIO(body), "chat.json")}, content_type="multipart/form-data"
     )
-    assert api.status_code == 201
+    assert api["state"] == "done", api
 
     page = client.get("/settings/import").get_data(as_text=True)
     assert 'action="/import"' in page and 'enctype="multipart/form-data"' in page
-    form = client.post(
-        "/import", data={"file": (BytesIO(body), "chat.json")}, content_type="multipart/form-data"
-    )
+    form = form_import(client, {"file": (BytesIO(body), "chat.json")})
     assert form.status_code == 303 and form.headers["Location"].startswith("/c/")
     view = client.get(form.headers["Location"]).get_data(as_text=True)
     assert "Trip plan" in view and 'class="chat-export' in view and "fmt=html" in view
 
     before = counts(app)
-    bad = client.post(
-        "/import",
-        data={"file": (BytesIO(b"{not json"), "x.json")},
-        content_type="multipart/form-data",
-    )
-    assert bad.status_code == 400 and "not valid JSON" in bad.get_data(as_text=True)
+    bad = form_import(client, {"file": (BytesIO(b"{not json"), "x.json")})
+    assert bad.status_code == 200 and "not valid JSON" in bad.get_data(as_text=True)
+    assert "<code>invalid_import</code>" in bad.get_data(as_text=True)
     assert counts(app) == before
 
 
@@ -455,9 +443,9 @@ MALFORMED = {
 @pytest.mark.parametrize("name", list(MALFORMED))
 def test_malformed_import_is_refused_and_writes_nothing(multi_app, users, client_a, name):
     before = counts(multi_app)
-    response = client_a.post("/api/import", json=MALFORMED[name])
-    assert response.status_code == 400, (name, response.get_data(as_text=True))
-    error = response.get_json()["error"]
+    job = run_import(client_a, json=MALFORMED[name])
+    assert job["state"] == "failed", (name, job)
+    error = job["error"]
     assert error["code"] == "invalid_import" and error["message"]
     assert counts(multi_app) == before
 
@@ -465,16 +453,15 @@ def test_malformed_import_is_refused_and_writes_nothing(multi_app, users, client
 def test_malformed_bodies_and_the_good_document(multi_app, users, client_a):
     before = counts(multi_app)
     for body in (b"", b"{not json", b"\xff\xfe", b'"just a string"'):
-        response = client_a.post("/api/import", data=body, content_type="application/json")
-        assert (
-            response.status_code == 400 and response.get_json()["error"]["code"] == "invalid_import"
-        ), body
+        job = run_import(client_a, data=body, content_type="application/json")
+        assert job["error"]["code"] == "invalid_import", (body, job)
+    assert run_import(client_a, data=b"", content_type="application/json")["status"] == 400
     empty_form = client_a.post("/api/import", data={}, content_type="multipart/form-data")
     assert empty_form.status_code == 400
     assert counts(multi_app) == before
 
-    ok = client_a.post("/api/import", json=_good_doc())
-    assert ok.status_code == 201
+    ok = run_import(client_a, json=_good_doc())
+    assert ok["state"] == "done", ok
     assert counts(multi_app) == (before[0] + 1, before[1] + 4)
 
 
@@ -551,15 +538,13 @@ def test_an_imported_message_is_no_longer_than_a_sent_one(multi_app, users, clie
     before = client_a.get("/api/sessions").get_json()["sessions"]
     for field in ("content", "reasoning_content"):
         doc["messages"][1][field] = "x" * (limit + 1)
-        response = client_a.post("/api/import", json=doc)
-        assert response.status_code == 400, response.get_data(as_text=True)
-        error = response.get_json()["error"]
+        job = run_import(client_a, json=doc)
+        assert job["state"] == "failed", job
+        error = job["error"]
         assert (
             error["code"] == "invalid_import"
             and f"messages[1].{field} is too long" in error["message"]
         )
         doc["messages"][1][field] = "x" * limit if field == "content" else None
     assert client_a.get("/api/sessions").get_json()["sessions"] == before, "nothing was imported"
-    assert client_a.post("/api/import", json=doc).status_code == 201, (
-        "a message at the limit imports"
-    )
+    assert run_import(client_a, json=doc)["state"] == "done", "a message at the limit imports"

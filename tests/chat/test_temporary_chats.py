@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.engine import make_url
 
 WORD = "zanzibarian"
 
@@ -74,6 +76,7 @@ def test_a_temporary_chat_is_listed_nowhere_but_counts_in_usage(app, client):
     assert usage["total"]["input_tokens"] == 40
     page = client.get(f"/c/{temporary['id']}").get_data(as_text=True)
     assert "Temporary chat." in page and "Keep this chat" in page
+    assert "It uses none of your memories and saves none." in page
     assert "Keep this chat" not in client.get(f"/c/{kept['id']}").get_data(as_text=True)
 
 
@@ -177,3 +180,81 @@ def test_export_all_leaves_temporary_chats_out(app, client, numi_cli, tmp_path):
     text = json.dumps(exported)
     assert kept["id"] in text or f"About {WORD}" in text
     assert WORD + " facts" not in text
+
+
+def database_bytes(app) -> bytes:
+    """The SQLite database as it is on disk: the main file and its write-ahead log."""
+    path = Path(make_url(app.config["NUMI_DATABASE_URL"]).database)
+    return b"".join(
+        p.read_bytes() for p in (path, path.with_name(path.name + "-wal")) if p.exists()
+    )
+
+
+def test_a_discarded_temporary_chats_text_leaves_the_database_file(sqlite_app):
+    """Not only the rows: the bytes. Part of the chat is in the main file already (a
+    checkpoint ran), part only in the write-ahead log, and one answer is long enough for
+    overflow pages."""
+    import sqlite3
+
+    from numi.extensions import db
+    from numi.models import Message
+
+    client = sqlite_app.test_client()
+    temporary = new_chat(client, temporary=True)
+    add_exchange(sqlite_app, temporary["id"])
+    with sqlite_app.app_context():
+        db.session.add(Message(chat_id=temporary["id"], role="user", content="Old whisper"))
+        db.session.commit()
+        path = make_url(sqlite_app.config["NUMI_DATABASE_URL"]).database
+    with sqlite3.connect(path) as connection:  # into the main file
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with sqlite_app.app_context():
+        db.session.add(Message(chat_id=temporary["id"], role="user", content="New whisper"))
+        long = "Long whisper " + "confidential " * 2000
+        db.session.add(Message(chat_id=temporary["id"], role="assistant", content=long))
+        db.session.commit()
+    assert all(text in database_bytes(sqlite_app) for text in (b"Old whisper", b"New whisper"))
+
+    new_chat(client, title="Another")  # discards the temporary chat
+    assert stored(sqlite_app, temporary["id"])[0] is not None
+    on_disk = database_bytes(sqlite_app)
+    for text in (WORD.encode(), b"Old whisper", b"New whisper", b"Long whisper", b"confidential"):
+        assert text not in on_disk, text
+
+
+def test_keeping_a_temporary_chat_makes_it_searchable_and_the_index_stays_whole(sqlite_app):
+    """A temporary chat is not in the search index (so nothing of it lingers there); kept,
+    it is indexed; and the index agrees with the messages throughout."""
+    import sqlite3
+
+    client = sqlite_app.test_client()
+    temporary = new_chat(client, temporary=True)
+    add_exchange(sqlite_app, temporary["id"])
+    path = make_url(sqlite_app.config["NUMI_DATABASE_URL"]).database
+
+    def indexed() -> int:
+        with sqlite3.connect(path) as connection:
+            # Fails (SQLITE_CORRUPT_VTAB) when the index is inconsistent, as a 'delete' of
+            # an entry never added leaves it. (Not against the messages: only some are in.)
+            connection.execute(
+                "INSERT INTO fts_messages(fts_messages, rank) VALUES ('integrity-check', 0)"
+            )
+            return connection.execute(
+                "SELECT count(*) FROM fts_messages WHERE fts_messages MATCH ?", (WORD,)
+            ).fetchone()[0]
+
+    assert indexed() == 0
+    assert client.post(f"/c/{temporary['id']}/keep").status_code == 302
+    assert indexed() == 2
+    found = client.get(f"/api/search?q={WORD}").get_json()
+    assert temporary["id"] in {m["chat_id"] for m in found["messages"]}
+    # A temporary chat deleted outright (its user goes, say) leaves the index whole too.
+    again = new_chat(client, temporary=True)
+    add_exchange(sqlite_app, again["id"])
+    from numi.extensions import db
+    from numi.models import Chat
+
+    with sqlite_app.app_context():
+        db.session.delete(db.session.get(Chat, again["id"]))
+        db.session.commit()
+    assert indexed() == 2  # the kept chat's

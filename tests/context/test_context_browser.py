@@ -63,7 +63,7 @@ def test_compact_by_button_shows_the_divider(browser_page, scripted, server):
     scripted.enqueue(Scenario().text("We discussed **four** questions.", chunks=2))
     page = browser_page(server)
     page.goto(f"{server.url}/c/{chat['id']}")
-    page.wait_for_selector("#context-gauge meter")
+    page.click("#context-gauge .gauge-button")  # the ring opens the panel, Compact is there
     page.click("#compact-button")
     page.wait_for_selector(".checkpoint-divider", timeout=15000)
     divider = page.locator(".checkpoint-divider")

@@ -128,7 +128,7 @@ def test_context_lays_the_request_open_part_by_part(api, scripted, sockets):
     ]
     parts = {p["kind"]: p for p in context["parts"]}
     assert parts["system_prompt"]["text"].startswith("You are terse.")
-    assert "Current date and time" in parts["system_prompt"]["text"]
+    assert "Current date for the user" in parts["system_prompt"]["text"]
     assert parts["history"]["included"] == 2 and parts["history"]["omitted"] == 0
     assert [t["name"] for t in parts["tools"]["items"]] == ["echo", "sleepy"]
     assert parts["tools"]["tokens"] > 0 and '"sleepy"' in parts["tools"]["text"]

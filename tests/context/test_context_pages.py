@@ -1,4 +1,4 @@
-"""The context gauge, its Auto toggle, context_info without a model, and escaped file names."""
+"""The context ring, the panel's Auto-compact switch, context_info without a model, and escaped file names."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ def test_gauge_and_auto_compact_toggle(client):
     chat_id = new_chat(client)
     gauge = client.get(f"/c/{chat_id}/context_gauge", headers={"HX-Request": "true"})
     assert gauge.status_code == 200
-    html = gauge.get_data(as_text=True)
-    assert (
-        "<meter" in html and 'id="compact-button"' in html and "checked" in html
-    )  # global default on
+    assert 'class="ring"' in gauge.get_data(as_text=True)
+    # Auto-compact and Compact are in the panel the ring opens.
+    panel = client.get(f"/c/{chat_id}/context_panel", headers={"HX-Request": "true"})
+    html = panel.get_data(as_text=True)
+    assert 'id="compact-button"' in html and "checked" in html  # global default on
     off = client.post(f"/c/{chat_id}/auto_compact", data={}, headers={"HX-Request": "true"})
     assert off.status_code == 200 and "checked" not in off.get_data(as_text=True)
+    assert off.headers["HX-Trigger"] == "numi:context-changed"  # the ring follows
     assert client.get(f"/api/session/{chat_id}").get_json()["settings"]["auto_compact"] is False
     on = client.post(
         f"/c/{chat_id}/auto_compact", data={"auto_compact": "1"}, headers={"HX-Request": "true"}

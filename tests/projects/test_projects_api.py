@@ -9,6 +9,7 @@ import io
 import json
 
 import pytest
+from import_support import run_import
 
 
 def make_project(client, **fields) -> dict:
@@ -253,9 +254,9 @@ def test_project_and_memories_export_and_import(client):
     assert exported["memories"] == [{"text": "Lab is room 4."}]
     assert [f["filename"] for f in exported["files"]] == ["lab.txt"]
 
-    imported = client.post("/api/import", json=exported)
-    assert imported.status_code == 201, imported.get_json()
-    new_id = imported.get_json()["project"]["id"]
+    imported = run_import(client, json=exported)
+    assert imported["state"] == "done", imported
+    new_id = imported["result"]["project"]["id"]
     assert new_id != project["id"]
     got = client.get(f"/api/projects/{new_id}").get_json()
     assert got["instructions"] == "Use SI units." and got["settings"] == {"system_prompt": "Hi."}
@@ -268,10 +269,10 @@ def test_project_and_memories_export_and_import(client):
     memories = json.loads(client.get("/api/memories/export").data)
     assert memories["memories"] == [{"text": "I am a chemist."}]
     client.delete(f"/api/memories/{client.get('/api/memories').get_json()['memories'][0]['id']}")
-    again = client.post("/api/import", json=memories)
-    assert again.status_code == 201 and again.get_json()["skipped"] == 0
-    twice = client.post("/api/import", json=memories)
-    assert twice.get_json()["skipped"] == 1, "a second import changes nothing"
+    again = run_import(client, json=memories)
+    assert again["state"] == "done" and again["result"]["skipped"] == 0
+    twice = run_import(client, json=memories)
+    assert twice["result"]["skipped"] == 1, "a second import changes nothing"
     assert [m["text"] for m in client.get("/api/memories").get_json()["memories"]] == [
         "I am a chemist."
     ]
@@ -285,13 +286,13 @@ def test_bad_project_import_creates_nothing(client):
         "files": [{"filename": "x.txt", "content_base64": "not base64!!"}],
         "chats": [],
     }
-    assert error(client.post("/api/import", json=bad)) == (400, "invalid_import")
+    assert run_import(client, json=bad)["error"]["code"] == "invalid_import"
     bad["files"] = []
     bad["project"]["name"] = ""
-    assert error(client.post("/api/import", json=bad)) == (400, "invalid_import")
+    assert run_import(client, json=bad)["error"]["code"] == "invalid_import"
     bad["project"]["name"] = "Ok"
     bad["chats"] = [{"format": "numi.chat", "version": 1, "chat": {}, "messages": "no"}]
-    assert error(client.post("/api/import", json=bad)) == (400, "invalid_import")
+    assert run_import(client, json=bad)["error"]["code"] == "invalid_import"
     assert client.get("/api/projects").get_json()["projects"] == []
     assert client.get("/api/sessions").get_json()["sessions"] == []
 
@@ -397,7 +398,7 @@ def test_a_projects_chat_gets_its_new_title_without_a_sidebar_item(app, client):
 
     from numi.chat import chats
     from numi.identity import local_user
-    from numi.web.fragments import HtmlView
+    from numi.web.live.fragments import HtmlView
 
     project = make_project(client)
     inside = make_session(client, project_id=project["id"])
@@ -410,3 +411,53 @@ def test_a_projects_chat_gets_its_new_title_without_a_sidebar_item(app, client):
             html = "".join(view.render({"type": "title_update", "data": {"title": "Walruses"}}))
             assert "Walruses" in html
             assert (f'id="chat-{chat_id}"' in html) is listed, html
+
+
+def test_the_same_memory_is_refused_and_nothing_changes(client):
+    made = client.post("/api/memories", json={"text": "I live in Lyon."})
+    assert made.status_code == 201
+    other = client.post("/api/memories", json={"text": "I cycle to work."}).get_json()
+    # The exact text again (spaces around it are not the text), by POST or by an edit.
+    for text in ("I live in Lyon.", "  I live in Lyon. "):
+        assert error(client.post("/api/memories", json={"text": text})) == (409, "duplicate_memory")
+    assert error(
+        client.patch(f"/api/memories/{other['id']}", json={"text": "I live in Lyon."})
+    ) == (
+        409,
+        "duplicate_memory",
+    )
+    texts = [m["text"] for m in client.get("/api/memories").get_json()["memories"]]
+    assert texts == ["I live in Lyon.", "I cycle to work."]
+    # A memory may keep its own text; the same fact for a project is another scope.
+    assert (
+        client.patch(f"/api/memories/{other['id']}", json={"text": "I cycle to work."}).status_code
+        == 200
+    )
+    project = make_project(client)
+    shared = client.post(
+        "/api/memories", json={"text": "I live in Lyon.", "project_id": project["id"]}
+    )
+    assert shared.status_code == 201
+    assert error(
+        client.post("/api/memories", json={"text": "I live in Lyon.", "project_id": project["id"]})
+    ) == (409, "duplicate_memory")
+
+
+def test_the_project_pages_upload_form_adds_all_its_files_or_none(client):
+    """The project page's Upload form (not the JSON route) adds every chosen file to the
+    project; a request with a refused file (here an empty one) adds none of its files."""
+    project = make_project(client)
+    path = f"/p/{project['id']}/files"
+    two = [(io.BytesIO(b"alpha"), "a.txt"), (io.BytesIO(b"beta"), "b.txt")]
+    response = client.post(path, data={"file": two}, content_type="multipart/form-data")
+    assert response.status_code == 303 and response.headers["Location"].endswith("#files")
+    assert _file_names(client, project) == ["a.txt", "b.txt"]
+    refused = [(io.BytesIO(b"gamma"), "c.txt"), (io.BytesIO(b""), "empty.txt")]
+    response = client.post(path, data={"file": refused}, content_type="multipart/form-data")
+    assert response.status_code == 400
+    assert _file_names(client, project) == ["a.txt", "b.txt"]
+
+
+def _file_names(client, project: dict) -> list[str]:
+    files = client.get(f"/api/projects/{project['id']}/files").get_json()["files"]
+    return [f["filename"] for f in files]

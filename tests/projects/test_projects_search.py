@@ -6,9 +6,11 @@ from __future__ import annotations
 import io
 
 from numi.agent.tools import ToolContext, ToolResult
-from numi.agent.tools.documents import SEARCH_DOCUMENTS, wait_for_indexing
+from numi.agent.tools.documents import SEARCH_DOCUMENTS
+from numi.knowledge.index import wait_for_indexing
 from numi.extensions import db
 from numi.models import Message
+from server_wait import WAIT_SECONDS
 
 
 def _chat(client, title: str, project_id=None) -> str:
@@ -70,7 +72,7 @@ def test_a_chat_in_a_project_searches_the_project_files(app, client):
     in_project = client.post("/api/session", json={"project_id": project["id"]}).get_json()
     elsewhere = client.post("/api/session", json={}).get_json()
     with app.app_context():
-        wait_for_indexing(app, timeout=30)
+        wait_for_indexing(app, timeout=WAIT_SECONDS)
         user_id = db.session.execute(db.text("SELECT user_id FROM chats LIMIT 1")).scalar()
 
         def found(chat_id: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from numi.testing import Scenario
-from turn_support import Api, Socket, make_chat, of_type, turn_server_env
+from turn_support import Api, Socket, make_chat, of_type, run_turn, turn_server_env
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +34,8 @@ def system_of(kind: str, body: dict) -> str:
 
 
 def ask(server, chat_id: str, text: str = "hello") -> list[dict]:
-    socket = Socket(server, chat_id)
-    try:
-        socket.send(type="send", message=text)
-        # Generous: a protocol's first request in the server loads its SDK (seconds under load).
-        return socket.events_until("turn_end", timeout=60)
-    finally:
-        socket.close()
+    # Generous: a protocol's first request in the server loads its SDK (seconds under load).
+    return run_turn(server, chat_id, text, timeout=60)
 
 
 @pytest.mark.parametrize("kind", ["openai_chat", "openai_responses", "anthropic"])
@@ -75,7 +70,7 @@ def test_instructions_and_memories_reach_each_protocol(server, scripted, kind):
         system.index("Answer as a gardener."),
         system.index(f"User fact {kind}."),
         system.index(f"Project fact {kind}."),
-        system.index("Current date and time"),
+        system.index("Current date for the user"),
     ]
     assert order == sorted(order), system
     assert f"Secret other {kind}." not in system, "another project's memories stay there"

@@ -61,7 +61,7 @@ def test_llama_server_overflow_body_carries_its_numbers(scripted, make_adapter):
 
 
 def test_responses_completed_with_status_incomplete_is_length(scripted, make_adapter):
-    scripted.enqueue(Scenario.replay(rec.LLAMA_SERVER_RESPONSES_CUT_OFF))
+    scripted.enqueue(Scenario.replay(rec.LLMOCK_RESPONSES_CUT_OFF))
 
     events = list(make_adapter("openai_responses").stream(request(model="qwen3-0.6b")))
 
@@ -144,24 +144,40 @@ def test_other_servers_get_no_props_request(scripted, make_adapter):
 
 
 @pytest.mark.parametrize("kind", ["openai_chat", "openai_responses"])
-def test_litellm_model_info_gives_context_and_capabilities(scripted, make_adapter, kind):
+def test_litellm_model_info_gives_context_and_claims_no_capabilities(scripted, make_adapter, kind):
     scripted.models_body = rec.LITELLM_MODELS
 
     (model,) = make_adapter(kind).list_models()
 
+    # LiteLLM 1.108 sends no supports_* flags: what the model can do is Numi's own rule.
     assert (model.context_window, model.supports_tools, model.supports_vision) == (
         8192,
-        True,
-        False,
+        None,
+        None,
     )
+
+
+def test_litellm_supports_flags_count_when_a_gateway_sends_them(scripted, make_adapter):
+    # A gateway that does flag its models (OpenRouter-style lists, a LiteLLM config's
+    # model_info): the flags win over any rule.
+    scripted.models = [
+        {"id": "llama-tool", "supports_function_calling": False, "supports_vision": True}
+    ]
+
+    (model,) = make_adapter("openai_chat").list_models()
+
+    assert (model.supports_tools, model.supports_vision) == (False, True)
 
 
 # --- retries behind a gateway -----------------------------------------------------------------
 
 
 def litellm_429() -> Scenario:
+    """LiteLLM's 429 as a gateway that says when to come back would send it."""
     return Scenario.http_error(
-        429, body=rec.LITELLM_RATE_LIMIT_BODY, headers=rec.LITELLM_RATE_LIMIT_HEADERS
+        429,
+        body=rec.LITELLM_RATE_LIMIT_BODY,
+        headers={**rec.LITELLM_RATE_LIMIT_HEADERS, "retry-after": "1"},
     )
 
 

@@ -291,3 +291,18 @@ def test_internal_fields_never_reach_the_wire(scripted, adapter):
     record = sent(scripted, adapter, request(*prepare_messages(messages, kind=adapter.kind)))
 
     assert "_db_id" not in str(record.body) and "_file_context" not in str(record.body)
+
+
+def test_a_base_url_query_reaches_the_server_on_every_request(scripted, make_adapter, kind):
+    """Issue 34: `…/v1?api-key=K` was joined into `…/v1?api-key=K/chat/completions`: the
+    query must stay the query, on the turn's POST and on the model listing alike."""
+    root = scripted.anthropic_base_url if kind == "anthropic" else scripted.openai_base_url
+    adapter = make_adapter(kind, base_url=root + "/?api-key=query-secret&api-version=2024-10-21")
+    record = sent(scripted, adapter, request(user("hi")))
+    path, _, query = record.path.partition("?")
+    assert path.rstrip("/").endswith(("/chat/completions", "/responses", "/messages")), path
+    assert query == "api-key=query-secret&api-version=2024-10-21"
+    adapter.list_models()
+    listing = scripted.listings[-1].path
+    assert listing.split("?")[0].endswith("/models") and listing.endswith(query), listing
+    assert "query-secret" not in adapter.test_connection(), "the key stays out of messages"

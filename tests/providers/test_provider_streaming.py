@@ -152,7 +152,9 @@ def test_anthropic_thinking_with_signature_and_redacted_block(scripted, make_ada
     events = list(make_adapter("anthropic").stream(request(model="claude-test-4")))
 
     assert joined(events, ReasoningDelta) == "Need the weather tool."
-    assert len(of_type(events, ReasoningDelta)) == 3
+    # Three pieces of text, then the block's signature as it ends (a relay passes it on).
+    deltas = of_type(events, ReasoningDelta)
+    assert len(deltas) == 4 and deltas[-1] == ReasoningDelta("", signature="EqQBCkgI-sig")
     assert events[-1].reasoning_details == {
         "format": "anthropic",
         "model": "claude-test-4",

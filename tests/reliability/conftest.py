@@ -112,7 +112,8 @@ class SmallDisk:
 
     def fill(self) -> None:
         block = b"\0" * 65536
-        with open(self.filler, "ab") as handle:
+        # Unbuffered: a block that did not fit is not flushed again (and refused) at close.
+        with open(self.filler, "ab", buffering=0) as handle:
             try:
                 while True:
                     handle.write(block)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 
 import pytest
 
+from server_wait import wait_until_ready
 from turn_support import ACCESS_TOKEN, Socket, free_port, turn_server_env
 
 SECRET = "scale-out-test-secret"
@@ -85,16 +85,14 @@ class PrivateRedis:
             stderr=subprocess.STDOUT,
         )
         client = redis.Redis.from_url(self.url)
-        deadline = time.monotonic() + 20
-        while True:
+
+        def answers() -> bool:
             try:
-                client.ping()
-                return
+                return bool(client.ping())
             except redis.ConnectionError:
-                assert self.proc.poll() is None and time.monotonic() < deadline, (
-                    "redis-server did not start"
-                )
-                time.sleep(0.05)
+                return False
+
+        wait_until_ready(self.proc, answers, what="redis-server")
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:

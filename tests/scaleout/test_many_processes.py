@@ -7,13 +7,13 @@ import os
 import random
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from numi.testing import Scenario
+from server_wait import wait_until_ready
 from turn_support import ACCESS_TOKEN, ROOT, SSE, Api, free_port, make_chat, of_type, types
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
@@ -296,15 +296,12 @@ def gunicorn_server(cluster_env, pair, tmp_path_factory):
         )
     server = Gunicorn(port, proc)
     api = Api(server.url)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if api.get("/healthz")[0] == 200:
-                break
-        except OSError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
-        time.sleep(0.1)
+    wait_until_ready(
+        proc,
+        lambda: api.get("/healthz")[0] == 200,
+        what="gunicorn",
+        log=lambda: log_path.read_text()[-3000:],
+    )
     yield server
     proc.terminate()
     proc.wait(15)

@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from numi.testing import Scenario
+from server_wait import answers_healthz, wait_until_ready
 from turn_support import ACCESS_TOKEN, ROOT, SSE, Api, free_port, make_chat, of_type
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
@@ -69,18 +68,12 @@ http {{
         stderr=subprocess.STDOUT,
     )
     server = Proxy(port)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            with urllib.request.urlopen(server.url + "/healthz", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, (
-            prefix / "error.log"
-        ).read_text()
-        time.sleep(0.05)
+    wait_until_ready(
+        proc,
+        answers_healthz(server.url),
+        what="nginx",
+        log=lambda: (prefix / "error.log").read_text(),
+    )
     yield server
     proc.terminate()
     proc.wait(10)

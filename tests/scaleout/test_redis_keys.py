@@ -1,5 +1,5 @@
 """Redis key layout: every key of a chat carries its group's hash tag, so each Lua script
-and each read touches one cluster slot (numi/turns/shared.py: GROUPS)."""
+and each read touches one cluster slot (numi/turns/redis_keys.py: GROUPS)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from numi.testing import Scenario
-from numi.turns.shared import chat_group
+from numi.turns.redis_keys import chat_group
 from turn_support import Api, make_chat, turn_server_env, types
 
 pytestmark = pytest.mark.redis

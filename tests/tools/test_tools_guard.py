@@ -147,6 +147,7 @@ def test_mcp_test_errors_name_no_address_or_port(admin_client, require_extra):
         "http://[::1]:8080",
         "http://192.168.1.10/v1",
         "http://0.0.0.0:9/v1",
+        "http://[64:ff9b:1::808:808]/v1",  # NAT64 for local use (issue 34)
     ],
 )
 def test_a_non_admin_cannot_add_an_internal_endpoint(client_a, base_url):
@@ -303,6 +304,11 @@ def test_a_turn_on_a_stored_loopback_endpoint_of_a_non_admin_is_refused(multi_ap
         "::127.0.0.1",
         "::10.0.0.1",
         "::ffff:127.0.0.1",
+        # Issue 34: local-use NAT64 maps into the operator's own network, whatever it carries.
+        "64:ff9b:1::808:808",
+        "64:ff9b:1:ffff::a00:1",
+        "5f00::1",
+        "3fff::1",
     ],
 )
 def test_ipv6_forms_of_internal_ipv4_addresses_are_refused(address):

@@ -11,9 +11,9 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
+from server_wait import wait_until_ready
 
 
 @pytest.fixture(autouse=True)
@@ -77,15 +77,17 @@ def http_mcp(mcp_script):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(proc.stderr.read().decode())
-            time.sleep(0.1)
+
+    def listening() -> bool:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+
+    wait_until_ready(
+        proc,
+        listening,
+        what="the MCP server",
+        log=lambda: proc.stderr.read().decode() if proc.poll() is not None else "",
+    )
     yield f"http://127.0.0.1:{port}/mcp"
     proc.terminate()
     proc.wait(timeout=10)

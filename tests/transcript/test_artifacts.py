@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from import_support import imported_chat
 
-from numi.artifacts import MAX_ARTIFACT_BYTES, artifact_kind
+from numi.render.artifacts import MAX_ARTIFACT_BYTES, artifact_kind
 from numi.render import StreamRender, artifacts, render_blocks
 
 PREVIEWS = """Here you go.
@@ -41,7 +42,7 @@ print("<b>not an artifact</b>")
 
 
 def _html(blocks) -> str:
-    from numi.web.fragments import blocks_html
+    from numi.web.live.fragments import blocks_html
 
     return str(blocks_html(blocks))
 
@@ -115,6 +116,13 @@ def test_the_frame_has_its_own_policy_and_needs_no_login(multi_app):
         ".min.js"
     )
     assert "connect-src" not in directives, "fetches fall back to default-src 'none'"
+    # Issue 34: WebRTC is outside default-src; so are cameras and microphones.
+    assert directives["webrtc"] == ["'block'"]
+    permissions = dict(
+        entry.split("=", 1) for entry in response.headers["Permissions-Policy"].split(", ")
+    )
+    for feature in ("camera", "microphone", "display-capture", "geolocation", "usb"):
+        assert permissions[feature] == "()", feature
     assert response.headers["X-Frame-Options"] == "SAMEORIGIN"
     assert mermaid in response.get_data(as_text=True)
     vendored = multi_app.test_client().get(mermaid.removeprefix("http://localhost"))
@@ -142,14 +150,16 @@ def _versions_doc(first: str, second: str) -> dict:
     }
 
 
+def _imported_answer(client, doc: dict) -> tuple[str, int]:
+    """Import `doc`: the new chat's id and the id of its last (shown) answer."""
+    chat_id = imported_chat(client, doc)["id"]
+    history = client.get(f"/api/history/{chat_id}").get_json()
+    return chat_id, [m for m in history["messages"] if m["role"] == "assistant"][-1]["id"]
+
+
 def test_an_answers_artifacts_are_listed_by_version_for_its_owner_only(client_a, client_b):
     doc = _versions_doc("```html\n<p>one</p>\n```\n", "Better:\n\n```html\n<p>two</p>\n```\n")
-    response = client_a.post("/api/import", json=doc)
-    assert response.status_code == 201, response.get_data(as_text=True)
-    body = response.get_json()
-    chat_id = body["chats"][0]["id"] if "chats" in body else body["id"]
-    history = client_a.get(f"/api/history/{chat_id}").get_json()
-    answer = [m for m in history["messages"] if m["role"] == "assistant"][-1]["id"]
+    chat_id, answer = _imported_answer(client_a, doc)
     listed = client_a.get(f"/c/{chat_id}/messages/{answer}/artifacts")
     assert listed.status_code == 200
     data = listed.get_json()
@@ -160,3 +170,37 @@ def test_an_answers_artifacts_are_listed_by_version_for_its_owner_only(client_a,
     assert client_a.get(f"/c/{chat_id}/messages/{other}/artifacts").get_json()["n"] == 1
     assert client_b.get(f"/c/{chat_id}/messages/{answer}/artifacts").status_code == 404
     assert client_a.get(f"/c/{chat_id}/messages/999999/artifacts").status_code == 404
+
+
+def test_a_long_answers_artifacts_preview_and_are_listed_without_a_markdown_parse(client_a):
+    # 100,000 characters up to 1 MB: shown as plain text, not parsed as markdown, and its
+    # artifacts still preview and are listed (issue 35).
+    filler = "A line of a very long answer, with <b>markup</b> that stays text.\n" * 800
+    long_answer = (
+        filler
+        + "```html\n<p>Late drawing</p>\n```\n"
+        + filler
+        + "```python\nprint('not an artifact')\n```\n"
+        + '  ~~~svg\n  <svg xmlns="http://www.w3.org/2000/svg"></svg>\n  ~~~\n'
+        + filler
+    )
+    assert 100_000 < len(long_answer) < 200_000  # past the cap, within an import's limit
+    doc = _versions_doc("short", long_answer)
+    chat_id, answer = _imported_answer(client_a, doc)
+
+    listed = client_a.get(f"/c/{chat_id}/messages/{answer}/artifacts").get_json()
+    assert listed["versions"][-1]["artifacts"] == [
+        {"kind": "html", "lang": "html", "code": "<p>Late drawing</p>\n"},
+        {"kind": "svg", "lang": "svg", "code": '<svg xmlns="http://www.w3.org/2000/svg"></svg>\n'},
+    ]
+    # Up to 1 MB (an answer's size is not bound by the import limit), found alike.
+    with client_a.application.app_context():
+        huge = filler * 16 + "```mermaid\ngraph TD; A-->B\n```\n"
+        assert 800_000 < len(huge) < 1_000_000
+        assert [a.kind for a in artifacts(huge)] == ["mermaid"]
+    page = client_a.get(f"/c/{chat_id}").get_data(as_text=True)
+    assert "Show as markdown" in page, "still shown as plain text"
+    assert page.count('class="preview-artifact"') == 2
+    assert 'data-artifact="html"' in page and 'data-artifact="svg"' in page
+    assert "&lt;p&gt;Late drawing&lt;/p&gt;" in page and "<p>Late drawing</p>" not in page
+    assert "&lt;b&gt;markup&lt;/b&gt;" in page and "<b>markup</b>" not in page

@@ -8,6 +8,7 @@ import io
 import json
 
 import pytest
+from import_support import form_import, run_import
 
 
 def node(node_id, parent, children, role=None, parts=None, *, content=None, t=0.0, **message):
@@ -255,7 +256,8 @@ def openwebui_export() -> list[dict]:
 
 
 def upload(client, document):
-    return client.post("/api/import", data=json.dumps(document), content_type="application/json")
+    """The ended import job of `document` (see import_support.run_import)."""
+    return run_import(client, data=json.dumps(document), content_type="application/json")
 
 
 def transcript(client, chat_id):
@@ -268,9 +270,9 @@ def transcript(client, chat_id):
 def test_chatgpt_current_branch_with_images_tools_and_hidden_messages(
     multi_app, client_a, client_b
 ):
-    response = upload(client_a, chatgpt_export())
-    assert response.status_code == 201, response.get_json()
-    chats = response.get_json()["chats"]
+    job = upload(client_a, chatgpt_export())
+    assert job["state"] == "done", job
+    chats = job["result"]["chats"]
     assert [c["title"] for c in chats] == ["Cat photo & maths", "Second"]
     assert chats[0]["model"] == "gpt-4o"
     messages = transcript(client_a, chats[0]["id"])
@@ -315,9 +317,9 @@ def test_chatgpt_current_branch_with_images_tools_and_hidden_messages(
 
 
 def test_openwebui_history_branch_files_and_flat_messages(multi_app, client_a):
-    response = upload(client_a, openwebui_export())
-    assert response.status_code == 201, response.get_json()
-    chats = response.get_json()["chats"]
+    job = upload(client_a, openwebui_export())
+    assert job["state"] == "done", job
+    chats = job["result"]["chats"]
     assert [c["title"] for c in chats] == ["Chart questions", "Old style"]
     messages = transcript(client_a, chats[0]["id"])
     assert [m[0] for m in messages] == ["user", "assistant", "user", "assistant"]
@@ -336,12 +338,11 @@ def test_openwebui_history_branch_files_and_flat_messages(multi_app, client_a):
 
 
 def test_the_import_form_accepts_a_chatgpt_file(multi_app, client_a):
-    response = client_a.post(
-        "/import",
-        data={"file": (io.BytesIO(json.dumps(chatgpt_export()).encode()), "conversations.json")},
-        content_type="multipart/form-data",
+    done = form_import(
+        client_a,
+        {"file": (io.BytesIO(json.dumps(chatgpt_export()).encode()), "conversations.json")},
     )
-    assert response.status_code == 303 and response.headers["Location"].startswith("/c/")
+    assert done.status_code == 303 and done.headers["Location"].startswith("/c/")
 
 
 def _broken_chatgpt():
@@ -386,9 +387,9 @@ def _broken_openwebui():
 
 @pytest.mark.parametrize("document", _broken_chatgpt() + _broken_openwebui())
 def test_a_malformed_file_imports_nothing(multi_app, client_a, document):
-    response = upload(client_a, document)
-    assert response.status_code == 400
-    error = response.get_json()["error"]
+    job = upload(client_a, document)
+    assert job["state"] == "failed", job
+    error = job["error"]
     assert error["code"] == "invalid_import" and error["message"]
     assert client_a.get("/api/sessions").get_json()["sessions"] == []
 
@@ -398,9 +399,9 @@ def test_imported_chats_keep_their_own_times_in_the_list(multi_app, client_a):
     sidebar files it under its own date, newest first, never all under "Today"."""
     imported = {}
     for document in (openwebui_export(), chatgpt_export()):
-        response = upload(client_a, document)
-        assert response.status_code == 201, response.get_json()
-        imported.update({c["id"]: c["title"] for c in response.get_json()["chats"]})
+        job = upload(client_a, document)
+        assert job["state"] == "done", job
+        imported.update({c["id"]: c["title"] for c in job["result"]["chats"]})
     listed = client_a.get("/api/sessions").get_json()["sessions"]
     times = {c["id"]: c["updated_at"] for c in listed if c["id"] in imported}
     owui = next(i for i, t in imported.items() if t == "Chart questions")

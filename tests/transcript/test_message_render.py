@@ -18,7 +18,7 @@ def _set_content(app, message_id: int, text: str) -> None:
 def test_a_second_view_renders_nothing_and_a_changed_text_is_rendered_anew(
     multi_app, users, client_a, rows
 ):
-    from numi.web.message_render import HTML
+    from numi.web.live.message_render import HTML
 
     # The cache is per process, across the apps of a test run: texts of this test only.
     tag = uuid.uuid4().hex
@@ -61,7 +61,7 @@ def _rows(app, user_id, messages):
 def test_the_cache_is_bounded():
     from markupsafe import Markup
 
-    from numi.web.message_render import HtmlCache
+    from numi.web.live.message_render import HtmlCache
 
     cache = HtmlCache(max_entries=3, max_chars=100)
     for n in range(5):

@@ -4,6 +4,7 @@ following saves, edits and deletes with no application code (database triggers).
 from __future__ import annotations
 
 from numi.extensions import turn_manager
+from numi.services import Lazy, services
 
 HX = {"HX-Request": "true"}
 
@@ -146,7 +147,7 @@ def test_the_ilike_fallback_finds_and_marks_the_same_words(multi_app, users, cli
         users["a"].id,
         [("user", "An <i>Axolotl</i> question"), ("assistant", "axolotls are salamanders")],
     )
-    multi_app.extensions["numi.search_engine"] = "ilike"
+    services(multi_app).search_engine = Lazy(lambda: "ilike")
     found = search(client_a, "axolotl")
     assert found["engine"] == "ilike"
     assert [m["message_id"] for m in found["messages"]] == [ids[1], ids[0]]

@@ -74,7 +74,8 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser_page, server, api,
         ("user", "Capital of <Spain>?"),
         ("assistant", "Madrid is the capital of Spain."),
     ]
-    assert [p["type"] for p in history[0]["content_parts"]] == ["attachment"]
+    # (and the `request` part: what the page's send asked for)
+    assert [p["type"] for p in history[0]["content_parts"]] == ["request", "attachment"]
     assert "Spain notes: Madrid." in json.dumps(scripted.requests[-1].body), (
         "the added file reached the model"
     )
@@ -84,6 +85,7 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser_page, server, api,
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     answer = history[1]
     assert page.locator(f"#msg-{answer['id']} .action-regenerate").is_visible()
+    page.click(f"#msg-{answer['id']} .msg-more > summary")  # Fork is in the "…" menu
     page.click(f"#msg-{answer['id']} .action-fork button")
     page.wait_for_url(lambda url: chat["id"] not in url and "/c/" in url)
     page.wait_for_selector("article.msg-assistant")
@@ -100,6 +102,7 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser_page, server, api,
     # Delete the turn in the fork: a confirmation, then the transcript updates in place.
     page.on("dialog", lambda dialog: dialog.accept())
     first = api.history(forked_id)[0]
+    page.click(f"#msg-{first['id']} .msg-more > summary")
     page.click(f"#msg-{first['id']} .action-delete button")
     page.wait_for_function("() => document.querySelectorAll('article.msg').length === 0")
     assert api.history(forked_id) == []

@@ -17,6 +17,7 @@ ROUTES = [
     ("POST", "/api/session/{chat}/regenerate", {}),
     ("POST", "/c/{chat}/messages/{msg}/delete", {}),
     ("DELETE", "/api/session/{chat}/messages/{msg}", None),
+    ("POST", "/c/{chat}/messages/restore", {"ids": "{msg}"}),
     ("POST", "/c/{chat}/messages/{msg}/fork", {}),
     ("POST", "/api/session/{chat}/messages/{msg}/fork", {}),
     ("GET", "/c/{chat}/topics", None),

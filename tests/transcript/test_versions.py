@@ -8,6 +8,8 @@ import urllib.request
 
 import pytest
 
+from import_support import api_imported_chat
+
 from numi.testing import Scenario
 from turn_support import Api, Socket, make_chat, of_type, turn_server_env
 
@@ -144,9 +146,7 @@ def test_regenerate_edit_switch_export_and_import_every_version(server, api, scr
     )
 
     # Import it again: the same transcript, every version reachable.
-    status, body = api.post("/api/import", document)
-    assert status == 201, body
-    copy = body["chat"]["id"]
+    copy = api_imported_chat(api, document)
     assert shown(api, copy) == [("user", "Name a colour"), ("assistant", "Answer two.")]
     copied = api.history(copy)
     assert copied[1]["version"]["n"] == 2 and copied[1]["version"]["m"] == 4

@@ -8,6 +8,10 @@ environment that picks the backend; tests that start their own server pass it on
 
 from __future__ import annotations
 
+import shutil
+import sys
+from pathlib import Path
+
 import pytest
 
 from turn_support import make_chat, turn_server_env
@@ -39,3 +43,20 @@ def server(live_server_factory, channel_env):
 @pytest.fixture
 def chat(api, scripted):
     return make_chat(api, scripted)
+
+
+@pytest.fixture
+def gunicorn_server(tmp_path, database_templates, channel_env):
+    """`gunicorn -k gevent -w 1` on this module's backend, running answers given a 1 s grace
+    on SIGTERM; killed after the test if it is still running."""
+    from test_turn_restarts import start_gunicorn
+
+    if shutil.which("gunicorn", path=str(Path(sys.executable).parent)) is None:
+        pytest.skip("gunicorn is not installed (pip install -e '.[gunicorn]')")
+    server = start_gunicorn(
+        tmp_path, database_templates, turn_server_env(NUMI_SHUTDOWN_GRACE_SECONDS=1, **channel_env)
+    )
+    yield server
+    if server.proc.poll() is None:
+        server.proc.kill()
+        server.proc.wait(10)

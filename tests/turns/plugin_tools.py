@@ -5,6 +5,7 @@ from __future__ import annotations
 import gevent
 
 from numi.agent.tools import Tool
+from numi.services import services
 
 
 def _sleep(arguments, context):
@@ -21,7 +22,7 @@ def _echo(arguments, context):
 
 
 def register(app):
-    tools = app.extensions["numi.tools"]
+    tools = services(app).tools
     schema = {
         "type": "object",
         "properties": {"seconds": {"type": "number"}, "label": {"type": "string"}},

@@ -11,6 +11,8 @@ import json
 
 import pytest
 
+from import_support import api_imported_chat
+
 from numi.testing import Scenario
 
 from turn_support import SSE, db_rows, of_type, types
@@ -379,9 +381,7 @@ def test_lanes_travel_through_export_and_import_as_versions(server, api, scripte
     assert sorted(m["content"] for m in document["messages"] if m["role"] == "assistant") == sorted(
         ANSWERS.values()
     )
-    status, body = api.post("/api/import", document)
-    assert status == 201, body
-    copied = body["chat"]["id"]
+    copied = api_imported_chat(api, document)
     answers = [r for r in rows(server, copied) if r[1] == "assistant"]
     question = next(r[0] for r in rows(server, copied) if r[1] == "user")
     assert sorted(r[5] for r in answers) == sorted(ANSWERS.values())

@@ -10,7 +10,16 @@ import urllib.request
 import pytest
 
 from numi.testing import Scenario
-from turn_support import Api, Socket, free_port, make_chat, of_type, turn_server_env, types
+from turn_support import (
+    Api,
+    chat_with_backup,
+    free_port,
+    make_chat,
+    of_type,
+    run_turn,
+    turn_server_env,
+    types,
+)
 
 
 @pytest.fixture(scope="module")
@@ -33,31 +42,6 @@ def api(server):
     return Api(server.url, token=server.token)
 
 
-def chat_with_backup(api, scripted, *, primary="primary-model", endpoint_id=None):
-    """A chat on `primary` whose one fallback is backup-model on the scripted endpoint."""
-    chat = make_chat(api, scripted, model=primary)
-    backup_endpoint = chat["endpoint"]["id"]
-    if endpoint_id is not None:
-        status, body = api.call("PATCH", f"/api/session/{chat['id']}", {"endpoint_id": endpoint_id})
-        assert status == 200, body
-    status, body = api.call(
-        "PATCH",
-        f"/api/session/{chat['id']}",
-        {"settings": {"fallbacks": [{"endpoint_id": backup_endpoint, "model": "backup-model"}]}},
-    )
-    assert status == 200, body
-    return chat
-
-
-def run_turn(server, chat_id: str, message: str = "Hello") -> list[dict]:
-    socket = Socket(server, chat_id)
-    try:
-        socket.send(type="send", message=message)
-        return socket.events_until("turn_end", timeout=30)
-    finally:
-        socket.close()
-
-
 FAILURES = [
     # (failure class, scenarios the primary answers with (one per attempt), the code, the words)
     ("auth", [Scenario.http_error(401)], "provider_auth", "primary-model returned 401"),
@@ -78,7 +62,7 @@ FAILURES = [
         "idle before the first token",
         [Scenario().keep_alive(0.05), Scenario().keep_alive(0.05)],
         "provider_timeout",
-        "primary-model sent nothing before its idle deadline",
+        "primary-model sent nothing before its deadline",
     ),
 ]
 

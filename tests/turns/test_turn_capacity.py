@@ -54,7 +54,7 @@ def test_one_process_follows_more_chats_than_a_default_redis_pool(api, scripted,
 
 def test_every_tab_of_a_chat_gets_the_saved_answer(api, scripted, sockets):
     """The saved message is read and rendered once per event for all of a process's tabs
-    (numi/web/fragments.py); each tab still gets it, placed for its own page."""
+    (numi/web/live/fragments.py); each tab still gets it, placed for its own page."""
     chat = make_chat(api, scripted)
     tabs = [sockets(chat["id"], html=True) for _ in range(3)]
     for ws in tabs:

@@ -10,7 +10,17 @@ import pytest
 
 from numi.testing import Scenario
 
-from turn_support import SSE, Api, Socket, make_chat, of_type, turn_server_env, types, wait_until
+from turn_support import (
+    SSE,
+    Api,
+    Socket,
+    make_chat,
+    of_type,
+    streamed_answer,
+    turn_server_env,
+    types,
+    wait_until,
+)
 
 
 def test_stop_during_streaming_keeps_the_partial_answer(api, scripted, chat, sockets):
@@ -130,13 +140,7 @@ def test_reconnect_after_the_buffer_overflowed_gets_a_snapshot_then_live(
     finally:
         ws.close()
     assert rest[0]["type"] == "snapshot"
-    answer = ""
-    for event in rest:
-        if event["type"] == "snapshot":
-            answer = event["data"]["content"]
-        elif event["type"] == "content":
-            answer += event["data"]["delta"]
-    assert answer == "".join(words), "the snapshots and live events give the whole answer"
+    assert streamed_answer(rest) == "".join(words), "the snapshots and live events give it whole"
     assert [e["event_id"] for e in rest[1:]] == list(
         range(rest[0]["event_id"] + 1, rest[0]["event_id"] + len(rest))
     )

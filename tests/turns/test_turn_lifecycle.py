@@ -51,7 +51,7 @@ def test_plain_answer_is_saved_at_the_boundaries(server, api, scripted, chat, so
 
 
 def test_messages_of_every_frame_length_arrive_whole(api, scripted, chat, sockets):
-    # The server frames its WebSocket messages itself (numi/web/ws.py): a payload's length
+    # The server frames its WebSocket messages itself (numi/web/live/ws.py): a payload's length
     # takes 7 bits, 16 bits or 64 bits of the header, by size. One chunk each, so each is
     # one event: short, medium (> 125 bytes) and long (> 65,535 bytes, non-ASCII too).
     parts = ["Short. ", "é" * 300 + " ", "Long: " + "ab😀 " * 20_000]

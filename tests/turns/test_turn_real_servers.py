@@ -1,8 +1,8 @@
 """Turns against what real servers do (issue 23 items 2, 4, 7): tools are left out only
 with a notice that says why, a server's refusal of tools is answered without them, an
-endpoint's retries can be turned off, and a stale model list is fetched in the
-background. Live `numi serve`, the scripted provider through the real SDKs, a real
-WebSocket client."""
+endpoint's retries can be turned off, a gateway's 429 without Retry-After is retried
+once (issue 44 item 6), and a stale model list is fetched in the background. Live
+`numi serve`, the scripted provider through the real SDKs, a real WebSocket client."""
 
 from __future__ import annotations
 
@@ -103,6 +103,20 @@ def test_an_endpoint_can_turn_its_retries_off(server, api, scripted, sockets, re
 
     assert of_type(events, "error")[0]["data"]["code"] == "rate_limited"
     assert len(scripted.requests) == calls
+
+
+def test_a_gateway_429_without_retry_after_is_retried_once(server, api, scripted, sockets):
+    # LiteLLM 1.108 sends no Retry-After (issue 44): with retries on, one retry, not two.
+    chat = make_chat(api, scripted, name="gateway-litellm")
+    limited = Scenario.http_error(
+        429, body=rec.LITELLM_RATE_LIMIT_BODY, headers=rec.LITELLM_RATE_LIMIT_HEADERS
+    )
+    scripted.enqueue(limited, limited, limited)
+
+    events = send(sockets, chat)
+
+    assert of_type(events, "error")[0]["data"]["code"] == "rate_limited"
+    assert len(scripted.requests) == 2
 
 
 def test_a_stale_model_list_is_fetched_in_the_background(server, api, scripted, sockets):

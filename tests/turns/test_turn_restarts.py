@@ -6,23 +6,14 @@ processes, signals and WebSocket clients."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
 
-import pytest
 
 from numi.testing import Scenario
 from turn_support import (
-    ACCESS_TOKEN,
-    ROOT,
     Api,
+    Gunicorn,
     Socket,
-    free_port,
     db_rows,
     make_chat,
     of_type,
@@ -136,92 +127,25 @@ def test_a_json_client_resuming_after_a_crash_is_told_its_turn_is_gone(
     assert events[-1]["turn_id"] == last["turn_id"]
 
 
-@dataclass
-class Gunicorn:
-    """`gunicorn -k gevent -w 1 app:app` on a copy of the migrated SQLite database."""
-
-    port: int
-    data_dir: Path
-    proc: subprocess.Popen
-    log_path: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {ACCESS_TOKEN}"}
-
-    @property
-    def database_url(self) -> str:
-        return f"sqlite:///{self.data_dir / 'numi.db'}"
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-
 def start_gunicorn(tmp_path, database_templates, env: dict[str, str]) -> Gunicorn:
-    port = free_port()
+    """One gevent worker on a copy of the migrated SQLite database."""
     data_dir = tmp_path / "data"
     database_templates.sqlite_copy(data_dir / "numi.db")
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("NUMI_")}
-    environment.update(
-        NUMI_DATA_DIR=str(data_dir),
-        NUMI_ACCESS_TOKEN=ACCESS_TOKEN,
-        NUMI_AUTO_ENDPOINTS="0",
-        NUMI_TEST_FAST_PASSWORD_HASHES="1",
-        **env,
-    )
-    log_path = tmp_path / "gunicorn.log"
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            [str(Path(sys.executable).with_name("gunicorn")), "-k", "gevent", "-w", "1"]
-            + ["-c", "python:numi.gunicorn_config"]
-            + ["-b", f"127.0.0.1:{port}", "app:app"],
-            env=environment,
-            cwd=str(ROOT),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    server = Gunicorn(port, data_dir, proc, log_path)
-    wait_until(
-        lambda: proc.poll() is not None or _healthy(server), timeout=60, what="gunicorn to start"
-    )
-    assert proc.poll() is None, server.log()[-3000:]
-    return server
+    return Gunicorn(data_dir, 1, **env)
 
 
-def _healthy(server: Gunicorn) -> bool:
-    try:
-        return Api(server.url).get("/healthz")[0] == 200
-    except OSError:
-        return False
-
-
-def test_gunicorns_graceful_stop_saves_a_running_answer_as_interrupted(
-    tmp_path, database_templates, scripted, channel_env
-):
-    if shutil.which("gunicorn", path=str(Path(sys.executable).parent)) is None:
-        pytest.skip("gunicorn is not installed (pip install -e '.[gunicorn]')")
-    server = start_gunicorn(
-        tmp_path, database_templates, turn_server_env(NUMI_SHUTDOWN_GRACE_SECONDS=1, **channel_env)
-    )
-    try:
-        chat = make_chat(Api(server.url), scripted)
-        scripted.enqueue(Scenario().text("Half an answer", chunks=2).stall())
-        sender = Socket(server, chat["id"])
-        sender.send(type="send", message="Stuck", request_id="stuck")
-        events = content_until(sender, "Half an answer")
-        server.proc.send_signal(signal.SIGTERM)  # the master: gunicorn's graceful stop
-        events += sender.events_until("turn_end", timeout=30)
-        sender.close()
-        assert of_type(events, "error")[-1]["data"]["code"] == "interrupted"
-        assert server.proc.wait(40) == 0, server.log()[-3000:]
-    finally:
-        if server.proc.poll() is None:
-            server.proc.kill()
-            server.proc.wait(10)
+def test_gunicorns_graceful_stop_saves_a_running_answer_as_interrupted(gunicorn_server, scripted):
+    server = gunicorn_server
+    chat = make_chat(Api(server.url), scripted)
+    scripted.enqueue(Scenario().text("Half an answer", chunks=2).stall())
+    sender = Socket(server, chat["id"])
+    sender.send(type="send", message="Stuck", request_id="stuck")
+    events = content_until(sender, "Half an answer")
+    server.proc.send_signal(signal.SIGTERM)  # the master: gunicorn's graceful stop
+    events += sender.events_until("turn_end", timeout=30)
+    sender.close()
+    assert of_type(events, "error")[-1]["data"]["code"] == "interrupted"
+    assert server.proc.wait(40) == 0, server.log()[-3000:]
     rows = db_rows(
         server, "SELECT role, content FROM messages WHERE chat_id = ? ORDER BY id", chat["id"]
     )

@@ -11,6 +11,8 @@ import time
 import gevent
 import pytest
 
+from fixtures.provider import add_scripted_endpoint
+
 from numi.extensions import turn_manager
 from numi.testing import Scenario
 
@@ -23,22 +25,7 @@ def app(make_app):
 
 @pytest.fixture
 def endpoint_id(client, scripted):
-    return add_endpoint(client, scripted)
-
-
-def add_endpoint(client, scripted) -> int:
-    response = client.post(
-        "/api/endpoints",
-        json={
-            "name": "scripted",
-            "kind": "openai_chat",
-            "base_url": scripted.openai_base_url,
-            "api_key": "k",
-            "default_model": "fake-model",
-        },
-    )
-    assert response.status_code == 201, response.get_json()
-    return response.get_json()["id"]
+    return add_scripted_endpoint(client, scripted)
 
 
 def new_chat(client, endpoint_id=None) -> str:
@@ -99,7 +86,7 @@ def test_starts_that_end_before_the_model_give_the_gate_back(app, client, script
     no_model = new_chat(client)  # before any endpoint exists: nothing to fall back on
     events = send(client, no_model, "Anyone?")
     assert [e["data"]["code"] for e in events if e["type"] == "error"], events
-    chat_id = new_chat(client, add_endpoint(client, scripted))
+    chat_id = new_chat(client, add_scripted_endpoint(client, scripted))
     response = client.post(
         "/api/chat_stream",
         json={"session": chat_id, "message": "see file", "attachments": [987654]},

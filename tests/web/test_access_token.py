@@ -7,7 +7,9 @@ stranger on the same machine (another local process or OS user)."""
 
 from __future__ import annotations
 
+import contextlib
 import http.cookiejar
+import json
 import logging
 import re
 import sqlite3
@@ -19,6 +21,7 @@ import urllib.request
 
 import pytest
 from numi.testing.websocket_client import WebSocketClient
+from simple_websocket.errors import ConnectionClosed as WsConnectionClosed
 from simple_websocket.errors import ConnectionError as WsConnectionError
 from turn_support import ACCESS_TOKEN
 
@@ -512,3 +515,58 @@ def test_the_token_in_an_api_url_sets_no_cookie(sqlite_app):
     assert "Set-Cookie" not in response.headers
     assert program.get_cookie("session") is None
     assert program.get("/api/sessions").status_code == 401
+
+
+def test_sign_out_retires_a_copied_cookie(sqlite_app):
+    """Issue 34: in single-user mode, Sign out only cleared this browser's cookie; a copy
+    taken before (another tab, a stolen cookie file) still opened everything."""
+    browser = sqlite_app.test_client(access_token=None)
+    _sign_in(browser)
+    copied = sqlite_app.test_client(access_token=None)
+    copied.set_cookie("session", browser.get_cookie("session").value)
+    assert copied.get("/api/sessions").status_code == 200
+    out = browser.post("/logout", headers={"Origin": "http://localhost"})
+    assert out.status_code == 302
+    _assert_refused_json(browser.get("/api/sessions"))
+    _assert_refused_json(copied.get("/api/sessions"))
+    assert copied.get("/").status_code == 401  # the token form
+    # Programs with the token go on; a new sign-in works again.
+    program = sqlite_app.test_client(access_token=None)
+    headers = {"Authorization": f"Bearer {ACCESS_TOKEN}"}
+    assert program.get("/api/sessions", headers=headers).status_code == 200
+    _sign_in(browser)
+    assert browser.get("/api/sessions").status_code == 200
+    _assert_refused_json(copied.get("/api/sessions"))
+
+
+def test_sign_out_ends_the_open_sockets_of_a_copied_cookie(live_server_factory):
+    from turn_support import Api
+
+    server = live_server_factory()
+    chat = Api(server.url, token=server.token).post("/api/session", {"title": "mine"})[1]
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    _follow(server, server.auth_url("/"), opener)
+    cookie = "; ".join(f"{c.name}={c.value}" for c in jar)
+    ws = WebSocketClient.connect(
+        f"ws://127.0.0.1:{server.port}/ws/{chat['id']}?format=json",
+        headers={"Origin": server.url, "Cookie": cookie},
+    )
+    out = urllib.request.Request(
+        server.url + "/logout", data=b"", headers={"Origin": server.url, "Cookie": cookie}
+    )
+    with pytest.raises(urllib.error.HTTPError) as signed_out:  # its redirect: the token form
+        urllib.request.urlopen(out, timeout=10)
+    assert signed_out.value.code == 401
+    ws.send(json.dumps({"type": "resume"}))
+    # The socket ends: an `auth_required` error, then the close (which may overtake it).
+    seen, deadline = "", time.monotonic() + 10
+    while "auth_required" not in seen and time.monotonic() < deadline:
+        try:
+            seen += ws.receive(timeout=max(0.0, deadline - time.monotonic())) or ""
+        except WsConnectionClosed:
+            break
+    else:
+        assert "auth_required" in seen, f"the signed-out socket went on: {seen[:200]}"
+    with contextlib.suppress(WsConnectionClosed):
+        ws.close()

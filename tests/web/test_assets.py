@@ -10,7 +10,7 @@ from pathlib import Path
 
 import brotli
 from numi.testing import Scenario
-from numi.web.bundles import BUNDLES, MODULES
+from numi.web.bundles import BUNDLES, MODULES, without_comments
 
 from turn_support import SSE, make_chat
 
@@ -66,10 +66,10 @@ def test_static_files_are_fingerprinted_and_cached_for_a_year(sqlite_client):
 def test_the_scripts_a_chat_page_loads_stay_under_60_kb_unminified(server, api, scripted):
     # Issue 11: small vanilla modules, no build step. What counts is what a page loads: the
     # chat page, the heaviest, with a saved prompt (prompts.js) and everything it runs at
-    # once, as written: 60 KB. Modules loaded on first use (voice.js) or by other pages
-    # (settings.js, sign_in.js) are not on it; the whole folder has a ceiling of its own
-    # below. The first page's compressed weight is measured by bench/pages.py. The service
-    # worker (static/sw.js) is not a page script.
+    # once, as written: 60 KB. Modules loaded on first use (voice.js, artifacts.js) or by
+    # other pages (settings.js, sign_in.js) are not on it; the whole folder has a ceiling of
+    # its own below. The first page's compressed weight is measured by bench/pages.py. The
+    # service worker (static/sw.js) is not a page script.
     chat = make_chat(api, scripted)
     command = f"hi{uuid.uuid4().hex[:6]}"
     assert api.post("/api/prompts", {"command": command, "title": "Hi", "text": "Say hi"})[0] == 201
@@ -86,11 +86,14 @@ def test_the_scripts_a_chat_page_loads_stay_under_60_kb_unminified(server, api, 
     assert sum(sizes.values()) < 60 * 1024, sizes
 
 
-def test_all_page_scripts_stay_under_72_kb_unminified(sqlite_app):
-    # Every page's scripts together, including those loaded on first use.
+def test_all_page_scripts_stay_under_80_kb_unminified(sqlite_app):
+    # Every page's scripts together, including those loaded on first use. The ceiling was
+    # 72 KB until this round's features added what only their pages or first use load
+    # (research.js, passages.js, tasks.js: 2.9 KB) and the design pass's menus (composer.js,
+    # shortcuts.js); what every page loads is held to 60 KB by the test above.
     scripts = sorted((Path(sqlite_app.static_folder) / "js").glob("*.js"))
     total = sum(path.stat().st_size for path in scripts)
-    assert scripts and total < 72 * 1024, {path.name: path.stat().st_size for path in scripts}
+    assert scripts and total < 80 * 1024, {path.name: path.stat().st_size for path in scripts}
 
 
 def test_a_changed_file_gets_a_new_url(sqlite_app, tmp_path):
@@ -161,6 +164,9 @@ def test_a_bundle_is_its_members_in_order_each_module_in_a_block_of_its_own(
         at = 0
         for member in members:
             source = (static / member).read_bytes()
+            if member.endswith(".css"):  # stylesheets go without their comments
+                source = without_comments(source)
+                assert b"/*" in (static / member).read_bytes() and b"/*" not in source
             found = body.find(source, at)
             assert found >= at, (name, member)
             if name in MODULES:
@@ -200,7 +206,7 @@ def test_a_changed_member_gives_its_bundle_a_new_url_and_body(sqlite_app, sqlite
     sqlite_app.static_folder = str(static)
     with sqlite_app.test_request_context():
         first = url_for("static", filename="bundle/shell.css")
-    marker = "/* changed */"
+    marker = ".changed { color: red }"
     with open(static / "css" / "picker.css", "a") as css:
         css.write(marker)
     with sqlite_app.test_request_context():

@@ -179,6 +179,42 @@ def _cases(app, ids):
             400,
             "unknown_kind",
         ),
+        # A send is checked whole before the seed's model and tool fields change the chat.
+        (
+            "POST",
+            "/api/chat_stream",
+            {"json": {"session": chat, "model": "other-model", "message": " "}},
+            400,
+            "empty_message",
+        ),
+        (
+            "POST",
+            "/api/chat_stream",
+            {"json": {"session": chat, "allow_bash": True, "message": "hi", "queue": "maybe"}},
+            400,
+            "invalid_input",
+        ),
+        (
+            "POST",
+            "/api/chat_stream",
+            {"json": {"session": chat, "use_rag": True, "message": "hi", "compare": "1:m"}},
+            400,
+            "compare_too_few",
+        ),
+        (
+            "POST",
+            "/api/chat_stream",
+            {
+                "json": {
+                    "session": chat,
+                    "model": "other-model",
+                    "message": "hi",
+                    "attachments": "x",
+                }
+            },
+            400,
+            "invalid_input",
+        ),
         ("GET", "/api/sessions?cursor=garbage", {}, 400, "invalid_cursor"),
         ("GET", "/api/sessions?cursor=2024-13-45T99:00:00|abc", {}, 400, "invalid_cursor"),
         ("GET", "/api/sessions?limit=0", {}, 400, "invalid_input"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from numi.providers.kinds import unregister_kind
+from numi.services import services
 
 PLUGIN = """
 from numi.providers.kinds import EndpointKind, register_kind
@@ -53,5 +54,5 @@ def test_a_plugin_kind_is_offered_accepted_and_served(make_app, kind_plugin):
 
 
 def test_the_built_in_tools_arrive_through_the_plugin_hook(make_app):
-    names = make_app().extensions["numi.tools"].names()
+    names = services(make_app()).tools.names()
     assert {"current_time", "web_search", "fetch_page", "bash", "search_documents"} <= set(names)

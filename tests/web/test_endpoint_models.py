@@ -58,8 +58,8 @@ def test_test_button_names_a_default_model_the_endpoint_lacks(sqlite_client, pro
 
 
 def test_first_start_adds_endpoints_from_the_environment_once(sqlite_app):
+    from numi.endpoint_detection import detect_from_environment
     from numi.endpoints import (
-        detect_from_environment,
         find_by_name,
         list_endpoints,
         remove_endpoint,

@@ -7,7 +7,8 @@ from numi.extensions import db
 from numi.models import Endpoint
 
 SECRET_URL = "http://proxyuser:proxy-pass-123@127.0.0.1:9/v1?api-key=query-secret-456"
-SECRETS = ("proxyuser", "proxy-pass-123", "query-secret-456", "api-key")
+# The query's name with its "=" (Settings now links to its own "API keys" section, /settings/api-keys).
+SECRETS = ("proxyuser", "proxy-pass-123", "query-secret-456", "api-key=")
 
 
 def _shared(app) -> int:
@@ -42,8 +43,6 @@ def test_credentials_in_a_base_url_are_stored_sealed_and_turns_still_work(live_s
 
     host = scripted.openai_base_url.split("://", 1)[1]
     api = Api(live_server.url)
-    # (The OpenAI SDK appends its paths after a base URL's query, so a turn goes through
-    # the userinfo form; the query form is only stored and shown here.)
     endpoints = {}
     for name, url in (
         ("proxied", f"http://proxyuser:proxy-pass-123@{host}"),
@@ -62,19 +61,24 @@ def test_credentials_in_a_base_url_are_stored_sealed_and_turns_still_work(live_s
         assert not [s for s in SECRETS if s in stored]
         endpoints[name] = endpoint
 
-    status, chat = api.post(
-        "/api/session", {"endpoint_id": endpoints["proxied"]["id"], "model": "m"}
-    )
-    assert status == 201, chat
-    scripted.enqueue(Scenario().text("Through the proxy."))
-    socket = Socket(live_server, chat["id"])
-    socket.send(type="send", message="hello", request_id="r1")
-    events = socket.events_until("turn_end")
-    socket.close()
-    assert not of_type(events, "error"), events
-    assert "Through the proxy." in str(events)
-    # The adapter got the unsealed URL: the turn reached the provider.
-    assert scripted.requests[-1].path.startswith("/v1/chat/completions")
+    for name in ("proxied", "keyed"):
+        status, chat = api.post(
+            "/api/session", {"endpoint_id": endpoints[name]["id"], "model": "m"}
+        )
+        assert status == 201, chat
+        scripted.enqueue(Scenario().text("Through the proxy."))
+        socket = Socket(live_server, chat["id"])
+        socket.send(type="send", message="hello", request_id=name)
+        events = socket.events_until("turn_end")
+        socket.close()
+        assert not of_type(events, "error"), events
+    # The adapter got the unsealed URLs: both turns reached the provider (a chat's title
+    # request may come between them), and (issue 34) the query form kept its query when
+    # the SDK added its path.
+    paths = [r.path for r in scripted.requests if r.method == "POST"]
+    assert "/v1/chat/completions" in paths
+    assert "/v1/chat/completions?api-key=query-secret-456" in paths
+    assert {path.split("?")[0] for path in paths} == {"/v1/chat/completions"}, paths
 
 
 def test_credential_urls_from_before_are_sealed_at_start_up(make_app):

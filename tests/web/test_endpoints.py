@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 
+import pytest
+
 from numi.extensions import db
 from numi.models import Endpoint
 
@@ -222,3 +224,46 @@ def test_a_key_sealed_under_another_secret_is_a_clear_error(make_app):
             assert exc.code == "endpoint_key_unreadable" and SECRET not in exc.message
         else:
             raise AssertionError("a key sealed under another secret must not read as text")
+
+
+def _add_endpoint(admin_client, route: str, name: str, shared):
+    fields = {
+        "name": name,
+        "kind": "openai_chat",
+        "base_url": f"http://127.0.0.1:{_closed_port()}/v1",
+    }
+    if shared is not None:
+        fields["shared"] = shared
+    if route == "/api/endpoints":
+        return admin_client.post(route, json=fields)
+    return admin_client.post(route, data=fields)
+
+
+def _shared_names(app) -> set[str]:
+    with app.app_context():
+        return {e.name for e in db.session.query(Endpoint).filter(Endpoint.user_id.is_(None))}
+
+
+@pytest.mark.parametrize("route", ["/api/endpoints", "/settings/endpoints"])
+@pytest.mark.parametrize(
+    "shared, is_shared",
+    [("false", False), ("0", False), ("off", False), ("", False), (None, False),
+     ("true", True), ("1", True), ("on", True)],
+)  # fmt: skip
+def test_shared_reads_false_as_false(admin_client, multi_app, route, shared, is_shared):
+    """Issue 36: an admin posting `"shared": "false"` (or "0") made a shared endpoint, since
+    the field was read with bool(); it is read with the app's one yes/no parser."""
+    name = f"ep-{route.split('/')[1]}-{shared}"
+    response = _add_endpoint(admin_client, route, name, shared)
+    assert response.status_code in (200, 201, 302), response.get_data(as_text=True)
+    assert (name in _shared_names(multi_app)) is is_shared
+
+
+def test_shared_as_json_booleans_and_a_refused_word(admin_client, multi_app):
+    assert _add_endpoint(admin_client, "/api/endpoints", "json-false", False).status_code == 201
+    assert _add_endpoint(admin_client, "/api/endpoints", "json-true", True).status_code == 201
+    assert _shared_names(multi_app) == {"json-true"}
+    refused = _add_endpoint(admin_client, "/api/endpoints", "maybe", "maybe")
+    assert refused.status_code == 400 and refused.get_json()["error"]["code"] == "invalid_input"
+    with multi_app.app_context():
+        assert db.session.query(Endpoint).filter_by(name="maybe").count() == 0

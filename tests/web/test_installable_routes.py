@@ -55,3 +55,18 @@ def test_logout_clears_what_the_browser_kept(multi_app, users, client_a):
 def test_the_policy_lets_recorded_and_spoken_audio_play(sqlite_client):
     policy = sqlite_client.get("/").headers["Content-Security-Policy"]
     assert "media-src 'self' blob:" in policy and "script-src 'self';" in policy
+
+
+def test_the_shell_holds_every_script_a_chat_page_runs_or_loads_on_first_use(client_a):
+    # Offline, a kept chat page can only run what the worker precached: its scripts, and the
+    # modules app.js imports on first use (Voice, the artifact panel) from their meta tags.
+    chat_id = client_a.post("/api/session", json={}).get_json()["id"]
+    page = client_a.get(f"/c/{chat_id}").get_data(as_text=True)
+    on_first_use = dict(re.findall(r'<meta name="numi-(\w+)-module" content="([^"]+)"', page))
+    assert set(on_first_use) == {"voice", "artifacts"}, on_first_use
+    scripts = re.findall(r'<script[^>]* src="([^"]+)"', page)
+    assert any("/bundle/chat.js" in url for url in scripts), scripts
+    worker = client_a.get("/sw.js").get_data(as_text=True)
+    shell = json.loads(re.match(r"const SHELL = (.*);\n", worker).group(1))["urls"]
+    for url in [*scripts, *on_first_use.values()]:
+        assert url in shell, url

@@ -12,20 +12,28 @@ import zlib
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from numi.extensions import db
 from numi.web.pages.settings import SECTIONS
 from numi.models import (
+    DocumentChunk,
+    ApiKey,
     Attachment,
     Chat,
     Endpoint,
+    ImportJob,
     McpServer,
     Memory,
+    ModelAlias,
     Message,
     Project,
     ProjectFile,
     Prompt,
     QueuedMessage,
+    Budget,
+    Share,
+    Task,
     utcnow,
 )
 
@@ -46,12 +54,25 @@ ID_ARGUMENTS = {
     "prompt_id": "prompt_id",
     "project_id": "project_id",
     "memory_id": "memory_id",
+    "job_id": "job_id",
+    "key_id": "key_id",
+    "share_id": "share_id",
+    "task_id": "task_id",
+    "budget_id": "budget_id",
+    "alias_id": "alias_id",
+    "number": "source_number",
 }
 # Routes whose argument names a particular one of user A's objects: (endpoint, argument) ->
 # the key of that object (Show as markdown renders an answer, not a question).
-SPECIFIC_ARGUMENTS = {("transcript.message_markdown", "message_id"): "answer_id"}
+SPECIFIC_ARGUMENTS = {
+    ("transcript.message_markdown", "message_id"): "answer_id",
+    ("library.answer_source", "message_id"): "answer_id",
+}
 # Route arguments that name no owned object (nothing to isolate).
-FREE_ARGUMENTS = {"filename", "section"}  # a settings section names no object
+# A settings section names no object; a share link's token is the capability itself, open to
+# whoever holds it (tests/web/test_shares.py), and the places of a shared answer's artifact
+# (`index`, `n`) are places within that share.
+FREE_ARGUMENTS = {"filename", "section", "token", "index", "n"}
 # Bodies that make a state-changing request valid apart from the foreign id, so a 404
 # cannot come from a validation error that happens first.
 BODIES = {
@@ -70,6 +91,8 @@ BODIES = {
     "projects.update_memory": {"text": "stolen"},
     "project_pages.edit_memory": {"text": "stolen"},
     "project_pages.move_chat": {"project_id": ""},
+    "shares.create_share": {"display_name": "stolen"},
+    "shares.share_form": {"display_name": "stolen"},
 }
 
 
@@ -110,6 +133,19 @@ def owned(multi_app, users):
             storage_path="uploads/00/" + "0" * 64,
         )
         db.session.add(attachment)
+        db.session.flush()
+        # A passage of it that user A's answer cites (Sources → the passage panel).
+        db.session.execute(
+            text(
+                "INSERT INTO fts_document_chunks (title, content, attachment_id, user_id, chunk) "
+                "VALUES ('alice.png', 'alice private passage', :a, :u, 0)"
+            ),
+            {"a": attachment.id, "u": a.id},
+        )
+        db.session.add(DocumentChunk(attachment_id=attachment.id, chunk=0, user_id=a.id))
+        answer.citation_sources = [
+            {"n": 1, "title": "alice.png", "url": None, "attachment_id": attachment.id, "chunk": 0}
+        ]
         # A closed loopback port: user A's "test" answers quickly with a connection error.
         server = McpServer(
             user_id=a.id, name="alice-tools", transport="http", url="http://127.0.0.1:9/mcp"
@@ -134,8 +170,49 @@ def owned(multi_app, users):
         )
         memory = Memory(user_id=a.id, project_id=project.id, text="alice private memory")
         db.session.add(memory)
+        # An import of user A's that made the chat.
+        job = ImportJob(user_id=a.id, state="done", running=None, kind="chats", total=2, done=2)
+        job.result = {"chat": {"id": chat.id, "title": chat.title}, "chats": []}
+        db.session.add(job)
+        # An API key of user A's (/v1).
+        key = ApiKey(user_id=a.id, name="alice key", prefix="numi-sk-alic", key_hash="a" * 64)
+        db.session.add(key)
+        # A share link of user A's chat.
+        share = Share(
+            user_id=a.id, chat_id=chat.id, token_hash="0" * 64, title="alice", display_name="A"
+        )
+        db.session.add(share)
+        # A scheduled task of user A's (its Run now starts a run in A's own chat).
+        task = Task(
+            user_id=a.id,
+            name="alice task",
+            prompt="alice private task",
+            endpoint_id=endpoint.id,
+            model="m",
+            schedule="every hour",
+            cron="0 * * * *",
+            timezone="UTC",
+        )
+        db.session.add(task)
+        # A token budget of user A's.
+        budget = Budget(
+            user_id=a.id,
+            scope="user",
+            period="month",
+            timezone="UTC",
+            unit="tokens",
+            hard_cap=1000.0,
+            period_start=utcnow(),
+        )
+        db.session.add(budget)
+        # A model alias of user A's (gateway clients' names).
+        alias = ModelAlias(user_id=a.id, name="alice-fast")
+        alias.routes = [{"endpoint_id": endpoint.id, "model": "m"}]
+        db.session.add(alias)
         db.session.commit()
         return {
+            "alias_id": alias.id,
+            "key_id": key.id,
             "project_id": project.id,
             "memory_id": memory.id,
             "chat_id": chat.id,
@@ -143,9 +220,14 @@ def owned(multi_app, users):
             "attachment_id": attachment.id,
             "message_id": message.id,
             "answer_id": answer.id,
+            "source_number": 1,
             "server_id": server.id,
             "item_id": item.id,
             "prompt_id": prompt.id,
+            "job_id": job.id,
+            "share_id": share.id,
+            "task_id": task.id,
+            "budget_id": budget.id,
         }
 
 
@@ -167,6 +249,10 @@ def id_routes(app):
     """(rule, method, endpoint) for every route whose path names an owned object."""
     routes = []
     for rule in app.url_map.iter_rules():
+        if rule.endpoint.startswith("gateway."):
+            # /v1 takes API keys, never these clients' sessions or tokens; one user's key
+            # against another's models and chats is tests/gateway/test_gateway_keys.py.
+            continue
         arguments = set(rule.arguments) - FREE_ARGUMENTS
         if not arguments:
             continue
@@ -208,6 +294,7 @@ def _state(app, ids):
             [(p.name, p.instructions) for p in db.session.query(Project)],
             [m.text for m in db.session.query(Memory)],
             db.session.query(ProjectFile).count(),
+            [(s.chat_id, s.revoked_at) for s in db.session.query(Share)],
         )
 
 

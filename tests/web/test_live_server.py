@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from numi.testing.websocket_client import WebSocketClient
+from server_wait import WAIT_SECONDS
 
 
 def _http(server, method, path, body=None, headers=None):
@@ -247,5 +248,65 @@ def test_running_chats_names_only_the_askers_own_running_chats(multi_server, scr
             assert status == 200 and body == {"running": [chat_ids[name]]}, name
     finally:
         scripted.release()
+        # Both turns end before the next test opens its feeds (a late "stopped" of one of
+        # these chats reached the next test's feed at load average 25).
+        for name, chat_id in chat_ids.items():
+            until(
+                lambda: (
+                    not _http(
+                        server, "GET", f"/api/chat/stream_status/{chat_id}", headers=auth[name]
+                    )[1].get("running")
+                ),
+                what=f"{name}'s turn to end",
+            )
         for sock in sockets:
+            sock.close()
+
+
+def test_the_sidebar_feed_tells_each_user_of_their_own_chats_only(multi_server, scripted):
+    """/ws/sidebar/feed (the sidebar's feed, in place of its poll): a user's open feed hears
+    of their chat that starts and stops answering, with its title; another user's feed
+    hears nothing of it (its first message is of its own chat). No user, no feed."""
+    from numi.testing import Scenario
+
+    server, tokens = multi_server
+    auth = {name: {"Authorization": f"Bearer {token}"} for name, token in tokens.items()}
+    assert _handshake(server, "/ws/sidebar/feed", {"Origin": server.url}) == 401
+    server.cli(
+        "endpoint", "add", "Feed", "--base-url", scripted.openai_base_url,
+        "--default-model", "fake-model",
+    )  # fmt: skip
+    feeds, sockets = {}, []
+    try:
+        for name in ("alice", "bob"):
+            feeds[name] = WebSocketClient.connect(
+                f"ws://127.0.0.1:{server.port}/ws/sidebar/feed",
+                headers={"Origin": server.url, **auth[name]},
+            )
+        for name in ("alice", "bob"):
+            endpoint = next(
+                e
+                for e in _http(server, "GET", "/api/endpoints", headers=auth[name])[1]["endpoints"]
+                if e["name"] == "Feed"
+            )
+            status, chat = _http(
+                server,
+                "POST",
+                "/api/session",
+                {"endpoint_id": endpoint["id"], "model": "fake-model", "title": f"{name}'s"},
+                auth[name],
+            )
+            assert status == 201, chat
+            scripted.enqueue(Scenario().text("done"))
+            sock = WebSocketClient.connect(
+                f"ws://127.0.0.1:{server.port}/ws/{chat['id']}?format=json",
+                headers={"Origin": server.url, **auth[name]},
+            )
+            sockets.append(sock)
+            sock.send(json.dumps({"type": "send", "message": "Hello"}))
+            told = [json.loads(feeds[name].receive(timeout=WAIT_SECONDS)) for _ in range(2)]
+            assert told[0] == {"chat_id": chat["id"], "running": True, "title": f"{name}'s"}
+            assert told[1]["chat_id"] == chat["id"] and told[1]["running"] is False
+    finally:
+        for sock in [*sockets, *feeds.values()]:
             sock.close()

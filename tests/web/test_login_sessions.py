@@ -9,8 +9,7 @@ from email.utils import parsedate_to_datetime
 
 import pytest
 
-from numi.extensions import db
-from numi.models import User
+from fixtures.users import password_hash
 
 OPEN_REDIRECTS = [
     "/%09/evil.example",  # the tab is dropped by browsers: //evil.example
@@ -107,14 +106,6 @@ def _change_password(client, current: str, new: str, repeat: str | None = None, 
     )
 
 
-def _hash(app, username: str) -> str:
-    with app.app_context():
-        db.session.expire_all()
-        return db.session.execute(
-            db.select(User.password_hash).where(User.username == username)
-        ).scalar_one()
-
-
 def test_the_settings_page_offers_a_password_change_and_log_out_everywhere(multi_app, users, login):
     client = multi_app.test_client()
     login(client, users["a"])
@@ -131,7 +122,7 @@ def test_a_password_change_ends_the_other_sessions(multi_app, users, login):
     assert response.status_code in (200, 302), response.get_data(as_text=True)
     assert here.get("/api/sessions").status_code == 200  # the browser that changed it stays in
     assert elsewhere.get("/api/sessions").status_code == 401
-    assert _hash(multi_app, "alice").startswith("$argon2id$")
+    assert password_hash(multi_app, "alice").startswith("$argon2id$")
     fresh = multi_app.test_client()
     assert (
         fresh.post(
@@ -161,23 +152,23 @@ def test_a_refused_password_change_changes_nothing(
     here, elsewhere = multi_app.test_client(), multi_app.test_client()
     login(here, users["a"])
     login(elsewhere, users["a"])
-    before = _hash(multi_app, "alice")
+    before = password_hash(multi_app, "alice")
     response = _change_password(here, current or users["a"].password, new, repeat)
     assert response.status_code == 400
     assert message in response.get_data(as_text=True)
-    assert _hash(multi_app, "alice") == before
+    assert password_hash(multi_app, "alice") == before
     assert elsewhere.get("/api/sessions").status_code == 200
 
 
 def test_a_cross_site_password_change_is_refused(multi_app, users, login):
     client = multi_app.test_client()
     login(client, users["a"])
-    before = _hash(multi_app, "alice")
+    before = password_hash(multi_app, "alice")
     response = _change_password(
         client, users["a"].password, "evil new password", Origin="http://evil.example"
     )
     assert response.status_code == 403
-    assert _hash(multi_app, "alice") == before
+    assert password_hash(multi_app, "alice") == before
 
 
 def test_log_out_everywhere(multi_app, users, login):

@@ -3,7 +3,7 @@ address, kept in the database (or Redis) so every process sees them; a memory-ha
 computed off the gevent hub; old hashes upgraded on the next good login.
 
 Time never passes by sleeping: the tests move the login throttle's clock
-(`app.extensions["numi.login_throttle"].clock`).
+(`services(app).login_throttle.clock`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from werkzeug.security import generate_password_hash
 
 from numi.extensions import db
 from numi.models import User
+from numi.services import services
+from fixtures.users import create_user, password_hash
 
 # Few free attempts (the username alone and the address alone get 4 x 2 = 8): fewer hashes per test.
 LIMITS = {
@@ -42,7 +44,7 @@ class Clock:
 @pytest.fixture
 def clock(multi_app) -> Clock:
     fake = Clock()
-    multi_app.extensions["numi.login_throttle"].clock = fake
+    services(multi_app).login_throttle.clock = fake
     return fake
 
 
@@ -60,7 +62,7 @@ def full_cost_app(make_app, users, clock):
     from argon2 import PasswordHasher
 
     app = make_app(NUMI_AUTH="multi", NUMI_TEST_FAST_PASSWORD_HASHES=False, **LIMITS)
-    app.extensions["numi.login_throttle"].clock = clock
+    services(app).login_throttle.clock = clock
     with app.app_context():
         for user in users.values():
             db.session.execute(
@@ -79,14 +81,6 @@ def _post_login(client, username: str, password: str, address: str = "198.51.100
         environ_base={"REMOTE_ADDR": address},
         headers=headers,
     )
-
-
-def _password_hash(app, username: str) -> str:
-    with app.app_context():
-        db.session.expire_all()
-        return db.session.execute(
-            db.select(User.password_hash).where(User.username == username)
-        ).scalar_one()
 
 
 def _logged_in(client) -> bool:
@@ -112,13 +106,13 @@ def test_fifty_bad_logins_are_limited_and_the_right_password_waits_for_the_delay
     refused = responses[-1]
     assert 1 <= int(refused.headers["Retry-After"]) <= 30
     assert "Too many failed logins" in refused.get_data(as_text=True)
-    hash_before = _password_hash(multi_app, "alice")
+    hash_before = password_hash(multi_app, "alice")
 
     # The right password is refused too while the delay runs, and changes nothing.
     right = _post_login(client, "alice", alice.password)
     assert right.status_code == 429 and "Retry-After" in right.headers
     assert not _logged_in(client)
-    assert _password_hash(multi_app, "alice") == hash_before
+    assert password_hash(multi_app, "alice") == hash_before
     # A refused attempt does not lengthen the delay.
     assert int(_post_login(client, "alice", "guess").headers["Retry-After"]) <= 30
 
@@ -244,7 +238,7 @@ def test_guesses_sent_at_once_are_limited_as_if_sent_one_by_one(full_cost_app, u
 def test_the_limits_hold_across_processes(make_app, users, multi_app, clock):
     """Two app instances on one database (two gunicorn workers, or two hosts)."""
     other = make_app(NUMI_AUTH="multi", **LIMITS)
-    other.extensions["numi.login_throttle"].clock = clock
+    services(other).login_throttle.clock = clock
     first, second = multi_app.test_client(), other.test_client()
     for i in range(3):
         assert _post_login(first if i % 2 else second, "alice", "wrong").status_code == 401
@@ -262,7 +256,7 @@ def test_the_limits_in_redis(make_app, users, multi_app, clock, redis_url):
         for _ in range(2)
     ]
     for app in apps:
-        app.extensions["numi.login_throttle"].clock = clock
+        services(app).login_throttle.clock = clock
     try:
         # The users live in multi_app's database, which the Redis apps share.
         first, second = (app.test_client() for app in apps)
@@ -274,13 +268,8 @@ def test_the_limits_in_redis(make_app, users, multi_app, clock, redis_url):
         clock.now += 31
         assert _post_login(second, "alice", users["a"].password).status_code == 302
         # Nothing went to the database store.
-        assert (
-            multi_app.extensions["numi.login_throttle"].store.__class__.__name__
-            == "DatabaseLoginStore"
-        )
-        assert (
-            apps[0].extensions["numi.login_throttle"].store.__class__.__name__ == "RedisLoginStore"
-        )
+        assert services(multi_app).login_throttle.store.__class__.__name__ == "DatabaseLoginStore"
+        assert services(apps[0]).login_throttle.store.__class__.__name__ == "RedisLoginStore"
     finally:
         client = redis.Redis.from_url(url)
         keys = list(client.scan_iter(match=prefix + "*"))
@@ -298,7 +287,7 @@ def test_proxy_headers_are_ignored_unless_proxies_are_trusted(make_app, users, m
     assert statuses[-1] == 429
 
     proxied = make_app(NUMI_AUTH="multi", NUMI_TRUSTED_PROXIES=1, **LIMITS)
-    proxied.extensions["numi.login_throttle"].clock = clock
+    services(proxied).login_throttle.clock = clock
     behind = proxied.test_client()
     statuses = [
         _post_login(
@@ -325,11 +314,11 @@ def test_an_old_werkzeug_hash_is_upgraded_on_a_good_login_only(multi_app, clock)
         db.session.commit()
     client = multi_app.test_client()
     for name in ("carol", "dave"):
-        old = _password_hash(multi_app, name)
+        old = password_hash(multi_app, name)
         assert _post_login(client, name, "wrong password").status_code == 401
-        assert _password_hash(multi_app, name) == old
+        assert password_hash(multi_app, name) == old
         assert _post_login(client, name, "old password 1").status_code == 302
-        assert _password_hash(multi_app, name).startswith("$argon2id$")
+        assert password_hash(multi_app, name).startswith("$argon2id$")
         client.post("/logout")
         assert _post_login(client, name, "old password 1").status_code == 302
         client.post("/logout")
@@ -353,7 +342,7 @@ def test_numi_user_create_stores_an_argon2_hash(multi_app, database_url):
         capture_output=True,
         timeout=60,
     )
-    assert _password_hash(multi_app, "erin").startswith("$argon2id$")
+    assert password_hash(multi_app, "erin").startswith("$argon2id$")
     assert _post_login(multi_app.test_client(), "erin", "a long password").status_code == 302
 
 
@@ -367,7 +356,7 @@ def test_concurrent_logins_do_not_block_other_greenlets(full_cost_app, users):
     finished: list[str] = []
 
     def attempt(i: int):
-        # From five addresses: one address may have only two hashes running at once.
+        # From five addresses, as five guessers would be.
         _post_login(full_cost_app.test_client(), "alice", f"wrong {i}", address=f"198.51.100.{i}")
         finished.append(f"login {i}")
 
@@ -434,11 +423,11 @@ def test_a_test_suite_fast_hash_is_replaced_at_full_strength_without_the_setting
     use: an app without it verifies such a hash once and stores RFC 9106's parameters."""
     from argon2 import PasswordHasher
 
-    fast = _password_hash(multi_app, "alice")
+    fast = password_hash(multi_app, "alice")
     assert "m=8,t=1,p=1" in fast, "the suite's apps hash at the test cost"
     production = make_app(NUMI_AUTH="multi", NUMI_TEST_FAST_PASSWORD_HASHES=False)
     assert _post_login(production.test_client(), "alice", users["a"].password).status_code == 302
-    strong = _password_hash(production, "alice")
+    strong = password_hash(production, "alice")
     assert strong != fast and not PasswordHasher().check_needs_rehash(strong)
     assert "m=65536,t=3,p=4" in strong
 
@@ -497,8 +486,8 @@ def test_bogus_logins_do_not_starve_real_ones(full_cost_app, users, clock):
         lambda: min(_login_seconds(known, users["a"], "198.51.100.1") for _ in range(3)),
     )
     assert during < 4 * before + 0.2, ("known browser", during, before)
-    # Twenty loops from one address: at most two of its hashes run at once, so a first
-    # login from elsewhere waits for those two at most (before: for all twenty).
+    # Twenty loops from one address: their checks queue behind a first login from elsewhere
+    # (a quieter address and account), which waits for the running one at most.
     during = _during_bogus_logins(
         full_cost_app,
         ["192.0.2.200"] * 20,
@@ -509,3 +498,45 @@ def test_bogus_logins_do_not_starve_real_ones(full_cost_app, users, clock):
         ),
     )
     assert during < 10 * before + 0.2, ("first login", during, before)
+
+
+def test_a_first_login_is_admitted_ahead_of_a_queue_of_guesses(make_app):
+    """Issue 34: first logins (no device cookie) waited behind every queued guess (FIFO), and
+    one from the guessers' own address (a NAT, a proxy) was refused while two of their checks
+    were in flight. The hashing queue now admits the quietest address and account first."""
+    import gevent
+
+    from numi.passwords import HASH_THREADS
+
+    # Limits out of reach: every guess is hashed, the worst case for the queue.
+    app = make_app(NUMI_AUTH="multi", NUMI_LOGIN_FREE_ATTEMPTS=1_000_000)
+    # The queue is per process and remembers demand for minutes: names of this test only.
+    carol = create_user(app, f"carol-{uuid.uuid4().hex[:8]}")
+    net = f"10.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"
+    in_flight = services(app).hashes_in_flight
+    shared = f"{net}.200"  # the guessers' address, which carol's new browser shares
+    guessers = [shared, shared] + [f"{net}.{i}" for i in range(1, HASH_THREADS + 12)]
+    finished: list[str] = []
+    statuses: dict[str, int] = {}
+
+    def attempt(name: str, username: str, password: str, address: str):
+        response = _post_login(app.test_client(), username, password, address=address)
+        statuses[name] = response.status_code
+        finished.append(name)
+
+    flood = [
+        gevent.spawn(attempt, f"guess {n}", "bob", "not bob's password", address)
+        for n, address in enumerate(guessers)
+    ]
+    # Every guess is past the limits and queued for a hashing thread before alice comes.
+    while sum(in_flight[address] for address in set(guessers)) < len(guessers):
+        assert not finished, f"a guess ended before all were queued: {statuses}"
+        gevent.sleep(0)
+    first = gevent.spawn(attempt, "carol", carol.username, carol.password, shared)
+    gevent.joinall([*flood, first], raise_error=True, timeout=60)
+    assert statuses["carol"] == 302, statuses
+    assert all(statuses[f"guess {n}"] == 401 for n in range(len(guessers))), statuses
+    # Admitted as soon as a thread is free: only the checks already running end before it (in
+    # the shared threads, and in the reserved one that a guess from a fresh address took), or
+    # one admitted as she arrived. First come, first served, she would end last.
+    assert finished.index("carol") <= HASH_THREADS + 2, finished

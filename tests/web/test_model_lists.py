@@ -196,3 +196,46 @@ def test_alike_pickers_share_one_listbox_and_follow_a_changed_list(sqlite_app, p
         assert "<template" in changed and list_id not in changed
         assert "gamma-model" not in changed
         db.session.remove()
+
+
+def test_an_endpoint_that_never_answered_is_not_preselected(sqlite_app, sqlite_client, provider):
+    """A just-added endpoint nothing listens on keeps its typed default model, but the home
+    picker does not choose it: it has never answered. It is chosen once one of the user's
+    chats got an answer from it (a gateway whose model list fails but whose chats work)."""
+    from numi.extensions import db
+    from numi.models import Chat, Message
+    from turn_support import free_port
+
+    down = add(
+        sqlite_client,
+        provider,
+        name="A unreachable",
+        base_url=f"http://127.0.0.1:{free_port()}/v1",
+        default_model="typed-model",
+    )
+    assert down["models"] == [] and down["models_problem"]
+    assert down["default_model"] == "typed-model"
+    assert selected_route(sqlite_client.get("/").get_data(as_text=True)) == ""
+
+    # With one that answered (sorted after it): that one, not the unreachable default.
+    up = add(sqlite_client, provider, name="B answers")
+    assert (
+        selected_route(sqlite_client.get("/").get_data(as_text=True)) == f"{up['id']}:alpha-model"
+    )
+
+    # A failed answer on the unreachable one is no answer; a real one is.
+    chat = sqlite_client.post("/api/session", json={"endpoint_id": down["id"]}).get_json()
+    with sqlite_app.app_context():
+        db.session.add(
+            Message(chat_id=chat["id"], role="assistant", content="", meta={"error": {"code": "x"}})
+        )
+        db.session.commit()
+    assert (
+        selected_route(sqlite_client.get("/").get_data(as_text=True)) == f"{up['id']}:alpha-model"
+    )
+    with sqlite_app.app_context():
+        db.session.add(Message(chat_id=chat["id"], role="assistant", content="It works."))
+        assert db.session.get(Chat, chat["id"]).endpoint_id == down["id"]
+        db.session.commit()
+    page = sqlite_client.get("/").get_data(as_text=True)
+    assert selected_route(page) == f"{down['id']}:typed-model"

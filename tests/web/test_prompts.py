@@ -9,6 +9,7 @@ import re
 from io import BytesIO
 
 import pytest
+from import_support import form_import, run_import
 
 SUMMARY = {
     "command": "summarize",
@@ -186,13 +187,13 @@ def test_export_and_import_round_trip_without_clobbering(client_a, client_b):
 
     # Into an account that already has a different /summarize: kept as summarize-2.
     create(client_b, text="Bob's own summary")
-    response = client_b.post(
-        "/api/import",
+    job = run_import(
+        client_b,
         data={"file": (BytesIO(exported.get_data()), "numi-prompts.json")},
         content_type="multipart/form-data",
     )
-    assert response.status_code == 201, response.get_json()
-    body = response.get_json()
+    assert job["state"] == "done", job
+    body = job["result"]
     assert body["renamed"] == {"summarize": "summarize-2"} and body["skipped"] == []
     assert listed(client_b) == [
         ("summarize", "Summarize", "Bob's own summary"),
@@ -208,15 +209,11 @@ def test_export_and_import_round_trip_without_clobbering(client_a, client_b):
         }
 
     # A second import of the same file changes nothing (identical prompts are skipped).
-    again = client_b.post("/api/import", json=document).get_json()
+    again = run_import(client_b, json=document)["result"]
     assert again["prompts"] == [] and sorted(again["skipped"]) == ["summarize", "translate"]
     assert len(listed(client_b)) == 3
     # Through the Settings Import form: back to the prompts.
-    form = client_a.post(
-        "/import",
-        data={"file": (BytesIO(exported.get_data()), "p.json")},
-        content_type="multipart/form-data",
-    )
+    form = form_import(client_a, {"file": (BytesIO(exported.get_data()), "p.json")})
     assert form.status_code == 303 and form.headers["Location"].endswith("/settings/prompts")
 
     # A malformed file is refused whole: nothing is added.
@@ -225,16 +222,12 @@ def test_export_and_import_round_trip_without_clobbering(client_a, client_b):
         "prompts": [*document["prompts"], {"command": "Nope!", "title": "t", "text": "x"}],
     }
     bad["prompts"][0] = {**bad["prompts"][0], "command": "fresh"}
-    refused = client_b.post("/api/import", json=bad)
-    assert refused.status_code == 400 and refused.get_json()["error"]["code"] == "invalid_import"
-    assert "prompts[2]" in refused.get_json()["error"]["message"]
+    refused = run_import(client_b, json=bad)
+    assert refused["state"] == "failed" and refused["error"]["code"] == "invalid_import"
+    assert "prompts[2]" in refused["error"]["message"]
     assert len(listed(client_b)) == 3
-    assert (
-        client_b.post(
-            "/api/import", json={"format": "numi.prompts", "version": 9, "prompts": []}
-        ).status_code
-        == 400
-    )
+    future = {"format": "numi.prompts", "version": 9, "prompts": []}
+    assert run_import(client_b, json=future)["state"] == "failed"
 
 
 def test_cli_export_all_writes_each_users_prompts(app, client, numi_cli, tmp_path):
@@ -259,11 +252,11 @@ def test_a_user_keeps_at_most_max_prompts(client):
             {"command": f"p{i}", "title": f"P {i}", "text": "t"} for i in range(MAX_PROMPTS + 1)
         ],
     }
-    refused = client.post("/api/import", json=document)
-    assert refused.status_code == 400 and refused.get_json()["error"]["code"] == "too_many_prompts"
+    refused = run_import(client, json=document)
+    assert refused["state"] == "failed" and refused["error"]["code"] == "too_many_prompts"
     assert listed(client) == []
     document["prompts"].pop()
-    assert client.post("/api/import", json=document).status_code == 201
+    assert run_import(client, json=document)["state"] == "done"
     one_more = client.post("/api/prompts", json=SUMMARY)
     assert (
         one_more.status_code == 400 and one_more.get_json()["error"]["code"] == "too_many_prompts"

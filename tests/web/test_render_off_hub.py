@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from import_support import imported_answer
+
 import threading
 import time
 import urllib.request
 
-from turn_support import Api
 
 # Compares timings within one run: runs alone, after the parallel suite (Makefile).
 pytestmark = pytest.mark.alone
@@ -31,24 +32,9 @@ def _timed_get(url: str, headers: dict | None = None) -> tuple[float, bytes]:
     return time.perf_counter() - started, body
 
 
-def _import_chat(server) -> str:
-    doc = {
-        "format": "numi.chat",
-        "version": 1,
-        "chat": {"title": "Long answer"},
-        "messages": [
-            {"role": "user", "content": "Write a lot"},
-            {"role": "assistant", "content": LONG},
-        ],
-    }
-    status, body = Api(server.url, token=server.token).post("/api/import", doc)
-    assert status == 201, body
-    return body["chats"][0]["id"] if "chats" in body else body["id"]
-
-
 def test_another_request_is_answered_during_a_long_render(live_server_factory):
     server = live_server_factory(NUMI_MARKDOWN_MAX_CHARS="200000")
-    chat_id = _import_chat(server)
+    chat_id = imported_answer(server, LONG)
     page: dict = {}
 
     def view():

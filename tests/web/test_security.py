@@ -151,6 +151,38 @@ def test_a_host_without_a_port_is_the_default_port(host, origin, same):
     assert same_origin(origin, host) is same
 
 
+@pytest.mark.parametrize(
+    "host, scheme, origin, same",
+    [
+        # Issue 34: the scheme was ignored, so a plain-http page of the same host (one a
+        # network attacker can write into) passed as the https site's own.
+        ("numi.lan", "https", "http://numi.lan", False),
+        ("numi.lan:443", "https", "http://numi.lan:443", False),
+        ("numi.lan:8443", "https", "http://numi.lan:8443", False),
+        ("numi.lan", "wss", "http://numi.lan", False),
+        ("numi.lan", "https", "https://numi.lan", True),
+        ("numi.lan", "wss", "https://numi.lan", True),
+        ("localhost:8765", "http", "http://localhost:8765", True),
+        # A proxy that ends TLS without X-Forwarded-Proto: the app sees http.
+        ("numi.lan", "http", "https://numi.lan", True),
+    ],
+)
+def test_the_origin_scheme_must_be_the_request_scheme(host, scheme, origin, same):
+    from numi.web.security import same_origin
+
+    assert same_origin(origin, host, scheme) is same
+
+
+def test_an_http_origin_cannot_write_to_the_https_site(make_app):
+    """Behind a trusted TLS proxy (X-Forwarded-Proto: https), an http Origin is refused."""
+    client = make_app(NUMI_TRUSTED_PROXIES=1).test_client()
+    tls = {"Host": "localhost", "X-Forwarded-Proto": "https"}
+    plain = client.post("/api/session", json={}, headers={**tls, "Origin": "http://localhost"})
+    assert plain.status_code == 403 and plain.get_json()["error"]["code"] == "bad_origin"
+    own = client.post("/api/session", json={}, headers={**tls, "Origin": "https://localhost"})
+    assert own.status_code == 201
+
+
 def test_another_port_of_a_portless_host_is_refused_for_writes_and_websockets(sqlite_client):
     chat_id = sqlite_client.post("/api/session", json={}).get_json()["id"]
     other = {"Host": "localhost", "Origin": "http://localhost:9999"}

@@ -157,9 +157,9 @@ def test_pages_create_rename_delete(client):
     assert "Renamed inline" in client.get("/").get_data(as_text=True)
 
     deleted = client.post(f"/c/{chat_id}/delete?current={chat_id}", headers={"HX-Request": "true"})
-    assert (
-        deleted.status_code == 200 and deleted.headers["HX-Redirect"] == "/"
-    )  # no chat left to open
+    # No chat left to open: home, which offers the deleted chat's Undo.
+    assert deleted.status_code == 200
+    assert deleted.headers["HX-Redirect"] == f"/?deleted={chat_id}"
     assert client.get(chat_url).status_code == 404
     assert "Renamed inline" not in client.get("/").get_data(as_text=True)
 

@@ -30,6 +30,7 @@ def test_single_user_sees_labels_in_order_without_admin(client):
         "Workspace: write files",
         "Workspace: patch files",
         "Bash commands",
+        "Code (run Python in a kernel)",  # the `code` extra is installed for the tests
     ]
 
 

@@ -15,8 +15,13 @@ module (`numi.agent.tools.default_tools`, loaded first by `create_app`).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+
+def _never() -> bool:
+    return False
 
 
 @dataclass
@@ -30,6 +35,10 @@ class ToolContext:
     tz_offset_minutes: int | None = None
     workspace: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+    # A long-running tool (run_python) streams what it prints to its card: `report(stream,
+    # text)` emits `tool_output`; and it asks `stop_requested()` to honour Stop mid-run.
+    report: Callable[[str, str], None] | None = None
+    stop_requested: Callable[[], bool] = _never
 
 
 @dataclass
@@ -44,6 +53,9 @@ class ToolResult:
 
     text: str
     sources: list[dict[str, Any]] = field(default_factory=list)
+    # What the card shows besides the text (run_python's outputs, images and files): saved
+    # in the result's meta as `display` and carried by `tool_end`, so a reload draws it too.
+    display: dict[str, Any] | None = None
 
 
 class ToolFailure(Exception):
@@ -51,10 +63,11 @@ class ToolFailure(Exception):
     a command that exited non-zero): `text` is the result the model reads, `code` the
     stable reason kept in the message meta (`ok: false`, `error_code`)."""
 
-    def __init__(self, code: str, text: str):
+    def __init__(self, code: str, text: str, display: dict[str, Any] | None = None):
         super().__init__(text)
         self.code = code
         self.text = text
+        self.display = display  # as ToolResult.display: a failed run still shows its output
 
 
 @dataclass
@@ -67,6 +80,9 @@ class Tool:
     # Asks whatever the chat's policy says (auto-approve included): `remember` writes only
     # with the user's yes.
     always_ask: bool = False
+    # Writes the user's memory (`remember`): never offered in a temporary chat, which uses
+    # no memory and leaves none behind.
+    writes_memory: bool = False
     admin_only: bool = False
     timeout: float | None = None  # seconds; None: the configured default
 
@@ -90,19 +106,29 @@ class ToolRegistry:
         return sorted(self._tools)
 
     def active(
-        self, enabled: list[str] | None, *, is_admin: bool, user_id: int | None = None
+        self,
+        enabled: list[str] | None,
+        *,
+        is_admin: bool,
+        user_id: int | None = None,
+        temporary: bool = False,
     ) -> list[Tool]:
         """The tools a chat has turned on that this user may use, in a stable order.
 
         With `user_id`, the registered providers add that user's dynamic tools (e.g. the
-        tools of their MCP servers) that `enabled` names.
+        tools of their MCP servers) that `enabled` names. A `temporary` chat gets no tool
+        that writes the user's memory.
         """
         if not enabled:
             return []
         tools = [self._tools[name] for name in enabled if name in self._tools]
         if user_id is not None:
             tools += self._provided(user_id, is_admin, list(enabled))
-        return [tool for tool in tools if is_admin or not tool.admin_only]
+        return [
+            tool
+            for tool in tools
+            if (is_admin or not tool.admin_only) and not (temporary and tool.writes_memory)
+        ]
 
     # --- per-user dynamic tools -----------------------------------------------------------
     # A provider is `provider(user_id, is_admin, enabled) -> list[Tool]`: the tools of that
@@ -121,8 +147,6 @@ class ToolRegistry:
         return [tool for tool in tools if is_admin or not tool.admin_only]
 
     def _provided(self, user_id: int, is_admin: bool, enabled: list[str] | None) -> list[Tool]:
-        import logging
-
         tools: list[Tool] = []
         for provider in self._providers:
             try:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...services import services
 from .bash import BASH
+from .code import code_tool, extra_installed
 from .clock import CURRENT_TIME
 from .documents import SEARCH_DOCUMENTS
 from .mcp import configure_pool, provide_tools
@@ -20,7 +22,7 @@ from .workspace import WORKSPACE_TOOLS
 
 def register(app: Any) -> None:
     """The NUMI_PLUGINS hook: the built-in tools, and the provider of each user's MCP tools."""
-    registry = app.extensions["numi.tools"]
+    registry = services(app).tools
     for tool in (
         CURRENT_TIME,
         WEB_SEARCH,
@@ -31,5 +33,7 @@ def register(app: Any) -> None:
         REMEMBER,
     ):
         registry.register(tool)
+    if extra_installed():  # else Settings says how to install it (numi[code])
+        registry.register(code_tool(app.config))
     registry.add_provider(provide_tools)  # each user's MCP servers' tools, per turn
     configure_pool(app.config["NUMI_MCP_THREADS"])

@@ -69,4 +69,5 @@ REMEMBER = Tool(
     run=_remember,
     needs_approval=True,
     always_ask=True,
+    writes_memory=True,
 )

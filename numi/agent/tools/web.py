@@ -34,7 +34,11 @@ import gevent
 from flask import current_app
 
 from ...addresses import AddressPolicy, AddressRefused, check_host, check_url
-from ...config import parse_bool
+from ...cpu_pool import run_cpu
+from ...crypto import seal, unseal
+from ...extensions import db
+from ...models import ToolSettings
+from ...setting_values import parse_bool
 from ...errors import NumiError, invalid
 from . import Tool, ToolContext, ToolFailure, ToolResult
 
@@ -61,9 +65,6 @@ class FetchRefused(Exception):
 
 def load_settings(user_id: int) -> dict[str, Any]:
     """The user's web tool settings (empty dict when never saved)."""
-    from ...extensions import db
-    from ...models import ToolSettings
-
     row = db.session.get(ToolSettings, user_id)
     settings = dict(row.settings) if row is not None else {}
     db.session.commit()  # end the read: a fetch may take a while
@@ -77,9 +78,6 @@ def save_settings(user_id: int, raw: dict[str, Any], is_admin: bool = True) -> d
     `clear_brave_api_key` removes it. Only an admin may allow private addresses (403
     `admin_only` otherwise).
     """
-    from ...extensions import db
-    from ...models import ToolSettings
-
     backend = (raw.get("search_backend") or "").strip()
     if backend not in SEARCH_BACKENDS:
         raise invalid(
@@ -138,8 +136,6 @@ def save_settings(user_id: int, raw: dict[str, Any], is_admin: bool = True) -> d
     if raw.get("clear_brave_api_key"):
         settings.pop("brave_api_key", None)
     elif key and key.strip():
-        from ...crypto import seal
-
         settings["brave_api_key"] = seal(key.strip())  # stored sealed, like endpoint keys
     if backend == "brave" and not settings.get("brave_api_key"):
         db.session.rollback()
@@ -165,9 +161,14 @@ class Page:
         return self.body.decode(self.charset or "utf-8", "replace")
 
 
-def _is_web_url(url: str) -> bool:
+def _web_host(url: str) -> str | None:
+    """The host of an http:// or https:// URL; None for any other URL."""
     parts = urlsplit(url)
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
+    return parts.hostname if parts.scheme in ("http", "https") and parts.hostname else None
+
+
+def _is_web_url(url: str) -> bool:
+    return _web_host(url) is not None
 
 
 def usable_settings(settings: dict[str, Any], is_admin: bool) -> dict[str, Any]:
@@ -212,12 +213,13 @@ class _PinnedHTTP(http.client.HTTPConnection):
 
 class _PinnedHTTPS(http.client.HTTPSConnection):
     def __init__(self, host: str, port: int, address: str, timeout: float):
-        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
+        self._tls = ssl.create_default_context()
+        super().__init__(host, port, timeout=timeout, context=self._tls)
         self._address = address
 
     def connect(self) -> None:
         sock = socket.create_connection((self._address, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+        self.sock = self._tls.wrap_socket(sock, server_hostname=self.host)
 
 
 def guarded_get(
@@ -231,13 +233,14 @@ def guarded_get(
     """GET `url` within the address rules, following at most 5 redirects (each re-checked)."""
     with gevent.Timeout(timeout, FetchRefused(f"The request took longer than {timeout:g} s.")):
         for _ in range(MAX_REDIRECTS + 1):
-            if not _is_web_url(url):
+            host = _web_host(url)
+            if host is None:
                 raise FetchRefused("Only http:// and https:// URLs can be fetched.")
             parts = urlsplit(url)
             port = parts.port or (443 if parts.scheme == "https" else 80)
-            address = check_address(parts.hostname, port, settings)
+            address = check_address(host, port, settings)
             kind = _PinnedHTTPS if parts.scheme == "https" else _PinnedHTTP
-            connection = kind(parts.hostname, port, address, timeout)
+            connection = kind(host, port, address, timeout)
             try:
                 path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
                 connection.request(
@@ -379,7 +382,7 @@ def html_to_text(html: str) -> tuple[str, str]:
     """(title, readable text) of an HTML page: readability's main content when the `web`
     extra is installed, else the whole page minus navigation and scripts."""
     try:
-        from readability import Document
+        from readability import Document  # lazy: optional extra web
     except ImportError:
         Document = None
     plain = _TextExtractor()
@@ -470,8 +473,6 @@ def _web_search(arguments: dict, context: ToolContext) -> ToolResult | str:
 
 def brave_key(settings: dict[str, Any]) -> str:
     """The user's Brave Search key in plaintext (stored sealed; legacy plaintext reads too)."""
-    from ...crypto import unseal
-
     stored = settings.get("brave_api_key")
     return unseal(stored) if isinstance(stored, str) and stored else ""
 
@@ -510,7 +511,7 @@ def _fetch_page(arguments: dict, context: ToolContext) -> ToolResult | str:
         not page.content_type and b"<html" in page.body[:2000].lower()
     ):
         # Parsing a large page is CPU work: do it off the hub.
-        title, text = gevent.get_hub().threadpool.apply(html_to_text, (page.text(),))
+        title, text = run_cpu(html_to_text, page.text())
     elif page.content_type in TEXT_TYPES or page.content_type.startswith("text/"):
         title, text = page.url, page.text()
     else:

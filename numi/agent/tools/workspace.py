@@ -74,7 +74,8 @@ def _max_bytes() -> int:
     return current_app.config["NUMI_WORKSPACE_MAX_FILE_BYTES"]
 
 
-def _read_text(path: str, rel: str) -> str:
+def _read_text(path: str, rel: Any) -> str:
+    # `rel` is the path as the model gave it (None for the workspace itself), for messages.
     if not os.path.isfile(path):
         raise WorkspaceError(f"{rel} is not a file.")
     size = os.path.getsize(path)

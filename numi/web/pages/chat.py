@@ -11,9 +11,15 @@ from flask import current_app, g, render_template
 from ... import endpoints as endpoint_store
 from ... import prompts as prompt_store
 from ...chat import chats, followups, organising
+from ...chat.attachments import transcript_attachments, transcript_checkpoints
 from ...chat.versions import continued_steps, version_info
 from ...extensions import turn_manager
 from ..inputs import int_arg
+from ..organising import deleted_chat_toast
+from ..sidebar import sidebar_context
+from ..temporary import no_store_if_temporary
+from .chat_forms import chat_tools_context
+from .chat_list import open_chat_sidebar
 from .base import bp, running_ids
 
 
@@ -37,6 +43,9 @@ def index():
         endpoints=endpoints,
         preselected=endpoint_store.preselected_route(g.user.id, endpoints),
         tags=organising.user_tags(g.user.id),
+        page_toast=deleted_chat_toast(),
+        **sidebar_context(),
+        **chat_tools_context(),
     )
 
 
@@ -52,27 +61,23 @@ def chat_view(chat_id: str):
         )
     else:
         page = chats.list_messages(chat, limit=config["NUMI_PAGE_SIZE_MESSAGES"])
-    # The open chat is in the sidebar even when it is older than the first page: as many
-    # pages as it takes, up to ten.
-    size = config["NUMI_PAGE_SIZE_CHATS"]
-    # (A pinned chat is in the first page's Pinned group; an archived one, or one in a
-    # project, is not listed.)
-    listed = chat.pinned_at is None and chat.archived_at is None and chat.project_id is None
-    pages = min(10, chats.chats_listed_before(g.user.id, chat) // size + 1) if listed else 1
-    sidebar = chats.list_chats(g.user.id, limit=size * pages)
     running = turn_manager().running_or_unknown(chat.id)
     live_unknown = running is None  # Redis unreachable: say so rather than guess
     queue = [item.to_dict() for item in followups.list_items(g.user.id, chat.id)]
+    no_store_if_temporary(chat)
     return render_template(
         "chat.html",
         queue=queue,
         paused=bool(queue) and running is False,
         live_unknown=live_unknown,
         chat=chat,
-        sidebar=sidebar,
-        running_ids=running_ids(sidebar),
+        # The open chat is in the sidebar even when it is far down the list.
+        **open_chat_sidebar(chat),
         endpoints=_picker_endpoints(),
         tags=organising.user_tags(g.user.id),
+        page_toast=deleted_chat_toast(),
+        **sidebar_context(),
+        **chat_tools_context(),
         running=running,
         has_newer=has_newer,
         interrupted=running is False and not has_newer and interrupted_turn(page.items),
@@ -91,6 +96,7 @@ def older_messages(chat_id: str):
         before_id=int_arg("before", low=1),
     )
     running = turn_manager().running_or_unknown(chat.id)
+    no_store_if_temporary(chat)
     return render_template(
         "partials/_messages_page.html",
         chat=chat,
@@ -130,4 +136,7 @@ def transcript_context(page, *, newest: bool = False) -> dict:
         "retry_after": page.items[-1].id if newest and page.items else None,
         # A turn's steps and its final answer read as one answer block.
         "continued_ids": continued_steps(chat_id, page.items) if page.items else set(),
+        # Loaded once for the page, not once per message by the templates.
+        "attachments": transcript_attachments(chat_id, page.items) if page.items else {},
+        "checkpoints": transcript_checkpoints(chat_id) if page.items else {},
     }

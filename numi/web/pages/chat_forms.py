@@ -8,16 +8,24 @@ from flask import current_app, g, redirect, render_template, request, url_for
 
 from ... import endpoints as endpoint_store
 from ...agent.approvals import default_policy
-from ...chat import chats, followups, organising
+from ...agent.tools import mcp
+from ...agent.tools.code import INSTALL_HINT as CODE_INSTALL_HINT
+from ...agent.tools.code import extra_installed as code_tool_installed
+from ...chat import chats, organising
 from ...chat import temporary as temporary_chats
+from ...setting_values import parse_bool
+from ...agent.send import Send
 from ...agent.sending import start_turn
 from ...errors import NumiError, no_model, turn_running
 from ...extensions import db, turn_manager
+from ...services import services
 from .. import temporary as temporary_routes
 from ..inputs import request_data
+from ..request_kind import request_client, request_timezone
 from ..organising import undo_toast
 from ..fallbacks import editor_rows
 from ..request_kind import is_htmx
+from ..sidebar import sidebar_context
 from .base import bp, limits
 
 log = logging.getLogger(__name__)
@@ -27,8 +35,6 @@ log = logging.getLogger(__name__)
 def create_chat():
     """A new chat; with `message` (the home page's composer) its first question goes too,
     so a new chat is one step, as in the chat apps people know."""
-    from ..streams import request_timezone
-
     data = request_data()
     fields = {"title": data.get("title") or "New chat"}
     if data.get("route"):
@@ -36,9 +42,11 @@ def create_chat():
     message = data.get("message")
     if message is not None and not str(message).strip():
         message = None  # an empty box is a plain "New chat"
+    send = None
     if message is not None:
-        # Checked before the chat exists: a refused text leaves nothing behind.
-        followups.check_text(message, current_app.config["NUMI_MAX_MESSAGE_CHARS"])
+        # Checked before the chat exists: a refused send leaves nothing behind.
+        payload = {"message": message, "request_id": data.get("request_id") or None}
+        send = Send.from_payload(request_timezone(payload), current_app.config)
     temporary = temporary_chats.temporary_flag(data.get("temporary"))
     # "+ New chat" reuses the user's empty chat, if one is left, instead of adding another:
     # clicking it twice never leaves empty chats behind in the sidebar.
@@ -50,15 +58,12 @@ def create_chat():
     else:
         chat = chats.update_chat(g.user.id, chat.id, fields, limits())
         chats.touch_chat(chat)
-    if message is not None:
-        payload = {"message": message, "request_id": data.get("request_id") or None}
+    if send is not None:
         try:
             if chat.endpoint_id is None or not chat.model:
                 # The turn would refuse it after this page has gone, taking the text along.
                 raise no_model()
-            start_turn(
-                g.user.id, g.user.is_admin, chat.id, request_timezone(payload), current_app.config
-            )
+            start_turn(g.user.id, g.user.is_admin, chat.id, send, client=request_client("form"))
         except NumiError:
             # Refused before anything was saved (no model, say): the chat made for it goes
             # too, and the home page keeps the text (htmx shows the error as a toast).
@@ -123,7 +128,8 @@ def delete(chat_id: str):
     if is_htmx():
         headers = {}
         if request.args.get("current") == chat_id:
-            headers["HX-Redirect"] = target  # a fresh page: its own socket and title
+            # A fresh page (its own socket and title), whose toast offers Undo.
+            headers["HX-Redirect"] = f"{target}?deleted={chat_id}"
             return "", 200, headers
         # Another chat: it leaves the sidebar and a toast offers Undo, as a bulk delete does.
         return undo_toast("delete", [chat_id], request.args.get("current"))
@@ -137,7 +143,7 @@ def chat_settings(chat_id: str):
     if "route" in data:
         fields.update(route_fields(data["route"]))
     settings = {}
-    for key in ("system_prompt", "temperature", "max_tokens", "reasoning_effort"):
+    for key in ("system_prompt", "temperature", "max_tokens", "reasoning_effort", "use_documents"):
         if key in data:
             settings[key] = data[key]
     settings.update(tool_settings(data))
@@ -149,6 +155,8 @@ def chat_settings(chat_id: str):
                 chat=chats.get_chat(g.user.id, chat_id),
                 endpoints=endpoint_store.list_endpoints(g.user.id),
                 fallback_rows=rows,
+                **sidebar_context(),
+                **chat_tools_context(),
             )
         settings["fallbacks"] = rows
     elif "fallbacks" in data and request.mimetype == "application/json":
@@ -161,6 +169,8 @@ def chat_settings(chat_id: str):
             "partials/_chat_header.html",
             chat=chat,
             endpoints=endpoint_store.list_endpoints(g.user.id),
+            **sidebar_context(),
+            **chat_tools_context(),
             # The header's model picker saves too, but must not open the Settings panel.
             saved=data.get("source") != "picker",
         )
@@ -177,7 +187,7 @@ def tool_settings(data: dict) -> dict:
     is_form = request.mimetype != "application/json"
     if is_form and "tools_shown" in request.form:
         out["tools"] = [name for name in request.form.getlist("tools") if name]
-        out["auto_approve"] = request.form.get("auto_approve") in ("1", "on", "true")
+        out["auto_approve"] = parse_bool(request.form.get("auto_approve"), "auto_approve")
         out["tool_policy"] = {
             key.removeprefix("policy_"): value
             for key, value in request.form.items()
@@ -192,10 +202,26 @@ def tool_settings(data: dict) -> dict:
     return out
 
 
-@bp.app_template_global("chat_tool_choices")
+def chat_tools_context() -> dict:
+    """What a chat's (or a project's defaults') Tools fieldset shows: `tool_choices`, and
+    `chat_mcp_servers`, the user's MCP servers that are on (none without the MCP SDK)."""
+    if "chat_tools_context" not in g:  # a page's header and a project's defaults share it
+        servers = mcp.list_servers(g.user.id) if mcp.sdk_available() else []
+        g.chat_tools_context = {
+            "tool_choices": chat_tool_choices(),
+            "chat_mcp_servers": [s for s in servers if s.enabled],
+            # Without the `code` extra the Code switch is not offered: the form says why.
+            "code_install_hint": None
+            if code_tool_installed()
+            or not (g.user.is_admin or current_app.config["NUMI_CODE_ALL_USERS"])
+            else CODE_INSTALL_HINT,
+        }
+    return g.chat_tools_context
+
+
 def chat_tool_choices() -> list[dict]:
     """The tools the signed-in user may turn on in a chat, with labels for the settings form."""
-    registry = current_app.extensions["numi.tools"]
+    registry = services().tools
     if hasattr(registry, "available"):
         tools = registry.available(g.user.id, is_admin=g.user.is_admin)
     else:
@@ -231,6 +257,7 @@ TOOL_LABELS = {
     "write_file": "Workspace: write files",
     "patch_file": "Workspace: patch files",
     "bash": "Bash commands",
+    "run_python": "Code (run Python in a kernel)",
 }
 
 
@@ -248,3 +275,24 @@ def _refuse_while_running(chat_id: str) -> None:
 
 
 # --- settings: endpoints -------------------------------------------------------------------
+
+
+@bp.post("/c/<chat_id>/kernel/restart")
+def restart_kernel(chat_id: str):
+    """The header's "Restart kernel": the chat's Python kernel ends (its variables with it);
+    the next run_python call starts a new one and says so. Only the chat's owner reaches it."""
+    chat = chats.get_chat(g.user.id, chat_id)
+    pool = services().kernels
+    kernel = pool.get(chat.id)
+    ended = kernel is not None and kernel.user_id == g.user.id and pool.discard(chat.id, "restart")
+    message = (
+        "The kernel was restarted; variables are gone."
+        if ended
+        else "No kernel is running in this chat; the next run starts one."
+    )
+    if is_htmx():
+        headers = {"HX-Retarget": "#toasts", "HX-Reswap": "beforeend"}
+        return render_template("partials/_kernel_toast.html", message=message), 200, headers
+    if request.accept_mimetypes.best == "application/json":
+        return {"restarted": ended, "message": message}
+    return redirect(url_for("pages.chat_view", chat_id=chat.id))

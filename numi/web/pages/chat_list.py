@@ -11,7 +11,13 @@ from ...chat import chats, organising
 from ...extensions import turn_manager
 from ...models import utcnow
 from ..request_kind import is_htmx
+from ..sidebar import sidebar_context
 from .base import bp, running_ids
+
+
+# An open chat far down the list is shown with this many chats above and below it; the
+# chats between the first page and them load when the list is scrolled there.
+AROUND_OPEN_CHAT = 10
 
 
 @bp.get("/chats")
@@ -19,12 +25,14 @@ def chat_list():
     config = current_app.config
     query = (request.args.get("q") or "")[: config["NUMI_MAX_TITLE_CHARS"]]
     tag = (request.args.get("tag") or "")[: organising.MAX_TAG_CHARS]
+    until = request.args.get("until") or None  # a gap above an open chat's neighbourhood
     page = chats.list_chats(
         g.user.id,
         limit=config["NUMI_PAGE_SIZE_CHATS"],
         cursor=request.args.get("cursor") or None,
         query=query,
         tag=tag,
+        until=until,
     )
     current = request.args.get("current")
     if is_htmx():
@@ -37,14 +45,49 @@ def chat_list():
             tag=tag,
             running_ids=running_ids(page),
             group_before=(request.args.get("group") or "")[:40],
+            until=until,
+            group_after=(request.args.get("after") or "")[:40],
+            **sidebar_context(),
         )
     return redirect(url_for("pages.index"))
 
 
+def open_chat_sidebar(chat) -> dict:
+    """The sidebar of an open chat's page: the first page of the list and, when the chat is
+    further down (not pinned, archived or in a project, which are listed elsewhere), its
+    neighbourhood, `sidebar_around`, with the gap between them loaded lazily: a chat at
+    the 500th place renders some 70 rows, not 500."""
+    size = current_app.config["NUMI_PAGE_SIZE_CHATS"]
+    sidebar = chats.list_chats(g.user.id, limit=size)
+    listed = chat.pinned_at is None and chat.archived_at is None and chat.project_id is None
+    above = chats.chats_listed_before(g.user.id, chat) if listed else 0
+    if above < size:
+        return {"sidebar": sidebar, "running_ids": running_ids(sidebar)}
+    gap = above - size
+    before = chats.chats_just_above(g.user.id, chat, min(AROUND_OPEN_CHAT, gap))
+    after = chats.list_chats(g.user.id, limit=AROUND_OPEN_CHAT, cursor=chats.cursor_of(chat))
+    around = chats.Page([*before, chat, *after.items], after.next_cursor)
+    first_group = chat_group(around.items[0])
+    shown = chats.Page(sidebar.items + around.items, None, sidebar.pinned)
+    context = {"sidebar_around": around, "running_ids": running_ids(shown)}
+    if gap > len(before):  # chats between the first page and the neighbourhood
+        return context | {
+            "sidebar": sidebar,
+            "until": chats.cursor_of(around.items[0]),
+            "group_after": first_group,
+        }
+    # Nothing between: the first page ends where the neighbourhood begins.
+    last_group = chat_group(sidebar.items[-1]) if sidebar.items else "Pinned"
+    return context | {
+        "sidebar": chats.Page(sidebar.items, None, sidebar.pinned),
+        "around_group_before": last_group,
+    }
+
+
 @bp.get("/chats/running")
 def running_chats():
-    """Which of the listed chats (`ids`, comma-separated, the sidebar's page) are answering:
-    the sidebar polls this to mark chats whose turn runs in the background."""
+    """Which of the listed chats (`ids`, comma-separated) are answering, for programs (the
+    sidebar is told of changes on its feed: web.live.sidebar_feed)."""
     ids = [i for i in (request.args.get("ids") or "").split(",") if i][:500]
     owned = chats.owned_chat_ids(g.user.id, ids)
     running = turn_manager().running_among(owned)

@@ -11,13 +11,23 @@ from flask import current_app, g, redirect, render_template, request, url_for
 
 from ... import endpoints as endpoint_store
 from ... import prompts as prompt_store
+from ...agent.tools import mcp, web
+from ...knowledge import index as tool_documents
 from ...chat.memories import list_memories
+from ...chat.shares import list_shares
 from ...endpoint_settings import capabilities_from_form
 from ...errors import NumiError
+from ...gateway import keys as key_store
+from ...gateway import aliases as alias_store
+from ...models import utcnow
 from ...providers.kinds import all_kinds
+from ...redaction.rules import rules_from_form
 from ..inputs import request_data
 from ..request_kind import is_htmx
+from ..api_keys import keys_context
+from ..voice import voice_context
 from .base import bp
+from ...knowledge import embedding, rerank
 
 
 # Each section's template is templates/settings/_<slug>.html; the order is the navigation's.
@@ -30,8 +40,10 @@ SECTIONS = {
     "documents": "Documents",
     "mcp": "MCP servers",
     "web-search": "Web search",
+    "api-keys": "API keys",
     "account": "Account",
     "import": "Import",
+    "shared-links": "Shared links",
 }
 
 
@@ -61,10 +73,27 @@ def endpoint_kinds() -> list:
     return all_kinds()
 
 
+def integrations_context() -> dict:
+    """What Settings → Documents and → MCP servers show: the signed-in user's documents
+    with their indexing state, and MCP servers."""
+
+    return {
+        "documents": tool_documents.document_rows(g.user.id),
+        "documents_search": embedding.status_text(g.user),
+        "embedding_choice": embedding.choice(g.user),
+        "rerank_choice": rerank.choice(g.user),
+        "embedding_local": embedding.local_installed(),
+        "embedding_endpoints": [
+            e
+            for e in endpoint_store.list_endpoints(g.user.id)
+            if e.kind in embedding.EMBEDDING_KINDS
+        ],
+        "mcp_servers": mcp.list_servers(g.user.id),
+    }
+
+
 def settings_context() -> dict:
     """What the settings page shows (also rendered by forms that answer with the whole page)."""
-    from ...agent.tools import web
-
     return {
         "endpoints": endpoint_store.list_endpoints(g.user.id),
         "kinds": all_kinds(),
@@ -72,14 +101,17 @@ def settings_context() -> dict:
         "prompts": prompt_store.list_prompts(g.user.id),
         "memories": list_memories(g.user.id),
         "memory_on": g.user.memory_enabled,
+        "shares": list_shares(g.user.id),
+        "now": utcnow(),
+        **integrations_context(),
+        **voice_context(),
+        **keys_context(),
     }
 
 
 @bp.post("/settings/web-search")
 def web_search_settings():
     """Save the user's web search backend and fetch address rules."""
-    from ...agent.tools import web
-
     data = request_data()
     saved = web.save_settings(g.user.id, data, is_admin=g.user.is_admin)
     if is_htmx():
@@ -89,14 +121,12 @@ def web_search_settings():
 
 @bp.post("/settings/endpoints")
 def add_endpoint():
-    data = request_data()
-    shared = bool(data.pop("shared", None)) and g.user.is_admin
-    endpoint = endpoint_store.create_endpoint(
-        None if shared else g.user.id, data, max_name=current_app.config["NUMI_MAX_NAME_CHARS"]
+    endpoint_store.add_endpoint(
+        g.user.id,
+        g.user.is_admin,
+        request_data(),
+        max_name=current_app.config["NUMI_MAX_NAME_CHARS"],
     )
-    # The list now, with or without a default model: the pickers offer it and its context
-    # sizes and capabilities count from the first turn. A failure shows on Test.
-    endpoint_store.fetch_models(endpoint)
     if is_htmx():
         # The list, and an empty Add form in place of the filled one (its key must not stay).
         return render_template(
@@ -126,7 +156,16 @@ def edit_endpoint(endpoint_id: int):
     endpoint = endpoint_store.get_managed_endpoint(g.user.id, g.user.is_admin, endpoint_id)
     data = request_data()
     data.pop("hidden_models_sent", None)
-    for name in ("model_capabilities_sent", "capability_model", "capability_tools"):
+    for name in (
+        "model_capabilities_sent",
+        "capability_model",
+        "capability_tools",
+        "redaction_sent",
+        "redaction_enabled",
+        "redaction_rules",
+        "redaction_words",
+        "redaction_patterns",
+    ):
         data.pop(name, None)
     data.pop("capability_context", None)
     if request.mimetype != "application/json":
@@ -141,6 +180,15 @@ def edit_endpoint(endpoint_id: int):
                 request.form.getlist("capability_tools"),
                 request.form.getlist("capability_context"),
             )
+        if request.form.get("redaction_sent"):
+            data["redaction"] = rules_from_form(
+                request.form.get("redaction_enabled", ""),
+                request.form.getlist("redaction_rules"),
+                request.form.get("redaction_words", ""),
+                request.form.get("redaction_patterns", ""),
+            )
+        if "prompt_caching" in request.form:
+            data["prompt_caching"] = "1" in request.form.getlist("prompt_caching")
         if request.form.get("hidden_models_sent"):
             data["hidden_models"] = request.form.getlist("hidden_models")
         else:
@@ -189,3 +237,80 @@ def _settings_list_or_redirect():
             "partials/_endpoint_list.html", endpoints=endpoint_store.list_endpoints(g.user.id)
         )
     return redirect(url_for("pages.settings", section="endpoints"))
+
+
+# --- API keys (the JSON routes are web/api_keys.py) ---------------------------------------
+
+
+def _key_scope_ids(name: str) -> list[int] | None:
+    """Ticked ids of a form's checkboxes; none ticked means all (None)."""
+    values = request.form.getlist(name)
+    try:
+        ids = [int(v) for v in values]
+    except ValueError:
+        raise NumiError("invalid_key_scope", f"{name} must be ids.", 400) from None
+    return ids or None
+
+
+def _keys_section(status: int = 200, **extra):
+    return render_template("partials/_api_keys_section.html", **keys_context(**extra)), status
+
+
+@bp.post("/settings/api-keys")
+def create_api_key():
+    try:
+        key, secret = key_store.create_key(
+            g.user.id,
+            request.form.get("name", ""),
+            endpoints=_key_scope_ids("endpoints"),
+            projects=_key_scope_ids("projects"),
+            keep=request.form.get("keep") == "1",
+            # The form's uses fieldset says it was shown: none ticked is then a refusal.
+            uses=request.form.getlist("uses") if request.form.get("uses_shown") else None,
+        )
+    except NumiError as exc:
+        error = {"code": exc.code, "message": exc.message, "name": request.form.get("name", "")}
+        if is_htmx():
+            return _keys_section(exc.status, key_error=error)
+        return settings_page("api-keys", exc.status, key_error=error)
+    # The secret is shown in this answer only: it is not stored anywhere it could be read again.
+    if is_htmx():
+        return _keys_section(new_key=key, new_secret=secret)
+    page, _status = settings_page("api-keys", 201, new_key=key, new_secret=secret)
+    return page, 201, {"Cache-Control": "no-store"}
+
+
+@bp.post("/settings/api-keys/<int:key_id>/revoke")
+def revoke_api_key(key_id: int):
+    key_store.revoke_key(g.user.id, key_id)
+    if is_htmx():
+        return _keys_section()
+    return redirect(url_for("pages.settings", section="api-keys"), code=303)
+
+
+@bp.post("/settings/api-keys/aliases")
+def create_model_alias():
+    names = [line for line in request.form.get("models", "").splitlines() if line.strip()]
+    try:
+        alias_store.create_alias(g.user.id, request.form.get("name", ""), models=names)
+    except NumiError as exc:
+        error = {
+            "code": exc.code,
+            "message": exc.message,
+            "name": request.form.get("name", ""),
+            "models": request.form.get("models", ""),
+        }
+        if is_htmx():
+            return _keys_section(exc.status, alias_error=error)
+        return settings_page("api-keys", exc.status, alias_error=error)
+    if is_htmx():
+        return _keys_section(201)
+    return redirect(url_for("pages.settings", section="api-keys"), code=303)
+
+
+@bp.post("/settings/api-keys/aliases/<int:alias_id>/delete")
+def delete_model_alias(alias_id: int):
+    alias_store.delete_alias(g.user.id, alias_id)
+    if is_htmx():
+        return _keys_section()
+    return redirect(url_for("pages.settings", section="api-keys"), code=303)

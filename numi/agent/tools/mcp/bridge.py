@@ -8,9 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import sys
 from typing import Any
 
-from ....addresses import AddressRefused, check_url
+from gevent import monkey, subprocess as gsubprocess
+
+from ....addresses import AddressRefused, check_url, guarded_async_transport
 from .store import INSTALL_HINT, sdk_available
 
 log = logging.getLogger(__name__)
@@ -33,9 +37,7 @@ def configure_pool(size: int) -> None:
 
 def session_pool():
     """This process's bounded pool of OS threads for MCP sessions."""
-    import os
-
-    from gevent.threadpool import ThreadPool
+    from gevent.threadpool import ThreadPool  # lazy: start-up time
 
     if _pool.get("pid") != os.getpid():
         _pool.update(pid=os.getpid(), pool=ThreadPool(_pool.get("size", 4)))
@@ -81,6 +83,7 @@ def _session_factory(spec: dict[str, Any], action):
 
     async def go():
         if spec["transport"] == "stdio":
+            # lazy: optional extra mcp
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
             transport = stdio_client(
@@ -89,6 +92,7 @@ def _session_factory(spec: dict[str, Any], action):
                 )
             )
         else:
+            # lazy: optional extra mcp
             from mcp.client.streamable_http import streamable_http_client
 
             client = _guarded_client() if spec.get("guarded") else None
@@ -104,7 +108,7 @@ def _session_factory(spec: dict[str, Any], action):
 
 
 async def _run_in(streams, action):
-    from mcp import ClientSession
+    from mcp import ClientSession  # lazy: optional extra mcp
 
     async with ClientSession(streams[0], streams[1]) as session:
         await session.initialize()
@@ -113,9 +117,7 @@ async def _run_in(streams, action):
 
 def _guarded_client():
     """An httpx client whose every request (redirects too) passes the address guard."""
-    import httpx2
-
-    from ....addresses import guarded_async_transport
+    import httpx2  # lazy: start-up time
 
     return httpx2.AsyncClient(
         transport=guarded_async_transport(), timeout=httpx2.Timeout(30, read=300)
@@ -150,7 +152,7 @@ async def _list_tools(session) -> list[dict[str, Any]]:
     tools, cursor = [], None
     for _ in range(10):  # pages
         if cursor:
-            from mcp.types import PaginatedRequestParams
+            from mcp.types import PaginatedRequestParams  # lazy: optional extra mcp
 
             result = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
         else:
@@ -213,17 +215,10 @@ def _run_session(spec: dict[str, Any], request: dict[str, Any], timeout: float) 
 
 
 def _gevent_patched() -> bool:
-    from gevent import monkey
-
     return monkey.is_module_patched("subprocess")
 
 
 def _in_bridge(spec: dict[str, Any], request: dict[str, Any], timeout: float) -> Any:
-    import os
-    import sys
-
-    from gevent import subprocess as gsubprocess
-
     # The bridge needs Python's own variables, never Numi's settings or provider keys.
     env = {
         k: v
@@ -262,8 +257,6 @@ def _in_bridge(spec: dict[str, Any], request: dict[str, Any], timeout: float) ->
 
 def _bridge_main() -> None:
     """`python -m numi.agent.tools.mcp`: run one session from the JSON on stdin (no gevent here)."""
-    import sys
-
     job = json.loads(sys.stdin.read())
     try:
         result = asyncio.run(
@@ -317,9 +310,11 @@ def _result_text(result: Any) -> dict[str, Any]:
     return {"text": text, "is_error": bool(_attr(result, "is_error", "isError", default=False))}
 
 
-def _refusal(exc: BaseException) -> AddressRefused | None:
-    """The guard's refusal behind `exc` (anyio and httpx wrap it), if that is what failed."""
+def _refusal(failure: BaseException) -> AddressRefused | None:
+    """The guard's refusal behind `failure` (anyio and httpx wrap it), if that is what
+    failed."""
     seen = 0
+    exc: BaseException | None = failure
     while exc is not None and seen < 20:
         if isinstance(exc, AddressRefused):
             return (

@@ -9,19 +9,18 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-from flask import current_app
 from sqlalchemy import select
 
 from ....addresses import AddressRefused, check_url
-from ....config import parse_bool
+from ....setting_values import parse_bool
 from ....crypto import SecretUnreadable, seal, unseal
 from ....errors import NumiError, invalid
 from ....extensions import db
+from ....services import services
 from ....models import McpServer, utcnow
 
 log = logging.getLogger(__name__)
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
-CACHE_KEY = "numi.mcp_tools_cache"
 INSTALL_HINT = "pip install 'numi[mcp]'"
 
 
@@ -72,13 +71,9 @@ def create_server(user_id: int, is_admin: bool, data: dict[str, Any]) -> McpServ
     )
     if transport == "http":
         url = data.get("url")
-        parts = urlsplit(url.strip()) if isinstance(url, str) else None
-        if (
-            parts is None
-            or parts.scheme not in ("http", "https")
-            or not parts.hostname
-            or len(url) > 500
-        ):
+        url = url if isinstance(url, str) else ""  # not text: refused below, as no URL
+        parts = urlsplit(url.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname or len(url) > 500:
             raise invalid(
                 "The URL must be an http:// or https:// address (at most 500 characters).",
                 "invalid_url",
@@ -176,9 +171,9 @@ def server_dict(server: McpServer) -> dict[str, Any]:
 
 def tool_cache() -> dict[int, Any]:
     """Server id -> its catalog.ToolList (tools known, refreshing, failing), for this app."""
-    return current_app.extensions.setdefault(CACHE_KEY, {})
+    return services().mcp_tools
 
 
 def forget_tools(server_id: int) -> None:
     """Drop a server's cached tool list (it was removed or changed)."""
-    current_app.extensions.get(CACHE_KEY, {}).pop(server_id, None)
+    services().mcp_tools.pop(server_id, None)

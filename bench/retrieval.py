@@ -1,0 +1,218 @@
+"""Document search at scale: latency of full text, vectors and the hybrid of both, the local
+model's indexing speed, and the memory it takes (issue 37, its "Scale" rows).
+
+    python bench/retrieval.py [--documents 5000] [--chunks-per-document 40] [--runs 30]
+                              [--database URL]
+
+Builds the index through the real migrations: `documents` documents of one user (and as many
+of another user, so every query is scoped as in production), each of
+`chunks-per-document` chunks of generated prose, with a unit vector per chunk under the local
+model's name (random vectors: the search's cost does not depend on what they mean). Then
+times `numi.knowledge.retrieval.retrieve()` and its two halves for a mix of queries (the
+query embedded by the local WordLlama, as in production) and prints median and p95. Also
+embeds 2,000 real chunks with WordLlama in the CPU pool's way (batches of 32) to give the
+time to re-index every chunk, and the RSS the loaded model adds.
+
+The labelled set's quality (recall@5 and MRR@10 of BM25, vectors and hybrid) is
+bench/retrieval_quality.py. Default database: a temporary SQLite file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from search import RARE, WORDS  # noqa: E402
+
+QUERIES = [
+    "how do I water the garden in summer",
+    "python database recipe",
+    "quokka",
+    "the people who live near the water",
+    "kubernetes",
+    "animal house picture",
+]
+DIM = 256
+
+
+def rss_mib() -> float:
+    with open(f"/proc/{os.getpid()}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def build(app, documents: int, per_document: int, seed: int = 7) -> int:
+    import numpy as np
+    from sqlalchemy import text
+
+    from numi.extensions import db
+    from numi.knowledge.embedding import LOCAL_MODEL
+    from numi.models import User
+
+    rng = random.Random(seed)
+    vectors = np.random.default_rng(seed)
+    with app.app_context():
+        users = [User(username=f"bench{i}") for i in range(2)]
+        db.session.add_all(users)
+        db.session.commit()
+        attachment = text(
+            "INSERT INTO attachments (user_id, filename, mime, size, sha256, storage_path, "
+            "extracted_text, created_at) VALUES (:u, :name, 'text/plain', 1, :sha, '/bench', "
+            "'', CURRENT_TIMESTAMP)"
+        )
+        fts = text(
+            "INSERT INTO fts_document_chunks (title, content, attachment_id, user_id, chunk) "
+            "VALUES (:title, :content, :a, :u, :n)"
+        )
+        where = text(
+            "INSERT INTO document_chunks (attachment_id, chunk, user_id, model, dim, vector) "
+            "VALUES (:a, :n, :u, :model, :dim, :vector)"
+        )
+        for i in range(documents * 2):
+            user_id = users[i % 2].id
+            db.session.execute(
+                attachment, {"u": user_id, "name": f"doc{i}.txt", "sha": f"{i:064x}"}
+            )
+            attachment_id = db.session.execute(text("SELECT max(id) FROM attachments")).scalar()
+            matrix = vectors.standard_normal((per_document, DIM)).astype(np.float32)
+            matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+            rows, places = [], []
+            for n in range(per_document):
+                words = rng.choices(WORDS, k=rng.randint(60, 160))
+                if rng.random() < 0.002:
+                    words[0] = rng.choice(RARE)
+                rows.append(
+                    {
+                        "title": f"doc{i}.txt",
+                        "content": " ".join(words),
+                        "a": attachment_id,
+                        "u": user_id,
+                        "n": n,
+                    }
+                )
+                places.append(
+                    {
+                        "a": attachment_id,
+                        "n": n,
+                        "u": user_id,
+                        "model": LOCAL_MODEL,
+                        "dim": DIM,
+                        "vector": matrix[n].tobytes(),
+                    }
+                )
+            db.session.execute(fts, rows)
+            db.session.execute(where, places)
+            if i % 200 == 199:
+                db.session.commit()
+        db.session.commit()
+        return users[0].id
+
+
+def percentile(timings: list[float], share: float) -> float:
+    ordered = sorted(timings)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
+
+
+def measure(app, user_id: int, runs: int) -> dict[str, dict[str, float]]:
+    from numi.extensions import db
+    from numi.knowledge import embedding
+    from numi.knowledge.index import search
+    from numi.knowledge.retrieval import retrieve
+    from numi.knowledge.vectors import nearest, vector_backend
+
+    results: dict[str, dict[str, float]] = {}
+    with app.app_context():
+        backend = vector_backend()
+        model = embedding.local_embedder()
+        model.embed(["warm up"])
+        kinds = {
+            "full text (BM25)": lambda q: search(user_id, q, limit=30),
+            "vectors": lambda q: nearest(user_id, model.name, model.embed([q])[0], limit=30),
+            "hybrid": lambda q: retrieve(user_id, q, limit=5),
+        }
+        for kind, run in kinds.items():
+            timings = []
+            for i in range(runs):
+                started = time.perf_counter()
+                run(QUERIES[i % len(QUERIES)])
+                timings.append((time.perf_counter() - started) * 1000)
+                db.session.remove()
+            results[kind] = {
+                "median_ms": statistics.median(timings),
+                "p95_ms": percentile(timings, 0.95),
+                "backend": backend,
+            }
+    return results
+
+
+def embedding_speed(app, chunks: int = 2000) -> tuple[float, float]:
+    """(chunks per second of the local model in batches of 32, MiB of RSS it added)."""
+    from numi.knowledge import embedding
+
+    rng = random.Random(3)
+    texts = [" ".join(rng.choices(WORDS, k=180)) for _ in range(chunks)]
+    with app.app_context():
+        before = rss_mib()
+        model = embedding.local_embedder()
+        model.embed(["load"])
+        loaded = rss_mib() - before
+        started = time.perf_counter()
+        for start in range(0, len(texts), 32):
+            model.embed(texts[start : start + 32])
+        return chunks / (time.perf_counter() - started), loaded
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--documents", type=int, default=5000)
+    parser.add_argument("--chunks-per-document", type=int, default=40)
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--database", default=None)
+    args = parser.parse_args()
+
+    from numi import create_app
+    from numi.database import upgrade
+
+    directory = tempfile.mkdtemp(prefix="numi-retrieval-bench-")
+    app = create_app(
+        {
+            "NUMI_DATA_DIR": directory,
+            "NUMI_DATABASE_URL": args.database or f"sqlite:///{directory}/bench.db",
+            "NUMI_SECRET_KEY": "bench",
+            "NUMI_AUTO_ENDPOINTS": False,
+            "NUMI_LOG_LEVEL": "WARNING",
+        }
+    )
+    upgrade(app)
+    speed, loaded = embedding_speed(app)
+    started = time.perf_counter()
+    user_id = build(app, args.documents, args.chunks_per_document)
+    chunks = args.documents * args.chunks_per_document
+    print(
+        f"built {args.documents:,} documents and {chunks:,} chunks per user (two users) "
+        f"in {time.perf_counter() - started:.0f} s; load average {os.getloadavg()[0]:.1f}"
+    )
+    for kind, row in measure(app, user_id, args.runs).items():
+        print(
+            f"{kind:18} median {row['median_ms']:8.1f} ms   p95 {row['p95_ms']:8.1f} ms"
+            f"   (vectors: {row['backend']})"
+        )
+    print(
+        f"local model: {speed:,.0f} chunks/s in batches of 32, so {chunks:,} chunks re-indexed "
+        f"in about {chunks / speed / 60:.1f} min of embedding; the loaded model adds "
+        f"{loaded:.0f} MiB of RSS"
+    )
+
+
+if __name__ == "__main__":
+    main()

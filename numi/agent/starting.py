@@ -1,0 +1,115 @@
+"""Starting a send's turn now: the checks of a `Send` against the database, then the
+`TurnRequest` handed to the TurnManager.
+
+Both ways a turn starts go through here: `numi.agent.sending.start_turn` (a client's send,
+which may instead queue) and `numi.agent.followup_queue.start_next` (a queued follow-up
+whose turn comes). Nothing is saved when a check fails.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+
+from ..chat import chats
+from ..chat.attachments import owned_rows
+from ..chat.request_meta import request_metadata
+from ..errors import NumiError
+from ..extensions import db, turn_manager
+from ..models import Chat, Message
+from ..turns.turn import Turn, TurnRequest
+from .lanes import check_compare, compare_unsupported
+from .send import Send
+
+
+@dataclass(frozen=True)
+class CheckedSend:
+    """A send whose chat, attachments and compared endpoints are the user's."""
+
+    user_id: int
+    chat: Chat
+    send: Send
+    # The question is saved already: a retry or a regenerate (its request_id was seen).
+    saved: bool
+    # The compared routes as the turn takes them (`{endpoint_id, model}`); None: one answer.
+    compare: list[dict[str, Any]] | None
+    attachments: list[int]
+
+
+def check_send(user_id: int, chat_id: str, send: Send) -> CheckedSend:
+    """Check what of `send` the database decides: the chat's owner (404 otherwise), a
+    reused request_id, the compared endpoints and the attachments (each still on disk)."""
+    chat = chats.get_chat(user_id, chat_id)
+    saved = send.request_id is not None and _check_request_reuse(
+        chat_id, send.request_id, send.message
+    )
+    compare = None
+    if send.compare is not None:
+        compare = check_compare(user_id, send.compare)
+        if saved:
+            # A regenerate or a retry of a saved question answers it in one version.
+            raise compare_unsupported("a question that is saved already (a retry or a regenerate)")
+    attachments = [row.id for row in owned_rows(user_id, list(send.attachments))]
+    return CheckedSend(user_id, chat, send, saved, compare, attachments)
+
+
+def begin_turn(
+    checked: CheckedSend, *, is_admin: bool, client: dict[str, Any] | None
+) -> Turn | None:
+    """Hand the checked send to the TurnManager. None: the chat's running turn is this
+    very request (a resend), which answers it. Raises `turn_running` when another runs."""
+    db.session.commit()  # end the read transaction before the producer starts writing
+    chat, send = checked.chat, checked.send
+    options: dict[str, Any] = {}
+    if checked.compare is not None:
+        options["compare"] = checked.compare
+    request_id = send.request_id
+    if send.research is not None:
+        options["research"] = send.research.to_dict()
+        # A research run is found again by its question's request_id after a restart.
+        request_id = request_id or uuid.uuid4().hex
+    request = TurnRequest(
+        user_id=checked.user_id,
+        chat_id=chat.id,
+        message=send.message,
+        attachments=checked.attachments,
+        request_id=request_id,
+        timezone=send.timezone,
+        tz_offset_minutes=send.tz_offset,
+        is_admin=is_admin,
+        options=options,
+        metadata=request_metadata(
+            send.flags,
+            timezone=send.timezone,
+            tz_offset=send.tz_offset,
+            tools=list(chat.settings.get("tools") or []),
+            client=client,
+            mode="compare"
+            if checked.compare is not None
+            else "research"
+            if send.research is not None
+            else "temporary"
+            if chat.temporary
+            else "chat",
+        ),
+    )
+    return turn_manager().start(request)
+
+
+def _check_request_reuse(chat_id: str, request_id: str, message: str) -> bool:
+    """A resent request_id is a retry of the same question; with other text it is a
+    client bug that would silently get the old answer, so it is refused. True when the
+    question is saved already."""
+    saved = db.session.execute(
+        select(Message.content).where(Message.chat_id == chat_id, Message.request_id == request_id)
+    ).first()
+    if saved is not None and (saved.content or "").strip() != message.strip():
+        raise NumiError(
+            "request_id_reused",
+            "This request_id was used for another message; send a new request_id.",
+            409,
+        )
+    return saved is not None

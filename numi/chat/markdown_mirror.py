@@ -1,0 +1,163 @@
+"""The Markdown mirror: every chat of a user as one readable `.md` file in a folder.
+
+`numi export --markdown DIR` writes it once (numi/cli/export.py). Each file has YAML front
+matter (the chat's id, title, model, project, tags and dates, and the `generated_by: numi`
+marker), then the shown branch with a heading per message, reasoning folded in
+`<details>` and tool calls as fenced blocks. Files are named `<title>-<id prefix>.md`, in a
+subfolder per project: a second export finds each chat's file again by the id in its front
+matter, rewrites it in place when the chat changed (and not at all when it did not), and
+renames it when the chat was renamed or moved. A file without the marker is never
+overwritten. Every write goes to a temporary file beside the target, then is renamed over
+it: an interrupted export leaves each file whole, old or new.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import select
+
+from ..extensions import db
+from ..models import Chat, Project
+from .export import (
+    ExportMessage,
+    attachment_index,
+    export_filename,
+    load_transcript,
+    message_markdown,
+    message_views,
+)
+
+MARKER = "generated_by: numi"
+# Front matter is read from the head of each file only: an id sits in its first lines.
+_HEAD_BYTES = 4096
+
+
+@dataclass
+class MirrorResult:
+    written: list[Path] = field(default_factory=list)
+    unchanged: list[Path] = field(default_factory=list)
+    renamed: list[tuple[Path, Path]] = field(default_factory=list)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def mirror_user(user_id: int, folder: Path) -> MirrorResult:
+    """Write every live chat of `user_id` into `folder` (see the module docstring)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    known = _mirrored_files(folder)
+    projects = {
+        p.id: p.name
+        for p in db.session.execute(select(Project).where(Project.user_id == user_id)).scalars()
+    }
+    chats = db.session.execute(
+        select(Chat)
+        .where(Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.temporary.is_(False))
+        .order_by(Chat.created_at, Chat.id)
+    ).scalars()
+    result = MirrorResult()
+    for chat in chats:
+        project = projects.get(chat.project_id) if chat.project_id else None
+        subfolder = folder / _stem(project) if project else folder
+        target = subfolder / f"{_stem(chat.title)}-{chat.id[:8]}.md"
+        messages = load_transcript(chat)
+        body = chat_markdown(
+            chat, message_views(messages, attachment_index(user_id, messages)), project
+        )
+        _place(chat.id, target, body, known, result)
+    return result
+
+
+def chat_markdown(chat: Chat, views: list[ExportMessage], project: str | None) -> str:
+    """One chat's file: front matter, then the shown branch."""
+    front = {
+        "id": chat.id,
+        "title": chat.title,
+        "model": chat.model,
+        "project": project,
+        "tags": chat.tags,
+        "created": _iso(chat.created_at),
+        "updated": _iso(chat.updated_at),
+    }
+    # JSON scalars and lists are YAML flow values: titles with colons or quotes stay one value.
+    out = [
+        "---",
+        *(f"{key}: {json.dumps(value, ensure_ascii=False)}" for key, value in front.items()),
+    ]
+    out += [MARKER, "---", "", f"# {_one_line(chat.title)}", ""]
+    if chat.settings.get("system_prompt"):
+        out += [
+            "> **System prompt**",
+            ">",
+            *(f"> {line}" for line in chat.settings["system_prompt"].splitlines()),
+            "",
+        ]
+    for view in views:
+        out += message_markdown(view, mirrored=True)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _place(
+    chat_id: str, target: Path, body: str, known: dict[str, Path], result: MirrorResult
+) -> None:
+    """Write `body` to `target`, moving the chat's earlier file there first; never over a
+    file Numi did not write (or wrote for another chat)."""
+    earlier = known.get(chat_id)
+    if target.exists() and target != earlier:
+        result.skipped.append((target, "a file there was not written by Numi for this chat"))
+        return
+    if earlier is not None and earlier != target:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(earlier, target)
+        result.renamed.append((earlier, target))
+    elif target.exists() and target.read_text(encoding="utf-8") == body:
+        result.unchanged.append(target)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".numi-", suffix=".md.tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(body)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    result.written.append(target)
+
+
+def _mirrored_files(folder: Path) -> dict[str, Path]:
+    """Chat id -> the file Numi wrote for it in `folder`, from each file's front matter."""
+    found: dict[str, Path] = {}
+    for path in folder.rglob("*.md"):
+        if ".trash" in path.relative_to(folder).parts or not path.is_file():
+            continue
+        with path.open("rb") as handle:
+            head = handle.read(_HEAD_BYTES).decode("utf-8", "replace")
+        lines = head.split("\n")
+        if not lines or lines[0] != "---" or MARKER not in lines:
+            continue
+        for line in lines[1 : lines.index(MARKER)]:
+            if line.startswith("id: "):
+                try:
+                    chat_id = json.loads(line[4:])
+                except ValueError:
+                    break
+                if isinstance(chat_id, str):
+                    found[chat_id] = path
+                break
+    return found
+
+
+def _stem(name: str) -> str:
+    return export_filename(name, "md")[: -len(".md")]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() + "Z" if value else None

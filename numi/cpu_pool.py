@@ -1,0 +1,59 @@
+"""OS threads for CPU work (markdown renders, compression, HTML parsing, image scaling), apart
+from gevent's own threadpool.
+
+gevent's hub threadpool also resolves host names: its resolver runs `getaddrinfo` there, so
+every provider request and every fetched page goes through it. When CPU jobs shared it, twelve
+renders of one huge message took its ten threads, and another user's turn waited for them
+behind its DNS look-up (0.05 s became 31 s: issue 34). CPU jobs therefore run here instead:
+`CPU_THREADS` threads (half the cores, so the hub's thread always keeps one), and the calling
+greenlet waits while the hub runs on. A job still holds the GIL while it runs Python, so the
+pool also shortens the interpreter's switch interval (the most the hub's thread waits for
+the GIL once it asks) from 5 ms to `CPU_SWITCH_INTERVAL`.
+
+A pool is driven by the hub that made it, so there is one per hub (per OS thread), as gevent
+keeps its own; `hub_pool` also makes the password hashing lanes (numi/passwords.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable
+
+import gevent
+
+# Half the cores: CPU jobs never take every core from the hub that serves the streams.
+CPU_THREADS = max(1, (os.cpu_count() or 2) // 2)
+# No lowered priority, unlike the password hashes (argon2 releases the GIL; a render holds
+# it): a niced thread that the OS leaves waiting while it holds the GIL keeps the hub waiting
+# too. bench/fairness.py on a loaded machine: nice 10 put another user's turn at 2.1x its
+# idle p95 and took 32 s for the 12 renders; normal priority 1.5x and 13 s.
+CPU_SWITCH_INTERVAL = 0.001
+_POOL = "numi_cpu_pool"
+
+
+def run_cpu(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`function(*args, **kwargs)` in this hub's CPU pool; the calling greenlet waits for
+    the result (or the exception), the hub keeps serving everyone else."""
+    pool = getattr(gevent.get_hub(), _POOL, None)
+    if pool is None:
+        # Process-wide, once: while a CPU job holds the GIL, the hub's thread gets it back
+        # within this time of asking, rather than the default 5 ms. bench/fairness.py: another
+        # user's turn during 12 renders of 198,000 characters went from 3.5x its idle p95
+        # to 1.3-1.7x; without contention the interval changes nothing.
+        sys.setswitchinterval(CPU_SWITCH_INTERVAL)
+        pool = hub_pool(_POOL, CPU_THREADS)
+    return pool.apply(function, args, kwargs)
+
+
+def hub_pool(name: str, threads: int):
+    """The gevent ThreadPool called `name` of the current hub, made with `threads` threads
+    the first time it is asked for."""
+    from gevent.threadpool import ThreadPool  # lazy: start-up time
+
+    hub = gevent.get_hub()
+    pool = getattr(hub, name, None)
+    if pool is None:
+        pool = ThreadPool(threads, hub=hub)
+        setattr(hub, name, pool)
+    return pool

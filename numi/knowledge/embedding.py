@@ -1,0 +1,266 @@
+"""Which model turns text into vectors for a user, and turning text into vectors with it.
+
+Settings → Documents picks one (`User.documents["embedding"]`):
+
+- `"local"`: WordLlama, a static embedding model whose 16 MB of weights ship inside its wheel
+  (`pip install 'numi[knowledge]'`). It is loaded from the wheel's own files with downloads
+  disabled: WordLlama 0.4's `load()` looks for its tokenizer under `tokenizer/` while the
+  wheel ships `tokenizers/`, so it is given the package's folder as its cache, where it does
+  look under `tokenizers/`. Nothing is ever fetched at run time. Loading and embedding are
+  CPU work: both run in the CPU pool (numi/cpu_pool.py), never on the hub.
+- `{"endpoint_id", "model"}`: an endpoint's OpenAI-compatible `POST /v1/embeddings` (OpenAI,
+  Ollama, llama.cpp's `--embeddings`, vLLM, LM Studio), through the endpoint's adapter.
+- `"none"`: full-text search only.
+
+Unset, it is the local model when its extra is installed, else none. Vectors need numpy
+(the same extra) whatever makes them; without it search is full-text only and Settings says
+why. A failure (endpoint down, rate limit, a dimension other than the model's vectors
+already have) is a NumiError with a stable code (EMBEDDING_CODES): the indexer marks the document
+pending with its message, and search goes on with full text.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ..cpu_pool import run_cpu
+from ..errors import NumiError
+from ..extensions import db
+from ..models import Endpoint, User
+from ..services import services
+from flask import current_app
+from ..providers.errors import ProviderError
+from .. import endpoints as endpoint_store
+
+log = logging.getLogger(__name__)
+
+LOCAL = "local"
+NONE = "none"
+LOCAL_MODEL = "wordllama/l2_supercat-256"  # the name its vectors are recorded under
+EMBEDDING_KINDS = ("openai_chat", "openai_responses")  # the kinds that speak /v1/embeddings
+INSTALL_HINT = "pip install 'numi[knowledge]'"
+
+
+# Vectors that could not be made now are a NumiError with one of these codes; full-text
+# search goes on, and the indexer marks the document pending with the message.
+EMBEDDING_CODES = (
+    "embedding_rate_limited",
+    "embedding_unreachable",
+    "embedding_wrong_dimension",
+    "embedding_failed",
+    "embedding_endpoint_gone",
+)
+
+
+def extra_installed() -> bool:
+    """Whether `numi[knowledge]`'s numpy is here (vectors need it, whatever makes them)."""
+    return importlib.util.find_spec("numpy") is not None
+
+
+def local_installed() -> bool:
+    """Whether the local model's package (WordLlama) is installed."""
+    return extra_installed() and importlib.util.find_spec("wordllama") is not None
+
+
+@dataclass(frozen=True)
+class Embedder:
+    """A model that turns texts into unit-length float32 vectors (a numpy array, one row per
+    text). `name` is recorded with every vector it makes."""
+
+    name: str
+    label: str
+    embed_batch: Callable[[list[str]], Any]
+
+    def embed(self, texts: list[str]) -> Any:
+        """Unit-length vectors for `texts` (rows in order). Raises a NumiError with one
+        of EMBEDDING_CODES."""
+        return self.embed_batch(texts)
+
+
+def choice(user: User | None) -> Any:
+    """The user's saved choice: "local", "none" or {endpoint_id, model}; unset, the local
+    model when installed."""
+    saved = (user.documents or {}).get("embedding") if user is not None else None
+    if saved in (LOCAL, NONE) or isinstance(saved, dict):
+        return saved
+    return LOCAL if local_installed() else NONE
+
+
+def embedder_name(user_id: int) -> str | None:
+    """The name the user's vectors are (to be) recorded under, or None for full-text only;
+    found without reaching any endpoint."""
+    if not extra_installed():
+        return None
+    chosen = choice(db.session.get(User, user_id))
+    if chosen == LOCAL:
+        return LOCAL_MODEL if local_installed() else None
+    if isinstance(chosen, dict):
+        return f"endpoint:{chosen.get('endpoint_id')}/{chosen.get('model')}"
+    return None
+
+
+def embedder_for(user_id: int) -> Embedder | None:
+    """The user's embedder, or None for full-text only (none chosen, or the extra missing)."""
+    if not extra_installed():
+        return None
+    chosen = choice(db.session.get(User, user_id))
+    if chosen == LOCAL:
+        return local_embedder() if local_installed() else None
+    if isinstance(chosen, dict):
+        return endpoint_embedder(user_id, chosen.get("endpoint_id"), str(chosen.get("model") or ""))
+    return None
+
+
+def status_text(user: User) -> str:
+    """What Settings → Documents and the context panel say about how documents are searched."""
+    chosen = choice(user)
+    if not extra_installed():
+        return f"Full-text search only: meaning search needs {INSTALL_HINT}."
+    if chosen == LOCAL and local_installed():
+        return "Words and meaning: full-text search and the local model (WordLlama), fused."
+    if chosen == LOCAL:
+        return f"Full-text search only: the local model needs {INSTALL_HINT}."
+    if isinstance(chosen, dict):
+        return f"Words and meaning: full-text search and {chosen.get('model')}, fused."
+    return "Full-text search only (no embedding model chosen)."
+
+
+# --- the local model -------------------------------------------------------------------------
+
+
+def _load_wordllama() -> Any:
+    import wordllama  # lazy: optional extra knowledge
+    from wordllama import WordLlama  # lazy: optional extra knowledge
+
+    # The wheel's own folder as the "cache": there load() looks under tokenizers/ and
+    # weights/, where the wheel put them; disable_download makes a missing file an error.
+    shipped = Path(wordllama.__file__).parent
+    return WordLlama.load(config="l2_supercat", dim=256, cache_dir=shipped, disable_download=True)
+
+
+def local_model() -> Any:
+    """The loaded WordLlama of this process (loaded once, in the CPU pool)."""
+    models = services().embedding_models
+    if LOCAL_MODEL not in models:
+        models[LOCAL_MODEL] = run_cpu(_load_wordllama)
+    return models[LOCAL_MODEL]
+
+
+def local_embedder() -> Embedder:
+    """WordLlama from its wheel, run in the CPU pool."""
+
+    def embed(texts: list[str]) -> Any:
+        model = local_model()
+        return run_cpu(_local_vectors, model, texts)
+
+    return Embedder(LOCAL_MODEL, "Local model (WordLlama)", embed)
+
+
+def _local_vectors(model: Any, texts: list[str]) -> Any:
+    import numpy as np  # lazy: optional extra knowledge
+
+    return np.asarray(model.embed(texts, norm=True), dtype=np.float32)
+
+
+# --- an endpoint's /v1/embeddings ------------------------------------------------------------
+
+
+def endpoint_embedder(user_id: int, endpoint_id: Any, model: str) -> Embedder:
+    """An endpoint's `/v1/embeddings` with `model`. A removed endpoint is an
+    NumiError (`embedding_endpoint_gone`), raised when it is asked for vectors."""
+
+    name = f"endpoint:{endpoint_id}/{model}"
+    endpoint = db.session.get(Endpoint, endpoint_id) if isinstance(endpoint_id, int) else None
+    if not endpoint_store.usable_by(endpoint, user_id):
+
+        def gone(texts: list[str]) -> Any:
+            raise NumiError(
+                "embedding_endpoint_gone",
+                "The embedding endpoint was removed or turned off: pick another in Settings → Documents.",
+                409,
+            )
+
+        return Embedder(name, model, gone)
+    assert endpoint is not None
+    adapter = endpoint_store.endpoint_adapter(current_app, endpoint)
+    label = f"{model} on {endpoint.name}"
+
+    def embed(texts: list[str]) -> Any:
+
+        try:
+            rows = adapter.embed(model, texts)
+        except ProviderError as exc:
+            message = f"The embedding endpoint failed: {exc.message}"
+            if exc.code == "rate_limited":
+                raise NumiError("embedding_rate_limited", message, 429) from exc
+            if exc.code in ("provider_unavailable", "provider_timeout"):
+                raise NumiError("embedding_unreachable", message, 502) from exc
+            raise NumiError("embedding_failed", message, 502) from exc
+        if len(rows) != len(texts) or len({len(row) for row in rows}) > 1 or not rows[0]:
+            raise NumiError(
+                "embedding_wrong_dimension",
+                f"{label} answered vectors of different lengths.",
+                502,
+            )
+        return run_cpu(_unit_rows, rows)
+
+    return Embedder(name, label, embed)
+
+
+def _unit_rows(rows: list[list[float]]) -> Any:
+    import numpy as np  # lazy: optional extra knowledge
+
+    matrix = np.asarray(rows, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms == 0, 1.0, norms)
+
+
+# --- Settings → Documents ----------------------------------------------------------------------
+
+
+def validate_choice(user_id: int, value: Any, model: Any = None) -> Any:
+    """A checked embedding choice from the form or the API: "local", "none", or an endpoint
+    of the user's (or shared) that speaks OpenAI's API, with a model. Raises before
+    anything is saved (`invalid_documents_settings`, or 404 for a foreign endpoint)."""
+
+    if isinstance(value, str) and value.startswith("endpoint:"):  # the form's select
+        value = {"endpoint_id": value.split(":", 1)[1], "model": model}
+    if value in (LOCAL, NONE):
+        return value
+    if not isinstance(value, dict) or set(value) - {"endpoint_id", "model"}:
+        raise NumiError(
+            "invalid_documents_settings",
+            'embedding must be "local", "none" or {"endpoint_id", "model"}.',
+            400,
+        )
+    try:
+        endpoint_id = int(value.get("endpoint_id"))
+    except (TypeError, ValueError):
+        raise NumiError(
+            "invalid_documents_settings", "endpoint_id must be a number.", 400
+        ) from None
+    endpoint = endpoint_store.get_endpoint(user_id, endpoint_id)  # someone else's: 404
+    if endpoint.kind not in EMBEDDING_KINDS:
+        raise NumiError(
+            "invalid_documents_settings",
+            "The embedding endpoint must speak OpenAI's API (/v1/embeddings).",
+            400,
+        )
+    name = value.get("model")
+    if not isinstance(name, str) or not name.strip() or len(name.strip()) > 200:
+        raise NumiError(
+            "invalid_documents_settings",
+            "Name the embedding model (at most 200 characters), e.g. nomic-embed-text.",
+            400,
+        )
+    return {"endpoint_id": endpoint.id, "model": name.strip()}
+
+
+def save_choice(user: User, chosen: Any) -> None:
+    """Store a checked choice (`validate_choice`) as the user's."""
+    user.documents = {**(user.documents or {}), "embedding": chosen}
+    db.session.commit()

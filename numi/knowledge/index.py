@@ -1,0 +1,506 @@
+"""The document index: chunks, full-text search and the background indexer.
+
+- Chunking: along each document's structure (numi/knowledge/chunking.py), in the CPU pool.
+- Full text: the table fts_document_chunks (created by the migration by hand): SQLite FTS5
+  ranked with bm25() (porter stemming; the title counts double), PostgreSQL
+  to_tsvector('english') with a GIN index ranked with ts_rank_cd, and elsewhere (SQLite
+  without FTS5) a plain table searched with LIKE, ranked by the number of query words found.
+- Where each chunk was found, and its vector: `DocumentChunk`, same attachment id and chunk
+  number (numi/knowledge/vectors.py searches the vectors).
+- State per document: a DocumentIndex row (pending → indexing → done | error, with chunks /
+  chunks_total as progress), and the vectors' own state (`embedding_status`: indexing →
+  done, or pending with the reason; `embedded_chunks` as progress; `embedding_model`).
+  Indexing runs in a background greenlet that commits one small batch at a time and yields
+  between batches; vectors are made in batches in the CPU pool (a local model) or by the
+  endpoint. `schedule_indexing(app, attachment_id)` starts it (the upload code calls it),
+  and `ensure_indexed` starts it for documents not indexed yet or whose vectors were made
+  by another model than the user's (a changed model re-indexes in the background; search
+  keeps working on full text meanwhile).
+
+Every query is scoped to its owner.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+import gevent
+from sqlalchemy import delete, select, text, update
+
+from ..cpu_pool import run_cpu
+from ..extensions import db
+from ..models import Attachment, DocumentChunk, DocumentIndex, ProjectFile, utcnow
+from ..services import services
+from .chunking import chunk_document
+from ..errors import NotFound, NumiError
+from .embedding import embedder_for, embedder_name
+from .vectors import as_bytes, vector_backend
+
+log = logging.getLogger(__name__)
+
+BATCH_CHUNKS = 32  # chunks written (or embedded) per transaction; the hub gets a turn after each
+MAX_QUERY_WORDS = 32
+MAX_RESULTS = 50
+
+
+def backend() -> str:
+    """'fts5', 'postgres' or 'like' — how fts_document_chunks was created on this database."""
+    engine = db.engine
+    cache = services().document_backends
+    key = str(engine.url)
+    if key not in cache:
+        if engine.dialect.name == "postgresql":
+            cache[key] = "postgres"
+        else:
+            sql = (
+                db.session.execute(
+                    text("SELECT sql FROM sqlite_master WHERE name = 'fts_document_chunks'")
+                ).scalar()
+                if engine.dialect.name == "sqlite"
+                else None
+            )
+            cache[key] = "fts5" if sql and "fts5" in sql.lower() else "like"
+    return cache[key]
+
+
+def query_words(query: str) -> list[str]:
+    """The words of a query that full-text search looks for."""
+    words = [w for w in re.findall(r"\w+", (query or "").lower()) if len(w) > 1 or w.isdigit()]
+    return list(dict.fromkeys(words))[:MAX_QUERY_WORDS]
+
+
+def search(
+    user_id: int,
+    query: str,
+    *,
+    limit: int = 5,
+    attachment_ids: list[int] | None = None,
+) -> list[dict[str, Any]]:
+    """The best passages of this user's indexed documents for `query` by its words, best
+    first (full text only; numi.knowledge.retrieval fuses it with the vectors)."""
+    words = query_words(query)
+    if not words or attachment_ids == []:
+        return []
+    params: dict[str, Any] = {"uid": user_id, "k": max(1, min(int(limit), MAX_RESULTS))}
+    scope = ""
+    if attachment_ids is not None:
+        names = []
+        for i, attachment_id in enumerate(attachment_ids[:500]):
+            params[f"a{i}"] = int(attachment_id)
+            names.append(f":a{i}")
+        scope = f" AND f.attachment_id IN ({', '.join(names)})"
+    kind = backend()
+    if kind == "fts5":
+        # Every word quoted (no FTS5 syntax from the user gets through), any word may match;
+        # bm25() is smaller for better matches.
+        params["q"] = " OR ".join(f'"{w}"' for w in words)
+        sql = (
+            "SELECT f.attachment_id, f.chunk, f.title, f.content, bm25(fts_document_chunks, 2.0, 1.0) AS score "
+            "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
+            f"WHERE fts_document_chunks MATCH :q AND f.user_id = :uid AND a.user_id = :uid{scope} "
+            "ORDER BY score LIMIT :k"
+        )
+    elif kind == "postgres":
+        params["q"] = " | ".join(words)
+        sql = (
+            "SELECT f.attachment_id, f.chunk, f.title, f.content, "
+            "ts_rank_cd(to_tsvector('english', f.title || ' ' || f.content), to_tsquery('english', :q)) AS score "
+            "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
+            "WHERE to_tsvector('english', f.title || ' ' || f.content) @@ to_tsquery('english', :q) "
+            f"AND f.user_id = :uid AND a.user_id = :uid{scope} ORDER BY score DESC LIMIT :k"
+        )
+    else:
+        # The documented fallback: LIKE, ranked by how many query words a chunk contains.
+        terms = []
+        for i, word in enumerate(words[:8]):
+            params[f"w{i}"] = f"%{word}%"
+            terms.append(
+                f"(CASE WHEN lower(f.content) LIKE :w{i} OR lower(f.title) LIKE :w{i} THEN 1 ELSE 0 END)"
+            )
+        score = " + ".join(terms)
+        sql = (
+            f"SELECT f.attachment_id, f.chunk, f.title, f.content, ({score}) AS score "
+            "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
+            f"WHERE f.user_id = :uid AND a.user_id = :uid{scope} AND ({score}) > 0 "
+            "ORDER BY score DESC, f.attachment_id, f.chunk LIMIT :k"
+        )
+    rows = db.session.execute(text(sql), params).all()
+    return [
+        {
+            "attachment_id": int(r[0]),
+            "chunk": int(r[1]),
+            "title": r[2],
+            "content": r[3],
+            "score": float(r[4]),
+        }
+        for r in rows
+    ]
+
+
+def chunk_rows(user_id: int, keys: list[tuple[int, int]]) -> dict[tuple[int, int], dict[str, Any]]:
+    """The text, document name and where-found of these (attachment id, chunk) of the user."""
+    if not keys:
+        return {}
+    params: dict[str, Any] = {"uid": user_id}
+    pairs = []
+    for i, (attachment_id, chunk) in enumerate(keys):
+        params[f"a{i}"], params[f"n{i}"] = int(attachment_id), int(chunk)
+        pairs.append(f"(f.attachment_id = :a{i} AND f.chunk = :n{i})")
+    rows = db.session.execute(
+        text(
+            "SELECT f.attachment_id, f.chunk, a.filename, f.content, "
+            "c.heading, c.page, c.line_start, c.line_end "
+            "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
+            "LEFT JOIN document_chunks c ON c.attachment_id = f.attachment_id AND c.chunk = f.chunk "
+            f"WHERE f.user_id = :uid AND a.user_id = :uid AND ({' OR '.join(pairs)})"
+        ),
+        params,
+    ).all()
+    found = {}
+    for a, n, name, content, heading, page, line_start, line_end in rows:
+        where: dict[str, Any] = {"chunk": int(n) + 1}
+        if heading:
+            where["heading"] = heading
+        if page:
+            where["page"] = int(page)
+        if line_start:
+            where["lines"] = [int(line_start), int(line_end or line_start)]
+        found[(int(a), int(n))] = {"name": name, "text": content, "where": where}
+    return found
+
+
+# --- indexing ------------------------------------------------------------------------------
+
+
+def schedule_indexing(app, attachment_id: int) -> bool:
+    """Index one document in the background (no-op while it is being indexed already).
+
+    Returns whether a new indexing job started. Never blocks: the work runs in a greenlet.
+    """
+    jobs = services(app).document_jobs
+    running = jobs.get(attachment_id)
+    if running is not None and not running.dead:
+        return False
+    jobs[attachment_id] = gevent.spawn(_index_job, app, attachment_id)
+    return True
+
+
+def wait_for_indexing(app, timeout: float | None = None) -> None:
+    """Wait for the running indexing jobs (for the CLI and tests).
+
+    Raises TimeoutError when one is still running at the deadline: a caller that goes on
+    would search a half-built index and see fewer passages than there are.
+    """
+    jobs = list(services(app).document_jobs.values())
+    gevent.joinall(jobs, timeout=timeout)
+    running = sum(1 for job in jobs if not job.dead)
+    if running:
+        raise TimeoutError(f"{running} document(s) still indexing after {timeout} s")
+
+
+def _index_job(app, attachment_id: int) -> None:
+    with app.app_context():
+        try:
+            state = db.session.get(DocumentIndex, attachment_id)
+            has_chunks = db.session.execute(
+                select(DocumentChunk.chunk)
+                .where(DocumentChunk.attachment_id == attachment_id)
+                .limit(1)
+            ).first()
+            if state is None or state.status != "done" or has_chunks is None:
+                _index(attachment_id)
+            _embed(attachment_id)
+        except DocumentGone:
+            db.session.rollback()  # nothing is left to index, nor to mark as failed
+        except Exception as exc:  # the state says what went wrong; the server goes on
+            log.exception("indexing document %s failed", attachment_id)
+            db.session.rollback()
+            state = db.session.get(DocumentIndex, attachment_id)
+            if state is not None:
+                state.status, state.error, state.updated_at = (
+                    "error",
+                    f"{type(exc).__name__}: {exc}"[:500],
+                    utcnow(),
+                )
+                db.session.commit()
+        finally:
+            db.session.remove()
+            jobs = services(app).document_jobs
+            if jobs.get(attachment_id) is gevent.getcurrent():
+                jobs.pop(attachment_id, None)
+
+
+class DocumentGone(Exception):
+    """The document was deleted while it was being indexed (its index row went with it)."""
+
+
+def _index_state(attachment_id: int) -> DocumentIndex:
+    """The index row of a document being indexed, read again after the session was let go."""
+    state = db.session.get(DocumentIndex, attachment_id)
+    if state is None:
+        raise DocumentGone(attachment_id)
+    return state
+
+
+def _index(attachment_id: int) -> None:
+    attachment = db.session.get(Attachment, attachment_id)
+    if attachment is None:
+        return
+    user_id, title, mime = attachment.user_id, attachment.filename, attachment.mime
+    body = attachment.extracted_text or ""
+    state = db.session.get(DocumentIndex, attachment_id) or DocumentIndex(
+        attachment_id=attachment_id, user_id=user_id
+    )
+    state.status, state.chunks, state.chunks_total, state.error = "indexing", 0, 0, None
+    state.embedding_status, state.embedded_chunks, state.embedding_model = None, 0, None
+    state.updated_at = utcnow()
+    db.session.add(state)
+    db.session.commit()
+    db.session.remove()  # no transaction stays open while the text is chunked
+
+    chunks = run_cpu(chunk_document, body, title, mime)
+    db.session.execute(
+        text("DELETE FROM fts_document_chunks WHERE attachment_id = :a"), {"a": attachment_id}
+    )
+    db.session.execute(delete(DocumentChunk).where(DocumentChunk.attachment_id == attachment_id))
+    state = _index_state(attachment_id)
+    state.chunks_total = len(chunks)
+    db.session.commit()
+    insert = text(
+        "INSERT INTO fts_document_chunks (title, content, attachment_id, user_id, chunk) "
+        "VALUES (:title, :content, :a, :u, :n)"
+    )
+    for start in range(0, len(chunks), BATCH_CHUNKS):
+        batch = chunks[start : start + BATCH_CHUNKS]
+        db.session.execute(
+            insert,
+            [
+                {
+                    "title": title,
+                    "content": c.text,
+                    "a": attachment_id,
+                    "u": user_id,
+                    "n": start + i,
+                }
+                for i, c in enumerate(batch)
+            ],
+        )
+        db.session.add_all(
+            DocumentChunk(
+                attachment_id=attachment_id,
+                chunk=start + i,
+                user_id=user_id,
+                heading=c.heading,
+                page=c.page,
+                line_start=c.line_start,
+                line_end=c.line_end,
+            )
+            for i, c in enumerate(batch)
+        )
+        state = _index_state(attachment_id)
+        state.chunks, state.updated_at = start + len(batch), utcnow()
+        db.session.commit()
+        db.session.remove()
+        gevent.sleep(0)  # one batch per hub turn: indexing never starves turns or requests
+    state = _index_state(attachment_id)
+    state.status, state.chunks, state.indexed_at, state.updated_at = (
+        "done",
+        len(chunks),
+        utcnow(),
+        utcnow(),
+    )
+    db.session.commit()
+
+
+def _embed(attachment_id: int) -> None:
+    """Vectors for a document's chunks with the user's model, a batch at a time; a failure
+    marks them pending with the reason (full-text search is unaffected)."""
+    state = _index_state(attachment_id)
+    user_id = state.user_id
+    embedder = embedder_for(user_id) if vector_backend() else None
+    if embedder is None:
+        state.embedding_status = None  # full-text only: nothing to wait for
+        db.session.commit()
+        return
+    state.embedding_status, state.embedding_error, state.embedded_chunks = "indexing", None, 0
+    db.session.commit()
+    rows = db.session.execute(
+        text(
+            "SELECT f.chunk, f.title, f.content, c.heading FROM fts_document_chunks f "
+            "LEFT JOIN document_chunks c ON c.attachment_id = f.attachment_id AND c.chunk = f.chunk "
+            "WHERE f.attachment_id = :a AND f.user_id = :u ORDER BY f.chunk"
+        ),
+        {"a": attachment_id, "u": user_id},
+    ).all()
+    known_dim = db.session.execute(
+        select(DocumentChunk.dim)
+        .where(
+            DocumentChunk.user_id == user_id,
+            DocumentChunk.model == embedder.name,
+            DocumentChunk.attachment_id != attachment_id,
+            DocumentChunk.dim.is_not(None),
+        )
+        .limit(1)
+    ).scalar()
+    db.session.remove()  # no transaction is held while the endpoint or the CPU pool works
+    try:
+        for start in range(0, len(rows), BATCH_CHUNKS):
+            batch = rows[start : start + BATCH_CHUNKS]
+            vectors = embedder.embed(
+                ["\n".join(filter(None, (r.title, r.heading, r.content))) for r in batch]
+            )
+            dim = int(vectors.shape[1])
+            if known_dim and dim != known_dim:
+                raise NumiError(
+                    "embedding_wrong_dimension",
+                    f"{embedder.label} answered {dim} dimensions; its other vectors have {known_dim}.",
+                    502,
+                )
+            known_dim = dim
+            for row, vector in zip(batch, vectors):
+                db.session.execute(
+                    update(DocumentChunk)
+                    .where(
+                        DocumentChunk.attachment_id == attachment_id,
+                        DocumentChunk.chunk == row.chunk,
+                    )
+                    .values(model=embedder.name, dim=dim, vector=as_bytes(vector))
+                )
+            state = _index_state(attachment_id)
+            state.embedded_chunks, state.updated_at = start + len(batch), utcnow()
+            db.session.commit()
+            db.session.remove()
+            gevent.sleep(0)
+    except NumiError as exc:
+        db.session.rollback()
+        log.info("vectors of document %s pending: %s", attachment_id, exc.code)
+        state = _index_state(attachment_id)
+        state.embedding_status, state.embedding_error = "pending", f"{exc.code}: {exc.message}"
+        state.updated_at = utcnow()
+        db.session.commit()
+        return
+    state = _index_state(attachment_id)
+    state.embedding_status, state.embedding_model = "done", embedder.name
+    state.embedded_chunks, state.updated_at = len(rows), utcnow()
+    db.session.commit()
+
+
+def ensure_indexed(
+    app, user_id: int, attachment_ids: list[int] | None = None, *, retry: bool = False
+) -> int:
+    """Start indexing this user's documents that are not indexed (nor being indexed), or
+    whose vectors are not of the user's model; with `retry`, also those whose vectors are
+    pending after a failure. Returns how many documents are not yet searchable by their
+    words (vectors being made meanwhile do not count: full text finds those documents).
+    Does not wait."""
+    query = (
+        select(
+            Attachment.id,
+            DocumentIndex.status,
+            DocumentIndex.embedding_status,
+            DocumentIndex.embedding_model,
+        )
+        .outerjoin(DocumentIndex, DocumentIndex.attachment_id == Attachment.id)
+        .where(Attachment.user_id == user_id, Attachment.extracted_text.is_not(None))
+    )
+    if attachment_ids is not None:
+        query = query.where(Attachment.id.in_(attachment_ids or [-1]))
+    model = embedder_name(user_id) if vector_backend() else None
+    jobs = services(app).document_jobs
+    busy = 0
+    for attachment_id, status, vectors, vector_model in db.session.execute(query).all():
+        running = attachment_id in jobs and not jobs[attachment_id].dead
+        unsearchable = status != "done"  # its words are not all searchable yet
+        stale_vectors = (
+            not unsearchable
+            and model is not None
+            and vector_model != model
+            and (vectors not in ("pending", "indexing") or retry)
+        )
+        if not running and (unsearchable or stale_vectors):
+            # Never indexed, an indexing run that died with an earlier server process, or
+            # vectors of another model (the user changed it) or none yet.
+            schedule_indexing(app, attachment_id)
+        busy += unsearchable
+    return busy
+
+
+def delete_document(app, user_id: int, attachment_id: int) -> None:
+    """Delete one of the user's documents: its full-text rows, chunks and vectors, index
+    state, project membership and the attachment row, in one transaction; then its file,
+    unless another row (the same bytes uploaded again) still uses it. A foreign or missing
+    id is NotFound and changes nothing. A message that attached it says the file is no
+    longer available; an answer citing it says the passage is gone."""
+    attachment = db.session.execute(
+        select(Attachment).where(Attachment.id == attachment_id, Attachment.user_id == user_id)
+    ).scalar_one_or_none()
+    if attachment is None:
+        raise NotFound("document")
+    job = services(app).document_jobs.pop(attachment_id, None)
+    if job is not None and not job.dead:
+        job.kill()  # its rows go now; an indexer that went on would write them again
+    storage_path = attachment.storage_path
+    db.session.execute(
+        text("DELETE FROM fts_document_chunks WHERE attachment_id = :a AND user_id = :u"),
+        {"a": attachment_id, "u": user_id},
+    )
+    for table in (DocumentChunk, DocumentIndex, ProjectFile):
+        db.session.execute(
+            delete(table).where(table.attachment_id == attachment_id, table.user_id == user_id)
+        )
+    db.session.delete(attachment)
+    db.session.commit()
+    still_used = db.session.execute(
+        select(Attachment.id).where(Attachment.storage_path == storage_path).limit(1)
+    ).first()
+    if still_used is None:
+        (Path(app.config["NUMI_DATA_DIR"]) / storage_path).unlink(missing_ok=True)
+
+
+def document_rows(user_id: int) -> list[dict[str, Any]]:
+    """The user's documents with their indexing state, newest first (for the settings page)."""
+    rows = db.session.execute(
+        select(
+            Attachment.id,
+            Attachment.filename,
+            Attachment.size,
+            Attachment.extracted_text.is_not(None),
+            DocumentIndex.status,
+            DocumentIndex.chunks,
+            DocumentIndex.chunks_total,
+            DocumentIndex.error,
+            DocumentIndex.embedding_status,
+            DocumentIndex.embedding_error,
+            DocumentIndex.embedded_chunks,
+        )
+        .outerjoin(DocumentIndex, DocumentIndex.attachment_id == Attachment.id)
+        .where(Attachment.user_id == user_id)
+        .order_by(Attachment.id.desc())
+        .limit(200)
+    ).all()
+    documents = []
+    for (
+        attachment_id, filename, size, has_text, status, chunks, total, error,
+        vectors, vectors_error, embedded,
+    ) in rows:  # fmt: skip
+        status = status or ("pending" if has_text else "no_text")
+        percent = 100 if status == "done" else (int(100 * (chunks or 0) / total) if total else 0)
+        documents.append(
+            {
+                "id": attachment_id,
+                "filename": filename,
+                "size": size,
+                "status": status,
+                "chunks": chunks or 0,
+                "chunks_total": total or 0,
+                "percent": percent,
+                "error": error,
+                "vectors": vectors,  # None (full text only), indexing, done, pending
+                "vectors_error": vectors_error,
+                "vectors_done": embedded or 0,
+            }
+        )
+    return documents

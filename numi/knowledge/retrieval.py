@@ -1,0 +1,334 @@
+"""Finding passages: full text and vectors fused, and the passages a chat's request carries.
+
+`retrieve` asks both indexes for their best candidates and fuses the two rankings by
+weighted reciprocal rank: a chunk's score is the sum, over the rankings it is in, of
+`weight / (RRF_K + rank)`. Each passage says why it was found: "words" (full text),
+"meaning" (vectors), or both. Without vectors (no model, no extra, an endpoint down, a
+vector extension that did not load) it is full text alone, and says so (`mode`). A user
+with a reranker (numi/knowledge/rerank.py) gets the best fused passages in its order
+(`reranked`); one that fails leaves the fused order, and the note says why.
+
+"Use documents" (a chat's setting, else its project's, else automatically): in `auto`, a
+chat with documents (its attachments and its project's files) gets the best passages for
+its newest question in its system context, within NUMI_DOCUMENTS_CONTEXT_TOKENS, before
+each request is built, but those the user left out in the context panel (the chat's setting
+`left_out_passages`, until brought back: the next best come instead); `ask` leaves them to
+the model's `search_documents`; `never` does neither. Every query is scoped to the chat's
+owner.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import Select, select
+
+from ..chat.chats import USE_DOCUMENTS
+from ..chat.projects import project_file_ids
+from ..extensions import db
+from ..models import Attachment, Chat, Message, Project, User
+from ..errors import NumiError
+from . import rerank
+from .embedding import embedder_for
+from .index import chunk_rows, ensure_indexed, search
+from .vectors import nearest, vector_backend
+
+log = logging.getLogger(__name__)
+
+RRF_K = 60
+# The fusion's weights, tuned on the labelled set (bench/retrieval_quality.py: 520
+# documents of Python's docstrings, 200 questions, half paraphrased; the README has the
+# table). With the local WordLlama, meaning at 0.5 of words gave the best MRR@10 (0.786
+# overall, 0.598 paraphrased; 0.8 gave 0.769 and 0.579) with recall@5 within one question
+# of the best (0.875 against 0.880); equal weights were worse on both. A static model's
+# nearest vector is often noise where full text has the query's rare word.
+WEIGHT_WORDS = 1.0
+WEIGHT_MEANING = 0.5
+CANDIDATES = 30  # asked of each index before fusing
+MAX_LIMIT = 20
+DEFAULT_MODE = "auto"
+
+
+@dataclass
+class Passage:
+    """One ranked passage of a user's document."""
+
+    document_id: int
+    chunk: int
+    name: str
+    text: str
+    score: float
+    found_by: list[str] = field(default_factory=list)  # "words", "meaning"
+    where: dict[str, Any] = field(default_factory=dict)  # chunk, heading, page, lines
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "document_id": self.document_id,
+            "name": self.name,
+            "chunk": self.chunk + 1,
+            "text": self.text,
+            "score": round(self.score, 6),
+            "found_by": self.found_by,
+            "where": self.where,
+        }
+
+    @property
+    def key(self) -> str:
+        """The passage as "document:chunk", as a chat's `left_out_passages` names it."""
+        return passage_key(self.document_id, self.chunk)
+
+    @property
+    def reason(self) -> str:
+        """Why it was found, in the context panel's words."""
+        if len(self.found_by) == 2:
+            return "same words and similar meaning"
+        return "similar meaning" if self.found_by == ["meaning"] else "same words"
+
+    @property
+    def source(self) -> str:
+        """The document and where in it, as the model and the panel read it."""
+        where = self.where
+        bits = [self.name]
+        if where.get("heading"):
+            bits.append(str(where["heading"]))
+        if where.get("page"):
+            bits.append(f"page {where['page']}")
+        if where.get("lines"):
+            bits.append(f"lines {where['lines'][0]}–{where['lines'][1]}")
+        if len(bits) == 1:
+            return f"{self.name} (chunk {self.chunk + 1})"
+        return " › ".join(bits)
+
+
+def passage_key(document_id: int, chunk: int) -> str:
+    """A passage's name in a chat's `left_out_passages`: its document and chunk (from 0)."""
+    return f"{int(document_id)}:{int(chunk)}"
+
+
+def left_out_keys(settings: dict[str, Any]) -> set[str]:
+    """The passages a chat leaves out of its requests (the context panel's Leave out)."""
+    return {k for k in settings.get("left_out_passages") or () if isinstance(k, str)}
+
+
+@dataclass
+class Found:
+    """What a search found, and how it searched."""
+
+    passages: list[Passage]
+    mode: str  # "hybrid" or "full_text"
+    note: str | None = None  # why meaning search (or the reranker) was not used, when it was not
+    reranked: bool = False  # ordered by the user's reranker (numi/knowledge/rerank.py)
+
+
+def retrieve(
+    user_id: int, query: str, *, limit: int = 5, attachment_ids: list[int] | None = None
+) -> Found:
+    """The best passages of the user's documents (or of `attachment_ids` only) for `query`."""
+    limit = max(1, min(int(limit), MAX_LIMIT))
+    words = search(user_id, query, limit=CANDIDATES, attachment_ids=attachment_ids)
+    meaning: list[tuple[int, int, float]] = []
+    mode, note = "full_text", None
+    embedder = embedder_for(user_id) if vector_backend() else None
+    if embedder is not None and attachment_ids != [] and query.strip():
+        try:
+            vector = embedder.embed([query])[0]
+            meaning = nearest(
+                user_id, embedder.name, vector, limit=CANDIDATES, attachment_ids=attachment_ids
+            )
+            mode = "hybrid"
+        except NumiError as exc:
+            note = f"Full-text only for now: {exc.message}"
+    elif embedder is None:
+        note = "Full-text only: no embedding model (Settings → Documents)."
+    scores, found_by = fuse(
+        [(h["attachment_id"], h["chunk"]) for h in words], [(a, n) for a, n, _ in meaning]
+    )
+    order = sorted(scores, key=lambda key: (-scores[key], key))
+    reranked = False
+    if len(order) > 1 and rerank.choice(db.session.get(User, user_id)) is not None:
+        order, rerank_note = _reranked(user_id, query, order)
+        reranked, note = rerank_note is None, rerank_note or note
+    best = order[:limit]
+    rows = chunk_rows(user_id, best)
+    passages = [
+        Passage(
+            document_id=key[0],
+            chunk=key[1],
+            name=rows[key]["name"],
+            text=rows[key]["text"],
+            score=scores[key],
+            found_by=found_by[key],
+            where=rows[key]["where"],
+        )
+        for key in best
+        if key in rows
+    ]
+    return Found(passages, mode, note, reranked)
+
+
+def _reranked(
+    user_id: int, query: str, order: list[tuple[int, int]]
+) -> tuple[list[tuple[int, int]], str | None]:
+    """The fused order with its first RERANK_CANDIDATES ordered by the user's reranker, and
+    None; or the fused order as it was and why, when the reranker failed."""
+    candidates = order[: rerank.RERANK_CANDIDATES]
+    rows = chunk_rows(user_id, candidates)
+    candidates = [key for key in candidates if key in rows]
+    try:
+        relevance = rerank.scores(user_id, query, [rows[key]["text"] for key in candidates])
+    except NumiError as exc:
+        return order, f"Not reranked: {exc.message}"
+    by_key = dict(zip(candidates, relevance))
+    return sorted(candidates, key=lambda key: -by_key[key]), None  # stable: ties keep fused order
+
+
+def fuse(
+    words: list[tuple[int, int]],
+    meaning: list[tuple[int, int]],
+    weights: tuple[float, float] = (WEIGHT_WORDS, WEIGHT_MEANING),
+) -> tuple[dict[tuple[int, int], float], dict[tuple[int, int], list[str]]]:
+    """Two rankings of (document, chunk), best first, fused by weighted reciprocal rank:
+    each chunk's score, and which rankings found it (bench/retrieval_quality.py tunes the
+    weights with this same function)."""
+    scores: dict[tuple[int, int], float] = {}
+    found_by: dict[tuple[int, int], list[str]] = {}
+    for weight, kind, keys in ((weights[0], "words", words), (weights[1], "meaning", meaning)):
+        for rank, key in enumerate(keys, 1):
+            scores[key] = scores.get(key, 0.0) + weight / (RRF_K + rank)
+            found_by.setdefault(key, []).append(kind)
+    return scores, found_by
+
+
+# --- a chat's documents ----------------------------------------------------------------------
+
+
+def _shown_messages(column: Any, user_id: int, chat_id: str, *where: Any) -> Select:
+    """`column` of the shown messages of one of this user's chats (owner-scoped), with
+    `where` besides."""
+    return (
+        select(column)
+        .join(Chat, Chat.id == Message.chat_id)
+        .where(Message.chat_id == chat_id, Chat.user_id == user_id, Message.shown(), *where)
+    )
+
+
+def chat_attachment_ids(user_id: int, chat_id: str) -> list[int]:
+    """Attachments referenced by the shown messages of one of this user's chats."""
+    ids: list[int] = []
+    parts = db.session.execute(
+        _shown_messages(
+            Message.content_parts_json, user_id, chat_id, Message.content_parts_json.is_not(None)
+        )
+    ).scalars()
+    for raw in parts:
+        for part in json.loads(raw or "[]"):
+            if (
+                isinstance(part, dict)
+                and part.get("type") == "attachment"
+                and isinstance(part.get("id"), int)
+            ):
+                ids.append(part["id"])
+    return list(dict.fromkeys(ids))
+
+
+def chat_project(user_id: int, chat_id: str) -> Project | None:
+    """The chat's project, if it has one (scoped to the owner)."""
+    return db.session.execute(
+        select(Project)
+        .join(Chat, Chat.project_id == Project.id)
+        .where(Chat.id == chat_id, Chat.user_id == user_id, Project.user_id == user_id)
+    ).scalar_one_or_none()
+
+
+def project_attachment_ids(user_id: int, chat_id: str) -> list[int]:
+    """The files of the chat's project: a chat in a project searches them as its own."""
+    project = chat_project(user_id, chat_id)
+    return project_file_ids(user_id, project.id if project else None)
+
+
+def chat_documents(user_id: int, chat_id: str) -> list[int]:
+    """The documents a chat has: its attachments with text, and its project's files."""
+    ids = chat_attachment_ids(user_id, chat_id) + project_attachment_ids(user_id, chat_id)
+    if not ids:
+        return []
+    with_text = set(
+        db.session.execute(
+            select(Attachment.id).where(
+                Attachment.id.in_(ids),
+                Attachment.user_id == user_id,
+                Attachment.extracted_text.is_not(None),
+            )
+        ).scalars()
+    )
+    return [i for i in dict.fromkeys(ids) if i in with_text]
+
+
+def use_documents(settings: dict[str, Any], project: Project | None) -> str:
+    """The chat's "Use documents": its own setting, else its project's, else automatically."""
+    for value in (
+        settings.get("use_documents"),
+        (project.settings if project else {}).get("use_documents"),
+    ):
+        if value in USE_DOCUMENTS:
+            return value
+    return DEFAULT_MODE
+
+
+def newest_question(user_id: int, chat_id: str) -> str:
+    """The text of the chat's newest shown question: what its next request answers."""
+    content = db.session.execute(
+        _shown_messages(Message.content, user_id, chat_id, Message.role == "user")
+        .order_by(Message.id.desc())
+        .limit(1)
+    ).scalar()
+    return content or ""
+
+
+def chat_passages(user_id: int, chat_id: str, settings: dict[str, Any]) -> Found | None:
+    """The passages the chat's next request carries, or None (not automatic, no documents,
+    or no question yet)."""
+    project = chat_project(user_id, chat_id)
+    if use_documents(settings, project) != "auto":
+        return None
+    documents = chat_documents(user_id, chat_id)
+    question = newest_question(user_id, chat_id).strip() if documents else ""
+    if not question:
+        return None
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    ensure_indexed(app, user_id, documents)  # a document not indexed yet joins later
+    config = app.config
+    wanted = config["NUMI_DOCUMENTS_CONTEXT_PASSAGES"]
+    left_out = left_out_keys(settings)
+    found = retrieve(
+        user_id, question[:2000], limit=min(MAX_LIMIT, wanted + len(left_out)),
+        attachment_ids=documents,
+    )  # fmt: skip
+    budget = config["NUMI_DOCUMENTS_CONTEXT_TOKENS"] * 4  # characters, at about 4 a token
+    kept, used = [], 0
+    for passage in found.passages:
+        if passage.key in left_out:
+            continue  # the user left it out in the context panel: the next best comes instead
+        if len(kept) == wanted:
+            break
+        if used + len(passage.text) > budget and kept:
+            break
+        kept.append(passage)
+        used += len(passage.text)
+    found.passages = kept
+    return found if kept else None
+
+
+def system_text(found: Found) -> str:
+    """The passages as the system context's part: numbered, so the model can cite them."""
+    lines = [
+        "Passages from the user's documents, found for their newest question. Use them when "
+        "they answer it, and cite each one you use by its number, as [1]. The model may "
+        "call search_documents for more, when that tool is on.",
+    ]
+    for n, passage in enumerate(found.passages, 1):
+        lines.append(f"[{n}] {passage.source}\n{passage.text}")
+    return "\n\n".join(lines)

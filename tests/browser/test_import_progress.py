@@ -1,0 +1,69 @@
+"""Real Chromium: Settings → Import uploads a file and follows its background job (issue 34):
+the progress page shows how far the import got and opens the chat when it is done; a
+refused file shows its message and code. At desktop and phone sizes."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from numi.testing.exports import chatgpt_chain
+
+pytestmark = pytest.mark.browser
+
+# Long enough that the progress page is seen while the job still writes.
+CHATS, DEPTH = 2, 2_000
+
+
+def _chatgpt_export() -> list:
+    """Conversations of a chain of DEPTH messages each, with markup in titles and text."""
+    return [
+        chatgpt_chain(DEPTH, f"Imported {c} <script>x</script>", "Line {i} <b>bold?</b>")[0]
+        for c in range(CHATS)
+    ]
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_the_import_page_shows_progress_then_opens_the_chat(
+    live_server, open_page_on, shot, tmp_path, size
+):
+    export = tmp_path / "conversations.json"
+    export.write_text(json.dumps(_chatgpt_export()))
+    page = open_page_on(live_server, size, "light", "/settings/import")
+    page.set_input_files("form.import-form input[type=file]", str(export))
+    page.click("form.import-form button[type=submit]")
+    page.wait_for_url(re.compile(r"/imports/\d+$"))
+    progress = page.locator(".import-progress")
+    # The poll swaps the part in place: "n of N messages written" while the job writes.
+    page.wait_for_function(
+        "() => /Importing: [1-9][0-9]* of 4000 messages written/"
+        ".test(document.querySelector('.import-progress')?.textContent || '')",
+        timeout=60_000,
+    )
+    assert progress.locator("progress").is_visible()
+    assert "Nothing appears in your chats until the whole file is in" in progress.inner_text()
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    shot(page, f"import-progress-{size}")
+    page.wait_for_url(re.compile(r"/c/[0-9a-f-]+$"), timeout=120_000)
+    assert "Imported" in page.title() or page.locator("#transcript").count() == 1
+    assert page.locator("#transcript").inner_text().count("<b>bold?</b>") >= 1
+    assert page.errors == []
+
+
+def test_a_refused_file_shows_its_reason(live_server, open_page_on, shot, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "numi.chat", "version": 1, "chat": {}, "messages": "<img>"}')
+    page = open_page_on(live_server, "phone", "dark", "/settings/import")
+    page.set_input_files("form.import-form input[type=file]", str(bad))
+    page.click("form.import-form button[type=submit]")
+    page.wait_for_url(re.compile(r"/imports/\d+$"))
+    page.wait_for_function(
+        "() => document.querySelector('.import-progress [role=alert]') !== null", timeout=60_000
+    )
+    text = page.locator(".import-progress").inner_text()
+    assert "messages must be a list" in text and "invalid_import" in text
+    assert "Nothing was imported" in text
+    shot(page, "import-refused-phone")
+    assert page.errors == []

@@ -1,0 +1,73 @@
+"""Real headless Chromium, desktop and phone (light and dark): the context panel marks what
+the privacy gateway will replace before the request leaves, and the endpoint's Edit form
+shows its privacy settings (issue 41). axe-core finds no serious problem; screenshots are
+saved under tmp_path."""
+
+from __future__ import annotations
+
+import pytest
+
+from turn_support import make_chat
+
+pytestmark = pytest.mark.browser
+
+LOOKS = [("desktop", "light"), ("phone", "dark")]
+IDS = [f"{size}-{scheme}" for size, scheme in LOOKS]
+
+
+def serious(page, region: str) -> list[str]:
+    from page_support import serious_violations
+
+    return serious_violations(page, region)
+
+
+@pytest.mark.parametrize("size, scheme", LOOKS, ids=IDS)
+def test_the_panel_marks_what_will_be_replaced_and_the_form_sets_it(
+    open_page_on, site, api, scripted, shot, size, scheme
+):
+    chat = make_chat(
+        api,
+        scripted,
+        name=f"private-{size}",
+        settings={
+            "system_prompt": "Reply to jane.roe@example.com <politely>, card 4111 1111 1111 1111."
+        },
+    )
+    endpoint = chat["endpoint"]["id"]
+    status, _ = api.call("PATCH", f"/api/endpoints/{endpoint}", {"redaction": {"enabled": True}})
+    assert status == 200
+    page = open_page_on(site, size, scheme, f"/c/{chat['id']}")
+    page.locator("#context-gauge .gauge-button").click()
+    panel = page.locator("#context-panel")
+    note = panel.locator("#context-redaction")
+    note.wait_for()
+    assert (
+        "2 items will be replaced before the request leaves (card 1, email 1)" in note.inner_text()
+    )
+    part = panel.locator(".context-part[data-kind=system_prompt]")
+    assert "2 to replace" in part.locator("summary").inner_text()
+    part.locator("summary").click()
+    marks = part.locator("mark.redact")
+    assert marks.evaluate_all("m => m.map(x => [x.dataset.label, x.textContent])") == [
+        ["EMAIL", "jane.roe@example.com"],
+        ["CARD", "4111 1111 1111 1111"],
+    ]
+    assert "<politely>" in part.locator("pre").inner_text()
+    shot(page, f"privacy-panel-{size}-{scheme}")
+    assert serious(page, "#context-panel") == []
+
+    page.goto(f"{site.url}/settings/endpoints")
+    page.locator(f"#endpoint-{endpoint} a", has_text="Edit").click()
+    privacy = page.locator(f"#endpoint-{endpoint}-privacy")
+    privacy.wait_for()
+    privacy.locator("textarea[name=redaction_words]").fill("CLIENT: Jane Roe")
+    privacy.scroll_into_view_if_needed()
+    shot(page, f"privacy-form-{size}-{scheme}")
+    assert serious(page, f"#endpoint-{endpoint}") == []
+    page.locator(f"#endpoint-{endpoint} button[type=submit]").click()
+    page.locator(f"#endpoint-{endpoint} .endpoint-status").wait_for()
+    assert "redacts" in page.locator(f"#endpoint-{endpoint}").inner_text()
+    _, listed = api.get("/api/endpoints")
+    (saved,) = [e for e in listed["endpoints"] if e["id"] == endpoint]
+    assert saved["redaction"]["words"] == [{"text": "Jane Roe", "label": "CLIENT"}]
+    assert page.errors == []

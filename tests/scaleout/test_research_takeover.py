@@ -1,0 +1,78 @@
+"""A research run whose process dies is taken over by another (issue 38; PostgreSQL and
+Redis): A runs the run and is killed mid-read; once A's lease lapses, B's resume round
+starts the run again from its last saved step. The page A had saved is not fetched again,
+each search ran once, and the report is B's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from numi.testing import Scenario
+from research_support import ResearchWeb, search_on_server, wait_for
+from turn_support import Api, make_chat
+
+pytestmark = pytest.mark.redis
+
+PLAN = "1. otters sleep\n2. otters rafts"
+
+
+def saved(database_url: str, chat_id: str) -> tuple[list[str], dict | None]:
+    """The pages the chat's run saved, and the run's row (status, resumes, log)."""
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            run = connection.execute(
+                text(
+                    "SELECT id, status, resumes, state_json FROM research_runs WHERE chat_id = :c"
+                ),
+                {"c": chat_id},
+            ).first()
+            if run is None:
+                return [], None
+            pages = connection.execute(
+                text("SELECT url FROM research_sources WHERE run_id = :r ORDER BY id"),
+                {"r": run.id},
+            ).scalars()
+            return [url.rsplit("/", 1)[-1] for url in pages], {
+                "status": run.status,
+                "resumes": run.resumes,
+                "log": json.loads(run.state_json)["log"],
+            }
+    finally:
+        engine.dispose()
+
+
+def test_another_process_takes_over_a_run_whose_owner_died(pair, cluster_env, scripted, sockets):
+    a, b = pair
+    web = ResearchWeb()
+    try:
+        search_on_server(a, web.url)
+        chat = make_chat(Api(a.url), scripted)
+        database_url = cluster_env["NUMI_DATABASE_URL"]
+        web.held.add("otters-2")
+        scripted.enqueue(Scenario().text(PLAN))
+        sender = sockets(a, chat["id"])
+        sender.send(type="send", message="How do otters sleep?", mode="research", request_id="r")
+        wait_for(web.fetching.is_set, "the held page to be fetched", 30)
+        wait_for(lambda: saved(database_url, chat["id"])[0] == ["otters-1"], "the first page", 30)
+        a.kill()
+        web.release.set()
+        scripted.enqueue(Scenario().text("Taken over [1] [2]."))
+        wait_for(
+            lambda: (saved(database_url, chat["id"])[1] or {}).get("status") == "done",
+            "B to finish the run",
+            45,
+        )
+    finally:
+        web.close()
+    pages, run = saved(database_url, chat["id"])
+    # Resumed once, or again if a loaded machine starved B's first turn of its lease.
+    assert pages == ["otters-1", "otters-2"] and run["resumes"] >= 1, run
+    assert web.fetches["otters-1"] == 1  # saved before A died: never fetched again
+    assert web.searches == ["otters sleep", "otters rafts"]
+    assert any(line["kind"] == "resumed" for line in run["log"])
+    answers = [m["content"] for m in Api(b.url).history(chat["id"]) if m["role"] == "assistant"]
+    assert answers[-1] == "Taken over [1] [2]."
