@@ -194,11 +194,25 @@ def wait_for_indexing(app, timeout: float | None = None) -> None:
     Raises TimeoutError when one is still running at the deadline: a caller that goes on
     would search a half-built index and see fewer passages than there are.
     """
-    jobs = list(services(app).document_jobs.values())
-    gevent.joinall(jobs, timeout=timeout)
-    running = sum(1 for job in jobs if not job.dead)
+    jobs = dict(services(app).document_jobs)
+    gevent.joinall(list(jobs.values()), timeout=timeout)
+    running = {a: job for a, job in jobs.items() if not job.dead}
     if running:
-        raise TimeoutError(f"{running} document(s) still indexing after {timeout} s")
+        # Where each one waits, so a stuck index says why (a lock, the CPU pool, an endpoint).
+        where = "; ".join(f"document {a} at {_waiting_at(job)}" for a, job in running.items())
+        raise TimeoutError(f"{len(running)} document(s) still indexing after {timeout} s: {where}")
+
+
+def _waiting_at(job) -> str:
+    """The innermost frames of a suspended greenlet that are Numi's own, as file:line."""
+    package = str(Path(__file__).parents[1])
+    frame, ours = job.gr_frame, []
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(package):
+            ours.append(f"numi{name[len(package) :]}:{frame.f_lineno}")
+        frame = frame.f_back
+    return " < ".join(ours[:4]) or "not started"
 
 
 def _index_job(app, attachment_id: int) -> None:
