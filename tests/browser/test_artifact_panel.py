@@ -17,6 +17,7 @@ from import_support import api_imported_chat
 from numi.testing import Scenario
 from page_support import serious_violations
 from turn_support import Api, make_chat, turn_server_env
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -168,7 +169,7 @@ def test_svg_and_mermaid_are_drawn(server, open_page_on, shot, size):
         answer.get_by_role("button", name=f"Preview {name} artifact").click()
         frame = _frame(page)
         if name == "mermaid":
-            frame.locator("svg g.node").first.wait_for(timeout=20_000)
+            frame.locator("svg g.node").first.wait_for(timeout=WAIT_SECONDS * 1000)
             assert "Question" in frame.locator("svg").first.text_content()
             shot(page, f"artifact-mermaid-{size}")
             with page.expect_download() as download:

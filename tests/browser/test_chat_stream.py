@@ -8,6 +8,7 @@ import pytest
 from numi.testing import Scenario
 
 from turn_support import Api, make_chat, turn_server_env
+from server_wait import WAIT_SECONDS
 
 
 pytestmark = pytest.mark.browser
@@ -45,7 +46,7 @@ def test_send_stream_reload_mid_turn_and_stop(browser_page, scripted, stream_ser
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     page.wait_for_function(
         "() => (document.querySelector('.turn-live .msg-body')?.textContent || '').includes('word30')",
-        timeout=15000,
+        timeout=WAIT_SECONDS * 1000,
     )
     assert page.locator(".msg-user").count() == 1
     assert page.locator("#stop-button").is_visible()

@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 from numi.testing import Scenario
 from page_support import ALL_LOOKS
 from turn_support import Socket, make_chat, refresh_models
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -20,7 +21,7 @@ def answered(site, chat_id: str, *questions: str) -> None:
     try:
         for question in questions:
             socket.send(type="send", message=question)
-            socket.events_until("turn_end", timeout=30)
+            socket.events_until("turn_end", timeout=WAIT_SECONDS)
     finally:
         socket.close()
 

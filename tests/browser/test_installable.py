@@ -81,7 +81,9 @@ def test_a_visited_chat_opens_offline_and_its_outbox_sends_when_back(
     box = page.get_by_role("textbox", name="Message")
     box.fill("Before the tunnel")
     box.press("Enter")
-    page.locator(".msg-assistant").get_by_text("Kept for the train.").wait_for(timeout=30_000)
+    page.locator(".msg-assistant").get_by_text("Kept for the train.").wait_for(
+        timeout=WAIT_SECONDS * 1000
+    )
 
     page.reload()  # the first visit installed the worker; now it controls the page
     assert page.evaluate(CONTROLLED.replace("() => ", ""))
@@ -108,7 +110,9 @@ def test_a_visited_chat_opens_offline_and_its_outbox_sends_when_back(
     shot(page, f"offline-{size}-{scheme}")
 
     page.context.set_offline(False)
-    page.locator(".msg-assistant").get_by_text("Sent after the tunnel.").wait_for(timeout=30_000)
+    page.locator(".msg-assistant").get_by_text("Sent after the tunnel.").wait_for(
+        timeout=WAIT_SECONDS * 1000
+    )
     page.locator("#outbox li").wait_for(state="detached")
     assert [m["content"] for m in api.history(chat["id"]) if m["role"] == "user"] == [
         "Before the tunnel",

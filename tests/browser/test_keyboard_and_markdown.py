@@ -15,6 +15,7 @@ from numi.testing import Scenario
 
 from page_support import LOOKS, reveal_sidebar
 from turn_support import make_chat
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -107,7 +108,7 @@ def test_one_tab_stop_per_sidebar_chat_and_arrows_reach_its_actions(
     expect(field).to_be_focused()
     page.keyboard.press("Escape")
     # The row comes back from the server (Cancel's request): a busy machine takes its time.
-    expect(page.locator(f"#chat-{middle} .chat-link")).to_be_focused(timeout=15_000)
+    expect(page.locator(f"#chat-{middle} .chat-link")).to_be_focused(timeout=WAIT_SECONDS * 1000)
     assert page.errors == []
 
 

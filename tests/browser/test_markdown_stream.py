@@ -17,6 +17,7 @@ import pytest
 from numi.testing import Scenario
 
 from turn_support import Api, make_chat, turn_server_env
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -137,7 +138,7 @@ def test_streamed_text_never_moves_and_ends_as_a_reload_shows_it(
     page.press("#composer-input", "Enter")
 
     # Mid-stream: rendered markdown (not raw text) is already on the page.
-    page.wait_for_selector(".turn-live .msg-body table", timeout=20000)
+    page.wait_for_selector(".turn-live .msg-body table", timeout=WAIT_SECONDS * 1000)
     page.wait_for_selector(".turn-live .msg-body math")
     shot(page, f"stream-mid-{viewport['width']}-{scheme}")
     page.wait_for_selector("#send-button", timeout=60000)

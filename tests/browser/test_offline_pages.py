@@ -12,6 +12,7 @@ import pytest
 from numi.testing import Scenario
 from page_support import LOOKS, open_signed_in_page
 from turn_support import make_chat
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -44,7 +45,7 @@ def log_in(page, username: str) -> None:
 
 def profile(browser, server, size: str, scheme: str = "light"):
     """A fresh browser profile on the login page."""
-    return open_signed_in_page(browser, server, size, scheme, "/login", timeout=15_000)
+    return open_signed_in_page(browser, server, size, scheme, "/login", timeout=WAIT_SECONDS * 1000)
 
 
 def alice_chat_kept_offline_ready(page) -> str:
@@ -139,7 +140,7 @@ def test_a_discarded_temporary_chat_does_not_open_offline(
     box.fill("Where is the spare key?")
     box.press("Enter")
     page.locator(".msg-assistant").get_by_text("The code is under the doormat.").wait_for(
-        timeout=30_000
+        timeout=WAIT_SECONDS * 1000
     )
     page.reload()
     page.locator(".msg-assistant").get_by_text("The code is under the doormat.").wait_for()

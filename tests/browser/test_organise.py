@@ -15,6 +15,7 @@ from numi.testing import Scenario
 
 from page_support import LOOKS, reveal_sidebar
 from turn_support import Socket, make_chat
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -56,7 +57,7 @@ def open_page(open_page_on, site):
             size,
             scheme,
             path,
-            timeout=15_000,
+            timeout=WAIT_SECONDS * 1000,
             prepare=record_notifications if notifications else None,
         )
         page.on("dialog", lambda d: d.accept())

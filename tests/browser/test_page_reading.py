@@ -26,6 +26,7 @@ from page_support import (
     unique_model,
 )
 from turn_support import Api, make_chat, turn_server_env
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -352,6 +353,8 @@ def test_a_lost_connection_shows_reconnecting_until_it_is_back(
     server.stop()
     banner.wait_for()
     server.start()
-    banner.wait_for(state="hidden", timeout=30_000)  # the socket retries with a backoff
+    banner.wait_for(
+        state="hidden", timeout=WAIT_SECONDS * 1000
+    )  # the socket retries with a backoff
     assert page.locator("#connection").get_attribute("data-state") == "open"
     server.stop()

@@ -15,6 +15,7 @@ from playwright.sync_api import expect
 from numi.testing import Scenario
 from page_support import ALL_LOOKS, reveal_sidebar, serious_violations
 from turn_support import make_chat, refresh_models
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -34,7 +35,7 @@ def test_project_flow(open_page_on, site, api, scripted, size, scheme, shot):
     name = f"Garden {mark}"
     loose = make_chat(api, scripted)  # a chat outside any project, with a model
     api.call("PATCH", f"/api/session/{loose['id']}", {"title": f"Loose {mark}"})
-    page = open_page_on(site, size, scheme, f"/c/{loose['id']}", timeout=15_000)
+    page = open_page_on(site, size, scheme, f"/c/{loose['id']}", timeout=WAIT_SECONDS * 1000)
     reveal_sidebar(page, size)
     page.locator(".new-project > summary").click()
     page.get_by_label("Project name").fill(name)
@@ -111,7 +112,7 @@ def test_project_defaults(open_page_on, site, api, scripted, size, scheme, shot)
     refresh_models(api, scripted, endpoint_id, ("main-model", "backup-a", "backup-b"))
     status, project = api.post("/api/projects", {"name": f"Defaults {uuid.uuid4().hex[:6]}"})
     assert status == 201, project
-    page = open_page_on(site, size, scheme, f"/p/{project['id']}", timeout=15_000)
+    page = open_page_on(site, size, scheme, f"/p/{project['id']}", timeout=WAIT_SECONDS * 1000)
     form = page.locator("#project-defaults")
     form.locator("#project-model").select_option(f"{endpoint_id}:main-model")
     form.get_by_role("checkbox", name="Current time").check()
@@ -160,7 +161,7 @@ def test_memory_approval_card(open_page_on, site, api, scripted, size, scheme, s
     chat = make_chat(api, scripted, settings={"tools": ["remember"]})
     scripted.enqueue(Scenario().tool_call("remember", {"text": fact}))
     scripted.enqueue(Scenario().text("I will keep that in mind."))
-    page = open_page_on(site, size, scheme, f"/c/{chat['id']}", timeout=15_000)
+    page = open_page_on(site, size, scheme, f"/c/{chat['id']}", timeout=WAIT_SECONDS * 1000)
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     page.fill("#composer-input", "Remember that I prefer metric units")
     page.press("#composer-input", "Enter")

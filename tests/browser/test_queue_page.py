@@ -128,7 +128,9 @@ def test_a_send_while_offline_waits_and_goes_out_once(
     assert [m["message"] for m in stored] == ["Sent while offline"] and stored[0]["request_id"]
     shot(page, f"outbox-{size}")
     server.start()
-    page.locator("#transcript .msg-assistant", has_text="Back online.").wait_for(timeout=30_000)
+    page.locator("#transcript .msg-assistant", has_text="Back online.").wait_for(
+        timeout=WAIT_SECONDS * 1000
+    )
     waiting.wait_for(state="detached")
     assert page.evaluate(f"() => localStorage.getItem('numi:outbox:{chat['id']}')") == "[]"
     # Once: a reload (and its reconnect) sends nothing again.
@@ -172,7 +174,7 @@ def test_the_outbox_survives_a_reload(browser, live_server_factory, scripted):
         again = context.new_page()
         again.goto(f"{server.url}/c/{chat['id']}")
         again.locator("#transcript .msg-assistant", has_text="Kept and sent.").wait_for(
-            timeout=30_000
+            timeout=WAIT_SECONDS * 1000
         )
         assert again.locator("#outbox .queued").count() == 0
         assert user_messages(server, chat["id"]) == ["Written before the reload"]

@@ -16,6 +16,7 @@ from import_support import api_imported_chat
 
 from page_support import LOOKS
 from turn_support import Api, make_chat, turn_server_env
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -146,7 +147,7 @@ def test_a_retry_waits_at_most_about_five_seconds(live_server_factory, open_page
             "(tries) => document.body.dataset.reconnect === 'waiting'"
             " && Number(document.body.dataset.reconnectTries) > tries",
             arg=tries,
-            timeout=30_000,
+            timeout=WAIT_SECONDS * 1000,
         )
     server.start()
     page.locator("body[data-reconnect=waiting]").wait_for(state="attached")

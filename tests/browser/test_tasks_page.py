@@ -10,6 +10,7 @@ import pytest
 from numi.testing import Scenario
 from page_support import LOOKS, no_horizontal_overflow, serious_violations
 from turn_support import make_chat
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -43,7 +44,7 @@ def test_create_a_task_run_it_now_and_open_its_result(
     scripted.enqueue(Scenario().text("Three things changed today."))
     task.get_by_role("button", name=f"Run {name} now").click()
     # The page follows the run (it asks for its body again while one runs) to its end.
-    task.locator(".task-last .task-status[data-status=done]").wait_for(timeout=20_000)
+    task.locator(".task-last .task-status[data-status=done]").wait_for(timeout=WAIT_SECONDS * 1000)
     task.locator("details.task-history summary").click()
     row = task.locator(".task-history tbody tr").first
     assert "Run now" in row.inner_text() and "Done" in row.inner_text()

@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 from numi.testing import Scenario
 from page_support import LOOKS, pick_model
 from turn_support import Api, make_chat
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
@@ -32,7 +33,9 @@ def test_a_temporary_chat_from_the_home_page_and_keeping_it(
     box.fill("Just between us")
     box.press("Enter")
     page.wait_for_url("**/c/*")
-    page.locator(".msg-assistant").get_by_text("Off the record.").wait_for(timeout=30_000)
+    page.locator(".msg-assistant").get_by_text("Off the record.").wait_for(
+        timeout=WAIT_SECONDS * 1000
+    )
     chat_id = page.url.rsplit("/", 1)[1]
     banner = page.locator("#temporary-banner")
     assert "Temporary chat." in banner.inner_text()

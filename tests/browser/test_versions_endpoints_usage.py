@@ -122,7 +122,7 @@ def test_versions_endpoint_edit_and_usage(browser, site, api, scripted, viewport
             ".action-regenerate button[type=submit]"
         ).click()
         page.wait_for_function(
-            "() => document.body.innerText.includes('Fourth answer.')", timeout=30000
+            "() => document.body.innerText.includes('Fourth answer.')", timeout=WAIT_SECONDS * 1000
         )
         page.locator("article.msg-assistant .version-count", has_text="4/4").wait_for()
         assert "Second answer." not in page.locator("#transcript").inner_text()

@@ -73,7 +73,7 @@ def open_chat(browsers, site, scripted):
         box = page.get_by_role("textbox", name="Message")
         box.fill("A question")
         box.press("Enter")
-        page.locator(".msg-assistant").get_by_text(answer).wait_for(timeout=30_000)
+        page.locator(".msg-assistant").get_by_text(answer).wait_for(timeout=WAIT_SECONDS * 1000)
         scripted.reset()
         return page
 

@@ -9,6 +9,7 @@ import pytest
 
 from numi.testing import Scenario
 from turn_support import Api, db_rows, make_chat, turn_server_env
+from server_wait import WAIT_SECONDS
 
 
 pytestmark = pytest.mark.browser
@@ -34,7 +35,7 @@ def test_attach_with_the_picker_and_send(browser_page, scripted, server, tmp_pat
     assert page.locator("#composer-attachments .attachment-name").inner_text() == "notes <b>.txt"
     page.fill("#composer-input", "What is the code?")
     page.press("#composer-input", "Enter")
-    scripted.wait_for_requests(1, timeout=10)
+    scripted.wait_for_requests(1, timeout=WAIT_SECONDS)
     page.wait_for_selector(".msg-user .msg-attachments .attachment-chip")
     chip = page.locator(".msg-user .msg-attachments .attachment-name").first
     assert chip.inner_text() == "notes <b>.txt"
@@ -65,7 +66,7 @@ def test_compact_by_button_shows_the_divider(browser_page, scripted, server):
     page.goto(f"{server.url}/c/{chat['id']}")
     page.click("#context-gauge .gauge-button")  # the ring opens the panel, Compact is there
     page.click("#compact-button")
-    page.wait_for_selector(".checkpoint-divider", timeout=15000)
+    page.wait_for_selector(".checkpoint-divider", timeout=WAIT_SECONDS * 1000)
     divider = page.locator(".checkpoint-divider")
     assert "Earlier messages summarised" in divider.locator("summary").inner_text()
     assert not page.locator(".checkpoint-summary").is_visible()

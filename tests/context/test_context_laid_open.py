@@ -12,6 +12,7 @@ import pytest
 
 from numi.testing import Scenario
 from turn_support import make_chat, of_type
+from server_wait import WAIT_SECONDS
 
 PROTOCOLS = ["openai_chat", "openai_responses", "anthropic"]
 
@@ -24,7 +25,7 @@ def sent(request) -> str:
 def turn(sockets, chat_id: str, message: str) -> list[dict]:
     ws = sockets(chat_id)
     ws.send(type="send", message=message)
-    events = ws.events_until("turn_end", timeout=30)
+    events = ws.events_until("turn_end", timeout=WAIT_SECONDS)
     assert of_type(events, "done"), events
     return events
 

@@ -9,6 +9,7 @@ import pytest
 
 from numi.testing import Scenario
 from turn_support import make_chat, of_type
+from server_wait import WAIT_SECONDS
 
 PROTOCOLS = ["openai_chat", "openai_responses", "anthropic"]
 
@@ -28,7 +29,7 @@ def test_a_question_left_out_in_the_middle_keeps_the_roles_alternating(
     for question in ("first question", "the walrus question", "third question"):
         ws = sockets(chat["id"])
         ws.send(type="send", message=question)
-        assert of_type(ws.events_until("turn_end", timeout=30), "done")
+        assert of_type(ws.events_until("turn_end", timeout=WAIT_SECONDS), "done")
     middle = next(m for m in api.history(chat["id"]) if m["content"] == "the walrus question")
     status, _ = api.call(
         "PATCH", f"/api/session/{chat['id']}/messages/{middle['id']}", {"in_context": False}
@@ -37,7 +38,7 @@ def test_a_question_left_out_in_the_middle_keeps_the_roles_alternating(
 
     ws = sockets(chat["id"])
     ws.send(type="send", message="what now?")
-    assert of_type(ws.events_until("turn_end", timeout=30), "done")
+    assert of_type(ws.events_until("turn_end", timeout=WAIT_SECONDS), "done")
     body = next(r.body for r in reversed(scripted.requests) if "what now?" in str(r.body))
     roles = conversation_roles(kind, body)
     assert roles == ["user", "assistant"] * 3 + ["user"], roles

@@ -14,6 +14,7 @@ from provider_test_support import joined, of_type, request, tool_result, user
 from numi.providers import TextDelta, ToolCallComplete, ToolSpec
 from numi.testing import Scenario, ScriptedProvider
 from numi.testing.demo import demo_scenario
+from server_wait import WAIT_SECONDS
 
 
 def test_scenarios_keyed_by_model_do_not_mix(scripted, make_adapter):
@@ -34,7 +35,7 @@ def test_empty_queue_answers_with_an_echo(scripted, adapter):
 
 def test_wait_for_the_nth_request(scripted, adapter):
     threading.Thread(target=lambda: [list(adapter.stream(request())) for _ in range(2)]).start()
-    second = scripted.wait_for_requests(2, timeout=5)
+    second = scripted.wait_for_requests(2, timeout=WAIT_SECONDS)
     assert second.body["model"] == "scripted-model"
 
 

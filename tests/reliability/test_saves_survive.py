@@ -21,6 +21,7 @@ from saves_support import FIRST, REST, SECRET, notices, sqlite_lock, start_answe
 from numi.testing import Scenario
 
 from turn_support import Socket, make_chat, of_type, turn_server_env, types
+from server_wait import WAIT_SECONDS
 
 
 # --- PostgreSQL down -----------------------------------------------------------------------
@@ -219,7 +220,7 @@ def test_a_save_waiting_for_a_sqlite_lock_stops_no_other_chat(live_server_factor
         ws.events_until("save_retry", timeout=60)
         # The save now retries while the lock is held; the other chat streams on...
         for _ in range(40):
-            assert streaming.events_until("content", timeout=5)
+            assert streaming.events_until("content", timeout=WAIT_SECONDS)
         # ...and /healthz answers, while the lock is still held.
         with urllib.request.urlopen(server.url + "/healthz", timeout=5) as response:
             assert response.status == 200

@@ -14,6 +14,7 @@ import pytest
 from numi.testing import Scenario
 from research_support import search_on_server
 from turn_support import Api, Socket, db_rows, make_chat, of_type, turn_server_env, wait_until
+from server_wait import WAIT_SECONDS
 
 PLAN = "1. otters sleep\n2. otters rafts"
 
@@ -77,7 +78,7 @@ def test_a_reloaded_page_gets_the_progress_view_whole_and_stop_and_write_writes_
         scripted.enqueue(Scenario().text("From what was read [1]."))
         sender.send(type="stop", write=True)
         research_web.release.set()
-        events = sender.events_until("turn_end", timeout=30)
+        events = sender.events_until("turn_end", timeout=WAIT_SECONDS)
     finally:
         sender.close()
         page.close()
@@ -91,7 +92,7 @@ def test_stop_ends_the_run_and_keeps_what_was_read(server, chat, research_web, s
     sender = start(server, chat["id"], research_web, scripted)
     try:
         sender.send(type="stop")
-        events = sender.events_until("turn_end", timeout=30)
+        events = sender.events_until("turn_end", timeout=WAIT_SECONDS)
     finally:
         research_web.release.set()
         sender.close()

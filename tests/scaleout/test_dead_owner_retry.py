@@ -10,6 +10,7 @@ import pytest
 
 from numi.testing import Scenario
 from turn_support import Api, make_chat, of_type, turn_server_env
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.redis
 
@@ -59,9 +60,9 @@ def test_a_retry_in_a_dead_owners_lease_window_is_refused_then_answered(
     )
     assert (status, body["error"]["code"]) == (409, "turn_running"), body  # not 202 queued null
     # The lease lapses and a sweeper closes the dead turn: its followers are told it ended.
-    ended = retry.events_until("turn_end", timeout=30)
+    ended = retry.events_until("turn_end", timeout=WAIT_SECONDS)
     assert of_type(ended, "error")[-1]["data"]["code"] == "interrupted"
     retry.send(type="send", message="First", request_id="first", queue=True)
     assert reply(retry)["type"] == "accepted"
-    events = retry.events_until("turn_end", timeout=30)
+    events = retry.events_until("turn_end", timeout=WAIT_SECONDS)
     assert "".join(e["data"]["delta"] for e in of_type(events, "content")) == "Answered on B."

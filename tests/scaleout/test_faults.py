@@ -23,6 +23,7 @@ from turn_support import (
     types,
     wait_until,
 )
+from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.redis
 
@@ -129,7 +130,7 @@ def test_a_process_stalled_past_its_lease_stops_at_once_and_saves_nothing(
     sender.events_until("content")
     a.proc.send_signal(signal.SIGSTOP)
     try:
-        events = watcher.events_until("turn_end", timeout=30)
+        events = watcher.events_until("turn_end", timeout=WAIT_SECONDS)
         stalled_turn = events[-1]["turn_id"]
         assert of_type(events, "error")[-1]["data"]["code"] == "interrupted"
         # The chat is free: B answers a follow-up while A is still stopped.
@@ -270,7 +271,7 @@ def test_a_resume_from_an_id_above_the_counter_gets_the_turn_and_its_end(
     # An id from before Redis lost its data (the counter restarts lower).
     resumed = sockets(server, chat["id"])
     resumed.send(type="resume", last_event_id=last + 10**9)
-    events = resumed.events_until("turn_end", timeout=30)
+    events = resumed.events_until("turn_end", timeout=WAIT_SECONDS)
     assert events[0]["type"] == "snapshot" and "done" in types(events)
     snapshot_text = events[0]["data"]["content"]
     rest = "".join(e["data"]["delta"] for e in of_type(events, "content"))

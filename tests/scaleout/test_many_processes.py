@@ -15,6 +15,7 @@ import pytest
 from numi.testing import Scenario
 from server_wait import wait_until_ready
 from turn_support import ACCESS_TOKEN, ROOT, SSE, Api, free_port, make_chat, of_type, types
+from server_wait import WAIT_SECONDS
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -80,8 +81,8 @@ def test_resume_on_the_other_process_at_twenty_random_points_loses_and_repeats_n
         current = sockets(servers[hop % 2], chat["id"])
         current.send(type="resume", last_event_id=seen[-1]["event_id"])
     if seen[-1]["type"] != "turn_end":
-        seen += current.events_until("turn_end", timeout=30)
-    expected = reference.events_until("turn_end", timeout=30)
+        seen += current.events_until("turn_end", timeout=WAIT_SECONDS)
+    expected = reference.events_until("turn_end", timeout=WAIT_SECONDS)
     ids = [e["event_id"] for e in seen]
     assert ids == sorted(set(ids)), f"no event repeated (seed {seed})"
     assert ids == [e["event_id"] for e in expected if e["event_id"] >= ids[0]], (
@@ -162,7 +163,7 @@ def test_a_lane_stopped_and_approved_from_b_on_a_compare_turn_running_on_a(pair,
     )
     status, body = Api(b.url).post(f"/api/chat/stop/{chat['id']}", {"lane": 0})
     assert status == 200 and body == {"stopped": True}
-    events += sender.events_until("turn_end", timeout=30)
+    events += sender.events_until("turn_end", timeout=WAIT_SECONDS)
     assert [e["data"] for e in of_type(events, "error")] == [
         {"code": "cancelled", "message": "Stopped.", "lane": 0}
     ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from numi.testing import Scenario
 
 from turn_support import make_chat, of_type
+from server_wait import WAIT_SECONDS
 
 
 def test_failed_tool_results_carry_ok_false_and_a_code(api, scripted, sockets, tmp_path):
@@ -34,7 +35,7 @@ def test_failed_tool_results_carry_ok_false_and_a_code(api, scripted, sockets, t
     scripted.enqueue(Scenario().text("Reported."))
     ws = sockets(chat["id"])
     ws.send(type="send", message="Try the tools")
-    events = ws.events_until("turn_end", timeout=30)
+    events = ws.events_until("turn_end", timeout=WAIT_SECONDS)
 
     results = [m for m in api.history(chat["id"]) if m["role"] == "tool"]
     outcome = [(m["meta"]["tool"], m["meta"]["ok"], m["meta"].get("error_code")) for m in results]

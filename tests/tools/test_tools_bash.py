@@ -9,6 +9,7 @@ import pytest
 
 from numi.testing import Scenario
 from turn_support import Api, Socket, make_chat, of_type, turn_server_env, wait_until
+from server_wait import WAIT_SECONDS
 
 SECRETS = {
     "MY_SERVICE_API_KEY": "sk-live-0123456789abcdef",
@@ -54,7 +55,7 @@ def run_turn(server, chat, command, *, decision=None, html=False):
     try:
         socket.send(type="send", message="run it")
         if decision is None:
-            return socket.events_until("turn_end", timeout=20)
+            return socket.events_until("turn_end", timeout=WAIT_SECONDS)
         events = socket.events_until("tool_approval")
         approval = events[-1]["data"]
         assert approval["name"] == "bash" and approval["arguments"] == {"command": command}
@@ -64,7 +65,7 @@ def run_turn(server, chat, command, *, decision=None, html=False):
             digest=approval["digest"],
             decision=decision,
         )
-        return events + socket.events_until("turn_end", timeout=20)
+        return events + socket.events_until("turn_end", timeout=WAIT_SECONDS)
     finally:
         socket.close()
 
@@ -108,7 +109,7 @@ def test_no_answer_in_time_counts_as_deny(server, scripted, workspace):
     socket = Socket(server, chat["id"])
     try:
         socket.send(type="send", message="run it")
-        events = socket.events_until("turn_end", timeout=20)
+        events = socket.events_until("turn_end", timeout=WAIT_SECONDS)
     finally:
         socket.close()
     assert of_type(events, "tool_approval")

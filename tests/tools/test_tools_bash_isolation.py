@@ -11,6 +11,7 @@ import pytest
 
 from numi.testing import Scenario
 from turn_support import Api, Socket, make_chat, of_type, turn_server_env
+from server_wait import WAIT_SECONDS
 
 SECRET_KEY = "numi-server-secret-key-0123456789abcdef"
 ACCESS = "numi-access-token-for-isolation-test-4242"
@@ -69,7 +70,7 @@ def run_command(server, scripted, workspace, command: str) -> str:
     socket = Socket(server, chat["id"])
     try:
         socket.send(type="send", message="run it")
-        events = socket.events_until("turn_end", timeout=30)
+        events = socket.events_until("turn_end", timeout=WAIT_SECONDS)
     finally:
         socket.close()
     [end] = of_type(events, "tool_end")

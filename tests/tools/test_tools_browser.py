@@ -7,6 +7,7 @@ import pytest
 
 from numi.testing import Scenario
 from turn_support import Api, make_chat, turn_server_env
+from server_wait import WAIT_SECONDS
 
 
 pytestmark = pytest.mark.browser
@@ -46,7 +47,7 @@ def test_approval_survives_reload(browser_page, scripted, approval_server, tmp_p
     page.reload()
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     card = page.locator(f"#{card_id}")
-    card.locator("button", has_text=decision).wait_for(timeout=10000)
+    card.locator("button", has_text=decision).wait_for(timeout=WAIT_SECONDS * 1000)
     assert card.locator(".tool-command").inner_text() == command, (
         "the command is shown again after a reload"
     )
@@ -56,7 +57,7 @@ def test_approval_survives_reload(browser_page, scripted, approval_server, tmp_p
     page.wait_for_function(
         "() => [...document.querySelectorAll('.msg-assistant .msg-body')]"
         ".some(b => b.textContent.includes('All done.'))",
-        timeout=15000,
+        timeout=WAIT_SECONDS * 1000,
     )
     result = page.locator(f"#{card_id} .tool-output").text_content().strip()
     if decision == "Approve":

@@ -26,6 +26,7 @@ from turn_support import (
     turn_server_env,
     upload_attachment,
 )
+from server_wait import WAIT_SECONDS
 
 pytest.importorskip("ipykernel", reason="run_python needs the code extra (numi[code])")
 
@@ -276,7 +277,7 @@ def test_stop_mid_run_keeps_the_output_and_the_kernel(server, scripted, chats):
         socket.send(type="send", message="go")
         socket.events_until("tool_output", timeout=60)
         socket.send(type="stop")
-        events = socket.events_until("turn_end", timeout=30)
+        events = socket.events_until("turn_end", timeout=WAIT_SECONDS)
     finally:
         socket.close()
     [end] = ends(events)

@@ -235,7 +235,7 @@ def test_turn_searches_documents_without_waiting_for_indexing(doc_server, script
     ws = Socket(doc_server, chat["id"])
     try:
         ws.send(type="send", message="What does chlorophyll do?")
-        events = ws.events_until("turn_end", timeout=30)
+        events = ws.events_until("turn_end", timeout=WAIT_SECONDS)
     finally:
         ws.close()
     end = of_type(events, "tool_end")[0]["data"]
@@ -271,7 +271,7 @@ def test_turn_searches_documents_without_waiting_for_indexing(doc_server, script
     ws = Socket(doc_server, chat["id"])
     try:
         ws.send(type="send", message="What colour is the nebula?")
-        events = ws.events_until("turn_end", timeout=30)
+        events = ws.events_until("turn_end", timeout=WAIT_SECONDS)
     finally:
         ws.close()
     end = of_type(events, "tool_end")[0]["data"]

@@ -14,6 +14,7 @@ import textwrap
 
 import pytest
 from server_wait import wait_until_ready
+from server_wait import WAIT_SECONDS
 
 
 @pytest.fixture(autouse=True)
@@ -110,12 +111,12 @@ def _turn(server, chat_id, message, *, approve: str | None = None):
         ws.send(type="send", message=message)
         events = []
         if approve:
-            events = ws.events_until("tool_approval", timeout=30)
+            events = ws.events_until("tool_approval", timeout=WAIT_SECONDS)
             card = of_type(events, "tool_approval")[0]["data"]
             ws.send(
                 type="approve", call_id=card["call_id"], digest=card["digest"], decision=approve
             )
-        events += ws.events_until("turn_end", timeout=40)
+        events += ws.events_until("turn_end", timeout=WAIT_SECONDS)
         return events
     finally:
         ws.close()

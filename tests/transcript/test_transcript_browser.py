@@ -10,6 +10,7 @@ import pytest
 
 from numi.testing import Scenario
 from turn_support import Socket, make_chat
+from server_wait import WAIT_SECONDS
 
 
 pytestmark = pytest.mark.browser
@@ -58,7 +59,8 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser_page, server, api,
     )
     page.click(f"#msg-{question['id']} button[type=submit]")
     page.wait_for_function(
-        "() => document.body.innerText.includes('Madrid is the capital of Spain.')", timeout=15000
+        "() => document.body.innerText.includes('Madrid is the capital of Spain.')",
+        timeout=WAIT_SECONDS * 1000,
     )
     page.wait_for_function("() => !document.body.innerText.includes('Tuscany')")
     page.wait_for_selector("#send-button")

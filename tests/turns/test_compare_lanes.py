@@ -16,6 +16,7 @@ from import_support import api_imported_chat
 from numi.testing import Scenario
 
 from turn_support import SSE, db_rows, of_type, types
+from server_wait import WAIT_SECONDS
 
 MODELS = ["model-a", "model-b", "model-c"]
 ANSWERS = {
@@ -67,7 +68,7 @@ def test_three_lanes_stream_side_by_side_and_save_as_versions(server, api, scrip
     enqueue_answers(scripted)
     ws = sockets(chat["id"])
     ws.send(type="send", message="Who answers?", compare=compare_of(chat), request_id="cmp-1")
-    events = ws.events_until("turn_end", timeout=30)
+    events = ws.events_until("turn_end", timeout=WAIT_SECONDS)
 
     assert len({e["turn_id"] for e in events}) == 1, "one turn, one turn_id"
     assert types(events).count("turn_end") == 1 and events[-1]["type"] == "turn_end"
@@ -115,7 +116,7 @@ def test_continue_with_a_lane_makes_it_the_answer_the_chat_goes_on_from(
     enqueue_answers(scripted)
     ws = sockets(chat["id"])
     ws.send(type="send", message="Pick one", compare=compare_of(chat))
-    events = ws.events_until("turn_end", timeout=30)
+    events = ws.events_until("turn_end", timeout=WAIT_SECONDS)
     question = of_type(events, "accepted")[0]["data"]["message_id"]
     lane_2 = lane_rows(server, chat["id"], question)[2][0]
 
@@ -180,7 +181,7 @@ def test_stop_one_lane_and_the_others_go_on(server, api, scripted, chat, sockets
     error = of_type(events, "error")[0]["data"]
     assert error == {"code": "cancelled", "message": "Stopped.", "lane": 1}
     scripted.release()  # the other two lanes go on to their ends
-    events += ws.events_until("turn_end", timeout=20)
+    events += ws.events_until("turn_end", timeout=WAIT_SECONDS)
     assert lane_text(events, 0) == "Alpha ends."
     assert lane_text(events, 2) == "Charlie ends."
     assert lane_text(events, 1) == "Bravo "
@@ -201,7 +202,7 @@ def test_stop_stops_every_lane(server, api, scripted, chat, sockets):
     while {e["data"].get("lane") for e in of_type(events, "content")} != {0, 1, 2}:
         events.append(ws.receive(timeout=15))
     ws.send(type="stop")
-    events += ws.events_until("turn_end", timeout=20)
+    events += ws.events_until("turn_end", timeout=WAIT_SECONDS)
     errors = of_type(events, "error")
     assert sorted(e["data"]["lane"] for e in errors) == [0, 1, 2]
     assert {e["data"]["code"] for e in errors} == {"cancelled"}
@@ -216,7 +217,7 @@ def test_one_lane_failing_ends_only_that_lane(server, api, scripted, chat, socke
     scripted.enqueue(Scenario().text(ANSWERS["model-c"], chunks=3), model="model-c")
     ws = sockets(chat["id"])
     ws.send(type="send", message="One fails", compare=compare_of(chat))
-    events = ws.events_until("turn_end", timeout=30)
+    events = ws.events_until("turn_end", timeout=WAIT_SECONDS)
     errors = of_type(events, "error")
     assert [e["data"]["lane"] for e in errors] == [1]
     assert sorted(e["data"]["lane"] for e in of_type(events, "done")) == [0, 2]
@@ -255,8 +256,8 @@ def test_reconnect_mid_stream_restores_every_lane(server, api, scripted, chat, s
     replayed = again.events_until("error")
     assert replayed[-1]["data"]["code"] == "no_such_approval"
     scripted.release()
-    after_snapshot = fresh.events_until("turn_end", timeout=20)
-    missed = replayed[:-1] + again.events_until("turn_end", timeout=20)
+    after_snapshot = fresh.events_until("turn_end", timeout=WAIT_SECONDS)
+    missed = replayed[:-1] + again.events_until("turn_end", timeout=WAIT_SECONDS)
     for lane, model in enumerate(MODELS):
         assert lanes[lane]["content"] + lane_text(after_snapshot, lane) == ANSWERS[model]
         assert lane_text(seen, lane) + lane_text(missed, lane) == ANSWERS[model]
@@ -284,7 +285,7 @@ def test_approvals_ask_per_lane_on_their_own_card(server, api, scripted, sockets
     ws.send(
         type="approve", call_id=cards[0]["call_id"], decision="approve", digest=cards[0]["digest"]
     )
-    events += ws.events_until("turn_end", timeout=30)
+    events += ws.events_until("turn_end", timeout=WAIT_SECONDS)
     ends = {e["data"]["lane"]: e["data"] for e in of_type(events, "tool_end")}
     assert ends[0]["ok"] is True and ends[1]["ok"] is False
     assert sorted(e["data"]["lane"] for e in of_type(events, "done")) == [0, 1]
@@ -375,7 +376,7 @@ def test_lanes_travel_through_export_and_import_as_versions(server, api, scripte
     enqueue_answers(scripted)
     ws = sockets(chat["id"])
     ws.send(type="send", message="Export us", compare=compare_of(chat))
-    ws.events_until("turn_end", timeout=30)
+    ws.events_until("turn_end", timeout=WAIT_SECONDS)
     status, document = api.get(f"/api/session/{chat['id']}/export?fmt=json")
     assert status == 200, document
     assert sorted(m["content"] for m in document["messages"] if m["role"] == "assistant") == sorted(
@@ -405,7 +406,7 @@ def test_a_failing_lane_falls_back_on_its_own(server, api, scripted, chat, socke
     scripted.enqueue(Scenario().text("The backup answers lane one."), model="backup-model")
     ws = sockets(chat["id"])
     ws.send(type="send", message="Fall back", compare=compare_of(chat, MODELS[:2]))
-    events = ws.events_until("turn_end", timeout=30)
+    events = ws.events_until("turn_end", timeout=WAIT_SECONDS)
     [route] = of_type(events, "model_route")
     assert route["data"]["lane"] == 1 and route["data"]["model"] == "backup-model"
     assert lane_text(events, 0) == ANSWERS["model-a"]

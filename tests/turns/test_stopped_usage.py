@@ -10,6 +10,7 @@ import json
 
 from numi.testing import Scenario
 from turn_support import db_rows, of_type
+from server_wait import WAIT_SECONDS
 
 TEXT = "one two three four five six seven eight nine ten"
 
@@ -53,7 +54,7 @@ def test_a_stopped_compare_lane_counts_what_it_spent(server, api, scripted, chat
     ):
         events.append(ws.receive(timeout=15))
     ws.send(type="stop", lane=1)
-    events += ws.events_until("turn_end", timeout=20)
+    events += ws.events_until("turn_end", timeout=WAIT_SECONDS)
 
     question = of_type(events, "accepted")[0]["data"]["message_id"]
     saved = {

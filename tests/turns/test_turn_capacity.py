@@ -5,6 +5,7 @@ from __future__ import annotations
 from numi.testing import Scenario
 
 from turn_support import make_chat, types
+from server_wait import WAIT_SECONDS
 
 # More than the database pool lends out at once (5 connections + 10 overflow).
 TABS = 20
@@ -44,7 +45,7 @@ def test_one_process_follows_more_chats_than_a_default_redis_pool(api, scripted,
     for i in (0, FOLLOWED - 1):  # the first and the last chat followed
         scripted.enqueue(Scenario().text(f"Answer number {i}."))
         tabs[i].send(type="send", message=f"Question {i}")
-        events = tabs[i].events_until("turn_end", timeout=30)
+        events = tabs[i].events_until("turn_end", timeout=WAIT_SECONDS)
         assert "error" not in types(events), events
         assert (
             "".join(e["data"]["delta"] for e in events if e["type"] == "content")

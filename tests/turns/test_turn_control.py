@@ -21,6 +21,7 @@ from turn_support import (
     types,
     wait_until,
 )
+from server_wait import WAIT_SECONDS
 
 
 def test_stop_during_streaming_keeps_the_partial_answer(api, scripted, chat, sockets):
@@ -87,8 +88,8 @@ def test_disconnect_and_resume_loses_and_repeats_nothing(server, scripted, api, 
         reference.append(watcher.receive())
     again = sockets(chat["id"])
     again.send(type="resume", last_event_id=seen[-1]["event_id"])
-    rest = again.events_until("turn_end", timeout=20)
-    reference += watcher.events_until("turn_end", timeout=20)
+    rest = again.events_until("turn_end", timeout=WAIT_SECONDS)
+    reference += watcher.events_until("turn_end", timeout=WAIT_SECONDS)
 
     combined = [e["event_id"] for e in seen + rest]
     assert combined == sorted(set(combined)), "no event repeated"
@@ -136,7 +137,7 @@ def test_reconnect_after_the_buffer_overflowed_gets_a_snapshot_then_live(
             time.sleep(0.3)  # the stall's length (15 deltas at 20 ms), not a wait
         finally:
             os.kill(server.proc.pid, signal.SIGCONT)
-        rest += ws.events_until("turn_end", timeout=20)
+        rest += ws.events_until("turn_end", timeout=WAIT_SECONDS)
     finally:
         ws.close()
     assert rest[0]["type"] == "snapshot"
@@ -170,7 +171,7 @@ def test_kill_minus_nine_mid_turn_leaves_only_saved_boundaries(
         ws = Socket(server, chat["id"])
         try:
             ws.send(type="resume", last_event_id=last_seen)
-            events = ws.events_until("turn_end", timeout=30)
+            events = ws.events_until("turn_end", timeout=WAIT_SECONDS)
         finally:
             ws.close()
         assert of_type(events, "error")[-1]["data"]["code"] == "interrupted"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from numi.testing import Scenario
 
 from turn_support import db_rows, make_chat, of_type, types
+from server_wait import WAIT_SECONDS
 
 
 def test_plain_answer_is_saved_at_the_boundaries(server, api, scripted, chat, sockets):
@@ -91,7 +92,7 @@ def test_parallel_tool_calls_report_in_completion_order_and_save_in_call_order(
     scripted.enqueue(Scenario().text("Both done.", chunks=2))
     ws = sockets(chat["id"])
     ws.send(type="send", message="Run two tools")
-    events = ws.events_until("turn_end", timeout=20)
+    events = ws.events_until("turn_end", timeout=WAIT_SECONDS)
 
     preparing = [e["data"]["call_id"] for e in of_type(events, "tool_preparing")]
     assert len(preparing) == 2

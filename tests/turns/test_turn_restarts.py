@@ -21,6 +21,7 @@ from turn_support import (
     types,
     wait_until,
 )
+from server_wait import WAIT_SECONDS
 
 
 def words(count: int) -> str:
@@ -56,7 +57,7 @@ def test_sigterm_lets_a_running_answer_finish_and_refuses_new_turns(
         idle.send(type="send", message="Too late")
         refused = idle.events_until("error")[-1]["data"]
         assert refused["code"] == "server_stopping"
-        events += sender.events_until("turn_end", timeout=30)
+        events += sender.events_until("turn_end", timeout=WAIT_SECONDS)
         assert "done" in types(events) and not of_type(events, "error")
     finally:
         sender.close()
@@ -83,7 +84,7 @@ def test_sigterm_saves_an_answer_still_running_after_the_grace_as_interrupted(
         sender.send(type="send", message="Next", request_id="next", queue=True)
         events += sender.events_until("queued")
         terminate(server)
-        events += sender.events_until("turn_end", timeout=30)
+        events += sender.events_until("turn_end", timeout=WAIT_SECONDS)
     finally:
         sender.close()
     error = of_type(events, "error")[-1]["data"]
@@ -120,7 +121,7 @@ def test_a_json_client_resuming_after_a_crash_is_told_its_turn_is_gone(
     resumed = Socket(server, chat["id"])
     try:
         resumed.send(type="resume", last_event_id=last["event_id"], turn_id=last["turn_id"])
-        events = resumed.events_until("turn_end", timeout=30)
+        events = resumed.events_until("turn_end", timeout=WAIT_SECONDS)
     finally:
         resumed.close()
     assert of_type(events, "error")[-1]["data"]["code"] == "interrupted"
@@ -142,7 +143,7 @@ def test_gunicorns_graceful_stop_saves_a_running_answer_as_interrupted(gunicorn_
     sender.send(type="send", message="Stuck", request_id="stuck")
     events = content_until(sender, "Half an answer")
     server.proc.send_signal(signal.SIGTERM)  # the master: gunicorn's graceful stop
-    events += sender.events_until("turn_end", timeout=30)
+    events += sender.events_until("turn_end", timeout=WAIT_SECONDS)
     sender.close()
     assert of_type(events, "error")[-1]["data"]["code"] == "interrupted"
     assert server.proc.wait(40) == 0, server.log()[-3000:]

@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 
 from numi.testing import ScriptedProvider
+from server_wait import WAIT_SECONDS
 
 MODELS = [{"id": "alpha-model"}, {"id": "beta-model"}, {"id": "gamma-model"}]
 
@@ -81,7 +82,7 @@ def test_a_stale_list_is_refreshed_in_the_background_of_a_page_view(
     page = sqlite_client.get("/").get_data(as_text=True)
     # The page did not wait for the provider: it shows the list as it was.
     assert "delta-model" not in page
-    wait_for_refreshes(sqlite_app, timeout=30)
+    wait_for_refreshes(sqlite_app, timeout=WAIT_SECONDS)
     assert [r.path for r in provider.listings] == ["/v1/models"]
     assert listed(sqlite_client, endpoint["id"])["models"][-1] == "delta-model"
     assert '<span class="picker-name">delta-model</span>' in sqlite_client.get("/").get_data(
@@ -89,7 +90,7 @@ def test_a_stale_list_is_refreshed_in_the_background_of_a_page_view(
     )
     # Fresh now: the next views ask nothing.
     sqlite_client.get("/")
-    wait_for_refreshes(sqlite_app, timeout=30)
+    wait_for_refreshes(sqlite_app, timeout=WAIT_SECONDS)
     assert len(provider.listings) == 1
 
 
@@ -112,7 +113,7 @@ def test_a_failed_refresh_keeps_the_list_and_says_why(sqlite_app, sqlite_client,
     make_stale(sqlite_app, endpoint["id"])
     provider.listings.clear()
     sqlite_client.get("/")
-    wait_for_refreshes(sqlite_app, timeout=30)
+    wait_for_refreshes(sqlite_app, timeout=WAIT_SECONDS)
     assert [r.path for r in provider.listings] == ["/v1/models"]
     assert listed(sqlite_client, endpoint["id"])["models"] == after["models"]
     note = html.escape(f"Model list not refreshed: {problem}")
