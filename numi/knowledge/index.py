@@ -203,6 +203,14 @@ def wait_for_indexing(app, timeout: float | None = None) -> None:
         raise TimeoutError(f"{len(running)} document(s) still indexing after {timeout} s: {where}")
 
 
+def stop_indexing(app, timeout: float | None = None) -> None:
+    """Stop the app's indexing jobs (for tests and a stopping process). A stopped document
+    keeps the state it reached; `ensure_indexed` starts it again later."""
+    jobs = services(app).document_jobs
+    gevent.killall([job for job in jobs.values() if not job.dead], timeout=timeout)
+    jobs.clear()
+
+
 def _waiting_at(job) -> str:
     """The innermost frames of a suspended greenlet that are Numi's own, as file:line."""
     package = str(Path(__file__).parents[1])
