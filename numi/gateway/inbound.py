@@ -41,6 +41,18 @@ class GatewayCall:
     stream: bool = False
     include_usage: bool = False
 
+    @property
+    def question(self) -> str:
+        """The text of the newest user message: what a project's documents are searched
+        for, as the page searches them for a chat's newest question."""
+        for message in reversed(self.messages):
+            if message["role"] == "user":
+                content = message["content"]
+                if isinstance(content, str):
+                    return content
+                return "\n\n".join(p["text"] for p in content if p.get("type") == "text")
+        return ""
+
 
 def _number(body: dict, name: str, low: float, high: float) -> float | None:
     value = body.get(name)

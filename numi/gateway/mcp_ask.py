@@ -6,7 +6,8 @@ with the key's name (as /v1's kept chats are) and runs no Numi tools; `chat_id`
 continues a chat this same key started, never another, so a client cannot run a chat's
 tools or read its approvals. The request waits for the turn's end on the chat's channel
 (no database transaction held meanwhile) up to ASK_WAIT_SECONDS; a turn still running
-then goes on, and the result says to read the chat later.
+then goes on, and the result says to read the chat later. An answered question counts on
+the Usage page under the key, as a /v1 call does.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..extensions import db, turn_manager
 from ..models import Chat, Message, User
 from .keys import Grant, allows_endpoint
 from .models import resolve
+from .threads import count_request
 
 # How long a call waits for its answer; past it the turn goes on and the chat keeps it.
 ASK_WAIT_SECONDS = 300.0
@@ -129,7 +131,7 @@ def ask(app: Flask, key: Grant, arguments: dict[str, Any]) -> tuple[str, dict[st
         ended, error = _wait(subscription, backlog, started.turn.id)
     finally:
         subscription.close()
-    return _result(chat_id, ended, error)
+    return _result(key, chat_id, ended, error)
 
 
 def _check_endpoint(key: Grant, endpoint_id: int | None) -> None:
@@ -165,13 +167,27 @@ def _wait(subscription: Any, backlog: list[dict], turn_id: str) -> tuple[bool, d
             return True, error
 
 
-def _result(chat_id: str, ended: bool, error: dict | None) -> tuple[str, dict[str, Any]]:
+def _result(
+    key: Grant, chat_id: str, ended: bool, error: dict | None
+) -> tuple[str, dict[str, Any]]:
     answer = db.session.execute(
         select(Message)
         .where(Message.chat_id == chat_id, Message.role == "assistant", Message.shown())
         .order_by(Message.id.desc())
         .limit(1)
     ).scalar_one_or_none()
+    if ended:
+        # The key's row on the Usage page, as a /v1 call's: the answer's tokens (none
+        # when the turn failed). A turn still running after the wait counts under its
+        # model only, with its answer.
+        answered = answer is not None and error is None
+        count_request(
+            key.user_id,
+            key.id,
+            answer.model if answered else None,
+            (answer.input_tokens, answer.output_tokens) if answered else (None, None),
+            chat_id,
+        )
     db.session.commit()
     text = (answer.content or "") if answer is not None and ended else ""
     result: dict[str, Any] = {

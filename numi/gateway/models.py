@@ -1,8 +1,9 @@
 """Model names a gateway client can use, and the routes each one stands for.
 
 - `<endpoint name>/<model id>`: that model, then the user's default fallbacks (Settings);
-- `project/<name>`: the project's default route and fallback chain, its instructions and
-  the memories a chat of that project would get;
+- `project/<name>`: the project's default route and fallback chain, its instructions, the
+  memories a chat of that project would get and the passages of its files that answer the
+  call's newest question (`add_project_documents`);
 - an alias of the user's (numi/gateway/aliases.py): its chain of routes;
 - a bare `<model id>` that one of the user's endpoints lists: the first such endpoint.
 
@@ -21,6 +22,7 @@ from ..agent.routes import Route, fallback_chain
 from ..chat import memories as memory_store
 from ..errors import NumiError
 from ..extensions import db
+from ..knowledge import retrieval
 from ..models import Endpoint, Project, User
 from .aliases import find_alias, list_aliases
 from .errors import GatewayError
@@ -241,3 +243,18 @@ def _project_system(user: User | None, project: Project) -> str | None:
         if kept:
             parts.append(memory_store.system_text(kept, project.name))
     return "\n\n".join(parts) or None
+
+
+def add_project_documents(user_id: int, resolved: Resolved, question: str) -> None:
+    """A project's call carries the passages of the project's files that answer its
+    question, after the project's instructions and memories, as a chat of the project
+    gets them in the page (numi/knowledge/retrieval.py: the same search, budget and
+    "Use documents")."""
+    if resolved.project_id is None:
+        return
+    project = db.session.get(Project, resolved.project_id)
+    found = retrieval.project_passages(user_id, project, question) if project else None
+    if found is not None:
+        resolved.project_system = "\n\n".join(
+            s for s in (resolved.project_system, retrieval.system_text(found)) if s
+        )

@@ -100,18 +100,37 @@ def record(
         _keep(user_id, key_id, key_name, call, answer, model_name, project_id) if keep else None
     )
     usage = answer.usage
+    count_request(
+        user_id,
+        key_id,
+        answer.route.model if answer.route else None,
+        (usage.input_tokens, usage.output_tokens) if usage else (None, None),
+        chat_id,
+    )
+    db.session.commit()
+    return chat_id
+
+
+def count_request(
+    user_id: int,
+    key_id: int,
+    model: str | None,
+    tokens: tuple[int | None, int | None],
+    chat_id: str | None,
+) -> None:
+    """One model request of a key (a /v1 call or MCP's `ask`) for the Usage page's rows
+    per key; the caller commits. With a `chat_id` its tokens are the chat's answer's too,
+    so the rows per model count them once, from the answer."""
     db.session.add(
         ApiRequest(
             user_id=user_id,
             key_id=key_id,
-            model=(answer.route.model if answer.route else None),
-            input_tokens=usage.input_tokens if usage else None,
-            output_tokens=usage.output_tokens if usage else None,
+            model=model,
+            input_tokens=tokens[0],
+            output_tokens=tokens[1],
             chat_id=chat_id,
         )
     )
-    db.session.commit()
-    return chat_id
 
 
 def _keep(

@@ -252,7 +252,13 @@ def project_attachment_ids(user_id: int, chat_id: str) -> list[int]:
 
 def chat_documents(user_id: int, chat_id: str) -> list[int]:
     """The documents a chat has: its attachments with text, and its project's files."""
-    ids = chat_attachment_ids(user_id, chat_id) + project_attachment_ids(user_id, chat_id)
+    return _with_text(
+        user_id, chat_attachment_ids(user_id, chat_id) + project_attachment_ids(user_id, chat_id)
+    )
+
+
+def _with_text(user_id: int, ids: list[int]) -> list[int]:
+    """Those of `ids` that are the user's and have text to search, in order, once each."""
     if not ids:
         return []
     with_text = set(
@@ -295,8 +301,27 @@ def chat_passages(user_id: int, chat_id: str, settings: dict[str, Any]) -> Found
     if use_documents(settings, project) != "auto":
         return None
     documents = chat_documents(user_id, chat_id)
-    question = newest_question(user_id, chat_id).strip() if documents else ""
-    if not question:
+    question = newest_question(user_id, chat_id) if documents else ""
+    return passages_for(user_id, question, documents, settings)
+
+
+def project_passages(user_id: int, project: Project, question: str) -> Found | None:
+    """The passages a request to the project carries that is in no chat yet (an API
+    client's call to `project/<name>`): as a new chat of the project would get them for
+    `question`, by the project's "Use documents". Scoped to the project's owner."""
+    if project.user_id != user_id or use_documents({}, project) != "auto":
+        return None
+    documents = _with_text(user_id, project_file_ids(user_id, project.id))
+    return passages_for(user_id, question if documents else "", documents, {})
+
+
+def passages_for(
+    user_id: int, question: str, documents: list[int], settings: dict[str, Any]
+) -> Found | None:
+    """The best passages of `documents` for `question` within the context's budget, but
+    those `settings` leave out; None when there are none (or no question)."""
+    question = question.strip()
+    if not documents or not question:
         return None
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     ensure_indexed(app, user_id, documents)  # a document not indexed yet joins later

@@ -41,7 +41,7 @@ from ..extensions import db
 from ..gateway import inbound, responses, threads
 from ..gateway.errors import GatewayError, anthropic_error, bad_body, openai_error, provider_status
 from ..gateway.keys import KEY_PREFIX, authenticate, require_use
-from ..gateway.models import listed_models, resolve, unknown_model
+from ..gateway.models import add_project_documents, listed_models, resolve, unknown_model
 from ..gateway.outbound import ChatCompletionsWriter, MessagesWriter
 from ..gateway.relay import Relay, estimate_tokens
 from ..gateway.spending import CallBudgets
@@ -218,6 +218,7 @@ def _ascii(text: str) -> str:
 def _answer(call: inbound.GatewayCall):
     grant = g.api_key
     resolved = resolve(grant.user_id, grant, call.model)
+    add_project_documents(grant.user_id, resolved, call.question)
     relay = Relay(current_app._get_current_object(), call, resolved)
     relay.check_size()
     budgets = CallBudgets(grant.user_id, resolved.project_id)

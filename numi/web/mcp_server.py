@@ -8,6 +8,14 @@ version is negotiated among HANDSHAKE_VERSIONS: the client's when Numi speaks it
 Numi's newest), `ping`, `tools/list` and `tools/call` (numi/gateway/mcp_tools.py); a
 notification or a response is taken with 202.
 
+A JSON-RPC batch (an array of messages) is taken in a session negotiated at 2025-03-26,
+the one version whose transport allowed batches (2025-06-18 removed them): its requests
+are answered in one array, in order (notifications and responses get no element; a batch
+of only those, 202), each counted against the key's rate, and `initialize` may not be in
+one. A batch in a session of another version, or an empty one, is refused as a whole with
+one JSON-RPC error; an element that is not a message gets its own error in the array, as
+JSON-RPC 2.0 answers an invalid batch.
+
 `initialize` answers with an `Mcp-Session-Id`: the key's id and the negotiated version,
 signed with the app's secret, so any process of a scale-out reads it and nothing is
 stored. Every later request must carry it (400 without, 404 for one that is not this
@@ -46,6 +54,8 @@ log = logging.getLogger(__name__)
 bp = Blueprint("mcp_server", __name__)
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+# The versions whose Streamable HTTP transport takes a JSON-RPC batch in one POST.
+BATCH_VERSIONS = ("2025-03-26",)
 SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"
 
@@ -70,12 +80,16 @@ class McpRefusal(Exception):
         self.retry_after = retry_after
 
 
+def _error_body(exc: McpRefusal, message_id: Any = None) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": message_id,
+        "error": {"code": exc.rpc_code, "message": exc.message, "data": {"code": exc.code}},
+    }
+
+
 def _error(exc: McpRefusal, message_id: Any = None) -> Response:
-    response = jsonify(
-        jsonrpc="2.0",
-        id=message_id,
-        error={"code": exc.rpc_code, "message": exc.message, "data": {"code": exc.code}},
-    )
+    response = jsonify(_error_body(exc, message_id))
     response.status_code = exc.status
     if exc.status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="numi"'
@@ -92,7 +106,8 @@ def _session_id(key: Grant, version: str) -> str:
     return _serializer().dumps({"k": key.id, "v": version})
 
 
-def _check_session(key: Grant) -> None:
+def _check_session(key: Grant) -> str:
+    """The version the request's session negotiated; refuses a missing or foreign one."""
     given = request.headers.get(SESSION_HEADER)
     if not given:
         raise McpRefusal(
@@ -120,6 +135,8 @@ def _check_session(key: Grant) -> None:
             f"Numi speaks MCP {', '.join(HANDSHAKE_VERSIONS)}, not {version!r}.",
             400,
         )
+    negotiated = session.get("v")
+    return negotiated if isinstance(negotiated, str) else HANDSHAKE_VERSIONS[-1]
 
 
 def _authorize() -> Grant:
@@ -168,7 +185,10 @@ def endpoint():
             )
             response.headers["Allow"] = "POST"
             return response
-        message = _message()
+        body = _body()
+        if isinstance(body, list):
+            return _batch(key, body)
+        message = _checked(body)
     except McpRefusal as exc:
         db.session.rollback()
         return _error(exc)
@@ -194,14 +214,14 @@ def endpoint():
     return jsonify(jsonrpc="2.0", id=message_id, result=result)
 
 
-def _message() -> dict[str, Any]:
-    """The one JSON-RPC message of the body, checked."""
+def _body() -> Any:
+    """The body's JSON: one message, or a batch of them (not checked yet)."""
     if request.mimetype != "application/json":
         raise McpRefusal(
             INVALID_REQUEST, "invalid_body", "Send the message as application/json.", 415
         )
     try:
-        message = decode_json(
+        return decode_json(
             request.get_data(cache=False),
             max_depth=current_app.config["NUMI_MAX_JSON_DEPTH"],
             subject="The message",
@@ -209,6 +229,10 @@ def _message() -> dict[str, Any]:
         )
     except NumiError as exc:
         raise McpRefusal(PARSE_ERROR, exc.code, exc.message, 400) from None
+
+
+def _checked(message: Any) -> dict[str, Any]:
+    """One JSON-RPC message, checked."""
     if (
         not isinstance(message, dict)
         or message.get("jsonrpc") != "2.0"
@@ -221,6 +245,60 @@ def _message() -> dict[str, Any]:
             400,
         )
     return message
+
+
+def _batch(key: Grant, batch: list[Any]) -> Response:
+    """A JSON-RPC batch, in a session whose version allows one: its answers, in order."""
+    if not batch:
+        raise McpRefusal(
+            INVALID_REQUEST, "invalid_batch", "A batch holds at least one message.", 400
+        )
+    version = _check_session(key)
+    if version not in BATCH_VERSIONS:
+        raise McpRefusal(
+            INVALID_REQUEST,
+            "mcp_batch_unsupported",
+            f"MCP {version} takes one message a POST: batches were part of "
+            f"{', '.join(BATCH_VERSIONS)} only. Send the messages one by one.",
+            400,
+        )
+    # Each request of a batch counts against the key's rate, as if sent alone (the POST
+    # itself was counted once).
+    requests = sum(1 for m in batch if isinstance(m, dict) and "method" in m and "id" in m)
+    try:
+        for _ in range(requests - 1):
+            services().api_windows.admit(key.id)
+    except GatewayError as exc:
+        raise McpRefusal(REFUSED, exc.code, exc.message, exc.status, exc.retry_after) from None
+    answers = [answer for answer in (_in_batch(key, m) for m in batch) if answer is not None]
+    if not answers:
+        return Response(status=202)  # only notifications and responses: nothing to say
+    return jsonify(answers)
+
+
+def _in_batch(key: Grant, raw: Any) -> dict[str, Any] | None:
+    """The answer to one message of a batch: a result or an error, or None (for a
+    notification or a response)."""
+    message_id = raw.get("id") if isinstance(raw, dict) else None
+    if isinstance(message_id, bool) or not isinstance(message_id, str | int):
+        message_id = None
+    try:
+        message = _checked(raw)
+        if "method" not in message or "id" not in message:
+            return None
+        if message_id is None:
+            raise McpRefusal(INVALID_REQUEST, "invalid_body", "A request's id is text or a number.")
+        if message["method"] == "initialize":
+            raise McpRefusal(
+                INVALID_REQUEST,
+                "mcp_initialize_in_batch",
+                "initialize may not be part of a batch: send it alone, first.",
+            )
+        result = _dispatch(key, message["method"], message.get("params"))
+    except McpRefusal as exc:
+        db.session.rollback()
+        return _error_body(exc, message_id)
+    return {"jsonrpc": "2.0", "id": message_id, "result": result}
 
 
 def _params(params: Any) -> dict[str, Any]:

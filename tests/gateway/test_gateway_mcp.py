@@ -109,6 +109,15 @@ def test_a_desktop_agent_asks_then_finds_and_reads_the_chat(gateway, scripted):
     # The turn ran through the engine: the page's API sees the same chat, marked with the key.
     status, chat = gateway.api.get(f"/api/session/{chat_id}")
     assert status == 200 and chat["api_key"] == "Claude Desktop"
+    # Both answers count under the key on the Usage page, as /v1 calls do, and once
+    # under their model.
+    status, usage = gateway.api.get("/api/usage?group=key&period=all")
+    assert status == 200, usage
+    row = next(r for r in usage["rows"] if r["label"] == "Claude Desktop")
+    assert (row["answers"], row["input_tokens"], row["output_tokens"]) == (2, 21, 7)
+    status, by_chat = gateway.api.get("/api/usage?group=chat&period=all")
+    [kept] = [r for r in by_chat["rows"] if r["key"] == chat_id]
+    assert (kept["answers"], kept["input_tokens"], kept["output_tokens"]) == (2, 21, 7)
 
 
 def test_a_key_lists_and_calls_only_the_tools_its_uses_allow(gateway):
