@@ -6,9 +6,10 @@ live card showed: `outputs` in order (`stream` text by stdout/stderr, `text` res
 stripped of terminal colours), and `files` the run created or changed in its folder (each
 kept as an attachment for download, or listed with its size past the limit).
 
-The model gets text only: streams and results capped together at NUMI_CODE_MAX_OUTPUT_CHARS
-(a flood keeps its start and says how much was cut), a line per image and table, never
-base64.
+The model reads text: streams and results capped together at NUMI_CODE_MAX_OUTPUT_CHARS
+(a flood keeps its start and says how much was cut), a line per image and table. A model
+that can see also gets the PNG and JPEG images themselves, downscaled, at request time
+(agent/tool_runner.shown_images, agent/context_window); the text never holds base64.
 """
 
 from __future__ import annotations
