@@ -241,7 +241,7 @@ def _masked(outputs: list[dict[str, Any]], secrets: list[str]) -> list[dict[str,
     if not secrets:
         return outputs
     for output in outputs:
-        for key in ("text", "traceback", "evalue", "html"):
+        for key in ("text", "traceback", "evalue", "html", "source"):
             if isinstance(output.get(key), str):
                 output[key] = mask_secrets(output[key], secrets)
     return outputs
