@@ -39,7 +39,16 @@ def server(live_server_factory):
     started.stop()
 
 
-def run_plot(server, scripted, *, kind: str, model: str) -> dict:
+def ask(server, chat: dict, message: str) -> list[dict]:
+    socket = Socket(server, chat["id"])
+    try:
+        socket.send(type="send", message=message)
+        return socket.events_until("turn_end", timeout=60)
+    finally:
+        socket.close()
+
+
+def run_plot(server, scripted, *, kind: str, model: str, chat_out: list | None = None) -> dict:
     """One turn whose answer draws the plot; the body of the request that followed it."""
     chat = make_chat(
         Api(server.url),
@@ -51,12 +60,9 @@ def run_plot(server, scripted, *, kind: str, model: str) -> dict:
     )
     scripted.enqueue(Scenario().tool_call("run_python", {"code": PLOT}))
     scripted.enqueue(Scenario().text("A red rectangle."))
-    socket = Socket(server, chat["id"])
-    try:
-        socket.send(type="send", message="plot it")
-        events = socket.events_until("turn_end", timeout=60)
-    finally:
-        socket.close()
+    events = ask(server, chat, "plot it")
+    if chat_out is not None:
+        chat_out.append(chat)
     [end] = [e["data"] for e in of_type(events, "tool_end")]
     assert end["ok"], end
     assert [o["type"] for o in end["display"]["outputs"]] == ["image", "stream"]
@@ -69,7 +75,8 @@ def side(data_url_or_b64: str) -> int:
 
 
 def test_a_vision_model_gets_the_plot_downscaled_on_openai_chat(server, scripted):
-    body = run_plot(server, scripted, kind="openai_chat", model="gpt-4o")
+    made: list[dict] = []
+    body = run_plot(server, scripted, kind="openai_chat", model="gpt-4o", chat_out=made)
     *_, call, result, images = body["messages"]
     assert call["role"] == "assistant" and call["tool_calls"]
     # The tool message keeps its text (the API takes no image there); the images follow it.
@@ -78,6 +85,13 @@ def test_a_vision_model_gets_the_plot_downscaled_on_openai_chat(server, scripted
     assert images["role"] == "user"
     [url] = [p["image_url"]["url"] for p in images["content"] if p["type"] == "image_url"]
     assert url.startswith("data:image/png;base64,") and side(url) == 768
+    # The next turn, read back from the database, still shows the model its plot.
+    scripted.enqueue(Scenario().text("Still red."))
+    ask(server, made[0], "and now?")
+    later = scripted.requests[-1].body["messages"]
+    roles = [m["role"] for m in later[-5:]]
+    assert roles == ["assistant", "tool", "user", "assistant", "user"], roles
+    assert later[-3]["content"][1]["image_url"]["url"] == url
 
 
 def test_a_text_only_model_gets_the_text_alone_on_openai_chat(server, scripted):
