@@ -755,6 +755,12 @@ SETTINGS: tuple[Setting, ...] = (
         "Largest file (or image) a `run_python` call keeps for download; a larger one is listed with its size only.",
     ),
     Setting(
+        "NUMI_CODE_IMAGE_MAX_SIDE",
+        768,
+        whole(64),
+        "Longer side, in pixels, of the `run_python` images a model that can see gets with the result (downscaled).",
+    ),
+    Setting(
         "NUMI_CODE_IDLE_MINUTES",
         15,
         number(),

@@ -26,10 +26,12 @@ from typing import Any
 
 from ..chat.attachments import (
     attachments_by_id,
+    image_bytes,
     is_image,
     message_attachment_ids,
     model_parts,
     owned_rows,
+    tool_image_ids,
 )
 from ..chat.compaction import Budget, compact
 from ..chat.context import (
@@ -109,6 +111,7 @@ class ContextWindow:
         self._overflow_retried = False
         self._trims_reported: set[str] = set()
         self._parts_cache: dict[tuple[int, bool], list[dict]] = {}
+        self._tool_images: dict[int, dict | None] = {}  # attachment id -> its image part
         self.tools_tokens = 0  # the raw estimate of the tools block (the agent sets it)
         self.tools_left_out = False  # this step's request fits its window only without them
         self.sent_estimate = 0  # the raw estimate of the last request built
@@ -437,8 +440,37 @@ class ContextWindow:
                 for i in ids:
                     parts.extend(self._parts_cache[(i, vision)])
                 message["content"] = parts
+            elif vision and message.get("role") == "tool":
+                message = self._with_tool_images(message)
             out.append(message)
         return out
+
+    def _with_tool_images(self, message: dict) -> dict:
+        """A tool result with the images its tool showed the user (run_python's plots),
+        downscaled to NUMI_CODE_IMAGE_MAX_SIDE, for a model that can see: the text is what
+        any other model gets, and an image that is gone is left out."""
+        ids = tool_image_ids(message.get("_content_parts"))
+        wanted = [i for i in ids if i not in self._tool_images]
+        if wanted:
+            data_dir = self.app.config["NUMI_DATA_DIR"]
+            rows = attachments_by_id(wanted)
+            for i in wanted:
+                row = rows.get(i)
+                part = None
+                if row is not None and row.user_id == self.request.user_id and is_image(row):
+                    try:
+                        mime, data = image_bytes(
+                            data_dir, row, self.app.config["NUMI_CODE_IMAGE_MAX_SIDE"]
+                        )
+                        part = {"type": "image", "mime": mime, "data": data}
+                    except (OSError, ValueError):  # gone from disk, or not an image after all
+                        part = None
+                self._tool_images[i] = part
+        images = [self._tool_images[i] for i in ids if self._tool_images.get(i)]
+        if not images:
+            return message
+        text = message.get("content") or ""
+        return {**message, "content": [{"type": "text", "text": text}, *images]}
 
 
 def _saved_count(messages: list[dict]) -> int:

@@ -23,10 +23,13 @@ from ..chat.context import ChatContextService, ChatMeta
 from ..turns.turn import Turn
 from .approvals import approval_policy, call_digest
 from .tools import Tool, ToolContext, ToolFailure, ToolResult
+from ..chat.attachments import TOOL_IMAGE
 
 log = logging.getLogger(__name__)
 
 MAX_TOOL_RESULT_CHARS = 100_000
+# Images of one result a model that can see gets (the card shows them all).
+MAX_IMAGES_FOR_MODEL = 4
 
 # A call's outcome: ok, the text the model reads, the error code, its duration in ms and
 # what its card shows besides the text (`display`, or None).
@@ -93,7 +96,13 @@ class ToolRunner:
                 saved_meta["error_code"] = code or "tool_error"
             if display is not None:
                 saved_meta["display"] = display
-            message = self.save(role="tool", tool_call_id=call.id, content=text, meta=saved_meta)
+            message = self.save(
+                role="tool",
+                tool_call_id=call.id,
+                content=text,
+                meta=saved_meta,
+                content_parts=shown_images(display) or None,
+            )
             self.turn.emit(
                 "message_saved", {"message_id": message.id, "role": "tool", "tool_call_id": call.id}
             )
@@ -262,3 +271,19 @@ class ToolRunner:
                 + f"\n{source.get('content') or ''}".rstrip()
             )
         return "\n\n".join(parts)
+
+
+def shown_images(display: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The raster images a card shows (its `outputs` of type image kept as attachments, as
+    run_python's plots), as the result's content parts: a model that can see gets them
+    with the text (agent/context_window.py), any other the text alone."""
+    outputs = display.get("outputs") if isinstance(display, dict) else None
+    ids = [
+        out["attachment_id"]
+        for out in outputs or ()
+        if isinstance(out, dict)
+        and out.get("type") == "image"
+        and out.get("mime") in ("image/png", "image/jpeg")
+        and isinstance(out.get("attachment_id"), int)
+    ]
+    return [{"type": TOOL_IMAGE, "id": i} for i in ids[:MAX_IMAGES_FOR_MODEL]]

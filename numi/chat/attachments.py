@@ -173,6 +173,21 @@ def message_attachment_ids(content_parts: Any) -> list[int]:
     ]
 
 
+# A tool result's content part naming an image the tool showed the user (run_python's
+# plots): a model that can see gets it downscaled with the result, any other the text only.
+# Not an `attachment` part: the result shows no chip for it, and it never counts as attached.
+TOOL_IMAGE = "tool_image"
+
+
+def tool_image_ids(content_parts: Any) -> list[int]:
+    """The images a tool result's content parts name for a model that can see."""
+    return [
+        p["id"]
+        for p in content_parts or ()
+        if isinstance(p, dict) and p.get("type") == TOOL_IMAGE and isinstance(p.get("id"), int)
+    ]
+
+
 def attachments_by_id(ids: list[int]) -> dict[int, Attachment]:
     if not ids:
         return {}

@@ -278,7 +278,8 @@ class ChatContextService:
         self._history = None
         if loaded is None:
             return
-        if message.get("_content_parts"):  # its attachments are counted on load
+        # Its attachments are counted on load (a tool result's images are not attachments).
+        if message_attachment_ids(message.get("_content_parts")):
             self._loaded = None
             return
         loaded.rows.append((message, _is_error_placeholder_values(message)))

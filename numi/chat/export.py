@@ -28,6 +28,7 @@ from ..errors import invalid
 from ..extensions import db
 from ..models import Attachment, Chat, Endpoint, Message, Project, utcnow
 from .chats import get_chat
+from .attachments import TOOL_IMAGE
 from .request_meta import REQUEST_PART, describe_request
 from .versions import load_tree
 
@@ -296,7 +297,8 @@ def flatten_content(message: Message, attachments: dict[int, Attachment]) -> tup
             )
             shown = url if isinstance(url, str) and not url.startswith("data:") else "inline image"
             lines.append(f"[image: {shown}]")
-        elif kind and kind != REQUEST_PART:  # (the request is the question's notice)
+        elif kind and kind not in (REQUEST_PART, TOOL_IMAGE):
+            # (the request is the question's notice; a tool's image is on its card)
             lines.append(f"[{kind}]")
     return "\n\n".join(texts), lines
 

@@ -348,10 +348,13 @@ def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 def _tool_result(message: dict[str, Any]) -> dict[str, Any]:
     content = message.get("content")
     text = tool_result_text(content)
+    # A tool result may carry images (run_python's plots, for a model that can see): the
+    # block then holds its text and image blocks.
+    images = [b for b in _user_blocks(content) if b["type"] == "image"]
     block: dict[str, Any] = {
         "type": "tool_result",
         "tool_use_id": message.get("tool_call_id"),
-        "content": text,
+        "content": [{"type": "text", "text": text or "(no output)"}, *images] if images else text,
     }
     if message.get("is_error"):
         block["is_error"] = True

@@ -69,7 +69,7 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
         messages: list[dict[str, Any]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
-        messages.extend(chat_message(message) for message in request.messages)
+        messages.extend(chat_messages(request.messages))
         body: dict[str, Any] = {
             "model": request.model,
             "messages": messages,
@@ -154,6 +154,34 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
         if had_tool_calls and reason in ("stop", "other"):
             reason = "tool_calls"
         yield Finish(reason, raw_reason, reasoning.envelope(request.model))
+
+
+def chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Internal messages in Chat Completions shape. A tool message carries text only, so
+    the images of a run of tool results (a plot run_python drew, for a model that can see)
+    follow it in one user message: between the results it would break their pairing."""
+    out: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+    for message in messages:
+        if message["role"] != "tool" and pending:
+            out.append({"role": "user", "content": pending})
+            pending = []
+        out.append(chat_message(message))
+        if message["role"] == "tool":
+            images = [p for p in iter_parts(message.get("content")) if p.get("type") == "image"]
+            if images:
+                pending.append(
+                    {
+                        "type": "text",
+                        "text": f"Images of tool result {message.get('tool_call_id')}:",
+                    }
+                )
+                pending.extend(
+                    {"type": "image_url", "image_url": {"url": image_data_url(p)}} for p in images
+                )
+    if pending:
+        out.append({"role": "user", "content": pending})
+    return out
 
 
 def chat_message(message: dict[str, Any]) -> dict[str, Any]:

@@ -170,7 +170,13 @@ def input_items(message: dict[str, Any]) -> list[dict[str, Any]]:
     role = message["role"]
     content = message.get("content")
     if role == "tool":
-        output = tool_result_text(content)
+        output: Any = tool_result_text(content)
+        images = [p for p in iter_parts(content) if p.get("type") == "image"]
+        if images:  # run_python's plots, for a model that can see: the output is a list
+            output = [{"type": "input_text", "text": output or "(no output)"}] + [
+                {"type": "input_image", "image_url": image_data_url(p), "detail": "auto"}
+                for p in images
+            ]
         return [
             {
                 "type": "function_call_output",

@@ -8,8 +8,11 @@ An upload is the user's (or a model's, or a stranger's) bytes served from this s
 origin, so a download must never become an active document here:
 - only raster images and PDFs keep their type and show inline (`?download=1` forces a
   download); everything else goes out as `attachment`, text as `text/plain` and the rest as
-  `application/octet-stream`: a `.js`, `.css`, `.html` or `.svg` is never served as script,
-  style or markup;
+  `application/octet-stream`: a `.js`, `.css`, `.html` or an uploaded `.svg` is never
+  served as script, style or markup;
+- an SVG a tool drew (run_python's, stored as `image/svg+xml`) keeps its type so that an
+  `<img>` can draw it (an image runs no script), yet still goes out as `attachment`: opened
+  directly it downloads, and the policy below would run none of its script anyway;
 - every download carries `nosniff` and `Content-Security-Policy: sandbox; default-src
   'none'`, so even a file opened directly runs nothing and loads nothing.
 """
@@ -30,6 +33,7 @@ bp = Blueprint("attachments", __name__, url_prefix="/api")
 
 DOWNLOAD_CSP = "sandbox; default-src 'none'"
 INLINE_TYPES = (*store.IMAGE_TYPES, "application/pdf")  # never SVG: it can carry script
+SVG = "image/svg+xml"
 
 
 @bp.post("/upload")
@@ -82,7 +86,7 @@ def download(attachment_id: int):
 def served_type(mime: str) -> str:
     """The Content-Type a download goes out with: images and PDF as they are, any text
     (scripts, styles, HTML, SVG that was stored as text) as plain text, the rest as bytes."""
-    if mime in INLINE_TYPES:
+    if mime in INLINE_TYPES or mime == SVG:
         return mime
     if mime.startswith("text/") or mime == "application/json":
         return "text/plain"  # send_file adds "; charset=utf-8" to text types itself

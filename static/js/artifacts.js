@@ -76,8 +76,10 @@ function renderVersions() {
 }
 
 function open(button) {
-  const block = button.closest(".code-block");
-  const message = block.closest("[data-message-id]");
+  // An answer's code block, or a run_python output with script (its tool card): the latter
+  // has no versions to walk, and is not counted among the answer's artifacts.
+  const block = button.closest(".code-block, .code-sandboxed");
+  const message = block.classList.contains("code-block") && block.closest("[data-message-id]");
   const messageId = message ? parseInt(message.getAttribute("data-message-id"), 10) : null;
   current = {opener: button, messageId, index: blockIndex(block), versions: null, n: 1};
   panel().hidden = false;

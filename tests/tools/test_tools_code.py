@@ -204,7 +204,10 @@ def test_images_tables_and_files_are_kept_and_sanitised(server, scripted, chats)
     for table in tables:
         assert "<table" in table["html"] and "<script" not in table["html"]
     assert [table["script_removed"] for table in tables] == [False, True]
-    assert "script was removed" in outputs
+    # The hostile one is offered whole to the artifact sandbox, as escaped text on the page.
+    assert "source" not in tables[0] and "onmouseover=alert(6)" in tables[1]["source"]
+    assert "runs script: shown here without it" in outputs
+    assert "onmouseover=alert(6)" in outputs and "Run output" in outputs
     # The exports keep it: the JSON export the card's display, the Markdown its description.
     exported = json.loads(fetch(server, f"/api/session/{chat['id']}/export?fmt=json")[1])
     assert f'"attachment_id": {image["attachment_id"]}' in json.dumps(exported)

@@ -241,7 +241,7 @@ def _masked(outputs: list[dict[str, Any]], secrets: list[str]) -> list[dict[str,
     if not secrets:
         return outputs
     for output in outputs:
-        for key in ("text", "traceback", "evalue", "html"):
+        for key in ("text", "traceback", "evalue", "html", "source"):
             if isinstance(output.get(key), str):
                 output[key] = mask_secrets(output[key], secrets)
     return outputs
@@ -253,7 +253,8 @@ RUN_PYTHON = Tool(
         "Run Python code in this chat's Jupyter (IPython) kernel; the user approves each run "
         "unless the chat says otherwise. Variables and imports persist between calls. "
         "stdout/stderr, the last expression's value, errors, plots and tables are shown to "
-        "the user; you get their text (images are described). Files written in the working "
+        "the user; you get their text (images are described, and shown to you when you can see "
+        "images). Files written in the working "
         "folder are offered to the user for download; the chat's attached files are in "
         "./attachments/. The network may be off."
     ),

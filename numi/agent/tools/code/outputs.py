@@ -2,13 +2,15 @@
 
 The card's `display` is saved in the result's meta, so a reload and an export show what the
 live card showed: `outputs` in order (`stream` text by stdout/stderr, `text` results,
-`image`s kept as the user's attachments, `html` sanitised, `error`s with their traceback
+`image`s kept as the user's attachments, `html` sanitised (with its `source` when it
+carries script, to run in the artifact sandbox on request), `error`s with their traceback
 stripped of terminal colours), and `files` the run created or changed in its folder (each
 kept as an attachment for download, or listed with its size past the limit).
 
-The model gets text only: streams and results capped together at NUMI_CODE_MAX_OUTPUT_CHARS
-(a flood keeps its start and says how much was cut), a line per image and table, never
-base64.
+The model reads text: streams and results capped together at NUMI_CODE_MAX_OUTPUT_CHARS
+(a flood keeps its start and says how much was cut), a line per image and table. A model
+that can see also gets the PNG and JPEG images themselves, downscaled, at request time
+(agent/tool_runner.shown_images, agent/context_window); the text never holds base64.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ def carries_script(html: str) -> bool:
 
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/svg+xml")
+# The largest HTML output with script kept whole for the artifact sandbox (it is saved in
+# the result's meta and drawn into the page as escaped text); a larger one is shown sanitised.
+MAX_SANDBOXED_CHARS = 200_000
 MAX_FILES_LISTED = 50
 MAX_FILES_SCANNED = 5000
 SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", ".ipynb_checkpoints"}
@@ -126,9 +131,15 @@ class Collected:
             html = sanitize(data["text/html"])
             kept = self._text_room(html)
             if kept == html:
-                # Script never runs on the page: the card says it was taken out.
-                scripted = carries_script(data["text/html"])
-                self.outputs.append({"type": "html", "html": html, "script_removed": scripted})
+                # Script never runs on the page: the card shows the sanitised HTML, and offers
+                # the whole document to run in the artifact sandbox (an opaque-origin frame).
+                raw = data["text/html"]
+                output: dict[str, Any] = {"type": "html", "html": html, "script_removed": False}
+                if carries_script(raw):
+                    output["script_removed"] = True
+                    if len(raw) <= MAX_SANDBOXED_CHARS:
+                        output["source"] = raw
+                self.outputs.append(output)
             else:
                 self.outputs.append({"type": "text", "text": self._text_room(described)})
             # A DataFrame's text form is what the model reads.
