@@ -114,6 +114,7 @@ on("htmx:wsConfigSend", (event) => {
   p.timezone = Intl.DateTimeFormat().resolvedOptions().timeZone;
   p.tz_offset = -new Date().getTimezoneOffset();
   p.attachments = [].concat(p.attachments === undefined ? [] : p.attachments).map((id) => parseInt(id, 10));
+  if (Numi.exempt?.size) p.exempt = [...Numi.exempt];  // the panel's "send as is once"
   delete event.detail.headers;
   $("composer-feedback").textContent = "";
   if (document.body.getAttribute("data-connection") !== "open") {
@@ -131,7 +132,10 @@ on("htmx:wsAfterMessage", () => {
   const feedback = $("composer-feedback"), accepted = feedback?.getAttribute("data-accepted");
   if (accepted) {
     feedback.removeAttribute("data-accepted");
-    if (accepted === sent?.request_id) { release(); clearComposer(); }
+    if (accepted === sent?.request_id) {
+      if (sent.exempt) { Numi.exempt?.clear(); Numi.showExempt?.(); }  // once: the next is redacted
+      release(); clearComposer();
+    }
     outbox(outbox().filter((m) => m.request_id !== accepted));
     showOutbox();
   } else if (feedback?.getAttribute("data-code") && sent) {

@@ -1,12 +1,18 @@
 """Real headless Chromium, desktop and phone (light and dark): the context panel marks what
 the privacy gateway will replace before the request leaves, and the endpoint's Edit form
-shows its privacy settings (issue 41). axe-core finds no serious problem; screenshots are
+shows its privacy settings (issue 41); a mark pressed goes out as it is in the next send
+only. axe-core finds no serious problem; screenshots are
 saved under tmp_path."""
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from playwright.sync_api import expect
+
+from numi.testing import Scenario
+from page_support import send
 from turn_support import make_chat
 
 pytestmark = pytest.mark.browser
@@ -70,4 +76,54 @@ def test_the_panel_marks_what_will_be_replaced_and_the_form_sets_it(
     _, listed = api.get("/api/endpoints")
     (saved,) = [e for e in listed["endpoints"] if e["id"] == endpoint]
     assert saved["redaction"]["words"] == [{"text": "Jane Roe", "label": "CLIENT"}]
+    assert page.errors == []
+
+
+def request_with(scripted, question: str) -> str:
+    """The answer's request that carried `question` (not a title's), as sent."""
+    bodies = [json.dumps(r.body) for r in scripted.requests]
+    [body] = [b for b in bodies if question in b and "Our support address is" in b]
+    return body
+
+
+@pytest.mark.parametrize("size, scheme", LOOKS, ids=IDS)
+def test_a_mark_pressed_in_the_panel_goes_out_as_is_in_the_next_send_only(
+    open_page_on, site, api, scripted, shot, size, scheme
+):
+    support = f"help-{size}@example.org"
+    chat = make_chat(
+        api,
+        scripted,
+        name=f"exempt-{size}",
+        settings={
+            "system_prompt": f"Our support address is {support}; yours is jane.roe@example.com."
+        },
+    )
+    endpoint = chat["endpoint"]["id"]
+    assert (
+        api.call("PATCH", f"/api/endpoints/{endpoint}", {"redaction": {"enabled": True}})[0] == 200
+    )
+    page = open_page_on(site, size, scheme, f"/c/{chat['id']}")
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    page.locator("#context-gauge .gauge-button").click()
+    part = page.locator("#context-panel .context-part[data-kind=system_prompt]")
+    part.locator("summary").click()
+    toggle = part.locator(".redact-exempt", has_text=support)
+    toggle.click()
+    expect(toggle).to_have_attribute("aria-pressed", "true")
+    expect(part.locator("mark.redact.exempt")).to_have_count(1)
+    shot(page, f"privacy-exempt-{size}-{scheme}")
+    assert serious(page, "#context-panel") == []
+    if size == "phone":
+        page.locator("#context-panel-close").click()  # the panel covers the composer
+
+    scripted.enqueue(Scenario().text("Noted."), Scenario().text("Again."))
+    send(page, "Who do I write to?")
+    expect(page.locator(".msg-assistant .msg-body", has_text="Noted.")).to_be_visible()
+    first = request_with(scripted, "Who do I write to?")
+    assert support in first and "jane.roe@example.com" not in first
+    send(page, "And after that?")
+    expect(page.locator(".msg-assistant .msg-body", has_text="Again.")).to_be_visible()
+    second = request_with(scripted, "And after that?")
+    assert support not in second and "jane.roe@example.com" not in second  # once only
     assert page.errors == []

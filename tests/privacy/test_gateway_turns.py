@@ -237,3 +237,40 @@ def test_a_compaction_summary_request_leaves_redacted_and_its_summary_is_restore
     assert leaked(scripted.requests[-1].body) == []
     assert "[EMAIL_1]" in json.dumps(scripted.requests[-1].body)
     assert checkpoint["summary"] == f"The user asked to mail {EMAIL} twice."
+
+
+@pytest.mark.parametrize("kind", ["openai_chat", "anthropic"])
+def test_a_value_sent_as_is_once_is_redacted_again_in_the_next_request(
+    server, api, scripted, sockets, kind
+):
+    chat = make_chat(api, scripted, kind=kind, name=f"exempt-{kind}")
+    status, _ = api.call(
+        "PATCH", f"/api/endpoints/{chat['endpoint']['id']}", {"redaction": {"enabled": True}}
+    )
+    assert status == 200
+    support = "Support@Example.org"  # exempted as the panel marked it, matched in any case
+    ws = sockets(chat["id"])
+    scripted.enqueue(Scenario().text("Noted."))
+    ws.send(
+        type="send",
+        message=f"Write to {support.lower()}, not {EMAIL}.",
+        exempt=[support],
+        request_id=f"exempt-{kind}-1",
+    )
+    assert of_type(ws.events_until("turn_end"), "done")
+    once = json.dumps(scripted.requests[-1].body)
+    assert support.lower() in once  # let through, this once
+    assert EMAIL not in once and "[EMAIL_1]" in once  # the other address still replaced
+
+    scripted.enqueue(Scenario().text("Again."))
+    ws.send(type="send", message="And once more.", request_id=f"exempt-{kind}-2")
+    assert of_type(ws.events_until("turn_end"), "done")
+    after = json.dumps(scripted.requests[-1].body)
+    # Not remembered: the history's copy of it is replaced now, by a placeholder of its own.
+    assert support.lower() not in after and EMAIL not in after
+    assert {"[EMAIL_1]", "[EMAIL_2]"} <= set(re.findall(r"\[EMAIL_\d+\]", after))
+    assert api.history(chat["id"])[0]["content"] == f"Write to {support.lower()}, not {EMAIL}."
+
+    ws.send(type="send", message="Bad.", exempt="everything", request_id=f"exempt-{kind}-3")
+    [refusal] = of_type(ws.events_until("error"), "error")
+    assert refusal["data"]["code"] == "invalid_exempt"
