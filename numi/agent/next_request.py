@@ -15,7 +15,7 @@ provider. Parts, in the order the model reads them:
 - `summary`: the compaction summary the request starts with;
 - `history`: the messages included, and those omitted (by the history budget) and left
   out (by the user), each with its count;
-- `attachments`: the files the included messages carry;
+- `attachments`: the files the included messages carry, each with its text;
 - `tools`: the tool schemas.
 """
 
@@ -29,7 +29,9 @@ from typing import Any
 from ..chat.attachments import attachments_by_id, message_attachment_ids, text_sizes
 from ..chat.context import ChatContextService, estimate_tokens, message_chars
 from ..chat.leave_out import left_out_count, left_out_messages
+from ..chat.redactions import ON_THE_HUB_CHARS
 from ..chat.usage import cache_discount, model_prices
+from ..cpu_pool import run_cpu
 from ..errors import NumiError
 from ..models import Chat, Endpoint
 from ..providers.capabilities import listed_capabilities
@@ -50,6 +52,8 @@ PART_KINDS = (
     "tools",
 )
 _FRAMING = 4  # tokens of framing per message, as estimate_tokens counts them
+# The characters of an attached file's text the panel shows (its marks beyond are counted).
+PANEL_TEXT_CHARS = 20_000
 
 
 def describe(
@@ -137,6 +141,9 @@ def describe(
     )
     if detail and endpoint is not None:
         info["redaction"] = _mark_redactions(parts, endpoint)
+    for item in parts[-2]["items"]:  # files: their beginning is shown, all of it was checked
+        item["chars"] = len(item["text"] or "")
+        item["text"] = (item["text"] or "")[:PANEL_TEXT_CHARS] if detail else None
     if endpoint is not None and included:
         info["cache"] = _expected_cache(chat, endpoint, tokens)
     return info
@@ -173,22 +180,33 @@ def _mark_redactions(parts: list[dict[str, Any]], endpoint: Endpoint) -> dict[st
         return {"enabled": False, "items": 0, "by_label": {}}
     total: Counter[str] = Counter()
 
-    def mark(holder: dict[str, Any], counts: Counter[str]) -> None:
-        text = holder.get("text") or ""
-        spans = matches(text, rules)
+    def mark(holder: dict[str, Any], counts: Counter[str], key: str = "text") -> None:
+        text = holder.get(key) or ""
+        # A long text (an attached book) is searched in the CPU pool, off the hub.
+        spans = (
+            run_cpu(matches, text, rules) if len(text) > ON_THE_HUB_CHARS else matches(text, rules)
+        )
         if not spans:
             return
         segments, last = [], 0
         for start, end, label in spans:
-            segments += [[text[last:start], None], [text[start:end], label]]
             counts[label] += 1
-            last = end
-        holder["segments"] = [*segments, [text[last:], None]]
+            if start < PANEL_TEXT_CHARS:  # the panel shows a text's beginning; all is counted
+                segments += [[text[last:start], None], [text[start:end], label]]
+                last = end
+        tail = text[last:PANEL_TEXT_CHARS] if last < PANEL_TEXT_CHARS else ""
+        holder["segments" if key == "text" else f"{key}_segments"] = [*segments, [tail, None]]
 
     for part in parts:
         counts: Counter[str] = Counter()
-        for holder in part.get("messages") or [part]:
-            mark(holder, counts)
+        if part["kind"] == "attachments":
+            # Each file's name and text, as the request carries them (document parts).
+            for item in part["items"]:
+                mark(item, counts, "name")
+                mark(item, counts)
+        else:
+            for holder in part.get("messages") or [part]:
+                mark(holder, counts)
         part["redacted"] = dict(counts)
         total += counts
     return {"enabled": True, "items": sum(total.values()), "by_label": dict(total)}
@@ -300,6 +318,8 @@ def _attachments_part(
             "name": rows[i].filename,
             "mime": rows[i].mime,
             "tokens": cal.apply(sizes.get(i, 0) // 4),
+            # The text the request carries (None: an image, or a file the model cannot read).
+            "text": rows[i].extracted_text,
         }
         for i in ids
         if i in rows

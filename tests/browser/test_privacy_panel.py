@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from numi.testing import Scenario
 from page_support import send
-from turn_support import make_chat
+from turn_support import Socket, make_chat, upload_attachment
 
 pytestmark = pytest.mark.browser
 
@@ -126,4 +126,38 @@ def test_a_mark_pressed_in_the_panel_goes_out_as_is_in_the_next_send_only(
     expect(page.locator(".msg-assistant .msg-body", has_text="Again.")).to_be_visible()
     second = request_with(scripted, "And after that?")
     assert support not in second and "jane.roe@example.com" not in second  # once only
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size, scheme", LOOKS, ids=IDS)
+def test_the_panel_marks_an_attached_files_text(
+    open_page_on, site, api, scripted, shot, size, scheme
+):
+    chat = make_chat(api, scripted, name=f"attached-{size}")
+    endpoint = chat["endpoint"]["id"]
+    assert (
+        api.call("PATCH", f"/api/endpoints/{endpoint}", {"redaction": {"enabled": True}})[0] == 200
+    )
+    text = "Invoice\nPay DE89 3704 0044 0532 0130 00 by Friday.\nQuestions: billing@example.com\n"
+    attachment = upload_attachment(site.url, "invoice.txt", text.encode(), "text/plain", site.token)
+    scripted.enqueue(Scenario().text("Read."))
+    ws = Socket(site, chat["id"])
+    try:
+        ws.send(type="send", message="Read this.", attachments=[attachment], request_id="att-b")
+        ws.events_until("turn_end")
+    finally:
+        ws.close()
+    page = open_page_on(site, size, scheme, f"/c/{chat['id']}")
+    page.locator("#context-gauge .gauge-button").click()
+    part = page.locator("#context-panel .context-part[data-kind=attachments]")
+    expect(part.locator("summary")).to_contain_text("2 to replace")
+    part.locator("summary").click()
+    marks = part.locator(".context-file mark.redact")
+    assert marks.evaluate_all("m => m.map(x => [x.dataset.label, x.textContent])") == [
+        ["IBAN", "DE89 3704 0044 0532 0130 00"],
+        ["EMAIL", "billing@example.com"],
+    ]
+    part.scroll_into_view_if_needed()
+    shot(page, f"privacy-attachment-{size}-{scheme}")
+    assert serious(page, "#context-panel") == []
     assert page.errors == []

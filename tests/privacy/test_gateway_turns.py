@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.request
 
 import pytest
 
@@ -274,3 +275,46 @@ def test_a_value_sent_as_is_once_is_redacted_again_in_the_next_request(
     ws.send(type="send", message="Bad.", exempt="everything", request_id=f"exempt-{kind}-3")
     [refusal] = of_type(ws.events_until("error"), "error")
     assert refusal["data"]["code"] == "invalid_exempt"
+
+
+def panel_html(server, api, chat_id: str) -> str:
+    """The context panel as the page loads it (HTMX), on the live server."""
+    request = urllib.request.Request(
+        f"{server.url}/c/{chat_id}/context_panel", headers={"HX-Request": "true", **api.auth}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.read().decode()
+
+
+def test_the_panel_marks_what_an_attached_files_name_and_text_will_have_replaced(
+    server, api, scripted, sockets
+):
+    chat = make_chat(api, scripted, name="attached-private")
+    status, _ = api.call(
+        "PATCH",
+        f"/api/endpoints/{chat['endpoint']['id']}",
+        {"redaction": {"enabled": True, "words": [{"text": "Acme", "label": "CLIENT"}]}},
+    )
+    assert status == 200
+    attachment = upload_attachment(
+        server.url,
+        "Acme contract.txt",
+        f"Pay <b>{IBAN}</b>, then mail {EMAIL}.\n".encode(),
+        "text/plain",
+        server.token,
+    )
+    scripted.enqueue(Scenario().text("Read it."))
+    ws = sockets(chat["id"])
+    ws.send(type="send", message="See the file.", attachments=[attachment], request_id="att-1")
+    assert of_type(ws.events_until("turn_end"), "done")
+    assert leaked(scripted.requests[-1].body) == []
+
+    html = panel_html(server, api, chat["id"])
+    start = html.index('data-kind="attachments"')
+    part = html[start : html.index("</li>\n    \n", start)]
+    assert "3 to replace" in part  # the name's word, the IBAN and the address
+    for label, value in (("CLIENT", "Acme"), ("IBAN", IBAN), ("EMAIL", EMAIL)):
+        assert f'<mark class="redact" data-label="{label}">' in part
+        assert f'data-value="{value}"' in part
+    assert "&lt;b&gt;" in part and "<b>" not in part  # the file's text escaped
+    assert 'class="redacted-inline"' in part  # the name marked within its line
