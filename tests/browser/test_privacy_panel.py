@@ -1,7 +1,8 @@
 """Real headless Chromium, desktop and phone (light and dark): the context panel marks what
 the privacy gateway will replace before the request leaves, and the endpoint's Edit form
 shows its privacy settings (issue 41); a mark pressed goes out as it is in the next send
-only. axe-core finds no serious problem; screenshots are
+only; attached files' text is marked too, and each part says whether the prompt cache
+serves it. axe-core finds no serious problem; screenshots are
 saved under tmp_path."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from playwright.sync_api import expect
 
 from numi.testing import Scenario
 from page_support import send
-from turn_support import Socket, make_chat, upload_attachment
+from turn_support import Socket, make_chat, run_turn, upload_attachment
 
 pytestmark = pytest.mark.browser
 
@@ -159,5 +160,34 @@ def test_the_panel_marks_an_attached_files_text(
     ]
     part.scroll_into_view_if_needed()
     shot(page, f"privacy-attachment-{size}-{scheme}")
+    assert serious(page, "#context-panel") == []
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size, scheme", LOOKS, ids=IDS)
+def test_the_panel_says_per_part_what_the_prompt_cache_serves(
+    open_page_on, site, api, scripted, shot, size, scheme
+):
+    chat = make_chat(
+        api,
+        scripted,
+        kind="anthropic",
+        model="claude-cached",
+        name=f"cached-{size}",
+        settings={"system_prompt": "Be brief. " * 50},
+    )
+    for turn in (1, 2):
+        scripted.enqueue(Scenario().text(f"Answer {turn}. " * 20).usage(None, 40))
+        run_turn(site, chat["id"], f"Question {turn}?")
+    [answer] = [m for m in api.history(chat["id"]) if m["role"] == "assistant"][-1:]
+    cached = answer["meta"]["usage"]["cached_input_tokens"]
+    assert cached > 0
+    page = open_page_on(site, size, scheme, f"/c/{chat['id']}")
+    page.locator("#context-gauge .gauge-button").click()
+    expect(page.locator("#context-cache")).to_contain_text(f"read {cached:,} tokens from it")
+    system = page.locator("#context-panel .context-part[data-kind=system_prompt] .part-cache")
+    expect(system).to_have_attribute("data-expected", "true")
+    expect(system).to_contain_text("read last time")
+    shot(page.locator("#context-panel"), f"cache-parts-{size}-{scheme}")
     assert serious(page, "#context-panel") == []
     assert page.errors == []

@@ -206,6 +206,20 @@ def test_anthropic_requests_ask_for_the_cache_and_answers_show_what_it_saved(
     # Within a rounding step: the product multiplies by (1 - 0.9), a hair under 0.1.
     expected = info["estimated_tokens"] / 1e6 * 3 * 0.1
     assert info["cache"]["estimated_cost"] == pytest.approx(expected, abs=1e-6)
+    # Per part: each is expected from the cache, and the last answer's cached tokens lie
+    # over them in the order Anthropic reads them: the tools, the system prompt, the rest.
+    assert info["cache"]["last_served_tokens"] == cached
+    _, context = api.get(f"/api/session/{chat['id']}/context")
+    parts = {part["kind"]: part for part in context["parts"]}
+    assert all(part["cache"]["expected"] == (part["tokens"] > 0) for part in parts.values())
+    served = {kind: part["cache"]["served_tokens"] for kind, part in parts.items()}
+    assert sum(served.values()) == cached
+    assert served["tools"] == parts["tools"]["tokens"] > 0  # first in the prefix, read whole
+    html = panel_html(server, api, chat["id"])
+    assert html.count('class="part-cache" data-expected="true"') == sum(
+        1 for part in parts.values() if part["tokens"]
+    )
+    assert f"The last answer's request read {cached:,} tokens from it." in html
     _, usage = api.get("/api/usage?group=model&period=today")
     (row,) = [r for r in usage["rows"] if r["key"] == "claude-cached"]
     assert row["cached_tokens"] == cached  # turn 1 wrote the cache, turn 2 read it
