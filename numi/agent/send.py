@@ -107,6 +107,8 @@ def _exempt(value: Any) -> tuple[str, ...]:
     once"): a list of up to MAX_EXEMPT texts, each as the panel marked it."""
     if value in (None, ""):
         return ()
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        value = list(dict.fromkeys(value))  # a value marked in several places, pressed once
     if (
         not isinstance(value, list)
         or len(value) > MAX_EXEMPT
@@ -117,7 +119,7 @@ def _exempt(value: Any) -> tuple[str, ...]:
             f"{MAX_EXEMPT_CHARS} characters.",
             "invalid_exempt",
         )
-    return tuple(dict.fromkeys(value))
+    return tuple(value)
 
 
 def _timezone(value: Any) -> str | None:

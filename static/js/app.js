@@ -394,8 +394,3 @@ on("click", (event) => {
   if (!back) target.tabIndex = -1;
   target.focus({preventScroll: true});
 });
-
-// A time zone field (a budget's period) left empty starts as the browser's own zone.
-on("htmx:load", (event) => event.detail.elt.querySelectorAll?.("input[data-browser-timezone]").forEach((input) => {
-  if (!input.value) input.value = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
-}));

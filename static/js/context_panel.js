@@ -72,30 +72,3 @@ document.addEventListener("htmx:afterSwap", (event) => {
   }
   openKinds = null;
 });
-
-// "Send as is once": a marked value pressed in the panel goes out unredacted in the next
-// send only (composer.js adds `Numi.exempt` to it and empties it once the send is taken).
-// Keyed by the value whatever its case, as the gateway's placeholders are; every mark of
-// the same value follows, after a reload of the panel too.
-window.Numi.exempt = new Set();
-const exemptKey = (button) => button.getAttribute("data-value").toLowerCase();
-function showExempt(root) {
-  root.querySelectorAll?.(".redact-exempt").forEach((button) => {
-    const on = [...window.Numi.exempt].some((v) => v.toLowerCase() === exemptKey(button));
-    button.setAttribute("aria-pressed", on ? "true" : "false");
-    button.closest("mark")?.classList.toggle("exempt", on);
-  });
-}
-window.Numi.showExempt = () => panel() && showExempt(panel());
-document.addEventListener("click", (event) => {
-  const button = event.target.closest?.("#context-panel .redact-exempt");
-  if (!button) return;
-  const key = exemptKey(button), exempt = window.Numi.exempt;
-  const held = [...exempt].find((v) => v.toLowerCase() === key);
-  if (held !== undefined) exempt.delete(held);
-  else exempt.add(button.getAttribute("data-value"));
-  showExempt(panel());
-});
-document.addEventListener("htmx:afterSwap", (event) => {
-  if (event.detail?.target?.id === "context-panel") showExempt(panel());
-});
