@@ -13,6 +13,7 @@ CODE = re.compile(r"^[a-z][a-z0-9_]*$")
 # Calls whose code argument is a literal: (name, position of the code).
 CODE_ARGUMENT = {
     "NumiError": 0,
+    "BudgetExceeded": 0,  # budget_ledger's refusal, carrying its budget for the history
     "GatewayError": 0,
     "ProviderError": 0,
     "StreamError": 0,

@@ -46,7 +46,12 @@ class BudgetHold:
         for index, route in enumerate(routes):
             try:
                 self.reservation = budget_ledger.reserve(
-                    req.user_id, req.chat_id, project_id, [(route.endpoint_id, route.model)], tokens
+                    req.user_id,
+                    req.chat_id,
+                    project_id,
+                    [(route.endpoint_id, route.model)],
+                    tokens,
+                    rerouted=index + 1 < len(routes),
                 )
             except NumiError as exc:
                 first_error = first_error or exc

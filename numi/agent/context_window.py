@@ -120,8 +120,8 @@ class ContextWindow:
         self._system: tuple[dict[str, Any], str] | None = None  # (settings, prompt) of this step
         self.passages: tuple[dict[str, Any], ...] = ()  # the documents part's, of that prompt
         # The chat's privacy gateway: every request of the turn leaves through it (the turn's
-        # steps, a compaction's summary, the title).
-        self.privacy = ChatGateway(self.request.chat_id)
+        # steps, a compaction's summary, the title), less what the send let through once.
+        self.privacy = ChatGateway(self.request.chat_id, self.request.options.get("exempt", ()))
 
     def check_attachments(self, route: Route) -> None:
         """Refuse, before the question is saved, attachments that vanished or images for a

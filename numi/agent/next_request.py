@@ -15,7 +15,7 @@ provider. Parts, in the order the model reads them:
 - `summary`: the compaction summary the request starts with;
 - `history`: the messages included, and those omitted (by the history budget) and left
   out (by the user), each with its count;
-- `attachments`: the files the included messages carry;
+- `attachments`: the files the included messages carry, each with its text;
 - `tools`: the tool schemas.
 """
 
@@ -26,12 +26,17 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import select
+
 from ..chat.attachments import attachments_by_id, message_attachment_ids, text_sizes
 from ..chat.context import ChatContextService, estimate_tokens, message_chars
 from ..chat.leave_out import left_out_count, left_out_messages
+from ..chat.redactions import ON_THE_HUB_CHARS
 from ..chat.usage import cache_discount, model_prices
+from ..cpu_pool import run_cpu
 from ..errors import NumiError
-from ..models import Chat, Endpoint
+from ..extensions import db
+from ..models import Chat, Endpoint, Message
 from ..providers.capabilities import listed_capabilities
 from ..redaction.placeholders import matches
 from ..redaction.rules import rules_for
@@ -50,6 +55,8 @@ PART_KINDS = (
     "tools",
 )
 _FRAMING = 4  # tokens of framing per message, as estimate_tokens counts them
+# The characters of an attached file's text the panel shows (its marks beyond are counted).
+PANEL_TEXT_CHARS = 20_000
 
 
 def describe(
@@ -137,8 +144,11 @@ def describe(
     )
     if detail and endpoint is not None:
         info["redaction"] = _mark_redactions(parts, endpoint)
+    for item in parts[-2]["items"]:  # files: their beginning is shown, all of it was checked
+        item["chars"] = len(item["text"] or "")
+        item["text"] = (item["text"] or "")[:PANEL_TEXT_CHARS] if detail else None
     if endpoint is not None and included:
-        info["cache"] = _expected_cache(chat, endpoint, tokens)
+        info["cache"] = _expected_cache(chat, endpoint, parts, tokens)
     return info
 
 
@@ -146,22 +156,66 @@ def describe(
 OPENAI_CACHE_MIN_TOKENS = 1024
 
 
-def _expected_cache(chat: Chat, endpoint: Endpoint, tokens: int) -> dict[str, Any] | None:
-    """What of the next request should be read from the provider's cache: all of what it
-    carries now (the last request wrote it, up to its end), but not the question still to
-    be typed; and its input price with the cache discount. None when nothing is expected
-    (caching off for the endpoint, or a prefix too short for automatic caching)."""
+# The order a provider reads a request in, for its prefix cache: the tools first (Anthropic
+# renders them before the system prompt; OpenAI's cached prefix includes them), then the
+# system context, the summary and the history, whose attachments are in its messages.
+CACHE_ORDER = ("tools", *(kind for kind in PART_KINDS if kind != "tools"))
+# Parts built anew for each question: the passages found for it. The prefix a cache can
+# serve ends before the first of them.
+PER_QUESTION = frozenset({"documents"})
+
+
+def _expected_cache(
+    chat: Chat, endpoint: Endpoint, parts: list[dict[str, Any]], tokens: int
+) -> dict[str, Any] | None:
+    """What of the next request should be read from the provider's cache, part by part:
+    each part up to the first one built anew for the question (the last request wrote
+    them), but not the question still to be typed; and its input price with the cache
+    discount. Each part gets `cache`: `expected` (read from the cache next time) and
+    `served_tokens` (of the last answer's cached tokens, laid over the parts in the order
+    the provider reads them: an estimate). None when nothing is expected (caching off for
+    the endpoint, or a prefix too short for automatic caching)."""
     if endpoint.kind == "anthropic":
         if endpoint.settings.get("prompt_caching", True) is False:
             return None
     elif tokens < OPENAI_CACHE_MIN_TOKENS:
         return None
+    served = last_cached_tokens(chat.id)
+    remaining, stable, expected = served or 0, True, 0
+    for part in sorted(parts, key=lambda p: _cache_position(p["kind"])):
+        stable = stable and part["kind"] not in PER_QUESTION
+        part_tokens = part["tokens"]
+        taken = min(part_tokens, remaining) if stable else 0
+        remaining -= taken
+        part["cache"] = {
+            "expected": stable and part_tokens > 0,
+            "served_tokens": taken if served is not None else None,
+        }
+        expected += part_tokens if stable else 0
+    # The parts are counted apart and rounded: a request cached whole is its own estimate.
+    expected = tokens if stable else min(expected, tokens)
     price = model_prices(chat.user_id).get(chat.model or "")
     cost = None
     if price is not None:
         discount = cache_discount(chat.model or "")
-        cost = round(tokens / 1e6 * price.input_per_mtok * (1 - discount), 6)
-    return {"expected_tokens": tokens, "estimated_cost": cost}
+        full = tokens - expected
+        cost = round((expected * (1 - discount) + full) / 1e6 * price.input_per_mtok, 6)
+    return {"expected_tokens": expected, "estimated_cost": cost, "last_served_tokens": served}
+
+
+def _cache_position(kind: str) -> int:
+    return CACHE_ORDER.index(kind) if kind in CACHE_ORDER else len(CACHE_ORDER)
+
+
+def last_cached_tokens(chat_id: str) -> int | None:
+    """The input tokens the chat's last answer read from the provider's cache (None: no
+    answer yet, or its provider reported none)."""
+    return db.session.execute(
+        select(Message.cached_tokens)
+        .where(Message.chat_id == chat_id, Message.role == "assistant")
+        .order_by(Message.id.desc())
+        .limit(1)
+    ).scalar()
 
 
 def _mark_redactions(parts: list[dict[str, Any]], endpoint: Endpoint) -> dict[str, Any]:
@@ -173,22 +227,33 @@ def _mark_redactions(parts: list[dict[str, Any]], endpoint: Endpoint) -> dict[st
         return {"enabled": False, "items": 0, "by_label": {}}
     total: Counter[str] = Counter()
 
-    def mark(holder: dict[str, Any], counts: Counter[str]) -> None:
-        text = holder.get("text") or ""
-        spans = matches(text, rules)
+    def mark(holder: dict[str, Any], counts: Counter[str], key: str = "text") -> None:
+        text = holder.get(key) or ""
+        # A long text (an attached book) is searched in the CPU pool, off the hub.
+        spans = (
+            run_cpu(matches, text, rules) if len(text) > ON_THE_HUB_CHARS else matches(text, rules)
+        )
         if not spans:
             return
         segments, last = [], 0
         for start, end, label in spans:
-            segments += [[text[last:start], None], [text[start:end], label]]
             counts[label] += 1
-            last = end
-        holder["segments"] = [*segments, [text[last:], None]]
+            if start < PANEL_TEXT_CHARS:  # the panel shows a text's beginning; all is counted
+                segments += [[text[last:start], None], [text[start:end], label]]
+                last = end
+        tail = text[last:PANEL_TEXT_CHARS] if last < PANEL_TEXT_CHARS else ""
+        holder["segments" if key == "text" else f"{key}_segments"] = [*segments, [tail, None]]
 
     for part in parts:
         counts: Counter[str] = Counter()
-        for holder in part.get("messages") or [part]:
-            mark(holder, counts)
+        if part["kind"] == "attachments":
+            # Each file's name and text, as the request carries them (document parts).
+            for item in part["items"]:
+                mark(item, counts, "name")
+                mark(item, counts)
+        else:
+            for holder in part.get("messages") or [part]:
+                mark(holder, counts)
         part["redacted"] = dict(counts)
         total += counts
     return {"enabled": True, "items": sum(total.values()), "by_label": dict(total)}
@@ -300,6 +365,8 @@ def _attachments_part(
             "name": rows[i].filename,
             "mime": rows[i].mime,
             "tokens": cal.apply(sizes.get(i, 0) // 4),
+            # The text the request carries (None: an image, or a file the model cannot read).
+            "text": rows[i].extracted_text,
         }
         for i in ids
         if i in rows

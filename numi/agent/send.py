@@ -44,6 +44,8 @@ class Send:
     flags: dict[str, bool] = field(default_factory=dict)
     # Research mode (`"mode": "research"`): the run's budget; None: an ordinary answer.
     research: ResearchBudget | None = None
+    # Values the privacy gateway lets through as they are, in this send's requests only.
+    exempt: tuple[str, ...] = ()
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any], config: Any) -> Send:
@@ -74,6 +76,7 @@ class Send:
             tz_offset=_tz_offset(payload.get("tz_offset")),
             flags=request_flags(payload),
             research=research,
+            exempt=_exempt(payload.get("exempt")),
         )
 
     @property
@@ -93,6 +96,30 @@ def _research_fields(payload: dict[str, Any]) -> Any:
         for name in RESEARCH_FIELDS
         if payload.get("research_" + name) not in (None, "")
     }
+
+
+MAX_EXEMPT = 20
+MAX_EXEMPT_CHARS = 500
+
+
+def _exempt(value: Any) -> tuple[str, ...]:
+    """The values a send lets through unredacted this once (the context panel's "Send as is
+    once"): a list of up to MAX_EXEMPT texts, each as the panel marked it."""
+    if value in (None, ""):
+        return ()
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        value = list(dict.fromkeys(value))  # a value marked in several places, pressed once
+    if (
+        not isinstance(value, list)
+        or len(value) > MAX_EXEMPT
+        or not all(isinstance(v, str) and 0 < len(v) <= MAX_EXEMPT_CHARS for v in value)
+    ):
+        raise invalid(
+            f"exempt must be a list of at most {MAX_EXEMPT} texts of at most "
+            f"{MAX_EXEMPT_CHARS} characters.",
+            "invalid_exempt",
+        )
+    return tuple(value)
 
 
 def _timezone(value: Any) -> str | None:

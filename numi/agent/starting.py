@@ -67,6 +67,8 @@ def begin_turn(
     if checked.compare is not None:
         options["compare"] = checked.compare
     request_id = send.request_id
+    if send.exempt:
+        options["exempt"] = list(send.exempt)  # this turn's requests only: never stored
     if send.research is not None:
         options["research"] = send.research.to_dict()
         # A research run is found again by its question's request_id after a restart.

@@ -7,21 +7,28 @@ one sees the others' reservations, so together they overshoot a hard cap by at m
 turn's estimate (PostgreSQL re-reads the row after a concurrent commit; SQLite writes one
 at a time). The turn settles its real usage at its end, again in one short transaction;
 nothing is held while the provider streams.
+
+What a period spent is kept when the next one starts, with the sends each budget refused
+or moved to another route of their chain (`budget_periods`): the Usage page's history.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import case, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
 
 from ..errors import NumiError
 from ..extensions import db
-from ..models import Budget, Chat, Endpoint, Message, ModelPrice, Project, utcnow
+from ..models import Budget, BudgetPeriod, Chat, Endpoint, Message, ModelPrice, Project, utcnow
 from .token_estimate import text_tokens
+
+log = logging.getLogger(__name__)
 
 PERIOD_WORDS = {"day": "today's", "week": "this week's", "month": "this month's"}
 
@@ -64,14 +71,23 @@ def describe(budget: Budget) -> str:
     return f"{PERIOD_WORDS[budget.period]} budget for {scope_label(budget)}"
 
 
-def budget_exceeded(budget: Budget, resets_at: datetime) -> NumiError:
+class BudgetExceeded(NumiError):
+    """A `budget_exceeded` refusal, carrying its budget and period for the budget's history."""
+
+    budget_id: int
+    period_start: datetime
+
+
+def budget_exceeded(budget: Budget, period_start: datetime, resets_at: datetime) -> BudgetExceeded:
     """The refusal of a send whose budget's hard cap is reached: which budget, and when it resets."""
-    return NumiError(
+    error = BudgetExceeded(
         "budget_exceeded",
         f"The hard cap of {describe(budget)} is reached; nothing was sent. "
         f"It resets at {resets_at.isoformat(timespec='minutes')} UTC.",
         429,
     )
+    error.budget_id, error.period_start = budget.id, period_start
+    return error
 
 
 def unpriced(models: list[str]) -> NumiError:
@@ -153,11 +169,15 @@ def reserve(
     project_id: int | None,
     routes: list[tuple[int, str]],
     tokens: tuple[int, int],
+    *,
+    rerouted: bool = False,
 ) -> Reservation | None:
     """Reserve a turn's estimate on each budget that applies, all or none, in one short
     transaction: once per (endpoint_id, model) in `routes` (a compare turn's lanes; else
     one). Raises `budget_exceeded` (a hard cap reached) or `budget_unpriced` (a money
-    budget and a model without a price); None when no budget applies."""
+    budget and a model without a price); None when no budget applies. A refusal counts in
+    the refusing budget's history as a send refused, or with `rerouted` (the caller tries
+    the next route of a chain) as one moved to another route."""
     budgets = applicable(user_id, project_id, *[endpoint for endpoint, _ in routes])
     if not budgets:
         db.session.commit()
@@ -175,12 +195,15 @@ def reserve(
                 raise unpriced([m for _, m in lanes if prices[m] is None])
             start, end = period_bounds(budget.period, budget.timezone, now)
             if budget.period_start != start:
-                # A new period: what the last one spent and held is its own.
-                db.session.execute(
+                # A new period: what the last one spent and held is its own, and is kept.
+                ended, ended_spent = budget.period_start, budget.spent
+                turned = db.session.execute(
                     update(Budget)
-                    .where(Budget.id == budget.id, Budget.period_start == budget.period_start)
+                    .where(Budget.id == budget.id, Budget.period_start == ended)
                     .values(period_start=start, spent=0.0, reserved=0.0)
                 )
+                if turned.rowcount == 1:
+                    _add_to_period(budget.id, ended, spent=ended_spent)
             estimate = sum(amount(budget, prices[m], *tokens) for _, m in lanes)
             under_cap = (
                 True
@@ -193,13 +216,66 @@ def reserve(
                 .values(reserved=Budget.reserved + estimate)
             )
             if taken.rowcount != 1:
-                raise budget_exceeded(budget, end)
+                raise budget_exceeded(budget, start, end)
             held.held.append((budget.id, start, estimate))
+        db.session.commit()
+    except Exception as exc:
+        db.session.rollback()
+        if isinstance(exc, BudgetExceeded):
+            _note_refusal(exc, rerouted)
+        raise
+    return held
+
+
+def _add_to_period(
+    budget_id: int,
+    start: datetime,
+    *,
+    spent: float | None = None,
+    refused: int = 0,
+    rerouted: int = 0,
+) -> None:
+    """Add to a period's row of a budget's history (made if it is the period's first), in
+    the caller's transaction; a row another process made meanwhile is added to instead."""
+    values: dict = {}
+    if spent is not None:
+        values["spent"] = spent
+    if refused:
+        values["refused"] = BudgetPeriod.refused + refused
+    if rerouted:
+        values["rerouted"] = BudgetPeriod.rerouted + rerouted
+    where = (BudgetPeriod.budget_id == budget_id, BudgetPeriod.period_start == start)
+    if db.session.execute(update(BudgetPeriod).where(*where).values(**values)).rowcount:
+        return
+    try:
+        with db.session.begin_nested():
+            db.session.add(
+                BudgetPeriod(
+                    budget_id=budget_id,
+                    period_start=start,
+                    spent=spent or 0.0,
+                    refused=refused,
+                    rerouted=rerouted,
+                )
+            )
+    except IntegrityError:
+        db.session.execute(update(BudgetPeriod).where(*where).values(**values))
+
+
+def _note_refusal(refusal: BudgetExceeded, rerouted: bool) -> None:
+    """Count a refusal in its budget's history, in a short transaction of its own. The
+    refusal stands if this fails (the budget deleted meanwhile, the database gone)."""
+    try:
+        _add_to_period(
+            refusal.budget_id,
+            refusal.period_start,
+            refused=0 if rerouted else 1,
+            rerouted=1 if rerouted else 0,
+        )
         db.session.commit()
     except Exception:
         db.session.rollback()
-        raise
-    return held
+        log.exception("budget %s: a refusal could not be noted", refusal.budget_id)
 
 
 def settle(reservation: Reservation) -> None:

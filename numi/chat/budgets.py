@@ -16,7 +16,7 @@ from sqlalchemy import select
 from ..endpoints import get_endpoint
 from ..errors import NotFound, NumiError, invalid
 from ..extensions import db
-from ..models import Budget, Chat, ModelPrice, get_owned, utcnow
+from ..models import Budget, BudgetPeriod, Chat, ModelPrice, get_owned, utcnow
 from .budget_ledger import applicable, describe, period_bounds, scope_label, unpriced
 from .projects import chosen_project
 
@@ -206,6 +206,56 @@ def state(budget: Budget, now: datetime | None = None) -> dict[str, Any]:
         "user_id": budget.user_id,
         "set_by_admin": budget.managed_by is not None,
     }
+
+
+HISTORY_PERIODS = 12
+
+
+def shown(user_id: int) -> list[dict[str, Any]]:
+    """The user's budgets with their state and history, as the API and Usage show them."""
+    return [{**state(b), "history": history(b)} for b in list_budgets(user_id)]
+
+
+def history(budget: Budget, now: datetime | None = None) -> list[dict[str, Any]]:
+    """A budget's last periods, the current one first: what each spent, and how many sends
+    it refused or moved to another route of their fallback chain."""
+    start, _ = period_bounds(budget.period, budget.timezone, now or utcnow())
+    rows = {
+        row.period_start: row
+        for row in db.session.execute(
+            select(BudgetPeriod)
+            .where(BudgetPeriod.budget_id == budget.id)
+            .order_by(BudgetPeriod.period_start.desc())
+            .limit(HISTORY_PERIODS)
+        ).scalars()
+    }
+    current = budget.spent if budget.period_start == start else 0.0
+    periods = []
+    for period_start in sorted({start, *rows}, reverse=True)[:HISTORY_PERIODS]:
+        row = rows.get(period_start)
+        # The current period's spending is the budget's own, kept up to date; an ended
+        # period's was written into its row when the next began.
+        spent = current if period_start == start else (row.spent if row else 0.0)
+        periods.append(
+            {
+                "period_start": period_start.isoformat() + "Z",
+                "label": _period_label(budget, period_start),
+                "current": period_start == start,
+                "spent": round(spent, 6),
+                "refused": row.refused if row is not None else 0,
+                "rerouted": row.rerouted if row is not None else 0,
+            }
+        )
+    return periods
+
+
+def _period_label(budget: Budget, period_start: datetime) -> str:
+    """A period in the budget's time zone: "6 Dec 2026", "Week of 30 Nov 2026", "Dec 2026"."""
+    local = period_start.replace(tzinfo=ZoneInfo("UTC")).astimezone(ZoneInfo(budget.timezone))
+    if budget.period == "month":
+        return local.strftime("%b %Y")
+    day = f"{local.day} {local.strftime('%b %Y')}"
+    return f"Week of {day}" if budget.period == "week" else day
 
 
 def warnings(user_id: int, project_id: int | None, endpoint_id: int | None) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select
@@ -24,6 +25,7 @@ from ..extensions import db
 from ..models import RedactedValue
 from ..providers.events import ChatRequest
 from ..redaction import Placeholders, RedactionRules, redact_request
+from ..redaction.placeholders import exempt_keys
 from ..redaction.request import RestoringStream
 
 log = logging.getLogger(__name__)
@@ -56,8 +58,11 @@ def placeholders_of(chat_id: str) -> Placeholders:
 class ChatGateway:
     """One chat's gateway for one turn (or one lane of it)."""
 
-    def __init__(self, chat_id: str):
+    def __init__(self, chat_id: str, exempt: Iterable[str] = ()):
         self.chat_id = chat_id
+        # Values the user let through as they are for this turn's requests only (the
+        # context panel's "Send as is once"): nothing of it is stored.
+        self.exempt = exempt_keys(exempt)
         self._placeholders: Placeholders | None = None
         # What the last request that left carried replaced, by label (the answer's meta).
         self.counts: Counter[str] = Counter()
@@ -75,9 +80,9 @@ class ChatGateway:
             if _chars(request) > ON_THE_HUB_CHARS:
                 # About 0.1 ms per KB: a long history goes to the CPU pool, the hub serves
                 # other streams meanwhile.
-                redacted = run_cpu(redact_request, request, rules, placeholders)
+                redacted = run_cpu(redact_request, request, rules, placeholders, self.exempt)
             else:
-                redacted = redact_request(request, rules, placeholders)
+                redacted = redact_request(request, rules, placeholders, self.exempt)
             if not placeholders.added or self._store(placeholders.added):
                 placeholders.added.clear()
                 break

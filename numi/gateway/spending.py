@@ -44,6 +44,7 @@ class CallBudgets:
                     self.project_id,
                     [(route.endpoint_id, route.model)],
                     tokens,
+                    rerouted=index + 1 < len(routes),
                 )
             except NumiError as exc:
                 first_error = first_error or exc

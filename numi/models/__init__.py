@@ -11,7 +11,7 @@ table is registered on the metadata, and `from numi.models import Chat` is the o
 """
 
 from .accounts import ApiToken, LoginFailure, SpentSignInLink, User
-from .budgets import Budget
+from .budgets import Budget, BudgetPeriod
 from .chats import (
     Chat,
     ChatTag,
@@ -42,6 +42,7 @@ __all__ = [
     "ApiToken",
     "Attachment",
     "Budget",
+    "BudgetPeriod",
     "Chat",
     "ChatTag",
     "Checkpoint",

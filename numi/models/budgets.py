@@ -5,14 +5,15 @@ turns of the current period settled; `reserved` is what running turns hold: a tu
 reserves its estimate with a conditional UPDATE before anything leaves and settles its real
 usage at its end (numi/chat/budgets.py). `period_start` is the start of the current period
 in the budget's time zone, stored as naive UTC like every time; a reservation made after
-it ends starts the next period (spent and reserved back to zero).
+it ends starts the next period (spent and reserved back to zero), and the period that
+ended is kept in `budget_periods` for the Usage page's history.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Float, ForeignKey, Integer, String
+from sqlalchemy import Float, ForeignKey, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import db
@@ -40,3 +41,19 @@ class Budget(db.Model):
     # administrator may change or remove it. NULL: the user's own.
     managed_by: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class BudgetPeriod(db.Model):
+    """A budget's history, one row per period that had something to tell: what it spent
+    (written when the next period starts; the current period's is the budget's `spent`),
+    and how many sends it refused or moved to another route of their fallback chain."""
+
+    __tablename__ = "budget_periods"
+    __table_args__ = (UniqueConstraint("budget_id", "period_start"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    budget_id: Mapped[int] = mapped_column(ForeignKey("budgets.id", ondelete="CASCADE"))
+    period_start: Mapped[datetime] = mapped_column()
+    spent: Mapped[float] = mapped_column(Float, default=0.0)
+    refused: Mapped[int] = mapped_column(Integer, default=0)
+    rerouted: Mapped[int] = mapped_column(Integer, default=0)

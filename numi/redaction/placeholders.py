@@ -60,11 +60,22 @@ def _key(value: str) -> str:
     return value.casefold()
 
 
+def exempt_keys(values: Iterable[str]) -> frozenset[str]:
+    """Values the user let through as they are for one request, as `redact_text` compares
+    them (whatever their case, as placeholders do)."""
+    return frozenset(_key(value) for value in values)
+
+
 def redact_text(
-    text: str, rules: RedactionRules, placeholders: Placeholders, counts: Counter[str]
+    text: str,
+    rules: RedactionRules,
+    placeholders: Placeholders,
+    counts: Counter[str],
+    exempt: frozenset[str] = frozenset(),
 ) -> str:
     """`text` with every match of `rules` replaced by its placeholder; `counts` gains one
-    per replaced item, by label."""
+    per replaced item, by label. A match whose value is in `exempt` (`exempt_keys`) stays
+    as it is, and gets no placeholder."""
     if not text:
         return text
     for detector in rules.detectors:
@@ -74,6 +85,8 @@ def redact_text(
             value = text[start:end]
             if "[" in value and PLACEHOLDER.search(value):
                 continue  # a placeholder an earlier rule made
+            if exempt and _key(value) in exempt:
+                continue  # the user let it through, for this request only
             label = _label(detector, value)
             counts[label] += 1
             parts.append(text[last:start])

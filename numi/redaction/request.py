@@ -31,13 +31,17 @@ class Redacted:
 
 
 def redact_request(
-    request: ChatRequest, rules: RedactionRules, placeholders: Placeholders
+    request: ChatRequest,
+    rules: RedactionRules,
+    placeholders: Placeholders,
+    exempt: frozenset[str] = frozenset(),
 ) -> Redacted:
-    """A copy of `request` with every text redacted (the original is left as it is)."""
+    """A copy of `request` with every text redacted (the original is left as it is), but
+    for the values in `exempt` (`exempt_keys`: what the user let through this once)."""
     counts: Counter[str] = Counter()
 
     def text(value: str) -> str:
-        return redact_text(value, rules, placeholders, counts)
+        return redact_text(value, rules, placeholders, counts, exempt)
 
     # The system context first: its values get the low numbers, request after request.
     system = text(request.system) if request.system else request.system

@@ -12,6 +12,8 @@ from __future__ import annotations
 from flask import Blueprint, g, jsonify, redirect, render_template, request, url_for
 
 from ..chat import budgets, usage
+from ..chat.projects import list_projects
+from ..endpoints import list_endpoints
 from .inputs import request_data
 from .request_kind import is_htmx
 
@@ -29,6 +31,16 @@ def _report() -> usage.UsageReport:
     )
 
 
+def section_context(user_id: int) -> dict:
+    """What the budgets section shows (its forms are numi/web/budgets.py): the budgets with
+    their state and history, and what a budget may be for."""
+    return {
+        "budgets": budgets.shown(user_id),
+        "budget_projects": list_projects(user_id),
+        "budget_endpoints": list_endpoints(user_id),
+    }
+
+
 def _page_context(report: usage.UsageReport, **extra) -> dict:
     prices = usage.model_prices(g.user.id)
     models = sorted(set(usage.used_models(g.user.id)) | set(prices))
@@ -37,7 +49,7 @@ def _page_context(report: usage.UsageReport, **extra) -> dict:
         "prices": prices,
         "price_models": models,
         "periods": usage.PERIODS,
-        "budgets": [budgets.state(b) for b in budgets.list_budgets(g.user.id)],
+        **section_context(g.user.id),
         **extra,
     }
 
@@ -48,6 +60,11 @@ def usage_page():
     if is_htmx() and request.headers.get("HX-Target") == "usage-report":
         return render_template("partials/_usage_report.html", report=report)
     return render_template("usage.html", **_page_context(report))
+
+
+def usage_page_with(status: int, **extra):
+    """The whole Usage page with `extra` (a refused budget form's error, without scripts)."""
+    return render_template("usage.html", **_page_context(_report(), **extra)), status
 
 
 @bp.post("/usage/prices")

@@ -1,7 +1,7 @@
 // The composer keeps text and chips until the server accepts the send (#composer-feedback),
 // keeps a draft per chat, grows, and uploads files. File names are untrusted: textContent.
 
-const Numi = window.Numi, {$, on} = Numi;
+const Numi = window.Numi, {$, on, all} = Numi;
 let sent = null, sentTimer = null;  // a send not yet answered
 const form = () => $("composer"), input = () => $("composer-input"), chips = () => $("composer-attachments");
 // Drafts and the outbox are kept per chat in localStorage; it may refuse (private mode,
@@ -114,6 +114,8 @@ on("htmx:wsConfigSend", (event) => {
   p.timezone = Intl.DateTimeFormat().resolvedOptions().timeZone;
   p.tz_offset = -new Date().getTimezoneOffset();
   p.attachments = [].concat(p.attachments === undefined ? [] : p.attachments).map((id) => parseInt(id, 10));
+  const asIs = all("[aria-pressed=true].redact-exempt").map((b) => b.dataset.value);
+  if (asIs.length) p.exempt = asIs;
   delete event.detail.headers;
   $("composer-feedback").textContent = "";
   if (document.body.getAttribute("data-connection") !== "open") {
@@ -131,7 +133,7 @@ on("htmx:wsAfterMessage", () => {
   const feedback = $("composer-feedback"), accepted = feedback?.getAttribute("data-accepted");
   if (accepted) {
     feedback.removeAttribute("data-accepted");
-    if (accepted === sent?.request_id) { release(); clearComposer(); }
+    if (accepted === sent?.request_id) { all(".redact-exempt").forEach((b) => b.ariaPressed = false); release(); clearComposer(); }
     outbox(outbox().filter((m) => m.request_id !== accepted));
     showOutbox();
   } else if (feedback?.getAttribute("data-code") && sent) {
@@ -264,4 +266,10 @@ on("DOMContentLoaded", () => {
   if (!form()) return;
   try { if (localStorage.getItem(HINT)) hideHint(); } catch (e) { /* private mode */ }
   restoreDraft(); showOutbox(); grow();
+});
+
+// Send as is once: a press toggles each mark of its value, sent as `exempt`.
+on("click", (e) => {
+  const b = Numi.hit(e, ".redact-exempt"), v = (m) => m.dataset.value.toLowerCase(), to = b?.ariaPressed !== "true";
+  if (b) all(".redact-exempt").forEach((m) => v(m) === v(b) && (m.ariaPressed = to));
 });

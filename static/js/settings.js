@@ -5,3 +5,10 @@ document.addEventListener("change", (event) => {
   document.documentElement.setAttribute("data-theme", radio.value);
   document.querySelector("meta[name=color-scheme]")?.setAttribute("content", radio.value === "system" ? "light dark" : radio.value);
 });
+
+// Usage → Budgets: a time zone field left empty starts as the browser's own zone.
+const fillZones = (root) => root.querySelectorAll?.("input[data-browser-timezone]").forEach((input) => {
+  if (!input.value) input.value = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
+});
+fillZones(document);
+document.addEventListener("htmx:load", (event) => fillZones(event.detail.elt));

@@ -134,3 +134,86 @@ def test_an_admin_sets_a_users_budget_which_only_an_admin_changes(
     assert [b["hard_cap"] for b in listed] == [1000]
     assert admin_client.delete(f"/api/budgets/{budget['id']}").status_code == 200
     assert budgets_of(client_a) == []
+
+
+HX = {"HX-Request": "true"}
+FORM = {
+    "applies_to": "user",
+    "budget_period": "month",
+    "unit": "tokens",
+    "soft_cap": "800",
+    "hard_cap": "1000",
+    "timezone": "Europe/Berlin",
+}
+
+
+def test_the_usage_pages_forms_add_edit_and_delete_a_budget(client_a):
+    endpoint_id = add_endpoint(client_a)
+    added = client_a.post(
+        "/usage/budgets", data={**FORM, "applies_to": f"endpoint:{endpoint_id}"}, headers=HX
+    )
+    assert added.status_code == 200
+    html = added.get_data(as_text=True)
+    assert html.lstrip().startswith('<section class="usage-budgets" id="usage-budgets"')
+    assert "This month&#39;s budget for OpenRouter" in html
+    [budget] = budgets_of(client_a)
+    assert (budget["scope"], budget["endpoint_id"], budget["timezone"]) == (
+        "endpoint",
+        endpoint_id,
+        "Europe/Berlin",
+    )
+    assert budget["history"][0]["current"] and budget["history"][0]["spent"] == 0
+
+    edited = client_a.post(
+        f"/usage/budgets/{budget['id']}",
+        data={**FORM, "budget_period": "week", "soft_cap": "", "hard_cap": "50"},
+        headers=HX,
+    )
+    assert edited.status_code == 200
+    [budget] = budgets_of(client_a)
+    assert (budget["scope"], budget["period"], budget["soft_cap"], budget["hard_cap"]) == (
+        "user",
+        "week",
+        None,
+        50,
+    )
+    assert budget["history"][0]["label"].startswith("Week of ")
+
+    deleted = client_a.post(f"/usage/budgets/{budget['id']}/delete", headers=HX)
+    assert deleted.status_code == 200 and "No budgets yet." in deleted.get_data(as_text=True)
+    assert budgets_of(client_a) == []
+    # Without HTMX a form goes back to the page.
+    plain = client_a.post("/usage/budgets", data=FORM)
+    assert plain.status_code == 303 and plain.headers["Location"].endswith("/usage")
+
+
+def test_a_refused_form_shows_its_error_in_the_form_and_changes_nothing(client_a, client_b):
+    kept = client_a.post("/api/budgets", json=TOKENS).get_json()
+    before = budgets_of(client_a)
+    foreign = add_endpoint(client_b, "Theirs")
+    for change, code in [
+        ({"soft_cap": "1200"}, "invalid_budget_cap"),
+        ({"hard_cap": "0", "soft_cap": ""}, "invalid_budget_cap"),
+        ({"hard_cap": "-3"}, "invalid_budget_cap"),
+        ({"timezone": "Europe/Atlantis"}, "invalid_timezone"),
+        ({"applies_to": f"endpoint:{foreign}"}, "unknown_endpoint"),
+        ({"applies_to": "project:nope"}, "unknown_project"),
+    ]:
+        for url, where in [
+            ("/usage/budgets", 'id="budget-add-form"'),
+            (f"/usage/budgets/{kept['id']}", f'action="/usage/budgets/{kept["id"]}"'),
+        ]:
+            answer = client_a.post(url, data={**FORM, **change}, headers=HX)
+            assert answer.status_code in (400, 404), (change, answer.status_code)
+            html = answer.get_data(as_text=True)
+            form = html[html.index(where) :]
+            form = form[: form.index("</form>")]
+            assert f'data-code="{code}"' in form, (change, url)
+            for name, value in change.items():
+                if value and name != "applies_to":  # a select offers only the user's own
+                    assert f'value="{value}"' in form  # what was typed is kept
+    assert budgets_of(client_a) == before
+    # Without scripts, the whole page comes back with the error in its form.
+    page = client_a.post("/usage/budgets", data={**FORM, "soft_cap": "1200"})
+    assert page.status_code == 400 and "<h1>Usage</h1>" in page.get_data(as_text=True)
+    assert 'data-code="invalid_budget_cap"' in page.get_data(as_text=True)

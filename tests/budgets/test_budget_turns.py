@@ -7,6 +7,7 @@ on each backend (SQLite, and PostgreSQL with NUMI_TEST_DATABASE_URL)."""
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta
 
 import gevent
 import pytest
@@ -16,6 +17,7 @@ from fixtures.provider import add_scripted_endpoint
 
 from numi.agent.send import Send
 from numi.agent.sending import start_turn
+from numi.chat.budget_ledger import period_bounds
 from numi.extensions import db, turn_manager
 from numi.models import Budget, Message
 from numi.testing import Scenario
@@ -198,3 +200,41 @@ def test_a_compare_turn_reserves_every_lane_and_counts_each_on_its_own_endpoint(
     [error] = errors_of(events)
     assert error["code"] == "budget_exceeded" and "budget for Local" in error["message"]
     assert len(scripted.requests) == 2  # only the first turn's lanes left the machine
+
+
+def test_a_budgets_history_keeps_each_period_with_its_refusals_and_reroutes(app, client, scripted):
+    spent_endpoint = add_scripted_endpoint(client, scripted, "OpenRouter")
+    other = add_scripted_endpoint(client, scripted, "Local")
+    budget = add_budget(client, scope="endpoint", endpoint_id=spent_endpoint, hard_cap=100)
+    with app.app_context():
+        now = datetime.fromisoformat(budget["period_start"].rstrip("Z"))
+        last_month, _ = period_bounds("month", budget["timezone"], now - timedelta(days=1))
+        db.session.execute(
+            update(Budget)
+            .where(Budget.id == budget["id"])
+            .values(period_start=last_month, spent=77.0)
+        )
+        db.session.commit()
+    plain = new_chat(client, spent_endpoint)
+    scripted.enqueue(Scenario().text("A new month.").usage(10, 20))
+    assert errors_of(run_turns(app, [plain])[plain]) == []  # the new period has room
+
+    spend(app, budget["id"], 150)
+    chained = new_chat(client, spent_endpoint)
+    client.patch(
+        f"/api/session/{chained}",
+        json={"settings": {"fallbacks": [{"endpoint_id": other, "model": "fake-model-2"}]}},
+    )
+    scripted.enqueue(Scenario().text("From the fallback.").usage(*ANSWER_USAGE))
+    assert errors_of(run_turns(app, [chained])[chained]) == []  # moved to Local
+    [error] = errors_of(run_turns(app, [plain])[plain])  # refused: no other route
+    assert error["code"] == "budget_exceeded"
+
+    [state] = client.get("/api/budgets").get_json()["budgets"]
+    current, ended = state["history"]
+    assert current["current"] and not ended["current"]
+    assert (current["spent"], current["refused"], current["rerouted"]) == (150, 1, 1)
+    assert (ended["spent"], ended["refused"], ended["rerouted"]) == (77, 0, 0)
+    assert ended["period_start"] == last_month.isoformat() + "Z"
+    page = client.get("/usage").get_data(as_text=True)
+    assert ended["label"] in page and f"{current['label']} (now)" in page

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.request
 
 import pytest
 
@@ -205,6 +206,20 @@ def test_anthropic_requests_ask_for_the_cache_and_answers_show_what_it_saved(
     # Within a rounding step: the product multiplies by (1 - 0.9), a hair under 0.1.
     expected = info["estimated_tokens"] / 1e6 * 3 * 0.1
     assert info["cache"]["estimated_cost"] == pytest.approx(expected, abs=1e-6)
+    # Per part: each is expected from the cache, and the last answer's cached tokens lie
+    # over them in the order Anthropic reads them: the tools, the system prompt, the rest.
+    assert info["cache"]["last_served_tokens"] == cached
+    _, context = api.get(f"/api/session/{chat['id']}/context")
+    parts = {part["kind"]: part for part in context["parts"]}
+    assert all(part["cache"]["expected"] == (part["tokens"] > 0) for part in parts.values())
+    served = {kind: part["cache"]["served_tokens"] for kind, part in parts.items()}
+    assert sum(served.values()) == cached
+    assert served["tools"] == parts["tools"]["tokens"] > 0  # first in the prefix, read whole
+    html = panel_html(server, api, chat["id"])
+    assert html.count('class="part-cache" data-expected="true"') == sum(
+        1 for part in parts.values() if part["tokens"]
+    )
+    assert f"The last answer's request read {cached:,} tokens from it." in html
     _, usage = api.get("/api/usage?group=model&period=today")
     (row,) = [r for r in usage["rows"] if r["key"] == "claude-cached"]
     assert row["cached_tokens"] == cached  # turn 1 wrote the cache, turn 2 read it
@@ -237,3 +252,83 @@ def test_a_compaction_summary_request_leaves_redacted_and_its_summary_is_restore
     assert leaked(scripted.requests[-1].body) == []
     assert "[EMAIL_1]" in json.dumps(scripted.requests[-1].body)
     assert checkpoint["summary"] == f"The user asked to mail {EMAIL} twice."
+
+
+@pytest.mark.parametrize("kind", ["openai_chat", "anthropic"])
+def test_a_value_sent_as_is_once_is_redacted_again_in_the_next_request(
+    server, api, scripted, sockets, kind
+):
+    chat = make_chat(api, scripted, kind=kind, name=f"exempt-{kind}")
+    status, _ = api.call(
+        "PATCH", f"/api/endpoints/{chat['endpoint']['id']}", {"redaction": {"enabled": True}}
+    )
+    assert status == 200
+    support = "Support@Example.org"  # exempted as the panel marked it, matched in any case
+    ws = sockets(chat["id"])
+    scripted.enqueue(Scenario().text("Noted."))
+    ws.send(
+        type="send",
+        message=f"Write to {support.lower()}, not {EMAIL}.",
+        exempt=[support],
+        request_id=f"exempt-{kind}-1",
+    )
+    assert of_type(ws.events_until("turn_end"), "done")
+    once = json.dumps(scripted.requests[-1].body)
+    assert support.lower() in once  # let through, this once
+    assert EMAIL not in once and "[EMAIL_1]" in once  # the other address still replaced
+
+    scripted.enqueue(Scenario().text("Again."))
+    ws.send(type="send", message="And once more.", request_id=f"exempt-{kind}-2")
+    assert of_type(ws.events_until("turn_end"), "done")
+    after = json.dumps(scripted.requests[-1].body)
+    # Not remembered: the history's copy of it is replaced now, by a placeholder of its own.
+    assert support.lower() not in after and EMAIL not in after
+    assert {"[EMAIL_1]", "[EMAIL_2]"} <= set(re.findall(r"\[EMAIL_\d+\]", after))
+    assert api.history(chat["id"])[0]["content"] == f"Write to {support.lower()}, not {EMAIL}."
+
+    ws.send(type="send", message="Bad.", exempt="everything", request_id=f"exempt-{kind}-3")
+    [refusal] = of_type(ws.events_until("error"), "error")
+    assert refusal["data"]["code"] == "invalid_exempt"
+
+
+def panel_html(server, api, chat_id: str) -> str:
+    """The context panel as the page loads it (HTMX), on the live server."""
+    request = urllib.request.Request(
+        f"{server.url}/c/{chat_id}/context_panel", headers={"HX-Request": "true", **api.auth}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.read().decode()
+
+
+def test_the_panel_marks_what_an_attached_files_name_and_text_will_have_replaced(
+    server, api, scripted, sockets
+):
+    chat = make_chat(api, scripted, name="attached-private")
+    status, _ = api.call(
+        "PATCH",
+        f"/api/endpoints/{chat['endpoint']['id']}",
+        {"redaction": {"enabled": True, "words": [{"text": "Acme", "label": "CLIENT"}]}},
+    )
+    assert status == 200
+    attachment = upload_attachment(
+        server.url,
+        "Acme contract.txt",
+        f"Pay <b>{IBAN}</b>, then mail {EMAIL}.\n".encode(),
+        "text/plain",
+        server.token,
+    )
+    scripted.enqueue(Scenario().text("Read it."))
+    ws = sockets(chat["id"])
+    ws.send(type="send", message="See the file.", attachments=[attachment], request_id="att-1")
+    assert of_type(ws.events_until("turn_end"), "done")
+    assert leaked(scripted.requests[-1].body) == []
+
+    html = panel_html(server, api, chat["id"])
+    start = html.index('data-kind="attachments"')
+    part = html[start : html.index("</li>\n    \n", start)]
+    assert "3 to replace" in part  # the name's word, the IBAN and the address
+    for label, value in (("CLIENT", "Acme"), ("IBAN", IBAN), ("EMAIL", EMAIL)):
+        assert f'<mark class="redact" data-label="{label}">' in part
+        assert f'data-value="{value}"' in part
+    assert "&lt;b&gt;" in part and "<b>" not in part  # the file's text escaped
+    assert 'class="redacted-inline"' in part  # the name marked within its line

@@ -109,9 +109,10 @@ def test_the_context_panel_marks_what_will_be_replaced_and_in_which_part(sqlite_
     ).get_json()
     page = client.get(f"/c/{chat['id']}/context_panel", headers=HX).get_data(as_text=True)
     assert (
-        '<mark class="redact" data-label="EMAIL" title="Sent as [EMAIL_…]">jane@example.com</mark>'
-        in page
-    )
+        '<mark class="redact" data-label="EMAIL"><button type="button" class="redact-exempt" '
+        'aria-pressed="false" data-value="jane@example.com" title="Sent as [EMAIL_…]. Press to '
+        'send it as it is, in your next message only.">jane@example.com</button></mark>'
+    ) in page
     assert 'data-label="PHONE"' in page and "&lt;i&gt;" in page  # the rest escaped
     assert "2 items will be replaced before the request leaves (email 1, phone 1)" in page
     client.patch(f"/api/endpoints/{cloud['id']}", json={"redaction": {"enabled": False}})
