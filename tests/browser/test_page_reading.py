@@ -130,6 +130,7 @@ def test_titles_follow_auto_title_rename_and_other_tabs(open_page, api, scripted
 
     reveal_sidebar(page, size)
     item = page.locator(f"#chat-{chat['id']}")
+    item.locator(".row-menu-button").click()
     item.get_by_role("button", name="Rename").click()
     field = item.locator("input[name=title]")
     field.fill("Lisbon in May")
