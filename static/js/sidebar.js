@@ -95,7 +95,7 @@ on("toggle", (event) => {
 // The items come from the server on first opening: place the filled menu again, and an
 // opening by keyboard goes on to its first item.
 on("htmx:afterSwap", (event) => {
-  const menu = event.detail.target.closest?.(".row-menu");
+  const menu = event.detail.target?.closest?.(".row-menu");
   if (!menu || !menu.open) return;
   placeRowMenu(menu);
   if (document.activeElement === menu.querySelector("summary")) menuStops(menu)[0]?.focus();
