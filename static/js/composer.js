@@ -265,3 +265,14 @@ on("DOMContentLoaded", () => {
   try { if (localStorage.getItem(HINT)) hideHint(); } catch (e) { /* private mode */ }
   restoreDraft(); showOutbox(); grow();
 });
+
+// A suggestion under the greeting (partials/_suggestions.html) fills its message box, caret at
+// the end, and never sends: the user finishes the sentence.
+on("click", (event) => {
+  const chip = event.target.closest?.(".suggestion"), box = chip && $(chip.parentElement.dataset.fills);
+  if (!box) return;
+  box.value = chip.dataset.text;
+  box.dispatchEvent(new Event("input", {bubbles: true}));
+  box.focus();
+  box.setSelectionRange(box.value.length, box.value.length);
+});
