@@ -285,3 +285,18 @@ def test_a_rows_menu_is_its_owners_and_moves_the_chat_back_to_the_page(client_a,
     home = client_a.post(f"/c/{chat}/project", data={"project_id": "", "current": ""})
     assert home.status_code == 303 and home.headers["Location"].endswith("/")
     assert client_a.get(f"/api/session/{chat}").get_json()["project_id"] is None
+
+
+def test_suggestions_are_the_users_saved_prompts_escaped(client_a, client_b):
+    """(The home page shows them once there is an endpoint: tests/browser/test_home.py.)"""
+    chat = client_a.post("/api/session", json={"title": "empty"}).get_json()["id"]
+    page = client_a.get(f"/c/{chat}").get_data(as_text=True)
+    assert 'class="suggestion" data-text="Plan a three-day trip to "' in page
+    prompt = {"command": "tldr", "title": "Sum <up>", "text": 'Briefly: "{{input}}" <x>'}
+    assert client_a.post("/api/prompts", json=prompt).status_code == 201
+    page = client_a.get(f"/c/{chat}").get_data(as_text=True)
+    assert ">Sum &lt;up&gt;</button>" in page and "Plan a trip" not in page
+    assert 'data-text="Briefly: &#34;{{input}}&#34; &lt;x&gt;"' in page
+    # Another user's empty chat keeps the starters: prompts are their owner's.
+    theirs = client_b.post("/api/session", json={"title": "theirs"}).get_json()["id"]
+    assert "Plan a trip" in client_b.get(f"/c/{theirs}").get_data(as_text=True)
