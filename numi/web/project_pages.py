@@ -188,6 +188,12 @@ def move_chat(chat_id: str):
         except (TypeError, ValueError):
             project_id = -1  # refused as unknown_project below
     chats.update_chat(g.user.id, chat_id, {"project_id": project_id}, current_app.config)
+    # From a sidebar row's "Move to…" (which carries `current`, maybe empty): back to the page
+    # the user was on, not to the chat that moved.
+    if "current" in request.form:
+        current = request.form["current"]
+        back = url_for("pages.chat_view", chat_id=current) if current else url_for("pages.index")
+        return _go(back)
     return _go(url_for("pages.chat_view", chat_id=chat_id))
 
 

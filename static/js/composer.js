@@ -273,3 +273,14 @@ on("click", (e) => {
   const b = Numi.hit(e, ".redact-exempt"), v = (m) => m.dataset.value.toLowerCase(), to = b?.ariaPressed !== "true";
   if (b) all(".redact-exempt").forEach((m) => v(m) === v(b) && (m.ariaPressed = to));
 });
+
+// A suggestion under the greeting (partials/_suggestions.html) fills its message box, caret at
+// the end, and never sends: the user finishes the sentence.
+on("click", (event) => {
+  const chip = event.target.closest?.(".suggestion"), box = chip && $(chip.parentElement.dataset.fills);
+  if (!box) return;
+  box.value = chip.dataset.text;
+  box.dispatchEvent(new Event("input", {bubbles: true}));
+  box.focus();
+  box.setSelectionRange(box.value.length, box.value.length);
+});

@@ -36,7 +36,8 @@ on("click", (event) => {
 on("keydown", (event) => {
   const nav = $("sidebar");
   if (!Numi.drawerOpen()) return;
-  if (event.key === "Escape" && !event.target.closest(".rename-form")) {
+  // Esc in a rename field or an open row menu is theirs (the menu closes first, shortcuts.js).
+  if (event.key === "Escape" && !event.target.closest(".rename-form") && !nav.querySelector(".row-menu[open]")) {
     event.preventDefault();
     event.stopImmediatePropagation();
     Numi.closeDrawer();
@@ -53,18 +54,70 @@ matchMedia("(max-width: 760px)").addEventListener("change", (event) => {
   if (!event.matches) Numi.closeDrawer(false);  // a wide screen has no drawer
 });
 
-// One tab stop per chat (its link): → and ← walk the row's actions, ↑ and ↓ the chats.
+// One tab stop per chat (its link): → reaches the row's "…", ← comes back, ↑ and ↓ walk the
+// chats; in an open "…" menu ↑ and ↓ walk its items.
+const menuStops = (menu) => [...menu.querySelectorAll(".menu-items .menu-item")].filter((el) => el.offsetParent !== null);
 on("keydown", (event) => {
   const t = event.target, item = t.closest?.(".chat-item"), key = event.key;
-  if (!item || event.altKey || event.ctrlKey || event.metaKey || !t.matches("a, button")) return;
-  const stops = [item.querySelector(".chat-link"), ...item.querySelectorAll(".chat-actions button")];
-  const at = stops.indexOf(t);
-  let next = key === "ArrowRight" ? stops[at + 1] : key === "ArrowLeft" ? stops[at - 1] : null;
-  if (key === "ArrowDown" || key === "ArrowUp") {
+  if (!item || event.altKey || event.ctrlKey || event.metaKey || !t.matches("a, button, summary, label")) return;
+  const link = item.querySelector(".chat-link"), more = item.querySelector(".row-menu-button");
+  const menu = t.closest(".row-menu");
+  let next = null;
+  if (menu?.open && (key === "ArrowDown" || key === "ArrowUp")) {
+    const stops = menuStops(menu), at = stops.indexOf(t);
+    next = stops[(at + (key === "ArrowDown" ? 1 : -1) + stops.length) % stops.length];
+  } else if (t === link && key === "ArrowRight") next = more;
+  else if (t === more && key === "ArrowLeft" && !menu.open) next = link;
+  else if ((t === link || t === more) && (key === "ArrowDown" || key === "ArrowUp")) {
     const links = [...(item.closest("ul, ol") || document).querySelectorAll(".chat-item .chat-link")].filter((a) => a.offsetParent !== null);
-    next = links[links.indexOf(stops[0]) + (key === "ArrowDown" ? 1 : -1)];
+    next = links[links.indexOf(link) + (key === "ArrowDown" ? 1 : -1)];
   }
-  if (at >= 0 && next) { event.preventDefault(); next.focus(); }
+  if (next) { event.preventDefault(); next.focus(); }
+});
+
+// A row's "…" menu: fixed beside its button on a wide screen (the list scrolls and would clip
+// it), below or, near the bottom, above; on a phone it is the sheet (messages.css).
+function placeRowMenu(menu) {
+  const items = menu.querySelector(".menu-items");
+  items.style.top = items.style.bottom = items.style.left = "";
+  if (Numi.narrow()) return;
+  const r = menu.querySelector("summary").getBoundingClientRect();
+  items.style.left = r.left + "px";
+  if (r.bottom + items.offsetHeight + 8 > innerHeight) items.style.top = Math.max(8, r.top - items.offsetHeight - 4) + "px";
+  else items.style.top = r.bottom + 4 + "px";
+}
+on("toggle", (event) => {
+  const menu = event.target;
+  if (!menu.matches?.(".row-menu") || !menu.open) return;
+  all(".row-menu[open]").forEach((other) => { if (other !== menu) other.open = false; });
+  placeRowMenu(menu);
+}, true);
+// The items come from the server on first opening: place the filled menu again, and an
+// opening by keyboard goes on to its first item.
+on("htmx:afterSwap", (event) => {
+  const menu = event.detail.target?.closest?.(".row-menu");
+  if (!menu || !menu.open) return;
+  placeRowMenu(menu);
+  if (document.activeElement === menu.querySelector("summary")) menuStops(menu)[0]?.focus();
+});
+on("keydown", (event) => {  // Enter on a loaded menu's button goes into the menu too
+  const t = event.target;
+  if ((event.key === "Enter" || event.key === " ") && t.matches?.(".row-menu-button") && t.parentElement.querySelector(".menu-item")) {
+    requestAnimationFrame(() => { if (t.parentElement.open) menuStops(t.parentElement)[0]?.focus(); });
+  }
+});
+// An item chosen closes its menu; "Select chats" enters selection mode with its row chosen.
+on("click", (event) => {
+  const choice = event.target.closest?.(".row-menu .menu-item:not(summary)");
+  if (!choice) return;
+  const menu = choice.closest(".row-menu"), row = menu.closest(".chat-item");
+  if (choice.matches(".row-select")) {
+    event.preventDefault();
+    $("select-mode").checked = true;
+    const box = row.querySelector(".chat-select");
+    if (box) { box.checked = true; box.focus(); }
+  }
+  menu.open = false;
 });
 
 function currentIntoView() {

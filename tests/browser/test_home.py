@@ -43,3 +43,41 @@ def test_the_first_question_is_typed_on_the_home_page(
     )
     shot(page, f"home-sent-{size}")
     assert page.errors == []
+
+
+@pytest.mark.parametrize("size,scheme", [*LOOKS, ("desktop", "dark"), ("phone", "light")])
+def test_suggestions_fill_the_composer_and_never_send(
+    site, scripted, open_page_on, size, scheme, shot
+):
+    """The greeting's suggestion chips, on the home page and in an empty chat: a click puts
+    the starter in the message box, focused, caret at its end, and sends nothing. With saved
+    prompts, the chips are those prompts (their titles; escaped, as any user text)."""
+    api = Api(site.url, token=site.token)
+    chat = make_chat(api, scripted, name=f"chips-{size}-{scheme}")
+    page = open_page_on(site, size, scheme)
+    chips = page.get_by_role("group", name="Suggestions")
+    expect(chips.get_by_role("button")).to_have_count(4)
+    shot(page, f"home-{size}-{scheme}")
+    chips.get_by_role("button", name="Plan a trip").click()
+    box = page.locator("#home-input")
+    expect(box).to_have_value("Plan a three-day trip to ")
+    expect(box).to_be_focused()
+    assert box.evaluate("el => el.selectionStart === el.value.length")
+    assert page.url.endswith("/")  # nothing was sent: still home
+
+    page.goto(f"/c/{chat['id']}")
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    chips = page.locator("#empty-chat").get_by_role("group", name="Suggestions")
+    chips.get_by_role("button", name="Summarise a text").click()
+    composer = page.locator("#composer-input")
+    expect(composer).to_have_value("Summarise the main points of this text:\n\n")
+    expect(composer).to_be_focused()
+    shot(page, f"empty-chat-{size}-{scheme}")
+    # Not sent: after a reload the words are still a draft in the box, and the chat is empty.
+    page.reload()
+    expect(page.locator("#composer-input")).to_have_value(
+        "Summarise the main points of this text:\n\n"
+    )
+    expect(page.locator("#empty-chat")).to_be_visible()
+    assert page.locator("#transcript .msg").count() == 0
+    assert page.errors == []

@@ -70,7 +70,7 @@ def test_one_tab_stop_per_sidebar_chat_and_arrows_reach_its_actions(
     reveal_sidebar(page, size)
     link = {chat_id: page.locator(f"#chat-{chat_id} .chat-link") for chat_id in ids}
 
-    # Tab goes from chat to chat: the row's four actions are not tab stops.
+    # Tab goes from chat to chat: the row's "…" is not a tab stop.
     link[newest].focus()
     page.keyboard.press("Tab")
     expect(link[middle]).to_be_focused()
@@ -84,25 +84,33 @@ def test_one_tab_stop_per_sidebar_chat_and_arrows_reach_its_actions(
     page.keyboard.press("ArrowDown")
     expect(link[middle]).to_be_focused()
 
-    # → walks the focused chat's actions (shown while it has the focus), ← comes back.
+    # → reaches the focused chat's "…" (shown while it has the focus), ← comes back.
     row = page.locator(f"#chat-{middle}")
+    more = row.locator(".row-menu-button")
     page.keyboard.press("ArrowRight")
-    pin = row.get_by_role("button", name=f"Pin “Middle {mark}”")
-    expect(pin).to_be_focused()
-    expect(pin).to_be_visible()
-    page.keyboard.press("ArrowRight")
-    page.keyboard.press("ArrowRight")
-    rename = row.get_by_role("button", name=f"Rename or tag “Middle {mark}”")
-    expect(rename).to_be_focused()
-    shot(page, f"sidebar-actions-by-keyboard-{size}-{scheme}")
-    page.keyboard.press("ArrowLeft")
-    page.keyboard.press("ArrowLeft")
+    expect(more).to_be_focused()
+    expect(more).to_be_visible()
     page.keyboard.press("ArrowLeft")
     expect(link[middle]).to_be_focused()
 
+    # Enter opens the menu and goes to its first item; ↓ and ↑ walk the items; Esc closes it
+    # and the focus goes back to the "…".
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("Enter")
+    rename = row.get_by_role("button", name="Rename")
+    expect(rename).to_be_focused()
+    page.keyboard.press("ArrowDown")
+    expect(row.get_by_role("button", name="Pin")).to_be_focused()
+    shot(page, f"sidebar-actions-by-keyboard-{size}-{scheme}")
+    page.keyboard.press("ArrowUp")
+    expect(rename).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(more).to_be_focused()
+    expect(rename).to_be_hidden()
+
     # An action works from the keyboard: Rename opens its field, Esc puts the row back.
-    for _ in range(3):
-        page.keyboard.press("ArrowRight")
+    page.keyboard.press("Enter")
+    expect(rename).to_be_focused()
     page.keyboard.press("Enter")
     field = page.locator(f"#chat-{middle} input[name=title]")
     expect(field).to_be_focused()

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from numi.testing import Scenario
 
-from page_support import LOOKS, reveal_sidebar
+from page_support import ALL_LOOKS, LOOKS, reveal_sidebar
 from turn_support import Socket, make_chat
 from server_wait import WAIT_SECONDS
 
@@ -51,7 +51,9 @@ def open_page(open_page_on, site):
         context.grant_permissions(["notifications"], origin=site.url)
         context.add_init_script(RECORD_NOTIFICATIONS)
 
-    def opener(size: str, scheme: str, path: str = "/", notifications: bool = False):
+    def opener(
+        size: str, scheme: str, path: str = "/", notifications: bool = False, touch: bool = False
+    ):
         page = open_page_on(
             site,
             size,
@@ -59,6 +61,7 @@ def open_page(open_page_on, site):
             path,
             timeout=WAIT_SECONDS * 1000,
             prepare=record_notifications if notifications else None,
+            touch=touch,
         )
         page.on("dialog", lambda d: d.accept())
         return page
@@ -66,11 +69,20 @@ def open_page(open_page_on, site):
     return opener
 
 
-def chat_action(page, chat_id: str, label: str) -> None:
-    """Click one of a chat's actions (shown on hover on a desktop, always on a phone)."""
+def open_row_menu(page, chat_id: str):
+    """Open a chat's "…" (shown on hover on a desktop; on a phone always, and tapped): its
+    items come from the server when it first opens."""
     item = page.locator(f"#chat-{chat_id}")
     item.hover()
-    item.get_by_role("button", name=label).click()
+    item.locator(".row-menu-button").click()
+    menu = item.locator(".row-menu .menu-items")
+    menu.locator(".menu-item").first.wait_for()
+    return menu
+
+
+def chat_action(page, chat_id: str, label: str) -> None:
+    """Choose one of a chat's actions, in words, from its "…" menu."""
+    open_row_menu(page, chat_id).locator(".menu-item", has_text=label).first.click()
 
 
 def titles(page) -> list[str]:
@@ -93,14 +105,14 @@ def test_pin_archive_restore_and_tag_filter(open_page, api, size, scheme, shot):
     page = open_page(size, scheme)
     reveal_sidebar(page, size)
 
-    chat_action(page, first, f"Pin “Recipes {mark}”")
+    chat_action(page, first, "Pin")
     pinned = page.locator("#chat-list .chat-item.pinned")
     pinned.first.wait_for()
     assert page.locator("#chat-list .chat-group-title").first.inner_text() == "Pinned"
     assert pinned.first.inner_text().startswith(f"Recipes {mark}")
     shot(page, f"pinned-{size}-{scheme}")
 
-    chat_action(page, third, f"Archive “Trip {mark}”")
+    chat_action(page, third, "Archive")
     page.locator(f"#chat-{third}").wait_for(state="detached")
     assert page.get_by_role("status").filter(has_text="1 chat archived.").is_visible()
 
@@ -124,7 +136,7 @@ def test_pin_archive_restore_and_tag_filter(open_page, api, size, scheme, shot):
     reveal_sidebar(page, size)
     assert f"Trip {mark}" in titles(page)
 
-    chat_action(page, first, f"Unpin “Recipes {mark}”")
+    chat_action(page, first, "Unpin")
     page.wait_for_function(f"() => !document.querySelector('#chat-{first}.pinned')")
     assert page.locator("#chat-list .chat-item.pinned").count() == 0
     assert page.errors == []
@@ -137,11 +149,11 @@ def test_multi_select_archive_and_delete_with_undo(open_page, api, size, scheme,
     page = open_page(size, scheme)
     reveal_sidebar(page, size)
     assert not page.locator(f"#chat-{ids[0]} .chat-select").is_visible()
-    page.get_by_label("Select chats").check()
-    for chat_id in ids[:2]:
-        page.get_by_label(
-            f"Select “{page.locator(f'#chat-{chat_id} .chat-link-title').inner_text()}”"
-        ).check()
+    assert not page.get_by_role("button", name="Archive", exact=True).is_visible()
+    # Selection mode comes from a row's "…", with that row chosen.
+    chat_action(page, ids[0], "Select chats")
+    expect(page.get_by_label(f"Select “Bulk 0 {mark}”")).to_be_checked()
+    page.get_by_label(f"Select “Bulk 1 {mark}”").check()
     shot(page, f"select-{size}-{scheme}")
     page.get_by_role("button", name="Archive", exact=True).click()
     for chat_id in ids[:2]:
@@ -156,8 +168,8 @@ def test_multi_select_archive_and_delete_with_undo(open_page, api, size, scheme,
     assert api.get("/api/sessions?view=archived")[1]["sessions"] == []
 
     reveal_sidebar(page, size)
-    page.get_by_label("Select chats").check()
-    page.get_by_label(f"Select “Bulk 2 {mark}”").check()
+    chat_action(page, ids[2], "Select chats")
+    expect(page.get_by_label(f"Select “Bulk 2 {mark}”")).to_be_checked()
     page.get_by_role("button", name="Delete", exact=True).click()
     page.locator(f"#chat-{ids[2]}").wait_for(state="detached")
     assert api.get(f"/api/session/{ids[2]}")[0] == 404
@@ -332,11 +344,59 @@ def test_axe_finds_no_serious_problems_in_the_new_views(open_page, api, size, th
         page.evaluate(f"() => localStorage.setItem('numi:unread', '{tagged}')")
         page.reload()
         reveal_sidebar(page, size)
-        page.get_by_label("Select chats").check()
+        open_row_menu(page, pinned)  # a row's "…" menu, open
+        assert serious_violations(page) == []
+        page.keyboard.press("Escape")
+        chat_action(page, tagged, "Select chats")
         assert page.locator(f"#chat-{tagged}.unread .unread-mark").is_visible()
         shot(page, f"axe-sidebar-{size}-{theme}")
         assert serious_violations(page) == []
     finally:
         api.call("PATCH", "/api/preferences", {"theme": "system"})
         api.post("/api/sessions/bulk", {"action": "delete", "ids": [pinned, tagged, archived]})
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size,scheme", ALL_LOOKS)
+def test_move_to_a_project_from_a_rows_menu(open_page, api, size, scheme, shot):
+    """A row's "…" holds Move to…, so a chat reaches a project without drag and drop: on a
+    phone by touch (a tap on the "…", always shown there), on a desktop by mouse. The page
+    stays where it was; the project lists the chat; a chat already in it offers the way out."""
+    mark = uuid.uuid4().hex[:6]
+    status, project = api.post("/api/projects", {"name": f"Garden {mark}"})
+    assert status == 201
+    here = new_titled_chat(api, f"Open one {mark}")
+    moving = new_titled_chat(api, f"Roses {mark}")
+    page = open_page(size, scheme, f"/c/{here}", touch=size == "phone")
+    reveal_sidebar(page, size)
+    item = page.locator(f"#chat-{moving}")
+    more = item.locator(".row-menu-button")
+    if size == "phone":
+        more.tap()  # no hover on a touch screen: the "…" is there to tap
+    else:
+        item.hover()
+        more.click()
+    menu = item.locator(".row-menu .menu-items")
+    menu.get_by_text("Move to…").click()
+    target = menu.get_by_role("button", name=f"Garden {mark}")
+    expect(target).to_be_visible()
+    expect(target).to_be_in_viewport()
+    shown = [b.inner_text() for b in menu.locator(".menu-item").all() if b.is_visible()]
+    # (Other tests of the module's server have their own projects, listed too.)
+    assert [t for t in shown if not t.startswith("Garden ") or mark in t] == [
+        "Rename",
+        "Pin",
+        "Move to…",
+        f"Garden {mark}",
+        "Archive",
+        "Select chats",
+        "Delete",
+    ]
+    shot(page, f"row-menu-move-{size}-{scheme}")
+    target.tap() if size == "phone" else target.click()
+    page.wait_for_url(f"**/c/{here}")
+    count = page.locator(f'#sidebar-projects [data-project-id="{project["id"]}"] .project-count')
+    expect(count).to_have_text("1")
+    assert api.get(f"/api/session/{moving}")[1]["project_id"] == project["id"]
+
     assert page.errors == []

@@ -130,6 +130,7 @@ def test_titles_follow_auto_title_rename_and_other_tabs(open_page, api, scripted
 
     reveal_sidebar(page, size)
     item = page.locator(f"#chat-{chat['id']}")
+    item.locator(".row-menu-button").click()
     item.get_by_role("button", name="Rename").click()
     field = item.locator("input[name=title]")
     field.fill("Lisbon in May")
@@ -155,7 +156,9 @@ def test_deleting_the_open_chat_opens_the_next_one(open_page, api, scripted, siz
     reveal_sidebar(page, size)
     dialogs = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))
-    page.locator(f"#chat-{doomed['id']}").get_by_role("button", name="Delete").click()
+    row = page.locator(f"#chat-{doomed['id']}")
+    row.locator(".row-menu-button").click()  # the open chat's "…" is always shown
+    row.get_by_role("button", name="Delete").click()
     page.wait_for_url(lambda url: "/c/" in url and doomed["id"] not in url.split("?")[0])
     assert page.locator("#chat-title").is_visible()  # a live chat, not a 404
     assert page.locator(f"#chat-{doomed['id']}").count() == 0

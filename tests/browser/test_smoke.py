@@ -39,7 +39,8 @@ def test_new_chat_and_inline_rename(page, live_server):
     assert item.locator(".chat-link").inner_text() == "New chat"
 
     item.hover()
-    item.locator("button[title=Rename]").click()
+    item.locator(".row-menu-button").click()
+    item.locator(".row-menu .menu-item", has_text="Rename").click()
     field = page.locator(f"#chat-{chat_id} input[name=title]")
     field.wait_for()
     field.fill("Renamed in Chromium ✓")

@@ -83,6 +83,7 @@ def test_a_single_delete_offers_undo(open_page_on, site, api, scripted, shot, si
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))
     row = page.locator(f"#chat-{doomed['id']}")
     row.hover()
+    row.locator(".row-menu-button").click()  # Delete is in the row's "…"
     row.get_by_role("button", name="Delete").click()
 
     # The chat leaves the list and a toast offers Undo.

@@ -258,3 +258,45 @@ def test_new_chat_reuses_the_empty_one_and_deleting_the_open_chat_opens_the_next
     )
     assert deleted.headers["HX-Redirect"].startswith("/c/")
     assert client.get(deleted.headers["HX-Redirect"]).status_code == 200
+
+
+def test_a_rows_menu_is_its_owners_and_moves_the_chat_back_to_the_page(client_a, client_b):
+    chat = client_a.post("/api/session", json={"title": "Roses <b>"}).get_json()["id"]
+    here = client_a.post("/api/session", json={"title": "here"}).get_json()["id"]
+    project = client_a.post("/api/projects", json={"name": "Garden <i>"}).get_json()["id"]
+    menu = client_a.get(f"/c/{chat}/menu?current={here}").get_data(as_text=True)
+    for words in ("Rename", "Pin", "Move to…", "Garden &lt;i&gt;", "Archive", "Select chats"):
+        assert words in menu
+    assert "Out of its project" not in menu and "<i>" not in menu
+    # Another user's chat has no menu for this user (the same answer as no chat at all).
+    assert client_b.get(f"/c/{chat}/menu").status_code == 404
+    assert client_b.get("/c/not-a-chat/menu").status_code == 404
+
+    # Move to… goes back to the page the user was on; in a project, the menu offers the way
+    # out instead of that project.
+    moved = client_a.post(
+        f"/c/{chat}/project",
+        data={"project_id": str(project), "current": here},
+        headers={"HX-Request": "true"},
+    )
+    assert moved.headers["HX-Location"] == f"/c/{here}"
+    menu = client_a.get(f"/c/{chat}/menu").get_data(as_text=True)
+    assert "Out of its project" in menu and "Garden" not in menu
+    home = client_a.post(f"/c/{chat}/project", data={"project_id": "", "current": ""})
+    assert home.status_code == 303 and home.headers["Location"].endswith("/")
+    assert client_a.get(f"/api/session/{chat}").get_json()["project_id"] is None
+
+
+def test_suggestions_are_the_users_saved_prompts_escaped(client_a, client_b):
+    """(The home page shows them once there is an endpoint: tests/browser/test_home.py.)"""
+    chat = client_a.post("/api/session", json={"title": "empty"}).get_json()["id"]
+    page = client_a.get(f"/c/{chat}").get_data(as_text=True)
+    assert 'class="suggestion" data-text="Plan a three-day trip to "' in page
+    prompt = {"command": "tldr", "title": "Sum <up>", "text": 'Briefly: "{{input}}" <x>'}
+    assert client_a.post("/api/prompts", json=prompt).status_code == 201
+    page = client_a.get(f"/c/{chat}").get_data(as_text=True)
+    assert ">Sum &lt;up&gt;</button>" in page and "Plan a trip" not in page
+    assert 'data-text="Briefly: &#34;{{input}}&#34; &lt;x&gt;"' in page
+    # Another user's empty chat keeps the starters: prompts are their owner's.
+    theirs = client_b.post("/api/session", json={"title": "theirs"}).get_json()["id"]
+    assert "Plan a trip" in client_b.get(f"/c/{theirs}").get_data(as_text=True)

@@ -42,6 +42,7 @@ def index():
         running_ids=running_ids(page),
         endpoints=endpoints,
         preselected=endpoint_store.preselected_route(g.user.id, endpoints),
+        prompts=prompt_store.list_prompts(g.user.id),  # the suggestions under the greeting
         tags=organising.user_tags(g.user.id),
         page_toast=deleted_chat_toast(),
         **sidebar_context(),

@@ -87,6 +87,18 @@ def rename_form(chat_id: str):
     )
 
 
+@bp.get("/c/<chat_id>/menu")
+def chat_menu(chat_id: str):
+    """A sidebar row's "…" menu, fetched when it first opens."""
+    chat = chats.get_chat(g.user.id, chat_id)
+    return render_template(
+        "partials/_chat_menu.html",
+        chat=chat,
+        current_id=request.args.get("current"),
+        **sidebar_context(),
+    )
+
+
 @bp.get("/c/<chat_id>/item")
 def chat_item(chat_id: str):
     chat = chats.get_chat(g.user.id, chat_id)

@@ -100,7 +100,7 @@ _PLAIN_ID = re.compile(r"[A-Za-z0-9_-]+")
 
 @bp.app_template_global("chat_item_urls")
 def chat_item_urls(chat_id: str, current_id: str | None) -> dict[str, str]:
-    """The four links of a sidebar item. A page lists fifty items, and `url_for` for each
+    """The links of a sidebar item. A page lists fifty items, and `url_for` for each
     link was a quarter of `GET /`: the URLs are built once per request with a mark for the
     chat id, which each item fills in (an id that would need quoting is built in full)."""
     if not _PLAIN_ID.fullmatch(chat_id):
@@ -119,6 +119,7 @@ def _item_urls(chat_id: str, current_id: str | None) -> dict[str, str]:
         "organise": url_for("organising.organise", chat_id=chat_id, current=current_id),
         "rename": url_for("pages.rename_form", chat_id=chat_id, current=current_id),
         "delete": url_for("pages.delete", chat_id=chat_id, current=current_id),
+        "menu": url_for("pages.chat_menu", chat_id=chat_id, current=current_id),
     }
 
 
