@@ -3,7 +3,7 @@
 The sources stay as they are written and read: static/css by page family, static/js as
 ES modules by concern, the vendored htmx as shipped; there is no build step. On a first
 load each file cost a request, with about 1 KB of headers apiece (18 requests on the chat
-page). A bundle is its members joined in order (stylesheets less their comments), served by the static endpoint as
+page). A bundle is its members joined in order (less their comments), served by the static endpoint as
 `bundle/<name>`: public, fingerprinted by its members' contents (numi.web.assets), cached
 for a year like any static file, and compressed once per release with brotli at its best
 quality (each member compressed alone at the serving quality was 10 % larger).
@@ -66,6 +66,9 @@ BROTLI_QUALITY = 11
 
 _CSS_COMMENT = re.compile(rb"/\*.*?\*/", re.S)
 _BLANK_LINES = re.compile(rb"(?<=\n)[ \t]*\n")
+# A script's whole-line comment. Only whole lines: a `//` after code may sit inside a string,
+# and static/js has no template literal that spans lines (tests/web/test_assets.py checks).
+_JS_LINE_COMMENT = re.compile(rb"(?m)^[ \t]*//[^\n]*\n")
 
 # filename -> (version, joined bytes, brotli bytes); a changed member makes a new version.
 _built: dict[str, tuple[str, bytes, bytes]] = {}
@@ -106,13 +109,19 @@ def without_comments(stylesheet: bytes) -> bytes:
     return _BLANK_LINES.sub(b"", _CSS_COMMENT.sub(b"", stylesheet))
 
 
+def without_line_comments(script: bytes) -> bytes:
+    """A script less its whole-line comments and blank lines, for the same reason as
+    `without_comments`: they are for the reader of static/js (about 1 KB compressed)."""
+    return _BLANK_LINES.sub(b"", _JS_LINE_COMMENT.sub(b"", script))
+
+
 def _join(filename: str) -> bytes:
     parts = []
     for member in BUNDLES[filename]:
         with open(os.path.join(current_app.static_folder, member), "rb") as file:
             source = file.read()
         if filename in MODULES:
-            source = b"{ // " + member.encode() + b"\n" + source + b"\n}\n"
+            source = b"{ // " + member.encode() + b"\n" + without_line_comments(source) + b"\n}\n"
         elif filename.endswith(".js"):
             source += b"\n;\n"  # a classic script may end without its semicolon
         else:
