@@ -17,7 +17,6 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Engine
 
 from .crypto import seal_plaintext_keys
-from . import __version__
 from .database_check import check_connection
 from .errors import NumiError
 from .extensions import db
@@ -222,8 +221,8 @@ def schema_is_current(app: Flask) -> bool:
         raise NumiError(
             "database_newer",
             f"The database is at schema revision {', '.join(unknown)}, which this Numi "
-            f"({__version__}) does not know: a newer Numi upgraded it. Run that Numi (or a "
-            "newer one), or restore a backup taken before the upgrade.",
+            "does not know: a newer Numi upgraded it. Run that Numi (or a newer one), or "
+            "restore a backup taken before the upgrade.",
             503,
         )
     return False

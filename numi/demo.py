@@ -34,9 +34,9 @@ def start_demo(app: "Flask"):
     """Run the scripted provider on a free loopback port and point the demo endpoint at it
     (made on the first demo start, brought back and its URL updated on later ones).
     Returns the provider; `stop_demo` ends both."""
-    # lazy: start-up time (the scripted provider is only for --demo; every start imports this)
-    from .testing.demo import demo_scenario
-    from .testing.server import ScriptedProvider
+    # The scripted provider is for --demo only, and every `numi` command imports this module.
+    from .testing.demo import demo_scenario  # lazy: start-up time
+    from .testing.server import ScriptedProvider  # lazy: start-up time
 
     provider = ScriptedProvider(default_scenario=demo_scenario(DEMO_TOKENS_PER_SECOND)).start()
     with app.app_context():

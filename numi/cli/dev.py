@@ -23,7 +23,7 @@ def dev():
 )
 def fake_provider(host, port, tokens_per_second):
     """Run the scripted provider server (OpenAI Chat, Responses and Anthropic wire formats)."""
-    # lazy: start-up time (every `numi` command imports this module to list its commands)
-    from ..testing.__main__ import serve as serve_fake
+    # Every `numi` command imports this module (to list its commands).
+    from ..testing.__main__ import serve as serve_fake  # lazy: start-up time
 
     serve_fake(host, port, tokens_per_second=tokens_per_second)
