@@ -17,8 +17,6 @@ from sqlalchemy import select
 from .endpoints import create_endpoint, fetch_models, find_by_name, update_endpoint
 from .extensions import db
 from .models import Endpoint, utcnow
-from .testing.demo import demo_scenario
-from .testing.server import ScriptedProvider
 
 if TYPE_CHECKING:  # imported lazily: `numi` imports this module before it monkey-patches
     from flask import Flask
@@ -36,6 +34,10 @@ def start_demo(app: "Flask"):
     """Run the scripted provider on a free loopback port and point the demo endpoint at it
     (made on the first demo start, brought back and its URL updated on later ones).
     Returns the provider; `stop_demo` ends both."""
+    # The scripted provider is for --demo only, and every `numi` command imports this module.
+    from .testing.demo import demo_scenario  # lazy: start-up time
+    from .testing.server import ScriptedProvider  # lazy: start-up time
+
     provider = ScriptedProvider(default_scenario=demo_scenario(DEMO_TOKENS_PER_SECOND)).start()
     with app.app_context():
         existing = find_by_name(None, DEMO_ENDPOINT) or _removed_demo_endpoint()

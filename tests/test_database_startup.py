@@ -110,3 +110,22 @@ def test_an_sqlite_file_that_cannot_be_opened_is_one_line(numi_cli, tmp_path):
     line = _one_line(result)
     assert f"cannot open the SQLite database {missing}" in line, line
     assert line.endswith("(database_unreachable)"), line
+
+
+def test_a_database_from_a_newer_numi_is_one_line(numi_cli):
+    """The start-up check skips Alembic at the head; a revision it does not ship (a newer
+    Numi's) is refused before Alembic runs, by both commands, and the database is left as is."""
+    import sqlite3
+
+    result, data_dir = numi_cli("db", "upgrade")
+    assert result.returncode == 0, result.stderr
+    with sqlite3.connect(data_dir / "numi.db") as connection:
+        connection.execute("UPDATE alembic_version SET version_num = 'ffff0000aaaa'")
+    for command in COMMANDS:
+        result, _ = numi_cli(*command)
+        line = _one_line(result)
+        assert "schema revision ffff0000aaaa" in line and "newer Numi" in line, line
+        assert line.endswith("(database_newer)"), line
+    with sqlite3.connect(data_dir / "numi.db") as connection:
+        stored = connection.execute("SELECT version_num FROM alembic_version").fetchall()
+    assert stored == [("ffff0000aaaa",)]

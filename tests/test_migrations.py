@@ -70,3 +70,67 @@ def test_sqlite_is_tuned_for_a_web_server(sqlite_app):
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar().lower() == "wal"
             assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
             assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() >= 1000
+
+
+def _alembic_scripts(app):
+    from alembic.script import ScriptDirectory
+
+    from numi.database import enable_migrations
+
+    migrate = enable_migrations(app)
+    with app.app_context():
+        return ScriptDirectory.from_config(migrate.migrate.get_config(migrate.directory))
+
+
+def test_the_fast_check_reads_every_revision_alembic_ships(app):
+    from numi.database import shipped_revisions
+
+    scripts = _alembic_scripts(app)
+    revisions, heads = shipped_revisions()
+    assert revisions == {script.revision for script in scripts.walk_revisions()}
+    assert heads == set(scripts.get_heads()) and len(revisions) > 1
+
+
+def test_an_outdated_database_is_still_upgraded(app):
+    """A database one revision behind (as after updating Numi) goes through Alembic."""
+    from flask_migrate import downgrade
+
+    from numi.database import enable_migrations, is_current, stored_revisions, upgrade
+
+    scripts = _alembic_scripts(app)
+    head = scripts.get_revision(scripts.get_current_head())
+    newest_tables = set(db.metadata.tables)
+    with app.app_context():
+        downgrade(directory=enable_migrations(app).directory, revision=head.down_revision)
+        with db.engine.connect() as conn:
+            before = set(sa.inspect(conn).get_table_names())
+    assert stored_revisions(app) == {head.down_revision} and not is_current(app)
+
+    upgrade(app)
+
+    assert stored_revisions(app) == {head.revision} and is_current(app)
+    with app.app_context():
+        with db.engine.connect() as conn:
+            after = set(sa.inspect(conn).get_table_names())
+    assert newest_tables <= after
+    assert before != after, "not vacuous: the downgrade removed what the upgrade put back"
+
+
+def test_a_database_from_a_newer_numi_is_refused_and_left_alone(app):
+    from numi.database import stored_revisions, upgrade
+    from numi.errors import NumiError
+
+    with app.app_context():
+        with db.engine.begin() as conn:
+            conn.execute(sa.text("UPDATE alembic_version SET version_num = 'ffff0000aaaa'"))
+            tables = set(sa.inspect(conn).get_table_names())
+
+    with pytest.raises(NumiError) as refused:
+        upgrade(app)
+
+    assert refused.value.code == "database_newer"
+    assert "ffff0000aaaa" in refused.value.message and "newer Numi" in refused.value.message
+    assert stored_revisions(app) == {"ffff0000aaaa"}
+    with app.app_context():
+        with db.engine.connect() as conn:
+            assert set(sa.inspect(conn).get_table_names()) == tables

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from ..testing.__main__ import serve as serve_fake
 from .base import main
 
 
@@ -24,4 +23,7 @@ def dev():
 )
 def fake_provider(host, port, tokens_per_second):
     """Run the scripted provider server (OpenAI Chat, Responses and Anthropic wire formats)."""
+    # Every `numi` command imports this module (to list its commands).
+    from ..testing.__main__ import serve as serve_fake  # lazy: start-up time
+
     serve_fake(host, port, tokens_per_second=tokens_per_second)
