@@ -114,6 +114,7 @@ def _make_services(app: "Flask") -> "Services":
     from .agent.followup_queue import queue_after_turn  # lazy: gevent patch order
     from .agent.tools import ToolRegistry  # lazy: gevent patch order
     from .agent.tools.code.kernels import KernelPool  # lazy: gevent patch order
+    from .chat.live_mirror import MirrorKeeper, watch_changes  # lazy: gevent patch order
     from .chat.search import detect_engine  # lazy: gevent patch order
     from .gateway.keys import MinuteWindow  # lazy: gevent patch order
     from .extensions import db  # lazy: gevent patch order
@@ -127,6 +128,8 @@ def _make_services(app: "Flask") -> "Services":
     from .web.live.sidebar_feed import SidebarFeeds, chat_changed  # lazy: gevent patch order
 
     kernels = KernelPool()
+    # Every committed change of a chat reaches its app's Markdown mirror (once per process).
+    watch_changes()
     return Services(
         # The turn layer knows neither the agent nor the chat layer: it gets its producer
         # and its turn-end hook (queued follow-ups) here.
@@ -162,6 +165,7 @@ def _make_services(app: "Flask") -> "Services":
         task_scheduler=TaskScheduler(app),
         kernels=kernels,
         api_windows=MinuteWindow(app.config["NUMI_API_RATE_PER_MINUTE"]),
+        mirror=MirrorKeeper(app),
     )
 
 
