@@ -45,7 +45,7 @@ from sqlalchemy.orm import Session
 from ..cpu_pool import hub_pool
 from ..errors import NumiError, invalid
 from ..extensions import db
-from ..models import Chat, Message, User
+from ..models import Chat, Message, Project, User
 from ..services import services
 from .export import export_filename
 from .markdown_mirror import (
@@ -59,8 +59,10 @@ from .markdown_mirror import (
 
 log = logging.getLogger(__name__)
 
-# session.info key: chat id -> its owner (None when only a message of it was seen).
+# session.info keys: chat id -> its owner (None when only a message of it was seen); the
+# users whose whole folder changes (a project renamed or deleted renames its subfolder).
 _CHANGED = "numi_mirror_changed"
+_USERS = "numi_mirror_users"
 # One thread per process for the mirror's file work: a slow disk waits there, not in the CPU
 # pool (renders) or gevent's threadpool (host name look-ups).
 _POOL = "numi_mirror_files"
@@ -79,12 +81,6 @@ class MirrorState:
     root: str | None
 
 
-class MirrorPaused(Exception):
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code, self.message = code, message
-
-
 def state(config: Mapping[str, Any], user: User) -> MirrorState:
     setting = user.mirror
     paused = setting.get("paused")
@@ -100,10 +96,7 @@ def turn_on(app: Flask, user: User, raw: str | None) -> Path:
     """Mirror the user's chats to the folder `raw` names (single-user mode; multi-user mode
     ignores it), after checking it can be written; the first update starts at once."""
     folder = resolve_folder(app.config, user, raw)
-    try:
-        _files(_check_writable, folder, app.config["NUMI_MIRROR_MIN_FREE_MB"])
-    except MirrorPaused as refused:
-        raise invalid(refused.message, refused.code) from None
+    _files(_check_writable, folder, app.config["NUMI_MIRROR_MIN_FREE_MB"])
     user.mirror = {"folder": str(folder)}
     db.session.commit()
     keeper(app).sync_user(user.id)
@@ -243,10 +236,7 @@ class MirrorKeeper:
                 db.session.commit()  # no transaction held while the files are written
                 gone = chat_ids - {file.chat_id for file in files}
                 result = _files(_write, folder, files, gone, None, min_free)
-        except NumiError as error:  # the root or the data directory moved under the folder
-            self._pause(user_id, MirrorPaused(error.code, error.message))
-            return
-        except MirrorPaused as paused:
+        except NumiError as paused:  # a full disk, or a folder no longer allowed
             self._pause(user_id, paused)
             return
         except OSError as error:
@@ -281,7 +271,7 @@ class MirrorKeeper:
             result.trashed = _files(_write, folder, [], gone, known, min_free).trashed
         return result
 
-    def _pause(self, user_id: int, paused: MirrorPaused) -> None:
+    def _pause(self, user_id: int, paused: NumiError) -> None:
         user = db.session.get(User, user_id)
         setting = user.mirror if user is not None else {}
         if setting.get("folder"):
@@ -309,6 +299,13 @@ def watch_changes() -> None:
         event.listen(Session, "after_rollback", _forget_changes)
 
 
+def note_changes(owner: int, chat_ids: Collection[str]) -> None:
+    """Chats changed by a statement the session hook does not see (a bulk UPDATE): their
+    files are updated once the current transaction commits."""
+    changed = db.session.info.setdefault(_CHANGED, {})
+    changed.update(dict.fromkeys(chat_ids, owner))
+
+
 def _note_changes(session: Session, _context: Any) -> None:
     changed = session.info.setdefault(_CHANGED, {})
     for item in chain(session.new, session.dirty, session.deleted):
@@ -316,18 +313,23 @@ def _note_changes(session: Session, _context: Any) -> None:
             changed[item.id] = item.user_id
         elif isinstance(item, Message):
             changed.setdefault(item.chat_id, None)
+        elif isinstance(item, Project):
+            session.info.setdefault(_USERS, set()).add(item.user_id)
 
 
 def _tell_keeper(session: Session) -> None:
-    changed = session.info.pop(_CHANGED, None)
-    if changed and has_app_context():
+    changed, users = session.info.pop(_CHANGED, None), session.info.pop(_USERS, None)
+    if (changed or users) and has_app_context():
         found = services().mirror
-        if found is not None:
+        if changed:
             found.touch(changed)
+        for user_id in users or ():
+            found.sync_user(user_id)
 
 
 def _forget_changes(session: Session) -> None:
     session.info.pop(_CHANGED, None)
+    session.info.pop(_USERS, None)
 
 
 def _files(function, *args):
@@ -356,10 +358,11 @@ def _write(
 def _check_room(folder: Path, needed: int, min_free: int) -> None:
     free = shutil.disk_usage(folder).free
     if free - needed < min_free * _MB:
-        raise MirrorPaused(
+        raise NumiError(
             "mirror_disk_full",
             f"The disk of the mirror folder is full ({free // _MB} MB free; the mirror leaves "
             f"at least {min_free} MB). It goes on by itself once there is room.",
+            507,
         )
 
 
@@ -374,14 +377,16 @@ def _check_writable(folder: Path, min_free: int) -> None:
     _check_room(folder, 0, min_free)
 
 
-def _os_pause(error: OSError) -> MirrorPaused:
+def _os_pause(error: OSError) -> NumiError:
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return MirrorPaused(
+        return NumiError(
             "mirror_disk_full",
             "The disk of the mirror folder is full. It goes on by itself once there is room.",
+            507,
         )
-    return MirrorPaused(
+    return NumiError(
         "mirror_folder_not_writable",
         f"The mirror folder cannot be written ({error.strerror or error}). It goes on by "
         "itself once it can.",
+        400,
     )

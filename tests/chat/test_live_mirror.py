@@ -1,5 +1,6 @@
 """The live Markdown mirror (numi/chat/live_mirror.py, Settings → Markdown mirror): the
-folder follows a rename, a move and a delete (to `.trash/`) within the delay, on the
+folder follows a rename, a move, a project's rename, an import and a delete (to `.trash/`)
+within the delay, on the
 in-process app and real files on both backends; a full disk pauses it with the reason
 shown, and it resumes by itself; a bad folder is refused with its code and changes nothing;
 in multi-user mode the folder is the admin's root and the user's name; the Export menus'
@@ -68,12 +69,20 @@ def test_the_folder_follows_a_rename_a_move_and_a_delete(app, client, tmp_path):
     project = client.post("/api/projects", json={"name": "Travel"}).get_json()
     client.patch(f"/api/session/{kept}", json={"project_id": project["id"]})
     settle(app, "the move", lambda: (vault / "Travel").is_dir())
+    client.patch(f"/api/projects/{project['id']}", json={"name": "Trips"})
+    settle(app, "the project's rename", lambda: (vault / "Trips").is_dir())
+    assert not (vault / "Travel").exists() or not list((vault / "Travel").iterdir())
+
+    # An import's chats appear when it ends (they are revealed by one bulk statement).
+    later = new_chat(client, "Nice")
+    settle(app, "the import", lambda: (vault / f"Nice-{later[:8]}.md").exists())
 
     assert client.delete(f"/api/session/{other}").status_code in (200, 204)
     settle(app, "the delete", lambda: (vault / ".trash").is_dir())
     assert files(vault) == [
         ".trash/" + f"Paris-{other[:8]}.md",
-        f"Travel/Lyon by air-{kept[:8]}.md",
+        f"Nice-{later[:8]}.md",
+        f"Trips/Lyon by air-{kept[:8]}.md",
     ]
     assert not list(vault.rglob("*.tmp"))
 
