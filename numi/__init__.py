@@ -114,7 +114,11 @@ def _make_services(app: "Flask") -> "Services":
     from .agent.followup_queue import queue_after_turn  # lazy: gevent patch order
     from .agent.tools import ToolRegistry  # lazy: gevent patch order
     from .agent.tools.code.kernels import KernelPool  # lazy: gevent patch order
-    from .chat.live_mirror import MirrorKeeper, watch_changes  # lazy: gevent patch order
+    from .chat.live_mirror import (  # lazy: gevent patch order
+        MirrorKeeper,
+        mirror_after_turn,
+        watch_changes,
+    )
     from .chat.search import detect_engine  # lazy: gevent patch order
     from .gateway.keys import MinuteWindow  # lazy: gevent patch order
     from .extensions import db  # lazy: gevent patch order
@@ -136,8 +140,9 @@ def _make_services(app: "Flask") -> "Services":
         turns=TurnManager(
             app,
             producer=run_turn,
-            # A scheduled task's run is recorded when its turn ends.
-            turn_end_hooks=[queue_after_turn, record_after_turn],
+            # A scheduled task's run is recorded when its turn ends; the chat's Markdown
+            # mirror file is updated.
+            turn_end_hooks=[queue_after_turn, record_after_turn, mirror_after_turn],
             # An open socket is a request that never ends: closed (1012) once turns are saved.
             # The chats' Python kernels end with the process (they also watch their parent).
             stopped_hooks=[partial(close_for_restart, app), kernels.shutdown],

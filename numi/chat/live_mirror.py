@@ -299,6 +299,12 @@ def watch_changes() -> None:
         event.listen(Session, "after_rollback", _forget_changes)
 
 
+def mirror_after_turn(turn: Any) -> None:
+    """A turn-end hook of the turn manager: a turn saves its messages with statements the
+    session hook does not see, so its chat is noted when it ends."""
+    services().mirror.touch({turn.request.chat_id: turn.request.user_id})
+
+
 def note_changes(owner: int, chat_ids: Collection[str]) -> None:
     """Chats changed by a statement the session hook does not see (a bulk UPDATE): their
     files are updated once the current transaction commits."""

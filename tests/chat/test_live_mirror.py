@@ -4,7 +4,9 @@ within the delay, on the
 in-process app and real files on both backends; a full disk pauses it with the reason
 shown, and it resumes by itself; a bad folder is refused with its code and changes nothing;
 in multi-user mode the folder is the admin's root and the user's name; the Export menus'
-zip holds the same files."""
+zip holds the same files. On a live `numi serve`: a real turn's answer reaches the file,
+and a change committed by a process that died before writing it is written after the
+restart."""
 
 from __future__ import annotations
 
@@ -14,9 +16,12 @@ import time
 import zipfile
 
 import gevent
+import pytest
 from import_support import imported_chat
+from turn_support import Api, make_chat, run_turn, turn_server_env, wait_until
 
 from numi.services import services
+from numi.testing import Scenario
 
 WAIT = 30  # a generous bound; reached only on a bug
 
@@ -177,3 +182,50 @@ def test_multi_user_mirrors_live_in_the_admins_root_one_per_user(
     assert archive.namelist() == [f"Alice s-{alice[:8]}.md"]
     text = archive.read(f"Alice s-{alice[:8]}.md").decode("utf-8")
     assert "generated_by: numi" in text and "Take the TGV." in text
+
+
+@pytest.fixture(scope="module")
+def server(live_server_factory, module_database_url):
+    started = live_server_factory(
+        **turn_server_env(
+            NUMI_DATABASE_URL=module_database_url,
+            NUMI_MIRROR_DELAY_SECONDS="0.2",
+            NUMI_MIRROR_MIN_FREE_MB="0",
+        )
+    )
+    yield started
+    started.stop()
+
+
+def test_a_finished_turn_reaches_the_file_and_a_restart_catches_up(server, scripted, tmp_path):
+    """Live `numi serve`: the answer of a real turn is in the chat's file; a change the
+    process committed but died before writing is written by the next process."""
+    api = Api(server.url)
+    vault = tmp_path / "vault"
+    assert api.call("PUT", "/api/mirror", {"folder": str(vault)})[0] == 200
+    chat = make_chat(api, scripted)
+    scripted.enqueue(Scenario().text("Take the night train."))
+    run_turn(server, chat["id"], "How do I get to Lyon?", timeout=60)
+    [path] = wait_until(
+        lambda: [p for p in vault.glob("*.md") if "Take the night train." in p.read_text("utf-8")],
+        what="the answer in the mirror",
+    )
+    assert "How do I get to Lyon?" in path.read_text("utf-8")
+
+    # A delay no test reaches: the rename is committed, and the process dies before writing.
+    server.env["NUMI_MIRROR_DELAY_SECONDS"] = "600"
+    server.restart()
+    assert api.call("PATCH", f"/api/session/{chat['id']}", {"title": "Night train"})[0] == 200
+    server.kill()
+    assert path.exists()
+
+    server.env["NUMI_MIRROR_DELAY_SECONDS"] = "0.2"
+    server.start()
+    other = make_chat(api, scripted)
+    api.call("PATCH", f"/api/session/{other['id']}", {"title": "Another"})
+    # The new process's first update of the user checks the whole folder.
+    wait_until(
+        lambda: (vault / f"Night train-{chat['id'][:8]}.md").exists(),
+        what="the rename caught up on",
+    )
+    assert not path.exists()
