@@ -151,6 +151,17 @@ def test_a_bad_folder_is_refused_with_its_code_and_changes_nothing(app, client, 
     assert client.get("/api/mirror").get_json()["folder"] == str((root / "inside").resolve())
 
 
+def test_the_export_menu_offers_every_chat_as_a_markdown_zip(app, client):
+    chat_id = new_chat(client, "Lyon")
+    project = client.post("/api/projects", json={"name": "Travel"}).get_json()
+    client.patch(f"/api/session/{chat_id}", json={"project_id": project["id"]})
+    page = client.get(f"/c/{chat_id}").get_data(as_text=True)
+    assert 'href="/api/export/markdown.zip" download>All chats (Markdown, zip)' in page
+    archive = zipfile.ZipFile(io.BytesIO(client.get("/api/export/markdown.zip").data))
+    assert archive.namelist() == [f"Travel/Lyon-{chat_id[:8]}.md"]
+    assert 'project: "Travel"' in archive.read(archive.namelist()[0]).decode("utf-8")
+
+
 def test_multi_user_mirrors_live_in_the_admins_root_one_per_user(
     multi_app, users, client_a, client_b, tmp_path
 ):
