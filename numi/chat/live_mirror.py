@@ -239,6 +239,12 @@ class MirrorKeeper:
         except NumiError as paused:  # a full disk, or a folder no longer allowed
             self._pause(user_id, paused)
             return
+        except FileNotFoundError:
+            # Another process of this Numi moved the file first (both follow the same
+            # change): not a reason to pause; the whole folder is checked again later.
+            self.caught_up.discard(user_id)
+            self._retry_later(user_id)
+            return
         except OSError as error:
             self._pause(user_id, _os_pause(error))
             return
@@ -280,6 +286,9 @@ class MirrorKeeper:
             db.session.commit()
             log.warning("The Markdown mirror of user %s paused: %s", user_id, paused.message)
         self.caught_up.discard(user_id)
+        self._retry_later(user_id)
+
+    def _retry_later(self, user_id: int) -> None:
         retry = self.retries.get(user_id)
         if retry is None or retry.dead:
             seconds = self.app.config["NUMI_MIRROR_RETRY_SECONDS"]
