@@ -5,3 +5,10 @@ document.addEventListener("change", (event) => {
   document.documentElement.setAttribute("data-theme", radio.value);
   document.querySelector("meta[name=color-scheme]")?.setAttribute("content", radio.value === "system" ? "light dark" : radio.value);
 });
+
+// Settings → Import: another file chosen makes the shown preview (and its Import button,
+// which would send the new file) stale, so it goes.
+document.addEventListener("change", (event) => {
+  if (!event.target.matches?.("#import-form input[type=file]")) return;
+  document.getElementById("import-preview")?.replaceChildren();
+});
