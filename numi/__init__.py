@@ -114,6 +114,11 @@ def _make_services(app: "Flask") -> "Services":
     from .agent.followup_queue import queue_after_turn  # lazy: gevent patch order
     from .agent.tools import ToolRegistry  # lazy: gevent patch order
     from .agent.tools.code.kernels import KernelPool  # lazy: gevent patch order
+    from .chat.live_mirror import (  # lazy: gevent patch order
+        MirrorKeeper,
+        mirror_after_turn,
+        watch_changes,
+    )
     from .chat.search import detect_engine  # lazy: gevent patch order
     from .gateway.keys import MinuteWindow  # lazy: gevent patch order
     from .extensions import db  # lazy: gevent patch order
@@ -127,14 +132,17 @@ def _make_services(app: "Flask") -> "Services":
     from .web.live.sidebar_feed import SidebarFeeds, chat_changed  # lazy: gevent patch order
 
     kernels = KernelPool()
+    # Every committed change of a chat reaches its app's Markdown mirror (once per process).
+    watch_changes()
     return Services(
         # The turn layer knows neither the agent nor the chat layer: it gets its producer
         # and its turn-end hook (queued follow-ups) here.
         turns=TurnManager(
             app,
             producer=run_turn,
-            # A scheduled task's run is recorded when its turn ends.
-            turn_end_hooks=[queue_after_turn, record_after_turn],
+            # A scheduled task's run is recorded when its turn ends; the chat's Markdown
+            # mirror file is updated.
+            turn_end_hooks=[queue_after_turn, record_after_turn, mirror_after_turn],
             # An open socket is a request that never ends: closed (1012) once turns are saved.
             # The chats' Python kernels end with the process (they also watch their parent).
             stopped_hooks=[partial(close_for_restart, app), kernels.shutdown],
@@ -162,6 +170,7 @@ def _make_services(app: "Flask") -> "Services":
         task_scheduler=TaskScheduler(app),
         kernels=kernels,
         api_windows=MinuteWindow(app.config["NUMI_API_RATE_PER_MINUTE"]),
+        mirror=MirrorKeeper(app),
     )
 
 

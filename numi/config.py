@@ -398,6 +398,35 @@ SETTINGS: tuple[Setting, ...] = (
         "refused (`too_many_tasks`); 0: no one may create tasks.",
     ),
     Setting(
+        "NUMI_MIRROR_ROOT",
+        None,
+        text,
+        "The folder under which Markdown mirrors are kept (Settings → Markdown mirror). "
+        "Multi-user mode: each user's mirror is its subfolder named after the user, and there "
+        "is no mirror without it. Single-user mode: when set, the folder must lie inside it.",
+    ),
+    Setting(
+        "NUMI_MIRROR_DELAY_SECONDS",
+        2.0,
+        number(0.0, 3600.0),
+        "The Markdown mirror writes this long after a change, so a burst of changes (a turn's "
+        "saves, an import) is one update.",
+    ),
+    Setting(
+        "NUMI_MIRROR_MIN_FREE_MB",
+        100,
+        whole(),
+        "The Markdown mirror pauses, with the reason in Settings, rather than leave less free "
+        "space than this on the disk of its folder (where the database may live too).",
+    ),
+    Setting(
+        "NUMI_MIRROR_RETRY_SECONDS",
+        60.0,
+        number(0.1, 86400.0),
+        "A paused Markdown mirror (full disk, folder not writable) tries again this often, "
+        "and resumes by catching up on every chat.",
+    ),
+    Setting(
         "NUMI_TASK_SCHEDULER",
         True,
         boolean,

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .agent.tools import ToolRegistry
     from .agent.tools.code.kernels import KernelPool
     from .agent.tools.mcp.catalog import ToolList
+    from .chat.live_mirror import MirrorKeeper
     from .gateway.keys import MinuteWindow
     from .login_limits import LoginThrottle
     from .providers.base import ProviderAdapter
@@ -113,6 +114,8 @@ class Services:
     kernels: KernelPool
     # Each API key's requests of the last minute (gateway.keys, NUMI_API_RATE_PER_MINUTE).
     api_windows: MinuteWindow
+    # The live Markdown mirror's pending changes and writer (chat.live_mirror).
+    mirror: MirrorKeeper
 
 
 def services(app: Flask | None = None) -> Services:

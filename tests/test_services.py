@@ -16,6 +16,7 @@ from gevent.lock import Semaphore
 from numi.agent.tools import Tool, ToolRegistry
 from numi.agent.tools.code.kernels import KernelPool
 from numi.agent.tools.mcp.catalog import ToolList
+from numi.chat.live_mirror import MirrorKeeper
 from numi.gateway.keys import MinuteWindow
 from numi.login_limits import LoginThrottle
 from numi.providers.base import ProviderAdapter
@@ -46,6 +47,7 @@ TYPES = {
         SidebarFeeds,
         TaskScheduler,
         KernelPool,
+        MirrorKeeper,
     )
 }
 HINTS = typing.get_type_hints(Services, localns=TYPES)

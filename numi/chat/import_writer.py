@@ -24,6 +24,7 @@ from ..extensions import db
 from ..models import Attachment, Chat, Endpoint, ImportJob, Message, usage_columns, utcnow
 from ..models.chats import cached_column
 from ..models.columns import dumps
+from . import live_mirror
 from .export import ATTACHMENT_INFO_KEY
 
 # Chats of a running import have deleted_at = this epoch plus the job's id in seconds: a
@@ -141,6 +142,8 @@ class ChatWriter:
             .values(**values)
             .execution_options(synchronize_session=False)
         )
+        # A bulk UPDATE: the mirror's session hook does not see these chats appear.
+        live_mirror.note_changes(self.job.user_id, self.chat_ids)
         db.session.expire_all()
         rows = {
             chat.id: chat

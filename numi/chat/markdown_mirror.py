@@ -9,6 +9,10 @@ matter, rewrites it in place when the chat changed (and not at all when it did n
 renames it when the chat was renamed or moved. A file without the marker is never
 overwritten. Every write goes to a temporary file beside the target, then is renamed over
 it: an interrupted export leaves each file whole, old or new.
+
+The live mirror (numi/chat/live_mirror.py) uses the same two halves apart: `chat_files`
+reads the database, `write_files` touches only files (so it can run off the hub) and moves a
+deleted chat's file into `.trash/` inside the folder.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from sqlalchemy import select
@@ -33,6 +38,8 @@ from .export import (
 )
 
 MARKER = "generated_by: numi"
+# Deleted chats' files go here, inside the mirror: a deletion in Numi never loses a file.
+TRASH = ".trash"
 # Front matter is read from the head of each file only: an id sits in its first lines.
 _HEAD_BYTES = 4096
 
@@ -43,32 +50,97 @@ class MirrorResult:
     unchanged: list[Path] = field(default_factory=list)
     renamed: list[tuple[Path, Path]] = field(default_factory=list)
     skipped: list[tuple[Path, str]] = field(default_factory=list)
+    trashed: list[tuple[Path, Path]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ChatFile:
+    """One chat's file as it should be: where (relative to the folder) and what."""
+
+    chat_id: str
+    path: Path
+    body: str
 
 
 def mirror_user(user_id: int, folder: Path) -> MirrorResult:
     """Write every live chat of `user_id` into `folder` (see the module docstring)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    known = _mirrored_files(folder)
+    return write_files(folder, chat_files(user_id, live_chat_ids(user_id)))
+
+
+def live_chat_ids(user_id: int) -> list[str]:
+    """The user's chats that have a file in the mirror: live and not temporary, oldest first."""
+    return list(
+        db.session.execute(
+            select(Chat.id)
+            .where(Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.temporary.is_(False))
+            .order_by(Chat.created_at, Chat.id)
+        ).scalars()
+    )
+
+
+def chat_files(user_id: int, chat_ids: Collection[str]) -> list[ChatFile]:
+    """The files of the user's live chats among `chat_ids` (the database part of a mirror:
+    the caller may write them elsewhere, off the hub); another user's chat is left out."""
+    if not chat_ids:
+        return []
     projects = {
         p.id: p.name
         for p in db.session.execute(select(Project).where(Project.user_id == user_id)).scalars()
     }
     chats = db.session.execute(
         select(Chat)
-        .where(Chat.user_id == user_id, Chat.deleted_at.is_(None), Chat.temporary.is_(False))
+        .where(
+            Chat.user_id == user_id,
+            Chat.id.in_(list(chat_ids)),
+            Chat.deleted_at.is_(None),
+            Chat.temporary.is_(False),
+        )
         .order_by(Chat.created_at, Chat.id)
     ).scalars()
-    result = MirrorResult()
+    files = []
     for chat in chats:
         project = projects.get(chat.project_id) if chat.project_id else None
-        subfolder = folder / _stem(project) if project else folder
-        target = subfolder / f"{_stem(chat.title)}-{chat.id[:8]}.md"
+        subfolder = Path(_stem(project)) if project else Path()
         messages = load_transcript(chat)
         body = chat_markdown(
             chat, message_views(messages, attachment_index(user_id, messages)), project
         )
-        _place(chat.id, target, body, known, result)
+        files.append(ChatFile(chat.id, subfolder / f"{_stem(chat.title)}-{chat.id[:8]}.md", body))
+    return files
+
+
+def write_files(
+    folder: Path,
+    files: Iterable[ChatFile],
+    trash: Collection[str] = (),
+    known: dict[str, Path] | None = None,
+) -> MirrorResult:
+    """Put each of `files` in `folder` and move the files of the chats in `trash` to
+    `folder/.trash/` (the file part of a mirror: no database). `known` is the folder's
+    `mirrored_files`, kept up to date here, when the caller already read it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if known is None:
+        known = mirrored_files(folder)
+    result = MirrorResult()
+    for file in files:
+        _place(file.chat_id, folder / file.path, file.body, known, result)
+    for chat_id in trash:
+        earlier = known.pop(chat_id, None)
+        if earlier is not None and earlier.exists():
+            result.trashed.append((earlier, _to_trash(folder, earlier)))
     return result
+
+
+def _to_trash(folder: Path, path: Path) -> Path:
+    """Move a deleted chat's file into `.trash/`, under a name no other trashed file has."""
+    trash_dir = folder / TRASH
+    trash_dir.mkdir(exist_ok=True)
+    target, n = trash_dir / path.name, 1
+    while target.exists():
+        n += 1
+        target = trash_dir / f"{path.stem} ({n}){path.suffix}"
+    os.replace(path, target)
+    return target
 
 
 def chat_markdown(chat: Chat, views: list[ExportMessage], project: str | None) -> str:
@@ -112,6 +184,7 @@ def _place(
     if earlier is not None and earlier != target:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(earlier, target)
+        known[chat_id] = target
         result.renamed.append((earlier, target))
     elif target.exists() and target.read_text(encoding="utf-8") == body:
         result.unchanged.append(target)
@@ -125,14 +198,15 @@ def _place(
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    known[chat_id] = target
     result.written.append(target)
 
 
-def _mirrored_files(folder: Path) -> dict[str, Path]:
+def mirrored_files(folder: Path) -> dict[str, Path]:
     """Chat id -> the file Numi wrote for it in `folder`, from each file's front matter."""
     found: dict[str, Path] = {}
     for path in folder.rglob("*.md"):
-        if ".trash" in path.relative_to(folder).parts or not path.is_file():
+        if TRASH in path.relative_to(folder).parts or not path.is_file():
             continue
         with path.open("rb") as handle:
             head = handle.read(_HEAD_BYTES).decode("utf-8", "replace")

@@ -47,6 +47,12 @@ class User(db.Model):
 
     documents = json_property("documents_json", dict)
 
+    # Settings → Markdown mirror: {folder, paused: {code, message}} (numi/chat/live_mirror.py);
+    # absent, no mirror.
+    mirror_json: Mapped[str | None] = mapped_column(Text)
+
+    mirror = json_property("mirror_json", dict)
+
 
 class LoginFailure(db.Model):
     """Recent failed logins of one throttle key (a username, a client address, or the pair),

@@ -29,6 +29,7 @@ def register(app: Flask) -> None:
         integrations,  # document search and MCP server settings
         library,
         mcp_server,
+        mirror,
         offline_pages,
         organising,
         pages,
@@ -77,6 +78,7 @@ def register(app: Flask) -> None:
     app.register_blueprint(streams.bp)
     app.register_blueprint(followups.bp)
     app.register_blueprint(transfer.bp)
+    app.register_blueprint(mirror.bp)
     app.register_blueprint(transcript.bp)
     app.register_blueprint(ws.bp)
     app.register_blueprint(sidebar_feed.bp)

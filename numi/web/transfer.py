@@ -68,8 +68,18 @@ def import_status(job_id: int):
 
 @bp.post("/import")
 def import_page():
-    """The Import form: a multipart upload; its progress page follows the job."""
-    job = start_import(current_app._get_current_object(), g.user.id, _uploaded_file())
+    """The Import form: a multipart upload; its progress page follows the job. Its first
+    step (`step=preview`) reads the file and writes nothing: in Settings (HTMX) the preview
+    appears under the form with the button that imports the same file; without JavaScript
+    it is the progress page's."""
+    preview = request.form.get("step") == "preview"
+    job = start_import(
+        current_app._get_current_object(), g.user.id, _uploaded_file(), preview=preview
+    )
+    if is_htmx():
+        if preview:
+            return render_template("partials/_import_progress.html", job=job, confirm=True)
+        return "", 200, {"HX-Redirect": url_for("transfer.import_progress", job_id=job.id)}
     return redirect(url_for("transfer.import_progress", job_id=job.id), code=303)
 
 
@@ -84,7 +94,8 @@ def import_progress(job_id: int):
             return "", 200, {"HX-Redirect": url}
         return redirect(url, code=303)
     template = "partials/_import_progress.html" if is_htmx() else "import_job.html"
-    return render_template(template, job=job)
+    # `confirm`: polled from the Settings form, whose file the preview's button imports.
+    return render_template(template, job=job, confirm=request.args.get("confirm") == "1")
 
 
 def _stays(job) -> bool:

@@ -12,3 +12,10 @@ const fillZones = (root) => root.querySelectorAll?.("input[data-browser-timezone
 });
 fillZones(document);
 document.addEventListener("htmx:load", (event) => fillZones(event.detail.elt));
+
+// Settings → Import: another file chosen makes the shown preview (and its Import button,
+// which would send the new file) stale, so it goes.
+document.addEventListener("change", (event) => {
+  if (!event.target.matches?.("#import-form input[type=file]")) return;
+  document.getElementById("import-preview")?.replaceChildren();
+});

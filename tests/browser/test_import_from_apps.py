@@ -34,7 +34,7 @@ def claude_zip(tmp_path: Path, suffix: str) -> Path:
 
 def pick_and_import(page, path: Path) -> None:
     page.set_input_files("form.import-form input[type=file]", str(path))
-    page.click("form.import-form button[type=submit]")
+    page.click("form.import-form button[value=import]")
 
 
 @pytest.mark.parametrize("size, scheme", LOOKS, ids=IDS)

@@ -8,6 +8,7 @@ import json
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 from numi.testing.exports import chatgpt_chain
 
@@ -33,7 +34,17 @@ def test_the_import_page_shows_progress_then_opens_the_chat(
     export.write_text(json.dumps(_chatgpt_export()))
     page = open_page_on(live_server, size, "light", "/settings/import")
     page.set_input_files("form.import-form input[type=file]", str(export))
-    page.click("form.import-form button[type=submit]")
+    # First what the file holds, under the form, with nothing written; then the import.
+    page.get_by_role("button", name="Preview", exact=True).click()
+    preview = page.locator("#import-preview .import-preview")
+    expect(preview).to_have_text(
+        "2 chats, 4000 messages from ChatGPT (conversations.json). Nothing was written yet.",
+        timeout=60_000,
+    )
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    shot(page, f"import-preview-{size}", full_page=True)
+    assert page.url.endswith("/settings/import")
+    page.get_by_role("button", name="Import 2 chats", exact=True).click()
     page.wait_for_url(re.compile(r"/imports/\d+$"))
     progress = page.locator(".import-progress")
     # The poll swaps the part in place: "n of N messages written" while the job writes.
@@ -57,7 +68,7 @@ def test_a_refused_file_shows_its_reason(live_server, open_page_on, shot, tmp_pa
     bad.write_text('{"format": "numi.chat", "version": 1, "chat": {}, "messages": "<img>"}')
     page = open_page_on(live_server, "phone", "dark", "/settings/import")
     page.set_input_files("form.import-form input[type=file]", str(bad))
-    page.click("form.import-form button[type=submit]")
+    page.click("form.import-form button[value=import]")
     page.wait_for_url(re.compile(r"/imports/\d+$"))
     page.wait_for_function(
         "() => document.querySelector('.import-progress [role=alert]') !== null", timeout=60_000

@@ -8,10 +8,14 @@ the same user, and leaves nothing behind when it fails midway. The caps of one i
 
 from __future__ import annotations
 
+import io
+import json
 import os
+import re
 import signal
 from pathlib import Path
 
+import gevent
 import pytest
 from import_support import api_import, run_import
 
@@ -242,3 +246,43 @@ def test_an_import_that_fails_midway_leaves_nothing(multi_server):
     finally:
         engine.dispose()
     assert doomed == 0, "no hidden chat or message of the failed import remains"
+
+
+# --- the Settings form's preview step ------------------------------------------------------
+
+
+def test_the_forms_preview_step_writes_nothing_and_offers_the_import(app, client):
+    """Settings → Import's Preview (HTMX): the preview under the form, with the button that
+    imports the same file; without JavaScript, the progress page says it; nothing written."""
+    body = json.dumps(numi_chat(4, title="Preview me")).encode()
+    before = counts(app)
+    htmx = {"HX-Request": "true"}
+
+    def form(step, headers=None):
+        data = {"file": (io.BytesIO(body), "chat.json"), "step": step}
+        return client.post("/import", data=data, headers=headers or {})
+
+    response = form("preview", htmx)
+    assert response.status_code == 200 and 'id="import-' in response.get_data(as_text=True)
+    job_id = int(re.search(r'id="import-(\d+)"', response.get_data(as_text=True))[1])
+
+    def polled():
+        gevent.sleep(0.01)  # the job's greenlet runs meanwhile
+        page = client.get(f"/imports/{job_id}?confirm=1", headers=htmx).get_data(as_text=True)
+        return page if "import-preview" in page else None
+
+    page = wait_until(polled, what="the preview")
+    assert "1 chat, 4 messages" in page and "Nothing was written yet." in page
+    assert 'name="step" value="import"' in page and "Import 1 chat<" in page
+    assert counts(app) == before
+
+    plain = form("preview")
+    assert plain.status_code == 303 and plain.headers["Location"].startswith("/imports/")
+
+    def imported():
+        # The preview without JavaScript may still run: one import at a time per user.
+        gevent.sleep(0.01)
+        response = form("import", htmx)
+        return response if response.status_code != 409 else None
+
+    assert wait_until(imported, what="the import").headers["HX-Redirect"].startswith("/imports/")

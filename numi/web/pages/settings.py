@@ -13,6 +13,7 @@ from ... import endpoints as endpoint_store
 from ... import prompts as prompt_store
 from ...agent.tools import mcp, web
 from ...knowledge import index as tool_documents
+from ...chat import live_mirror
 from ...chat.memories import list_memories
 from ...chat.shares import list_shares
 from ...endpoint_settings import capabilities_from_form
@@ -25,6 +26,7 @@ from ...redaction.rules import rules_from_form
 from ..inputs import request_data
 from ..request_kind import is_htmx
 from ..api_keys import keys_context
+from ..mirror import mirror_context
 from ..voice import voice_context
 from .base import bp
 from ...knowledge import embedding, rerank
@@ -43,6 +45,7 @@ SECTIONS = {
     "api-keys": "API keys",
     "account": "Account",
     "import": "Import",
+    "markdown-mirror": "Markdown mirror",
     "shared-links": "Shared links",
 }
 
@@ -106,7 +109,26 @@ def settings_context() -> dict:
         **integrations_context(),
         **voice_context(),
         **keys_context(),
+        **mirror_context(),
     }
+
+
+@bp.post("/settings/markdown-mirror")
+def markdown_mirror_settings():
+    """Turn the Markdown mirror on (or move it) or off; a refused folder changes nothing and
+    is said on the section."""
+    data = request_data()
+    if data.get("action") == "off":
+        live_mirror.turn_off(g.user)
+    else:
+        folder = data.get("folder")
+        try:
+            live_mirror.turn_on(current_app, g.user, folder if isinstance(folder, str) else None)
+        except NumiError as exc:
+            return settings_page(
+                "markdown-mirror", exc.status, mirror_error=exc, mirror_typed=folder
+            )
+    return redirect(url_for("pages.settings", section="markdown-mirror"))
 
 
 @bp.post("/settings/web-search")
