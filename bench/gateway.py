@@ -33,6 +33,16 @@ from live import LiveNumi  # noqa: E402
 from numi.testing import Scenario, ScriptedProvider  # noqa: E402
 
 
+def post_chat(connection: http.client.HTTPConnection, path: str, key: str, body: str) -> None:
+    """A Chat Completions request under the base URL's `path`, with the API key."""
+    connection.request(
+        "POST",
+        path + "/chat/completions",
+        body=body,
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
+    )
+
+
 def stream_chat(base_url: str, key: str, model: str) -> tuple[float, float, int]:
     """(seconds to the first content, seconds to the end, characters of content) of one
     streamed Chat Completions request, read and parsed line by line as a client does."""
@@ -42,12 +52,7 @@ def stream_chat(base_url: str, key: str, model: str) -> tuple[float, float, int]
         {"model": model, "stream": True, "messages": [{"role": "user", "content": "go"}]}
     )
     started = time.perf_counter()
-    connection.request(
-        "POST",
-        parts.path + "/chat/completions",
-        body=body,
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
-    )
+    post_chat(connection, parts.path, key, body)
     response = connection.getresponse()
     assert response.status == 200, response.read()
     first = None
@@ -92,12 +97,7 @@ def stream_tokens(
         {"model": model, "stream": True, "messages": [{"role": "user", "content": question}]}
     )
     go.wait()
-    connection.request(
-        "POST",
-        parts.path + "/chat/completions",
-        body=body,
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
-    )
+    post_chat(connection, parts.path, key, body)
     response = connection.getresponse()
     seen: dict[int, float] = {}
     if response.status != 200:
