@@ -695,6 +695,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Research mode: pages one run reads at once, never more.",
     ),
     Setting(
+        "NUMI_RESEARCH_FOLLOW_LINKS",
+        3,
+        whole(0, 20),
+        "Research mode: links a page found by a search may add to the pages to read (the "
+        "first ones in its text not read yet; 0 follows none). Followed pages add none.",
+    ),
+    Setting(
         "NUMI_RESEARCH_PAGE_CHARS",
         8000,
         whole(500),

@@ -10,7 +10,9 @@ budgeted as any question (a model without tool calling is refused before it is s
 2. for each sub-question, `web_search`; then its new results are read with `fetch_page`,
    at most `NUMI_RESEARCH_PARALLEL_READS` at once, each page's text capped
    (`NUMI_RESEARCH_PAGE_CHARS`) and kept with when it was read, or skipped with the reason
-   (a refused address, not a text page, an error);
+   (a refused address, not a text page, an error). A page a search found adds the first
+   `NUMI_RESEARCH_FOLLOW_LINKS` links in its text this run has not seen to the pages to
+   read (a `fetch_page` each, so under its address rules); those add no more;
 3. the report: the model writes it from the pages read, citing them as [n]; it streams as
    the answer and is saved with the pages as its citation sources.
 
@@ -102,6 +104,8 @@ class ResearchAgent(Agent):
         config = self.app.config
         self.parallel = config["NUMI_RESEARCH_PARALLEL_READS"]
         self.page_chars = config["NUMI_RESEARCH_PAGE_CHARS"]
+        self.follow = config["NUMI_RESEARCH_FOLLOW_LINKS"]
+        self._seen: set[str] = set()  # every address read, skipped or queued in this run
         # The run's id: its row is read through the session each time (the agent releases
         # the session before each model call, which detaches the objects it held).
         self.run_id: int | None = None
@@ -171,11 +175,17 @@ class ResearchAgent(Agent):
         return True
 
     def _gather(self, meta: ChatMeta) -> None:
-        """Search each sub-question not searched yet, then read its new results."""
+        """Search each sub-question not searched yet, then read its new results (and the
+        links they cite). A resumed run first reads the links it had queued."""
         run = self._research()
         plan: list[str] = run.state["plan"]
         searches = run.state.get("searches", [])
-        seen = {row.url for row in store.sources(run)}
+        seen = self._seen = {row.url for row in store.sources(run)}
+        queued = run.state.get("leads", [])
+        leftover = [lead for lead in queued if lead["url"] not in seen]
+        seen.update(lead["url"] for lead in queued)
+        if leftover and not self._halt():
+            self._read(leftover, meta)
         for index, question in enumerate(plan):
             if self._halt():
                 return
@@ -296,6 +306,7 @@ class ResearchAgent(Agent):
                 continue
             running.discard(result["url"])
             self._keep(result, outcome)
+            pending.extend(self._leads(result, outcome))
 
     def _fetch(self, tool, result, meta, finished: gevent.queue.Queue) -> None:
         arguments = {"url": result["url"], "max_chars": self.page_chars}
@@ -318,6 +329,31 @@ class ResearchAgent(Agent):
                 run, result["url"], result["title"], text=None, reason=_short(outcome)
             )
         self._emit("research_source", {"source": store.source_dict(row, None)})
+
+    def _leads(self, result: dict[str, str], outcome: Any) -> list[dict[str, str]]:
+        """The first links a page found by a search cites that this run has not seen, to
+        read next (under the page budget, like any page): saved with the step, so a resumed
+        run reads them too. A page read by following a link adds none."""
+        if result.get("via") or not self.follow or not isinstance(outcome, ToolResult):
+            return []
+        page = outcome.sources[0] if outcome.sources else {}
+        leads: list[dict[str, str]] = []
+        for link in page.get("links") or []:
+            if len(leads) >= self.follow:
+                break
+            if link["url"] not in self._seen:
+                self._seen.add(link["url"])
+                leads.append({**link, "via": result["url"]})
+        if not leads:
+            return []
+        run = self._research()
+        title = str(page.get("title") or result["title"])[:120]
+        text = f"Following {len(leads)} links cited by “{title}”: " + "; ".join(
+            lead["title"][:80] for lead in leads
+        )
+        store.log_step(run, "follow", text, leads=[*run.state.get("leads", []), *leads])
+        self._emit_step("follow", text)
+        return leads
 
     def _tool(self, tool: Tool | None, arguments: dict[str, Any], meta: ChatMeta) -> Any:
         """A web tool's outcome: its ToolResult, or the text of its failure."""
