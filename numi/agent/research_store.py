@@ -16,6 +16,7 @@ from sqlalchemy.engine import CursorResult
 from ..extensions import db
 from ..models import ModelPrice, ResearchRun, ResearchSource, utcnow
 from ..models.research import UNFINISHED
+from .research_documents import cited
 
 # The newest log lines a progress view shows (a long run keeps the rest in its row).
 LOG_SHOWN = 40
@@ -72,10 +73,16 @@ def save_search(run: ResearchRun, query: str, results: list[dict[str, str]], not
 
 
 def save_source(
-    run: ResearchRun, url: str, title: str, *, text: str | None, reason: str | None
+    run: ResearchRun,
+    url: str,
+    title: str,
+    *,
+    text: str | None,
+    reason: str | None,
+    step: bool = True,
 ) -> ResearchSource:
     """A page read (text) or skipped (reason), saved as it finishes: a resumed run never
-    fetches it again."""
+    fetches it again. A document's passage is kept the same way, its search the step."""
     source = ResearchSource(
         run_id=run.id,
         url=url,
@@ -85,7 +92,8 @@ def save_source(
         text=text,
     )
     db.session.add(source)
-    run.steps += 1
+    if step:
+        run.steps += 1
     db.session.commit()
     return source
 
@@ -195,13 +203,19 @@ def progress(
         "log": list(state.get("log", []))[-LOG_SHOWN:],
         "sources": [source_dict(row, number) for number, row in _numbered(rows)],
         "steps": run.steps,
-        "pages_read": sum(1 for row in rows if row.status == "read"),
+        "pages_read": pages_read(rows),
+        "passages": sum(1 for row in rows if cited(row.url)),
         "tokens": run.tokens,
         "cost": None if state.get("cost") is None else round(state["cost"], 6),
         "elapsed_seconds": elapsed,
         "budget": run.budget,
         "resumed": resumed,
     }
+
+
+def pages_read(rows: list[ResearchSource]) -> int:
+    """Web pages read (what the page budget counts; a document's passage is not one)."""
+    return sum(1 for row in rows if row.status == "read" and not cited(row.url))
 
 
 def source_dict(row: ResearchSource, number: int | None) -> dict[str, Any]:
@@ -212,6 +226,7 @@ def source_dict(row: ResearchSource, number: int | None) -> dict[str, Any]:
         "status": row.status,
         "reason": row.reason,
         "read_at": row.read_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        **(cited(row.url) or {}),
     }
 
 
