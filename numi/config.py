@@ -689,6 +689,13 @@ SETTINGS: tuple[Setting, ...] = (
         "Research mode: the longest time limit a send may ask for.",
     ),
     Setting(
+        "NUMI_RESEARCH_LIMIT_COST",
+        100.0,
+        number(),
+        "Research mode: the highest cost limit a send may ask for, in the currency of the "
+        "user's prices (a run has no cost limit unless its send asks for one).",
+    ),
+    Setting(
         "NUMI_RESEARCH_PARALLEL_READS",
         3,
         whole(1, 16),

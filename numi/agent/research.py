@@ -82,12 +82,21 @@ def research_needs_tools(model: str) -> NumiError:
     )
 
 
+def research_cost_unpriced(model: str) -> NumiError:
+    return NumiError(
+        "research_cost_unpriced",
+        f"{model} has no price, so a cost limit cannot be kept. Give it a price on the Usage "
+        "page, or research without a cost limit.",
+        400,
+    )
+
+
 class ResearchAgent(Agent):
     """A turn in research mode: the agent's start, save and route, then the research run."""
 
     def __init__(self, turn):
         super().__init__(turn)
-        self.research_budget: dict[str, int] = dict(turn.request.options["research"])
+        self.research_budget: dict[str, Any] = dict(turn.request.options["research"])
         config = self.app.config
         self.parallel = config["NUMI_RESEARCH_PARALLEL_READS"]
         self.page_chars = config["NUMI_RESEARCH_PAGE_CHARS"]
@@ -106,6 +115,10 @@ class ResearchAgent(Agent):
         routes = super()._routes(meta)
         if not routes[0].capabilities().tools:
             raise research_needs_tools(routes[0].model)
+        if self.research_budget.get("max_cost") and not store.model_price(
+            self.request.user_id, routes[0].model
+        ):
+            raise research_cost_unpriced(routes[0].model)
         return routes
 
     # --- the run ------------------------------------------------------------------------------
@@ -244,6 +257,8 @@ class ResearchAgent(Agent):
             return f"{budget['max_steps']} steps"
         if run.tokens >= budget["max_tokens"]:
             return f"{budget['max_tokens']} tokens"
+        if budget.get("max_cost") and (run.state.get("cost") or 0) >= budget["max_cost"]:
+            return f"cost {budget['max_cost']:g}"
         if self._elapsed() >= budget["time_limit_seconds"]:
             return f"{budget['time_limit_seconds']} s"
         if self._pages_read() >= budget["max_pages"]:

@@ -116,9 +116,7 @@ def add_usage(run: ResearchRun, usage: Any, model: str) -> None:
     tokens_in = getattr(usage, "input_tokens", 0) or 0
     tokens_out = getattr(usage, "output_tokens", 0) or 0
     run.tokens += max(0, tokens_in + tokens_out)
-    price = db.session.execute(
-        select(ModelPrice).where(ModelPrice.user_id == run.user_id, ModelPrice.model == model)
-    ).scalar_one_or_none()
+    price = model_price(run.user_id, model)
     if price is not None:
         state = run.state
         state["cost"] = (state.get("cost") or 0.0) + (
@@ -126,6 +124,13 @@ def add_usage(run: ResearchRun, usage: Any, model: str) -> None:
         )
         run.state = state
     db.session.commit()
+
+
+def model_price(user_id: int, model: str) -> ModelPrice | None:
+    """The user's price for `model` (the Usage page's, per million tokens), if any."""
+    return db.session.execute(
+        select(ModelPrice).where(ModelPrice.user_id == user_id, ModelPrice.model == model)
+    ).scalar_one_or_none()
 
 
 def set_status(run: ResearchRun, status: str, elapsed: int) -> None:
