@@ -8,6 +8,7 @@ event carries whole, so a snapshot or a reload draws it again without replaying 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlalchemy import select, update
@@ -200,7 +201,8 @@ def unfinished_runs() -> list[ResearchRun]:
 def progress(
     run: ResearchRun, rows: list[ResearchSource], *, phase: str, elapsed: int, resumed: bool
 ) -> dict[str, Any]:
-    """The whole progress view: plan, log, sources read and skipped, tokens, elapsed."""
+    """The whole progress view: plan, log, sources read and skipped, tokens, elapsed
+    (and the start it counts from)."""
     state = run.state
     return {
         "phase": phase,
@@ -213,6 +215,9 @@ def progress(
         "tokens": run.tokens,
         "cost": None if state.get("cost") is None else round(state["cost"], 6),
         "elapsed_seconds": elapsed,
+        # When the run would have started had it never stopped (server time, epoch seconds):
+        # the page ticks the elapsed time from it between events.
+        "started_at": round(time.time() - elapsed, 3),
         "budget": run.budget,
         "resumed": resumed,
     }
