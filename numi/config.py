@@ -718,10 +718,24 @@ SETTINGS: tuple[Setting, ...] = (
         "Research mode: the longest time limit a send may ask for.",
     ),
     Setting(
+        "NUMI_RESEARCH_LIMIT_COST",
+        100.0,
+        number(),
+        "Research mode: the highest cost limit a send may ask for, in the currency of the "
+        "user's prices (a run has no cost limit unless its send asks for one).",
+    ),
+    Setting(
         "NUMI_RESEARCH_PARALLEL_READS",
         3,
         whole(1, 16),
         "Research mode: pages one run reads at once, never more.",
+    ),
+    Setting(
+        "NUMI_RESEARCH_FOLLOW_LINKS",
+        3,
+        whole(0, 20),
+        "Research mode: links a page found by a search may add to the pages to read (the "
+        "first ones in its text not read yet; 0 follows none). Followed pages add none.",
     ),
     Setting(
         "NUMI_RESEARCH_PAGE_CHARS",

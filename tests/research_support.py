@@ -14,12 +14,16 @@ from urllib.parse import parse_qs, urlsplit
 
 import gevent
 
+from sqlalchemy import select
+
 from numi.agent.tools import web as web_tools
 from numi.extensions import db
 from numi.identity import local_user
+from numi.models import Message, ResearchRun, ResearchSource
 
-PAGE = """<!doctype html><html><head><title>{title}</title></head><body><article>
-<h1>{title}</h1><p>{body}</p></article></body></html>"""
+PAGE = """<!doctype html><html><head><title>{title}</title></head><body>
+<nav><a href="/page/menu-1">Home</a></nav><article>
+<h1>{title}</h1><p>{body}</p>{links}</article></body></html>"""
 
 
 class ResearchWeb:
@@ -30,6 +34,8 @@ class ResearchWeb:
         self.searches: list[str] = []
         # query words -> the page names its results list (default: two pages per query).
         self.results: dict[str, list[str]] = {}
+        # page name -> the addresses its text links to (a name is one of this server's pages)
+        self.links: dict[str, list[str]] = {}
         self.held: set[str] = set()  # pages that wait for `release` before answering
         self.release = threading.Event()
         self.fetching = threading.Event()  # set when a held page is being fetched
@@ -45,6 +51,7 @@ class ResearchWeb:
         self.fetches.clear()
         self.searches.clear()
         self.results.clear()
+        self.links.clear()
         self.held.clear()
         self.release.clear()
         self.fetching.clear()
@@ -87,11 +94,14 @@ class ResearchWeb:
                     return self._send(404, "text/plain", "gone")
                 body = f"Facts about {name}: <script>alert(1)</script> " + "word " * 50
                 title = f"Page {name} <b>bold</b>"
-                return self._send(
-                    200,
-                    "text/html; charset=utf-8",
-                    PAGE.format(title=title.replace("<", "&lt;"), body=body.replace("<", "&lt;")),
+                links = "".join(
+                    f'<p>See <a href="{href}">{href.rsplit("/", 1)[-1]}</a>.</p>'
+                    for href in web.links.get(name, [])
                 )
+                page = PAGE.format(
+                    title=title.replace("<", "&lt;"), body=body.replace("<", "&lt;"), links=links
+                )
+                return self._send(200, "text/html; charset=utf-8", page)
 
             def _send(self, status, content_type, text):
                 body = text.encode()
@@ -145,3 +155,36 @@ def search_locally(app, url: str) -> None:
             {"search_backend": "searxng", "searxng_url": url, "allowed_hosts": ["127.0.0.1"]},
         )
         db.session.commit()
+
+
+def of_type(events, kind):
+    return [e for e in events if e["type"] == kind]
+
+
+def answer(app, chat_id):
+    with app.app_context():
+        return (
+            db.session.execute(
+                select(Message).where(Message.chat_id == chat_id, Message.role == "assistant")
+            )
+            .scalars()
+            .all()
+        )
+
+
+def run_row(app, chat_id) -> tuple[ResearchRun, list[ResearchSource]]:
+    with app.app_context():
+        run = db.session.execute(
+            select(ResearchRun).where(ResearchRun.chat_id == chat_id)
+        ).scalar_one()
+        rows = (
+            db.session.execute(
+                select(ResearchSource)
+                .where(ResearchSource.run_id == run.id)
+                .order_by(ResearchSource.id)
+            )
+            .scalars()
+            .all()
+        )
+        db.session.expunge_all()
+        return run, rows

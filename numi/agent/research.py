@@ -10,7 +10,11 @@ budgeted as any question (a model without tool calling is refused before it is s
 2. for each sub-question, `web_search`; then its new results are read with `fetch_page`,
    at most `NUMI_RESEARCH_PARALLEL_READS` at once, each page's text capped
    (`NUMI_RESEARCH_PAGE_CHARS`) and kept with when it was read, or skipped with the reason
-   (a refused address, not a text page, an error);
+   (a refused address, not a text page, an error). A page a search found adds the first
+   `NUMI_RESEARCH_FOLLOW_LINKS` links in its text this run has not seen to the pages to
+   read (a `fetch_page` each, so under its address rules); those add no more;
+   and in a chat with documents each sub-question searches them too (`research_documents`),
+   each passage found kept as a source;
 3. the report: the model writes it from the pages read, citing them as [n]; it streams as
    the answer and is saved with the pages as its citation sources.
 
@@ -41,41 +45,26 @@ from ..extensions import db
 from ..models import ResearchRun
 from ..providers import ChatRequest
 from ..providers.events import StreamError, TextDelta, Usage
+from . import research_documents as documents
 from . import research_store as store
+from .research_prompts import (
+    CLARIFY,
+    CLARIFY_PROMPT,
+    CONVERSATION_CHARS,
+    CONVERSATION_MESSAGES,
+    NO_SOURCES,
+    PLAN_PROMPT,
+    REPORT_PROMPT,
+    plan_lines,
+    report_sources,
+)
 from .routes import Route, adapter_for_route
 from .runtime import Agent, StepResult
 from .tools import Tool, ToolContext, ToolFailure, ToolResult
 
 log = logging.getLogger(__name__)
 
-MAX_SUB_QUESTIONS = 5
 RESULTS_PER_SEARCH = 5
-# What the report's request carries of all pages together: the newest pages fit a model's
-# window with room for the answer.
-REPORT_SOURCE_CHARS = 60_000
-
-PLAN_PROMPT = (
-    "You are planning a web research run. Split the request below into 2 to "
-    f"{MAX_SUB_QUESTIONS} short sub-questions, each a web search query. Answer with one "
-    "sub-question per line, numbered, and nothing else.{clarify}\n\n{conversation}"
-    "Request: {question}"
-)
-# The one clarifying question a run may ask before it starts (ChatGPT's deep research does):
-# only on a question's first run, and not right after a run of the chat asked one.
-CLARIFY_PROMPT = (
-    " If, and only if, the request is too ambiguous to research well, answer instead with "
-    "one line: CLARIFY: and the one question whose answer you need."
-)
-CLARIFY = "CLARIFY:"
-CONVERSATION_MESSAGES = 6  # of the chat's history, before the request, in the plan's prompt
-CONVERSATION_CHARS = 1000  # of each
-REPORT_PROMPT = (
-    "Write a research report that answers the request below, from the numbered sources "
-    "only. Cite each claim with its source's number in square brackets, like [1]. Say "
-    "plainly what the sources do not answer.\n\nRequest: {question}\n\n{plan}Sources:\n\n"
-    "{sources}"
-)
-NO_SOURCES = "(No page could be read. Say so, and answer only what is certain without them.)"
 
 RESUMED = "Resumed after a restart: the saved steps are kept, no saved page is fetched again."
 SHUTDOWN = {
@@ -93,15 +82,27 @@ def research_needs_tools(model: str) -> NumiError:
     )
 
 
+def research_cost_unpriced(model: str) -> NumiError:
+    return NumiError(
+        "research_cost_unpriced",
+        f"{model} has no price, so a cost limit cannot be kept. Give it a price on the Usage "
+        "page, or research without a cost limit.",
+        400,
+    )
+
+
 class ResearchAgent(Agent):
     """A turn in research mode: the agent's start, save and route, then the research run."""
 
     def __init__(self, turn):
         super().__init__(turn)
-        self.research_budget: dict[str, int] = dict(turn.request.options["research"])
+        self.research_budget: dict[str, Any] = dict(turn.request.options["research"])
         config = self.app.config
         self.parallel = config["NUMI_RESEARCH_PARALLEL_READS"]
         self.page_chars = config["NUMI_RESEARCH_PAGE_CHARS"]
+        self.follow = config["NUMI_RESEARCH_FOLLOW_LINKS"]
+        self._seen: set[str] = set()  # every address read, skipped or queued in this run
+        self._documents: list[int] = []  # the chat's documents, searched beside the web
         # The run's id: its row is read through the session each time (the agent releases
         # the session before each model call, which detaches the objects it held).
         self.run_id: int | None = None
@@ -114,6 +115,10 @@ class ResearchAgent(Agent):
         routes = super()._routes(meta)
         if not routes[0].capabilities().tools:
             raise research_needs_tools(routes[0].model)
+        if self.research_budget.get("max_cost") and not store.model_price(
+            self.request.user_id, routes[0].model
+        ):
+            raise research_cost_unpriced(routes[0].model)
         return routes
 
     # --- the run ------------------------------------------------------------------------------
@@ -171,11 +176,19 @@ class ResearchAgent(Agent):
         return True
 
     def _gather(self, meta: ChatMeta) -> None:
-        """Search each sub-question not searched yet, then read its new results."""
+        """Search each sub-question not searched yet, then read its new results (and the
+        links they cite). A resumed run first reads the links it had queued."""
         run = self._research()
         plan: list[str] = run.state["plan"]
         searches = run.state.get("searches", [])
-        seen = {row.url for row in store.sources(run)}
+        seen = self._seen = {row.url for row in store.sources(run)}
+        req = self.request
+        self._documents = documents.chat_documents(req.user_id, req.chat_id, meta.settings)
+        queued = run.state.get("leads", [])
+        leftover = [lead for lead in queued if lead["url"] not in seen]
+        seen.update(lead["url"] for lead in queued)
+        if leftover and not self._halt():
+            self._read(leftover, meta)
         for index, question in enumerate(plan):
             if self._halt():
                 return
@@ -187,6 +200,7 @@ class ResearchAgent(Agent):
                 self.turn.confirm_lease()
                 store.save_search(run, question, results, note)
                 self._emit_step("search", note)
+            self._search_documents(index, question)
             fresh = [r for r in results if r["url"] not in seen]
             seen.update(r["url"] for r in fresh)
             self._read(fresh, meta)
@@ -243,6 +257,8 @@ class ResearchAgent(Agent):
             return f"{budget['max_steps']} steps"
         if run.tokens >= budget["max_tokens"]:
             return f"{budget['max_tokens']} tokens"
+        if budget.get("max_cost") and (run.state.get("cost") or 0) >= budget["max_cost"]:
+            return f"cost {budget['max_cost']:g}"
         if self._elapsed() >= budget["time_limit_seconds"]:
             return f"{budget['time_limit_seconds']} s"
         if self._pages_read() >= budget["max_pages"]:
@@ -296,6 +312,7 @@ class ResearchAgent(Agent):
                 continue
             running.discard(result["url"])
             self._keep(result, outcome)
+            pending.extend(self._leads(result, outcome))
 
     def _fetch(self, tool, result, meta, finished: gevent.queue.Queue) -> None:
         arguments = {"url": result["url"], "max_chars": self.page_chars}
@@ -318,6 +335,52 @@ class ResearchAgent(Agent):
                 run, result["url"], result["title"], text=None, reason=_short(outcome)
             )
         self._emit("research_source", {"source": store.source_dict(row, None)})
+
+    def _search_documents(self, index: int, question: str) -> None:
+        """The chat's documents searched for a sub-question (once: saved with the step),
+        each passage not kept yet kept as a source."""
+        done = self._research().state.get("documents_searched", [])
+        if not self._documents or index in done or self._halt():
+            return
+        passages, note = documents.search(self.request.user_id, question, self._documents)
+        self.turn.confirm_lease()
+        run = self._research()
+        for passage in passages:
+            key = documents.address(passage)
+            if key not in self._seen:
+                self._seen.add(key)
+                text = passage.text[: self.page_chars]
+                row = store.save_source(
+                    run, key, passage.source, text=text, reason=None, step=False
+                )
+                self._emit("research_source", {"source": store.source_dict(row, None)})
+        store.log_step(run, "documents", note, step=True, documents_searched=[*done, index])
+        self._emit_step("documents", note)
+
+    def _leads(self, result: dict[str, str], outcome: Any) -> list[dict[str, str]]:
+        """The first links a page found by a search cites that this run has not seen, to
+        read next (under the page budget, like any page): saved with the step, so a resumed
+        run reads them too. A page read by following a link adds none."""
+        if result.get("via") or not self.follow or not isinstance(outcome, ToolResult):
+            return []
+        page = outcome.sources[0] if outcome.sources else {}
+        leads: list[dict[str, str]] = []
+        for link in page.get("links") or []:
+            if len(leads) >= self.follow:
+                break
+            if link["url"] not in self._seen:
+                self._seen.add(link["url"])
+                leads.append({**link, "via": result["url"]})
+        if not leads:
+            return []
+        run = self._research()
+        title = str(page.get("title") or result["title"])[:120]
+        text = f"Following {len(leads)} links cited by “{title}”: " + "; ".join(
+            lead["title"][:80] for lead in leads
+        )
+        store.log_step(run, "follow", text, leads=[*run.state.get("leads", []), *leads])
+        self._emit_step("follow", text)
+        return leads
 
     def _tool(self, tool: Tool | None, arguments: dict[str, Any], meta: ChatMeta) -> Any:
         """A web tool's outcome: its ToolResult, or the text of its failure."""
@@ -496,29 +559,10 @@ class ResearchAgent(Agent):
         return run
 
     def _pages_read(self) -> int:
-        return sum(1 for row in store.sources(self._research()) if row.status == "read")
+        return store.pages_read(store.sources(self._research()))
 
     def _elapsed(self) -> int:
         return self._elapsed_before + int(time.monotonic() - self._began)
-
-
-def plan_lines(text: str) -> list[str]:
-    """The sub-questions of a plan: its numbered or bulleted lines (or its lines)."""
-    questions = []
-    for line in text.splitlines():
-        question = re.sub(r"^\s*(?:\d+[.)]|[-*•])\s*", "", line).strip()
-        if question:
-            questions.append(question[:300])
-    return questions[:MAX_SUB_QUESTIONS]
-
-
-def report_sources(read: list[tuple[int, Any]]) -> str:
-    """The pages as the report's request carries them, `[n] title (url)` then the text,
-    held together under REPORT_SOURCE_CHARS."""
-    room = REPORT_SOURCE_CHARS // max(1, len(read))
-    return "\n\n".join(
-        f"[{number}] {row.title} ({row.url})\n{(row.text or '')[:room]}" for number, row in read
-    )
 
 
 def _short(outcome: Any) -> str:

@@ -8,6 +8,7 @@ event carries whole, so a snapshot or a reload draws it again without replaying 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlalchemy import select, update
@@ -16,6 +17,7 @@ from sqlalchemy.engine import CursorResult
 from ..extensions import db
 from ..models import ModelPrice, ResearchRun, ResearchSource, utcnow
 from ..models.research import UNFINISHED
+from .research_documents import cited
 
 # The newest log lines a progress view shows (a long run keeps the rest in its row).
 LOG_SHOWN = 40
@@ -72,10 +74,16 @@ def save_search(run: ResearchRun, query: str, results: list[dict[str, str]], not
 
 
 def save_source(
-    run: ResearchRun, url: str, title: str, *, text: str | None, reason: str | None
+    run: ResearchRun,
+    url: str,
+    title: str,
+    *,
+    text: str | None,
+    reason: str | None,
+    step: bool = True,
 ) -> ResearchSource:
     """A page read (text) or skipped (reason), saved as it finishes: a resumed run never
-    fetches it again."""
+    fetches it again. A document's passage is kept the same way, its search the step."""
     source = ResearchSource(
         run_id=run.id,
         url=url,
@@ -85,7 +93,8 @@ def save_source(
         text=text,
     )
     db.session.add(source)
-    run.steps += 1
+    if step:
+        run.steps += 1
     db.session.commit()
     return source
 
@@ -108,9 +117,7 @@ def add_usage(run: ResearchRun, usage: Any, model: str) -> None:
     tokens_in = getattr(usage, "input_tokens", 0) or 0
     tokens_out = getattr(usage, "output_tokens", 0) or 0
     run.tokens += max(0, tokens_in + tokens_out)
-    price = db.session.execute(
-        select(ModelPrice).where(ModelPrice.user_id == run.user_id, ModelPrice.model == model)
-    ).scalar_one_or_none()
+    price = model_price(run.user_id, model)
     if price is not None:
         state = run.state
         state["cost"] = (state.get("cost") or 0.0) + (
@@ -118,6 +125,13 @@ def add_usage(run: ResearchRun, usage: Any, model: str) -> None:
         )
         run.state = state
     db.session.commit()
+
+
+def model_price(user_id: int, model: str) -> ModelPrice | None:
+    """The user's price for `model` (the Usage page's, per million tokens), if any."""
+    return db.session.execute(
+        select(ModelPrice).where(ModelPrice.user_id == user_id, ModelPrice.model == model)
+    ).scalar_one_or_none()
 
 
 def set_status(run: ResearchRun, status: str, elapsed: int) -> None:
@@ -187,7 +201,8 @@ def unfinished_runs() -> list[ResearchRun]:
 def progress(
     run: ResearchRun, rows: list[ResearchSource], *, phase: str, elapsed: int, resumed: bool
 ) -> dict[str, Any]:
-    """The whole progress view: plan, log, sources read and skipped, tokens, elapsed."""
+    """The whole progress view: plan, log, sources read and skipped, tokens, elapsed
+    (and the start it counts from)."""
     state = run.state
     return {
         "phase": phase,
@@ -195,13 +210,22 @@ def progress(
         "log": list(state.get("log", []))[-LOG_SHOWN:],
         "sources": [source_dict(row, number) for number, row in _numbered(rows)],
         "steps": run.steps,
-        "pages_read": sum(1 for row in rows if row.status == "read"),
+        "pages_read": pages_read(rows),
+        "passages": sum(1 for row in rows if cited(row.url)),
         "tokens": run.tokens,
         "cost": None if state.get("cost") is None else round(state["cost"], 6),
         "elapsed_seconds": elapsed,
+        # When the run would have started had it never stopped (server time, epoch seconds):
+        # the page ticks the elapsed time from it between events.
+        "started_at": round(time.time() - elapsed, 3),
         "budget": run.budget,
         "resumed": resumed,
     }
+
+
+def pages_read(rows: list[ResearchSource]) -> int:
+    """Web pages read (what the page budget counts; a document's passage is not one)."""
+    return sum(1 for row in rows if row.status == "read" and not cited(row.url))
 
 
 def source_dict(row: ResearchSource, number: int | None) -> dict[str, Any]:
@@ -212,6 +236,7 @@ def source_dict(row: ResearchSource, number: int | None) -> dict[str, Any]:
         "status": row.status,
         "reason": row.reason,
         "read_at": row.read_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        **(cited(row.url) or {}),
     }
 
 

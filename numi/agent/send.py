@@ -19,7 +19,7 @@ from ..chat.request_meta import request_flags
 from ..errors import invalid
 from ..setting_values import parse_bool
 from .lanes import compare_routes
-from .research_budget import FIELDS as RESEARCH_FIELDS
+from .research_budget import NAMES as RESEARCH_FIELDS
 from .research_budget import ResearchBudget, research_mode
 
 # The widest offset from UTC a client may state, in minutes (UTC-12 to UTC+14, with room).

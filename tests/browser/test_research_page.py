@@ -1,7 +1,8 @@
-"""Research (issue 38) from the composer: the Research toggle with its budget, the run's
-progress drawn live in the chat (plan, pages read), a reload mid-run that draws it whole
-again, and Stop and write, which writes the cited report from the pages read so far. Real
-Chromium, desktop-light and phone-dark, against a local search and page server."""
+"""Research (issue 38) from the composer: the Research toggle with its budget (a cost limit
+only when given), the run's progress drawn live in the chat (plan, pages read, the elapsed
+time ticking between events), a reload mid-run that draws it whole again, and Stop and
+write, which writes the cited report from the pages read so far. Real Chromium,
+desktop-light and phone-dark, against a local search and page server."""
 
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ def test_start_research_watch_it_reload_and_stop_and_write(
     page.get_by_role("checkbox", name="Research mode for the next message").check()
     assert page.get_by_label("Most pages").input_value() == "12"  # the budget, before it starts
     page.get_by_label("Most pages").fill("5")
+    cost = page.get_by_label("Most cost")  # no cost limit unless one is given
+    assert cost.input_value() == "" and cost.get_attribute("placeholder") == "no limit"
     assert in_viewport(page, "#research-picker .research-options")
     shot(page, f"research-toggle-{size}-{scheme}")
     page.fill("#composer-input", "How do otters sleep?")
@@ -52,6 +55,14 @@ def test_start_research_watch_it_reload_and_stop_and_write(
     assert "otters rafts" in progress.locator(".research-plan").inner_text()
     assert "1 / 5 pages" in progress.locator(".research-meters").inner_text()
     assert not page.locator("#research-mode:checked").count(), "the toggle is cleared"
+    # No event comes while the held page is read, yet the elapsed time goes on.
+    elapsed = progress.locator(".research-elapsed")
+    assert elapsed.get_attribute("data-started-at")
+    page.wait_for_function(
+        "(t) => document.querySelector('#transcript .research-elapsed').textContent !== t",
+        arg=elapsed.inner_text(),
+    )
+    assert elapsed.inner_text().endswith(" elapsed")
     shot(page, f"research-running-{size}-{scheme}")
 
     page.reload()
@@ -70,5 +81,6 @@ def test_start_research_watch_it_reload_and_stop_and_write(
     report.locator(".sources-list summary").click()
     assert "Page otters-1" in report.locator(".sources-list").inner_text()
     page.locator("#transcript .research-progress[data-phase=done]").wait_for()
+    assert not page.locator("#transcript .research-elapsed[data-started-at]").count()  # stopped
     assert research_web.fetches["otters-1"] == 1
     shot(page, f"research-report-{size}-{scheme}")

@@ -131,3 +131,28 @@ def test_after_a_restart_the_run_resumes_from_its_last_saved_step(
     )
     assert resumes == 1
     assert any("Resumed after a restart" in line["text"] for line in json.loads(state)["log"])
+
+
+def test_links_queued_before_a_crash_are_read_after_the_restart(
+    server, chat, research_web, scripted
+):
+    research_web.links["otters-1"] = ["/page/lead-1"]
+    research_web.held.add("lead-1")
+    start(server, chat["id"], research_web, scripted).close()
+    wait_until(lambda: research_web.fetches["lead-1"] == 1, what="the link to be fetched")
+    server.kill()
+    research_web.release.set()
+    scripted.enqueue(Scenario().text("Resumed report [1] [2] [3]."))
+    server.restart()
+    wait_until(
+        lambda: answers(server, chat["id"]) == ["Resumed report [1] [2] [3]."],
+        what="the resumed run's report",
+    )
+    # The queued link, in flight at the crash, is read once more; otters-1 never again, and
+    # its links are not queued twice.
+    assert research_web.fetches["lead-1"] == 2 and research_web.fetches["otters-1"] == 1
+    assert sorted(saved_pages(server, chat["id"])) == ["lead-1", "otters-1", "otters-2"]
+    [(state,)] = db_rows(
+        server, "SELECT state_json FROM research_runs WHERE chat_id = ?", chat["id"]
+    )
+    assert [lead["url"].rsplit("/", 1)[-1] for lead in json.loads(state)["leads"]] == ["lead-1"]

@@ -6,47 +6,15 @@ anything is saved. On each backend (SQLite, and PostgreSQL with NUMI_TEST_DATABA
 
 from __future__ import annotations
 
+from research_support import answer, of_type, run_row
 from sqlalchemy import select
 
 from numi.extensions import db
-from numi.models import Message, ResearchRun, ResearchSource
+from numi.models import Message, ResearchRun
 from numi.testing import Scenario
 from numi.turns.channel import TurnState
 
 PLAN = "1. otters sleep\n2. otters rafts"
-
-
-def of_type(events, kind):
-    return [e for e in events if e["type"] == kind]
-
-
-def answer(app, chat_id):
-    with app.app_context():
-        return (
-            db.session.execute(
-                select(Message).where(Message.chat_id == chat_id, Message.role == "assistant")
-            )
-            .scalars()
-            .all()
-        )
-
-
-def run_row(app, chat_id) -> tuple[ResearchRun, list[ResearchSource]]:
-    with app.app_context():
-        run = db.session.execute(
-            select(ResearchRun).where(ResearchRun.chat_id == chat_id)
-        ).scalar_one()
-        rows = (
-            db.session.execute(
-                select(ResearchSource)
-                .where(ResearchSource.run_id == run.id)
-                .order_by(ResearchSource.id)
-            )
-            .scalars()
-            .all()
-        )
-        db.session.expunge_all()
-        return run, rows
 
 
 def test_a_run_plans_searches_reads_and_writes_a_cited_report(

@@ -41,6 +41,7 @@ from ...models import ToolSettings
 from ...setting_values import parse_bool
 from ...errors import NumiError, invalid
 from . import Tool, ToolContext, ToolFailure, ToolResult
+from .page_links import cited_links
 
 log = logging.getLogger(__name__)
 
@@ -511,9 +512,11 @@ def _fetch_page(arguments: dict, context: ToolContext) -> ToolResult | str:
         not page.content_type and b"<html" in page.body[:2000].lower()
     ):
         # Parsing a large page is CPU work: do it off the hub.
-        title, text = run_cpu(html_to_text, page.text())
+        html = page.text()
+        title, text = run_cpu(html_to_text, html)
+        links = run_cpu(cited_links, html, page.url)
     elif page.content_type in TEXT_TYPES or page.content_type.startswith("text/"):
-        title, text = page.url, page.text()
+        title, text, links = page.url, page.text(), []
     else:
         return (
             f"Error: {page.url} is not a text page (content type {page.content_type or 'unknown'})."
@@ -527,9 +530,10 @@ def _fetch_page(arguments: dict, context: ToolContext) -> ToolResult | str:
     header = (
         f"Fetched {page.url}" + (f" ({'; '.join(notes)})" if notes else "") + ". Cite it by number."
     )
-    return ToolResult(
-        header, [{"title": (title or page.url).strip()[:300], "url": page.url, "content": text}]
-    )
+    # `links` (not saved on an answer: only a source's plain values are) is what research
+    # may follow.
+    source = {"title": (title or page.url).strip()[:300], "url": page.url, "content": text}
+    return ToolResult(header, [{**source, "links": links}])
 
 
 WEB_SEARCH = Tool(

@@ -1,7 +1,9 @@
 """A research run's progress view in the HTML stream (`research_plan`, `research_step`,
 `research_source`): drawn whole from each event's `progress` (plan, log, pages read and
 skipped with why, tokens, elapsed time, the budget), so a reload or a snapshot draws the
-same view. `HtmlView` takes these handlers from `ResearchFragments`.
+same view. While the run goes on, the elapsed time ticks on the page between events
+(static/js/research.js, from the view's `started_at` and the server's time when it drew
+it; no polling). `HtmlView` takes these handlers from `ResearchFragments`.
 
 The view sits in the turn's container before the live answer, where the report streams.
 Page titles, addresses and reasons come from the web: they reach the page only through the
@@ -10,6 +12,7 @@ template, escaped; pages' text never does.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from flask import render_template
@@ -51,5 +54,6 @@ class ResearchFragments:
                 progress=progress,
                 replace=replace,
                 running=self.running,
+                now=time.time(),  # the page measures its clock's skew from it
             )
         ]
