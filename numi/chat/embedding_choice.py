@@ -29,32 +29,39 @@ def from_form(value: Any, model: Any = None) -> Any:
     return value
 
 
-def validate_choice(
-    user_id: int, value: Any, model: Any = None, *, code: str = "invalid_documents_settings"
-) -> Any:
-    """A checked choice from a form or the API, raising `code` (400) for a malformed one
-    and NotFound (404) for an endpoint the user cannot see; nothing is saved here."""
+def validate_choice(user_id: int, value: Any, model: Any = None) -> Any:
+    """A checked choice from a form or the API, raising `invalid_documents_settings` (400)
+    for a malformed one and NotFound (404) for an endpoint the user cannot see; nothing is
+    saved here."""
     value = from_form(value, model)
     if value in (LOCAL, NONE):
         return value
     if not isinstance(value, dict) or set(value) - {"endpoint_id", "model"}:
-        raise NumiError(code, 'embedding must be "local", "none" or {"endpoint_id", "model"}.', 400)
+        raise NumiError(
+            "invalid_documents_settings",
+            'embedding must be "local", "none" or {"endpoint_id", "model"}.',
+            400,
+        )
     raw_id = value.get("endpoint_id")
     try:
         if isinstance(raw_id, bool):
             raise TypeError
         endpoint_id = int(raw_id)
     except (TypeError, ValueError):
-        raise NumiError(code, "endpoint_id must be a number.", 400) from None
+        raise NumiError(
+            "invalid_documents_settings", "endpoint_id must be a number.", 400
+        ) from None
     endpoint = endpoint_store.get_endpoint(user_id, endpoint_id)  # someone else's: 404
     if endpoint.kind not in EMBEDDING_KINDS:
         raise NumiError(
-            code, "The embedding endpoint must speak OpenAI's API (/v1/embeddings).", 400
+            "invalid_documents_settings",
+            "The embedding endpoint must speak OpenAI's API (/v1/embeddings).",
+            400,
         )
     name = value.get("model")
     if not isinstance(name, str) or not name.strip() or len(name.strip()) > MAX_MODEL_CHARS:
         raise NumiError(
-            code,
+            "invalid_documents_settings",
             f"Name the embedding model (at most {MAX_MODEL_CHARS} characters), e.g. nomic-embed-text.",
             400,
         )

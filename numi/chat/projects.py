@@ -299,7 +299,12 @@ def clean_settings(user_id: int, value: Any, limits: dict[str, Any]) -> dict[str
     own: dict[str, Any] = {}
     embedding = raw.pop("embedding", None)
     if embedding not in (None, ""):  # unset: the user's model of Settings → Documents
-        own["embedding"] = validate_embedding(user_id, embedding, code="invalid_project_embedding")
+        try:
+            own["embedding"] = validate_embedding(user_id, embedding)
+        except NumiError as error:
+            if error.code != "invalid_documents_settings":
+                raise  # an endpoint the user cannot see: not_found
+            raise NumiError("invalid_project_embedding", error.message, 400) from None
     clean = {
         k: v
         for k, v in validate_settings(raw, limits).items()
