@@ -2,7 +2,7 @@
 model's indexing speed, and the memory it takes (issue 37, its "Scale" rows).
 
     python bench/retrieval.py [--documents 5000] [--chunks-per-document 40] [--runs 30]
-                              [--database URL]
+                              [--database URL] [--turn-scope 40]
 
 Builds the index through the real migrations: `documents` documents of one user (and as many
 of another user, so every query is scoped as in production), each of
@@ -11,7 +11,9 @@ model's name (random vectors: the search's cost does not depend on what they mea
 times `numi.knowledge.retrieval.retrieve()` and its two halves for a mix of queries (the
 query embedded by the local WordLlama, as in production) and prints median and p95. Also
 embeds 2,000 real chunks with WordLlama in the CPU pool's way (batches of 32) to give the
-time to re-index every chunk, and the RSS the loaded model adds.
+time to re-index every chunk, and the RSS the loaded model adds. Last, the CPU a turn's
+automatic retrieval adds (`retrieval.passages_for`, the function a chat's request goes
+through), for a chat of `--turn-scope` documents and for one of 500 (the most a scope names).
 
 The labelled set's quality (recall@5 and MRR@10 of BM25, vectors and hybrid) is
 bench/retrieval_quality.py. Default database: a temporary SQLite file.
@@ -78,6 +80,13 @@ def build(app, documents: int, per_document: int, seed: int = 7) -> int:
             "INSERT INTO document_chunks (attachment_id, chunk, user_id, model, dim, vector) "
             "VALUES (:a, :n, :u, :model, :dim, :vector)"
         )
+        # Indexed and embedded, as the indexer leaves a document: a turn's retrieval then
+        # starts no indexing of its own (ensure_indexed finds nothing to do).
+        state = text(
+            "INSERT INTO document_index (attachment_id, user_id, status, chunks, chunks_total, "
+            "updated_at, embedding_status, embedding_model, embedded_chunks) VALUES (:a, :u, "
+            "'done', :n, :n, CURRENT_TIMESTAMP, 'done', :model, :n)"
+        )
         for i in range(documents * 2):
             user_id = users[i % 2].id
             db.session.execute(
@@ -112,6 +121,9 @@ def build(app, documents: int, per_document: int, seed: int = 7) -> int:
                 )
             db.session.execute(fts, rows)
             db.session.execute(where, places)
+            db.session.execute(
+                state, {"a": attachment_id, "u": user_id, "n": per_document, "model": LOCAL_MODEL}
+            )
             if i % 200 == 199:
                 db.session.commit()
         db.session.commit()
@@ -155,6 +167,40 @@ def measure(app, user_id: int, runs: int) -> dict[str, dict[str, float]]:
     return results
 
 
+def turn_cpu(app, user_id: int, runs: int, scope: int) -> dict[str, float]:
+    """The CPU a turn's automatic retrieval adds: `passages_for` (what a chat's request goes
+    through: ensure_indexed, the query's vector, both searches, the fusion, the budget) over
+    `scope` of the user's documents, in CPU milliseconds of this process (its threads, the
+    CPU pool's included) and in wall milliseconds, median and p95."""
+    from sqlalchemy import text
+
+    from numi.extensions import db
+    from numi.knowledge.retrieval import passages_for
+
+    with app.app_context():
+        documents = list(
+            db.session.execute(
+                text("SELECT id FROM attachments WHERE user_id = :u ORDER BY id LIMIT :k"),
+                {"u": user_id, "k": scope},
+            ).scalars()
+        )
+        db.session.remove()
+        cpu, wall = [], []
+        for i in range(runs):
+            started, started_cpu = time.perf_counter(), time.process_time()
+            passages_for(user_id, QUERIES[i % len(QUERIES)], documents, {})
+            cpu.append((time.process_time() - started_cpu) * 1000)
+            wall.append((time.perf_counter() - started) * 1000)
+            db.session.remove()
+    return {
+        "documents": len(documents),
+        "cpu_median_ms": statistics.median(cpu),
+        "cpu_p95_ms": percentile(cpu, 0.95),
+        "wall_median_ms": statistics.median(wall),
+        "wall_p95_ms": percentile(wall, 0.95),
+    }
+
+
 def embedding_speed(app, chunks: int = 2000) -> tuple[float, float]:
     """(chunks per second of the local model in batches of 32, MiB of RSS it added)."""
     from numi.knowledge import embedding
@@ -178,6 +224,9 @@ def main() -> None:
     parser.add_argument("--chunks-per-document", type=int, default=40)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--database", default=None)
+    parser.add_argument(
+        "--turn-scope", type=int, default=40, help="documents of a chat (or project) in a turn"
+    )
     args = parser.parse_args()
 
     from numi import create_app
@@ -207,6 +256,15 @@ def main() -> None:
             f"{kind:18} median {row['median_ms']:8.1f} ms   p95 {row['p95_ms']:8.1f} ms"
             f"   (vectors: {row['backend']})"
         )
+    # 500: the most documents a search's scope names (index.search, vectors.nearest).
+    for scope in (args.turn_scope, min(500, args.documents)):
+        row = turn_cpu(app, user_id, args.runs, scope)
+        print(
+            f"a turn's automatic retrieval over {row['documents']:,} documents: CPU median "
+            f"{row['cpu_median_ms']:.1f} ms, p95 {row['cpu_p95_ms']:.1f} ms; wall median "
+            f"{row['wall_median_ms']:.1f} ms, p95 {row['wall_p95_ms']:.1f} ms"
+        )
+    print(f"load average at the end {os.getloadavg()[0]:.1f} (2 cores, shared)")
     print(
         f"local model: {speed:,.0f} chunks/s in batches of 32, so {chunks:,} chunks re-indexed "
         f"in about {chunks / speed / 60:.1f} min of embedding; the loaded model adds "

@@ -59,7 +59,12 @@ def export_project(user_id: int, project_id: int, data_dir: str) -> dict[str, An
         "project": {
             "name": project.name,
             "instructions": project.instructions or "",
-            "settings": {k: v for k, v in project.settings.items() if k != "endpoint_id"},
+            # Endpoints are this server's: a route or an embedding endpoint is not exported.
+            "settings": {
+                k: v
+                for k, v in project.settings.items()
+                if k != "endpoint_id" and not (k == "embedding" and isinstance(v, dict))
+            },
         },
         "memories": [
             {"text": m.text} for m in memory_store.list_memories(user_id, project_id=project.id)

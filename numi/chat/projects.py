@@ -7,7 +7,9 @@ it did not exist. Validation happens before anything is written and fails with a
 - `invalid_instructions`: not text, or over `NUMI_MAX_PROJECT_INSTRUCTIONS_CHARS`;
 - `settings`: the same keys as a chat's settings, checked by the same cleaner
   (`chats.validate_settings`, fallbacks by `chats.validate_fallbacks`), plus
-  `endpoint_id` and `model` (the new chat's route); empty values are not stored;
+  `endpoint_id` and `model` (the new chat's route), and `embedding` (the project's own
+  embedding model for its files and its chats' questions, `chat/embedding_choice.py`:
+  `invalid_project_embedding`); empty values are not stored;
 - `invalid_delete_mode`: deleting a project keeps its chats (they leave the project) or
   deletes them with it, and says which.
 
@@ -37,9 +39,11 @@ from ..models import (
 )
 from .attachments import get_attachment
 from .chats import validate_fallbacks, validate_settings
+from .embedding_choice import validate_choice as validate_embedding
 
 DELETE_MODES = ("keep", "delete")
 ROUTE_KEYS = ("endpoint_id", "model")
+PROJECT_ONLY_KEYS = ("fallbacks", "embedding")  # the project's own: never copied into a chat
 
 
 def get_project(user_id: int, project_id: Any) -> Project:
@@ -152,7 +156,11 @@ def new_chat_fields(project: Project, fields: dict[str, Any]) -> dict[str, Any]:
     merged.update(fields)
     # The project's fallbacks stay the project's: a chat without its own chain uses them at
     # each turn (agent/routes.py), so a later edit of the project's chain reaches it too.
-    settings = {k: v for k, v in defaults.items() if k not in ROUTE_KEYS and k != "fallbacks"}
+    # The project's embedding model is the project's: its chats' questions use it through
+    # their project (knowledge/retrieval.py).
+    settings = {
+        k: v for k, v in defaults.items() if k not in ROUTE_KEYS and k not in PROJECT_ONLY_KEYS
+    }
     if isinstance(fields.get("settings"), dict):
         settings.update(fields["settings"])
     if settings:
@@ -268,7 +276,8 @@ def clean_instructions(value: Any, limits: dict[str, Any]) -> str:
 
 
 def clean_settings(user_id: int, value: Any, limits: dict[str, Any]) -> dict[str, Any]:
-    """A project's defaults: chat settings (the chat cleaner), `endpoint_id` and `model`."""
+    """A project's defaults: chat settings (the chat cleaner), `endpoint_id` and `model`,
+    and its own `embedding` model."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -287,6 +296,15 @@ def clean_settings(user_id: int, value: Any, limits: dict[str, Any]) -> dict[str
         if not isinstance(model, str) or len(model) > 200:
             raise invalid("model must be a model id (at most 200 characters).")
         route["model"] = model.strip()
+    own: dict[str, Any] = {}
+    embedding = raw.pop("embedding", None)
+    if embedding not in (None, ""):  # unset: the user's model of Settings → Documents
+        try:
+            own["embedding"] = validate_embedding(user_id, embedding)
+        except NumiError as error:
+            if error.code != "invalid_documents_settings":
+                raise  # an endpoint the user cannot see: not_found
+            raise NumiError("invalid_project_embedding", error.message, 400) from None
     clean = {
         k: v
         for k, v in validate_settings(raw, limits).items()
@@ -301,4 +319,4 @@ def clean_settings(user_id: int, value: Any, limits: dict[str, Any]) -> dict[str
             raise NumiError(
                 "admin_only", "Only an administrator can give a chat a workspace directory.", 403
             )
-    return {**route, **clean}
+    return {**route, **own, **clean}

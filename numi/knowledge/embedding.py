@@ -1,6 +1,8 @@
 """Which model turns text into vectors for a user, and turning text into vectors with it.
 
-Settings → Documents picks one (`User.documents["embedding"]`):
+Settings → Documents picks one (`User.documents["embedding"]`), and a project may pick its
+own (`Project.settings["embedding"]`, checked in numi/chat/embedding_choice.py): its files'
+vectors and its chats' questions use it.
 
 - `"local"`: WordLlama, a static embedding model whose 16 MB of weights ship inside its wheel
   (`pip install 'numi[knowledge]'`). It is loaded from the wheel's own files with downloads
@@ -27,21 +29,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..chat.embedding_choice import LOCAL, NONE, is_choice
+
+# Re-exported: Settings → Documents checks with them, and rerank.py lists the same endpoints.
+from ..chat.embedding_choice import EMBEDDING_KINDS as EMBEDDING_KINDS
+from ..chat.embedding_choice import validate_choice as validate_choice
 from ..cpu_pool import run_cpu
 from ..errors import NumiError
 from ..extensions import db
-from ..models import Endpoint, User
+from ..models import Endpoint, Project, ProjectFile, User
 from ..services import services
 from flask import current_app
+from sqlalchemy import select
 from ..providers.errors import ProviderError
 from .. import endpoints as endpoint_store
 
 log = logging.getLogger(__name__)
 
-LOCAL = "local"
-NONE = "none"
 LOCAL_MODEL = "wordllama/l2_supercat-256"  # the name its vectors are recorded under
-EMBEDDING_KINDS = ("openai_chat", "openai_responses")  # the kinds that speak /v1/embeddings
 INSTALL_HINT = "pip install 'numi[knowledge]'"
 
 
@@ -81,21 +86,23 @@ class Embedder:
         return self.embed_batch(texts)
 
 
-def choice(user: User | None) -> Any:
-    """The user's saved choice: "local", "none" or {endpoint_id, model}; unset, the local
-    model when installed."""
+def choice(user: User | None, project: Project | None = None) -> Any:
+    """The choice in force: the project's own when it has one, else the user's saved one
+    ("local", "none" or {endpoint_id, model}); unset, the local model when installed."""
+    own = (project.settings or {}).get("embedding") if project is not None else None
+    if is_choice(own):
+        return own
     saved = (user.documents or {}).get("embedding") if user is not None else None
     if saved in (LOCAL, NONE) or isinstance(saved, dict):
         return saved
     return LOCAL if local_installed() else NONE
 
 
-def embedder_name(user_id: int) -> str | None:
-    """The name the user's vectors are (to be) recorded under, or None for full-text only;
+def name_of(chosen: Any) -> str | None:
+    """The name vectors of a choice are (to be) recorded under, or None for full-text only;
     found without reaching any endpoint."""
     if not extra_installed():
         return None
-    chosen = choice(db.session.get(User, user_id))
     if chosen == LOCAL:
         return LOCAL_MODEL if local_installed() else None
     if isinstance(chosen, dict):
@@ -103,11 +110,18 @@ def embedder_name(user_id: int) -> str | None:
     return None
 
 
-def embedder_for(user_id: int) -> Embedder | None:
-    """The user's embedder, or None for full-text only (none chosen, or the extra missing)."""
+def embedder_name(user_id: int, project: Project | None = None) -> str | None:
+    """The name the vectors of the user's documents (of `project`'s files, with it) are
+    (to be) recorded under, or None for full-text only."""
+    return name_of(choice(db.session.get(User, user_id), project))
+
+
+def embedder_for(user_id: int, project: Project | None = None) -> Embedder | None:
+    """The embedder of the user's documents (of `project`'s files and its chats' questions,
+    with it), or None for full-text only (none chosen, or the extra missing)."""
     if not extra_installed():
         return None
-    chosen = choice(db.session.get(User, user_id))
+    chosen = choice(db.session.get(User, user_id), project)
     if chosen == LOCAL:
         return local_embedder() if local_installed() else None
     if isinstance(chosen, dict):
@@ -115,9 +129,24 @@ def embedder_for(user_id: int) -> Embedder | None:
     return None
 
 
-def status_text(user: User) -> str:
-    """What Settings → Documents and the context panel say about how documents are searched."""
-    chosen = choice(user)
+def document_project(user_id: int, attachment_id: int) -> Project | None:
+    """The project whose file the document is (at most one), or None: its vectors are made
+    with that project's model when it chose one."""
+    return db.session.execute(
+        select(Project)
+        .join(ProjectFile, ProjectFile.project_id == Project.id)
+        .where(
+            ProjectFile.attachment_id == attachment_id,
+            ProjectFile.user_id == user_id,
+            Project.user_id == user_id,
+        )
+    ).scalar_one_or_none()
+
+
+def status_text(user: User, project: Project | None = None) -> str:
+    """What Settings → Documents, a project's defaults and the context panel say about how
+    documents are searched."""
+    chosen = choice(user, project)
     if not extra_installed():
         return f"Full-text search only: meaning search needs {INSTALL_HINT}."
     if chosen == LOCAL and local_installed():
@@ -220,44 +249,6 @@ def _unit_rows(rows: list[list[float]]) -> Any:
 
 
 # --- Settings → Documents ----------------------------------------------------------------------
-
-
-def validate_choice(user_id: int, value: Any, model: Any = None) -> Any:
-    """A checked embedding choice from the form or the API: "local", "none", or an endpoint
-    of the user's (or shared) that speaks OpenAI's API, with a model. Raises before
-    anything is saved (`invalid_documents_settings`, or 404 for a foreign endpoint)."""
-
-    if isinstance(value, str) and value.startswith("endpoint:"):  # the form's select
-        value = {"endpoint_id": value.split(":", 1)[1], "model": model}
-    if value in (LOCAL, NONE):
-        return value
-    if not isinstance(value, dict) or set(value) - {"endpoint_id", "model"}:
-        raise NumiError(
-            "invalid_documents_settings",
-            'embedding must be "local", "none" or {"endpoint_id", "model"}.',
-            400,
-        )
-    try:
-        endpoint_id = int(value.get("endpoint_id"))
-    except (TypeError, ValueError):
-        raise NumiError(
-            "invalid_documents_settings", "endpoint_id must be a number.", 400
-        ) from None
-    endpoint = endpoint_store.get_endpoint(user_id, endpoint_id)  # someone else's: 404
-    if endpoint.kind not in EMBEDDING_KINDS:
-        raise NumiError(
-            "invalid_documents_settings",
-            "The embedding endpoint must speak OpenAI's API (/v1/embeddings).",
-            400,
-        )
-    name = value.get("model")
-    if not isinstance(name, str) or not name.strip() or len(name.strip()) > 200:
-        raise NumiError(
-            "invalid_documents_settings",
-            "Name the embedding model (at most 200 characters), e.g. nomic-embed-text.",
-            400,
-        )
-    return {"endpoint_id": endpoint.id, "model": name.strip()}
 
 
 def save_choice(user: User, chosen: Any) -> None:

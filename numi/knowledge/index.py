@@ -14,8 +14,9 @@
   between batches; vectors are made in batches in the CPU pool (a local model) or by the
   endpoint. `schedule_indexing(app, attachment_id)` starts it (the upload code calls it),
   and `ensure_indexed` starts it for documents not indexed yet or whose vectors were made
-  by another model than the user's (a changed model re-indexes in the background; search
-  keeps working on full text meanwhile).
+  by another model than theirs: the user's, or for a project's file the project's own
+  when it chose one (a changed model re-indexes in the background; search keeps working on
+  full text meanwhile).
 
 Every query is scoped to its owner.
 """
@@ -32,11 +33,19 @@ from sqlalchemy import delete, select, text, update
 
 from ..cpu_pool import run_cpu
 from ..extensions import db
-from ..models import Attachment, DocumentChunk, DocumentIndex, ProjectFile, utcnow
+from ..models import (
+    Attachment,
+    DocumentChunk,
+    DocumentIndex,
+    Project,
+    ProjectFile,
+    User,
+    utcnow,
+)
 from ..services import services
 from .chunking import chunk_document
 from ..errors import NotFound, NumiError
-from .embedding import embedder_for, embedder_name
+from .embedding import choice, document_project, embedder_for, name_of
 from .vectors import as_bytes, vector_backend
 
 log = logging.getLogger(__name__)
@@ -338,11 +347,13 @@ def _index(attachment_id: int) -> None:
 
 
 def _embed(attachment_id: int) -> None:
-    """Vectors for a document's chunks with the user's model, a batch at a time; a failure
-    marks them pending with the reason (full-text search is unaffected)."""
+    """Vectors for a document's chunks with its model (its project's, else the user's), a
+    batch at a time; a failure marks them pending with the reason (full-text search is
+    unaffected)."""
     state = _index_state(attachment_id)
     user_id = state.user_id
-    embedder = embedder_for(user_id) if vector_backend() else None
+    project = document_project(user_id, attachment_id)
+    embedder = embedder_for(user_id, project) if vector_backend() else None
     if embedder is None:
         state.embedding_status = None  # full-text only: nothing to wait for
         db.session.commit()
@@ -414,9 +425,10 @@ def ensure_indexed(
     app, user_id: int, attachment_ids: list[int] | None = None, *, retry: bool = False
 ) -> int:
     """Start indexing this user's documents that are not indexed (nor being indexed), or
-    whose vectors are not of the user's model; with `retry`, also those whose vectors are
-    pending after a failure. Returns how many documents are not yet searchable by their
-    words (vectors being made meanwhile do not count: full text finds those documents).
+    whose vectors are not of their model (a project's own for its files, else the user's);
+    with `retry`, also those whose vectors are pending after a failure. Returns how many
+    documents are not yet searchable by their words (vectors being made meanwhile do not
+    count: full text finds those documents).
     Does not wait."""
     query = (
         select(
@@ -424,16 +436,26 @@ def ensure_indexed(
             DocumentIndex.status,
             DocumentIndex.embedding_status,
             DocumentIndex.embedding_model,
+            Project,
         )
         .outerjoin(DocumentIndex, DocumentIndex.attachment_id == Attachment.id)
+        .outerjoin(
+            ProjectFile,
+            (ProjectFile.attachment_id == Attachment.id) & (ProjectFile.user_id == user_id),
+        )
+        .outerjoin(Project, (Project.id == ProjectFile.project_id) & (Project.user_id == user_id))
         .where(Attachment.user_id == user_id, Attachment.extracted_text.is_not(None))
     )
     if attachment_ids is not None:
         query = query.where(Attachment.id.in_(attachment_ids or [-1]))
-    model = embedder_name(user_id) if vector_backend() else None
+    searchable = bool(vector_backend())
+    user = db.session.get(User, user_id)
     jobs = services(app).document_jobs
     busy = 0
-    for attachment_id, status, vectors, vector_model in db.session.execute(query).all():
+    for attachment_id, status, vectors, vector_model, project in db.session.execute(query).all():
+        # A project's file is embedded with the project's model when it chose one: a
+        # changed project model re-indexes its files here, as a changed user model does.
+        model = name_of(choice(user, project)) if searchable else None
         running = attachment_id in jobs and not jobs[attachment_id].dead
         unsearchable = status != "done"  # its words are not all searchable yet
         stale_vectors = (
@@ -497,6 +519,7 @@ def document_rows(user_id: int) -> list[dict[str, Any]]:
             DocumentIndex.embedding_status,
             DocumentIndex.embedding_error,
             DocumentIndex.embedded_chunks,
+            DocumentIndex.embedding_model,
         )
         .outerjoin(DocumentIndex, DocumentIndex.attachment_id == Attachment.id)
         .where(Attachment.user_id == user_id)
@@ -506,7 +529,7 @@ def document_rows(user_id: int) -> list[dict[str, Any]]:
     documents = []
     for (
         attachment_id, filename, size, has_text, status, chunks, total, error,
-        vectors, vectors_error, embedded,
+        vectors, vectors_error, embedded, vectors_model,
     ) in rows:  # fmt: skip
         status = status or ("pending" if has_text else "no_text")
         percent = 100 if status == "done" else (int(100 * (chunks or 0) / total) if total else 0)
@@ -523,6 +546,7 @@ def document_rows(user_id: int) -> list[dict[str, Any]]:
                 "vectors": vectors,  # None (full text only), indexing, done, pending
                 "vectors_error": vectors_error,
                 "vectors_done": embedded or 0,
+                "vectors_model": vectors_model,  # the model its (done) vectors were made by
             }
         )
     return documents

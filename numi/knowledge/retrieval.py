@@ -12,7 +12,8 @@ with a reranker (numi/knowledge/rerank.py) gets the best fused passages in its o
 chat with documents (its attachments and its project's files) gets the best passages for
 its newest question in its system context, within NUMI_DOCUMENTS_CONTEXT_TOKENS, before
 each request is built, but those the user left out in the context panel (the chat's setting
-`left_out_passages`, until brought back: the next best come instead); `ask` leaves them to
+`left_out_passages`, until brought back: the next best come instead), the question's vector
+made by the chat's project's own embedding model when it chose one; `ask` leaves them to
 the model's `search_documents`; `never` does neither. Every query is scoped to the chat's
 owner.
 """
@@ -125,14 +126,21 @@ class Found:
 
 
 def retrieve(
-    user_id: int, query: str, *, limit: int = 5, attachment_ids: list[int] | None = None
+    user_id: int,
+    query: str,
+    *,
+    limit: int = 5,
+    attachment_ids: list[int] | None = None,
+    project: Project | None = None,
 ) -> Found:
-    """The best passages of the user's documents (or of `attachment_ids` only) for `query`."""
+    """The best passages of the user's documents (or of `attachment_ids` only) for `query`;
+    in a `project` (its files, its chats), the query's vector is made by the project's own
+    embedding model when it chose one, as its files' vectors were."""
     limit = max(1, min(int(limit), MAX_LIMIT))
     words = search(user_id, query, limit=CANDIDATES, attachment_ids=attachment_ids)
     meaning: list[tuple[int, int, float]] = []
     mode, note = "full_text", None
-    embedder = embedder_for(user_id) if vector_backend() else None
+    embedder = embedder_for(user_id, project) if vector_backend() else None
     if embedder is not None and attachment_ids != [] and query.strip():
         try:
             vector = embedder.embed([query])[0]
@@ -302,7 +310,7 @@ def chat_passages(user_id: int, chat_id: str, settings: dict[str, Any]) -> Found
         return None
     documents = chat_documents(user_id, chat_id)
     question = newest_question(user_id, chat_id) if documents else ""
-    return passages_for(user_id, question, documents, settings)
+    return passages_for(user_id, question, documents, settings, project)
 
 
 def project_passages(user_id: int, project: Project, question: str) -> Found | None:
@@ -312,14 +320,19 @@ def project_passages(user_id: int, project: Project, question: str) -> Found | N
     if project.user_id != user_id or use_documents({}, project) != "auto":
         return None
     documents = _with_text(user_id, project_file_ids(user_id, project.id))
-    return passages_for(user_id, question if documents else "", documents, {})
+    return passages_for(user_id, question if documents else "", documents, {}, project)
 
 
 def passages_for(
-    user_id: int, question: str, documents: list[int], settings: dict[str, Any]
+    user_id: int,
+    question: str,
+    documents: list[int],
+    settings: dict[str, Any],
+    project: Project | None = None,
 ) -> Found | None:
-    """The best passages of `documents` for `question` within the context's budget, but
-    those `settings` leave out; None when there are none (or no question)."""
+    """The best passages of `documents` (of a chat in `project`, or of the project's files)
+    for `question` within the context's budget, but those `settings` leave out; None when
+    there are none (or no question)."""
     question = question.strip()
     if not documents or not question:
         return None
@@ -330,7 +343,7 @@ def passages_for(
     left_out = left_out_keys(settings)
     found = retrieve(
         user_id, question[:2000], limit=min(MAX_LIMIT, wanted + len(left_out)),
-        attachment_ids=documents,
+        attachment_ids=documents, project=project,
     )  # fmt: skip
     budget = config["NUMI_DOCUMENTS_CONTEXT_TOKENS"] * 4  # characters, at about 4 a token
     kept, used = [], 0

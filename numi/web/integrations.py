@@ -113,7 +113,7 @@ def api_search_documents():
         raise invalid(
             f"limit must be a whole number from 1 to {MAX_LIMIT}.", "invalid_documents_query"
         )
-    scope = None
+    scope, project = None, None
     project_id = request.args.get("project_id")
     if project_id not in (None, ""):
         if not project_id.isdigit():
@@ -122,7 +122,7 @@ def api_search_documents():
         scope = project_file_ids(g.user.id, project.id)
     app = current_app._get_current_object()
     busy = documents.ensure_indexed(app, g.user.id, scope)
-    found = retrieve(g.user.id, query, limit=int(raw_limit), attachment_ids=scope)
+    found = retrieve(g.user.id, query, limit=int(raw_limit), attachment_ids=scope, project=project)
     return jsonify(
         {
             "query": query,

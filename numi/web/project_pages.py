@@ -3,7 +3,8 @@
 GET  /p/<id>                       the project: its chats, files, instructions, memories
 POST /projects                     a new project (the sidebar's "New project")
 POST /p/<id>/edit                  name, instructions
-POST /p/<id>/defaults              model, tools, workspace of new chats; the fallback chain
+POST /p/<id>/defaults              model, tools, workspace of new chats; the fallback chain;
+                                   the embedding model of its files (a change re-indexes them)
 POST /p/<id>/chats                 a new chat in the project, with its defaults
 POST /p/<id>/files                 upload files to the project
 POST /p/<id>/files/<aid>/remove    a file leaves the project
@@ -29,11 +30,14 @@ from ..chat import (
 from ..setting_values import parse_bool
 from ..errors import invalid, turn_running
 from ..extensions import turn_manager
+from ..chat.embedding_choice import from_form
+from ..knowledge import embedding
 from .attachments import _describe, _schedule_indexing
 from .fallbacks import editor_rows
 from .inputs import request_data
 from .pages.base import running_ids
 from .pages.chat_forms import chat_tools_context, tool_settings
+from .projects import reindex_if_model_changed
 from .request_kind import is_htmx
 from .sidebar import sidebar_context
 
@@ -64,6 +68,7 @@ def _project_page(project, defaults: dict | None = None, fallback_rows: list | N
         running_ids=running_ids(sidebar),
         endpoints=endpoint_store.list_endpoints(g.user.id),
         tags=organising.user_tags(g.user.id),
+        **embedding_context(project),
         **sidebar_context(),
         **chat_tools_context(),
     )
@@ -105,6 +110,8 @@ def project_defaults(project_id: int):
     defaults.update(tool_settings(data))
     if "use_documents" in data:  # "" is no choice: automatically
         defaults["use_documents"] = data["use_documents"] or None
+    if "embedding" in data:  # "" is no choice: the user's model of Settings → Documents
+        defaults["embedding"] = from_form(data["embedding"], data.get("embedding_model")) or None
     if "fallbacks_shown" in request.form:
         rows, editing = editor_rows(request.form)
         if editing:
@@ -112,9 +119,11 @@ def project_defaults(project_id: int):
                 return _defaults_form(project, defaults, rows)
             return _project_page(project, defaults, rows)
         defaults["fallbacks"] = rows
+    before = project.settings.get("embedding")
     project = project_store.update_project(
         g.user.id, project_id, {"settings": defaults}, current_app.config
     )
+    reindex_if_model_changed(before, project)
     if not is_htmx():
         return redirect(
             url_for("project_pages.project_view", project_id=project_id) + "#defaults", code=303
@@ -130,8 +139,23 @@ def _defaults_form(project, defaults: dict, rows: list | None, saved: bool = Fal
         fallback_rows=(defaults.get("fallbacks") or []) if rows is None else rows,
         endpoints=endpoint_store.list_endpoints(g.user.id),
         saved=saved,
+        **embedding_context(project),
         **chat_tools_context(),
     )
+
+
+def embedding_context(project) -> dict:
+    """The defaults form's embedding model picker: the endpoints that serve /v1/embeddings,
+    whether the local model is installed, and how the project's files are searched now."""
+    return {
+        "embedding_local": embedding.local_installed(),
+        "embedding_endpoints": [
+            e
+            for e in endpoint_store.list_endpoints(g.user.id)
+            if e.kind in embedding.EMBEDDING_KINDS
+        ],
+        "project_search": embedding.status_text(g.user, project),
+    }
 
 
 def _number_or_text(value: str):

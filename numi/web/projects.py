@@ -3,7 +3,8 @@
     POST   /api/projects                     {name, instructions?, settings?} -> 201 {id, ...}
     GET    /api/projects                     {projects: [...]} (with chat counts)
     GET    /api/projects/<id>                the project, its chats, files and memories
-    PATCH  /api/projects/<id>                {name?, instructions?, settings?}
+    PATCH  /api/projects/<id>                {name?, instructions?, settings?}; a changed
+                                             settings.embedding re-indexes its files
     DELETE /api/projects/<id>?chats=keep|delete
     GET    /api/projects/<id>/files          {files: [...]}
     POST   /api/projects/<id>/files          multipart `file` (uploads) or {attachment_id}
@@ -36,6 +37,7 @@ from ..chat.project_transfer import export_project
 from ..extensions import turn_manager
 from ..setting_values import parse_bool
 from ..errors import invalid, turn_running
+from ..knowledge.index import ensure_indexed
 from .attachments import _describe, _schedule_indexing
 from .inputs import request_data
 
@@ -81,8 +83,22 @@ def get_project(project_id: int):
 def update_project(project_id: int):
     data = request_data()
     fields = {k: data[k] for k in ("name", "instructions", "settings") if k in data}
+    before = project_store.get_project(g.user.id, project_id).settings.get("embedding")
     project = project_store.update_project(g.user.id, project_id, fields, current_app.config)
+    reindex_if_model_changed(before, project)
     return jsonify(project_dict(project))
+
+
+def reindex_if_model_changed(before, project) -> int:
+    """After a save of the project's defaults: when its embedding model changed, its files
+    are indexed again with it in the background (the indexer's one path for a changed
+    model; full-text search goes on meanwhile). Returns how many are not searchable yet."""
+    if project.settings.get("embedding") == before:
+        return 0
+    ids = project_store.project_file_ids(g.user.id, project.id)
+    if not ids:
+        return 0
+    return ensure_indexed(current_app._get_current_object(), g.user.id, ids, retry=True)
 
 
 @bp.delete("/projects/<int:project_id>")

@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from numi.testing import Scenario
-from page_support import ALL_LOOKS, reveal_sidebar, serious_violations
+from page_support import ALL_LOOKS, LOOKS, reveal_sidebar, serious_violations
 from turn_support import make_chat, refresh_models
 from server_wait import WAIT_SECONDS
 
@@ -151,6 +151,32 @@ def test_project_defaults(open_page_on, site, api, scripted, size, scheme, shot)
     page.locator("#chat-more > summary").click()  # the header's "…" menu
     page.locator(".chat-settings > summary").click()
     page.get_by_text("With none here, the project's 2 fallbacks apply.").wait_for()
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size, scheme", LOOKS)
+def test_project_embedding_model(open_page_on, site, api, scripted, size, scheme, shot):
+    """The defaults form's embedding model of the project's files (issue 37): an endpoint
+    and its model picked and saved; the form then says how the files are searched."""
+    chat = make_chat(api, scripted)
+    endpoint_id = chat["endpoint"]["id"]
+    status, project = api.post("/api/projects", {"name": f"Embed {uuid.uuid4().hex[:6]}"})
+    assert status == 201, project
+    page = open_page_on(site, size, scheme, f"/p/{project['id']}", timeout=WAIT_SECONDS * 1000)
+    form = page.locator("#project-defaults")
+    picker = form.locator(".project-embedding")
+    select = picker.locator("select[name=embedding]")
+    expect(select).to_have_value("")  # "Yours (Settings → Documents)"
+    select.select_option(f"endpoint:{endpoint_id}")
+    picker.get_by_label("Model on the endpoint").fill("nomic-embed-text")
+    page.get_by_role("button", name="Save defaults").click()
+    page.locator("#project-defaults .saved").wait_for()
+    settings = api.get(f"/api/projects/{project['id']}")[1]["settings"]
+    assert settings["embedding"] == {"endpoint_id": endpoint_id, "model": "nomic-embed-text"}
+    expect(page.locator("#project-search-mode")).to_contain_text("nomic-embed-text, fused")
+    page.locator(".project-embedding").scroll_into_view_if_needed()
+    shot(page, f"project-embedding-{size}-{scheme}")
+    assert serious(page) == []
     assert page.errors == []
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from flask import current_app
 
 from ...knowledge.index import ensure_indexed
-from ...knowledge.retrieval import chat_documents, retrieve
+from ...knowledge.retrieval import chat_documents, chat_project, retrieve
 from . import Tool, ToolContext, ToolResult
 
 DEFAULT_RESULTS = 5
@@ -40,7 +40,9 @@ def _run(arguments: dict[str, Any], context: ToolContext) -> ToolResult | str:
     # current_app is typed as the app it stands for; the real object is the proxy's.
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     busy = ensure_indexed(app, context.user_id, scope)
-    found = retrieve(context.user_id, query, limit=limit, attachment_ids=scope)
+    # In a project's chat, the question's vector is made by the project's model, if it has one.
+    project = chat_project(context.user_id, context.chat_id) if context.chat_id else None
+    found = retrieve(context.user_id, query, limit=limit, attachment_ids=scope, project=project)
     note = (
         f"\n\n({busy} document{'s are' if busy != 1 else ' is'} still being indexed; "
         "search again later to include them.)"
