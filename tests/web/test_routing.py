@@ -42,7 +42,7 @@ def test_builders_wait_for_the_first_url_for_and_then_are_kept(sqlite_app):
 
 
 def test_sidebar_item_urls_are_the_urls_url_for_builds(sqlite_app):
-    """The sidebar builds its items' four links once per request and fills in each chat id
+    """The sidebar builds its items' five links once per request and fills in each chat id
     (numi/web/pages/chat_list.py, chat_item_urls): the same URLs as url_for, for every id and
     `current`, including ids that need quoting and a `current` holding the fill-in mark."""
     from numi.web.pages.chat_list import _CHAT_ID_MARK, chat_item_urls
@@ -61,6 +61,7 @@ def test_sidebar_item_urls_are_the_urls_url_for_builds(sqlite_app):
         "organise": ("organising.organise", True),
         "rename": ("pages.rename_form", True),
         "delete": ("pages.delete", True),
+        "menu": ("pages.chat_menu", True),
     }
     with sqlite_app.test_request_context():
         for current in currents:
