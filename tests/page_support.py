@@ -140,3 +140,25 @@ def focused_inside(page, selector: str) -> bool:
     return page.evaluate(
         "(sel) => !!document.activeElement && !!document.activeElement.closest(sel)", selector
     )
+
+
+WORKER_STATE = """async () => {
+  const r = await navigator.serviceWorker.getRegistration();
+  if (!r) return "no registration";
+  const s = (w) => w ? w.state : "none";
+  return `installing ${s(r.installing)}, waiting ${s(r.waiting)}, active ${s(r.active)}`;
+}"""
+
+
+def wait_until_controlled(page) -> None:
+    """Wait (the hang-only deadline) until the service worker controls `page`: installing it
+    fetches the whole app shell first. A timeout says how far the worker got, so a failure
+    tells an install that failed (no active worker) from one still running."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(
+            "() => navigator.serviceWorker.controller !== null", timeout=WAIT_SECONDS * 1000
+        )
+    except PlaywrightTimeout:
+        raise AssertionError(f"no worker controls the page: {page.evaluate(WORKER_STATE)}")

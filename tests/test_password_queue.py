@@ -8,6 +8,7 @@ import gevent
 from gevent.event import Event
 
 from numi.password_queue import PasswordQueue
+from server_wait import WAIT_SECONDS
 
 
 class Checks:
@@ -56,7 +57,7 @@ def test_a_first_login_goes_ahead_of_the_guesses_and_takes_the_reserved_thread()
     assert checks.started[-1] == "guess 2"
     for name in checks.done:
         checks.finish(name)
-    gevent.joinall(greenlets, raise_error=True, timeout=10)
+    gevent.joinall(greenlets, raise_error=True, timeout=WAIT_SECONDS)
     assert checks.started[4:] == ["guess 3", "guess 4", "guess 5"]
     assert checks.queue.running == checks.queue.running_reserved == 0
 
@@ -71,7 +72,7 @@ def test_the_quietest_address_and_account_are_admitted_first():
     greenlets.append(checks.ask("both other", "203.0.113.1", "erin"))
     for name in checks.done:
         checks.finish(name)
-    gevent.joinall(greenlets, raise_error=True, timeout=10)
+    gevent.joinall(greenlets, raise_error=True, timeout=WAIT_SECONDS)
     # Scores when the first ends: each busy check 5 + 5, the other address 1 + 5, the other
     # account 5 + 1 (equal: in order of arrival), both others 1 + 1.
     assert checks.started == [

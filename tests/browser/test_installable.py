@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from numi.testing import Scenario
-from page_support import LOOKS
+from page_support import LOOKS, wait_until_controlled
 from server_wait import WAIT_SECONDS
 from turn_support import Api, make_chat, turn_server_env
 
@@ -21,9 +21,6 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTROLLED = "() => navigator.serviceWorker.controller !== null"
-# Installing the worker fetches the whole app shell (15 files) first: on a busy machine that
-# took longer than 30 s in CI. The suite's hang-only deadline, as every other wait.
-INSTALLED = WAIT_SECONDS * 1000
 
 
 def beyond_offline(errors: list[str]) -> list[str]:
@@ -60,7 +57,7 @@ def test_the_manifest_is_valid_and_chromium_can_install_the_page(site, open_page
         assert f"{image.width}x{image.height}" == icon["sizes"]
         seen.add((icon["sizes"], icon["purpose"]))
     assert {("192x192", "any"), ("512x512", "any"), ("512x512", "maskable")} <= seen
-    page.wait_for_function(CONTROLLED, timeout=INSTALLED)
+    wait_until_controlled(page)
     # What Chromium checks before it offers "Install Numi". Playwright's contexts are
     # incognito, which alone keeps the offer away; nothing else may.
     cdp = page.context.new_cdp_session(page)
@@ -123,7 +120,7 @@ def test_a_visited_chat_opens_offline_and_its_outbox_sends_when_back(
 
 def test_an_unvisited_chat_offline_shows_the_offline_note(site, open_page_on):
     page = open_page_on(site, "desktop", "light")
-    page.wait_for_function(CONTROLLED, timeout=INSTALLED)
+    wait_until_controlled(page)
     page.context.set_offline(True)
     page.goto(site.url + "/c/00000000-0000-4000-8000-000000000000")
     page.get_by_role("heading", name="Numi is offline").wait_for()
@@ -133,7 +130,7 @@ def test_nothing_of_the_api_is_cached(site, scripted, open_page_on):
     api = Api(site.url, token=site.token)
     chat = make_chat(api, scripted, name="nocache")
     page = open_page_on(site, "desktop", "light", f"/c/{chat['id']}")
-    page.wait_for_function(CONTROLLED, timeout=INSTALLED)
+    wait_until_controlled(page)
     page.reload()
     assert page.evaluate(f"fetch('/api/session/{chat['id']}').then(r => r.ok)")
     page.goto(site.url + "/settings")
@@ -165,7 +162,7 @@ def test_a_new_release_offers_reload_to_update(live_server_factory, tmp_path, br
     try:
         page = context.new_page()
         page.goto(server.auth_url("/"))
-        page.wait_for_function(CONTROLLED, timeout=INSTALLED)
+        wait_until_controlled(page)
         chat = Api(server.url, token=server.token).post("/api/session", {"title": "Kept"})[1]
         page.goto(f"{server.url}/c/{chat['id']}")  # kept by the worker for offline reading
         page.goto(server.url + "/")
@@ -186,7 +183,7 @@ def test_a_new_release_offers_reload_to_update(live_server_factory, tmp_path, br
         shot(page, "update-offered")
         with page.expect_navigation():
             banner.get_by_role("button", name="Reload to update").click()
-        page.wait_for_function(CONTROLLED, timeout=INSTALLED)
+        wait_until_controlled(page)
         new_css = page.locator("link[rel=stylesheet][href*='shell.css']").get_attribute("href")
         assert new_css != old_css
         assert page.locator("#update-banner").is_hidden()

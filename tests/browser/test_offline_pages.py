@@ -10,14 +10,13 @@ from __future__ import annotations
 import pytest
 
 from numi.testing import Scenario
-from page_support import LOOKS, open_signed_in_page
+from page_support import LOOKS, open_signed_in_page, wait_until_controlled
 from turn_support import make_chat
 from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
-CONTROLLED = "() => navigator.serviceWorker.controller !== null"
-INSTALLED = 30_000  # installing the worker fetches the whole app shell first
+INSTALLED = WAIT_SECONDS * 1000  # installing the worker fetches the whole app shell first
 PASSWORD = "a long enough password"
 KEPT = """(path) => caches.keys().then(async (names) => {
     for (const name of names) if (await (await caches.open(name)).match(path)) return true;
@@ -134,7 +133,7 @@ def test_a_discarded_temporary_chat_does_not_open_offline(
     assert status == 201
     scripted.enqueue(Scenario().text("The code is under the doormat."))
     page = open_page_on(site, size, scheme, f"/c/{chat['id']}")
-    page.wait_for_function(CONTROLLED, timeout=INSTALLED)
+    wait_until_controlled(page)
     page.reload()  # now through the worker
     box = page.get_by_role("textbox", name="Message")
     box.fill("Where is the spare key?")

@@ -15,6 +15,7 @@ from fixtures.provider import add_scripted_endpoint
 
 from numi.extensions import turn_manager
 from numi.testing import Scenario
+from server_wait import WAIT_SECONDS
 
 
 @pytest.fixture
@@ -73,7 +74,8 @@ def test_a_burst_of_sends_all_answer_and_the_gate_is_free_after(app, client, scr
         gevent.spawn(send, app.test_client(), chat_id, f"Question {n}")
         for n, chat_id in enumerate(chats)
     ]
-    gevent.joinall(results, timeout=30, raise_error=True)
+    gevent.joinall(results, timeout=WAIT_SECONDS, raise_error=True)
+    assert all(r.ready() for r in results), "a send did not finish"
     answers = sorted(text_of(r.value) for r in results)
     assert answers == sorted(f"Answer {n}." for n in range(len(chats)))
     wait_idle(app)
@@ -151,6 +153,6 @@ def test_a_long_queue_behind_a_working_gate_waits_its_turn():
             gate.leave()
 
     starts = [gevent.spawn(start, n) for n in range(8)]  # the last waits 0.7 s, 3.5× the limit
-    gevent.joinall(starts, timeout=10, raise_error=True)
+    gevent.joinall(starts, timeout=WAIT_SECONDS, raise_error=True)
     assert order == [(n, True) for n in range(8)]
     assert gate.free
