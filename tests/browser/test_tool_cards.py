@@ -79,7 +79,6 @@ def test_tool_cards_live_and_reloaded(
     danger = danger_colour(page)
     assert denied.locator(".tool-status").evaluate("e => getComputedStyle(e).color") != danger
 
-
     # A tool that runs: its finished card keeps the arguments it was called with.
     scripted.enqueue(Scenario().tool_call("echo", {"greeting": "hello", "count": 2}), model=model)
     scripted.enqueue(Scenario().text("The echo said hello.", chunks=1).stall(), model=model)

@@ -83,16 +83,26 @@ def test_a_url_without_a_host_is_shown_as_it_is():
         ("run_python", {"code": "print(2 + 2)"}, [("Runs Python on this machine", "")]),
         (
             "run_python",
-            {"code": "import requests\nrequests.get('http://user:pw@10.0.0.1:8000/x')\nopen('a.txt', 'w')"},
+            {
+                "code": "import requests\nrequests.get('http://user:pw@10.0.0.1:8000/x')\nopen('a.txt', 'w')"
+            },
             [
                 ("Runs Python on this machine", ""),
                 ("Reaches the network:", "10.0.0.1"),
                 ("Writes files", ""),
             ],
         ),
-        ("write_file", {"path": "a/b.txt", "content": ""}, [("Writes a file in your workspace:", "a/b.txt")]),
+        (
+            "write_file",
+            {"path": "a/b.txt", "content": ""},
+            [("Writes a file in your workspace:", "a/b.txt")],
+        ),
         ("patch_file", {"path": "x.py"}, [("Changes a file in your workspace:", "x.py")]),
-        ("remember", {"text": "t", "scope": "project"}, [("Keeps a memory that this project's chats will see", "")]),
+        (
+            "remember",
+            {"text": "t", "scope": "project"},
+            [("Keeps a memory that this project's chats will see", "")],
+        ),
         ("remember", {"text": "t"}, [("Keeps a memory that every chat will see", "")]),
         ("fetch_page", {"url": "https://example.com/a"}, [("Reaches the network:", "example.com")]),
         ("mcp__files__delete", {}, [("Sends these arguments to the MCP server", "files")]),

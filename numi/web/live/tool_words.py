@@ -39,12 +39,21 @@ _SENTENCES: dict[str, tuple[tuple[str, str, str], str | None, str, str]] = {
     ),
     "fetch_page": (("Read", "Reading", "Read"), "url", "host", "a web page"),
     "search_documents": (
-        ("Searched your documents for", "Searching your documents for", "Search your documents for"),
+        (
+            "Searched your documents for",
+            "Searching your documents for",
+            "Search your documents for",
+        ),
         "query",
         "quote",
         "",
     ),
-    "list_files": (("Listed files in", "Listing files in", "List files in"), "path", "code", "the workspace"),
+    "list_files": (
+        ("Listed files in", "Listing files in", "List files in"),
+        "path",
+        "code",
+        "the workspace",
+    ),
     "read_file": (("Read", "Reading", "Read"), "path", "code", "a file"),
     "search_files": (
         ("Searched the files for", "Searching the files for", "Search the files for"),
@@ -92,7 +101,10 @@ def sentence(name: Any, arguments: Any, status: str) -> list[Piece]:
         return [("text", verb + " "), ("code", tool), ("text", " on "), ("text", server)]
     rule = _SENTENCES.get(name)
     if rule is None:
-        return [("text", ("Used", "Using", "Use")[tense] + " "), ("code", clipped(name, CODE_CHARS))]
+        return [
+            ("text", ("Used", "Using", "Use")[tense] + " "),
+            ("code", clipped(name, CODE_CHARS)),
+        ]
     verbs, key, kind, missing = rule
     verb = verbs[tense]
     value = args.get(key) if key else None
