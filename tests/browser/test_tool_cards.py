@@ -13,7 +13,7 @@ import pytest
 
 from numi.testing import Scenario
 
-from page_support import LOOKS, open_chat, send, serious_violations
+from page_support import ALL_LOOKS, LOOKS, open_chat, send, serious_violations
 from turn_support import make_chat
 
 pytestmark = pytest.mark.browser
@@ -165,7 +165,7 @@ def test_the_tool_chooser_lists_labels_in_order(
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size,scheme", LOOKS)
+@pytest.mark.parametrize("size,scheme", ALL_LOOKS)
 def test_a_finished_step_reads_as_one_sentence(
     open_page_on, site, api, scripted, shot, tmp_path, size, scheme
 ):
@@ -178,15 +178,25 @@ def test_a_finished_step_reads_as_one_sentence(
     page = open_page_on(site, size, scheme)
     open_chat(page, chat["id"])
 
-    scripted.enqueue(Scenario().tool_call("bash", {"command": "echo ran-in-words"}), model=model)
+    command = "echo ran-in-words > out.txt && cat out.txt"
+    scripted.enqueue(Scenario().tool_call("bash", {"command": command}), model=model)
     scripted.enqueue(Scenario().text("It printed ran-in-words."), model=model)
     send(page, "Run it for real")
-    page.locator(".tool-card.tool-approval").get_by_role("button", name="Approve").click()
+    waiting = page.locator(".tool-card.tool-approval")
+    waiting.wait_for()
+    assert waiting.locator(".tool-risks li").all_inner_texts() == [
+        "Runs a shell command in your workspace",
+        "Writes files",
+    ]
+    shot(page, f"approval-risks-{size}-{scheme}")
+    waiting.get_by_role("button", name="Approve").click()
     page.locator("#transcript .msg-assistant", has_text="It printed ran-in-words.").wait_for()
     ran = page.locator(".tool-card.tool-done", has_text="ran-in-words")
     line = ran.locator("summary")
-    assert re.fullmatch(r"Ran echo ran-in-words\s+\d+\.\d s", line.inner_text().strip())
-    assert line.locator("code").inner_text() == "echo ran-in-words"
+    assert re.fullmatch(
+        r"Ran echo ran-in-words > out\.txt && cat out\.txt\s+\d+\.\d s", line.inner_text().strip()
+    )
+    assert line.locator("code").inner_text() == command
     assert ran.get_attribute("open") is None
     assert not ran.locator(".tool-output").is_visible()
     line.focus()
