@@ -26,7 +26,10 @@ on("close", (event) => {
 on("keydown", (event) => {
   const t = event.target, mod = event.ctrlKey || event.metaKey, key = event.key;
   if (event.defaultPrevented || event.isComposing || !t.closest || t.closest("dialog[open]")) return;
-  if (key === "Escape") {
+  if (key === "Escape" && t.closest("#sidebar-search")) {
+    event.preventDefault();
+    closeSearch();
+  } else if (key === "Escape") {
     // The innermost open menus only (a row of the header's "…" before the "…").
     const menus = openMenus().filter((d) => !d.querySelector("details.menu[open], details.regenerate-model[open]"));
     if (menus.length) {
@@ -45,6 +48,7 @@ on("keydown", (event) => {
     const search = $("chat-search");
     event.preventDefault();
     if (!search) return;
+    $("search-toggle").open = true;
     if (Numi.narrow() && !Numi.drawerOpen()) Numi.openDrawer(search);
     else { search.focus(); search.select(); }
   } else if (key === "ArrowUp" && !mod && !event.shiftKey && !event.altKey && t.id === "composer-input" &&
@@ -57,6 +61,21 @@ on("keydown", (event) => {
     $("shortcuts-close").focus();
   }
 });
+
+// The sidebar's search: its icon opens the box, which takes the focus; Esc empties it (the
+// list comes back whole) and closes it back to the icon.
+on("toggle", (event) => {
+  if (event.target.id === "search-toggle" && event.target.open) $("chat-search")?.focus();
+}, true);
+function closeSearch() {
+  const search = $("chat-search"), toggle = $("search-toggle");
+  if (search.value) {
+    search.value = "";
+    search.form.requestSubmit();
+  }
+  toggle.open = false;
+  toggle.querySelector("summary").focus();
+}
 
 // An outside click closes open menus.
 on("click", (event) => openMenus().forEach((d) => { if (!d.contains(event.target)) d.open = false; }));

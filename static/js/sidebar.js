@@ -36,8 +36,9 @@ on("click", (event) => {
 on("keydown", (event) => {
   const nav = $("sidebar");
   if (!Numi.drawerOpen()) return;
-  // Esc in a rename field or an open row menu is theirs (the menu closes first, shortcuts.js).
-  if (event.key === "Escape" && !event.target.closest(".rename-form") && !nav.querySelector(".row-menu[open]")) {
+  // Esc in a rename field, an open row menu or the open search is theirs (they close first, shortcuts.js).
+  if (event.key === "Escape" && !event.target.closest(".rename-form, #sidebar-search") &&
+      !nav.querySelector(".row-menu[open]")) {
     event.preventDefault();
     event.stopImmediatePropagation();
     Numi.closeDrawer();

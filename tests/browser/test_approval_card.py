@@ -49,6 +49,10 @@ def test_padded_command_is_shown_whole(browser_page, card_server, scripted, tmp_
     )
     assert not clipped
     assert "⏎ ×59 blank lines" in command.inner_text()
+    # Its risks in words, above the command: the `touch` far below counts too.
+    risks = page.locator(".tool-approval .tool-risks li")
+    assert risks.all_inner_texts() == ["Runs a shell command in your workspace", "Writes files"]
+    assert risks.last.bounding_box()["y"] < command.bounding_box()["y"]
     assert "61 lines" in page.locator(".tool-approval .tool-command-count").inner_text()
     ignored = page.locator(".tool-approval .tool-ignored")
     assert "comment" in ignored.inner_text() and "ignored" in ignored.inner_text().lower()

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from numi.testing import Scenario
 
-from page_support import ALL_LOOKS, LOOKS, reveal_sidebar
+from page_support import ALL_LOOKS, LOOKS, reveal_sidebar, serious_violations
 from turn_support import Socket, make_chat
 from server_wait import WAIT_SECONDS
 
@@ -119,6 +119,7 @@ def test_pin_archive_restore_and_tag_filter(open_page, api, size, scheme, shot):
     # The tag filter shows only the tagged chat.
     page.reload()
     reveal_sidebar(page, size)
+    page.click("#search-toggle > summary")  # the filters are in the search, behind its icon
     page.select_option(".tag-filter", f"money-{mark}")
     page.wait_for_function(f"() => !document.querySelector('#chat-{first}')")
     assert [t for t in titles(page) if mark in t] == [f"Taxes {mark}"]
@@ -399,4 +400,41 @@ def test_move_to_a_project_from_a_rows_menu(open_page, api, size, scheme, shot):
     expect(count).to_have_text("1")
     assert api.get(f"/api/session/{moving}")[1]["project_id"] == project["id"]
 
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size,scheme", ALL_LOOKS)
+def test_search_opens_from_its_icon_and_closes_on_escape(open_page, api, size, scheme, shot):
+    """The sidebar's search is an icon beside New chat: it opens the box (focused, Titles and
+    Messages under it) by a click or Enter; Esc empties it, the list comes back whole, and
+    closes it back to the icon."""
+    mark = uuid.uuid4().hex[:6]
+    wanted = new_titled_chat(api, f"Lisbon trip {mark}")
+    other = new_titled_chat(api, f"Tax return {mark}")
+    page = open_page(size, scheme)
+    reveal_sidebar(page, size)
+    search = page.get_by_role("searchbox", name="Search chats")
+    icon = page.locator("#search-toggle > summary")
+    assert icon.is_visible() and not search.is_visible()
+    assert not page.locator(".search-mode").is_visible()
+
+    icon.click()
+    page.wait_for_function("() => document.activeElement.id === 'chat-search'")
+    assert page.locator(".search-mode").is_visible()
+    search.press_sequentially(f"lisbon trip {mark}")
+    page.locator(f"#chat-{other}").wait_for(state="detached")
+    assert page.locator(f"#chat-{wanted}").is_visible()
+    shot(page, f"sidebar-search-{size}-{scheme}")
+    assert serious_violations(page, "#sidebar") == []
+
+    page.keyboard.press("Escape")
+    page.locator(f"#chat-{other}").wait_for()  # the whole list again
+    assert page.locator("#chat-search").input_value() == ""
+    assert not search.is_visible()
+    assert page.evaluate("() => document.activeElement.closest('#search-toggle') !== null")
+
+    # From the keyboard: Enter on the icon opens it again, focused and empty.
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.activeElement.id === 'chat-search'")
+    assert search.is_visible()
     assert page.errors == []

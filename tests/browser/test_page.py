@@ -39,7 +39,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_phone_drawer_traps_focus_and_closes_back_to_the_menu_button(
-    open_page, api, scripted, scheme
+    open_page, api, scripted, scheme, shot
 ):
     chat = make_chat(api, scripted, model=unique_model())
     page = open_page("phone", scheme)
@@ -63,7 +63,16 @@ def test_phone_drawer_traps_focus_and_closes_back_to_the_menu_button(
     # New chat, search and Settings are all reachable from a phone.
     assert page.locator("#sidebar").get_by_role("button", name="New chat", exact=True).is_visible()
     assert page.locator("#sidebar").get_by_role("link", name="Settings").is_visible()
-    assert page.get_by_role("searchbox", name="Search chats").is_visible()
+    # Search is an icon that opens the box, focused; Esc closes it back to the icon.
+    search = page.get_by_role("searchbox", name="Search chats")
+    assert not search.is_visible()
+    page.locator("#search-toggle > summary").click()
+    page.wait_for_function("() => document.activeElement.id === 'chat-search'")
+    assert search.is_visible()
+    shot(page, f"drawer-search-{scheme}")
+    page.keyboard.press("Escape")
+    assert not search.is_visible()
+    assert page.evaluate("() => document.activeElement.closest('#search-toggle') !== null")
 
     page.keyboard.press("Escape")
     page.wait_for_function(

@@ -100,7 +100,8 @@ def test_keyboard_stop_edit_shortcuts_and_menus(open_page, api, scripted, size, 
     page.keyboard.press("Control+k")
     page.wait_for_function("() => document.activeElement.id === 'chat-search'")
     assert page.locator("#chat-search").is_visible()
-    page.keyboard.press("Escape")
+    page.keyboard.press("Escape")  # closes the search back to its icon
+    assert not page.locator("#chat-search").is_visible()
     page.keyboard.press("Control+Shift+O")
     page.wait_for_url(lambda url: chat["id"] not in url and "/c/" in url)
     assert page.errors == []

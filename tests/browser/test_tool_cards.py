@@ -13,7 +13,7 @@ import pytest
 
 from numi.testing import Scenario
 
-from page_support import LOOKS, open_chat, send, serious_violations
+from page_support import ALL_LOOKS, LOOKS, open_chat, send, serious_violations
 from turn_support import make_chat
 
 pytestmark = pytest.mark.browser
@@ -57,10 +57,15 @@ def test_tool_cards_live_and_reloaded(
     open_chat(page, chat["id"])
     send(page, "Run something")
 
-    # Waiting for approval: the command is on the card once.
+    # Waiting for approval: the command is on the card once, its risk in words above it.
     waiting = page.locator(".tool-card.tool-approval")
     waiting.wait_for()
     assert waiting.inner_text().count("echo only-once-please") == 1
+    assert waiting.locator("summary .tool-sentence").inner_text() == "Run a command"
+    risk = waiting.locator(".tool-risks li").first
+    assert risk.inner_text() == "Runs a shell command in your workspace"
+    command_box = waiting.locator(".tool-command").bounding_box()
+    assert risk.bounding_box()["y"] + risk.bounding_box()["height"] <= command_box["y"]
     shot(page, f"cards-approval-{size}-{scheme}")
 
     # Denied: it says so, quietly, and the arguments stay.
@@ -70,6 +75,7 @@ def test_tool_cards_live_and_reloaded(
     page.locator("#transcript .msg-assistant", has_text="I will not run it").wait_for()
     assert "Denied" in denied.inner_text() and "failed" not in denied.inner_text()
     assert "echo only-once-please" in denied.text_content()
+    assert denied.locator("summary").inner_text().startswith("Run echo only-once-please")
     danger = danger_colour(page)
     assert denied.locator(".tool-status").evaluate("e => getComputedStyle(e).color") != danger
 
@@ -85,10 +91,13 @@ def test_tool_cards_live_and_reloaded(
     scripted.release()
     page.locator("#transcript .msg-assistant", has_text="The echo said hello.").wait_for()
     page.locator(".turn-live").wait_for(state="detached")
-    done = page.locator(".tool-card.tool-done")
+    done = page.locator(".tool-card.tool-done", has_text="greeting")
     done.wait_for()
     assert '"greeting": "hello"' in done.text_content()
     assert re.search(r"\d+\.\d s", done.inner_text())  # its time, in seconds
+    assert done.locator("summary .tool-sentence").inner_text() == "Used echo"  # a plugin's tool
+    done.scroll_into_view_if_needed()
+    shot(page, f"cards-sentences-{size}-{scheme}")
     for card in page.locator("#transcript .tool-card").all():
         card.locator("summary").click()
     shot(page, f"cards-live-{size}-{scheme}", full_page=True)
@@ -96,7 +105,9 @@ def test_tool_cards_live_and_reloaded(
 
     # The tool step and its answer read as one answer block: one label, no gap.
     answer = page.locator("#transcript .msg-assistant", has_text="The echo said hello.")
-    step = page.locator("#transcript .msg-assistant", has=page.locator(".tool-done"))
+    step = page.locator(
+        "#transcript .msg-assistant", has=page.locator(".tool-done", has_text="greeting")
+    )
     assert "msg-step" in step.get_attribute("class")
     assert "msg-continued" in answer.get_attribute("class")
     assert not answer.locator(".msg-role").is_visible()
@@ -110,7 +121,7 @@ def test_tool_cards_live_and_reloaded(
 
     page.reload()
     page.wait_for_selector("#connection[data-state=open]", state="attached")
-    page.locator(".tool-card.tool-done").wait_for()
+    page.locator(".tool-card.tool-done").first.wait_for()
     for card in page.locator("#transcript .tool-card").all():
         card.locator("summary").click()
     shot(page, f"cards-reloaded-{size}-{scheme}", full_page=True)
@@ -151,4 +162,55 @@ def test_the_tool_chooser_lists_labels_in_order(
     tools.scroll_into_view_if_needed()
     shot(page, f"tool-chooser-{size}-{scheme}")
     assert serious_violations(page, f"#chat-{chat['id']}-tools") == []
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("size,scheme", ALL_LOOKS)
+def test_a_finished_step_reads_as_one_sentence(
+    open_page_on, site, api, scripted, shot, tmp_path, size, scheme
+):
+    """Approved and run: one quiet sentence, "Ran `…`", that opens into the card on Enter
+    and closes again on a click."""
+    model = f"words-{uuid.uuid4().hex[:8]}"
+    chat = make_chat(
+        api, scripted, model=model, settings={"tools": ["bash"], "workspace": str(tmp_path)}
+    )
+    page = open_page_on(site, size, scheme)
+    open_chat(page, chat["id"])
+
+    command = "echo ran-in-words > out.txt && cat out.txt"
+    scripted.enqueue(Scenario().tool_call("bash", {"command": command}), model=model)
+    scripted.enqueue(Scenario().text("It printed ran-in-words."), model=model)
+    send(page, "Run it for real")
+    waiting = page.locator(".tool-card.tool-approval")
+    waiting.wait_for()
+    assert waiting.locator(".tool-risks li").all_inner_texts() == [
+        "Runs a shell command in your workspace",
+        "Writes files",
+    ]
+    shot(page, f"approval-risks-{size}-{scheme}")
+    waiting.get_by_role("button", name="Approve").click()
+    page.locator("#transcript .msg-assistant", has_text="It printed ran-in-words.").wait_for()
+    ran = page.locator(".tool-card.tool-done", has_text="ran-in-words")
+    line = ran.locator("summary")
+    assert re.fullmatch(
+        r"Ran echo ran-in-words > out\.txt && cat out\.txt\s+\d+\.\d s", line.inner_text().strip()
+    )
+    assert line.locator("code").inner_text() == command
+    assert ran.get_attribute("open") is None
+    assert not ran.locator(".tool-output").is_visible()
+    line.focus()
+    page.keyboard.press("Enter")
+    assert ran.locator(".tool-output").is_visible()
+    assert ran.locator(".tool-output").inner_text().strip().endswith("ran-in-words")
+    ran.scroll_into_view_if_needed()
+    shot(page, f"cards-sentence-open-{size}-{scheme}")
+    line.click()
+    assert ran.get_attribute("open") is None
+    live = line.inner_text()
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    assert page.locator(".tool-card.tool-done summary").inner_text() == live
+
+    assert serious_violations(page, "#transcript") == []
     assert page.errors == []

@@ -112,6 +112,7 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser_page, server, api,
 
     # Search from the sidebar: messages mode, highlighted snippet, jump to the message.
     page.goto(f"{server.url}/c/{chat['id']}")
+    page.click("#search-toggle > summary")  # the search opens from its icon
     page.check(".search-mode input[value=messages]")
     page.fill(".chat-search", "madrid")
     page.wait_for_selector(".search-hit mark")

@@ -110,6 +110,31 @@ def test_the_rlo_repro_reads_in_order(sqlite_app):
     assert "\u202e" not in html and "\u202c" not in html
 
 
+def finished_card(app, name: str, arguments) -> str:
+    card = {"call_id": "nc_2", "name": name, "arguments": arguments, "status": "done"}
+    with app.test_request_context("/"):
+        return render_template("partials/_tool_card.html", card=card, oob=False)
+
+
+@pytest.mark.parametrize("kind", [kind for kind in SETS if kind != "controls"])
+def test_the_finished_steps_sentence_shows_hidden_characters(sqlite_app, kind):
+    """The one line a finished step reads as ("Ran `…`") shows them as the card does."""
+    hidden = SETS[kind][:3]
+    html = finished_card(sqlite_app, "bash", {"command": "ls" + "".join(hidden)})
+    summary = html[html.index("<summary>") : html.index("</summary>")]
+    assert "Ran <code>ls" in summary
+    assert marks_of(summary).marks == codes(hidden)
+    assert not any(c in "".join(marks_of(html).text) for c in hidden)
+    assert BADGE in summary
+
+
+def test_the_finished_steps_sentence_is_escaped(sqlite_app):
+    html = finished_card(sqlite_app, "web_search", {"query": "<script>alert(1)</script>"})
+    summary = html[html.index("<summary>") : html.index("</summary>")]
+    assert "<script" not in html
+    assert "Searched the web for “&lt;script&gt;alert(1)&lt;/script&gt;”" in summary
+
+
 def test_a_line_of_only_hidden_characters_is_not_a_blank_line(sqlite_app):
     html = approval_card(sqlite_app, "bash", {"command": "echo a\n\x1f\u2028\necho b"})
     assert "blank line" not in html

@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from ...render import render_markdown
 from ...render.sanitize import sanitize
+from . import tool_words
 
 # error_code of a result (agent/tool_runner.py) -> the card's status, when not "failed".
 _NOT_RUN = {
@@ -163,6 +164,10 @@ def init_app(app) -> None:
     app.jinja_env.globals["result_tool_card"] = result_card
     app.jinja_env.globals["tool_approval_arguments"] = approval_arguments
     app.jinja_env.globals["tool_status_text"] = STATUS_TEXT
+    app.jinja_env.globals["tool_sentence"] = tool_words.sentence
+    app.jinja_env.globals["tool_risks"] = lambda name, arguments: tool_words.risks(
+        name, arguments, python_network=bool(app.config.get("NUMI_CODE_NETWORK"))
+    )
     app.jinja_env.filters["tool_arguments"] = arguments_text
     app.jinja_env.filters["python_code"] = python_code
     # HTML a kernel sent (a DataFrame): sanitised when saved and again when drawn, since a
