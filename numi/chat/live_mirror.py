@@ -43,7 +43,7 @@ from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 from ..cpu_pool import hub_pool
-from ..errors import NumiError, invalid
+from ..errors import NumiError, first_line, invalid, is_storage_failure
 from ..extensions import db
 from ..models import Chat, Message, Project, User
 from ..services import services
@@ -190,19 +190,33 @@ class MirrorKeeper:
             self.writer = gevent.spawn_later(delay, self._run)
 
     def _run(self) -> None:
+        database_down = False
         try:
             with self.app.app_context():
-                while self.changed or self.catch_up:
+                while (self.changed or self.catch_up) and not database_down:
                     changed, self.changed = self.changed, {}
                     catch_up, self.catch_up = self.catch_up, set()
                     try:
                         self._update(changed, catch_up)
-                    except Exception:
-                        log.exception("The Markdown mirror could not be updated")
+                    except Exception as exc:
+                        if not is_storage_failure(exc):
+                            log.exception("The Markdown mirror could not be updated")
+                            continue
+                        # An outage, not a bug: the changes wait for the database.
+                        log.warning(
+                            "The Markdown mirror waits for the database: %s", first_line(exc)
+                        )
+                        for chat_id, owner in changed.items():
+                            self.changed.setdefault(chat_id, owner)
+                        self.catch_up |= catch_up
+                        database_down = True
                     finally:
                         db.session.remove()
         finally:
             self.writer = None
+            if database_down:
+                retry = self.app.config["NUMI_MIRROR_RETRY_SECONDS"]
+                self.writer = gevent.spawn_later(retry, self._run)
 
     def _update(self, changed: dict[str, int | None], catch_up: set[int]) -> None:
         owners = {chat_id: owner for chat_id, owner in changed.items() if owner is not None}
