@@ -254,6 +254,11 @@ def _mark_redactions(parts: list[dict[str, Any]], endpoint: Endpoint) -> dict[st
         else:
             for holder in part.get("messages") or [part]:
                 mark(holder, counts)
+            if part["kind"] == "documents":
+                # Counted above as the request carries the passages; marked again one by
+                # one, as the panel lists them.
+                for item in part["items"]:
+                    mark(item, Counter())
         part["redacted"] = dict(counts)
         total += counts
     return {"enabled": True, "items": sum(total.values()), "by_label": dict(total)}

@@ -192,3 +192,36 @@ def test_a_passage_left_out_gives_its_place_to_the_next(server, scripted, projec
     scripted.enqueue(Scenario().text("ok"))
     run_turn(server, chat["id"], "How often should I descale the boiler?", timeout=60)
     assert PASSAGE in system_of("openai_chat", scripted.last_request.body)
+
+
+def test_the_panel_marks_what_the_privacy_gateway_replaces_in_each_passage(
+    server, scripted, project
+):
+    """Issue 41: a passage the request carries is marked in the context panel's passage list
+    where the endpoint's privacy gateway will replace it, as messages and files are."""
+    api = Api(server.url)
+    chat = make_chat(api, scripted, name="private-documents")
+    status, _ = api.call(
+        "PATCH",
+        f"/api/endpoints/{chat['endpoint']['id']}",
+        {"redaction": {"enabled": True, "words": [{"text": "citric", "label": "INGREDIENT"}]}},
+    )
+    assert status == 200
+    status, moved = api.call("PATCH", f"/api/session/{chat['id']}", {"project_id": project["id"]})
+    assert status == 200, moved
+    scripted.enqueue(Scenario().text("Every 200 shots [1]."))
+    run_turn(server, chat["id"], "How often should I descale the boiler?", timeout=60)
+    system = system_of("openai_chat", scripted.last_request.body)
+    assert "Descale the boiler every 200 shots with" in system and "citric" not in system
+
+    request = urllib.request.Request(
+        f"{server.url}/c/{chat['id']}/context_panel", headers={"HX-Request": "true", **api.auth}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        html = response.read().decode()
+    start = html.index('data-kind="documents"')
+    part = html[start : html.index("</details>", start)]
+    assert "1 to replace" in part
+    passage = part[part.index('class="context-passage"') :]
+    assert '<mark class="redact" data-label="INGREDIENT">' in passage
+    assert 'data-value="citric"' in passage
