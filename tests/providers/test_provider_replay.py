@@ -18,7 +18,27 @@ def run_step(scripted, adapter, messages, model, *, policy="auto", **settings):
     """One model call as the agent makes it; returns the stored assistant message."""
     prepared = prepare_messages(messages, kind=adapter.kind, reasoning_policy=policy, model=model)
     events = list(adapter.stream(request(*prepared, model=model, tools=TOOLS, **settings)))
+    _stepped[id(scripted)] = model
     return assistant_message(events)
+
+
+# The model of each provider's latest run_step: `step_request` finds that step's request by it.
+_stepped: dict[int, str] = {}
+
+
+@pytest.fixture(autouse=True)
+def _no_earlier_steps():
+    _stepped.clear()
+
+
+def step_request(scripted):
+    """The latest request of this test's steps. Not `scripted.last_request`: background work
+    an earlier test of this worker left (a title, say) may ask the same provider meanwhile,
+    and once did in CI, so its request came last."""
+    model = _stepped.get(id(scripted))
+    if model is None:  # a test that calls the adapter itself
+        return scripted.last_request
+    return next(r for r in reversed(scripted.requests) if (r.body or {}).get("model") == model)
 
 
 def tool_loop(scripted, adapter, model, first_step, *, policy="auto", **settings):
@@ -29,7 +49,7 @@ def tool_loop(scripted, adapter, model, first_step, *, policy="auto", **settings
     stored = run_step(scripted, adapter, history, model, policy=policy, **settings)
     history += [stored, tool_result(stored["tool_calls"][0]["id"], "18 C")]
     run_step(scripted, adapter, history, model, policy=policy, **settings)
-    return scripted.last_request.body
+    return step_request(scripted).body
 
 
 def thinking_then_tool():
@@ -111,7 +131,7 @@ def test_anthropic_earlier_turn_thinking_per_policy(scripted, make_adapter, poli
         policy=policy,
     )
 
-    blocks = scripted.last_request.body["messages"][1]["content"]
+    blocks = step_request(scripted).body["messages"][1]["content"]
     assert (blocks[0]["type"] == "thinking") is replayed
 
 
@@ -124,7 +144,7 @@ def test_anthropic_thinking_from_another_model_is_dropped(scripted, make_adapter
         policy="preserve",
     )
 
-    assert [b["type"] for b in scripted.last_request.body["messages"][1]["content"]] == ["text"]
+    assert [b["type"] for b in step_request(scripted).body["messages"][1]["content"]] == ["text"]
 
 
 def test_anthropic_never_forges_thinking_from_plain_reasoning_text(scripted, make_adapter):
@@ -142,7 +162,7 @@ def test_anthropic_never_forges_thinking_from_plain_reasoning_text(scripted, mak
         policy="preserve",
     )
 
-    assert "old thoughts" not in str(scripted.last_request.body)
+    assert "old thoughts" not in str(step_request(scripted).body)
 
 
 # --- OpenAI Responses -------------------------------------------------------------------
@@ -208,7 +228,7 @@ def test_responses_earlier_turn_items_per_policy(scripted, make_adapter, policy,
     )
 
     reasoning_ids = [
-        i["id"] for i in scripted.last_request.body["input"] if i.get("type") == "reasoning"
+        i["id"] for i in step_request(scripted).body["input"] if i.get("type") == "reasoning"
     ]
     assert (
         reasoning_ids == expected
@@ -255,7 +275,7 @@ def test_chat_tool_call_reasoning_is_sent_in_all_later_requests(scripted, make_a
     history.append(user("Thanks"))
     run_step(scripted, adapter, history, "deepseek-reasoner")
 
-    messages = scripted.last_request.body["messages"]
+    messages = step_request(scripted).body["messages"]
     assert messages[1]["reasoning_content"] == "Tool needed."  # tool-call turn: kept
     assert "reasoning_content" not in messages[3]  # plain answer: never sent back (R1 400s)
 
@@ -293,7 +313,7 @@ def test_chat_plain_answer_reasoning_per_policy(scripted, make_adapter, policy, 
     details = {"format": "openai_chat", "model": "qwen3", "field": "reasoning", "items": []}
     run_step(scripted, make_adapter("openai_chat"), earlier_turn(details), "qwen3", policy=policy)
 
-    assistant = scripted.last_request.body["messages"][1]
+    assistant = step_request(scripted).body["messages"][1]
     assert (assistant.get("reasoning") == "old thoughts") is sent
 
 
@@ -307,7 +327,7 @@ def test_chat_preserve_sends_reasoning_without_provenance_as_reasoning_content(
     ]
     run_step(scripted, make_adapter("openai_chat"), messages, "deepseek-chat", policy="preserve")
 
-    assert scripted.last_request.body["messages"][1]["reasoning_content"] == "thoughts"
+    assert step_request(scripted).body["messages"][1]["reasoning_content"] == "thoughts"
 
 
 # --- structure repairs ------------------------------------------------------------------
@@ -342,7 +362,7 @@ def test_unanswered_tool_calls_get_a_result_and_orphan_results_are_dropped(scrip
     assert "interrupted" in prepared[3]["content"]
     scripted.enqueue(Scenario().text("ok"))
     assert list(adapter.stream(request(*prepared)))[-1].reason == "stop"
-    assert "orphan" not in str(scripted.last_request.body)
+    assert "orphan" not in str(step_request(scripted).body)
 
 
 def test_replay_sends_the_provider_ids_of_calls_stored_under_numi_ids(scripted, adapter):
@@ -376,7 +396,7 @@ def test_replay_sends_the_provider_ids_of_calls_stored_under_numi_ids(scripted, 
     )
     scripted.enqueue(Scenario().text("ok"))
     list(adapter.stream(request(*prepared)))
-    body = str(scripted.last_request.body)
+    body = str(step_request(scripted).body)
     assert "dup_01" in body and "nc_1" not in body and "nc_2" not in body
 
 
