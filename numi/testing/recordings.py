@@ -32,6 +32,22 @@ def frames(transcript: bytes) -> list[bytes]:
 
 # --- llama-server ---------------------------------------------------------------------------
 
+# The pieces llama-server splits a reply's think tags into, one delta per chunk: in the
+# chat kind's stream below, and as the Responses and Anthropic kinds pass them on with
+# `--reasoning-format none` (issue 44), as answer text.
+_THINK_PIECES = (
+    b'"<think>"',
+    b'"\\nThe"',
+    b'" user"',
+    b'" said"',
+    b'" hi"',
+    b'".\\n"',
+    b'"</think>"',
+    b'"\\n\\nHello"',
+    b'" there"',
+    b'"!"',
+)
+
 # POST /v1/chat/completions, stream, stream_options.include_usage, `--reasoning-format
 # none`: the think tags arrive as chunks of their own, the newlines beside them too; the
 # last chunk carries usage and llama-server's own `timings`.
@@ -46,21 +62,7 @@ LLAMA_SERVER_CHAT_SPLIT_THINK = frames(
     b'"content":null}}],"created":1764650400,"id":"chatcmpl-Qm1u8bT3RkX2o9ZcN4yLwVfA7sHjP0dE",'
     b'"model":"qwen3-0.6b","system_fingerprint":"b7210-4a5b6c7d",'
     b'"object":"chat.completion.chunk"}\n\n'
-    + b"".join(
-        _LLAMA_CHUNK % piece
-        for piece in (
-            b'"<think>"',
-            b'"\\nThe"',
-            b'" user"',
-            b'" said"',
-            b'" hi"',
-            b'".\\n"',
-            b'"</think>"',
-            b'"\\n\\nHello"',
-            b'" there"',
-            b'"!"',
-        )
-    )
+    + b"".join(_LLAMA_CHUNK % piece for piece in _THINK_PIECES)
     + b'data: {"choices":[{"finish_reason":"stop","index":0,"delta":{}}],'
     b'"created":1764650400,"id":"chatcmpl-Qm1u8bT3RkX2o9ZcN4yLwVfA7sHjP0dE",'
     b'"model":"qwen3-0.6b","system_fingerprint":"b7210-4a5b6c7d",'
@@ -141,21 +143,6 @@ LLMOCK_RESPONSES_CUT_OFF = [
     for frame in LLAMA_SERVER_RESPONSES_CUT_OFF
 ]
 
-# The split think tags of LLAMA_SERVER_CHAT_SPLIT_THINK as llama-server's Responses and
-# Anthropic kinds pass them on with `--reasoning-format none` (issue 44): as answer text,
-# one delta per chunk.
-_THINK_PIECES = (
-    b'"<think>"',
-    b'"\\nThe"',
-    b'" user"',
-    b'" said"',
-    b'" hi"',
-    b'".\\n"',
-    b'"</think>"',
-    b'"\\n\\nHello"',
-    b'" there"',
-    b'"!"',
-)
 LLAMA_SERVER_RESPONSES_THINK = _responses_stream(
     list(_THINK_PIECES), b'"<think>\\nThe user said hi.\\n</think>\\n\\nHello there!"', 12
 )
