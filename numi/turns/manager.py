@@ -88,6 +88,9 @@ class TurnManager:
         # of the user's open pages are told. They must not block.
         self.change_hooks: list[Callable[[Turn], None]] = list(change_hooks)
         self.stopping = False  # the server is shutting down: no new turns (shutdown())
+        # The work that follows ended turns (titles, turn-end hooks), while it runs: an app
+        # that ends inside a process that goes on stops it (`stop_all`).
+        self.after_work: set[gevent.Greenlet] = set()
 
     def channel(self, chat_id: str) -> Channel:
         return self.table.channel(chat_id)
@@ -216,9 +219,29 @@ class TurnManager:
             turn.emit("turn_end", {"title_pending": True} if after is not None else {})
             self._changed(turn)
             if after is not None:
-                gevent.spawn(self._run_after, turn, after, then=self._changed)
+                self._follow(gevent.spawn(self._run_after, turn, after, then=self._changed))
             for hook in self.turn_end_hooks:
-                gevent.spawn(self._run_after, turn, lambda hook=hook: hook(turn))
+                self._follow(gevent.spawn(self._run_after, turn, lambda hook=hook: hook(turn)))
+
+    def _follow(self, work: gevent.Greenlet) -> None:
+        self.after_work.add(work)
+        work.link(self.after_work.discard)
+
+    def stop_all(self, timeout: float) -> None:
+        """Cancel every running turn and kill the work that follows ended turns, waiting up
+        to `timeout` seconds for each. For an app that ends in a process that goes on (the
+        tests' apps): left running, a title request of one test reached the provider that
+        the next test was reading. A server process stops with `shutdown`."""
+        gevent.killall(list(self.after_work), timeout=timeout)  # a queued follow-up's start
+        for turn in list(self.turns.values()):
+            turn.cancel("shutdown")
+        deadline = time.monotonic() + timeout
+        while self.turns and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        gevent.killall(
+            [turn.greenlet for turn in self.turns.values() if turn.greenlet], timeout=timeout
+        )
+        gevent.killall(list(self.after_work), timeout=timeout)
 
     def shutdown(self, grace: float, save_timeout: float = 10.0) -> None:
         """Stop gracefully: take no new turns, let running ones finish for `grace` seconds,
