@@ -104,7 +104,9 @@ def test_a_follow_up_sent_right_after_a_redis_restart_queues_behind_the_running_
     # Read as a client must: the writer falls behind while Redis restarts on a busy machine,
     # and a snapshot then stands for the deltas it dropped.
     assert streamed_answer(events) == first
-    wait_until(lambda: len(Api(b.url).history(chat["id"])) == 4, timeout=30, what="the follow-up")
+    wait_until(
+        lambda: len(Api(b.url).history(chat["id"])) == 4, timeout=WAIT_SECONDS, what="the follow-up"
+    )
     assert transcript(Api(b.url), chat["id"]) == [
         ("user", "First"),
         ("assistant", first),
@@ -139,7 +141,7 @@ def test_a_process_stalled_past_its_lease_stops_at_once_and_saves_nothing(
     finally:
         a.proc.send_signal(signal.SIGCONT)
     # A wakes up mid-stream with a lease that is gone: it stops before its next save.
-    wait_until(lambda: "lost its chat's lease" in a.log(), timeout=30, what="A to stop")
+    wait_until(lambda: "lost its chat's lease" in a.log(), timeout=WAIT_SECONDS, what="A to stop")
     assert transcript(Api(b.url), chat["id"]) == [
         ("user", "First"),
         ("user", "Second"),
@@ -221,7 +223,7 @@ def test_clients_connected_through_an_outage_longer_than_the_buffer_are_made_who
     scripted.release()  # the rest streams, and is saved, while Redis is down
     answer = wait_until(
         lambda: next((m for m in api.history(chat["id"]) if m["role"] == "assistant"), None),
-        timeout=30,
+        timeout=WAIT_SECONDS,
         what="the saved answer",
     )
     assert answer["content"] == head + tail
