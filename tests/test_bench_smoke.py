@@ -112,3 +112,12 @@ def test_three_workers_on_postgresql_and_redis_count_every_process_and_postgresq
     assert result["lost"] == 0
     assert result["numi_us"] > 0
     assert result["postgres_turn_ms"] is not None and result["postgres_turn_ms"] > 0
+
+
+def test_the_memory_rows_say_what_each_adapter_added():
+    import memory
+
+    rows = memory.measure(settle=0.0, turns=1)
+    after = _metrics(rows)["RSS after 3 turns on all three adapters"]
+    assert after["median"] > _metrics(rows)["idle RSS (10 s after ready)"]["median"]
+    assert "anthropic +" in after["note"]
