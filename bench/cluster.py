@@ -217,7 +217,7 @@ def postgres_backends(pids: list[int]) -> list[int]:
 def _cpu_or_zero(pid: int) -> float:
     try:
         return load.cpu_seconds(pid)
-    except OSError:  # a backend that has gone since: its CPU is lost (an undercount)
+    except OSError:  # a backend that has gone
         return 0.0
 
 
@@ -319,7 +319,10 @@ def capacity_level(
         cpu["load clients"] = (children_cpu() - clients_before) / wall * 100
         backends = set(backends0) | set(postgres_backends(list(pids.values())))
         if backends:
-            used = sum(_cpu_or_zero(pid) - backends0.get(pid, 0.0) for pid in backends)
+            # A backend that has gone since (the pool closed an overflow connection) took
+            # its CPU with it: not counted, an undercount, rather than a negative one.
+            ended = {pid: _cpu_or_zero(pid) for pid in backends}
+            used = sum(max(0.0, ended[pid] - backends0.get(pid, 0.0)) for pid in backends)
             cpu["postgres"] = used / wall * 100
         # Ready to run but given no CPU: the machine's share of the latency, not Numi's.
         waited = {
