@@ -39,6 +39,8 @@ UTILISATION = 0.7  # the share of each core the model fills
 SIZES = (1_000, 10_000, 100_000)
 # A Redis server runs its commands on one thread, so one node is at most one core.
 REDIS_CORES_PER_NODE = 1
+# The cores of one PostgreSQL primary the model assumes (every turn writes to it).
+PRIMARY_CORES = 8
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ def streams_per_core(costs: Costs) -> dict[str, float]:
     return {name: UTILISATION / cpu if cpu > 0 else math.inf for name, cpu in per_stream.items()}
 
 
-def plan(costs: Costs, streams: int, postgres_cores: int = 8) -> Plan:
+def plan(costs: Costs, streams: int, postgres_cores: int = PRIMARY_CORES) -> Plan:
     """What `streams` concurrent streams need. "First" is the component whose one unit
     fills first: Redis at one node (one core), PostgreSQL at `postgres_cores` (one
     primary), or a Numi process, which scales out freely and so only comes first when
@@ -120,6 +122,8 @@ def rows_for(costs: Costs, note: str = "") -> list[dict]:
             if need.redis_nodes > GROUPS
             else ""
         )
+        if need.postgres_cores > PRIMARY_CORES:
+            beyond += f"; more than one {PRIMARY_CORES}-core PostgreSQL primary"
         rows.append(
             row("scale-out model", f"{streams:,} concurrent streams: Numi processes",
                 [need.processes], "processes",

@@ -49,6 +49,16 @@ def test_the_model_says_when_redis_needs_more_hash_tag_groups_than_numi_has():
     assert "Numi needs more groups" not in notes["1,000"]
 
 
+def test_the_model_says_when_postgresql_needs_more_than_one_primary():
+    # 10 ms a turn of 10 s: 1 ms of CPU a second per stream, 700 streams a core at 70 %.
+    notes = {r["metric"]: r["note"] for r in scaleout_model.rows_for(Costs(375.0, 38.7, 10.0, 200))}
+    assert (
+        "more than one 8-core PostgreSQL primary"
+        in notes["10,000 concurrent streams: Numi processes"]
+    )
+    assert "PostgreSQL primary" not in notes["1,000 concurrent streams: Numi processes"]
+
+
 def test_the_anthropic_sdk_memory_rows_count_its_beta_types():
     import sdk_memory
 
