@@ -166,6 +166,61 @@ def redis_pid() -> int | None:
         return None
 
 
+def _client_ports(pids: list[int], server_port: int) -> set[int]:
+    """Local ports of the processes' TCP connections to `server_port` on loopback."""
+    inodes = set()
+    for pid in pids:
+        fds = Path(f"/proc/{pid}/fd")
+        for fd in fds.iterdir() if fds.exists() else ():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                local, remote, inode = fields[1], fields[2], fields[9]
+                if inode in inodes and int(remote.rsplit(":", 1)[1], 16) == server_port:
+                    ports.add(int(local.rsplit(":", 1)[1], 16))
+    return ports
+
+
+def postgres_backends(pids: list[int]) -> list[int]:
+    """The PostgreSQL backends serving these Numi processes, when PostgreSQL runs on this
+    machine: matched by the client port in each backend's title ("… 127.0.0.1(PORT) …"),
+    so other users of the same server are not counted."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(POSTGRES_URL.replace("+psycopg", ""))
+    if parsed.hostname not in ("127.0.0.1", "localhost"):
+        return []
+    ports = _client_ports(pids, parsed.port or 5432)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if title.startswith("postgres:") and "(" in title:
+            port = title.split("(", 1)[1].split(")", 1)[0]
+            if port.isdigit() and int(port) in ports:
+                found.append(int(entry.name))
+    return found
+
+
+def _cpu_or_zero(pid: int) -> float:
+    try:
+        return load.cpu_seconds(pid)
+    except OSError:  # a backend that has gone
+        return 0.0
+
+
 @contextmanager
 def started(server: str, processes: int, extra: dict[str, str], *, redis: bool = True):
     """`processes` Numi processes on one fresh PostgreSQL schema and one Redis key prefix:
@@ -250,6 +305,7 @@ def capacity_level(
             watched["redis-server"] = redis_server
         time.sleep(0.5)
         cpu0 = {name: load.cpu_seconds(pid) for name, pid in watched.items()}
+        backends0 = {pid: _cpu_or_zero(pid) for pid in postgres_backends(list(pids.values()))}
         waited0 = {name: run_queue_wait(pid) for name, pid in pids.items()}
         # The clients exit when done, so theirs is what the reaped children used, less
         # their CPU up to "go" (connecting).
@@ -261,6 +317,13 @@ def capacity_level(
             name: (load.cpu_seconds(pid) - cpu0[name]) / wall * 100 for name, pid in watched.items()
         }
         cpu["load clients"] = (children_cpu() - clients_before) / wall * 100
+        backends = set(backends0) | set(postgres_backends(list(pids.values())))
+        if backends:
+            # A backend that has gone since (the pool closed an overflow connection) took
+            # its CPU with it: not counted, an undercount, rather than a negative one.
+            ended = {pid: _cpu_or_zero(pid) for pid in backends}
+            used = sum(max(0.0, ended[pid] - backends0.get(pid, 0.0)) for pid in backends)
+            cpu["postgres"] = used / wall * 100
         # Ready to run but given no CPU: the machine's share of the latency, not Numi's.
         waited = {
             name: (run_queue_wait(pid) - waited0[name]) / wall * 100 for name, pid in pids.items()

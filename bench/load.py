@@ -44,6 +44,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def settle(pid: int, share: float = 0.1, window: float = 1.0, deadline: float = 60.0) -> None:
+    """Wait until the process spends under `share` of a core over a `window` (its turns'
+    saves and after-hooks done, its sockets closed), or `deadline` seconds pass."""
+    stop = time.perf_counter() + deadline
+    while time.perf_counter() < stop:
+        used = cpu_seconds(pid)
+        time.sleep(window)
+        if cpu_seconds(pid) - used < share * window:
+            return
+
+
 def paced(tokens: int, rate: float = RATE) -> Scenario:
     # Equal-width tokens "t0000 ": one chunk each, so each is stamped when written.
     return (
@@ -241,6 +252,10 @@ def numi_run(turns: int, tokens: int, view: str, profile: str | None = None, **e
             profiler.wait(30)
         wall = time.perf_counter() - started
         cpu = cpu_seconds(numi.proc.pid) - cpu0
+        # What the process still holds once every turn has ended and its sockets closed:
+        # the issue's "RSS after 500 streams" (memory a finished turn should give back).
+        settle(numi.proc.pid)
+        rss_after = rss_mib(numi.proc.pid)
         requests = {r.body["messages"][-1]["content"]: r for r in provider.requests[before:]}
     inside = probe.window(inside0, inside1)
     latencies, lost, unstarted = [], 0, 0
@@ -265,6 +280,8 @@ def numi_run(turns: int, tokens: int, view: str, profile: str | None = None, **e
         "event_cpu_us": cpu_in_window / max(in_window, 1) * 1e6,
         "cpu_total": cpu,
         "rss_per_turn_kib": (rss_peak - rss_before) / turns * 1024,
+        "rss_before": rss_before,
+        "rss_after": rss_after,
         **{f"steady_{k}": v for k, v in inside.items()},
     }
 
@@ -353,14 +370,25 @@ def per_event(runs: int = 3, turns: int = 100, short: int = 40, long: int = 120)
     ]
 
 
-def capacity(runs: int = 3) -> list[dict]:
-    """500 concurrent turns in each view."""
+def _each(results: list[dict], key: str) -> str:
+    return ", ".join(f"{r[key]:.0f}" for r in results)
+
+
+def capacity(
+    runs: int = 3, turns: int = 500, tokens: int = 100, views: tuple[str, ...] = ("json", "html")
+) -> list[dict]:
+    """`turns` concurrent turns in each view, each run beside its floor: the bare gevent
+    echo of as many sockets and frames, run just before, so that a reader on another
+    machine compares the ratio; and the server's RSS once the turns have ended."""
     from stats import row
 
     rows = []
-    for view in ("json", "html"):
-        results = [numi_run(500, 100, view) for _ in range(runs)]
-        label = f"500 turns at 20 tokens/s, {view.upper()} view"
+    for view in views:
+        results, floors = [], []
+        for _ in range(runs):
+            floors.append(echo_run(turns, tokens))
+            results.append(numi_run(turns, tokens, view))
+        label = f"{turns} turns at 20 tokens/s, {view.upper()} view"
         note = (
             f"hub lag p99 ≤ {statistics.median(r['steady_lag_p99_ms_at_most'] for r in results):.0f} ms; "
             f"SQLite {statistics.median(r['steady_db_share'] for r in results) * 100:.1f} % of wall time; "
@@ -374,7 +402,22 @@ def capacity(runs: int = 3) -> list[dict]:
                 [r["p95"] for r in results],
                 "ms",
                 "≤ 250 ms" if view == "json" else "≤ 500 ms",  # issue 27
-                note=f"p50 {statistics.median(r['p50'] for r in results):.0f} ms; " + note,
+                note=f"p50 {statistics.median(r['p50'] for r in results):.0f} ms; "
+                f"p95 per run {_each(results, 'p95')} ms; floor (echo p95) "
+                f"{_each(floors, 'p95')} ms; " + note,
+                ratio=[r["p95"] / max(f["p95"], 0.1) for r, f in zip(results, floors)],
+            )
+        )
+        rows.append(
+            row(
+                "capacity",
+                f"{label}: server CPU per event",
+                [r["event_cpu_us"] for r in results],
+                "µs",
+                note=f"floor (echo) {statistics.median(f['event_cpu_us'] for f in floors):.0f} µs",
+                ratio=[
+                    r["event_cpu_us"] / max(f["event_cpu_us"], 0.1) for r, f in zip(results, floors)
+                ],
             )
         )
         rows.append(
@@ -386,6 +429,17 @@ def capacity(runs: int = 3) -> list[dict]:
                 "≤ 100 %",
                 note=f"wall {statistics.median(r['wall'] for r in results):.1f} s "
                 f"for {results[0]['ideal']:.0f} s of tokens",
+            )
+        )
+        rows.append(
+            row(
+                "capacity",
+                f"{label}: server RSS once the turns have ended",
+                [r["rss_after"] for r in results],
+                "MiB",
+                "≤ 170 MiB",  # issue 45
+                note=f"before the turns {statistics.median(r['rss_before'] for r in results):.0f} MiB "
+                "(after a warm-up turn and the chats made)",
             )
         )
     return rows

@@ -37,9 +37,13 @@ import load  # noqa: E402
 import locked  # noqa: E402
 import memory  # noqa: E402
 import pages  # noqa: E402
+import redis_cluster  # noqa: E402
 import relay  # noqa: E402
 import render  # noqa: E402
 import scaleout  # noqa: E402
+import scaleout_cpu  # noqa: E402
+import scaleout_model  # noqa: E402
+import sdk_memory  # noqa: E402
 import startup  # noqa: E402
 import turncost  # noqa: E402
 import turns  # noqa: E402
@@ -49,6 +53,7 @@ BENCHMARKS = {
     "install": install.measure,
     "startup": startup.measure,
     "memory": memory.measure,
+    "sdk-memory": sdk_memory.measure,
     "pages": pages.measure,
     "pickers": pages.picker_chat,
     "turns": turns.measure,
@@ -69,6 +74,11 @@ BENCHMARKS = {
     "kernel": kernel.measure,
     "scaleout": scaleout.measure,
     "scaleout-capacity": scaleout.capacity,
+    # Need Redis and PostgreSQL on this machine, as `scaleout` does (bench/cluster.py).
+    "scaleout-cpu": scaleout_cpu.cpu,
+    "scaleout-three": scaleout_cpu.three,
+    "scaleout-model": scaleout_model.measure,
+    "redis-cluster": redis_cluster.measure,
 }
 
 

@@ -2,7 +2,7 @@
 process (from /proc), for 1 and for 2 processes on Redis and PostgreSQL at the same total
 load, Redis's own CPU per token, and from them the cluster-wide bound.
 
-    python bench/scaleout_cpu.py [--streams 40] [--tokens 200] [--runs 3]
+    python bench/scaleout_cpu.py [--streams 40] [--tokens 200] [--runs 3] [--three]
 
 A 2-core machine cannot show two processes carrying twice the streams (the load clients,
 Redis and PostgreSQL share the cores), but it can count what each delivered token costs:
@@ -26,12 +26,15 @@ import cluster
 from stats import row
 
 
-def one_run(processes: int, streams: int, tokens: int, *, redis: bool = True) -> dict:
+def one_run(
+    processes: int, streams: int, tokens: int, *, redis: bool = True, server: str = "serve"
+) -> dict:
     """One level of `streams` 20-tokens/s turns on a fresh cluster of `processes` (on
-    Redis), or on one process with the in-process channel (`redis=False`)."""
+    Redis), or on one process with the in-process channel (`redis=False`); `server` is
+    "serve" (a `numi serve` per process) or "gunicorn" (one gunicorn, that many workers)."""
     provider = cluster.PacedProvider(tokens)
     try:
-        with cluster.started("serve", processes, {}, redis=redis) as (servers, pids):
+        with cluster.started(server, processes, {}, redis=redis) as (servers, pids):
             # A first turn on every process imports the SDK and warms the caches.
             cluster.capacity_level(servers, provider, len(servers), tokens, pids)
             result = cluster.capacity_level(servers, provider, streams, tokens, pids)
@@ -45,6 +48,9 @@ def one_run(processes: int, streams: int, tokens: int, *, redis: bool = True) ->
         "redis_us": seconds["redis-server"] / delivered * 1e6
         if "redis-server" in seconds
         else None,
+        # PostgreSQL's backends for these processes, per turn (one turn a stream); None
+        # when PostgreSQL runs elsewhere.
+        "postgres_turn_ms": seconds["postgres"] / streams * 1e3 if "postgres" in seconds else None,
         "lost": result["lost"],
         "p95": result["p95"],
         "delivered": delivered,
@@ -91,6 +97,32 @@ def cpu(runs: int = 3, streams: int = 40, tokens: int = 200) -> list[dict]:
     return rows
 
 
+def three(runs: int = 3, streams: int = 40, tokens: int = 200) -> list[dict]:
+    """Rows: 3 gunicorn workers (`gunicorn -k gevent -w 3`, as README deploys) against one
+    `numi serve`, CPU per token summed over the processes, both on Redis and PostgreSQL;
+    their ratio is the per-process overhead (each process's own reader, leases, pool)."""
+    one, many = [], []
+    for _ in range(runs):  # alternately, so drift hits both alike
+        one.append(one_run(1, streams, tokens))
+        many.append(one_run(3, streams, tokens, server="gunicorn"))
+        print(f"    1 process {one[-1]}\n    3 workers {many[-1]}", flush=True)
+    postgres = [r["postgres_turn_ms"] for r in one + many if r["postgres_turn_ms"] is not None]
+    load = f"{streams} streams × {tokens} tokens at 20 tokens/s, Redis + PostgreSQL"
+    rows = [
+        row("scale-out CPU", f"Numi CPU per delivered token, 3 gunicorn workers (summed), {load}",
+            [r["numi_us"] for r in many], "µs", note=f"lost {sum(r['lost'] for r in many)}; "
+            f"1 process {statistics.median(r['numi_us'] for r in one):.0f} µs in the same runs"),
+        row("scale-out CPU", "3 workers ÷ 1 process, CPU per token",
+            [b["numi_us"] / a["numi_us"] for a, b in zip(one, many)], "×", "≤ 1.15"),
+    ]  # fmt: skip
+    if postgres:
+        rows.append(
+            row("scale-out CPU", "PostgreSQL CPU per turn (its backends for these processes)",
+                postgres, "ms", note="a turn of this load: its start, its save and its end")
+        )  # fmt: skip
+    return rows
+
+
 def main(argv: list[str]) -> None:
     from stats import table
 
@@ -98,9 +130,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--streams", type=int, default=40)
     parser.add_argument("--tokens", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--three", action="store_true", help="3 gunicorn workers against 1 process")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    print(table(cpu(args.runs, args.streams, args.tokens)))
+    measure = three if args.three else cpu
+    print(table(measure(args.runs, args.streams, args.tokens)))
     print(f"({time.perf_counter() - started:.0f} s)")
 
 
