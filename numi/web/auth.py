@@ -85,7 +85,9 @@ def login():
         return checked  # refused before hashing
     matches, new_hash = checked
     if not matches or user_id is None:
-        return render_template("login.html", error="Wrong username or password."), 401
+        # The username stays in its field: a retry is the password alone.
+        page = render_template("login.html", error="Wrong username or password.", username=username)
+        return page, 401
     throttle.succeeded(username, address)
     if new_hash:
         # Only if the hash is still the one checked: a password changed meanwhile stays.

@@ -49,6 +49,9 @@ CSP = (
     "base-uri 'none'; "
     "form-action 'self'; frame-ancestors 'none'"
 )
+# Settings opens over the chat in a frame of the page's own origin (static/js/settings_overlay.js);
+# every other page still refuses to be framed.
+SETTINGS_CSP = CSP.replace("frame-ancestors 'none'", "frame-ancestors 'self'")
 
 
 def init_app(app: Flask) -> None:
@@ -175,9 +178,13 @@ def _security_headers(response):
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     if request.endpoint == "static" and response.mimetype in NOT_DOCUMENTS:
         return response
-    response.headers.setdefault("Content-Security-Policy", CSP)
+    framed = request.path.startswith("/settings")
+    response.headers.setdefault("Content-Security-Policy", SETTINGS_CSP if framed else CSP)
     response.headers.setdefault("Referrer-Policy", "same-origin")
-    response.headers.setdefault("X-Frame-Options", "DENY")
+    response.headers.setdefault("X-Frame-Options", "SAMEORIGIN" if framed else "DENY")
+    if framed:
+        # The page drawn for the overlay's frame differs from the page itself (settings.html).
+        response.vary.add("Sec-Fetch-Dest")
     if is_htmx():
         # A fragment and the full page share a URL: keep caches from mixing them up.
         response.vary.add("HX-Request")

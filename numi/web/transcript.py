@@ -165,7 +165,12 @@ def edit_form(chat_id: str, message_id: int):
         raise invalid(
             "Only your own messages can be edited; regenerate an answer instead.", "not_editable"
         )
-    return render_template("partials/_edit_form.html", message=message, chat=chat)
+    return render_template(
+        "partials/_edit_form.html",
+        message=message,
+        chat=chat,
+        attachments=transcript_attachments(chat.id, [message]),
+    )
 
 
 @bp.post("/c/<chat_id>/messages/<int:message_id>/edit")

@@ -308,6 +308,16 @@ function loadOnFirstUse(selector, metaName) {
 loadOnFirstUse("#mic-button, .read-aloud", "numi-voice-module");
 loadOnFirstUse(".preview-artifact", "numi-artifacts-module");
 
+// Settings opens over the chat (static/js/settings_overlay.js, on first use); its link keeps
+// its address, for a new tab, a middle click and no script.
+on("click", (event) => {
+  const link = Numi.hit(event, "a.settings-link");
+  const url = document.querySelector("meta[name=numi-settings-module]")?.content;
+  if (!link || !url || event.button || event.ctrlKey || event.metaKey || event.shiftKey || event.altKey) return;
+  event.preventDefault();
+  import(url).then((overlay) => overlay.open(link.href, link), () => { location.href = link.href; });
+});
+
 // --- Copy buttons ---
 // A code block's text (.copy-code, partials/_md_blocks.html) or a message's markdown
 // source (.copy-message, its data-markdown); delegated, so streamed buttons work too.

@@ -1,5 +1,5 @@
 // Voice: dictation into the message box and "Read aloud" for answers (numi/web/voice.py).
-// Dictation records with MediaRecorder (its time and level shown; Esc cancels), sends the
+// Dictation records with MediaRecorder (its time and level shown; Esc or × cancels), sends the
 // recording to /api/audio/transcriptions and puts the text in the box, not sent. Read aloud
 // plays /api/audio/speech; with no voice endpoint (`voice_off`) the browser's
 // speechSynthesis reads instead. Nothing is kept: the recording lives in this page only.
@@ -19,6 +19,7 @@ function feedback(message, code) {
 function showRecorder(on) {
   const button = $("mic-button");
   $("recorder").hidden = !on;
+  $("recorder-cancel").hidden = !on;
   button.setAttribute("aria-pressed", on ? "true" : "false");
   button.setAttribute("aria-label", on ? "Stop and transcribe" : "Dictate");
   button.classList.toggle("recording", on);
@@ -119,6 +120,7 @@ function insert(text) {
 }
 
 on("click", (event) => {
+  if (Numi.hit(event, "#recorder-cancel")) { stop(true); $("mic-button").focus(); return; }
   if (!Numi.hit(event, "#mic-button")) return;
   if (recording) stop(false);
   else start();

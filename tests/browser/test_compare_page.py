@@ -161,3 +161,46 @@ def test_each_lane_asks_for_its_tool_on_its_own_card(
         lanes.nth(lane).get_by_role("button", name=f"Continue with this ({model})").wait_for()
     shot(page, f"compare-approvals-done-{size}-{scheme}")
     assert page.errors == []
+
+
+@pytest.mark.parametrize("size,scheme", ALL_LOOKS)
+def test_the_compare_picker_filters_models_by_typing(
+    open_page_on, site, api, scripted, shot, size, scheme
+):
+    tag = uuid.uuid4().hex[:6]
+    models = [f"{name}-{tag}" for name in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")]
+    chat = chat_with_models(api, scripted, tag, models)
+    page = open_page_on(site, size, scheme)
+    open_chat(page, chat["id"])
+    open_compare(page)
+    picker = page.locator("#compare-picker")
+    search = picker.get_by_role("searchbox", name="Search models to compare")
+    if size == "desktop":  # a keyboard: the search has the focus as the picker opens
+        assert search.evaluate("el => el === document.activeElement")
+    search.click()
+    page.keyboard.type(f"bra {tag}")  # the server's other tests' models are listed too
+    visible = picker.locator(".compare-route:visible")
+    visible.filter(has_text=models[1]).wait_for()
+    assert visible.count() == 1
+    # Enter ticks the first match and sends nothing; the ticked route stays in view.
+    page.keyboard.press("Enter")
+    assert picker.get_by_role("checkbox", name=models[1]).is_checked()
+    page.locator("#compare-count", has_text="1").wait_for()
+    search.fill("")
+    page.keyboard.type(f"cho {tag}")  # words of the model's name and its endpoint's
+    picker.locator(".compare-route:visible", has_text=models[4]).wait_for()
+    assert sorted(visible.all_inner_texts()) == sorted(
+        picker.locator(".compare-route", has_text=name).inner_text() for name in models[1::3]
+    )
+    shot(page, f"compare-search-{size}-{scheme}")
+    assert serious_violations(page, "#compare-picker") == []
+    search.fill(f"zzqx {tag}")
+    picker.get_by_text("No model matches.").wait_for()
+    # Esc clears the search (the picker stays open), then closes the picker.
+    page.keyboard.press("Escape")
+    assert search.input_value() == ""
+    assert visible.count() >= len(models)
+    page.keyboard.press("Escape")
+    search.wait_for(state="hidden")
+    assert page.locator("#transcript .msg-user").count() == 0
+    assert page.errors == []

@@ -15,7 +15,7 @@ from import_support import api_imported_chat
 
 from numi.testing import Scenario
 
-from page_support import LOOKS, open_chat, open_signed_in_page, send, serious_violations
+from page_support import ALL_LOOKS, LOOKS, open_chat, open_signed_in_page, send, serious_violations
 from turn_support import make_chat
 
 pytestmark = pytest.mark.browser
@@ -289,8 +289,8 @@ def test_show_more_needs_no_script(browser, site, api):
         signed_in.context.close()
 
 
-@pytest.mark.parametrize("size,scheme", LOOKS)
-def test_the_edit_form_says_what_it_does_and_hides_the_raw_file_input(
+@pytest.mark.parametrize("size,scheme", ALL_LOOKS)
+def test_a_question_is_edited_in_place_and_sent_as_a_new_version(
     open_page_on, site, api, scripted, shot, size, scheme
 ):
     model = f"edit-{uuid.uuid4().hex[:8]}"
@@ -298,18 +298,43 @@ def test_the_edit_form_says_what_it_does_and_hides_the_raw_file_input(
     scripted.enqueue(Scenario().text("Paris."), Scenario().text("Madrid."), model=model)
     page = open_page_on(site, size, scheme)
     open_chat(page, chat["id"])
+    page.set_input_files(
+        "#composer-file",
+        files=[{"name": "france.txt", "mimeType": "text/plain", "buffer": b"France."}],
+    )
+    page.locator("#composer .attachment-chip[data-attachment-id]").wait_for()
     send(page, "Capital of France?")
     page.locator("#transcript .msg-assistant", has_text="Paris.").wait_for()
     page.locator("#send-button").wait_for()
     question = page.locator("article.msg-user").first
     question_id = question.get_attribute("data-message-id")
+    where = question.bounding_box()
     question.get_by_role("button", name="Edit").click()
     form = page.locator(f"form#msg-{question_id}")
-    form.locator("textarea").wait_for()
-    # What saving does, truly: a new version, the old question and answer kept.
+    box = form.get_by_role("textbox", name="Edit your message")
+    box.wait_for()
+    # The editor stands where the question stood, above its answer, the text in a box that
+    # has the focus, as wide as the column.
+    assert box.evaluate("el => el === document.activeElement")
+    assert box.input_value() == "Capital of France?"
+    editor = form.bounding_box()
+    answer = page.locator("#transcript .msg-assistant", has_text="Paris.").bounding_box()
+    assert abs(editor["y"] - where["y"]) < 2 and editor["y"] + editor["height"] <= answer["y"]
+    assert editor["width"] >= where["width"]
+    # Cancel restores the question as it was, and nothing was sent.
+    box.fill("Something else entirely")
+    form.get_by_role("button", name="Cancel").click()
+    page.locator(f"article#msg-{question_id}", has_text="Capital of France?").wait_for()
+    assert "Something else" not in page.locator("#transcript").inner_text()
+    assert page.locator("article.msg-user").count() == 1
+    # Again, with a file added and the first one kept, then sent.
+    question.get_by_role("button", name="Edit").click()
+    box.wait_for()
+    # What sending does, truly: a new version, the old question and answer kept.
     note = form.locator(".edit-note").inner_text()
     assert "new version" in note and "stay" in note and "removes" not in note
-    # No raw "Choose Files" input: an Attach button, as in the composer.
+    # The question's file, by name, kept unless unticked; no raw "Choose Files" input.
+    assert form.get_by_role("checkbox", name="france.txt").is_checked()
     assert form.locator("input[type=file]").is_hidden()
     with page.expect_file_chooser() as chooser:
         form.get_by_role("button", name="Attach files").click()
@@ -317,15 +342,19 @@ def test_the_edit_form_says_what_it_does_and_hides_the_raw_file_input(
         files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"Spain."}]
     )
     form.locator(".attachment-chip[data-attachment-id]").wait_for()
+    box.fill("Capital of Spain?")
     shot(page, f"edit-form-{size}-{scheme}")
-    assert serious_violations(page) == []
-    form.locator("textarea").fill("Capital of Spain?")
+    assert serious_violations(page, "#transcript") == []
     page.wait_for_function(
         "() => !document.querySelector('.htmx-request, .htmx-settling, .htmx-swapping')"
     )
-    form.get_by_role("button", name="Save and regenerate").click()
+    form.get_by_role("button", name="Send").click()
     page.locator("#transcript .msg-assistant", has_text="Madrid.").wait_for()
     page.locator("#send-button").wait_for()
+    sent = page.locator("article.msg-user").first
+    assert "Capital of Spain?" in sent.inner_text()
+    names = sent.locator(".attachment-name").all_inner_texts()
+    assert sorted(names) == ["france.txt", "notes.txt"]
     # The old branch stays, one ‹ away.
     page.locator("article.msg-user .version-count", has_text="2/2").wait_for()
     page.locator("article.msg-user").get_by_role("button", name="Previous version").click()

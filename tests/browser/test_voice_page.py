@@ -50,7 +50,9 @@ def open_chat(browsers, site, scripted):
     in a fresh context; `voice` chooses the chat's scripted endpoint for voice (or none)."""
     contexts = []
 
-    def opener(size, scheme, *, voice=True, browser="mic", answer="The answer to read."):
+    def opener(
+        size, scheme, *, voice=True, browser="mic", answer="The answer to read.", touch=False
+    ):
         api = Api(site.url, token=site.token)
         chat = make_chat(api, scripted, name="voice-chat")
         status, _ = api.call(
@@ -60,7 +62,11 @@ def open_chat(browsers, site, scripted):
         )
         assert status == 200
         context = browsers[browser].new_context(
-            viewport=SIZES[size], color_scheme=scheme, base_url=site.url
+            viewport=SIZES[size],
+            color_scheme=scheme,
+            base_url=site.url,
+            has_touch=touch,
+            is_mobile=touch,
         )
         contexts.append(context)
         context.add_init_script(SPOKEN)
@@ -72,7 +78,10 @@ def open_chat(browsers, site, scripted):
         scripted.enqueue(Scenario().text(answer))
         box = page.get_by_role("textbox", name="Message")
         box.fill("A question")
-        box.press("Enter")
+        if touch:  # on a touch screen Enter is a new line
+            page.get_by_role("button", name="Send").tap()
+        else:
+            box.press("Enter")
         page.locator(".msg-assistant").get_by_text(answer).wait_for(timeout=WAIT_SECONDS * 1000)
         scripted.reset()
         return page
@@ -122,6 +131,27 @@ def test_escape_cancels_a_recording(open_chat, scripted):
     assert page.locator("#recorder").is_hidden()
     assert page.get_by_role("textbox", name="Message").input_value() == ""
     assert scripted.requests == []
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_tap_cancels_a_recording_on_a_phone(open_chat, scripted, shot, scheme):
+    page = open_chat("phone", scheme, touch=True)
+    page.get_by_role("button", name="Dictate").tap()
+    page.locator("#recorder").get_by_text("0:01").wait_for()
+    cancel = page.get_by_role("button", name="Cancel dictation")
+    # In reach of a thumb: a full-size target inside the composer, in view.
+    box = cancel.bounding_box()
+    assert box["width"] >= 32 and box["height"] >= 32 and box["y"] + box["height"] <= 844
+    shot(page, f"dictation-cancel-phone-{scheme}")
+    from page_support import serious_violations
+
+    assert serious_violations(page, "#composer") == []
+    cancel.tap()
+    page.locator("#composer-feedback").get_by_text("Dictation cancelled.").wait_for()
+    assert page.locator("#recorder").is_hidden() and cancel.is_hidden()
+    assert page.get_by_role("textbox", name="Message").input_value() == ""
+    assert scripted.requests == []  # nothing was transcribed
+    assert page.errors == []
 
 
 @pytest.mark.parametrize("size,scheme", LOOKS)

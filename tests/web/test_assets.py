@@ -86,18 +86,22 @@ def test_the_scripts_a_chat_page_loads_stay_under_60_kb_unminified(server, api, 
     # 60 KB until this round's design pass and privacy panel (the row "…" menus, the
     # suggestions, "send as is once": 4.5 KB as written). Their pages load them as bundles
     # without whole-line comments, and the compressed first page is held to 60 KB by
-    # bench/pages.py.
-    assert sum(sizes.values()) < 66 * 1024, sizes
+    # bench/pages.py. 68 KB since the Compare picker's search and the Settings link's
+    # opening of the overlay (2.7 KB as written; the overlay itself loads on first use).
+    assert sum(sizes.values()) < 68 * 1024, sizes
 
 
 def test_all_page_scripts_stay_under_80_kb_unminified(sqlite_app):
     # Every page's scripts together, including those loaded on first use. The ceiling was
     # 72 KB, then 80 KB, until this round's features added what only their pages or first use load
     # (research.js, passages.js, tasks.js: 2.9 KB) and the design pass's menus (composer.js,
-    # shortcuts.js); what every page loads is held to 60 KB by the test above.
+    # shortcuts.js), then 92 KB for the last of the design pass: Settings over the chat
+    # (settings_overlay.js, loaded on the first click on Settings, and settings.js in its
+    # frame: 5 KB) and the Compare picker's search (compare.js: 2 KB). What every page loads
+    # is held to 60 KB by the test above.
     scripts = sorted((Path(sqlite_app.static_folder) / "js").glob("*.js"))
     total = sum(path.stat().st_size for path in scripts)
-    assert scripts and total < 84 * 1024, {path.name: path.stat().st_size for path in scripts}
+    assert scripts and total < 92 * 1024, {path.name: path.stat().st_size for path in scripts}
 
 
 def test_no_template_literal_spans_lines(sqlite_app):
