@@ -59,6 +59,7 @@ def build(app, documents: int, per_document: int, seed: int = 7) -> int:
 
     from numi.extensions import db
     from numi.knowledge.embedding import LOCAL_MODEL
+    from numi.knowledge.index import backend, fts_rowid
     from numi.models import User
 
     rng = random.Random(seed)
@@ -72,10 +73,13 @@ def build(app, documents: int, per_document: int, seed: int = 7) -> int:
             "extracted_text, created_at) VALUES (:u, :name, 'text/plain', 1, :sha, '/bench', "
             "'', CURRENT_TIMESTAMP)"
         )
+        # Keyed as the indexer keys them on FTS5 (index.fts_rowid): by document.
+        keyed = backend() == "fts5"
         fts = text(
-            "INSERT INTO fts_document_chunks (title, content, attachment_id, user_id, chunk) "
-            "VALUES (:title, :content, :a, :u, :n)"
-        )
+            "INSERT INTO fts_document_chunks (title, content, attachment_id, user_id, chunk"
+            + (", rowid) VALUES (:title, :content, :a, :u, :n, :rowid)" if keyed else ") "
+               "VALUES (:title, :content, :a, :u, :n)")
+        )  # fmt: skip
         where = text(
             "INSERT INTO document_chunks (attachment_id, chunk, user_id, model, dim, vector) "
             "VALUES (:a, :n, :u, :model, :dim, :vector)"
@@ -107,6 +111,7 @@ def build(app, documents: int, per_document: int, seed: int = 7) -> int:
                         "a": attachment_id,
                         "u": user_id,
                         "n": n,
+                        **({"rowid": fts_rowid(attachment_id, n)} if keyed else {}),
                     }
                 )
                 places.append(

@@ -44,6 +44,7 @@ from ..models import (
 )
 from ..services import services
 from .chunking import chunk_document
+from .scope import in_scope
 from ..errors import NotFound, NumiError
 from .embedding import choice, document_project, embedder_for, name_of
 from .vectors import as_bytes, vector_backend
@@ -53,6 +54,9 @@ log = logging.getLogger(__name__)
 BATCH_CHUNKS = 32  # chunks written (or embedded) per transaction; the hub gets a turn after each
 MAX_QUERY_WORDS = 32
 MAX_RESULTS = 50
+# A chunk's FTS5 rowid is its document's id shifted by CHUNK_BITS, plus its number
+# (`fts_rowid`): a document of more chunks than that is refused (too_many_chunks).
+CHUNK_BITS = 20
 
 
 def backend() -> str:
@@ -81,6 +85,13 @@ def query_words(query: str) -> list[str]:
     return list(dict.fromkeys(words))[:MAX_QUERY_WORDS]
 
 
+def fts_rowid(attachment_id: int, chunk: int) -> int:
+    """The FTS5 rowid of a document's chunk: its document's id in the high bits, so each
+    document's chunks are one rowid range, which FTS5 seeks to instead of matching the
+    query's words across every user's chunks first."""
+    return (int(attachment_id) << CHUNK_BITS) | int(chunk)
+
+
 def search(
     user_id: int,
     query: str,
@@ -88,30 +99,21 @@ def search(
     limit: int = 5,
     attachment_ids: list[int] | None = None,
 ) -> list[dict[str, Any]]:
-    """The best passages of this user's indexed documents for `query` by its words, best
-    first (full text only; numi.knowledge.retrieval fuses it with the vectors)."""
+    """The best passages of this user's indexed documents (or of `attachment_ids` only, any
+    number of them) for `query` by its words, best first (full text only;
+    numi.knowledge.retrieval fuses it with the vectors)."""
     words = query_words(query)
     if not words or attachment_ids == []:
         return []
     params: dict[str, Any] = {"uid": user_id, "k": max(1, min(int(limit), MAX_RESULTS))}
     scope = ""
     if attachment_ids is not None:
-        names = []
-        for i, attachment_id in enumerate(attachment_ids[:500]):
-            params[f"a{i}"] = int(attachment_id)
-            names.append(f":a{i}")
-        scope = f" AND f.attachment_id IN ({', '.join(names)})"
+        scope = " AND " + in_scope("f.attachment_id", params, attachment_ids)
     kind = backend()
     if kind == "fts5":
-        # Every word quoted (no FTS5 syntax from the user gets through), any word may match;
-        # bm25() is smaller for better matches.
-        params["q"] = " OR ".join(f'"{w}"' for w in words)
-        sql = (
-            "SELECT f.attachment_id, f.chunk, f.title, f.content, bm25(fts_document_chunks, 2.0, 1.0) AS score "
-            "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
-            f"WHERE fts_document_chunks MATCH :q AND f.user_id = :uid AND a.user_id = :uid{scope} "
-            "ORDER BY score LIMIT :k"
-        )
+        sql = _fts5_search(user_id, words, params, attachment_ids)
+        if sql is None:
+            return []
     elif kind == "postgres":
         params["q"] = " | ".join(words)
         sql = (
@@ -147,6 +149,47 @@ def search(
         }
         for r in rows
     ]
+
+
+def _fts5_search(
+    user_id: int, words: list[str], params: dict[str, Any], attachment_ids: list[int] | None
+) -> str | None:
+    """The FTS5 query, scoped before it matches: to the rowid range of the scope's documents
+    (the user's, or `attachment_ids`), and within it to their documents by the rowid's high
+    bits, so neither another user's chunks nor the text of any chunk outside the scope is
+    read. Ownership is checked again on the chunks ranked. None: nothing to search."""
+    if attachment_ids is None:
+        span = db.session.execute(
+            text("SELECT min(id), max(id) FROM attachments WHERE user_id = :uid"), params
+        ).one()
+        documents = "SELECT id FROM attachments WHERE user_id = :uid"
+    else:
+        span = (min(attachment_ids), max(attachment_ids))
+        documents = "SELECT value FROM json_each(:scope)"
+    if span[0] is None:
+        return None
+    params["lo"], params["hi"] = fts_rowid(span[0], 0), fts_rowid(int(span[1]) + 1, 0) - 1
+    # Every word quoted (no FTS5 syntax from the user gets through), any word may match;
+    # bm25() is smaller for better matches.
+    params["q"] = " OR ".join(f'"{w}"' for w in words)
+    # Materialised, and joined in this order (CROSS JOIN): the ranked few are read once,
+    # then their text; left to the planner, it reads every chunk's text first.
+    return (
+        "WITH best AS MATERIALIZED (SELECT rowid, bm25(fts_document_chunks, 2.0, 1.0) AS score "
+        "FROM fts_document_chunks WHERE fts_document_chunks MATCH :q "
+        f"AND rowid BETWEEN :lo AND :hi AND (rowid >> {CHUNK_BITS}) IN ({documents}) "
+        "ORDER BY score LIMIT :k) "
+        "SELECT f.attachment_id, f.chunk, f.title, f.content, best.score FROM best "
+        "CROSS JOIN fts_document_chunks f ON f.rowid = best.rowid "
+        "CROSS JOIN attachments a ON a.id = f.attachment_id "
+        "WHERE f.user_id = :uid AND a.user_id = :uid"
+        + (
+            " AND f.attachment_id IN (SELECT value FROM json_each(:scope))"
+            if attachment_ids
+            else ""
+        )
+        + " ORDER BY best.score"
+    )
 
 
 def chunk_rows(user_id: int, keys: list[tuple[int, int]]) -> dict[tuple[int, int], dict[str, Any]]:
@@ -293,6 +336,12 @@ def _index(attachment_id: int) -> None:
     db.session.remove()  # no transaction stays open while the text is chunked
 
     chunks = run_cpu(chunk_document, body, title, mime)
+    if len(chunks) >= 1 << CHUNK_BITS:
+        raise NumiError(
+            "too_many_chunks",
+            f"The document has {len(chunks):,} passages; at most {(1 << CHUNK_BITS) - 1:,} are indexed.",
+            413,
+        )
     db.session.execute(
         text("DELETE FROM fts_document_chunks WHERE attachment_id = :a"), {"a": attachment_id}
     )
@@ -300,9 +349,14 @@ def _index(attachment_id: int) -> None:
     state = _index_state(attachment_id)
     state.chunks_total = len(chunks)
     db.session.commit()
+    # On FTS5 each chunk's rowid is keyed by its document (fts_rowid), so search seeks to a
+    # scope's documents; elsewhere the table numbers its rows itself.
+    keyed = backend() == "fts5"
     insert = text(
-        "INSERT INTO fts_document_chunks (title, content, attachment_id, user_id, chunk) "
-        "VALUES (:title, :content, :a, :u, :n)"
+        "INSERT INTO fts_document_chunks (title, content, attachment_id, user_id, chunk"
+        + (", rowid) " if keyed else ") ")
+        + "VALUES (:title, :content, :a, :u, :n"
+        + (", :rowid)" if keyed else ")")
     )
     for start in range(0, len(chunks), BATCH_CHUNKS):
         batch = chunks[start : start + BATCH_CHUNKS]
@@ -315,6 +369,7 @@ def _index(attachment_id: int) -> None:
                     "a": attachment_id,
                     "u": user_id,
                     "n": start + i,
+                    **({"rowid": fts_rowid(attachment_id, start + i)} if keyed else {}),
                 }
                 for i, c in enumerate(batch)
             ],
