@@ -37,7 +37,6 @@ from ..models import (
     Attachment,
     DocumentChunk,
     DocumentIndex,
-    Project,
     ProjectFile,
     User,
     utcnow,
@@ -46,7 +45,7 @@ from ..services import services
 from .chunking import chunk_document
 from .scope import in_scope
 from ..errors import NotFound, NumiError
-from .embedding import choice, document_project, embedder_for, name_of
+from .embedding import choice, document_project, document_projects, embedder_for, name_of
 from .vectors import as_bytes, vector_backend
 
 log = logging.getLogger(__name__)
@@ -491,14 +490,8 @@ def ensure_indexed(
             DocumentIndex.status,
             DocumentIndex.embedding_status,
             DocumentIndex.embedding_model,
-            Project,
         )
         .outerjoin(DocumentIndex, DocumentIndex.attachment_id == Attachment.id)
-        .outerjoin(
-            ProjectFile,
-            (ProjectFile.attachment_id == Attachment.id) & (ProjectFile.user_id == user_id),
-        )
-        .outerjoin(Project, (Project.id == ProjectFile.project_id) & (Project.user_id == user_id))
         .where(Attachment.user_id == user_id, Attachment.extracted_text.is_not(None))
     )
     if attachment_ids is not None:
@@ -507,10 +500,13 @@ def ensure_indexed(
     user = db.session.get(User, user_id)
     jobs = services(app).document_jobs
     busy = 0
-    for attachment_id, status, vectors, vector_model, project in db.session.execute(query).all():
-        # A project's file is embedded with the project's model when it chose one: a
-        # changed project model re-indexes its files here, as a changed user model does.
-        model = name_of(choice(user, project)) if searchable else None
+    rows = db.session.execute(query).all()
+    projects = document_projects(user_id, attachment_ids) if searchable and rows else {}
+    for attachment_id, status, vectors, vector_model in rows:
+        # A project's document (its file, or a project chat's attachment) is embedded with
+        # the project's model when it chose one: a changed project model re-indexes it here,
+        # as a changed user model does; the same rule as `_embed`'s (document_projects).
+        model = name_of(choice(user, projects.get(attachment_id))) if searchable else None
         running = attachment_id in jobs and not jobs[attachment_id].dead
         unsearchable = status != "done"  # its words are not all searchable yet
         stale_vectors = (
