@@ -108,6 +108,19 @@ def fts_rowid(attachment_id: int, chunk: int) -> int:
     return (int(attachment_id) << CHUNK_BITS) | int(chunk)
 
 
+def of_document(table: str, params: dict[str, Any], attachment_id: int) -> str:
+    """A SQL condition: the rows of `table` (fts_document_chunks, or its alias) of this
+    document, found on FTS5 through its rowid range rather than by reading every row."""
+    params["doc_a"] = int(attachment_id)
+    if backend() != "fts5":
+        return f"{table}.attachment_id = :doc_a"
+    params["doc_lo"], params["doc_hi"] = (
+        fts_rowid(attachment_id, 0),
+        fts_rowid(attachment_id + 1, 0) - 1,
+    )
+    return f"{table}.rowid BETWEEN :doc_lo AND :doc_hi AND {table}.attachment_id = :doc_a"
+
+
 def search(
     user_id: int,
     query: str,
@@ -213,22 +226,33 @@ def chunk_rows(user_id: int, keys: list[tuple[int, int]]) -> dict[tuple[int, int
     if not keys:
         return {}
     params: dict[str, Any] = {"uid": user_id}
-    pairs = []
-    for i, (attachment_id, chunk) in enumerate(keys):
-        params[f"a{i}"], params[f"n{i}"] = int(attachment_id), int(chunk)
-        pairs.append(f"(f.attachment_id = :a{i} AND f.chunk = :n{i})")
+    join = "JOIN"
+    if backend() == "fts5":
+        # Each chunk by its keyed rowid, looked up first (CROSS JOIN keeps that order):
+        # finding a pair by the UNINDEXED columns reads every row of the table.
+        chosen = in_scope("f.rowid", params, [fts_rowid(a, n) for a, n in keys], "rowids")
+        join = "CROSS JOIN"
+    else:
+        pairs = []
+        for i, (attachment_id, chunk) in enumerate(keys):
+            params[f"a{i}"], params[f"n{i}"] = int(attachment_id), int(chunk)
+            pairs.append(f"(f.attachment_id = :a{i} AND f.chunk = :n{i})")
+        chosen = f"({' OR '.join(pairs)})"
     rows = db.session.execute(
         text(
             "SELECT f.attachment_id, f.chunk, a.filename, f.content, "
             "c.heading, c.page, c.line_start, c.line_end "
-            "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
+            f"FROM fts_document_chunks f {join} attachments a ON a.id = f.attachment_id "
             "LEFT JOIN document_chunks c ON c.attachment_id = f.attachment_id AND c.chunk = f.chunk "
-            f"WHERE f.user_id = :uid AND a.user_id = :uid AND ({' OR '.join(pairs)})"
+            f"WHERE f.user_id = :uid AND a.user_id = :uid AND {chosen}"
         ),
         params,
     ).all()
     found = {}
+    wanted = {(int(a), int(n)) for a, n in keys}
     for a, n, name, content, heading, page, line_start, line_end in rows:
+        if (int(a), int(n)) not in wanted:
+            continue
         where: dict[str, Any] = {"chunk": int(n) + 1}
         if heading:
             where["heading"] = heading
@@ -358,9 +382,9 @@ def _index(attachment_id: int) -> None:
             f"The document has {len(chunks):,} passages; at most {(1 << CHUNK_BITS) - 1:,} are indexed.",
             413,
         )
-    db.session.execute(
-        text("DELETE FROM fts_document_chunks WHERE attachment_id = :a"), {"a": attachment_id}
-    )
+    params: dict[str, Any] = {}
+    document = of_document("fts_document_chunks", params, attachment_id)
+    db.session.execute(text(f"DELETE FROM fts_document_chunks WHERE {document}"), params)
     db.session.execute(delete(DocumentChunk).where(DocumentChunk.attachment_id == attachment_id))
     state = _index_state(attachment_id)
     state.chunks_total = len(chunks)
@@ -431,13 +455,14 @@ def _embed(attachment_id: int) -> None:
         return
     state.embedding_status, state.embedding_error, state.embedded_chunks = "indexing", None, 0
     db.session.commit()
+    params: dict[str, Any] = {"u": user_id}
     rows = db.session.execute(
         text(
             "SELECT f.chunk, f.title, f.content, c.heading FROM fts_document_chunks f "
             "LEFT JOIN document_chunks c ON c.attachment_id = f.attachment_id AND c.chunk = f.chunk "
-            "WHERE f.attachment_id = :a AND f.user_id = :u ORDER BY f.chunk"
+            f"WHERE {of_document('f', params, attachment_id)} AND f.user_id = :u ORDER BY f.chunk"
         ),
-        {"a": attachment_id, "u": user_id},
+        params,
     ).all()
     known_dim = db.session.execute(
         select(DocumentChunk.dim)
@@ -555,9 +580,10 @@ def delete_document(app, user_id: int, attachment_id: int) -> None:
     if job is not None and not job.dead:
         job.kill()  # its rows go now; an indexer that went on would write them again
     storage_path = attachment.storage_path
+    params: dict[str, Any] = {"u": user_id}
+    document = of_document("fts_document_chunks", params, attachment_id)
     db.session.execute(
-        text("DELETE FROM fts_document_chunks WHERE attachment_id = :a AND user_id = :u"),
-        {"a": attachment_id, "u": user_id},
+        text(f"DELETE FROM fts_document_chunks WHERE {document} AND user_id = :u"), params
     )
     for table in (DocumentChunk, DocumentIndex, ProjectFile):
         db.session.execute(
