@@ -78,27 +78,10 @@ def backend() -> str:
     return cache[key]
 
 
-# English stop words, as PostgreSQL's 'english' configuration drops them from its queries
-# (the Snowball list): FTS5 keeps them, and each word FTS5 ranks costs a pass over every
-# chunk holding it (bm25()'s document frequency), for words that rank nothing.
-STOP_WORDS = frozenset(
-    """i me my myself we our ours ourselves you your yours yourself yourselves he him his
-    himself she her hers herself it its itself they them their theirs themselves what which
-    who whom this that these those am is are was were be been being have has had having do
-    does did doing a an the and but if or because as until while of at by for with about
-    against between into through during before after above below to from up down in out on
-    off over under again further then once here there when where why how all any both each
-    few more most other some such no nor not only own same so than too very can will just
-    don should now""".split()
-)
-
-
 def query_words(query: str) -> list[str]:
-    """The words of a query that full-text search looks for: its stop words left out,
-    unless it has nothing else ("the who")."""
+    """The words of a query that full-text search looks for."""
     words = [w for w in re.findall(r"\w+", (query or "").lower()) if len(w) > 1 or w.isdigit()]
-    words = list(dict.fromkeys(words))
-    return ([w for w in words if w not in STOP_WORDS] or words)[:MAX_QUERY_WORDS]
+    return list(dict.fromkeys(words))[:MAX_QUERY_WORDS]
 
 
 def fts_rowid(attachment_id: int, chunk: int) -> int:
