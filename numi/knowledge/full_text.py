@@ -154,7 +154,11 @@ def _fts5_search(
         documents = "SELECT id FROM attachments WHERE user_id = :uid"
     else:
         span = (min(attachment_ids), max(attachment_ids))
-        documents = "SELECT value FROM json_each(:scope)"
+        # The scope's documents that are the user's: another's never takes a ranked place.
+        documents = (
+            "SELECT id FROM attachments WHERE user_id = :uid "
+            "AND id IN (SELECT value FROM json_each(:scope))"
+        )
     if span[0] is None:
         return None
     params["lo"], params["hi"] = fts_rowid(span[0], 0), fts_rowid(int(span[1]) + 1, 0) - 1

@@ -102,6 +102,12 @@ def test_a_scope_of_more_than_500_documents_is_searched_whole(app):
             outside[0],
         }
         assert search(alice, "quokka", attachment_ids=foreign) == []
+        # Another user's document named in a scope never takes a ranked place from hers,
+        # even where it would rank first.
+        loud = _documents(bob, ["Quokka quokka quokka, quokka."])
+        assert [
+            h["attachment_id"] for h in search(alice, "quokka", limit=1, attachment_ids=loud + ids)
+        ] == [ids[500]]
         assert search(alice, "quokka", attachment_ids=[]) == []
 
         _vectors(alice, ids + outside, best=ids[500])
