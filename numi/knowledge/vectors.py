@@ -101,7 +101,7 @@ def nearest(
         rows = db.session.execute(
             text(
                 "SELECT c.attachment_id, c.chunk, vec_distance_cosine(c.vector, :q) AS d "
-                f"{OWNED}{scope} ORDER BY d LIMIT :k"
+                f"{_owned(bool(scope))}{scope} ORDER BY d LIMIT :k"
             ),
             params,
         ).all()
@@ -110,13 +110,16 @@ def nearest(
     return run_cpu(_numpy_nearest, keys, matrix, query, int(limit))
 
 
-# The user's chunk vectors of one model; the scope's only, with a scope (read through the
-# primary key, by document).
-OWNED = (
-    "FROM document_chunks c JOIN attachments a ON a.id = c.attachment_id "
-    "WHERE c.user_id = :uid AND a.user_id = :uid AND c.model = :model AND c.dim = :dim "
-    "AND c.vector IS NOT NULL"
-)
+def _owned(scoped: bool) -> str:
+    """The user's chunk vectors of one model. With a scope they are read through the primary
+    key, by document: the unary + keeps the planner off the (user, model) index, through
+    which it read every chunk of the user to keep a chat's few."""
+    user = "+c.user_id" if scoped else "c.user_id"
+    return (
+        "FROM document_chunks c JOIN attachments a ON a.id = c.attachment_id "
+        f"WHERE {user} = :uid AND a.user_id = :uid AND c.model = :model AND c.dim = :dim "
+        "AND c.vector IS NOT NULL"
+    )
 
 
 def _matrix(
@@ -132,11 +135,12 @@ def _matrix(
         if attachment_ids is None
         else " AND " + in_scope("i.attachment_id", params, attachment_ids)
     )
+    # The state of those documents' index: every write of their chunks or vectors moves it.
     stamp = tuple(
         db.session.execute(
             text(
-                f"SELECT (SELECT count(*) {OWNED}{scope}), (SELECT max(i.updated_at) "
-                f"FROM document_index i WHERE i.user_id = :uid{documents})"
+                "SELECT count(*), sum(i.embedded_chunks), max(i.updated_at) "
+                f"FROM document_index i WHERE i.user_id = :uid{documents}"
             ),
             params,
         ).one()
@@ -149,7 +153,7 @@ def _matrix(
     kept = cache.pop(key, None)
     if kept is None or kept[0] != stamp:
         rows = db.session.execute(
-            text(f"SELECT c.attachment_id, c.chunk, c.vector {OWNED}{scope}"), params
+            text(f"SELECT c.attachment_id, c.chunk, c.vector {_owned(bool(scope))}{scope}"), params
         ).all()
         keys, matrix = run_cpu(_as_matrix, rows, params["dim"])
         kept = (stamp, keys, matrix)
