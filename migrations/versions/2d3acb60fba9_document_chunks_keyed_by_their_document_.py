@@ -22,6 +22,7 @@ down_revision = "7f2b0c12e390"
 branch_labels = None
 depends_on = None
 
+DATA_ONLY = True  # no table or column changes (tests/test_migrations.py reads this)
 CHUNK_BITS = 20  # as numi/knowledge/index.py's CHUNK_BITS, frozen here for this revision
 
 

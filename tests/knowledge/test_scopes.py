@@ -117,3 +117,35 @@ def test_a_scope_of_more_than_500_documents_is_searched_whole(app):
         assert nearest[0][:2] == (ids[500], 0)
         assert {a for a, _, _ in nearest} <= set(ids)
         assert vectors.nearest(alice, "m", query, limit=3, attachment_ids=foreign) == []
+
+
+def test_the_migration_keys_existing_chunks_by_their_document(sqlite_app):
+    """Chunks indexed before the keyed rowids are re-keyed by the migration, and found."""
+    from flask_migrate import downgrade, upgrade
+
+    from numi.database import enable_migrations
+
+    with sqlite_app.app_context():
+        if backend() != "fts5":
+            return  # the plain table keeps its own ids
+        directory = enable_migrations(sqlite_app).directory
+        downgrade(directory=directory, revision="7f2b0c12e390")
+        alice = _user("alice")
+        [old] = _documents(alice, ["Notes"])
+        db.session.execute(
+            text(
+                "INSERT INTO fts_document_chunks (rowid, title, content, attachment_id, user_id, "
+                "chunk) VALUES (7, 'old.txt', 'An okapi in an old index.', :a, :u, 1)"
+            ),
+            {"a": old, "u": alice},
+        )
+        db.session.commit()
+        assert search(alice, "okapi", attachment_ids=[old]) == []  # rowid 7 names no document
+        upgrade(directory=directory)
+        rowids = db.session.scalars(
+            text("SELECT rowid FROM fts_document_chunks WHERE attachment_id = :a ORDER BY chunk"),
+            {"a": old},
+        ).all()
+        assert rowids == [fts_rowid(old, 0), fts_rowid(old, 1)]
+        [found] = search(alice, "okapi", attachment_ids=[old])
+        assert (found["attachment_id"], found["chunk"]) == (old, 1)
