@@ -95,9 +95,10 @@ class Services:
     document_backends: dict[str, str]
     # The local embedding models loaded in this process, by name (numi.knowledge.embedding).
     embedding_models: dict[str, Any]
-    # A user's vectors of one model as one matrix, for the numpy search, with the state of
-    # the index they were read at (numi.knowledge.vectors).
-    vector_matrices: dict[tuple[str, int, str, int], Any]
+    # A user's vectors of one model as one matrix (or a scope's: a chat's or project's
+    # documents), for the numpy search, with the state of the index they were read at
+    # (numi.knowledge.vectors).
+    vector_matrices: dict[tuple[Any, ...], Any]
     # Each MCP server's tool list (agent.tools.mcp.catalog), per server id.
     mcp_tools: dict[int, ToolList]
     # Message search's engine ("fts5", "postgresql", "ilike"), detected on the first search.

@@ -99,12 +99,17 @@ def test_an_outdated_database_is_still_upgraded(app):
 
     scripts = _alembic_scripts(app)
     head = scripts.get_revision(scripts.get_current_head())
+    # Back to before the newest revision that changes the schema: a data-only one (its
+    # module says DATA_ONLY) leaves nothing for the check below to see.
+    changed = head
+    while getattr(changed.module, "DATA_ONLY", False):
+        changed = scripts.get_revision(changed.down_revision)
     newest_tables = set(db.metadata.tables)
     with app.app_context():
-        downgrade(directory=enable_migrations(app).directory, revision=head.down_revision)
+        downgrade(directory=enable_migrations(app).directory, revision=changed.down_revision)
         with db.engine.connect() as conn:
             before = _columns(conn)
-    assert stored_revisions(app) == {head.down_revision} and not is_current(app)
+    assert stored_revisions(app) == {changed.down_revision} and not is_current(app)
 
     upgrade(app)
 

@@ -24,6 +24,7 @@ pending with its message, and search goes on with full text.
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ from ..chat.embedding_choice import validate_choice as validate_choice
 from ..cpu_pool import run_cpu
 from ..errors import NumiError
 from ..extensions import db
-from ..models import Endpoint, Project, ProjectFile, User
+from ..models import Chat, Endpoint, Message, Project, ProjectFile, User
 from ..services import services
 from flask import current_app
 from sqlalchemy import select
@@ -130,17 +131,48 @@ def embedder_for(user_id: int, project: Project | None = None) -> Embedder | Non
 
 
 def document_project(user_id: int, attachment_id: int) -> Project | None:
-    """The project whose file the document is (at most one), or None: its vectors are made
-    with that project's model when it chose one."""
-    return db.session.execute(
-        select(Project)
-        .join(ProjectFile, ProjectFile.project_id == Project.id)
+    """The project of a document (`document_projects`), or None: its vectors are made with
+    that project's model when it chose one."""
+    return document_projects(user_id, [attachment_id]).get(attachment_id)
+
+
+def document_projects(user_id: int, attachment_ids: list[int] | None = None) -> dict[int, Project]:
+    """The project each of the user's documents (of `attachment_ids`, else all) belongs to:
+    the project whose file it is, else the project of the chat whose message attached it
+    (the first such message), so a project chat's own attachments are embedded with the
+    project's model, as its questions are. Documents of no project are left out."""
+    wanted = None if attachment_ids is None else {int(i) for i in attachment_ids}
+    if wanted == set():
+        return {}
+    files = (
+        select(ProjectFile.attachment_id, Project)
+        .join(Project, Project.id == ProjectFile.project_id)
+        .where(ProjectFile.user_id == user_id, Project.user_id == user_id)
+    )
+    if wanted is not None:
+        files = files.where(ProjectFile.attachment_id.in_(wanted))
+    found: dict[int, Project] = {int(a): p for a, p in db.session.execute(files).all()}
+    if wanted is not None and wanted <= found.keys():
+        return found
+    attached = db.session.execute(
+        select(Message.content_parts_json, Project)
+        .join(Chat, Chat.id == Message.chat_id)
+        .join(Project, Project.id == Chat.project_id)
         .where(
-            ProjectFile.attachment_id == attachment_id,
-            ProjectFile.user_id == user_id,
+            Chat.user_id == user_id,
             Project.user_id == user_id,
+            Message.content_parts_json.contains('"attachment"'),
         )
-    ).scalar_one_or_none()
+        .order_by(Message.id)
+    ).all()
+    for raw, project in attached:
+        for part in json.loads(raw or "[]"):
+            if not isinstance(part, dict) or part.get("type") != "attachment":
+                continue
+            attachment_id = part.get("id")
+            if isinstance(attachment_id, int) and (wanted is None or attachment_id in wanted):
+                found.setdefault(attachment_id, project)
+    return found
 
 
 def status_text(user: User, project: Project | None = None) -> str:

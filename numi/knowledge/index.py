@@ -1,10 +1,8 @@
 """The document index: chunks, full-text search and the background indexer.
 
 - Chunking: along each document's structure (numi/knowledge/chunking.py), in the CPU pool.
-- Full text: the table fts_document_chunks (created by the migration by hand): SQLite FTS5
-  ranked with bm25() (porter stemming; the title counts double), PostgreSQL
-  to_tsvector('english') with a GIN index ranked with ts_rank_cd, and elsewhere (SQLite
-  without FTS5) a plain table searched with LIKE, ranked by the number of query words found.
+- Full text: the table fts_document_chunks, searched by numi/knowledge/full_text.py (its
+  rows written here, on FTS5 under rowids keyed by their document: `fts_rowid`).
 - Where each chunk was found, and its vector: `DocumentChunk`, same attachment id and chunk
   number (numi/knowledge/vectors.py searches the vectors).
 - State per document: a DocumentIndex row (pending → indexing → done | error, with chunks /
@@ -24,7 +22,6 @@ Every query is scoped to its owner.
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 from typing import Any
 
@@ -37,149 +34,25 @@ from ..models import (
     Attachment,
     DocumentChunk,
     DocumentIndex,
-    Project,
     ProjectFile,
     User,
     utcnow,
 )
 from ..services import services
 from .chunking import chunk_document
+from .full_text import CHUNK_BITS, backend, fts_rowid, of_document
+
+# The search half, re-exported: the index's callers search it through this module.
+from .full_text import chunk_rows as chunk_rows
+from .full_text import query_words as query_words
+from .full_text import search as search
 from ..errors import NotFound, NumiError
-from .embedding import choice, document_project, embedder_for, name_of
+from .embedding import choice, document_project, document_projects, embedder_for, name_of
 from .vectors import as_bytes, vector_backend
 
 log = logging.getLogger(__name__)
 
 BATCH_CHUNKS = 32  # chunks written (or embedded) per transaction; the hub gets a turn after each
-MAX_QUERY_WORDS = 32
-MAX_RESULTS = 50
-
-
-def backend() -> str:
-    """'fts5', 'postgres' or 'like' — how fts_document_chunks was created on this database."""
-    engine = db.engine
-    cache = services().document_backends
-    key = str(engine.url)
-    if key not in cache:
-        if engine.dialect.name == "postgresql":
-            cache[key] = "postgres"
-        else:
-            sql = (
-                db.session.execute(
-                    text("SELECT sql FROM sqlite_master WHERE name = 'fts_document_chunks'")
-                ).scalar()
-                if engine.dialect.name == "sqlite"
-                else None
-            )
-            cache[key] = "fts5" if sql and "fts5" in sql.lower() else "like"
-    return cache[key]
-
-
-def query_words(query: str) -> list[str]:
-    """The words of a query that full-text search looks for."""
-    words = [w for w in re.findall(r"\w+", (query or "").lower()) if len(w) > 1 or w.isdigit()]
-    return list(dict.fromkeys(words))[:MAX_QUERY_WORDS]
-
-
-def search(
-    user_id: int,
-    query: str,
-    *,
-    limit: int = 5,
-    attachment_ids: list[int] | None = None,
-) -> list[dict[str, Any]]:
-    """The best passages of this user's indexed documents for `query` by its words, best
-    first (full text only; numi.knowledge.retrieval fuses it with the vectors)."""
-    words = query_words(query)
-    if not words or attachment_ids == []:
-        return []
-    params: dict[str, Any] = {"uid": user_id, "k": max(1, min(int(limit), MAX_RESULTS))}
-    scope = ""
-    if attachment_ids is not None:
-        names = []
-        for i, attachment_id in enumerate(attachment_ids[:500]):
-            params[f"a{i}"] = int(attachment_id)
-            names.append(f":a{i}")
-        scope = f" AND f.attachment_id IN ({', '.join(names)})"
-    kind = backend()
-    if kind == "fts5":
-        # Every word quoted (no FTS5 syntax from the user gets through), any word may match;
-        # bm25() is smaller for better matches.
-        params["q"] = " OR ".join(f'"{w}"' for w in words)
-        sql = (
-            "SELECT f.attachment_id, f.chunk, f.title, f.content, bm25(fts_document_chunks, 2.0, 1.0) AS score "
-            "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
-            f"WHERE fts_document_chunks MATCH :q AND f.user_id = :uid AND a.user_id = :uid{scope} "
-            "ORDER BY score LIMIT :k"
-        )
-    elif kind == "postgres":
-        params["q"] = " | ".join(words)
-        sql = (
-            "SELECT f.attachment_id, f.chunk, f.title, f.content, "
-            "ts_rank_cd(to_tsvector('english', f.title || ' ' || f.content), to_tsquery('english', :q)) AS score "
-            "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
-            "WHERE to_tsvector('english', f.title || ' ' || f.content) @@ to_tsquery('english', :q) "
-            f"AND f.user_id = :uid AND a.user_id = :uid{scope} ORDER BY score DESC LIMIT :k"
-        )
-    else:
-        # The documented fallback: LIKE, ranked by how many query words a chunk contains.
-        terms = []
-        for i, word in enumerate(words[:8]):
-            params[f"w{i}"] = f"%{word}%"
-            terms.append(
-                f"(CASE WHEN lower(f.content) LIKE :w{i} OR lower(f.title) LIKE :w{i} THEN 1 ELSE 0 END)"
-            )
-        score = " + ".join(terms)
-        sql = (
-            f"SELECT f.attachment_id, f.chunk, f.title, f.content, ({score}) AS score "
-            "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
-            f"WHERE f.user_id = :uid AND a.user_id = :uid{scope} AND ({score}) > 0 "
-            "ORDER BY score DESC, f.attachment_id, f.chunk LIMIT :k"
-        )
-    rows = db.session.execute(text(sql), params).all()
-    return [
-        {
-            "attachment_id": int(r[0]),
-            "chunk": int(r[1]),
-            "title": r[2],
-            "content": r[3],
-            "score": float(r[4]),
-        }
-        for r in rows
-    ]
-
-
-def chunk_rows(user_id: int, keys: list[tuple[int, int]]) -> dict[tuple[int, int], dict[str, Any]]:
-    """The text, document name and where-found of these (attachment id, chunk) of the user."""
-    if not keys:
-        return {}
-    params: dict[str, Any] = {"uid": user_id}
-    pairs = []
-    for i, (attachment_id, chunk) in enumerate(keys):
-        params[f"a{i}"], params[f"n{i}"] = int(attachment_id), int(chunk)
-        pairs.append(f"(f.attachment_id = :a{i} AND f.chunk = :n{i})")
-    rows = db.session.execute(
-        text(
-            "SELECT f.attachment_id, f.chunk, a.filename, f.content, "
-            "c.heading, c.page, c.line_start, c.line_end "
-            "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
-            "LEFT JOIN document_chunks c ON c.attachment_id = f.attachment_id AND c.chunk = f.chunk "
-            f"WHERE f.user_id = :uid AND a.user_id = :uid AND ({' OR '.join(pairs)})"
-        ),
-        params,
-    ).all()
-    found = {}
-    for a, n, name, content, heading, page, line_start, line_end in rows:
-        where: dict[str, Any] = {"chunk": int(n) + 1}
-        if heading:
-            where["heading"] = heading
-        if page:
-            where["page"] = int(page)
-        if line_start:
-            where["lines"] = [int(line_start), int(line_end or line_start)]
-        found[(int(a), int(n))] = {"name": name, "text": content, "where": where}
-    return found
-
 
 # --- indexing ------------------------------------------------------------------------------
 
@@ -293,16 +166,27 @@ def _index(attachment_id: int) -> None:
     db.session.remove()  # no transaction stays open while the text is chunked
 
     chunks = run_cpu(chunk_document, body, title, mime)
-    db.session.execute(
-        text("DELETE FROM fts_document_chunks WHERE attachment_id = :a"), {"a": attachment_id}
-    )
+    if len(chunks) >= 1 << CHUNK_BITS:
+        raise NumiError(
+            "too_many_chunks",
+            f"The document has {len(chunks):,} passages; at most {(1 << CHUNK_BITS) - 1:,} are indexed.",
+            413,
+        )
+    params: dict[str, Any] = {}
+    document = of_document("fts_document_chunks", params, attachment_id)
+    db.session.execute(text(f"DELETE FROM fts_document_chunks WHERE {document}"), params)
     db.session.execute(delete(DocumentChunk).where(DocumentChunk.attachment_id == attachment_id))
     state = _index_state(attachment_id)
     state.chunks_total = len(chunks)
     db.session.commit()
+    # On FTS5 each chunk's rowid is keyed by its document (fts_rowid), so search seeks to a
+    # scope's documents; elsewhere the table numbers its rows itself.
+    keyed = backend() == "fts5"
     insert = text(
-        "INSERT INTO fts_document_chunks (title, content, attachment_id, user_id, chunk) "
-        "VALUES (:title, :content, :a, :u, :n)"
+        "INSERT INTO fts_document_chunks (title, content, attachment_id, user_id, chunk"
+        + (", rowid) " if keyed else ") ")
+        + "VALUES (:title, :content, :a, :u, :n"
+        + (", :rowid)" if keyed else ")")
     )
     for start in range(0, len(chunks), BATCH_CHUNKS):
         batch = chunks[start : start + BATCH_CHUNKS]
@@ -315,6 +199,7 @@ def _index(attachment_id: int) -> None:
                     "a": attachment_id,
                     "u": user_id,
                     "n": start + i,
+                    **({"rowid": fts_rowid(attachment_id, start + i)} if keyed else {}),
                 }
                 for i, c in enumerate(batch)
             ],
@@ -360,13 +245,14 @@ def _embed(attachment_id: int) -> None:
         return
     state.embedding_status, state.embedding_error, state.embedded_chunks = "indexing", None, 0
     db.session.commit()
+    params: dict[str, Any] = {"u": user_id}
     rows = db.session.execute(
         text(
             "SELECT f.chunk, f.title, f.content, c.heading FROM fts_document_chunks f "
             "LEFT JOIN document_chunks c ON c.attachment_id = f.attachment_id AND c.chunk = f.chunk "
-            "WHERE f.attachment_id = :a AND f.user_id = :u ORDER BY f.chunk"
+            f"WHERE {of_document('f', params, attachment_id)} AND f.user_id = :u ORDER BY f.chunk"
         ),
-        {"a": attachment_id, "u": user_id},
+        params,
     ).all()
     known_dim = db.session.execute(
         select(DocumentChunk.dim)
@@ -436,14 +322,8 @@ def ensure_indexed(
             DocumentIndex.status,
             DocumentIndex.embedding_status,
             DocumentIndex.embedding_model,
-            Project,
         )
         .outerjoin(DocumentIndex, DocumentIndex.attachment_id == Attachment.id)
-        .outerjoin(
-            ProjectFile,
-            (ProjectFile.attachment_id == Attachment.id) & (ProjectFile.user_id == user_id),
-        )
-        .outerjoin(Project, (Project.id == ProjectFile.project_id) & (Project.user_id == user_id))
         .where(Attachment.user_id == user_id, Attachment.extracted_text.is_not(None))
     )
     if attachment_ids is not None:
@@ -452,10 +332,13 @@ def ensure_indexed(
     user = db.session.get(User, user_id)
     jobs = services(app).document_jobs
     busy = 0
-    for attachment_id, status, vectors, vector_model, project in db.session.execute(query).all():
-        # A project's file is embedded with the project's model when it chose one: a
-        # changed project model re-indexes its files here, as a changed user model does.
-        model = name_of(choice(user, project)) if searchable else None
+    rows = db.session.execute(query).all()
+    projects = document_projects(user_id, attachment_ids) if searchable and rows else {}
+    for attachment_id, status, vectors, vector_model in rows:
+        # A project's document (its file, or a project chat's attachment) is embedded with
+        # the project's model when it chose one: a changed project model re-indexes it here,
+        # as a changed user model does; the same rule as `_embed`'s (document_projects).
+        model = name_of(choice(user, projects.get(attachment_id))) if searchable else None
         running = attachment_id in jobs and not jobs[attachment_id].dead
         unsearchable = status != "done"  # its words are not all searchable yet
         stale_vectors = (
@@ -487,9 +370,10 @@ def delete_document(app, user_id: int, attachment_id: int) -> None:
     if job is not None and not job.dead:
         job.kill()  # its rows go now; an indexer that went on would write them again
     storage_path = attachment.storage_path
+    params: dict[str, Any] = {"u": user_id}
+    document = of_document("fts_document_chunks", params, attachment_id)
     db.session.execute(
-        text("DELETE FROM fts_document_chunks WHERE attachment_id = :a AND user_id = :u"),
-        {"a": attachment_id, "u": user_id},
+        text(f"DELETE FROM fts_document_chunks WHERE {document} AND user_id = :u"), params
     )
     for table in (DocumentChunk, DocumentIndex, ProjectFile):
         db.session.execute(

@@ -23,7 +23,7 @@ from sqlalchemy import select, text
 from ..errors import NotFound
 from ..extensions import db
 from ..models import Attachment
-from .index import chunk_rows
+from .index import chunk_rows, of_document
 from .retrieval import Passage, left_out_keys, passage_key
 
 AROUND_CHARS = 600  # of each neighbouring chunk shown before and after a passage
@@ -61,15 +61,17 @@ def passage_view(user_id: int, attachment_id: int, chunk: int) -> dict[str, Any]
     found = rows.get((attachment_id, chunk))
     if found is None:
         raise NotFound("passage")
+    params: dict[str, Any] = {"u": user_id, "before": chunk - 1, "after": chunk + 1}
+    document = of_document("f", params, attachment_id)
     around = dict(
         db.session.execute(
             text(
                 "SELECT f.chunk, f.content FROM fts_document_chunks f "
                 "JOIN attachments a ON a.id = f.attachment_id "
-                "WHERE f.attachment_id = :a AND f.user_id = :u AND a.user_id = :u "
+                f"WHERE {document} AND f.user_id = :u AND a.user_id = :u "
                 "AND f.chunk IN (:before, :after)"
             ),
-            {"a": attachment_id, "u": user_id, "before": chunk - 1, "after": chunk + 1},
+            params,
         ).all()
     )
     passage = _passage(attachment_id, chunk, found)

@@ -5,9 +5,10 @@
   C, over the user's (and the scope's) vectors of the one model. Where it cannot load (a
   Python whose sqlite3 cannot load extensions, as pyenv builds by default), the log says so
   once and numpy searches instead; without numpy either, search is full-text only.
-- Elsewhere (PostgreSQL): an exact search in numpy in the CPU pool over the user's vectors,
-  good up to about 50,000 chunks. The user's vectors of the model are read once into one
-  matrix, kept per process (MATRICES_KEPT users) until their index changes. pgvector is
+- Elsewhere (PostgreSQL): an exact search in numpy in the CPU pool over the scope's vectors
+  (a chat's or project's documents; the user's whole index without one), good up to about
+  50,000 chunks. They are read once into one matrix, kept per process (within
+  MATRIX_BYTES_KEPT) until the index of those documents changes. pgvector is
   not used yet (Debian's package for the test server does not install here).
 
 Vectors are float32, unit length, stored as bytes with the model and dimension that made
@@ -25,12 +26,15 @@ from ..cpu_pool import run_cpu
 from ..extensions import db
 from ..services import services
 from .embedding import extra_installed
+from .scope import in_scope
 
 log = logging.getLogger(__name__)
 
 SQLITE_VEC = "sqlite-vec"
 NUMPY = "numpy"
-MATRICES_KEPT = 8  # users' vector matrices kept per process for the numpy search
+# The vector matrices kept per process for the numpy search (users' and scopes'), oldest
+# dropped first: 200,000 chunks of 256 dimensions are 200 MiB.
+MATRIX_BYTES_KEPT = 256 * 1024 * 1024
 
 
 def vector_backend() -> str:
@@ -71,16 +75,6 @@ def as_bytes(vector: Any) -> bytes:
     return np.asarray(vector, dtype=np.float32).tobytes()
 
 
-def _scope(params: dict[str, Any], attachment_ids: list[int] | None) -> str:
-    if attachment_ids is None:
-        return ""
-    names = []
-    for i, attachment_id in enumerate(attachment_ids[:500]):
-        params[f"a{i}"] = int(attachment_id)
-        names.append(f":a{i}")
-    return f" AND c.attachment_id IN ({', '.join(names) or 'NULL'})"
-
-
 def nearest(
     user_id: int,
     model: str,
@@ -90,64 +84,83 @@ def nearest(
     attachment_ids: list[int] | None = None,
 ) -> list[tuple[int, int, float]]:
     """(attachment id, chunk, cosine similarity) of this user's chunks nearest to `query`
-    (a unit vector of `model`), best first; [] where there is no vector search."""
+    (a unit vector of `model`), best first, among `attachment_ids` (any number of them) when
+    given; [] where there is no vector search."""
     kind = vector_backend()
     if not kind or attachment_ids == []:
         return []
-    params: dict[str, Any] = {"uid": user_id, "model": model, "dim": int(len(query))}
-    scope = _scope(params, attachment_ids)
-    owned = (
-        "FROM document_chunks c JOIN attachments a ON a.id = c.attachment_id "
-        "WHERE c.user_id = :uid AND a.user_id = :uid AND c.model = :model AND c.dim = :dim "
-        f"AND c.vector IS NOT NULL{scope}"
+    dim = int(len(query))
+    params: dict[str, Any] = {"uid": user_id, "model": model, "dim": dim}
+    scope = (
+        ""
+        if attachment_ids is None
+        else " AND " + in_scope("c.attachment_id", params, attachment_ids)
     )
     if kind == SQLITE_VEC:
         params.update(q=as_bytes(query), k=int(limit))
         rows = db.session.execute(
             text(
                 "SELECT c.attachment_id, c.chunk, vec_distance_cosine(c.vector, :q) AS d "
-                f"{owned} ORDER BY d LIMIT :k"
+                f"{_owned(bool(scope))}{scope} ORDER BY d LIMIT :k"
             ),
             params,
         ).all()
         return [(int(a), int(n), 1.0 - float(d)) for a, n, d in rows]
-    keys, matrix = _user_matrix(user_id, model, int(len(query)))
-    return run_cpu(_numpy_nearest, keys, matrix, query, int(limit), attachment_ids)
+    keys, matrix = _matrix(params, scope, attachment_ids)
+    return run_cpu(_numpy_nearest, keys, matrix, query, int(limit))
 
 
-def _user_matrix(user_id: int, model: str, dim: int) -> tuple[Any, Any]:
+def _owned(scoped: bool) -> str:
+    """The user's chunk vectors of one model. With a scope they are read through the primary
+    key, by document: the unary + keeps the planner off the (user, model) index, through
+    which it read every chunk of the user to keep a chat's few."""
+    user = "+c.user_id" if scoped else "c.user_id"
+    return (
+        "FROM document_chunks c JOIN attachments a ON a.id = c.attachment_id "
+        f"WHERE {user} = :uid AND a.user_id = :uid AND c.model = :model AND c.dim = :dim "
+        "AND c.vector IS NOT NULL"
+    )
+
+
+def _matrix(
+    params: dict[str, Any], scope: str, attachment_ids: list[int] | None
+) -> tuple[Any, Any]:
     """(attachment id and chunk per row, the vectors as one matrix) of the user's chunks of
-    this model, kept per process while the user's index does not change: reading every
-    vector per query is what made the search slow (bench/retrieval.py)."""
-    params = {"uid": user_id, "model": model, "dim": dim}
+    this model, of the scope's documents only when there is one: a chat of 40 documents
+    reads and scores their chunks, not the user's whole index. Kept per process while the
+    index of those documents does not change, within MATRIX_BYTES_KEPT: reading every vector
+    per query is what made the search slow (bench/retrieval.py)."""
+    documents = (
+        ""
+        if attachment_ids is None
+        else " AND " + in_scope("i.attachment_id", params, attachment_ids)
+    )
+    # The state of those documents' index: every write of their chunks or vectors moves it.
     stamp = tuple(
         db.session.execute(
             text(
-                "SELECT (SELECT count(*) FROM document_chunks WHERE user_id = :uid "
-                "AND model = :model AND dim = :dim AND vector IS NOT NULL), "
-                "(SELECT max(updated_at) FROM document_index WHERE user_id = :uid)"
+                "SELECT count(*), sum(i.embedded_chunks), max(i.updated_at) "
+                f"FROM document_index i WHERE i.user_id = :uid{documents}"
             ),
             params,
         ).one()
     )
     cache = services().vector_matrices
-    key = (str(db.engine.url), user_id, model, dim)
-    kept = cache.get(key)
-    if kept is not None and kept[0] == stamp:
-        return kept[1], kept[2]
-    rows = db.session.execute(
-        text(
-            "SELECT c.attachment_id, c.chunk, c.vector FROM document_chunks c "
-            "JOIN attachments a ON a.id = c.attachment_id WHERE c.user_id = :uid "
-            "AND a.user_id = :uid AND c.model = :model AND c.dim = :dim AND c.vector IS NOT NULL"
-        ),
-        params,
-    ).all()
-    keys, matrix = run_cpu(_as_matrix, rows, dim)
-    while len(cache) >= MATRICES_KEPT:
-        cache.pop(next(iter(cache)))  # the oldest: a few users' matrices, not everyone's
-    cache[key] = (stamp, keys, matrix)
-    return keys, matrix
+    key = (
+        str(db.engine.url), params["uid"], params["model"], params["dim"],
+        None if attachment_ids is None else tuple(sorted(set(int(i) for i in attachment_ids))),
+    )  # fmt: skip
+    kept = cache.pop(key, None)
+    if kept is None or kept[0] != stamp:
+        rows = db.session.execute(
+            text(f"SELECT c.attachment_id, c.chunk, c.vector {_owned(bool(scope))}{scope}"), params
+        ).all()
+        keys, matrix = run_cpu(_as_matrix, rows, params["dim"])
+        kept = (stamp, keys, matrix)
+    cache[key] = kept  # the newest last: the oldest go first
+    while len(cache) > 1 and sum(m.nbytes for _, _, m in cache.values()) > MATRIX_BYTES_KEPT:
+        cache.pop(next(iter(cache)))
+    return kept[1], kept[2]
 
 
 def _as_matrix(rows: list[Any], dim: int) -> tuple[Any, Any]:
@@ -158,17 +171,13 @@ def _as_matrix(rows: list[Any], dim: int) -> tuple[Any, Any]:
     return keys, matrix.reshape(len(rows), dim)
 
 
-def _numpy_nearest(
-    keys: Any, matrix: Any, query: Any, limit: int, attachment_ids: list[int] | None
-) -> list[tuple[int, int, float]]:
+def _numpy_nearest(keys: Any, matrix: Any, query: Any, limit: int) -> list[tuple[int, int, float]]:
     import numpy as np  # lazy: optional extra knowledge
 
     if not len(keys):
         return []
     scores = matrix @ np.asarray(query, dtype=np.float32)
-    if attachment_ids is not None:
-        scores = np.where(np.isin(keys[:, 0], attachment_ids), scores, -np.inf)
-    top = np.argsort(-scores)[:limit]
-    return [
-        (int(keys[i, 0]), int(keys[i, 1]), float(scores[i])) for i in top if np.isfinite(scores[i])
-    ]
+    count = min(int(limit), len(scores))
+    top = np.argpartition(-scores, count - 1)[:count]  # the best few, then only they sorted
+    top = top[np.argsort(-scores[top])]
+    return [(int(keys[i, 0]), int(keys[i, 1]), float(scores[i])) for i in top]

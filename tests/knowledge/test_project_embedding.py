@@ -218,3 +218,56 @@ def test_another_users_endpoint_and_project_are_not_found(multi_app, client_a, c
     )
     assert foreign.status_code == 404
     assert client_b.get(f"/api/projects/{bobs_project}").get_json()["settings"] == {}
+
+
+def test_a_project_chats_own_attachment_is_embedded_with_the_projects_model(app, client, scripted):
+    from numi.extensions import db
+    from numi.knowledge.retrieval import chat_passages
+    from numi.models import Chat, Message
+    from numi.services import services
+
+    endpoint = add_endpoint(client, scripted)
+    use_for_user(client, endpoint, "user-embed")
+    project = client.post("/api/projects", json={"name": "Kitchen"}).get_json()["id"]
+    set_model(client, project, {"endpoint_id": endpoint, "model": "project-embed"})
+    manual = upload(client, "manual.md", MANUAL)  # uploaded before it is sent, as in the app
+    upload(client, "notes.txt", NOTES)
+    wait_for_indexing(app, timeout=WAIT_SECONDS)
+    assert models(client)["manual.md"] == ("done", f"endpoint:{endpoint}/user-embed")
+
+    # The question that attaches it, in a chat of the project (as the send path saves it).
+    with app.app_context():
+        user_id = db.session.execute(db.text("SELECT id FROM users")).scalar_one()
+        chat = Chat(user_id=user_id, project_id=project, title="Descaling")
+        db.session.add(chat)
+        db.session.flush()
+        question = Message(chat_id=chat.id, role="user", content="How often do I descale?")
+        question.content_parts = [
+            {"type": "text", "text": "How often do I descale?"},
+            {"type": "attachment", "id": manual},
+        ]
+        db.session.add(question)
+        db.session.commit()
+        chat_id = chat.id
+
+    def passages():
+        with app.test_request_context():
+            return chat_passages(user_id, chat_id, {})
+
+    # The chat's next request indexes it again with the project's model, which its question
+    # is embedded with, so its vectors find it; the user's other document keeps the user's.
+    passages()
+    wait_for_indexing(app, timeout=WAIT_SECONDS)
+    assert models(client) == {
+        "manual.md": ("done", f"endpoint:{endpoint}/project-embed"),
+        "notes.txt": ("done", f"endpoint:{endpoint}/user-embed"),
+    }
+    scripted.embedding_requests.clear()
+    found = passages()
+    assert found is not None and found.mode == "hybrid"
+    assert found.passages[0].document_id == manual
+    assert "meaning" in found.passages[0].found_by
+    assert [r.body["model"] for r in scripted.embedding_requests] == ["project-embed"]
+    # Nothing to do the next time: it is not indexed again.
+    passages()
+    assert not [job for job in services(app).document_jobs.values() if not job.dead]

@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from numi.extensions import db
+from numi.knowledge.index import backend, fts_rowid
 from numi.web.pages.settings import SECTIONS
 from numi.models import (
     DocumentChunk,
@@ -135,12 +136,16 @@ def owned(multi_app, users):
         db.session.add(attachment)
         db.session.flush()
         # A passage of it that user A's answer cites (Sources → the passage panel).
+        # Keyed as the indexer keys it on FTS5, so that it is there to be refused.
+        keyed = backend() == "fts5"
         db.session.execute(
             text(
-                "INSERT INTO fts_document_chunks (title, content, attachment_id, user_id, chunk) "
-                "VALUES ('alice.png', 'alice private passage', :a, :u, 0)"
+                "INSERT INTO fts_document_chunks (title, content, attachment_id, user_id, chunk"
+                + (", rowid" if keyed else "")
+                + ") VALUES ('alice.png', 'alice private passage', :a, :u, 0"
+                + (", :r)" if keyed else ")")
             ),
-            {"a": attachment.id, "u": a.id},
+            {"a": attachment.id, "u": a.id, "r": fts_rowid(attachment.id, 0)},
         )
         db.session.add(DocumentChunk(attachment_id=attachment.id, chunk=0, user_id=a.id))
         answer.citation_sources = [
