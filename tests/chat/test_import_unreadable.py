@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import subprocess
 import zipfile
 
 import gevent
+import pytest
+from fixtures.live_server import numi_command
 from import_support import run_import
 from turn_support import wait_until
 
@@ -100,3 +104,29 @@ def test_a_big_zipped_export_is_read_by_the_worker_with_its_unreadable_listed(sq
     sessions = sqlite_client.get("/api/sessions?limit=100").get_json()["sessions"]
     assert len(job["result"]["chats"]) == 11
     assert HOSTILE not in {s["title"] for s in sessions}
+
+
+@pytest.mark.slow(reason="a `numi` process starts: seconds on a quiet machine, 20 s at load 20")
+def test_numi_import_preview_says_what_it_cannot_read_from_a_pipe(sqlite_app):
+    """`numi import --preview -`: the file read from a pipe (not seekable: spooled first),
+    each unreadable conversation on a line of its own."""
+    env = dict(
+        os.environ,
+        NUMI_DATA_DIR=sqlite_app.config["NUMI_DATA_DIR"],
+        NUMI_DATABASE_URL=sqlite_app.config["NUMI_DATABASE_URL"],
+        NUMI_AUTO_ENDPOINTS="0",
+    )
+    run = subprocess.run(
+        [*numi_command(), "import", "--preview", "-"],
+        input=json.dumps(_export()).encode(),
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.decode().splitlines()
+    assert lines[0] == (
+        "2 chats, 8 messages from ChatGPT (conversations.json); 0 imported before (skipped "
+        "by an import); 1 unreadable. Nothing was written."
+    )
+    assert lines[1] == f"  unreadable: conversation 2 {HOSTILE!r}: {REASON}"
