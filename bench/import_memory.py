@@ -198,6 +198,11 @@ def one_run(export: Path, size: int, chats: int, messages: int) -> dict:
             "lag_p99_ms": lag_bound(before, after, 0.99),
             "lag_max_ms": lag_bound(before, after, 1.0),
             "lag_samples": sum(after["lag_hist"]) - sum(before["lag_hist"]),
+            # Time the server was ready to run but the machine gave it no CPU (other
+            # processes' share of the lag), and the machine's load at the end.
+            "run_queue_s": after["run_queue_wait"] - before["run_queue_wait"],
+            "cpu_s": after["cpu"] - before["cpu"],
+            "load": os.getloadavg()[0],
             "poll_p99_ms": percentile(sampler.polls, 99) * 1000,
             "poll_max_ms": max(sampler.polls) * 1000,
         }
@@ -227,7 +232,9 @@ def main() -> None:
                 f"worker RSS {result['worker_mib']:.0f} MiB at most; hub lag p99 ≤ "
                 f"{result['lag_p99_ms']:g} ms, longest ≤ {result['lag_max_ms']:g} ms "
                 f"({result['lag_samples']:,} samples); status "
-                f"poll p99 {result['poll_p99_ms']:.0f} ms, longest {result['poll_max_ms']:.0f} ms",
+                f"poll p99 {result['poll_p99_ms']:.0f} ms, longest {result['poll_max_ms']:.0f} ms; "
+                f"server CPU {result['cpu_s']:.0f} s, waiting for a CPU {result['run_queue_s']:.0f} s; "
+                f"load {result['load']:.1f}",
                 flush=True,
             )
         if len(runs) > 1:
