@@ -14,9 +14,10 @@ import signal
 import sys
 
 
-def start(module: str, args: list[str], *, memory_bytes: int, cpu_seconds: int):
+def start(module: str, args: list[str], *, memory_bytes: int, cpu_seconds: int, stdin=None):
     """`python -m module *args` with stdin and stdout pipes, in a session of its own (so
-    `stop` takes its whole group), within `memory_bytes` and `cpu_seconds`."""
+    `stop` takes its whole group), within `memory_bytes` and `cpu_seconds`. `stdin`, when
+    given, is an open file the child reads instead of a pipe."""
     from gevent import subprocess  # lazy: start-up time
 
     def bound_child() -> None:
@@ -25,7 +26,7 @@ def start(module: str, args: list[str], *, memory_bytes: int, cpu_seconds: int):
 
     return subprocess.Popen(
         [sys.executable, "-m", module, *args],
-        stdin=subprocess.PIPE,
+        stdin=subprocess.PIPE if stdin is None else stdin,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         preexec_fn=bound_child,

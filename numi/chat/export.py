@@ -17,6 +17,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -77,6 +78,9 @@ class ExportMessage:
     created_at: str
     text: str
     attachments: list[str] = field(default_factory=list)
+    # The attachment each reference line names (None for an image URL or a missing file):
+    # the Markdown mirror links its copy of the file there.
+    attachment_ids: list[int | None] = field(default_factory=list)
     reasoning: str = ""
     tool_calls: list[ToolCallView] = field(default_factory=list)
     sources: list[SourceView] = field(default_factory=list)
@@ -241,13 +245,14 @@ def message_views(
     for message in messages:
         if message.role == "tool" and message.tool_call_id in answered:
             continue
-        text, references = flatten_content(message, attachments)
+        text, references, ids = _content_and_files(message, attachments)
         view = ExportMessage(
             role=message.role,
             label=ROLE_LABELS.get(message.role, message.role),
             created_at=_stamp(message.created_at),
             text=text,
             attachments=references,
+            attachment_ids=ids,
             reasoning=message.reasoning_content
             or _reasoning_from_details(message.reasoning_details),
             sources=[s for s in (_source(item) for item in message.citation_sources) if s],
@@ -275,8 +280,17 @@ def message_views(
 
 def flatten_content(message: Message, attachments: dict[int, Attachment]) -> tuple[str, list[str]]:
     """(the message's text, its attachment/image reference lines)."""
+    text, lines, _ids = _content_and_files(message, attachments)
+    return text, lines
+
+
+def _content_and_files(
+    message: Message, attachments: dict[int, Attachment]
+) -> tuple[str, list[str], list[int | None]]:
+    """`flatten_content`, and beside each reference line the attachment it names, if any."""
     texts = [message.content] if message.content else []
     lines: list[str] = []
+    ids: list[int | None] = []
     for part in message.content_parts:
         if not isinstance(part, dict):
             continue
@@ -287,8 +301,10 @@ def flatten_content(message: Message, attachments: dict[int, Attachment]) -> tup
             found = attachments.get(part.get("id"))  # type: ignore[arg-type]
             if found is not None:
                 lines.append(f"[attachment: {found.filename} ({human_size(found.size)})]")
+                ids.append(found.id)
             else:
                 lines.append(f"[attachment #{part.get('id')} (not available)]")
+                ids.append(None)
         elif kind in ("image_url", "image"):
             url = (
                 part.get("image_url", {}).get("url")
@@ -297,10 +313,12 @@ def flatten_content(message: Message, attachments: dict[int, Attachment]) -> tup
             )
             shown = url if isinstance(url, str) and not url.startswith("data:") else "inline image"
             lines.append(f"[image: {shown}]")
+            ids.append(None)
         elif kind and kind not in (REQUEST_PART, TOOL_IMAGE):
             # (the request is the question's notice; a tool's image is on its card)
             lines.append(f"[{kind}]")
-    return "\n\n".join(texts), lines
+            ids.append(None)
+    return "\n\n".join(texts), lines, ids
 
 
 def human_size(size: int | None) -> str:
@@ -391,10 +409,13 @@ def _markdown(chat: Chat, views: list[ExportMessage]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def message_markdown(view: ExportMessage, *, mirrored: bool = False) -> list[str]:
+def message_markdown(
+    view: ExportMessage, *, mirrored: bool = False, links: Mapping[int, str] | None = None
+) -> list[str]:
     """One message's Markdown lines: the Markdown download's, or (`mirrored`) the Markdown
     mirror's, whose files are read in an editor and rewritten only when a chat changes: the
-    time in the heading, no rule between messages, the reasoning folded away."""
+    time in the heading, no rule between messages, the reasoning folded away. `links`
+    replaces the reference line of an attachment (by id) with a link to its copy."""
     heading = view.label + (f" · {view.model}" if view.model else "")
     if mirrored:
         out = [f"## {heading} · {view.created_at}", ""]
@@ -415,7 +436,11 @@ def message_markdown(view: ExportMessage, *, mirrored: bool = False) -> list[str
         out += ["**Reasoning**", "", _quote(view.reasoning), ""]
     if view.text:
         out += [view.text if view.role != "tool" else _fence(view.text), ""]
-    out += [line for item in view.attachments for line in (item, "")]
+    linked = links or {}
+    for item, attachment_id in zip(
+        view.attachments, view.attachment_ids or [None] * len(view.attachments), strict=True
+    ):
+        out += [linked.get(attachment_id, item) if attachment_id is not None else item, ""]
     for call in view.tool_calls:
         out += [f"**Tool call:** `{call.name}` ({call.id})", "", _fence(call.arguments, "json"), ""]
         if call.result is not None:

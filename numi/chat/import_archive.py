@@ -1,18 +1,19 @@
-"""An export that arrives as a zip: the one file in it that Numi reads, taken out in memory.
+"""The export in an uploaded file: the file itself, or the one entry of a zip that Numi reads.
 
 Claude.ai and ChatGPT send their data export as a zip holding `conversations.json`; Cherry
-Studio's backup zip holds `data.json`. Import takes the zip as it was downloaded. Nothing
-is ever written to disk (an entry's path, `../` or absolute, names nothing here: only its
-base name is compared), the entry is read through a cap whatever size the zip declares (a
-zip bomb stops at the cap, `import_too_large`), and a damaged, cut short or encrypted zip
-is refused (`invalid_import`). This runs in the import's subprocess, like the decoding.
+Studio's backup zip holds `data.json`. Import takes the zip as it was downloaded and reads
+that entry as a stream, never whole. Nothing is ever written to disk (an entry's path, `../`
+or absolute, names nothing here: only its base name is compared), the entry is read
+through a cap whatever size the zip declares (a zip bomb stops at the cap,
+`import_too_large`), and a damaged, cut short or encrypted zip is refused
+(`invalid_import`). This runs in the import's subprocess, like the decoding.
 """
 
 from __future__ import annotations
 
-import io
 import zipfile
 import zlib
+from typing import BinaryIO
 
 from ..errors import NumiError
 from .imported import invalid_import
@@ -23,32 +24,69 @@ ZIP_MAGIC = b"PK\x03\x04"
 KNOWN_ENTRIES = ("conversations.json", "data.json")
 
 
-def is_zip(raw: bytes) -> bool:
-    return raw[:4] == ZIP_MAGIC
+class ExportFile:
+    """The export in the uploaded file `source` (seekable): the file itself, or the entry of
+    a zip that Numi reads. `open()` gives its bytes from the start, as often as asked (the
+    import reads a big file twice rather than hold it: numi/chat/import_stream.py)."""
+
+    def __init__(self, source: BinaryIO, limit: int):
+        self._source, self._limit = source, limit
+        source.seek(0)
+        self._entry: zipfile.ZipInfo | None = None
+        if source.read(len(ZIP_MAGIC)) != ZIP_MAGIC:
+            return
+        try:
+            source.seek(0)
+            self._archive = zipfile.ZipFile(source)
+            entries = [e for e in self._archive.infolist() if not e.is_dir()]
+        except (zipfile.BadZipFile, zlib.error, EOFError, ValueError):
+            raise _damaged() from None
+        self._entry = _pick(entries)
+        if self._entry.file_size > limit:
+            raise _too_large(limit)
+
+    def open(self) -> ExportStream:
+        """The export's bytes from the start (close it, or use it in a `with`)."""
+        if self._entry is None:
+            self._source.seek(0)
+            return ExportStream(self._source, None)
+        try:
+            member = self._archive.open(self._entry)
+        except RuntimeError:  # zipfile's "File is encrypted, password required"
+            raise _encrypted() from None
+        except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError):
+            raise _damaged() from None
+        return ExportStream(member, self._limit)
 
 
-def zipped_export(raw: bytes, limit: int) -> bytes:
-    """The bytes of the export inside the zip `raw`, at most `limit` of them."""
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(raw))
-        entries = [e for e in archive.infolist() if not e.is_dir()]
-    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError):
-        raise invalid_import("The zip file is damaged or cut short; download it again.") from None
-    entry = _pick(entries)
-    if entry.file_size > limit:
-        raise _too_large(limit)
-    try:
-        with archive.open(entry) as member:
-            data = member.read(limit + 1)
-    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError):
-        raise invalid_import("The zip file is damaged or cut short; download it again.") from None
-    except RuntimeError:  # zipfile's "File is encrypted, password required"
-        raise invalid_import(
-            "The zip file is encrypted; export it again without a password."
-        ) from None
-    if len(data) > limit:
-        raise _too_large(limit)
-    return data
+class ExportStream:
+    """`read(n)` over an export: a zip entry's damage and excess (a zip bomb inflates past
+    its declared size) become the import's refusals, whatever the zip declared."""
+
+    def __init__(self, stream: BinaryIO, limit: int | None):
+        self._stream, self._limit, self._read = stream, limit, 0
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            data = self._stream.read(size)
+        except RuntimeError:
+            raise _encrypted() from None
+        except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError):
+            raise _damaged() from None
+        self._read += len(data)
+        if self._limit is not None and self._read > self._limit:
+            raise _too_large(self._limit)
+        return data
+
+    def close(self) -> None:
+        if self._limit is not None:  # a zip entry; the uploaded file stays open for the next pass
+            self._stream.close()
+
+    def __enter__(self) -> ExportStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 def _pick(entries: list[zipfile.ZipInfo]) -> zipfile.ZipInfo:
@@ -68,6 +106,14 @@ def _pick(entries: list[zipfile.ZipInfo]) -> zipfile.ZipInfo:
         "This zip holds no export Numi reads: it looks for conversations.json (Claude.ai, "
         "ChatGPT), data.json (Cherry Studio) or a single JSON file."
     )
+
+
+def _damaged() -> NumiError:
+    return invalid_import("The zip file is damaged or cut short; download it again.")
+
+
+def _encrypted() -> NumiError:
+    return invalid_import("The zip file is encrypted; export it again without a password.")
 
 
 def _too_large(limit: int) -> NumiError:

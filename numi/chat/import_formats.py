@@ -165,10 +165,13 @@ class ChatGPTImporter:
         return isinstance(first, dict) and "mapping" in first
 
     def parse(self, document: Any, limits: dict[str, Any]) -> list[ImportedChat]:
-        return [
-            self._conversation(raw, f"conversations[{i}]", limits)
-            for i, raw in enumerate(_conversations(document, "ChatGPT"))
-        ]
+        return [self.conversation(raw, i, limits) for i, raw in enumerate(self.items(document))]
+
+    def items(self, document: Any) -> list[Any]:
+        return _conversations(document, "ChatGPT")
+
+    def conversation(self, raw: Any, index: int, limits: dict[str, Any]) -> ImportedChat:
+        return self._conversation(raw, f"conversations[{index}]", limits)
 
     def _conversation(self, raw: Any, where: str, limits: dict[str, Any]) -> ImportedChat:
         if not isinstance(raw, dict):
@@ -360,10 +363,13 @@ class OpenWebUIImporter:
         return isinstance(first, dict) and isinstance(first.get("chat"), dict)
 
     def parse(self, document: Any, limits: dict[str, Any]) -> list[ImportedChat]:
-        return [
-            self._chat(raw, f"chats[{i}]", limits)
-            for i, raw in enumerate(_conversations(document, "Open WebUI"))
-        ]
+        return [self.conversation(raw, i, limits) for i, raw in enumerate(self.items(document))]
+
+    def items(self, document: Any) -> list[Any]:
+        return _conversations(document, "Open WebUI")
+
+    def conversation(self, raw: Any, index: int, limits: dict[str, Any]) -> ImportedChat:
+        return self._chat(raw, f"chats[{index}]", limits)
 
     def _chat(self, raw: Any, where: str, limits: dict[str, Any]) -> ImportedChat:
         if not isinstance(raw, dict) or not isinstance(raw.get("chat"), dict):

@@ -8,7 +8,8 @@ users' requests (issue 34: one big import used to freeze every user for minutes)
 
 Records, in order:
 - `{"kind": "chats" | "project", "chats": n, "messages": m, ...}` first (a chats record
-  names the file's `format`; a project's record
+  names the file's `format`, and the conversations left out because they cannot be read:
+  `unreadable`, their count, and `unreadable_chats`, [{index, title, reason}]; a project's record
   also carries its raw fields, memories and checked files, see `project_transfer.read_project`);
 - per chat, `{"chat": header}`, then `{"messages": [...]}` batches in transcript order, each
   message with `parent` (the index of its parent in the chat, or None for a first message),
@@ -18,18 +19,28 @@ Records, in order:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from ..errors import NumiError
 from . import importer, project_transfer
-from .imported import ImportedChat, invalid_import
+from .imported import (
+    ChatImporter,
+    ConversationImporter,
+    ImportedChat,
+    invalid_import,
+    reads_conversations,
+)
 
 # A batch is written in one short transaction (a few milliseconds): another user's request
 # waits for at most one of them at each of its own waits (a turn has many).
 BATCH_MESSAGES = 25
 BATCH_CHARS = 50_000
+
+
+# The preview lists this many unreadable conversations (it counts them all).
+MAX_UNREADABLE_LISTED = 100
 
 
 def records(document: Any, limits: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -43,12 +54,16 @@ def records(document: Any, limits: dict[str, Any]) -> Iterator[dict[str, Any]]:
         head["kind"] = "project"
     else:
         reader = importer.detect_format(document)
+        if reads_conversations(reader):
+            items = cast(ConversationImporter, reader).items(document)
+            yield from conversation_records(reader, lambda: iter(items), limits)
+            return
         chats = reader.parse(document, limits)
         for chat in chats:
             chat.source = reader.name if chat.source_id else None
         if not chats:
             raise invalid_import("The file holds no chat.")
-        head = {"kind": "chats", "format": reader.label}
+        head = {"kind": "chats", "format": reader.label, "unreadable": 0, "unreadable_chats": []}
     importer.check_sizes(chats, limits["NUMI_MAX_MESSAGE_CHARS"])
     shaped = [_shape(chat, limits) for chat in _capped(chats, limits)]
     head.update(chats=len(shaped), messages=sum(len(c.messages) for c in chats))
@@ -57,6 +72,84 @@ def records(document: Any, limits: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield {"chat": _header(chat)}
         yield from _batches(chat.messages, tree)
     yield {"end": True}
+
+
+def conversation_records(
+    reader: ChatImporter, conversations: Callable[[], Iterator[Any]], limits: dict[str, Any]
+) -> Iterator[dict[str, Any]]:
+    """The records of a file of conversations read one at a time, in two passes over
+    `conversations()` (a fresh iterator each time, such as a big file read again): the first
+    checks every conversation and the caps, keeping only counts, so a refused file still
+    changes nothing; the second yields the records. A conversation that cannot be read is
+    left out and listed with why (`unreadable`), unless none can be read."""
+    reader = cast(ConversationImporter, reader)
+    chats = messages = 0
+    unreadable: list[dict[str, Any]] = []
+    skipped: set[int] = set()
+    for index, raw in enumerate(conversations()):
+        chat = _conversation(reader, raw, index, limits, unreadable)
+        if chat is None:
+            skipped.add(index)
+            continue
+        chats, messages = chats + 1, messages + len(chat.messages)
+        _check_counts(chats, messages, limits)
+        _shape(chat, limits)
+    if not chats:
+        raise invalid_import(unreadable[0]["reason"] if unreadable else "The file holds no chat.")
+    yield {
+        "kind": "chats",
+        "format": reader.label,
+        "chats": chats,
+        "messages": messages,
+        "unreadable": len(unreadable),
+        "unreadable_chats": unreadable[:MAX_UNREADABLE_LISTED],
+    }
+    for index, raw in enumerate(conversations()):
+        if index in skipped:
+            continue
+        chat = reader.conversation(raw, index, limits)
+        chat.source = reader.name if chat.source_id else None
+        yield {"chat": _header(chat)}
+        yield from _batches(chat.messages, _shape(chat, limits))
+    yield {"end": True}
+
+
+def _conversation(
+    reader: ConversationImporter,
+    raw: Any,
+    index: int,
+    limits: dict[str, Any],
+    unreadable: list[dict[str, Any]],
+) -> ImportedChat | None:
+    """The conversation read and checked, or None when it cannot be read (noted in
+    `unreadable` with its title, if it has one, and why)."""
+    try:
+        chat = reader.conversation(raw, index, limits)
+    except NumiError as error:
+        if error.code != "invalid_import":
+            raise
+        unreadable.append({"index": index, "title": _title_of(raw), "reason": error.message[:500]})
+        return None
+    importer.check_sizes([chat], limits["NUMI_MAX_MESSAGE_CHARS"])
+    return chat
+
+
+def _title_of(raw: Any) -> str | None:
+    if isinstance(raw, dict):
+        for key in ("title", "name"):
+            if isinstance(raw.get(key), str) and raw[key].strip():
+                return raw[key].strip()[:200]
+    return None
+
+
+def _check_counts(chats: int, messages: int, limits: dict[str, Any]) -> None:
+    most_chats, most_messages = limits["NUMI_IMPORT_MAX_CHATS"], limits["NUMI_IMPORT_MAX_MESSAGES"]
+    if chats > most_chats:
+        raise _too_large(f"it holds more than {most_chats} chats, the most one import may hold")
+    if messages > most_messages:
+        raise _too_large(
+            f"it holds more than {most_messages} messages, the most one import may hold"
+        )
 
 
 def _capped(chats: list[ImportedChat], limits: dict[str, Any]) -> list[ImportedChat]:

@@ -42,3 +42,18 @@ class ChatImporter(Protocol):
     def detect(self, document: Any) -> bool: ...
 
     def parse(self, document: Any, limits: dict[str, Any]) -> list[ImportedChat]: ...
+
+
+class ConversationImporter(ChatImporter, Protocol):
+    """A format whose file is a list of conversations, each read on its own: one that cannot
+    be read is left out and listed with why (the preview's "3 unreadable"), and a big file
+    is read one conversation at a time, never whole (numi/chat/import_stream.py)."""
+
+    def items(self, document: Any) -> list[Any]: ...
+
+    def conversation(self, raw: Any, index: int, limits: dict[str, Any]) -> ImportedChat: ...
+
+
+def reads_conversations(importer: ChatImporter) -> bool:
+    """Whether `importer` reads its file conversation by conversation."""
+    return callable(getattr(importer, "conversation", None))

@@ -380,7 +380,8 @@ def _write(
     min_free: int,
 ) -> MirrorResult:
     folder.mkdir(parents=True, exist_ok=True)
-    _check_room(folder, sum(len(file.body.encode()) for file in files), min_free)
+    needed = sum(len(f.body.encode()) + sum(a.size for a in f.attachments) for f in files)
+    _check_room(folder, needed, min_free)
     return write_files(folder, files, trash, known)
 
 

@@ -12,7 +12,8 @@ it: an interrupted export leaves each file whole, old or new.
 
 The live mirror (numi/chat/live_mirror.py) uses the same two halves apart: `chat_files`
 reads the database, `write_files` touches only files (so it can run off the hub) and moves a
-deleted chat's file into `.trash/` inside the folder.
+deleted chat's file into `.trash/` inside the folder. A chat's attachments are copied into
+`<name>.files/` beside its file and linked from it (numi/chat/mirror_files.py).
 """
 
 from __future__ import annotations
@@ -24,22 +25,26 @@ from dataclasses import dataclass, field
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
+from flask import current_app
 from sqlalchemy import select
 
+from . import mirror_files
 from ..extensions import db
-from ..models import Chat, Project
+from ..models import Attachment, Chat, Project
+from .attachments import file_path
 from .export import (
     ExportMessage,
     attachment_index,
     export_filename,
+    human_size,
     load_transcript,
     message_markdown,
     message_views,
 )
+from .mirror_files import AttachedFile
 
 MARKER = "generated_by: numi"
-# Deleted chats' files go here, inside the mirror: a deletion in Numi never loses a file.
-TRASH = ".trash"
+TRASH = mirror_files.TRASH
 # Front matter is read from the head of each file only: an id sits in its first lines.
 _HEAD_BYTES = 4096
 
@@ -55,11 +60,13 @@ class MirrorResult:
 
 @dataclass(frozen=True)
 class ChatFile:
-    """One chat's file as it should be: where (relative to the folder) and what."""
+    """One chat's file as it should be: where (relative to the folder), what, and the
+    attachments copied beside it (numi/chat/mirror_files.py)."""
 
     chat_id: str
     path: Path
     body: str
+    attachments: tuple[AttachedFile, ...] = ()
 
 
 def mirror_user(user_id: int, folder: Path) -> MirrorResult:
@@ -97,16 +104,43 @@ def chat_files(user_id: int, chat_ids: Collection[str]) -> list[ChatFile]:
         )
         .order_by(Chat.created_at, Chat.id)
     ).scalars()
+    data_dir = Path(current_app.config["NUMI_DATA_DIR"])
     files = []
     for chat in chats:
         project = projects.get(chat.project_id) if chat.project_id else None
         subfolder = Path(_stem(project)) if project else Path()
+        path = subfolder / f"{_stem(chat.title)}-{chat.id[:8]}.md"
         messages = load_transcript(chat)
-        body = chat_markdown(
-            chat, message_views(messages, attachment_index(user_id, messages)), project
-        )
-        files.append(ChatFile(chat.id, subfolder / f"{_stem(chat.title)}-{chat.id[:8]}.md", body))
+        index = attachment_index(user_id, messages)
+        views = message_views(messages, index)
+        attached = _attached(views, index, data_dir)
+        links = {
+            file.attachment_id: mirror_files.link(
+                path, file, f"{file.name} ({human_size(file.size)})"
+            )
+            for file in attached
+        }
+        body = chat_markdown(chat, views, project, links)
+        files.append(ChatFile(chat.id, path, body, attached))
     return files
+
+
+def _attached(
+    views: list[ExportMessage], index: dict[int, Attachment], data_dir: Path
+) -> tuple[AttachedFile, ...]:
+    """The attachments the shown branch names, in order, each under its safe name."""
+    shown = [i for view in views for i in view.attachment_ids if i is not None and i in index]
+    names = mirror_files.unique_names((i, index[i].filename) for i in shown)
+    return tuple(
+        AttachedFile(
+            attachment_id=i,
+            name=name,
+            source=file_path(str(data_dir), index[i]),
+            size=index[i].size,
+            sha256=index[i].sha256,
+        )
+        for i, name in names.items()
+    )
 
 
 def write_files(
@@ -123,28 +157,25 @@ def write_files(
         known = mirrored_files(folder)
     result = MirrorResult()
     for file in files:
-        _place(file.chat_id, folder / file.path, file.body, known, result)
+        if _place(file.chat_id, folder / file.path, file.body, known, result):
+            mirror_files.place(folder / file.path, file.attachments, folder)
     for chat_id in trash:
         earlier = known.pop(chat_id, None)
         if earlier is not None and earlier.exists():
-            result.trashed.append((earlier, _to_trash(folder, earlier)))
+            result.trashed.append((earlier, mirror_files.to_trash(folder, earlier)))
+            if mirror_files.files_dir(earlier).is_dir():
+                mirror_files.to_trash(folder, mirror_files.files_dir(earlier))
     return result
 
 
-def _to_trash(folder: Path, path: Path) -> Path:
-    """Move a deleted chat's file into `.trash/`, under a name no other trashed file has."""
-    trash_dir = folder / TRASH
-    trash_dir.mkdir(exist_ok=True)
-    target, n = trash_dir / path.name, 1
-    while target.exists():
-        n += 1
-        target = trash_dir / f"{path.stem} ({n}){path.suffix}"
-    os.replace(path, target)
-    return target
-
-
-def chat_markdown(chat: Chat, views: list[ExportMessage], project: str | None) -> str:
-    """One chat's file: front matter, then the shown branch."""
+def chat_markdown(
+    chat: Chat,
+    views: list[ExportMessage],
+    project: str | None,
+    links: dict[int, str] | None = None,
+) -> str:
+    """One chat's file: front matter, then the shown branch (`links`: an attachment's
+    Markdown link to its copy, by id, in place of its reference line)."""
     front = {
         "id": chat.id,
         "title": chat.title,
@@ -168,27 +199,29 @@ def chat_markdown(chat: Chat, views: list[ExportMessage], project: str | None) -
             "",
         ]
     for view in views:
-        out += message_markdown(view, mirrored=True)
+        out += message_markdown(view, mirrored=True, links=links)
     return "\n".join(out).rstrip() + "\n"
 
 
 def _place(
     chat_id: str, target: Path, body: str, known: dict[str, Path], result: MirrorResult
-) -> None:
-    """Write `body` to `target`, moving the chat's earlier file there first; never over a
-    file Numi did not write (or wrote for another chat)."""
+) -> bool:
+    """Write `body` to `target`, moving the chat's earlier file (and its attachments'
+    folder) there first; never over a file Numi did not write (or wrote for another chat).
+    Whether `target` is the chat's file now."""
     earlier = known.get(chat_id)
     if target.exists() and target != earlier:
         result.skipped.append((target, "a file there was not written by Numi for this chat"))
-        return
+        return False
     if earlier is not None and earlier != target:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(earlier, target)
+        mirror_files.move_with(earlier, target)
         known[chat_id] = target
         result.renamed.append((earlier, target))
     elif target.exists() and target.read_text(encoding="utf-8") == body:
         result.unchanged.append(target)
-        return
+        return True
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".numi-", suffix=".md.tmp")
     try:
@@ -200,6 +233,7 @@ def _place(
         raise
     known[chat_id] = target
     result.written.append(target)
+    return True
 
 
 def mirrored_files(folder: Path) -> dict[str, Path]:
@@ -208,6 +242,8 @@ def mirrored_files(folder: Path) -> dict[str, Path]:
     for path in folder.rglob("*.md"):
         if TRASH in path.relative_to(folder).parts or not path.is_file():
             continue
+        if mirror_files.is_inside_files_dir(path, folder):
+            continue  # an attached .md, not a chat's file
         with path.open("rb") as handle:
             head = handle.read(_HEAD_BYTES).decode("utf-8", "replace")
         lines = head.split("\n")

@@ -35,15 +35,15 @@ def import_file(file, username, preview):
     Chatbox, Cherry Studio, Jan, LM Studio or big-AGI; a project, prompts or memories file)
     as Settings → Import does."""
     # lazy: start-up time (the web layer stays out of the other commands)
-    from ..web.import_runner import start_import
+    from ..web.import_runner import is_blank, spooled, start_import
 
-    raw = file.read()
-    if not raw.strip():
+    upload = file if file.seekable() else spooled(file)
+    if is_blank(upload):
         raise click.ClickException("The file is empty. (invalid_import)")
     with AppContext() as app:
         owner = _owner(app, username)
         try:
-            job = start_import(app, owner.id, raw, preview=preview)
+            job = start_import(app, owner.id, upload, preview=preview)
         except NumiError as exc:
             raise click.ClickException(f"{exc.message} ({exc.code})") from None
         while job.running:
@@ -73,10 +73,15 @@ def _owner(app, username: str | None) -> User:
 
 def _preview_line(found: dict) -> str:
     source = f" from {found['format']}" if found.get("format") else ""
-    return (
+    lines = [
         f"{found['chats']} chats, {found['messages']} messages{source}; "
-        f"{found['imported_before']} imported before (skipped by an import). Nothing was written."
-    )
+        f"{found['imported_before']} imported before (skipped by an import); "
+        f"{found.get('unreadable', 0)} unreadable. Nothing was written."
+    ]
+    for entry in found.get("unreadable_chats", []):
+        title = f" {entry['title']!r}" if entry.get("title") else ""
+        lines.append(f"  unreadable: conversation {entry['index'] + 1}{title}: {entry['reason']}")
+    return "\n".join(lines)
 
 
 def _summary(kind: str, result: dict, messages: int) -> str:

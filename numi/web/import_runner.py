@@ -10,16 +10,19 @@ says how far it got; its end reveals everything at once, or a failure deletes wh
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import os
+import tempfile
 import time
-from typing import Any
+from typing import Any, BinaryIO
 
 import gevent
 from flask import Flask
 
 from .. import child_process, prompts as prompt_store
-from ..chat import import_jobs, memories as memory_store, project_transfer
+from ..chat import import_archive, import_jobs, memories as memory_store, project_transfer
 from ..chat.import_writer import ChatWriter, imported_before
 from ..errors import NumiError
 from ..extensions import db
@@ -39,23 +42,58 @@ _LIMIT_PREFIXES = ("NUMI_MAX_", "NUMI_IMPORT_", "NUMI_UPLOAD_")
 _YIELD_FACTOR = 2
 # A file up to this size is read in the threadpool (milliseconds); a larger one in a child.
 _IN_PROCESS_BYTES = 256 * 1024
+# An upload is copied to a file of the job's own in pieces this big, kept in memory up to
+# the small file's size, and looked at this far for whether it is blank.
+_SPOOL_CHUNK_BYTES = 1024 * 1024
+_SPOOL_MEMORY_BYTES = _IN_PROCESS_BYTES
+_BLANK_CHECK_BYTES = 4096
 
 
-def start_import(app: Flask, user_id: int, raw: bytes, *, preview: bool = False) -> ImportJob:
-    """Start importing the uploaded file `raw` for `user_id`; returns the running job. With
-    `preview`, the job reads and checks the whole file the same way and writes nothing: its
-    result is what an import would add (`preview_result`)."""
-    job = import_jobs.start_job(user_id)
+def start_import(app: Flask, user_id: int, upload: BinaryIO, *, preview: bool = False) -> ImportJob:
+    """Start importing the uploaded file `upload` (an open, seekable file, on disk when it is
+    big: it is never read whole in this process) for `user_id`; returns the running job,
+    which closes the file when it ends. With `preview`, the job reads and checks the whole
+    file the same way and writes nothing: its result is what an import would add
+    (`preview_result`)."""
+    try:
+        job = import_jobs.start_job(user_id)
+    except BaseException:
+        upload.close()
+        raise
     # Not waited for at shutdown: a job cut short is ended by its heartbeat (import_jobs).
-    gevent.spawn(_run, app, job.id, raw, preview)
+    gevent.spawn(_run, app, job.id, upload, preview)
     return job
 
 
-def _run(app: Flask, job_id: int, raw: bytes, preview: bool = False) -> None:
-    with app.app_context():
+def spooled(stream) -> BinaryIO:
+    """A file of the job's own holding what `stream` (an upload, a request body) gives, in
+    memory while small and on disk past that: the request's own file is closed when the
+    request ends, and a 200 MB export must not sit in this process's memory."""
+    copy = tempfile.SpooledTemporaryFile(max_size=_SPOOL_MEMORY_BYTES)
+    try:
+        while chunk := stream.read(_SPOOL_CHUNK_BYTES):
+            copy.write(chunk)
+            gevent.sleep(0)  # a big upload is copied between other requests
+    except BaseException:
+        copy.close()
+        raise
+    copy.seek(0)
+    return copy
+
+
+def is_blank(upload: BinaryIO) -> bool:
+    """Whether the file is empty or only white space (a big file never is, to this check)."""
+    upload.seek(0)
+    start = upload.read(_BLANK_CHECK_BYTES + 1)
+    upload.seek(0)
+    return len(start) <= _BLANK_CHECK_BYTES and not start.strip()
+
+
+def _run(app: Flask, job_id: int, upload: BinaryIO, preview: bool = False) -> None:
+    with upload, app.app_context():
         beat = gevent.spawn(_heartbeat, app, job_id)
         try:
-            _import(app, db.session.get(ImportJob, job_id), raw, preview)
+            _import(app, db.session.get(ImportJob, job_id), upload, preview)
         except NumiError as error:
             db.session.rollback()
             import_jobs.fail(job_id, error)
@@ -78,9 +116,9 @@ def _heartbeat(app: Flask, job_id: int) -> None:
             import_jobs.touch(job_id)
 
 
-def _import(app: Flask, job: ImportJob, raw: bytes, preview: bool = False) -> None:
+def _import(app: Flask, job: ImportJob, upload: BinaryIO, preview: bool = False) -> None:
     config = app.config
-    with _reader(config, raw) as child:
+    with _reader(config, upload) as child:
         head = child.record()
         if "error" in head:
             raise NumiError(head["error"]["code"], head["error"]["message"])
@@ -122,6 +160,8 @@ def preview_result(job: ImportJob, head: dict[str, Any], child) -> dict[str, Any
         "chats": head.get("chats", 0),
         "messages": head.get("messages", 0),
         "imported_before": 0,
+        "unreadable": head.get("unreadable", 0),
+        "unreadable_chats": head.get("unreadable_chats", []),
     }
     if head["kind"] in ("chats", "project"):
         while "end" not in (record := child.record()):
@@ -143,6 +183,8 @@ def _reveal(app: Flask, writer: ChatWriter, head: dict[str, Any], settings: dict
             "chat": chats[0].to_dict() if chats else None,
             "chats": [chat.to_dict() for chat in chats],
             "skipped": writer.skipped,  # chats this user had from an earlier import
+            "unreadable": head.get("unreadable", 0),
+            "unreadable_chats": head.get("unreadable_chats", []),
         }
     import_jobs.finish(job, result)
     db.session.commit()
@@ -167,17 +209,24 @@ def _import_small(user_id: int, kind: str, document: Any, config) -> dict[str, A
     }
 
 
-def _reader(config, raw: bytes):
+def _reader(config, upload: BinaryIO):
     """The file's records: read in the threadpool when it is small (a few milliseconds of
-    work; a process would cost more than the reading), else in the worker subprocess."""
+    work; a process would cost more than the reading), else in the worker subprocess, which
+    reads the file itself."""
     # Only the limits the checks read: a child's argument list is visible to every local user.
     limits = {k: v for k, v in config.items() if k.startswith(_LIMIT_PREFIXES)}
-    if len(raw) <= _IN_PROCESS_BYTES:
+    upload.seek(0)
+    zipped = upload.read(len(import_archive.ZIP_MAGIC)) == import_archive.ZIP_MAGIC
+    upload.seek(0, os.SEEK_END)
+    # A small zip may inflate to the request limit: always the child's to read.
+    if upload.tell() <= _IN_PROCESS_BYTES and not zipped:
+        upload.seek(0)
+        raw = io.BytesIO(upload.read())
         return _Read(gevent.get_hub().threadpool.apply(_read_all, (raw, limits)))
-    return _Child(limits, raw)
+    return _Child(limits, upload)
 
 
-def _read_all(raw: bytes, limits: dict[str, Any]) -> list[dict[str, Any]]:
+def _read_all(raw: BinaryIO, limits: dict[str, Any]) -> list[dict[str, Any]]:
     try:
         return list(read_records(raw, limits))
     except NumiError as error:
@@ -201,29 +250,23 @@ class _Read:
 
 
 class _Child:
-    """The worker subprocess, fed the file and read back one record at a time."""
+    """The worker subprocess, reading the file itself (its stdin) and read back one record
+    at a time."""
 
-    def __init__(self, limits: dict[str, Any], raw: bytes):
-        self._raw = raw
+    def __init__(self, limits: dict[str, Any], upload: BinaryIO):
+        self._upload = upload
         self._args = [json.dumps(limits)]
 
     def __enter__(self) -> _Child:
+        self._upload.seek(0)
         self._process = child_process.start(
             "numi.web.import_worker",
             self._args,
             memory_bytes=_CHILD_MEMORY_BYTES,
             cpu_seconds=_CHILD_CPU_SECONDS,
+            stdin=self._upload,
         )
-        gevent.spawn(self._feed)
         return self
-
-    def _feed(self) -> None:
-        try:
-            self._process.stdin.write(self._raw)
-            self._process.stdin.close()
-        except (BrokenPipeError, ValueError):
-            pass  # the child stopped early; its exit says why
-        self._raw = b""
 
     def record(self) -> dict[str, Any]:
         line = self._process.stdout.readline()

@@ -1,7 +1,7 @@
 """The Markdown mirror on the web: its JSON API (`/api/mirror`), what Settings → Markdown
 mirror shows (the form itself is `pages/settings.py`'s), and the zip of the mirror that the
 Export menus offer (`/api/export/markdown.zip`): the same files `numi export --markdown`
-writes, in one download."""
+writes, each chat's attachments in its `.files` folder included, in one download."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import zipfile
 
 from flask import Blueprint, current_app, g, jsonify, send_file
 
-from ..chat import live_mirror
+from ..chat import live_mirror, mirror_files
 from ..chat.markdown_mirror import ChatFile, chat_files, live_chat_ids
 from ..cpu_pool import run_cpu
 from ..extensions import db
@@ -71,5 +71,9 @@ def _zip(files: list[ChatFile]):
     with zipfile.ZipFile(spool, "w", zipfile.ZIP_DEFLATED) as archive:
         for file in files:
             archive.writestr(file.path.as_posix(), file.body)
+            folder = mirror_files.files_dir(file.path)
+            for attached in file.attachments:
+                if attached.source.is_file():  # a stored file gone missing is left out
+                    archive.write(attached.source, (folder / attached.name).as_posix())
     spool.seek(0)
     return spool

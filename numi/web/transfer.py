@@ -10,6 +10,7 @@ how far it got and what it imported, or why it was refused."""
 from __future__ import annotations
 
 import io
+from typing import BinaryIO
 
 from flask import (
     Blueprint,
@@ -26,7 +27,7 @@ from flask import (
 from ..chat import import_jobs
 from ..chat.export import export_chat
 from ..errors import invalid
-from .import_runner import start_import
+from .import_runner import is_blank, spooled, start_import
 from .request_kind import is_htmx
 
 bp = Blueprint("transfer", __name__)
@@ -113,15 +114,17 @@ def _result_page(job) -> str:
     return url_for("pages.settings", section="prompts" if job.kind == "prompts" else "memory")
 
 
-def _uploaded_file() -> bytes:
-    """The bytes of the multipart field "file", or the raw body (decoded by the job)."""
+def _uploaded_file() -> BinaryIO:
+    """The multipart field "file", or the raw body (decoded by the job), as a file of the
+    job's own, never read whole here (a 200 MB export goes to disk)."""
     if request.mimetype == "multipart/form-data":
         upload = request.files.get("file")
         if upload is None or not upload.filename:
             raise invalid("Choose an export file to import.", "invalid_import")
-        raw = upload.read()
+        copy = spooled(upload.stream)
     else:
-        raw = request.get_data(cache=False)
-    if not raw.strip():
+        copy = spooled(request.stream)
+    if is_blank(copy):
+        copy.close()
         raise invalid("The file is empty.", "invalid_import")
-    return raw
+    return copy

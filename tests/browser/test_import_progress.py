@@ -78,3 +78,39 @@ def test_a_refused_file_shows_its_reason(live_server, open_page_on, shot, tmp_pa
     assert "Nothing was imported" in text
     shot(page, "import-refused-phone")
     assert page.errors == []
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_the_preview_lists_the_conversations_it_cannot_read_and_why(
+    live_server, open_page_on, shot, tmp_path, size
+):
+    """Issue 42: "3 unreadable, with why" before anything is written; the file's titles
+    and the reasons shown as text, a long one wrapping on a phone."""
+    hostile = '<img src=x onerror="document.title=1">' + "Quarterly tax notes " * 6
+    chats = [chatgpt_chain(2, f"Readable {n}")[0] for n in range(3)]
+    for n, chat in enumerate(chats):
+        chat["conversation_id"] = f"conv-{n}"
+    chats[1] = {"title": hostile, "mapping": "not a tree"}
+    chats.append({"title": "Cut", "mapping": {}, "current_node": "gone"})
+    export = tmp_path / "conversations.json"
+    export.write_text(json.dumps(chats))
+    page = open_page_on(live_server, size, "light", "/settings/import")
+    page.set_input_files("form.import-form input[type=file]", str(export))
+    page.get_by_role("button", name="Preview", exact=True).click()
+    preview = page.locator("#import-preview .import-preview")
+    expect(preview).to_have_text(
+        "2 chats, 4 messages from ChatGPT (conversations.json); 2 unreadable, left out. "
+        "Nothing was written yet.",
+        timeout=60_000,
+    )
+    listed = page.locator("#import-preview .import-unreadable li")
+    expect(listed).to_have_count(2)
+    assert listed.nth(0).inner_text() == (
+        f"{hostile.strip()}: conversations[1].mapping must be an object of message nodes."
+    )
+    assert listed.nth(1).inner_text().startswith("Cut: conversations[3].")
+    assert page.locator("#import-preview img").count() == 0
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    expect(page.get_by_role("button", name="Import 2 chats", exact=True)).to_be_visible()
+    shot(page, f"import-unreadable-{size}", full_page=True)
+    assert page.errors == []

@@ -347,6 +347,8 @@ def test_a_preview_says_what_an_import_would_add_and_writes_nothing(sqlite_clien
         "chats": 2,
         "messages": 7,
         "imported_before": 0,
+        "unreadable": 0,
+        "unreadable_chats": [],
     }
     assert sqlite_client.get("/api/sessions").get_json()["sessions"] == []
     page = sqlite_client.get(f"/imports/{job['id']}").get_data(as_text=True)

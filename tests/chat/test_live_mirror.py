@@ -240,3 +240,79 @@ def test_a_finished_turn_reaches_the_file_and_a_restart_catches_up(server, scrip
         what="the rename caught up on",
     )
     assert not path.exists()
+
+
+def upload(client, name: str, data: bytes) -> int:
+    response = client.post("/api/upload", data={"file": (io.BytesIO(data), name)})
+    assert response.status_code == 201, response.get_json()
+    return response.get_json()["attachments"][0]["id"]
+
+
+def test_attachments_sit_beside_the_file_under_safe_names_and_follow_the_chat(
+    app, client, tmp_path
+):
+    """Issue 42: each chat's attachments copied into `<chat>.files/` and linked from it;
+    names from the uploader made safe; the folder renamed with the chat and moved to
+    `.trash/` with it; the zip holds the same files."""
+    app.config["NUMI_MIRROR_DELAY_SECONDS"] = 0.05
+    app.config["NUMI_MIRROR_MIN_FREE_MB"] = 0
+    other = new_chat(client, "Paris")
+    sneaky = f'---\nid: "{other}"\ngenerated_by: numi\n---\nNot a chat file.\n'.encode()
+    uploads = {
+        ".bashrc": b"alias ls=rm\n",
+        "CON.txt": b"reserved on Windows\n",
+        "Report.txt": b"first report\n",
+        "report.TXT": b"second report, same name but for case\n",
+        "notes.md": sneaky,
+    }
+    ids = {name: upload(client, name, data) for name, data in uploads.items()}
+    document = {
+        "format": "numi.chat",
+        "version": 1,
+        "chat": {"title": "Lyon", "created_at": "2024-05-01T10:00:00Z"},
+        "messages": [
+            {
+                "role": "user",
+                "content": "Here are my files.",
+                "content_parts": [{"type": "attachment", "id": i} for i in ids.values()],
+            },
+            {"role": "assistant", "content": "Thanks."},
+        ],
+    }
+    chat_id = imported_chat(client, document)["id"]
+    vault = tmp_path / "vault"
+    turn_on(client, vault)
+    attached = vault / f"Lyon-{chat_id[:8]}.files"
+    settle(app, "the attachments", lambda: attached.is_dir())
+    expected = {
+        "bashrc": uploads[".bashrc"],
+        f"file-{ids['CON.txt']} CON.txt": uploads["CON.txt"],
+        "Report.txt": uploads["Report.txt"],
+        f"report-{ids['report.TXT']}.TXT": uploads["report.TXT"],
+        "notes.md": sneaky,
+    }
+    assert {p.name: p.read_bytes() for p in attached.iterdir()} == expected
+    body = (vault / f"Lyon-{chat_id[:8]}.md").read_text("utf-8")
+    assert f"[Report.txt (13 bytes)](Lyon-{chat_id[:8]}.files/Report.txt)" in body
+    assert f"(Lyon-{chat_id[:8]}.files/file-{ids['CON.txt']}%20CON.txt)" in body
+    # The attached .md with a chat's front matter is no chat file: Paris keeps its own.
+    assert files(vault) == [
+        f"Lyon-{chat_id[:8]}.files/notes.md",
+        f"Lyon-{chat_id[:8]}.md",
+        f"Paris-{other[:8]}.md",
+    ]
+
+    archive = zipfile.ZipFile(io.BytesIO(client.get("/api/export/markdown.zip").data))
+    zipped = {n: archive.read(n) for n in archive.namelist() if ".files/" in n}
+    assert zipped == {f"Lyon-{chat_id[:8]}.files/{n}": data for n, data in expected.items()}
+
+    client.patch(f"/api/session/{chat_id}", json={"title": "Lyon files"})
+    renamed = vault / f"Lyon files-{chat_id[:8]}.files"
+    settle(app, "the rename", lambda: renamed.is_dir() and not attached.exists())
+    assert {p.name for p in renamed.iterdir()} == set(expected)
+
+    client.delete(f"/api/session/{chat_id}")
+    settle(app, "the delete", lambda: not renamed.exists())
+    trashed = vault / ".trash" / renamed.name
+    assert {p.name for p in trashed.iterdir()} == set(expected)
+    assert not list(vault.rglob("*.numi-*")) and not list(vault.rglob(".numi-*"))

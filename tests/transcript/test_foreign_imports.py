@@ -386,12 +386,27 @@ def _broken_openwebui():
 
 
 @pytest.mark.parametrize("document", _broken_chatgpt() + _broken_openwebui())
-def test_a_malformed_file_imports_nothing(multi_app, client_a, document):
+def test_a_malformed_conversation_is_left_out_with_why_and_alone_imports_nothing(
+    multi_app, client_a, document
+):
+    """Each file holds one good conversation and one malformed one. Issue 42: the malformed
+    one no longer refuses the whole file: it is left out and listed with the reason (as
+    the preview says first), and the good one imports. Alone, it imports nothing."""
     job = upload(client_a, document)
-    assert job["state"] == "failed", job
-    error = job["error"]
-    assert error["code"] == "invalid_import" and error["message"]
-    assert client_a.get("/api/sessions").get_json()["sessions"] == []
+    assert job["state"] == "done", job
+    assert len(job["result"]["chats"]) == 1 and job["result"]["unreadable"] == 1, job
+    (left_out,) = job["result"]["unreadable_chats"]
+    assert left_out["reason"]
+    assert len(client_a.get("/api/sessions").get_json()["sessions"]) == 1
+
+    alone = upload(client_a, [document[left_out["index"]]])
+    assert alone["state"] == "failed", alone
+    error = alone["error"]
+    assert error["code"] == "invalid_import"
+    if isinstance(document[left_out["index"]], dict):  # else the file is no known format
+        # The same reason, about the first conversation of its file now.
+        assert error["message"] == left_out["reason"].replace(f"[{left_out['index']}]", "[0]", 1)
+    assert len(client_a.get("/api/sessions").get_json()["sessions"]) == 1
 
 
 def test_imported_chats_keep_their_own_times_in_the_list(multi_app, client_a):

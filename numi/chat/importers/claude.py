@@ -51,10 +51,13 @@ class ClaudeImporter:
         return isinstance(first, dict) and "chat_messages" in first
 
     def parse(self, document: Any, limits: dict[str, Any]) -> list[ImportedChat]:
-        items = document if isinstance(document, list) else [document]
-        return [
-            self._conversation(raw, f"conversations[{i}]", limits) for i, raw in enumerate(items)
-        ]
+        return [self.conversation(raw, i, limits) for i, raw in enumerate(self.items(document))]
+
+    def items(self, document: Any) -> list[Any]:
+        return document if isinstance(document, list) else [document]
+
+    def conversation(self, raw: Any, index: int, limits: dict[str, Any]) -> ImportedChat:
+        return self._conversation(raw, f"conversations[{index}]", limits)
 
     def _conversation(self, raw: Any, where: str, limits: dict[str, Any]) -> ImportedChat:
         raw = obj(raw, where)
