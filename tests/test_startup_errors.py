@@ -109,7 +109,7 @@ def test_version():
 
 
 def test_a_second_server_on_a_data_dir_names_the_holder_and_exits_2(live_server_factory):
-    first = live_server_factory()
+    first = live_server_factory(own_process=True)
     port = free_port()
     second = subprocess.run(
         [*numi_command(), "serve", "--port", str(port)],
@@ -135,8 +135,8 @@ def test_a_second_server_on_a_data_dir_names_the_holder_and_exits_2(live_server_
 @pytest.mark.redis
 def test_servers_sharing_redis_share_a_data_dir(live_server_factory, redis_settings):
     settings = redis_settings()
-    first = live_server_factory(**settings)
-    second = live_server_factory(**settings, NUMI_DATA_DIR=str(first.data_dir))
+    first = live_server_factory(own_process=True, **settings)
+    second = live_server_factory(own_process=True, **settings, NUMI_DATA_DIR=str(first.data_dir))
     for server in (first, second):
         with urllib.request.urlopen(server.url + "/healthz", timeout=5) as response:
             assert response.status == 200
@@ -235,7 +235,7 @@ def test_open_without_numi_port_links_to_the_running_servers_port(live_server_fa
     """Issue 35: `numi open` without NUMI_PORT linked to 8765 while the server ran on
     another port. The data directory's serve.lock names the running server's port; a lock
     file left by a stopped server is not believed."""
-    server = live_server_factory()
+    server = live_server_factory(own_process=True)
     assert server.port != 8765
     env = {key: value for key, value in server.env.items() if key != "NUMI_PORT"}
     env["BROWSER"] = "true"  # a browser that opens the link and says it did
@@ -260,7 +260,7 @@ def test_open_without_numi_port_links_to_the_running_servers_port(live_server_fa
 def test_ctrl_c_stops_the_server_with_one_line(live_server_factory):
     """Issue 35: Ctrl-C printed gevent's KeyboardInterrupt report (a traceback or a bare
     timestamp). It stops the server as SIGTERM does and says so in one line."""
-    server = live_server_factory()
+    server = live_server_factory(own_process=True)
     with urllib.request.urlopen(server.url + "/healthz", timeout=5) as response:
         assert response.status == 200
     server.proc.send_signal(signal.SIGINT)
