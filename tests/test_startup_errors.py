@@ -17,7 +17,7 @@ import pytest
 from numi.config import SETTINGS, load_config
 from numi.setting_values import SettingError
 
-from server_wait import wait_until_ready
+from server_wait import HANG_SECONDS, wait_until_ready
 from turn_support import free_port
 from fixtures.live_server import numi_command, server_environment
 
@@ -101,7 +101,7 @@ def test_a_boolean_reads_its_words_in_any_case():
 
 def test_version():
     result = subprocess.run(
-        [*numi_command(), "--version"], capture_output=True, text=True, timeout=60
+        [*numi_command(), "--version"], capture_output=True, text=True, timeout=HANG_SECONDS
     )
     from numi import __version__
 
@@ -119,7 +119,7 @@ def test_a_second_server_on_a_data_dir_names_the_holder_and_exits_2(live_server_
         },
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_SECONDS,
     )
     line = _one_line(second)
     assert f"pid {first.proc.pid}, port {first.port}" in line, line
@@ -180,7 +180,9 @@ def test_serve_open_opens_the_browser_at_the_tokened_url_once_ready(tmp_path):
 
 def _in_a_child(probe: str) -> subprocess.CompletedProcess:
     """Run `probe` in a fresh interpreter (importing numi.cli monkey-patches it)."""
-    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=HANG_SECONDS
+    )
 
 
 def test_the_command_line_monkey_patches_before_anything_heavy_is_imported():
@@ -219,12 +221,12 @@ def test_a_bad_setting_under_gunicorn_is_one_line(tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_SECONDS,
     )
     line = _one_line(refused)
     assert line == "Error: NUMI_AUTH='foo': must be one of single, multi, none. (invalid_setting)"
     bare = subprocess.run(
-        [*command, "numi.wsgi:app"], env=env, capture_output=True, text=True, timeout=120
+        [*command, "numi.wsgi:app"], env=env, capture_output=True, text=True, timeout=HANG_SECONDS
     )
     assert bare.returncode == 4 and "Traceback" not in bare.stderr, bare.stderr
     said = [entry for entry in bare.stderr.splitlines() if entry.startswith("Error:")]
@@ -246,7 +248,7 @@ def test_open_without_numi_port_links_to_the_running_servers_port(live_server_fa
             env=env,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=HANG_SECONDS,
         )
         assert result.returncode == 0, result.stderr
         return result.stdout
