@@ -21,7 +21,9 @@ Fixtures (all real components, nothing of ours mocked):
   Redis at NUMI_TEST_REDIS_URL (default redis://127.0.0.1:6379/0); its keys are deleted
   afterwards. Without a reachable Redis the test is skipped, or fails with CI=true.
 - `live_server`: the real `numi serve` in a subprocess on a free loopback port (module
-  scope); `live_server_factory(**env)` starts more, e.g. in multi-user mode. The object has
+  scope), forked from the worker's pre-imported zygote (tests/server_zygote.py);
+  `live_server_factory(**env)` starts more, e.g. in multi-user mode, and
+  `live_server_factory(own_process=True)` one started as a process of its own. The object has
   .url .port .data_dir .database_url .env .proc .restart() .kill() .cli(*args);
   `live_server_factory(serve_args=("--demo",))` passes options to `numi serve`.
 

@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_serve_demo_answers_without_an_api_key(live_server_factory):
-    server = live_server_factory(serve_args=("--demo",))
+    # A process of its own, as a newcomer's `numi serve --demo` is.
+    server = live_server_factory(own_process=True, serve_args=("--demo",))
     api = Api(server.url, token=server.token)
     status, body = api.get("/api/endpoints")
     demo = next(e for e in body["endpoints"] if e["name"] == "Demo (scripted)")

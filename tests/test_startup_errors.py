@@ -17,7 +17,7 @@ import pytest
 from numi.config import SETTINGS, load_config
 from numi.setting_values import SettingError
 
-from server_wait import wait_until_ready
+from server_wait import HANG_SECONDS, wait_until_ready
 from turn_support import free_port
 from fixtures.live_server import numi_command, server_environment
 
@@ -101,7 +101,7 @@ def test_a_boolean_reads_its_words_in_any_case():
 
 def test_version():
     result = subprocess.run(
-        [*numi_command(), "--version"], capture_output=True, text=True, timeout=60
+        [*numi_command(), "--version"], capture_output=True, text=True, timeout=HANG_SECONDS
     )
     from numi import __version__
 
@@ -109,7 +109,7 @@ def test_version():
 
 
 def test_a_second_server_on_a_data_dir_names_the_holder_and_exits_2(live_server_factory):
-    first = live_server_factory()
+    first = live_server_factory(own_process=True)
     port = free_port()
     second = subprocess.run(
         [*numi_command(), "serve", "--port", str(port)],
@@ -119,7 +119,7 @@ def test_a_second_server_on_a_data_dir_names_the_holder_and_exits_2(live_server_
         },
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_SECONDS,
     )
     line = _one_line(second)
     assert f"pid {first.proc.pid}, port {first.port}" in line, line
@@ -135,8 +135,8 @@ def test_a_second_server_on_a_data_dir_names_the_holder_and_exits_2(live_server_
 @pytest.mark.redis
 def test_servers_sharing_redis_share_a_data_dir(live_server_factory, redis_settings):
     settings = redis_settings()
-    first = live_server_factory(**settings)
-    second = live_server_factory(**settings, NUMI_DATA_DIR=str(first.data_dir))
+    first = live_server_factory(own_process=True, **settings)
+    second = live_server_factory(own_process=True, **settings, NUMI_DATA_DIR=str(first.data_dir))
     for server in (first, second):
         with urllib.request.urlopen(server.url + "/healthz", timeout=5) as response:
             assert response.status == 200
@@ -180,7 +180,9 @@ def test_serve_open_opens_the_browser_at_the_tokened_url_once_ready(tmp_path):
 
 def _in_a_child(probe: str) -> subprocess.CompletedProcess:
     """Run `probe` in a fresh interpreter (importing numi.cli monkey-patches it)."""
-    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=HANG_SECONDS
+    )
 
 
 def test_the_command_line_monkey_patches_before_anything_heavy_is_imported():
@@ -219,12 +221,12 @@ def test_a_bad_setting_under_gunicorn_is_one_line(tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_SECONDS,
     )
     line = _one_line(refused)
     assert line == "Error: NUMI_AUTH='foo': must be one of single, multi, none. (invalid_setting)"
     bare = subprocess.run(
-        [*command, "numi.wsgi:app"], env=env, capture_output=True, text=True, timeout=120
+        [*command, "numi.wsgi:app"], env=env, capture_output=True, text=True, timeout=HANG_SECONDS
     )
     assert bare.returncode == 4 and "Traceback" not in bare.stderr, bare.stderr
     said = [entry for entry in bare.stderr.splitlines() if entry.startswith("Error:")]
@@ -235,7 +237,7 @@ def test_open_without_numi_port_links_to_the_running_servers_port(live_server_fa
     """Issue 35: `numi open` without NUMI_PORT linked to 8765 while the server ran on
     another port. The data directory's serve.lock names the running server's port; a lock
     file left by a stopped server is not believed."""
-    server = live_server_factory()
+    server = live_server_factory(own_process=True)
     assert server.port != 8765
     env = {key: value for key, value in server.env.items() if key != "NUMI_PORT"}
     env["BROWSER"] = "true"  # a browser that opens the link and says it did
@@ -246,7 +248,7 @@ def test_open_without_numi_port_links_to_the_running_servers_port(live_server_fa
             env=env,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=HANG_SECONDS,
         )
         assert result.returncode == 0, result.stderr
         return result.stdout
@@ -260,7 +262,7 @@ def test_open_without_numi_port_links_to_the_running_servers_port(live_server_fa
 def test_ctrl_c_stops_the_server_with_one_line(live_server_factory):
     """Issue 35: Ctrl-C printed gevent's KeyboardInterrupt report (a traceback or a bare
     timestamp). It stops the server as SIGTERM does and says so in one line."""
-    server = live_server_factory()
+    server = live_server_factory(own_process=True)
     with urllib.request.urlopen(server.url + "/healthz", timeout=5) as response:
         assert response.status == 200
     server.proc.send_signal(signal.SIGINT)

@@ -15,7 +15,7 @@ import pytest
 from import_support import api_imported_chat
 
 from numi.testing import Scenario
-from page_support import serious_violations
+from page_support import LOOKS, serious_violations
 from turn_support import Api, make_chat, turn_server_env
 from server_wait import WAIT_SECONDS
 
@@ -80,8 +80,7 @@ def _own_errors(page) -> list[str]:
     return [e for e in page.errors if not FRAME_REPORTS.search(e)]
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("size", ["desktop", "phone"])
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_an_html_artifact_runs_in_its_frame_and_cannot_reach_the_page(
     server, open_page_on, shot, size, scheme
 ):

@@ -13,7 +13,7 @@ import pytest
 
 from numi.testing import Scenario
 
-from page_support import ALL_LOOKS, open_chat, serious_violations
+from page_support import LOOKS, open_chat, serious_violations
 from turn_support import make_chat, models_listed
 
 pytestmark = pytest.mark.browser
@@ -39,7 +39,7 @@ def send_compare(page, models: list[str], text: str) -> None:
     page.press("#composer-input", "Enter")
 
 
-@pytest.mark.parametrize("size,scheme", ALL_LOOKS)
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_a_three_lane_compare_streams_stops_resumes_and_continues(
     open_page_on, site, api, scripted, shot, size, scheme
 ):
@@ -128,7 +128,7 @@ def test_a_three_lane_compare_streams_stops_resumes_and_continues(
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size,scheme", [ALL_LOOKS[0], ALL_LOOKS[3]])
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_each_lane_asks_for_its_tool_on_its_own_card(
     open_page_on, site, api, scripted, shot, size, scheme
 ):

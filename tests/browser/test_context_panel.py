@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from numi.testing import Scenario
-from page_support import ALL_LOOKS
+from page_support import LOOKS
 from turn_support import Socket, make_chat, refresh_models
 from server_wait import WAIT_SECONDS
 
@@ -32,7 +32,7 @@ def serious(page) -> list[str]:
     return serious_violations(page)
 
 
-@pytest.mark.parametrize("size, scheme", ALL_LOOKS)
+@pytest.mark.parametrize("size, scheme", LOOKS)
 def test_the_context_panel_lays_the_request_open(
     open_page_on, site, api, scripted, shot, size, scheme
 ):
@@ -162,7 +162,7 @@ def choose(row, label: str) -> None:
     row.select_option(value)
 
 
-@pytest.mark.parametrize("size, scheme", ALL_LOOKS)
+@pytest.mark.parametrize("size, scheme", LOOKS)
 def test_the_fallback_editor_in_chat_settings_and_settings(
     open_page_on, site, api, scripted, shot, size, scheme
 ):

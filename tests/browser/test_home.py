@@ -45,7 +45,7 @@ def test_the_first_question_is_typed_on_the_home_page(
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size,scheme", [*LOOKS, ("desktop", "dark"), ("phone", "light")])
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_suggestions_fill_the_composer_and_never_send(
     site, scripted, open_page_on, size, scheme, shot
 ):

@@ -157,7 +157,8 @@ def test_a_new_release_offers_reload_to_update(live_server_factory, tmp_path, br
     release = tmp_path / "release"
     for name in ("numi", "templates", "static", "migrations"):
         shutil.copytree(ROOT / name, release / name, ignore=shutil.ignore_patterns("__pycache__"))
-    server = live_server_factory(**turn_server_env())
+    # A process of its own: the restart imports the release copy first on PYTHONPATH.
+    server = live_server_factory(own_process=True, **turn_server_env())
     context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=server.url)
     try:
         page = context.new_page()

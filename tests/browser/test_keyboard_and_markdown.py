@@ -120,8 +120,7 @@ def test_one_tab_stop_per_sidebar_chat_and_arrows_reach_its_actions(
     assert page.errors == []
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("size", ["desktop", "phone"])
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_the_shortcuts_dialog_has_a_backdrop(open_page_on, site, size, scheme, shot):
     page = open_page_on(site, size, scheme, "/")
     page.locator("body").press("?")
@@ -139,8 +138,7 @@ def test_the_shortcuts_dialog_has_a_backdrop(open_page_on, site, size, scheme, s
     assert page.errors == []
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("size", ["desktop", "phone"])
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_wide_blocks_scroll_by_keyboard_footnotes_link_and_math_is_typeset(
     open_page_on, site, api, scripted, size, scheme, shot
 ):

@@ -363,8 +363,7 @@ def test_a_question_is_edited_in_place_and_sent_as_a_new_version(
     assert page.errors == []
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("size", ["phone", "desktop"])
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_the_chat_header_fits_one_row(open_page_on, site, api, scripted, shot, size, scheme):
     chat = make_chat(api, scripted, model=f"header-{uuid.uuid4().hex[:8]}")
     page = open_page_on(site, size, scheme)

@@ -75,8 +75,7 @@ def hints_cut_off(page) -> list[str]:
     )
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("size", ["desktop", "phone"])
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_search_the_picker_by_keyboard_and_pick(
     site, api, servers, open_page_on, shot, size, scheme
 ):

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from numi.testing import Scenario
 
-from page_support import ALL_LOOKS, LOOKS, reveal_sidebar, serious_violations
+from page_support import LOOKS, reveal_sidebar, serious_violations
 from turn_support import Socket, make_chat
 from server_wait import WAIT_SECONDS
 
@@ -358,7 +358,7 @@ def test_axe_finds_no_serious_problems_in_the_new_views(open_page, api, size, th
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size,scheme", ALL_LOOKS)
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_move_to_a_project_from_a_rows_menu(open_page, api, size, scheme, shot):
     """A row's "…" holds Move to…, so a chat reaches a project without drag and drop: on a
     phone by touch (a tap on the "…", always shown there), on a desktop by mouse. The page
@@ -403,7 +403,7 @@ def test_move_to_a_project_from_a_rows_menu(open_page, api, size, scheme, shot):
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size,scheme", ALL_LOOKS)
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_search_opens_from_its_icon_and_closes_on_escape(open_page, api, size, scheme, shot):
     """The sidebar's search is an icon beside New chat: it opens the box (focused, Titles and
     Messages under it) by a click or Enter; Esc empties it, the list comes back whole, and

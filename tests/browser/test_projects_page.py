@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from numi.testing import Scenario
-from page_support import ALL_LOOKS, LOOKS, reveal_sidebar, serious_violations
+from page_support import LOOKS, reveal_sidebar, serious_violations
 from turn_support import make_chat, refresh_models
 from server_wait import WAIT_SECONDS
 
@@ -29,7 +29,7 @@ def serious(page) -> list[str]:
     return serious_violations(page)
 
 
-@pytest.mark.parametrize("size, scheme", ALL_LOOKS)
+@pytest.mark.parametrize("size, scheme", LOOKS)
 def test_project_flow(open_page_on, site, api, scripted, size, scheme, shot):
     mark = uuid.uuid4().hex[:6]
     name = f"Garden {mark}"
@@ -102,7 +102,7 @@ def test_project_flow(open_page_on, site, api, scripted, size, scheme, shot):
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size, scheme", ALL_LOOKS)
+@pytest.mark.parametrize("size, scheme", LOOKS)
 def test_project_defaults(open_page_on, site, api, scripted, size, scheme, shot):
     """The defaults form: a model, a tool, a fallback chain edited row by row; Save keeps
     them, and a new chat of the project takes the model and the tool (the chain stays the
@@ -180,7 +180,7 @@ def test_project_embedding_model(open_page_on, site, api, scripted, size, scheme
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size, scheme", ALL_LOOKS)
+@pytest.mark.parametrize("size, scheme", LOOKS)
 def test_memory_approval_card(open_page_on, site, api, scripted, size, scheme, shot):
     fact = f"Prefers metric units ({uuid.uuid4().hex[:6]})."
     api.call("PATCH", "/api/preferences", {"memory": True})

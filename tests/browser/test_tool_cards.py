@@ -13,7 +13,7 @@ import pytest
 
 from numi.testing import Scenario
 
-from page_support import ALL_LOOKS, LOOKS, open_chat, send, serious_violations
+from page_support import LOOKS, open_chat, send, serious_violations
 from turn_support import make_chat
 
 pytestmark = pytest.mark.browser
@@ -165,7 +165,7 @@ def test_the_tool_chooser_lists_labels_in_order(
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size,scheme", ALL_LOOKS)
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_a_finished_step_reads_as_one_sentence(
     open_page_on, site, api, scripted, shot, tmp_path, size, scheme
 ):

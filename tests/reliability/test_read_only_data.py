@@ -48,7 +48,8 @@ def test_a_read_only_data_dir_is_storage_unavailable_then_refused_at_start(
 ):
     from turn_support import Api
 
-    server = live_server_factory(**turn_server_env())
+    # A process of its own: its refused start is under test.
+    server = live_server_factory(own_process=True, **turn_server_env())
     api = Api(server.url, token=server.token)
     make_chat(api, scripted)
     read_only(server.data_dir)

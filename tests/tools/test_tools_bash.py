@@ -24,12 +24,15 @@ SECRETS = {
 @pytest.fixture(scope="module")
 def server(live_server_factory):
     started = live_server_factory(
+        # A process of its own: the test reads /proc/<server>/environ, which a forked
+        # server's would hold the zygote's environment in, not this start's secrets.
+        own_process=True,
         **turn_server_env(
             NUMI_BASH_TIMEOUT_SECONDS="1.5",
             NUMI_BASH_MAX_OUTPUT_CHARS="2000",
             NUMI_APPROVAL_TIMEOUT_SECONDS="1.5",
             **SECRETS,
-        )
+        ),
     )
     yield started
     started.stop()

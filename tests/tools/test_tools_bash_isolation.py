@@ -51,7 +51,10 @@ if "NUMI_SECRET_KEY" in found:
 @pytest.fixture(scope="module")
 def server(live_server_factory):
     return live_server_factory(
-        **turn_server_env(NUMI_SECRET_KEY=SECRET_KEY, NUMI_ACCESS_TOKEN=ACCESS)
+        # A process of its own: the test reads /proc/<server>/environ, which a forked
+        # server's would hold the zygote's environment in, not this start's secrets.
+        own_process=True,
+        **turn_server_env(NUMI_SECRET_KEY=SECRET_KEY, NUMI_ACCESS_TOKEN=ACCESS),
     )
 
 

@@ -44,6 +44,9 @@ PNG = base64.b64decode(
 @pytest.fixture(scope="module")
 def server(live_server_factory):
     started = live_server_factory(
+        # A process of its own: the test reads /proc/<server>/environ, which a forked
+        # server's would hold the zygote's environment in, not this start's secrets.
+        own_process=True,
         **turn_server_env(
             # Room for a busy loop to use its 1 s of CPU on a loaded machine before the wall
             # time ends it; importing pandas takes about 0.5 s of CPU.
@@ -55,7 +58,7 @@ def server(live_server_factory):
             NUMI_CODE_CPU_SECONDS="1",
             NUMI_APPROVAL_TIMEOUT_SECONDS="20",
             **SECRETS,
-        )
+        ),
     )
     yield started
     started.stop()
