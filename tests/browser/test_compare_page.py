@@ -163,7 +163,7 @@ def test_each_lane_asks_for_its_tool_on_its_own_card(
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size,scheme", ALL_LOOKS)
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_the_compare_picker_filters_models_by_typing(
     open_page_on, site, api, scripted, shot, size, scheme
 ):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from page_support import ALL_LOOKS, SIZES, serious_violations
+from page_support import LOOKS, SIZES, serious_violations
 from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
@@ -40,7 +40,7 @@ def _login_page(browser, server, size: str, scheme: str, *, script: bool = True)
     return page
 
 
-@pytest.mark.parametrize("size,scheme", ALL_LOOKS)
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_the_login_page_is_a_centred_card_that_says_what_went_wrong(
     browser, accounts, shot, size, scheme
 ):

@@ -15,7 +15,7 @@ from import_support import api_imported_chat
 
 from numi.testing import Scenario
 
-from page_support import ALL_LOOKS, LOOKS, open_chat, open_signed_in_page, send, serious_violations
+from page_support import LOOKS, open_chat, open_signed_in_page, send, serious_violations
 from turn_support import make_chat
 
 pytestmark = pytest.mark.browser
@@ -289,7 +289,7 @@ def test_show_more_needs_no_script(browser, site, api):
         signed_in.context.close()
 
 
-@pytest.mark.parametrize("size,scheme", ALL_LOOKS)
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_a_question_is_edited_in_place_and_sent_as_a_new_version(
     open_page_on, site, api, scripted, shot, size, scheme
 ):

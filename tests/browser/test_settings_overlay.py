@@ -9,7 +9,7 @@ import pytest
 
 from import_support import api_imported_chat
 
-from page_support import ALL_LOOKS, SIZES, open_chat, reveal_sidebar, serious_violations
+from page_support import LOOKS, SIZES, open_chat, reveal_sidebar, serious_violations
 
 pytestmark = pytest.mark.browser
 
@@ -37,7 +37,7 @@ def transcript_scroll(page) -> int:
     return page.evaluate("() => Math.round(document.getElementById('transcript').scrollTop)")
 
 
-@pytest.mark.parametrize("size,scheme", ALL_LOOKS)
+@pytest.mark.parametrize("size,scheme", LOOKS)
 def test_settings_open_over_the_chat_and_close_back_to_it(
     open_page_on, site, api, shot, size, scheme
 ):
