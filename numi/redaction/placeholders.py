@@ -14,7 +14,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from .rules import Detector, RedactionRules
+from .detectors import Detector
+from .rules import RedactionRules
 
 # What a placeholder looks like; `restore` holds back a chunk's tail that could begin one.
 PLACEHOLDER = re.compile(r"\[([A-Z][A-Z0-9]{0,19})_([1-9][0-9]{0,5})\]")

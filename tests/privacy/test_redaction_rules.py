@@ -135,6 +135,20 @@ def test_the_users_words_match_whatever_their_case(text):
     assert out.endswith("[NAME_1]") and counts == {"NAME": 1}
 
 
+@pytest.mark.parametrize("prefix", ["", "İ "])  # lower-cased as it is, and case-insensitively
+def test_the_users_words_are_found_after_any_separator_and_the_longest_wins(prefix):
+    setting = check_rules(
+        {"words": [{"text": "Jane Roe", "label": "CLIENT"}, "Roe", "Zoë", "Ann-Marie"]}
+    )
+    text = prefix + "Jane Roe, (roe) «Roe» —Roe\nroe\tZOË 'ann-marie' Roebuck xroe Roe_1 ROE"
+    out, counts = redact(text, setting)
+    assert out == prefix + (
+        "[CLIENT_1], ([NAME_1]) «[NAME_1]» —[NAME_1]\n[NAME_1]\t[NAME_2] '[NAME_3]' Roebuck "
+        "xroe Roe_1 [NAME_1]"
+    )
+    assert counts == {"CLIENT": 1, "NAME": 7}
+
+
 def test_rules_switched_off_one_by_one():
     setting = check_rules({"rules": ["phone"]})
     assert redact("a@example.com +49 30 1234567", setting)[0] == "a@example.com [PHONE_1]"
