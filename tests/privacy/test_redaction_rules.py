@@ -149,6 +149,14 @@ def test_the_users_words_are_found_after_any_separator_and_the_longest_wins(pref
     assert counts == {"CLIENT": 1, "NAME": 7}
 
 
+@pytest.mark.parametrize("prefix", ["", "İ "])
+def test_words_that_share_a_prefix_are_found_in_one_pass_alike(prefix):
+    setting = check_rules({"words": ["Roe", "Roeland", "ROE-2"]})
+    out, counts = redact(prefix + "Roe, (roe) «Roeland» —roe-2 Roebuck xroe Roe_1 ROE", setting)
+    assert out == prefix + "[NAME_1], ([NAME_1]) «[NAME_2]» —[NAME_3] Roebuck xroe Roe_1 [NAME_1]"
+    assert counts == {"NAME": 5}
+
+
 def test_rules_switched_off_one_by_one():
     setting = check_rules({"rules": ["phone"]})
     assert redact("a@example.com +49 30 1234567", setting)[0] == "a@example.com [PHONE_1]"
