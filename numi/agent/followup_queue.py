@@ -40,6 +40,7 @@ def enqueue(user_id: int, chat_id: str, send: Send, attachments: list[int]) -> Q
         request_id=send.request_id or f"q-{uuid.uuid4().hex}",
         timezone=send.timezone,
         tz_offset=send.tz_offset,
+        exempt=list(send.exempt),
     )
     publish_queue(chat_id, user_id)
     return item
@@ -74,6 +75,8 @@ def start_next(chat_id: str) -> bool:
             return False
         payload = {key: taken[key] for key in ("message", "attachments", "request_id", "timezone")}
         payload["tz_offset"] = taken["tz_offset"]
+        if taken["exempt"]:
+            payload["exempt"] = taken["exempt"]  # this follow-up's own "Send as is once"
         try:
             # Checked again, as any send: the text was edited, an attachment may be gone.
             send = Send.from_payload(payload, current_app.config)

@@ -62,9 +62,11 @@ def add(
     request_id: str,
     timezone: str | None,
     tz_offset: int | None,
+    exempt: list[str] | None = None,
 ) -> QueuedMessage:
     """Queue a follow-up. The same request_id again is the same item (a resend after a lost
-    connection), never a second one."""
+    connection), never a second one. `exempt`: what the send lets through unredacted, kept
+    for its own turn."""
     same = db.session.execute(
         select(QueuedMessage).where(
             QueuedMessage.chat_id == chat_id, QueuedMessage.request_id == request_id
@@ -94,6 +96,8 @@ def add(
         tz_offset=tz_offset,
     )
     item.attachments = attachments
+    if exempt:
+        item.exempt = exempt
     db.session.add(item)
     db.session.commit()
     return item
@@ -147,6 +151,7 @@ def take_next(chat_id: str) -> dict[str, Any] | None:
         "request_id": item.request_id,
         "timezone": item.timezone,
         "tz_offset": item.tz_offset,
+        "exempt": loads(item.exempt_json, []),
     }
     db.session.execute(_DELETE_QUEUED, {"item_id": item.id})
     db.session.commit()
@@ -166,5 +171,7 @@ def put_back(taken: dict[str, Any]) -> None:
         tz_offset=taken["tz_offset"],
     )
     item.attachments = taken["attachments"]
+    if taken.get("exempt"):
+        item.exempt = taken["exempt"]
     db.session.add(item)
     db.session.commit()

@@ -278,9 +278,13 @@ class QueuedMessage(db.Model):
     request_id: Mapped[str] = mapped_column(String(100))
     timezone: Mapped[str | None] = mapped_column(String(64))
     tz_offset: Mapped[int | None]
+    # The values the send let through unredacted ("Send as is once"): they apply to this
+    # follow-up's turn when it starts, and go with the row.
+    exempt_json: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
     attachments = json_property("attachments_json", list)
+    exempt = json_property("exempt_json", list)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -2,8 +2,10 @@
 put back in what streams in.
 
 - `rules`: the endpoint's `redaction` setting, checked (`check_rules`), and the detectors
-  it switches on (emails, phones, IBANs, cards, IP addresses, keys, the user's words and
-  patterns); `default_enabled` says whether an endpoint is outside this machine's network.
+  it switches on; `default_enabled` says whether an endpoint is outside this machine's
+  network.
+- `detectors`: where each rule finds what to replace (emails, phones, IBANs, cards, IP
+  addresses, keys, the user's words).
 - `placeholders`: `Placeholders`, a chat's mapping (`[EMAIL_1]` ⇄ the value), and
   `redact_text`, one text through the rules.
 - `restore`: `Restorer`, placeholders put back in a stream, also when one is split across

@@ -12,8 +12,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
-from .rules import Detector, RedactionRules
+from .detectors import Detector
+from .rules import RedactionRules
 
 # What a placeholder looks like; `restore` holds back a chunk's tail that could begin one.
 PLACEHOLDER = re.compile(r"\[([A-Z][A-Z0-9]{0,19})_([1-9][0-9]{0,5})\]")
@@ -78,10 +80,15 @@ def redact_text(
     as it is, and gets no placeholder."""
     if not text:
         return text
+    # The numeric regions (phones, cards, IPv4) are found once per version of the text.
+    regions: dict[Any, list[tuple[int, int]]] = {}
     for detector in rules.detectors:
         parts: list[str] = []
         last = 0
-        for start, end in detector.spans(text):
+        within = detector.within
+        if within is not None and within not in regions:
+            regions[within] = detector.regions(text)
+        for start, end in detector.spans(text, regions.get(within)):
             value = text[start:end]
             if "[" in value and PLACEHOLDER.search(value):
                 continue  # a placeholder an earlier rule made
@@ -95,6 +102,7 @@ def redact_text(
         if parts:
             parts.append(text[last:])
             text = "".join(parts)
+            regions.clear()
     return text
 
 
@@ -107,8 +115,12 @@ def matches(text: str, rules: RedactionRules) -> list[tuple[int, int, str]]:
     """Where `rules` would replace in `text`: (start, end, label), in order, without
     overlaps (the earlier rule wins), for the context panel's highlights."""
     found: list[tuple[int, int, str]] = []
+    regions: dict[Any, list[tuple[int, int]]] = {}
     for detector in rules.detectors:
-        for start, end in detector.spans(text):
+        within = detector.within
+        if within is not None and within not in regions:
+            regions[within] = detector.regions(text)
+        for start, end in detector.spans(text, regions.get(within)):
             if any(s < end and start < e for s, e, _ in found):
                 continue
             found.append((start, end, _label(detector, text[start:end])))

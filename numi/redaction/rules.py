@@ -12,26 +12,23 @@ The setting (`Endpoint.settings["redaction"]`, `PATCH /api/endpoints/<id>` with
 A pattern is compiled and its shape checked when it is saved: one that cannot compile
 (`redaction_pattern_invalid`) or that could backtrack for minutes on a hostile text (a
 repeat inside a repeat, or a repeated alternation whose branches can start alike:
-`redaction_pattern_slow`) is refused, since Python's `re` has no timeout. Every built-in
-detector is a linear-time pattern with a cheap pre-check (a text with no `@` skips the email
-scan) and a validator where the format has one (Luhn for cards, mod 97 for IBANs, ranges for
-IP addresses, Shannon entropy for unknown tokens).
+`redaction_pattern_slow`) is refused, since Python's `re` has no timeout. The detectors
+themselves are in `detectors.py`.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import math
 import re
 import re._constants as sre_constants  # type: ignore[import-not-found]
 import re._parser as sre_parse  # type: ignore[import-not-found]
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..addresses import is_public
 from ..errors import invalid
+from .detectors import BUILTIN_DETECTORS, Detector, WordFinder
 
 # The built-in rules, in the order they run, and the label of their placeholders.
 BUILTIN_RULES: dict[str, str] = {
@@ -55,204 +52,6 @@ MAX_WORD_CHARS = 200
 MAX_PATTERNS = 50
 MAX_PATTERN_CHARS = 300
 LABEL = re.compile(r"[A-Z][A-Z0-9]{0,19}")
-# An unknown token counts as a secret from this many characters and this entropy (bits
-# per character: random base64 has about 5.5, English words under 4, a hex hash under 4).
-ENTROPY_MIN_LENGTH = 32
-ENTROPY_MIN_BITS = 4.0
-
-# --- the detectors ------------------------------------------------------------------------------
-
-# Each pattern begins with a character (class) rather than a look-behind, so that `re` can
-# skip ahead to where a match may start; what must not come before a match is checked by its
-# validator (`_after`). That keeps every pass well under 0.1 ms per 10 KB of ordinary text.
-_EMAIL_DOMAIN = re.compile(r"@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63})*\.[A-Za-z]{2,24}\b")
-_EMAIL_LOCAL = re.compile(r"[A-Za-z0-9._%+-]{1,64}")  # read backwards from the @
-_PRIVATE_KEY = re.compile(
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]{1,20000}?-----END [A-Z ]*PRIVATE KEY-----"
-)
-_KNOWN_SECRET = re.compile(
-    r"(?:sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}|sk_live_[A-Za-z0-9]{20,}"
-    r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"
-    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35}"
-    r"|glpat-[A-Za-z0-9_-]{20,}|hf_[A-Za-z0-9]{30,}"
-    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
-)
-_TOKEN = re.compile(r"[A-Za-z0-9+/_=-]{%d,}" % ENTROPY_MIN_LENGTH)
-# A run of 20 or more characters a key can hold: the one pass over the text for both the
-# known prefixes and the high-entropy tokens, which are then looked for inside each run.
-_RUN = re.compile(r"[A-Za-z0-9+/_=.-]{20,}")
-_IBAN = re.compile(r"[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
-# 13 to 19 digits, in groups split by single spaces or dashes.
-_CARD = re.compile(r"[0-9](?:[ -]?[0-9]){12,18}(?![0-9-])")
-_IPV4 = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}(?![0-9]|\.[0-9])")
-_IPV6 = re.compile(r"[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?![\w:])")
-_COLONS = re.compile(r":[0-9A-Fa-f]{0,4}:")
-# Where a phone, card or IPv4 address can be: a digit, + or bracket and at least five more
-# digits or separators. One pass finds these few regions; the three detectors scan only
-# them, not the whole text. (ASCII digits as `[0-9]`, which `re` tests faster than `\d`.)
-_NUMERIC = re.compile(r"[0-9+(][0-9 .()/+-]{5,}")
-# International (+ or 00 and a country code) or national (a leading 0, or an area code in
-# brackets) numbers; 7 to 15 digits in all.
-_PHONE = re.compile(
-    r"(?:(?:\+|00)[1-9][0-9]{0,2}[ .-]?(?:\(0?[0-9]{1,4}\)[ .-]?)?|\([0-9]{2,5}\)[ .-]?|0)"
-    r"[0-9]{1,5}(?:[ ./-]?[0-9]{2,5}){1,4}(?!\w)"
-)
-
-
-def _after(match: re.Match[str], refused: str) -> bool:
-    """Whether the character before `match` is not a word character or one of `refused`."""
-    start = match.start()
-    if start == 0:
-        return True
-    before = match.string[start - 1]
-    return not (before.isalnum() or before == "_" or before in refused)
-
-
-def _luhn(digits: str) -> bool:
-    total, double = 0, False
-    for char in reversed(digits):
-        value = ord(char) - 48
-        if double:
-            value = value * 2 - 9 if value > 4 else value * 2
-        total += value
-        double = not double
-    return total % 10 == 0
-
-
-def _card(match: re.Match[str]) -> bool:
-    digits = match.group(0).replace(" ", "").replace("-", "")
-    return _after(match, "-") and 13 <= len(digits) <= 19 and len(set(digits)) > 1 and _luhn(digits)
-
-
-def _iban(match: re.Match[str]) -> bool:
-    compact = match.group(0).replace(" ", "")
-    if not (_after(match, "") and 15 <= len(compact) <= 34):
-        return False
-    moved = compact[4:] + compact[:4]
-    return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
-
-
-def _ipv4(match: re.Match[str]) -> bool:
-    return _after(match, ".") and all(
-        int(part) <= 255 and (part == "0" or part[0] != "0") for part in match.group(0).split(".")
-    )
-
-
-def _ipv6(match: re.Match[str]) -> bool:
-    if not _after(match, ":"):
-        return False
-    try:
-        return ipaddress.IPv6Address(match.group(0)).compressed != "::"
-    except ValueError:
-        return False
-
-
-def _phone(match: re.Match[str]) -> bool:
-    value = match.group(0)
-    return _after(match, "+.") and 7 <= sum(c.isdigit() for c in value) <= 15
-
-
-def _secrets(text: str) -> Iterator[tuple[int, int]]:
-    """Keys and tokens: a known prefix anywhere in a run, else a run (split at dots) of
-    ENTROPY_MIN_LENGTH characters or more that looks random."""
-    for run in _RUN.finditer(text):
-        value, offset = run.group(0), run.start()
-        known = [m.span() for m in _KNOWN_SECRET.finditer(value) if _secret_start(value, m)]
-        if known:
-            for start, end in known:
-                yield offset + start, offset + end
-            continue
-        if len(value) < ENTROPY_MIN_LENGTH:
-            continue
-        for token in _TOKEN.finditer(value.replace(".", " ")):
-            if _high_entropy(token):
-                yield offset + token.start(), offset + token.end()
-
-
-def _secret_start(run: str, match: re.Match[str]) -> bool:
-    start = match.start()
-    return start == 0 or not (run[start - 1].isalnum() or run[start - 1] in "_-")
-
-
-def _entropy(token: str) -> float:
-    length = len(token)
-    return -sum(n / length * math.log2(n / length) for n in Counter(token).values())
-
-
-def _high_entropy(match: re.Match[str]) -> bool:
-    value = match.group(0)
-    has_digit = any(c.isdigit() for c in value)
-    has_letter = any(c.isalpha() for c in value)
-    return has_digit and has_letter and _entropy(value) >= ENTROPY_MIN_BITS
-
-
-def _emails(text: str) -> Iterator[tuple[int, int]]:
-    """Email addresses, found from their `@` (a literal `re` finds at once) rather than
-    from every word that could begin one."""
-    for domain in _EMAIL_DOMAIN.finditer(text):
-        at = domain.start()
-        window = text[max(0, at - 64) : at][::-1]
-        local = _EMAIL_LOCAL.match(window)
-        if local is None:
-            continue
-        start = at - local.end()
-        while start < at and not text[start].isalnum():
-            start += 1  # an address begins with a letter or digit
-        if start < at and (
-            start == 0 or not (text[start - 1].isalnum() or text[start - 1] in "._%+-")
-        ):
-            yield start, domain.end()
-
-
-@dataclass(frozen=True)
-class Detector:
-    """One pass over a text: matches of `pattern` (or the spans `find` yields) that `valid`
-    accepts become placeholders of `label`. `needs` is a cheap pre-check of the whole text."""
-
-    rule: str
-    label: str
-    pattern: re.Pattern[str] | None = None
-    valid: Callable[[re.Match[str]], bool] | None = None
-    needs: Callable[[str], Any] | None = None
-    labels: dict[str, str] | None = None  # the user's words: label per lower-cased word
-    find: Callable[[str], Iterator[tuple[int, int]]] | None = None
-    within: re.Pattern[str] | None = None  # only inside these regions (the numeric ones)
-
-    def spans(self, text: str) -> Iterator[tuple[int, int]]:
-        """Where this detector matches in `text`."""
-        if self.needs is not None and not self.needs(text):
-            return
-        if self.find is not None:
-            yield from self.find(text)
-            return
-        assert self.pattern is not None
-        valid = self.valid
-        if self.within is None:
-            regions: Any = ((0, len(text)),)
-        else:
-            regions = (region.span() for region in self.within.finditer(text))
-        for start, end in regions:
-            for match in self.pattern.finditer(text, start, end):
-                if valid is None or valid(match):
-                    yield match.span()
-
-
-_BUILTIN_DETECTORS: dict[str, list[Detector]] = {
-    "secret": [
-        Detector("secret", "SECRET", _PRIVATE_KEY, needs=lambda t: "-----BEGIN" in t),
-        Detector("secret", "SECRET", find=_secrets),
-    ],
-    "email": [Detector("email", "EMAIL", find=_emails, needs=lambda t: "@" in t)],
-    "iban": [Detector("iban", "IBAN", _IBAN, _iban)],
-    "card": [Detector("card", "CARD", _CARD, _card, within=_NUMERIC)],
-    "ip": [
-        Detector("ip", "IP", _IPV4, _ipv4, within=_NUMERIC),
-        Detector("ip", "IP", _IPV6, _ipv6, needs=_COLONS.search),
-    ],
-    "phone": [Detector("phone", "PHONE", _PHONE, _phone, within=_NUMERIC)],
-}
-
-
 # --- the setting ----------------------------------------------------------------------------
 
 
@@ -278,22 +77,19 @@ class RedactionRules:
         specific), then the built-ins in BUILTIN_RULES' order."""
         detectors: list[Detector] = []
         if words:
-            ordered = sorted({w for w, _ in words}, key=len, reverse=True)
-            alternation = "|".join(re.escape(w) for w in ordered)
             detectors.append(
                 Detector(
                     "words",
                     "NAME",
-                    re.compile(rf"(?:{alternation})(?!\w)", re.IGNORECASE),
-                    lambda match: _after(match, ""),
                     labels={w.lower(): label for w, label in words},
+                    find=WordFinder(tuple(w for w, _ in words), "email" in rules),
                 )
             )
         for pattern, label in patterns:
             detectors.append(Detector("patterns", label, re.compile(pattern)))
         for rule in BUILTIN_RULES:
             if rule in rules:
-                detectors.extend(_BUILTIN_DETECTORS[rule])
+                detectors.extend(BUILTIN_DETECTORS[rule])
         return cls(enabled, rules, words, patterns, tuple(detectors))
 
     def to_dict(self) -> dict[str, Any]:

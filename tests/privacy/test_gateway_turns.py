@@ -19,7 +19,14 @@ import pytest
 
 from numi.testing import Scenario
 
-from turn_support import make_chat, of_type, streamed_answer, turn_server_env, upload_attachment
+from turn_support import (
+    make_chat,
+    of_type,
+    streamed_answer,
+    turn_server_env,
+    upload_attachment,
+    wait_until,
+)
 
 EMAIL = "jane.roe@example.com"
 PHONE = "+49 30 1234567"
@@ -289,6 +296,62 @@ def test_a_value_sent_as_is_once_is_redacted_again_in_the_next_request(
     ws.send(type="send", message="Bad.", exempt="everything", request_id=f"exempt-{kind}-3")
     [refusal] = of_type(ws.events_until("error"), "error")
     assert refusal["data"]["code"] == "invalid_exempt"
+
+
+def queued_ack(ws) -> dict:
+    """This client's `queued` acknowledgment (the chat's other events may come first)."""
+    while True:
+        event = ws.receive()
+        if event["type"] == "queued":
+            return event["data"]
+        assert not (event["type"] == "error" and event["turn_id"] is None), event
+
+
+def test_a_queued_follow_up_keeps_its_send_as_is_once_for_its_own_request_only(
+    server, api, scripted, sockets
+):
+    """A send's `exempt` list survives the queue: sent while a turn runs, it applies when
+    that follow-up's turn comes, to its request only, not to the follow-up queued after it
+    (nor to the turn that was running)."""
+    chat = make_chat(api, scripted, name="exempt-queued")
+    status, _ = api.call(
+        "PATCH", f"/api/endpoints/{chat['endpoint']['id']}", {"redaction": {"enabled": True}}
+    )
+    assert status == 200
+    support = "support@example.org"
+    ws = sockets(chat["id"])
+    scripted.enqueue(Scenario().text("Working.").stall())
+    ws.send(type="send", message=f"First, about {support}.", request_id="exq-1")
+    ws.events_until("content")
+    scripted.enqueue(Scenario().text("Noted."), Scenario().text("Again."))
+    ws.send(
+        type="send",
+        message=f"Write to {support}, not {EMAIL}.",
+        exempt=[support],
+        request_id="exq-2",
+        queue=True,
+    )
+    assert queued_ack(ws)["request_id"] == "exq-2"
+    ws.send(type="send", message="And once more.", request_id="exq-3", queue=True)
+    assert queued_ack(ws)["request_id"] == "exq-3"
+    scripted.release()
+    wait_until(lambda: len(api.history(chat["id"])) == 6, what="both follow-ups answered")
+
+    def request_ending_with(text: str) -> str:
+        [body] = [
+            json.dumps(r.body)
+            for r in scripted.requests
+            if r.body and text in json.dumps(r.body["messages"][-1])
+        ]
+        return body
+
+    running = request_ending_with("First, about ")
+    assert support not in running and "[EMAIL_1]" in running  # the send before: redacted
+    once = request_ending_with("Write to ")
+    assert f"Write to {support}, not [EMAIL_" in once  # let through in its own request
+    assert EMAIL not in once
+    after = request_ending_with("And once more.")
+    assert support not in after and EMAIL not in after  # and in no later one
 
 
 def panel_html(server, api, chat_id: str) -> str:

@@ -103,6 +103,60 @@ def test_the_users_words_and_patterns_with_their_labels():
     assert counts == {"CLIENT": 1, "NAME": 1, "CASE": 1}
 
 
+def test_a_word_inside_an_email_address_yields_to_the_email_rule():
+    """The word "Roe" in jane.roe@example.com: the address goes out whole as one
+    placeholder, not as jane.[CLIENT_1]@example.com, which the email rule then no longer
+    recognised (leaving the rest of the address readable)."""
+    setting = check_rules({"words": [{"text": "Roe", "label": "client"}]})
+    text = "Mail jane.roe@example.com, roe@example.com or jane-roe@example.com; ROE. Roe's"
+    out, counts = redact(text, setting)
+    assert out == "Mail [EMAIL_1], [EMAIL_2] or [EMAIL_3]; [CLIENT_1]. [CLIENT_1]'s"
+    assert counts == {"EMAIL": 3, "CLIENT": 2}
+    panel = matches(text, rules_for(setting, OUTSIDE))
+    assert [label for _, _, label in panel] == ["EMAIL", "EMAIL", "EMAIL", "CLIENT", "CLIENT"]
+
+
+def test_a_word_in_an_address_the_rules_leave_is_still_replaced():
+    """With the email rule off, or in a URL (no rule replaces a URL whole), the word is
+    replaced where it stands: a listed name never leaves, and a word in another word stays."""
+    words = {"words": [{"text": "Roe", "label": "client"}]}
+    assert redact("to jane.roe@example.com", check_rules({**words, "rules": ["phone"]}))[0] == (
+        "to jane.[CLIENT_1]@example.com"
+    )
+    text = "see https://roe.example.com/team/roe?x=1 and Roebuck, jane_roe"
+    out, _ = redact(text, check_rules(words))
+    assert out == "see https://[CLIENT_1].example.com/team/[CLIENT_1]?x=1 and Roebuck, jane_roe"
+
+
+@pytest.mark.parametrize("text", ["JANE ROE", "jane roe", "Jane Roe", "İstanbul: Jane ROE"])
+def test_the_users_words_match_whatever_their_case(text):
+    """Lower-casing İ makes the text longer: such a text is searched case-insensitively."""
+    out, counts = redact(text, check_rules({"words": ["Jane Roe"]}))
+    assert out.endswith("[NAME_1]") and counts == {"NAME": 1}
+
+
+@pytest.mark.parametrize("prefix", ["", "İ "])  # lower-cased as it is, and case-insensitively
+def test_the_users_words_are_found_after_any_separator_and_the_longest_wins(prefix):
+    setting = check_rules(
+        {"words": [{"text": "Jane Roe", "label": "CLIENT"}, "Roe", "Zoë", "Ann-Marie"]}
+    )
+    text = prefix + "Jane Roe, (roe) «Roe» —Roe\nroe\tZOË 'ann-marie' Roebuck xroe Roe_1 ROE"
+    out, counts = redact(text, setting)
+    assert out == prefix + (
+        "[CLIENT_1], ([NAME_1]) «[NAME_1]» —[NAME_1]\n[NAME_1]\t[NAME_2] '[NAME_3]' Roebuck "
+        "xroe Roe_1 [NAME_1]"
+    )
+    assert counts == {"CLIENT": 1, "NAME": 7}
+
+
+@pytest.mark.parametrize("prefix", ["", "İ "])
+def test_words_that_share_a_prefix_are_found_in_one_pass_alike(prefix):
+    setting = check_rules({"words": ["Roe", "Roeland", "ROE-2"]})
+    out, counts = redact(prefix + "Roe, (roe) «Roeland» —roe-2 Roebuck xroe Roe_1 ROE", setting)
+    assert out == prefix + "[NAME_1], ([NAME_1]) «[NAME_2]» —[NAME_3] Roebuck xroe Roe_1 [NAME_1]"
+    assert counts == {"NAME": 5}
+
+
 def test_rules_switched_off_one_by_one():
     setting = check_rules({"rules": ["phone"]})
     assert redact("a@example.com +49 30 1234567", setting)[0] == "a@example.com [PHONE_1]"

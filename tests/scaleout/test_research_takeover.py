@@ -6,12 +6,14 @@ each search ran once, and the report is B's."""
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 from sqlalchemy import create_engine, text
 
 from numi.testing import Scenario
 from research_support import ResearchWeb, search_on_server, wait_for
+from server_wait import HANG_SECONDS
 from turn_support import Api, make_chat
 
 pytestmark = pytest.mark.redis
@@ -45,8 +47,15 @@ def saved(database_url: str, chat_id: str) -> tuple[list[str], dict | None]:
         engine.dispose()
 
 
-def test_another_process_takes_over_a_run_whose_owner_died(pair, cluster_env, scripted, sockets):
+@pytest.mark.parametrize("how", ["kill", "sigterm"])
+def test_another_process_takes_over_a_run_whose_owner_died(
+    pair, cluster_env, scripted, sockets, how
+):
+    """kill -9: B waits for A's lease to lapse. SIGTERM: A's turn ends at the grace (its
+    run left unfinished, to resume) and A exits cleanly; B goes on with the run."""
     a, b = pair
+    if a.proc is None or a.proc.poll() is not None:
+        a.start()  # the other case's A died
     web = ResearchWeb()
     try:
         search_on_server(a, web.url)
@@ -55,10 +64,16 @@ def test_another_process_takes_over_a_run_whose_owner_died(pair, cluster_env, sc
         web.held.add("otters-2")
         scripted.enqueue(Scenario().text(PLAN))
         sender = sockets(a, chat["id"])
-        sender.send(type="send", message="How do otters sleep?", mode="research", request_id="r")
+        sender.send(
+            type="send", message="How do otters sleep?", mode="research", request_id=f"r-{how}"
+        )
         wait_for(web.fetching.is_set, "the held page to be fetched", 30)
         wait_for(lambda: saved(database_url, chat["id"])[0] == ["otters-1"], "the first page", 30)
-        a.kill()
+        if how == "kill":
+            a.kill()
+        else:
+            a.proc.send_signal(signal.SIGTERM)
+            assert a.proc.wait(HANG_SECONDS) == 0  # the grace (1 s) passed, then a clean exit
         web.release.set()
         scripted.enqueue(Scenario().text("Taken over [1] [2]."))
         wait_for(
