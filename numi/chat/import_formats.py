@@ -12,6 +12,7 @@ hidden system scaffolding is dropped. Every check runs before anything is stored
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -483,3 +484,13 @@ def _reference(kind: str, source: str) -> str:
     if source.startswith("data:"):
         source = f"inline {source[5:].split(';', 1)[0] or 'data'}"
     return f"[{kind}: {source[:300] or 'attachment'}]"
+
+
+# The reference lines of files (`_reference`, and Claude.ai's attachment names), which a
+# preview counts: the export names each file, and an import keeps the name, not the bytes.
+_FILE_REFERENCE = re.compile(r"^\[(?:image|file|attachment): [^\n]*\]$", re.M)
+
+
+def file_references(text: str) -> int:
+    """How many files an imported message's text names in reference lines."""
+    return len(_FILE_REFERENCE.findall(text)) if "[" in text else 0

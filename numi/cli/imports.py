@@ -73,8 +73,10 @@ def _owner(app, username: str | None) -> User:
 
 def _preview_line(found: dict) -> str:
     source = f" from {found['format']}" if found.get("format") else ""
+    named = found.get("attachments", 0)
+    files = f", {named} attachments (names only)" if named else ""
     lines = [
-        f"{found['chats']} chats, {found['messages']} messages{source}; "
+        f"{found['chats']} chats, {found['messages']} messages{files}{source}; "
         f"{found['imported_before']} imported before (skipped by an import); "
         f"{found.get('unreadable', 0)} unreadable. Nothing was written."
     ]

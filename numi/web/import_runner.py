@@ -23,6 +23,7 @@ from flask import Flask
 
 from .. import child_process, prompts as prompt_store
 from ..chat import import_archive, import_jobs, memories as memory_store, project_transfer
+from ..chat.import_formats import file_references
 from ..chat.import_writer import ChatWriter, imported_before
 from ..errors import NumiError
 from ..extensions import db
@@ -153,12 +154,14 @@ def _import(app: Flask, job: ImportJob, upload: BinaryIO, preview: bool = False)
 
 def preview_result(job: ImportJob, head: dict[str, Any], child) -> dict[str, Any]:
     """What importing the file would do, from its checked records, writing nothing: its
-    kind and format, its chats and messages, and how many of its chats are there already."""
+    kind and format, its chats and messages, the files they name (kept as names), and how
+    many of its chats are there already."""
     result: dict[str, Any] = {
         "kind": head["kind"],
         "format": head.get("format"),
         "chats": head.get("chats", 0),
         "messages": head.get("messages", 0),
+        "attachments": 0,
         "imported_before": 0,
         "unreadable": head.get("unreadable", 0),
         "unreadable_chats": head.get("unreadable_chats", []),
@@ -167,6 +170,8 @@ def preview_result(job: ImportJob, head: dict[str, Any], child) -> dict[str, Any
         while "end" not in (record := child.record()):
             if "chat" in record and imported_before(job, record["chat"]):
                 result["imported_before"] += 1
+            for message in record.get("messages", ()):
+                result["attachments"] += file_references(message.get("content") or "")
     return result
 
 

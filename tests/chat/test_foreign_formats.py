@@ -346,13 +346,18 @@ def test_a_preview_says_what_an_import_would_add_and_writes_nothing(sqlite_clien
         "format": "Claude.ai (conversations.json)",
         "chats": 2,
         "messages": 7,
+        # The fixture's two files: named in reference lines, their bytes not in the export.
+        "attachments": 2,
         "imported_before": 0,
         "unreadable": 0,
         "unreadable_chats": [],
     }
     assert sqlite_client.get("/api/sessions").get_json()["sessions"] == []
     page = sqlite_client.get(f"/imports/{job['id']}").get_data(as_text=True)
-    assert "2 chats, 7 messages from Claude.ai (conversations.json)" in page
+    assert (
+        "2 chats, 7 messages, 2 attachments (names only) from Claude.ai (conversations.json)"
+        in page
+    )
     assert "Nothing was written." in page
 
     assert run_import(sqlite_client, data=raw, content_type="application/json")["state"] == "done"
