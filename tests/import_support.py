@@ -8,6 +8,8 @@ to a live server.
 
 from __future__ import annotations
 
+import os
+import re
 import time
 
 import gevent
@@ -95,3 +97,27 @@ def form_import(client, data: dict):
     assert response.status_code == 303 and progress.startswith("/imports/"), response.status
     wait_for_job(client, int(progress.rsplit("/", 1)[1]))
     return client.get(progress)
+
+
+def preview_page(client, response) -> str:
+    """The preview under the Settings form: the job that the form's Preview step started
+    (`response`, its HTMX answer), polled until its preview is drawn."""
+    htmx = {"HX-Request": "true"}
+    job_id = int(re.search(r'id="import-(\d+)"', response.get_data(as_text=True))[1])
+
+    def polled():
+        gevent.sleep(0.01)  # the job's greenlet runs meanwhile
+        page = client.get(f"/imports/{job_id}?confirm=1", headers=htmx).get_data(as_text=True)
+        return page if "import-preview" in page else None
+
+    return wait_until(polled, what="the preview")
+
+
+def cli_environment(app) -> dict[str, str]:
+    """The environment of a `numi` command on `app`'s data directory and database."""
+    return dict(
+        os.environ,
+        NUMI_DATA_DIR=app.config["NUMI_DATA_DIR"],
+        NUMI_DATABASE_URL=app.config["NUMI_DATABASE_URL"],
+        NUMI_AUTO_ENDPOINTS="0",
+    )

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
 from fixtures.live_server import numi_command
-from import_support import run_import
+from import_support import cli_environment, run_import
 
 FIXTURES = Path(__file__).parent / "fixtures" / "imports"
 
@@ -254,12 +253,7 @@ def test_importing_the_same_file_twice_adds_nothing(sqlite_app, sqlite_client):
 
 
 def test_numi_import_runs_the_same_job_from_the_command_line(sqlite_app, sqlite_client):
-    env = dict(
-        os.environ,
-        NUMI_DATA_DIR=sqlite_app.config["NUMI_DATA_DIR"],
-        NUMI_DATABASE_URL=sqlite_app.config["NUMI_DATABASE_URL"],
-        NUMI_AUTO_ENDPOINTS="0",
-    )
+    env = cli_environment(sqlite_app)
     run = subprocess.run(
         [*numi_command(), "import", str(FIXTURES / "librechat.json")],
         env=env,

@@ -11,13 +11,12 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
 import signal
 from pathlib import Path
 
 import gevent
 import pytest
-from import_support import api_import, run_import
+from import_support import api_import, preview_page, run_import
 
 from numi.testing.exports import chatgpt_chain, chatgpt_wide, numi_chat
 
@@ -264,14 +263,7 @@ def test_the_forms_preview_step_writes_nothing_and_offers_the_import(app, client
 
     response = form("preview", htmx)
     assert response.status_code == 200 and 'id="import-' in response.get_data(as_text=True)
-    job_id = int(re.search(r'id="import-(\d+)"', response.get_data(as_text=True))[1])
-
-    def polled():
-        gevent.sleep(0.01)  # the job's greenlet runs meanwhile
-        page = client.get(f"/imports/{job_id}?confirm=1", headers=htmx).get_data(as_text=True)
-        return page if "import-preview" in page else None
-
-    page = wait_until(polled, what="the preview")
+    page = preview_page(client, response)
     assert "1 chat, 4 messages" in page and "Nothing was written yet." in page
     assert 'name="step" value="import"' in page and "Import 1 chat<" in page
     assert counts(app) == before

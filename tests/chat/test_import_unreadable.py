@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import re
 import subprocess
 import zipfile
 
-import gevent
 import pytest
 from fixtures.live_server import numi_command
-from import_support import run_import
-from turn_support import wait_until
+from import_support import cli_environment, preview_page, run_import
 
 from numi.testing.exports import chatgpt_chain
 
@@ -62,14 +58,7 @@ def test_the_forms_preview_step_lists_the_unreadable_escaped(client):
     htmx = {"HX-Request": "true"}
     data = {"file": (io.BytesIO(body), "conversations.json"), "step": "preview"}
     response = client.post("/import", data=data, headers=htmx)
-    job_id = int(re.search(r'id="import-(\d+)"', response.get_data(as_text=True))[1])
-
-    def polled():
-        gevent.sleep(0.01)  # the job's greenlet runs meanwhile
-        page = client.get(f"/imports/{job_id}?confirm=1", headers=htmx).get_data(as_text=True)
-        return page if "import-preview" in page else None
-
-    page = wait_until(polled, what="the preview")
+    page = preview_page(client, response)
     assert "2 chats, 8 messages from ChatGPT" in page
     assert "1 unreadable, left out" in page and "1 unreadable conversation, and why" in page
     assert "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;Tax notes" in page
@@ -110,12 +99,7 @@ def test_a_big_zipped_export_is_read_by_the_worker_with_its_unreadable_listed(sq
 def test_numi_import_preview_says_what_it_cannot_read_from_a_pipe(sqlite_app):
     """`numi import --preview -`: the file read from a pipe (not seekable: spooled first),
     each unreadable conversation on a line of its own."""
-    env = dict(
-        os.environ,
-        NUMI_DATA_DIR=sqlite_app.config["NUMI_DATA_DIR"],
-        NUMI_DATABASE_URL=sqlite_app.config["NUMI_DATABASE_URL"],
-        NUMI_AUTO_ENDPOINTS="0",
-    )
+    env = cli_environment(sqlite_app)
     run = subprocess.run(
         [*numi_command(), "import", "--preview", "-"],
         input=json.dumps(_export()).encode(),
