@@ -27,7 +27,7 @@ from ...render import StreamRender
 from ...turns.channel import Event
 from ...turns.events import EVENT_TYPES
 from .research_view import ResearchFragments
-from .tool_cards import finished_status, snapshot_cards
+from .tool_cards import finished_status, saved_cards, snapshot_cards
 
 
 def blocks_html(blocks) -> Markup:
@@ -495,7 +495,9 @@ class HtmlView(ResearchFragments):
             error = message.meta.get("error")
             self.saved_error = error.get("code") if isinstance(error, dict) else None
         if message.role == "tool" and target is None:
-            return ""  # its result is already on the tool card (tool_end)
+            # Its result is already on its card (tool_end); the step's last result redraws
+            # the step's calls as the page draws them, runs of finished calls folded.
+            return self._finished_step(message)
         if target is not None:
             swap = f"beforeend:{target}"
         elif message.role == "user":
@@ -529,6 +531,35 @@ class HtmlView(ResearchFragments):
             **extra,
         )
         return html + replaced
+
+    def _finished_step(self, result: Message) -> str:
+        """The calls of the step whose last result `result` is, drawn from their saved
+        results as after a reload (partials/_tool_steps.html), or "" before that result."""
+        step = db.session.execute(
+            select(Message)
+            .where(
+                Message.chat_id == self.chat.id,
+                Message.role == "assistant",
+                Message.id < result.id,
+                Message.deleted_at.is_(None),
+            )
+            .order_by(Message.id.desc())
+            .limit(1)
+        ).scalar_one_or_none()
+        calls = step.tool_calls if step is not None else None
+        # Results are saved in call order once every call has ended: the last one's is last.
+        if not calls or calls[-1].get("id") != result.tool_call_id:
+            db.session.commit()  # end the read transaction: this connection may live for hours
+            return ""
+        results = self._results_of(step)
+        db.session.expunge(step)
+        db.session.commit()
+        return render_template(
+            "partials/_tool_steps.html",
+            cards=saved_cards(step, results),
+            step_id=step.id,
+            steps_oob=True,
+        )
 
     @staticmethod
     def _replaced_failures(message, version) -> str:

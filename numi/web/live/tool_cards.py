@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from ...render import render_markdown
 from ...render.sanitize import sanitize
-from . import tool_words
+from . import tool_steps, tool_words
 
 # error_code of a result (agent/tool_runner.py) -> the card's status, when not "failed".
 _NOT_RUN = {
@@ -72,6 +72,12 @@ def saved_card(call: dict[str, Any], result: Any, *, stale: bool = False) -> dic
             display=_display(meta),
         )
     return card
+
+
+def saved_cards(step: Any, results: dict[str, Any], *, stale: bool = False) -> list[dict[str, Any]]:
+    """The cards of a saved step's calls, in call order (`results`: its saved results by
+    call id), as both the page and the live view draw them (partials/_tool_steps.html)."""
+    return [saved_card(call, results.get(call.get("id")), stale=stale) for call in step.tool_calls]
 
 
 def result_card(result: Any) -> dict[str, Any]:
@@ -160,7 +166,8 @@ def python_code(code: Any) -> Markup:
 
 
 def init_app(app) -> None:
-    app.jinja_env.globals["saved_tool_card"] = saved_card
+    app.jinja_env.globals["saved_tool_cards"] = saved_cards
+    app.jinja_env.globals["tool_step_groups"] = tool_steps.groups
     app.jinja_env.globals["result_tool_card"] = result_card
     app.jinja_env.globals["tool_approval_arguments"] = approval_arguments
     app.jinja_env.globals["tool_status_text"] = STATUS_TEXT
