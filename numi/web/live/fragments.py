@@ -27,7 +27,7 @@ from ...render import StreamRender
 from ...turns.channel import Event
 from ...turns.events import EVENT_TYPES
 from .research_view import ResearchFragments
-from .tool_cards import finished_status, saved_cards, snapshot_cards
+from .tool_cards import finished_status, finished_step, saved_cards, snapshot_cards, step_results
 
 
 def blocks_html(blocks) -> Markup:
@@ -516,7 +516,7 @@ class HtmlView(ResearchFragments):
         if message.role == "assistant" and message.tool_calls:
             # Its cards as the page draws them: a step saved earlier in the turn (a client
             # that came late, from a snapshot) has its results already.
-            extra["tool_results"] = self._results_of(message)
+            extra["tool_results"] = step_results(self.chat.id, message)
         if message.role == "assistant" and not message.tool_calls:
             # As the page renders it: "Regenerate" offers the other models too.
             extra.update(chat=self.chat, endpoints=endpoint_store.list_endpoints(self.chat.user_id))
@@ -535,30 +535,13 @@ class HtmlView(ResearchFragments):
     def _finished_step(self, result: Message) -> str:
         """The calls of the step whose last result `result` is, drawn from their saved
         results as after a reload (partials/_tool_steps.html), or "" before that result."""
-        step = db.session.execute(
-            select(Message)
-            .where(
-                Message.chat_id == self.chat.id,
-                Message.role == "assistant",
-                Message.id < result.id,
-                Message.deleted_at.is_(None),
-            )
-            .order_by(Message.id.desc())
-            .limit(1)
-        ).scalar_one_or_none()
-        calls = step.tool_calls if step is not None else None
-        # Results are saved in call order once every call has ended: the last one's is last.
-        if not calls or calls[-1].get("id") != result.tool_call_id:
-            db.session.commit()  # end the read transaction: this connection may live for hours
+        found = finished_step(self.chat.id, result)
+        db.session.commit()  # end the read transaction: this connection may live for hours
+        if found is None:
             return ""
-        results = self._results_of(step)
-        db.session.expunge(step)
-        db.session.commit()
+        cards = saved_cards(*found)
         return render_template(
-            "partials/_tool_steps.html",
-            cards=saved_cards(step, results),
-            step_id=step.id,
-            steps_oob=True,
+            "partials/_tool_steps.html", cards=cards, step_id=found[0].id, steps_oob=True
         )
 
     @staticmethod
@@ -577,22 +560,6 @@ class HtmlView(ResearchFragments):
             '<div hx-swap-oob="beforeend:#transcript">'
             f'<span class="replaced-versions" hidden data-ids="{ids}"></span></div>'
         )
-
-    def _results_of(self, step: Message) -> dict[str, Message]:
-        """The saved results of a step's tool calls, by call id."""
-        ids = [call.get("id") for call in step.tool_calls if call.get("id")]
-        rows = db.session.execute(
-            select(Message).where(
-                Message.chat_id == self.chat.id,
-                Message.role == "tool",
-                Message.tool_call_id.in_(ids),
-                Message.deleted_at.is_(None),
-            )
-        ).scalars()
-        results = {row.tool_call_id: row for row in rows}
-        for row in results.values():
-            db.session.expunge(row)  # keeps its values past the commit: no reload per card
-        return results
 
     def _transcript_end(self) -> int | None:
         """The id of the transcript's last message, which a Retry drawn now names (a retry

@@ -14,7 +14,10 @@ import re
 from typing import Any
 
 from markupsafe import Markup
+from sqlalchemy import select
 
+from ...extensions import db
+from ...models import Message
 from ...render import render_markdown
 from ...render.sanitize import sanitize
 from . import tool_steps, tool_words
@@ -78,6 +81,47 @@ def saved_cards(step: Any, results: dict[str, Any], *, stale: bool = False) -> l
     """The cards of a saved step's calls, in call order (`results`: its saved results by
     call id), as both the page and the live view draw them (partials/_tool_steps.html)."""
     return [saved_card(call, results.get(call.get("id")), stale=stale) for call in step.tool_calls]
+
+
+def step_results(chat_id: str, step: Message) -> dict[str, Message]:
+    """The saved results of a step's tool calls, by call id, detached from the session so
+    they keep their values past the caller's commit (no reload per card)."""
+    ids = [call.get("id") for call in step.tool_calls if call.get("id")]
+    rows = db.session.execute(
+        select(Message).where(
+            Message.chat_id == chat_id,
+            Message.role == "tool",
+            Message.tool_call_id.in_(ids),
+            Message.deleted_at.is_(None),
+        )
+    ).scalars()
+    results = {row.tool_call_id: row for row in rows}
+    for row in results.values():
+        db.session.expunge(row)
+    return results
+
+
+def finished_step(chat_id: str, result: Message) -> tuple[Message, dict[str, Message]] | None:
+    """The step whose last call `result` answers, and its results (detached), or None when
+    `result` is not its step's last. A step's results are saved in call order once every
+    call has ended (agent/tool_runner.py), so its last result means the step is done."""
+    step = db.session.execute(
+        select(Message)
+        .where(
+            Message.chat_id == chat_id,
+            Message.role == "assistant",
+            Message.id < result.id,
+            Message.deleted_at.is_(None),
+        )
+        .order_by(Message.id.desc())
+        .limit(1)
+    ).scalar_one_or_none()
+    calls = step.tool_calls if step is not None else None
+    if step is None or not calls or calls[-1].get("id") != result.tool_call_id:
+        return None
+    results = step_results(chat_id, step)
+    db.session.expunge(step)
+    return step, results
 
 
 def result_card(result: Any) -> dict[str, Any]:
