@@ -83,6 +83,10 @@ def saved_cards(step: Any, results: dict[str, Any], *, stale: bool = False) -> l
     return [saved_card(call, results.get(call.get("id")), stale=stale) for call in step.tool_calls]
 
 
+# How many answers back the step of a result may be (finished_step).
+_STEP_LOOKBACK = 8
+
+
 def step_results(chat_id: str, step: Message) -> dict[str, Message]:
     """The saved results of a step's tool calls, by call id, detached from the session so
     they keep their values past the caller's commit (no reload per card)."""
@@ -105,7 +109,9 @@ def finished_step(chat_id: str, result: Message) -> tuple[Message, dict[str, Mes
     """The step whose last call `result` answers, and its results (detached), or None when
     `result` is not its step's last. A step's results are saved in call order once every
     call has ended (agent/tool_runner.py), so its last result means the step is done."""
-    step = db.session.execute(
+    # The step is among the last few answers before its results: a compare turn's lanes
+    # save theirs side by side.
+    steps = db.session.execute(
         select(Message)
         .where(
             Message.chat_id == chat_id,
@@ -114,10 +120,13 @@ def finished_step(chat_id: str, result: Message) -> tuple[Message, dict[str, Mes
             Message.deleted_at.is_(None),
         )
         .order_by(Message.id.desc())
-        .limit(1)
-    ).scalar_one_or_none()
-    calls = step.tool_calls if step is not None else None
-    if step is None or not calls or calls[-1].get("id") != result.tool_call_id:
+        .limit(_STEP_LOOKBACK)
+    ).scalars()
+    owner = (
+        s for s in steps if any(c.get("id") == result.tool_call_id for c in s.tool_calls or [])
+    )
+    step = next(owner, None)
+    if step is None or step.tool_calls[-1].get("id") != result.tool_call_id:
         return None
     results = step_results(chat_id, step)
     db.session.expunge(step)
