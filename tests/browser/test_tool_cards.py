@@ -6,8 +6,12 @@ as one answer block; the chat's tool chooser lists tools by label, in order, wit
 
 from __future__ import annotations
 
+import http.client
+import json
 import re
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +19,10 @@ from numi.testing import Scenario
 
 from page_support import LOOKS, open_chat, send, serious_violations
 from turn_support import make_chat
+
+# The tool tests' loopback page server, for real fetch_page calls.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from tools_web_support import WebServers  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -212,5 +220,75 @@ def test_a_finished_step_reads_as_one_sentence(
     page.wait_for_selector("#connection[data-state=open]", state="attached")
     assert page.locator(".tool-card.tool-done summary").inner_text() == live
 
+    assert serious_violations(page, "#transcript") == []
+    assert page.errors == []
+
+
+@pytest.fixture(scope="module")
+def pages(site):
+    """A loopback page server that the site's fetch_page may read (an admin's allow list)."""
+    servers = WebServers()
+    connection = http.client.HTTPConnection("127.0.0.1", site.port, timeout=30)
+    try:
+        connection.request(
+            "POST",
+            "/settings/web-search",
+            body=json.dumps({"allowed_hosts": ["127.0.0.1"]}),
+            headers={"Content-Type": "application/json", "HX-Request": "true", **site.headers},
+        )
+        response = connection.getresponse()
+        assert response.status == 200, response.read()
+    finally:
+        connection.close()
+    yield servers
+    servers.close()
+
+
+@pytest.mark.parametrize("size,scheme", LOOKS)
+def test_three_page_reads_fold_into_one_line(
+    open_page_on, site, api, scripted, shot, pages, size, scheme
+):
+    """Three pages read in one step: one line, "Read 3 pages: 127.0.0.1", that opens (no
+    script needed: a details element) to the three cards, each again one sentence."""
+    model = f"fold-{uuid.uuid4().hex[:8]}"
+    chat = make_chat(api, scripted, model=model, settings={"tools": ["fetch_page"]})
+    page = open_page_on(site, size, scheme)
+    open_chat(page, chat["id"])
+    reads = Scenario()
+    for n in range(3):
+        reads = reads.tool_call("fetch_page", {"url": f"{pages.page_url}/article?n={n}"})
+    scripted.enqueue(reads, model=model)
+    scripted.enqueue(Scenario().text("Otters hold hands."), model=model)
+    send(page, "Read about otters")
+    page.locator("#transcript .msg-assistant", has_text="Otters hold hands.").wait_for()
+    group = page.locator("#transcript .tool-group")
+    group.wait_for()
+    line = group.locator("> summary")
+    assert line.inner_text().strip() == "Read 3 pages: 127.0.0.1"
+    assert group.count() == 1 and group.get_attribute("open") is None
+    inner = group.locator(".tool-card")
+    assert inner.count() == 3 and not inner.first.is_visible()
+    line.scroll_into_view_if_needed()
+    shot(page, f"steps-folded-{size}-{scheme}")
+    line.click()
+    assert [c.is_visible() for c in inner.all()] == [True, True, True]
+    assert [t.strip() for t in inner.locator("> summary .tool-sentence").all_inner_texts()] == [
+        "Read 127.0.0.1"
+    ] * 3
+    # Each card within still opens to its result.
+    inner.first.locator("> summary").click()
+    assert "Otters hold hands" in inner.first.locator(".tool-output").inner_text()
+    group.scroll_into_view_if_needed()
+    shot(page, f"steps-opened-{size}-{scheme}")
+    # The width of a phone holds the line: it is cut, never wider than the answer.
+    box, answer = line.bounding_box(), page.locator("#transcript .msg-step").first.bounding_box()
+    assert box["x"] + box["width"] <= answer["x"] + answer["width"] + 1
+
+    page.reload()
+    page.wait_for_selector("#connection[data-state=open]", state="attached")
+    assert page.locator("#transcript .tool-group > summary").inner_text().strip() == (
+        "Read 3 pages: 127.0.0.1"
+    )
+    assert page.locator("#transcript .tool-group .tool-card").count() == 3
     assert serious_violations(page, "#transcript") == []
     assert page.errors == []

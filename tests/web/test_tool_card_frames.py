@@ -116,3 +116,51 @@ def test_an_approval_nobody_gave_reads_not_run(hasty_server, scripted):
         ws.close()
     assert "Not run: no answer in time" in expired and "failed" not in expired
     assert text(card(page(hasty_server, chat["id"]), "expired")) == text(expired)
+
+
+def folded(html: str) -> list[str]:
+    """The text of each folded run of tool steps (partials/_tool_steps.html)."""
+    return [
+        text(found)
+        for found in re.findall(
+            r'<details class="tool-group".*?</details>\s*</details>', html, re.S
+        )
+    ]
+
+
+def test_a_run_of_finished_steps_folds_alike_live_and_reloaded(server, scripted):
+    """Three finished calls of one tool fold under one line, pushed when the step's results
+    are saved; the refused call after them stands alone; the reloaded page draws the same."""
+    api = Api(server.url, token=server.token)
+    chat = make_chat(api, scripted, settings={"tools": ["guarded", "echo"]})
+    scripted.enqueue(
+        Scenario()
+        .tool_call("echo", {"said": "one"})
+        .tool_call("echo", {"said": "two"})
+        .tool_call("echo", {"said": "<b>three</b>"})
+        .tool_call("guarded", {"label": "refuse-me"})
+    )
+    scripted.enqueue(Scenario().text("Folded, then answered."))
+    ws = Socket(server, chat["id"], html=True)
+    try:
+        ws.send(type="resume", last_event_id=None, last_message_id=0)
+        ws.send(type="send", message="Use them all")
+        asked = frames_until(ws, "needs your approval")
+        assert 'class="tool-group"' not in asked  # nothing folds while a call waits
+        call_id = re.search(
+            r'"call_id": "([^"]+)", "decision": "deny"', asked.replace("&#34;", '"')
+        )
+        ws.send(type="approve", call_id=call_id.group(1), decision="deny")
+        live = frames_until(ws, "Folded, then answered.")
+        frames_until(ws, 'data-running="0"')
+    finally:
+        ws.close()
+    steps = re.search(r'<div id="tool-steps-\d+" class="tool-steps" hx-swap-oob="true">', live)
+    assert steps, "the finished step was not pushed in its folded shape"
+    (line,) = folded(live)
+    assert line.startswith("Used echo 3 times")
+    assert "&lt;b&gt;three&lt;/b&gt;" in live and "<b>three</b>" not in live
+    assert "Denied" not in line and "Denied" in card(live, "denied")
+    reloaded = page(server, chat["id"])
+    assert folded(reloaded) == [line]
+    assert text(card(reloaded, "denied")) == text(card(live, "denied"))

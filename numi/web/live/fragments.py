@@ -27,7 +27,7 @@ from ...render import StreamRender
 from ...turns.channel import Event
 from ...turns.events import EVENT_TYPES
 from .research_view import ResearchFragments
-from .tool_cards import finished_status, snapshot_cards
+from .tool_cards import finished_status, finished_step, saved_cards, snapshot_cards, step_results
 
 
 def blocks_html(blocks) -> Markup:
@@ -495,7 +495,9 @@ class HtmlView(ResearchFragments):
             error = message.meta.get("error")
             self.saved_error = error.get("code") if isinstance(error, dict) else None
         if message.role == "tool" and target is None:
-            return ""  # its result is already on the tool card (tool_end)
+            # Its result is already on its card (tool_end); the step's last result redraws
+            # the step's calls as the page draws them, runs of finished calls folded.
+            return self._finished_step(message)
         if target is not None:
             swap = f"beforeend:{target}"
         elif message.role == "user":
@@ -514,7 +516,7 @@ class HtmlView(ResearchFragments):
         if message.role == "assistant" and message.tool_calls:
             # Its cards as the page draws them: a step saved earlier in the turn (a client
             # that came late, from a snapshot) has its results already.
-            extra["tool_results"] = self._results_of(message)
+            extra["tool_results"] = step_results(self.chat.id, message)
         if message.role == "assistant" and not message.tool_calls:
             # As the page renders it: "Regenerate" offers the other models too.
             extra.update(chat=self.chat, endpoints=endpoint_store.list_endpoints(self.chat.user_id))
@@ -529,6 +531,18 @@ class HtmlView(ResearchFragments):
             **extra,
         )
         return html + replaced
+
+    def _finished_step(self, result: Message) -> str:
+        """The calls of the step whose last result `result` is, drawn from their saved
+        results as after a reload (partials/_tool_steps.html), or "" before that result."""
+        found = finished_step(self.chat.id, result)
+        db.session.commit()  # end the read transaction: this connection may live for hours
+        if found is None:
+            return ""
+        cards = saved_cards(*found)
+        return render_template(
+            "partials/_tool_steps.html", cards=cards, step_id=found[0].id, steps_oob=True
+        )
 
     @staticmethod
     def _replaced_failures(message, version) -> str:
@@ -546,22 +560,6 @@ class HtmlView(ResearchFragments):
             '<div hx-swap-oob="beforeend:#transcript">'
             f'<span class="replaced-versions" hidden data-ids="{ids}"></span></div>'
         )
-
-    def _results_of(self, step: Message) -> dict[str, Message]:
-        """The saved results of a step's tool calls, by call id."""
-        ids = [call.get("id") for call in step.tool_calls if call.get("id")]
-        rows = db.session.execute(
-            select(Message).where(
-                Message.chat_id == self.chat.id,
-                Message.role == "tool",
-                Message.tool_call_id.in_(ids),
-                Message.deleted_at.is_(None),
-            )
-        ).scalars()
-        results = {row.tool_call_id: row for row in rows}
-        for row in results.values():
-            db.session.expunge(row)  # keeps its values past the commit: no reload per card
-        return results
 
     def _transcript_end(self) -> int | None:
         """The id of the transcript's last message, which a Retry drawn now names (a retry

@@ -14,10 +14,13 @@ import re
 from typing import Any
 
 from markupsafe import Markup
+from sqlalchemy import select
 
+from ...extensions import db
+from ...models import Message
 from ...render import render_markdown
 from ...render.sanitize import sanitize
-from . import tool_words
+from . import tool_steps, tool_words
 
 # error_code of a result (agent/tool_runner.py) -> the card's status, when not "failed".
 _NOT_RUN = {
@@ -72,6 +75,62 @@ def saved_card(call: dict[str, Any], result: Any, *, stale: bool = False) -> dic
             display=_display(meta),
         )
     return card
+
+
+def saved_cards(step: Any, results: dict[str, Any], *, stale: bool = False) -> list[dict[str, Any]]:
+    """The cards of a saved step's calls, in call order (`results`: its saved results by
+    call id), as both the page and the live view draw them (partials/_tool_steps.html)."""
+    return [saved_card(call, results.get(call.get("id")), stale=stale) for call in step.tool_calls]
+
+
+# How many answers back the step of a result may be (finished_step).
+_STEP_LOOKBACK = 8
+
+
+def step_results(chat_id: str, step: Message) -> dict[str, Message]:
+    """The saved results of a step's tool calls, by call id, detached from the session so
+    they keep their values past the caller's commit (no reload per card)."""
+    ids = [call.get("id") for call in step.tool_calls if call.get("id")]
+    rows = db.session.execute(
+        select(Message).where(
+            Message.chat_id == chat_id,
+            Message.role == "tool",
+            Message.tool_call_id.in_(ids),
+            Message.deleted_at.is_(None),
+        )
+    ).scalars()
+    results = {row.tool_call_id: row for row in rows}
+    for row in results.values():
+        db.session.expunge(row)
+    return results
+
+
+def finished_step(chat_id: str, result: Message) -> tuple[Message, dict[str, Message]] | None:
+    """The step whose last call `result` answers, and its results (detached), or None when
+    `result` is not its step's last. A step's results are saved in call order once every
+    call has ended (agent/tool_runner.py), so its last result means the step is done."""
+    # The step is among the last few answers before its results: a compare turn's lanes
+    # save theirs side by side.
+    steps = db.session.execute(
+        select(Message)
+        .where(
+            Message.chat_id == chat_id,
+            Message.role == "assistant",
+            Message.id < result.id,
+            Message.deleted_at.is_(None),
+        )
+        .order_by(Message.id.desc())
+        .limit(_STEP_LOOKBACK)
+    ).scalars()
+    owner = (
+        s for s in steps if any(c.get("id") == result.tool_call_id for c in s.tool_calls or [])
+    )
+    step = next(owner, None)
+    if step is None or step.tool_calls[-1].get("id") != result.tool_call_id:
+        return None
+    results = step_results(chat_id, step)
+    db.session.expunge(step)
+    return step, results
 
 
 def result_card(result: Any) -> dict[str, Any]:
@@ -160,7 +219,8 @@ def python_code(code: Any) -> Markup:
 
 
 def init_app(app) -> None:
-    app.jinja_env.globals["saved_tool_card"] = saved_card
+    app.jinja_env.globals["saved_tool_cards"] = saved_cards
+    app.jinja_env.globals["tool_step_groups"] = tool_steps.groups
     app.jinja_env.globals["result_tool_card"] = result_card
     app.jinja_env.globals["tool_approval_arguments"] = approval_arguments
     app.jinja_env.globals["tool_status_text"] = STATUS_TEXT
