@@ -51,7 +51,12 @@ def run(request: dict) -> dict:
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)
     # basicConfig in create_app sets the level only with the first handler: set it here.
-    logging.getLogger().setLevel(request["env"].get("NUMI_LOG_LEVEL", "INFO").upper())
+    # A level logging does not know is the command's to refuse (invalid_setting), not the
+    # host's to die of.
+    try:
+        logging.getLogger().setLevel(request["env"].get("NUMI_LOG_LEVEL", "INFO").upper())
+    except ValueError:
+        logging.getLogger().setLevel(logging.INFO)
     result = CliRunner().invoke(main, request["args"], input=request["input"], prog_name="numi")
     stderr = result.stderr
     returncode = result.exit_code

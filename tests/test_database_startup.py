@@ -50,9 +50,10 @@ def test_a_refused_database_url_never_shows_its_password(numi_cli):
     assert "s3cret" not in line and "mysql://numi:***@db.example/numi" in line, line
 
 
-def test_postgres_without_psycopg_says_how_to_install_it(numi_cli, tmp_path):
+def test_postgres_without_psycopg_says_how_to_install_it(numi_process, tmp_path):
     """A pipx install without the postgres extra: psycopg is not importable (here a package
-    of that name that fails to import stands first on the path, as a missing one would)."""
+    of that name that fails to import stands first on the path, as a missing one would).
+    A process of its own: the command host imported psycopg long ago."""
     hidden = tmp_path / "no-psycopg"
     (hidden / "psycopg").mkdir(parents=True)
     (hidden / "psycopg" / "__init__.py").write_text(
@@ -61,7 +62,7 @@ def test_postgres_without_psycopg_says_how_to_install_it(numi_cli, tmp_path):
     import os
 
     path = os.pathsep.join(p for p in (str(hidden), os.environ.get("PYTHONPATH")) if p)
-    result, _ = numi_cli(
+    result, _ = numi_process(
         "serve", NUMI_DATABASE_URL="postgresql+psycopg://numi@localhost/numi", PYTHONPATH=path
     )
     line = _one_line(result)
@@ -82,8 +83,8 @@ def test_a_postgres_server_that_is_down_is_one_line(numi_cli):
 
 @pytest.mark.postgres
 @pytest.mark.slow(
-    reason="each case runs `numi db upgrade` and `numi serve` as real processes, so the "
-    "one-line refusal is what a person sees in the terminal"
+    reason="each case runs `numi serve` as a real process, so the one-line refusal is what a "
+    "person sees in the terminal"
 )
 def test_a_missing_postgres_database_or_role_says_what_to_run(numi_cli):
     _require_postgres()

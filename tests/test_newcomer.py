@@ -68,12 +68,13 @@ def test_every_cli_command_names_its_data_directory(numi_cli):
         )
 
 
-def test_a_taken_port_is_one_line_and_exit_status_2(numi_cli):
+def test_a_taken_port_is_one_line_and_exit_status_2(numi_process):
+    # A process of its own: the exit status of a real `numi serve` start is what is tested.
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result, _ = numi_cli("serve", "--port", str(port))
+        result, _ = numi_process("serve", "--port", str(port))
     assert result.returncode == 2
     assert "running" not in result.stdout
     lines = [

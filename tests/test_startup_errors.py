@@ -100,6 +100,7 @@ def test_a_boolean_reads_its_words_in_any_case():
 
 
 def test_version():
+    # A process of its own: the installed console script is what answers.
     result = subprocess.run(
         [*numi_command(), "--version"], capture_output=True, text=True, timeout=HANG_SECONDS
     )
@@ -111,6 +112,7 @@ def test_version():
 def test_a_second_server_on_a_data_dir_names_the_holder_and_exits_2(live_server_factory):
     first = live_server_factory(own_process=True)
     port = free_port()
+    # A process of its own: the second `serve`'s exit status and its one line are tested.
     second = subprocess.run(
         [*numi_command(), "serve", "--port", str(port)],
         env={
@@ -243,6 +245,7 @@ def test_open_without_numi_port_links_to_the_running_servers_port(live_server_fa
     env["BROWSER"] = "true"  # a browser that opens the link and says it did
 
     def opened() -> str:
+        # A process of its own each: `webbrowser` reads BROWSER once per process.
         result = subprocess.run(
             [*numi_command(), "open"],
             env=env,

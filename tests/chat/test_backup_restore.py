@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 from numi.chat.chats import validate_settings
 from numi.chat.importer import DROPPED_SETTINGS
 from fixtures.databases import _build_app, _database
-from fixtures.live_server import numi_command
 from import_support import run_import
+from server_wait import HANG_SECONDS
 
 LIMITS = {"NUMI_MAX_SYSTEM_PROMPT_CHARS": 50_000}
 
@@ -67,7 +66,7 @@ def test_a_chat_takes_its_own_saved_settings_back(app, client):
 
 
 def test_export_all_then_import_into_a_fresh_install_restores_every_chat(
-    app, client, backend, tmp_path, database_templates
+    app, client, backend, tmp_path, database_templates, cli_host
 ):
     saved = [
         _saved_by_the_settings_panel(client, "Panel saved"),
@@ -87,12 +86,8 @@ def test_export_all_then_import_into_a_fresh_install_restores_every_chat(
         NUMI_AUTO_ENDPOINTS="0",
     )
     backup = tmp_path / "backup"
-    result = subprocess.run(
-        [*numi_command(), "export", "--all", str(backup)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = cli_host.run(
+        ["export", "--all", str(backup)], env=env, input=None, timeout=HANG_SECONDS
     )
     assert result.returncode == 0, result.stderr
     assert f"Exported {len(saved)} chats" in result.stdout

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
-from fixtures.live_server import numi_command
 from import_support import cli_environment, run_import
+from server_wait import HANG_SECONDS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "imports"
 
@@ -252,14 +251,10 @@ def test_importing_the_same_file_twice_adds_nothing(sqlite_app, sqlite_client):
     assert third["result"]["skipped"] == 1
 
 
-def test_numi_import_runs_the_same_job_from_the_command_line(sqlite_app, sqlite_client):
+def test_numi_import_runs_the_same_job_from_the_command_line(sqlite_app, sqlite_client, cli_host):
     env = cli_environment(sqlite_app)
-    run = subprocess.run(
-        [*numi_command(), "import", str(FIXTURES / "librechat.json")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    run = cli_host.run(
+        ["import", str(FIXTURES / "librechat.json")], env=env, input=None, timeout=HANG_SECONDS
     )
     assert run.returncode == 0, run.stderr
     assert "Imported 1 chat (5 messages in the file); 0 already imported before." in run.stdout

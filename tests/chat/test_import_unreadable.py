@@ -100,6 +100,7 @@ def test_numi_import_preview_says_what_it_cannot_read_from_a_pipe(sqlite_app):
     """`numi import --preview -`: the file read from a pipe (not seekable: spooled first),
     each unreadable conversation on a line of its own."""
     env = cli_environment(sqlite_app)
+    # A process of its own: the command host's stdin is a seekable buffer, never a pipe.
     run = subprocess.run(
         [*numi_command(), "import", "--preview", "-"],
         input=json.dumps(_export()).encode(),

@@ -5,9 +5,8 @@ projects as subfolders, and never a write over a file Numi did not make."""
 from __future__ import annotations
 
 import os
-import subprocess
 
-from fixtures.live_server import numi_command
+from server_wait import HANG_SECONDS
 from import_support import imported_chat
 
 HOSTILE = "<script>alert(1)</script>"
@@ -133,7 +132,7 @@ def test_a_file_numi_did_not_write_is_never_overwritten(sqlite_app, sqlite_clien
     assert mine.read_text(encoding="utf-8") == "# my own notes\n"
 
 
-def test_the_command_writes_each_users_folder(sqlite_app, sqlite_client, tmp_path):
+def test_the_command_writes_each_users_folder(sqlite_app, sqlite_client, tmp_path, cli_host):
     make_chat(sqlite_client, title="One")
     env = dict(
         os.environ,
@@ -142,8 +141,8 @@ def test_the_command_writes_each_users_folder(sqlite_app, sqlite_client, tmp_pat
         NUMI_AUTO_ENDPOINTS="0",
     )
     out = tmp_path / "vault"
-    run = [*numi_command(), "export", "--markdown", str(out)]
-    first = subprocess.run(run, env=env, capture_output=True, text=True, timeout=60)
+    run = ["export", "--markdown", str(out)]
+    first = cli_host.run(run, env=env, input=None, timeout=HANG_SECONDS)
     assert first.returncode == 0, first.stderr
     assert "1 written, 0 unchanged" in first.stdout
     assert [p.name.startswith("One-") for p in out.rglob("*.md")] == [True]
