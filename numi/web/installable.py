@@ -30,7 +30,8 @@ ICONS = (
     ("icons/numi-maskable-512.png", "512x512", "maskable"),
 )
 # Every static file a page may load, precached when the worker installs: those loaded on
-# first use too (voice.js, artifacts.js), so an offline page can still use them. Files
+# first use too (voice.js, artifacts.js, settings_overlay.js), so an offline page can still
+# use them. Files
 # loaded only by some pages are cached on their first use instead.
 SHELL_FILES = (
     "bundle/shell.css",
@@ -39,6 +40,7 @@ SHELL_FILES = (
     "bundle/chat.js",
     "js/voice.js",
     "js/artifacts.js",
+    "js/settings_overlay.js",
     "js/prompts.js",
     "offline.html",
 )

@@ -59,11 +59,12 @@ def test_the_policy_lets_recorded_and_spoken_audio_play(sqlite_client):
 
 def test_the_shell_holds_every_script_a_chat_page_runs_or_loads_on_first_use(client_a):
     # Offline, a kept chat page can only run what the worker precached: its scripts, and the
-    # modules app.js imports on first use (Voice, the artifact panel) from their meta tags.
+    # modules app.js imports on first use (Voice, the artifact panel, the Settings overlay)
+    # from their meta tags.
     chat_id = client_a.post("/api/session", json={}).get_json()["id"]
     page = client_a.get(f"/c/{chat_id}").get_data(as_text=True)
     on_first_use = dict(re.findall(r'<meta name="numi-(\w+)-module" content="([^"]+)"', page))
-    assert set(on_first_use) == {"voice", "artifacts"}, on_first_use
+    assert set(on_first_use) == {"voice", "artifacts", "settings"}, on_first_use
     scripts = re.findall(r'<script[^>]* src="([^"]+)"', page)
     assert any("/bundle/chat.js" in url for url in scripts), scripts
     worker = client_a.get("/sw.js").get_data(as_text=True)
