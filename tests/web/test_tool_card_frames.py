@@ -155,7 +155,7 @@ def test_a_run_of_finished_steps_folds_alike_live_and_reloaded(server, scripted)
         frames_until(ws, 'data-running="0"')
     finally:
         ws.close()
-    steps = re.search(r'<div id="tool-steps-\d+" class="tool-steps" hx-swap-oob="true">', live)
+    steps = re.search(r'<div id="steps-\d+" class="tool-steps" hx-swap-oob="true">', live)
     assert steps, "the finished step was not pushed in its folded shape"
     (line,) = folded(live)
     assert line.startswith("Used echo 3 times")

@@ -92,5 +92,5 @@ def test_the_folded_line_is_escaped_and_shows_hidden_characters(sqlite_app):
         html = render_template("partials/_tool_steps.html", cards=cards, step_id=7)
     assert "<img" not in html and "&lt;img src=x" in html
     assert "\u202e" not in html and "U+202E" in html
-    assert 'id="tool-steps-7"' in html and html.count('class="tool-group"') == 1
+    assert 'id="steps-7"' in html and html.count('class="tool-group"') == 1
     assert html.count('class="tool-card tool-done"') == 2
