@@ -263,7 +263,15 @@ def test_a_reranker_orders_the_best_passages_and_a_failing_one_changes_nothing(
 def test_a_pdf_passage_links_the_file_at_its_page(sqlite_app, sqlite_client):
     from flask import render_template
 
-    from context.context_support import minimal_pdf
+    # By its path: the bench tests put bench/ (which has a context.py) first on sys.path,
+    # and in a worker that ran them `context` is that module, not tests/context.
+    import importlib.util
+
+    where = Path(__file__).resolve().parents[1] / "context" / "context_support.py"
+    spec = importlib.util.spec_from_file_location("library_context_support", where)
+    support = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(support)
+    minimal_pdf = support.minimal_pdf
     from numi.knowledge.passages import passage_view
 
     app, client = sqlite_app, sqlite_client
