@@ -289,9 +289,11 @@ def main() -> None:
         f"{found['written'][1]:.3f})"
         + (" = as configured" if (form, setting) == ("without question words", configured) else "")
     )
-    written_best = max(g[2]["written"][0] for g in grid)
+    form, setting, found = max(grid, key=lambda g: g[2]["written"][0])
     print(
-        f"the grid's best written recall@5, for reference only (not a choice): {written_best:.3f}"
+        f"the grid's best written recall@5, for reference only (not a choice): "
+        f"{found['written'][0]:.3f} ({form}, k {setting[0]}, meaning {setting[1]}, "
+        f"{setting[2]} candidates; synonyms {found['synonyms'][0]:.3f})"
     )
 
 
