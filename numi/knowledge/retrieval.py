@@ -210,8 +210,14 @@ def _reranked(
 
 def without_question_words(query: str) -> str:
     """The query without its QUESTION_WORDS, as both indexes are asked it; the query as it
-    is when nothing else is left ("What is this?")."""
-    kept = [w for w in query.split() if re.sub(r"\W+", "", w.lower()) not in QUESTION_WORDS]
+    is when nothing else is left ("What is this?"). A word in capitals stays: "WHO" and "IT"
+    are names, not question words."""
+
+    def asks(word: str) -> bool:
+        bare = re.sub(r"\W+", "", word)
+        return bare.lower() in QUESTION_WORDS and not (len(bare) > 1 and bare.isupper())
+
+    kept = [w for w in query.split() if not asks(w)]
     return " ".join(kept) or query
 
 
