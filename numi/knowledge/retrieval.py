@@ -1,12 +1,13 @@
 """Finding passages: full text and vectors fused, and the passages a chat's request carries.
 
-`retrieve` asks both indexes for their best candidates and fuses the two rankings by
-weighted reciprocal rank: a chunk's score is the sum, over the rankings it is in, of
-`weight / (RRF_K + rank)`. Each passage says why it was found: "words" (full text),
-"meaning" (vectors), or both. Without vectors (no model, no extra, an endpoint down, a
-vector extension that did not load) it is full text alone, and says so (`mode`). A user
-with a reranker (numi/knowledge/rerank.py) gets the best fused passages in its order
-(`reranked`); one that fails leaves the fused order, and the note says why.
+`retrieve` asks both indexes for their best candidates, with the query's question words
+("How do I ...?") left out, and fuses the two rankings by weighted reciprocal rank: a
+chunk's score is the sum, over the rankings it is in, of `weight / (RRF_K + rank)`. Each
+passage says why it was found: "words" (full text), "meaning" (vectors), or both. Without
+vectors (no model, no extra, an endpoint down, a vector extension that did not load) it is
+full text alone, and says so (`mode`). A user with a reranker (numi/knowledge/rerank.py)
+gets the best fused passages in its order (`reranked`); one that fails leaves the fused
+order, and the note says why.
 
 "Use documents" (a chat's setting, else its project's, else automatically): in `auto`, a
 chat with documents (its attachments and its project's files) gets the best passages for
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,16 +42,27 @@ from .vectors import nearest, vector_backend
 
 log = logging.getLogger(__name__)
 
-RRF_K = 60
-# The fusion's weights, tuned on the labelled set (bench/retrieval_quality.py: 520
-# documents of Python's docstrings, 200 questions, half paraphrased; the README has the
-# table). With the local WordLlama, meaning at 0.5 of words gave the best MRR@10 (0.786
-# overall, 0.598 paraphrased; 0.8 gave 0.769 and 0.579) with recall@5 within one question
-# of the best (0.875 against 0.880); equal weights were worse on both. A static model's
-# nearest vector is often noise where full text has the query's rare word.
+# The fusion (RRF_K, the weights, CANDIDATES) and leaving the question words out were
+# chosen on the labelled set's synonym-paraphrased half (bench/retrieval_quality.py: 520
+# documents of Python's docstrings; the README has the tables), by the rule: the best
+# MRR@10 there, within 0.01, then the best recall@5. The questions written by hand are
+# held out: the rule does not read them. With the local WordLlama, this (0.780 recall@5,
+# 0.633 MRR@10 on the synonym half; 0.477 and 0.353 on the written) beat what it replaced,
+# RRF_K 60 with meaning at 0.5 and the question as asked (0.750, 0.598; 0.424, 0.325): with
+# 60, the first ranks of either side count barely more than the 30th, so fusing mostly
+# broke full text's ties.
+RRF_K = 10
 WEIGHT_WORDS = 1.0
-WEIGHT_MEANING = 0.5
+WEIGHT_MEANING = 1.0
 CANDIDATES = 30  # asked of each index before fusing
+# Words that shape a question but say nothing of what it asks about. Left in, they are
+# rare in documents, so full text ranks a chunk that happens to say "how" or "I" high, and
+# a static model's vector (a mean of its words') drifts toward them. Nouns that may be a
+# question's subject ("will": a will may be what is asked about) are not in it.
+QUESTION_WORDS = frozenset(
+    """a an the how what which who when where why do does did i me my we our you your is
+    are was be can could should would to of in on for and or it this that there way""".split()
+)
 MAX_LIMIT = 20
 DEFAULT_MODE = "auto"
 
@@ -137,13 +150,14 @@ def retrieve(
     in a `project` (its files, its chats), the query's vector is made by the project's own
     embedding model when it chose one, as its files' vectors were."""
     limit = max(1, min(int(limit), MAX_LIMIT))
-    words = search(user_id, query, limit=CANDIDATES, attachment_ids=attachment_ids)
+    asked = without_question_words(query)
+    words = search(user_id, asked, limit=CANDIDATES, attachment_ids=attachment_ids)
     meaning: list[tuple[int, int, float]] = []
     mode, note = "full_text", None
     embedder = embedder_for(user_id, project) if vector_backend() else None
     if embedder is not None and attachment_ids != [] and query.strip():
         try:
-            vector = embedder.embed([query])[0]
+            vector = embedder.embed([asked])[0]
             meaning = nearest(
                 user_id, embedder.name, vector, limit=CANDIDATES, attachment_ids=attachment_ids
             )
@@ -194,19 +208,33 @@ def _reranked(
     return sorted(candidates, key=lambda key: -by_key[key]), None  # stable: ties keep fused order
 
 
+def without_question_words(query: str) -> str:
+    """The query without its QUESTION_WORDS, as both indexes are asked it; the query as it
+    is when nothing else is left ("What is this?"). A word in capitals stays: "WHO" and "IT"
+    are names, not question words."""
+
+    def asks(word: str) -> bool:
+        bare = re.sub(r"\W+", "", word)
+        return bare.lower() in QUESTION_WORDS and not (len(bare) > 1 and bare.isupper())
+
+    kept = [w for w in query.split() if not asks(w)]
+    return " ".join(kept) or query
+
+
 def fuse(
     words: list[tuple[int, int]],
     meaning: list[tuple[int, int]],
     weights: tuple[float, float] = (WEIGHT_WORDS, WEIGHT_MEANING),
+    k: int = RRF_K,
 ) -> tuple[dict[tuple[int, int], float], dict[tuple[int, int], list[str]]]:
     """Two rankings of (document, chunk), best first, fused by weighted reciprocal rank:
     each chunk's score, and which rankings found it (bench/retrieval_quality.py tunes the
-    weights with this same function)."""
+    weights and `k` with this same function)."""
     scores: dict[tuple[int, int], float] = {}
     found_by: dict[tuple[int, int], list[str]] = {}
     for weight, kind, keys in ((weights[0], "words", words), (weights[1], "meaning", meaning)):
         for rank, key in enumerate(keys, 1):
-            scores[key] = scores.get(key, 0.0) + weight / (RRF_K + rank)
+            scores[key] = scores.get(key, 0.0) + weight / (k + rank)
             found_by.setdefault(key, []).append(kind)
     return scores, found_by
 

@@ -218,3 +218,25 @@ def test_another_users_documents_never_surface(multi_app, client_a, client_b):
     assert "alice.txt" in library and "bob-secret" not in library and "4711" not in library
     bobs = documents(client_b)["bob-secret.txt"]["id"]
     assert client_a.post(f"/library/{bobs}/index").status_code == 404
+
+
+def test_question_words_are_left_out_of_what_is_searched(sqlite_app, sqlite_client):
+    """A question ("How can you ...?") is asked of both indexes without its question
+    words: left in, a chunk full of them (rare words in documents) outranks the one about
+    the question's subject. A query of question words only is searched as it is, and a
+    word in capitals is a name."""
+    app, client = sqlite_app, sqlite_client
+    saved = client.put("/api/documents/settings", json={"embedding": "none"})
+    assert saved.status_code == 200, saved.get_json()
+    upload(client, "chatter.txt", b"What is it? How can you do this, and where and when and why?")
+    upload(client, "garden.txt", b"Tomatoes need watering every summer evening.")
+    upload(client, "health.txt", b"The WHO guidance on vaccines for travellers.")
+    upload(client, "travel.txt", b"Vaccines, vaccines: vaccines before travel.")
+    wait_for_indexing(app, timeout=WAIT_SECONDS)
+
+    found = search(client, "How can you water tomatoes?", limit=2)
+    assert found["mode"] == "full_text"
+    assert [p["name"] for p in found["passages"]] == ["garden.txt"], found
+    assert [p["name"] for p in search(client, "What is this?")["passages"]] == ["chatter.txt"]
+    # A word in capitals is a name ("WHO"), not a question word.
+    assert search(client, "WHO vaccines")["passages"][0]["name"] == "health.txt"
