@@ -40,11 +40,16 @@ def one_run(
             result = cluster.capacity_level(servers, provider, streams, tokens, pids)
     finally:
         provider.close()
+    return per_token(result, streams, tokens, list(pids))
+
+
+def per_token(result: dict, streams: int, tokens: int, numi: list[str]) -> dict:
+    """One run's figures from `cluster.capacity_level`'s result: CPU per delivered token of
+    the processes named `numi` (summed) and of Redis, PostgreSQL's per turn."""
     delivered = streams * tokens - result["lost"]
     seconds = {name: share * result["wall"] / 100 for name, share in result["cpu"].items()}
-    numi = sum(seconds[name] for name in pids)
     return {
-        "numi_us": numi / delivered * 1e6,
+        "numi_us": sum(seconds[name] for name in numi) / delivered * 1e6,
         "redis_us": seconds["redis-server"] / delivered * 1e6
         if "redis-server" in seconds
         else None,

@@ -60,12 +60,21 @@ def imported(base: tuple[str, ...], extra: tuple[str, ...]) -> dict:
     return json.loads(done.stdout)
 
 
+ADAPTER = "numi.providers.anthropic_messages"
+
+
 def measure(runs: int = 3, base: tuple[str, ...] = BASE) -> list[dict]:
     """Rows for bench/run.py: the anthropic adapter's RSS after a server's imports (`base`),
     and `import anthropic` and `import openai` in a bare interpreter for scale."""
-    adapter = [imported(base, ("numi.providers.anthropic_messages",)) for _ in range(runs)]
+    adapter = [imported(base, (ADAPTER,)) for _ in range(runs)]
     bare = [imported((), ("anthropic",)) for _ in range(runs)]
     openai_bare = [imported((), ("openai",)) for _ in range(runs)]
+    return rows(adapter, bare, openai_bare)
+
+
+def rows(adapter: list[dict], bare: list[dict], openai_bare: list[dict]) -> list[dict]:
+    """The rows from the probes' results (`imported`'s dicts): the adapter's, anthropic's
+    and openai's, one per run."""
     beta = adapter[0]["beta"]
     return [
         row(

@@ -167,3 +167,7 @@ if __name__ == "__main__":
     if status is not None:
         # A forked child leaves as a process of its own would: atexit handlers, flushed files.
         sys.exit(status)
+    # The zygote itself has nothing to flush or close (its answers went out with os.write,
+    # its children are reaped): leaving without the interpreter's clean-up of every numi
+    # module spares each worker's end 1 s, and 10 s at load average 90.
+    os._exit(0)

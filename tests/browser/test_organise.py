@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from numi.testing import Scenario
 
-from page_support import LOOKS, reveal_sidebar, serious_violations
+from page_support import reveal_sidebar, serious_violations
 from turn_support import Socket, make_chat
 from server_wait import WAIT_SECONDS
 
@@ -37,8 +37,29 @@ RECORD_NOTIFICATIONS = """
 
 @pytest.fixture(scope="module")
 def site_env(module_database_url):
-    """One server per backend: the module runs on SQLite and on PostgreSQL."""
+    """One server per backend: desktop on SQLite, phone on PostgreSQL (below)."""
     return {"NUMI_DATABASE_URL": module_database_url}
+
+
+# Each size on one backend, each backend at one size: pins, archives, tags, bulk actions and
+# themes are stored by the API, whose tests run on both backends (tests/web/test_organising.py,
+# and tests/projects/ for moves to a project); the page's part does not differ by database.
+def _on_backend(names: str, *cases: tuple) -> pytest.MarkDecorator:
+    """parametrize("module_database_url," + names): the desktop case on SQLite, the phone
+    case on PostgreSQL."""
+    return pytest.mark.parametrize(
+        f"module_database_url,{names}",
+        [
+            pytest.param(*case, marks=pytest.mark.postgres) if case[0] == "postgres" else case
+            for case in cases
+        ],
+        indirect=["module_database_url"],
+        scope="module",
+    )
+
+
+LOOKS = _on_backend("size,scheme", ("sqlite", "desktop", "light"), ("postgres", "phone", "dark"))
+SIZES = _on_backend("size", ("sqlite", "desktop"), ("postgres", "phone"))
 
 
 @pytest.fixture
@@ -95,7 +116,7 @@ def new_titled_chat(api, title: str) -> str:
     return chat["id"]
 
 
-@pytest.mark.parametrize("size,scheme", LOOKS)
+@LOOKS
 def test_pin_archive_restore_and_tag_filter(open_page, api, size, scheme, shot):
     mark = uuid.uuid4().hex[:6]
     first = new_titled_chat(api, f"Recipes {mark}")
@@ -143,7 +164,7 @@ def test_pin_archive_restore_and_tag_filter(open_page, api, size, scheme, shot):
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size,scheme", LOOKS)
+@LOOKS
 def test_multi_select_archive_and_delete_with_undo(open_page, api, size, scheme, shot):
     mark = uuid.uuid4().hex[:6]
     ids = [new_titled_chat(api, f"Bulk {i} {mark}") for i in range(3)]
@@ -182,7 +203,7 @@ def test_multi_select_archive_and_delete_with_undo(open_page, api, size, scheme,
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size", ["desktop", "phone"])
+@SIZES
 @pytest.mark.parametrize(
     "system,chosen,expected",
     [
@@ -233,7 +254,7 @@ def choose_theme(page, theme: str) -> None:
     assert page.evaluate("document.documentElement.dataset.theme") == theme
 
 
-@pytest.mark.parametrize("size,scheme", LOOKS)
+@LOOKS
 def test_a_background_answer_notifies_and_stays_unread_until_opened(
     open_page, api, scripted, site, size, scheme, shot
 ):
@@ -279,7 +300,7 @@ def test_a_background_answer_notifies_and_stays_unread_until_opened(
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size,scheme", LOOKS)
+@LOOKS
 def test_no_notification_for_the_chat_in_view_but_one_when_the_tab_is_hidden(
     open_page, api, scripted, size, scheme
 ):
@@ -319,7 +340,7 @@ def test_no_notification_for_the_chat_in_view_but_one_when_the_tab_is_hidden(
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
-@pytest.mark.parametrize("size", ["desktop", "phone"])
+@SIZES
 def test_axe_finds_no_serious_problems_in_the_new_views(open_page, api, size, theme, shot):
     from page_support import serious_violations
 
@@ -358,7 +379,7 @@ def test_axe_finds_no_serious_problems_in_the_new_views(open_page, api, size, th
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size,scheme", LOOKS)
+@LOOKS
 def test_move_to_a_project_from_a_rows_menu(open_page, api, size, scheme, shot):
     """A row's "…" holds Move to…, so a chat reaches a project without drag and drop: on a
     phone by touch (a tap on the "…", always shown there), on a desktop by mouse. The page
@@ -403,7 +424,7 @@ def test_move_to_a_project_from_a_rows_menu(open_page, api, size, scheme, shot):
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size,scheme", LOOKS)
+@LOOKS
 def test_search_opens_from_its_icon_and_closes_on_escape(open_page, api, size, scheme, shot):
     """The sidebar's search is an icon beside New chat: it opens the box (focused, Titles and
     Messages under it) by a click or Enter; Esc empties it, the list comes back whole, and

@@ -1,9 +1,9 @@
-"""Saved prompts in real headless Chromium, at 1280×800 and 390×844, against a live server on
-SQLite and on PostgreSQL: add, edit and delete prompts in Settings; in the composer, "/"
-opens the list, the keyboard moves through it (ArrowDown/ArrowUp, Escape closes, typing
-filters), Enter picks one whose {{input}} takes what was typed after the command and whose
-{{clipboard}} takes the clipboard's text, and the question sent is that text; Tab picks with
-the cursor left where {{input}} was; the mouse picks too. axe-core finds nothing serious."""
+"""Saved prompts in real headless Chromium, at 1280×800 on SQLite and at 390×844 on
+PostgreSQL: add, edit and delete prompts in Settings; in the composer, "/" opens the list,
+the keyboard moves through it (ArrowDown/ArrowUp, Escape closes, typing filters), Enter
+picks one whose {{input}} takes what was typed after the command and whose {{clipboard}}
+takes the clipboard's text, and the question sent is that text; Tab picks with the cursor
+left where {{input}} was; the mouse picks too. axe-core finds nothing serious."""
 
 from __future__ import annotations
 
@@ -39,7 +39,14 @@ def _state(page) -> dict:
     }""")
 
 
-@pytest.mark.parametrize("viewport", list(VIEWPORTS))
+# Each size on one backend, each backend at one size: what is stored and refused is the
+# API's, and tests/web/test_prompts.py runs all of it on both; the page's part does not
+# differ by database. The four pairs cost 63 s of the suite (20 s each at desktop size).
+@pytest.mark.parametrize(
+    "backend,viewport",
+    [("sqlite", "desktop"), pytest.param("postgres", "phone", marks=pytest.mark.postgres)],
+    indirect=["backend"],
+)
 @pytest.mark.slow(
     reason="one user's whole path through saved prompts in a real browser: created in "
     "Settings, used, edited and refused in the composer, at each size"

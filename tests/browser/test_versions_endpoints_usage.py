@@ -19,7 +19,7 @@ VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, 
 
 @pytest.fixture(scope="module")
 def site_env(module_database_url):
-    """One server per backend: the module runs on SQLite and on PostgreSQL."""
+    """One server per backend: desktop on SQLite, phone on PostgreSQL (the test below)."""
     return {"NUMI_DATABASE_URL": module_database_url}
 
 
@@ -47,7 +47,15 @@ def _wait_focus(page, label: str) -> None:
 
 # The in-page regenerate below once lost its answer under load (the turn's events beat the
 # transcript's swap); tests/browser/test_transcript_swap.py pins that race down.
-@pytest.mark.parametrize("viewport", list(VIEWPORTS))
+# Each size on one backend, each backend at one size: versions, endpoints and usage are
+# stored and summed by the API, whose tests run on both (tests/transcript/test_versions.py,
+# tests/web/test_usage.py); the page's part does not differ by database.
+@pytest.mark.parametrize(
+    "module_database_url,viewport",
+    [("sqlite", "desktop"), pytest.param("postgres", "phone", marks=pytest.mark.postgres)],
+    indirect=["module_database_url"],
+    scope="module",
+)
 def test_versions_endpoint_edit_and_usage(browser, site, api, scripted, viewport, shot):
     chat = make_chat(api, scripted, name=f"scripted-{viewport}")
     chat_id = chat["id"]
