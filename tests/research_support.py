@@ -20,6 +20,7 @@ from numi.agent.tools import web as web_tools
 from numi.extensions import db
 from numi.identity import local_user
 from numi.models import Message, ResearchRun, ResearchSource
+from server_wait import WAIT_SECONDS
 
 PAGE = """<!doctype html><html><head><title>{title}</title></head><body>
 <nav><a href="/page/menu-1">Home</a></nav><article>
@@ -122,9 +123,10 @@ def drain(subscription) -> list[dict]:
     return events
 
 
-def wait_for(condition, what: str, seconds: float = 15) -> None:
-    """Until `condition()`; the deadline only catches a hang."""
-    deadline = time.monotonic() + seconds
+def wait_for(condition, what: str) -> None:
+    """Until `condition()`; the deadline (WAIT_SECONDS) only catches a hang: 30 s failed
+    the takeover test at load 55, where it passes alone."""
+    deadline = time.monotonic() + WAIT_SECONDS
     while not condition():
         assert time.monotonic() < deadline, f"waited too long for {what}"
         gevent.sleep(0.01)

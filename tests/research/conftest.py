@@ -67,7 +67,7 @@ def run_research(research_app):
             start_turn(1, True, chat_id, send)
             if during is not None:
                 during(subscription)
-            wait_for(lambda: not turn_manager().is_running(chat_id), "the run to end", 20)
+            wait_for(lambda: not turn_manager().is_running(chat_id), "the run to end")
             events = drain(subscription)
             db.session.remove()
         return events

@@ -99,7 +99,7 @@ def test_another_users_documents_never_appear_in_a_run(make_app, research_web, s
         subscription = turn_manager().subscribe(chat_id)[0]
         send = Send.from_payload({"message": "Otters?", "mode": "research"}, app.config)
         start_turn(alice.id, True, chat_id, send)
-        wait_for(lambda: not turn_manager().is_running(chat_id), "the run to end", 20)
+        wait_for(lambda: not turn_manager().is_running(chat_id), "the run to end")
         events = drain(subscription)
         db.session.remove()
     progress = of_type(events, "research_step")[-1]["data"]["progress"]

@@ -67,8 +67,8 @@ def test_another_process_takes_over_a_run_whose_owner_died(
         sender.send(
             type="send", message="How do otters sleep?", mode="research", request_id=f"r-{how}"
         )
-        wait_for(web.fetching.is_set, "the held page to be fetched", 30)
-        wait_for(lambda: saved(database_url, chat["id"])[0] == ["otters-1"], "the first page", 30)
+        wait_for(web.fetching.is_set, "the held page to be fetched")
+        wait_for(lambda: saved(database_url, chat["id"])[0] == ["otters-1"], "the first page")
         if how == "kill":
             a.kill()
         else:
@@ -79,7 +79,6 @@ def test_another_process_takes_over_a_run_whose_owner_died(
         wait_for(
             lambda: (saved(database_url, chat["id"])[1] or {}).get("status") == "done",
             "B to finish the run",
-            45,
         )
     finally:
         web.close()
