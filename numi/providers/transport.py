@@ -28,6 +28,7 @@ import socket
 from typing import Any, Iterable, Iterator
 
 import h11
+import httpx2
 from h11._readers import ChunkedReader
 from httpcore2 import ReadError, ReadTimeout, RemoteProtocolError
 from httpcore2._backends.sync import SyncStream
@@ -57,6 +58,32 @@ def sdk_http_client(
         client = sdk.DefaultHttpxClient(transport=transport, timeout=timeout)
     else:
         client = sdk.DefaultHttpxClient(timeout=timeout)
+    return _with_fast_bodies(client, headers_timeout)
+
+
+# The SDKs' `DefaultHttpxClient` settings (openai and anthropic alike): many connections,
+# redirects followed, and TCP keep-alive probes on their own transport, so that a stream
+# silent for minutes behind a NAT is not dropped by it.
+_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
+_KEEPALIVE: list[tuple[int, int, int | bool]] = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, True)]
+for _name, _value in (("TCP_KEEPINTVL", 60), ("TCP_KEEPCNT", 5), ("TCP_KEEPIDLE", 60)):
+    if hasattr(socket, _name):
+        _KEEPALIVE.append((socket.IPPROTO_TCP, getattr(socket, _name), _value))
+
+
+def wire_http_client(transport: Any, timeout: Any, headers_timeout: float | None = None) -> Any:
+    """An httpx2 client set up as the SDKs' default one, for requests Numi sends without
+    an SDK (anthropic_wire.py), on `transport` when given, with the same fast body path
+    and response-head deadline as `sdk_http_client`."""
+    if transport is None:
+        transport = httpx2.HTTPTransport(limits=_LIMITS, socket_options=_KEEPALIVE)
+    client = httpx2.Client(
+        transport=transport, timeout=timeout, limits=_LIMITS, follow_redirects=True
+    )
+    return _with_fast_bodies(client, headers_timeout)
+
+
+def _with_fast_bodies(client: Any, headers_timeout: float | None) -> Any:
     for carrier in [client._transport, *getattr(client, "_mounts", {}).values()]:
         pool = getattr(carrier, "_pool", None)
         if pool is not None and not isinstance(pool, _FastBodyPool):
