@@ -23,6 +23,7 @@ body that is not chunked, an h11 that has changed) takes httpcore2's own path.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import socket
 from typing import Any, Iterable, Iterator
@@ -30,8 +31,8 @@ from typing import Any, Iterable, Iterator
 import h11
 import httpx2
 from h11._readers import ChunkedReader
-from httpcore2 import ReadError, ReadTimeout, RemoteProtocolError
-from httpcore2._backends.sync import SyncStream
+from httpcore2 import ConnectError, ConnectTimeout, ReadError, ReadTimeout, RemoteProtocolError
+from httpcore2._backends.sync import SyncBackend, SyncStream
 from httpcore2._sync.http11 import HTTP11ConnectionByteStream
 from httpx2._client import BoundSyncStream
 from httpx2._transports.default import ResponseStream
@@ -87,8 +88,59 @@ def _with_fast_bodies(client: Any, headers_timeout: float | None) -> Any:
     for carrier in [client._transport, *getattr(client, "_mounts", {}).values()]:
         pool = getattr(carrier, "_pool", None)
         if pool is not None and not isinstance(pool, _FastBodyPool):
+            if type(getattr(pool, "_network_backend", None)) is SyncBackend:
+                pool._network_backend = AddressBackend()
             carrier._pool = _FastBodyPool(pool, headers_timeout)
     return client
+
+
+class AddressBackend(SyncBackend):
+    """httpcore2's own backend, connecting to an IP address without a name lookup.
+
+    `socket.create_connection` asks `getaddrinfo` even for "127.0.0.1", and under gevent
+    every lookup goes to the threadpool resolver: a hand-off to a native thread and back
+    for each new connection to a provider, 7 % of a 100-stream run's server samples while
+    its turns started (issue 45). A local model server (Ollama, llama.cpp) is most often
+    addressed by IP. A name still takes httpcore2's path, lookup and all; the socket, its
+    options and the errors are those of that path."""
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> Any:
+        family = _address_family(host)
+        if family is None or local_address is not None:
+            return super().connect_tcp(host, port, timeout, local_address, socket_options)
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect((host, port))
+            for option in socket_options or []:
+                sock.setsockopt(*option)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except BaseException as exc:
+            sock.close()
+            if isinstance(exc, socket.timeout):
+                raise ConnectTimeout(exc) from exc
+            if isinstance(exc, OSError):
+                raise ConnectError(exc) from exc
+            raise
+        return SyncStream(sock)
+
+
+def _address_family(host: str) -> int | None:
+    """AF_INET or AF_INET6 for an IP address written as one, else None (a name)."""
+    if not host or not (host[0].isdigit() or ":" in host):
+        return None  # a name: no parse attempted
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return socket.AF_INET6 if address.version == 6 else socket.AF_INET
 
 
 def body_chunks(response: Any) -> Iterable[bytes] | None:
