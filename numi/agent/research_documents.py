@@ -28,7 +28,7 @@ def chat_documents(user_id: int, chat_id: str, settings: dict[str, Any]) -> list
     project = retrieval.chat_project(user_id, chat_id)
     if retrieval.use_documents(settings, project) == "never":
         return []
-    return retrieval.chat_documents(user_id, chat_id)
+    return retrieval.chat_documents(user_id, chat_id, project)
 
 
 def search(user_id: int, question: str, documents: list[int]) -> tuple[list[Any], str]:

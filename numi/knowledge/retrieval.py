@@ -280,16 +280,24 @@ def chat_project(user_id: int, chat_id: str) -> Project | None:
     ).scalar_one_or_none()
 
 
-def project_attachment_ids(user_id: int, chat_id: str) -> list[int]:
-    """The files of the chat's project: a chat in a project searches them as its own."""
-    project = chat_project(user_id, chat_id)
+# "The caller has not looked the chat's project up": None is a chat without one.
+_LOOK_UP: Any = object()
+
+
+def project_attachment_ids(user_id: int, chat_id: str, project: Any = _LOOK_UP) -> list[int]:
+    """The files of the chat's project: a chat in a project searches them as its own.
+    `project`, when the caller has it from `chat_project`, saves looking it up again."""
+    if project is _LOOK_UP:
+        project = chat_project(user_id, chat_id)
     return project_file_ids(user_id, project.id if project else None)
 
 
-def chat_documents(user_id: int, chat_id: str) -> list[int]:
-    """The documents a chat has: its attachments with text, and its project's files."""
+def chat_documents(user_id: int, chat_id: str, project: Any = _LOOK_UP) -> list[int]:
+    """The documents a chat has: its attachments with text, and its project's files
+    (`project` as for `project_attachment_ids`)."""
     return _with_text(
-        user_id, chat_attachment_ids(user_id, chat_id) + project_attachment_ids(user_id, chat_id)
+        user_id,
+        chat_attachment_ids(user_id, chat_id) + project_attachment_ids(user_id, chat_id, project),
     )
 
 
@@ -336,7 +344,8 @@ def chat_passages(user_id: int, chat_id: str, settings: dict[str, Any]) -> Found
     project = chat_project(user_id, chat_id)
     if use_documents(settings, project) != "auto":
         return None
-    documents = chat_documents(user_id, chat_id)
+    # The project looked up once per turn: every turn of every chat asks (issue 45).
+    documents = chat_documents(user_id, chat_id, project)
     question = newest_question(user_id, chat_id) if documents else ""
     return passages_for(user_id, question, documents, settings, project)
 

@@ -4,6 +4,9 @@ The system prompt is top level; tool results travel as `tool_result` blocks at t
 of the next user message; images are base64 source blocks. Thinking and
 redacted_thinking blocks are collected complete and unmodified (text and signature) into
 the step's reasoning envelope, and replayed first in their assistant message (§3.4).
+
+Requests are sent by Numi's own wire code (anthropic_wire.py), not the anthropic SDK,
+whose import alone costs a server ~42 MiB.
 """
 
 from __future__ import annotations
@@ -11,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import anthropic
-
+from .anthropic_wire import MessagesClient
 from .base import ProviderAdapter
 from .errors import from_stream_error, interrupted
 from .events import (
@@ -49,37 +51,26 @@ class AnthropicAdapter(ProviderAdapter):
 
     kind = "anthropic"
 
-    def _make_client(self) -> Any:
-        return anthropic.Anthropic(
-            base_url=self.base_url,
-            default_query=self.default_query or None,
+    def _make_client(self) -> MessagesClient:
+        return MessagesClient(
+            self.base_url,
+            self.default_query,
             api_key=self.api_key or "no-key",
             timeout=self.sdk_timeout(),
-            max_retries=0,  # retries happen in ProviderStream, before any output
-            http_client=self.http_client(anthropic),
+            transport=self.transport,
+            headers_timeout=self.headers_timeout,
         )
 
-    def _list_models(self, client: Any) -> list[ModelInfo]:
+    def _list_models(self, client: MessagesClient) -> list[ModelInfo]:
         # llama-server serves /v1/messages too, and answers GET /v1/models with its own
         # list (and /props) whatever the wire kind: read them as the other kinds do.
-        listed = list(client.models.list())
+        listed = client.models()
         return with_llama_server_props(client, self.base_url, listed, _model_info)
 
-    def _open(self, client: Any, request: ChatRequest) -> Any:
-        body = self.build_body(request)
-        # The long lists go through extra_body, which the SDK sends as they are: its typed
-        # transform of `messages` costs about 30 ms for 200 messages on every call, and
-        # build_body() has already produced the exact wire format. Likewise the answer is
-        # read as plain dicts (sse.py), not as the SDK's typed event objects.
-        return SSEStream.open(
-            client.messages.with_streaming_response.create(
-                model=body.pop("model"),
-                max_tokens=body.pop("max_tokens"),
-                messages=[],
-                stream=True,
-                extra_body=body,
-            )
-        )
+    def _open(self, client: MessagesClient, request: ChatRequest) -> Any:
+        # build_body() produces the exact wire format; the answer is read as plain dicts
+        # (sse.py), not as typed event objects.
+        return SSEStream(client.stream(self.build_body(request)))
 
     def build_body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body for a request (without `stream`)."""

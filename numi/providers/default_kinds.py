@@ -28,7 +28,8 @@ BUILT_IN = (
         "anthropic",
         "Anthropic Messages",
         "numi.providers.anthropic_messages:AnthropicAdapter",
-        "anthropic",
+        # Sent by Numi's own wire code on httpx2, not the anthropic SDK (issue 45).
+        "numi.providers.anthropic_wire",
     ),
 )
 

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any
 
+import httpx2
 import openai
 
 from .base import ProviderAdapter
 from .events import ModelInfo
 from .model_lists import openai_model_info, with_llama_server_props
+from .sse import SSEStream
+
+# Headers of a sent request that belong to its body or to that one request alone.
+_PER_REQUEST = frozenset(("content-length", "idempotency-key", "x-stainless-raw-response"))
 
 
 class OpenAIAdapterBase(ProviderAdapter):
@@ -25,6 +32,51 @@ class OpenAIAdapterBase(ProviderAdapter):
             max_retries=0,  # retries happen in ProviderStream, before any output
             http_client=self.http_client(openai),
         )
+
+    def _open_stream(
+        self, client: Any, body: dict[str, Any], send_through_sdk: Callable[[], Any]
+    ) -> SSEStream:
+        """Send a streaming request whose JSON `body` (without `stream`) is the whole
+        wire format. The first one goes through the SDK (`send_through_sdk`), which
+        builds its URL and headers: options, param transforms, auth layers, the
+        response wrapper, about 1 ms of CPU per turn (issue 45). What it sent is kept
+        per adapter, that is per route, and later requests are that URL and those
+        headers with their own body, sent on the SDK's own httpx2 client, with the
+        SDK's failures: its status error (body read) for a non-2xx answer,
+        APITimeoutError / APIConnectionError for a request that did not get one."""
+        head = self._stream_head
+        if head is None:
+            stream = SSEStream.open(send_through_sdk())
+            sent = stream.response.request
+            headers = [(k, v) for k, v in sent.headers.items() if k.lower() not in _PER_REQUEST]
+            self._stream_head = (sent.url, headers)
+            return stream
+        url, headers = head
+        http = client._client
+        request = http.build_request(
+            "POST",
+            url,
+            headers=headers,
+            content=json.dumps({**body, "stream": True}).encode(),
+            timeout=client.timeout,
+        )
+        try:
+            response = http.send(request, stream=True)
+        except openai.APIError:
+            raise
+        except httpx2.TimeoutException as exc:  # as the SDK's own send maps them
+            raise openai.APITimeoutError(request=request) from exc
+        except Exception as exc:
+            raise openai.APIConnectionError(request=request) from exc
+        if not response.is_success:
+            try:
+                response.read()
+            finally:
+                response.close()
+            raise client._make_status_error_from_response(response)
+        return SSEStream(_Streaming(response))
+
+    _stream_head: tuple[Any, list[tuple[str, str]]] | None = None
 
     @property
     def is_openai_proper(self) -> bool:
@@ -87,3 +139,16 @@ class OpenAIAdapterBase(ProviderAdapter):
             if isinstance(index, int) and 0 <= index < len(documents):
                 scores[index] = float(row.get("relevance_score", 0.0))
         return scores
+
+
+class _Streaming:
+    """An open 2xx answer as sse.SSEStream reads the SDK's streaming response."""
+
+    def __init__(self, http_response: Any) -> None:
+        self.http_response = http_response
+
+    def iter_bytes(self) -> Any:
+        return self.http_response.iter_bytes()
+
+    def close(self) -> None:
+        self.http_response.close()

@@ -33,7 +33,6 @@ from .events import (
 )
 from .openai_base import OpenAIAdapterBase
 from .parts import image_data_url, iter_parts, plain_text, tool_result_text
-from .sse import SSEStream
 from .think_tags import ThinkTagSplitter, flush_text, split_text
 from .toolcalls import ToolCallAssembler
 
@@ -57,11 +56,17 @@ class OpenAIChatAdapter(OpenAIAdapterBase):
         # The long lists go through extra_body, which the SDK sends as they are: its typed
         # transform of `messages` costs about 30 ms for 200 messages on every call, and
         # build_body() has already produced the exact wire format. Likewise the answer is
-        # read as plain dicts (sse.py), not as the SDK's typed event objects.
-        return SSEStream.open(
-            client.chat.completions.with_streaming_response.create(
-                model=body.pop("model"), messages=[], stream=True, extra_body=body
-            )
+        # read as plain dicts (sse.py), not as the SDK's typed event objects. The SDK
+        # builds the first request of a route only (OpenAIAdapterBase._open_stream).
+        return self._open_stream(
+            client,
+            body,
+            lambda: client.chat.completions.with_streaming_response.create(
+                model=body["model"],
+                messages=[],
+                stream=True,
+                extra_body={k: v for k, v in body.items() if k != "model"},
+            ),
         )
 
     def build_body(self, request: ChatRequest) -> dict[str, Any]:

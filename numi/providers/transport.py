@@ -23,14 +23,16 @@ body that is not chunked, an h11 that has changed) takes httpcore2's own path.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import socket
 from typing import Any, Iterable, Iterator
 
 import h11
+import httpx2
 from h11._readers import ChunkedReader
-from httpcore2 import ReadError, ReadTimeout, RemoteProtocolError
-from httpcore2._backends.sync import SyncStream
+from httpcore2 import ConnectError, ConnectTimeout, ReadError, ReadTimeout, RemoteProtocolError
+from httpcore2._backends.sync import SyncBackend, SyncStream
 from httpcore2._sync.http11 import HTTP11ConnectionByteStream
 from httpx2._client import BoundSyncStream
 from httpx2._transports.default import ResponseStream
@@ -57,11 +59,88 @@ def sdk_http_client(
         client = sdk.DefaultHttpxClient(transport=transport, timeout=timeout)
     else:
         client = sdk.DefaultHttpxClient(timeout=timeout)
+    return _with_fast_bodies(client, headers_timeout)
+
+
+# The SDKs' `DefaultHttpxClient` settings (openai and anthropic alike): many connections,
+# redirects followed, and TCP keep-alive probes on their own transport, so that a stream
+# silent for minutes behind a NAT is not dropped by it.
+_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
+_KEEPALIVE: list[tuple[int, int, int | bool]] = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, True)]
+for _name, _value in (("TCP_KEEPINTVL", 60), ("TCP_KEEPCNT", 5), ("TCP_KEEPIDLE", 60)):
+    if hasattr(socket, _name):
+        _KEEPALIVE.append((socket.IPPROTO_TCP, getattr(socket, _name), _value))
+
+
+def wire_http_client(transport: Any, timeout: Any, headers_timeout: float | None = None) -> Any:
+    """An httpx2 client set up as the SDKs' default one, for requests Numi sends without
+    an SDK (anthropic_wire.py), on `transport` when given, with the same fast body path
+    and response-head deadline as `sdk_http_client`."""
+    if transport is None:
+        transport = httpx2.HTTPTransport(limits=_LIMITS, socket_options=_KEEPALIVE)
+    client = httpx2.Client(
+        transport=transport, timeout=timeout, limits=_LIMITS, follow_redirects=True
+    )
+    return _with_fast_bodies(client, headers_timeout)
+
+
+def _with_fast_bodies(client: Any, headers_timeout: float | None) -> Any:
     for carrier in [client._transport, *getattr(client, "_mounts", {}).values()]:
         pool = getattr(carrier, "_pool", None)
         if pool is not None and not isinstance(pool, _FastBodyPool):
+            if type(getattr(pool, "_network_backend", None)) is SyncBackend:
+                pool._network_backend = AddressBackend()
             carrier._pool = _FastBodyPool(pool, headers_timeout)
     return client
+
+
+class AddressBackend(SyncBackend):
+    """httpcore2's own backend, connecting to an IP address without a name lookup.
+
+    `socket.create_connection` asks `getaddrinfo` even for "127.0.0.1", and under gevent
+    every lookup goes to the threadpool resolver: a hand-off to a native thread and back
+    for each new connection to a provider, 7 % of a 100-stream run's server samples while
+    its turns started (issue 45). A local model server (Ollama, llama.cpp) is most often
+    addressed by IP. A name still takes httpcore2's path, lookup and all; the socket, its
+    options and the errors are those of that path."""
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> Any:
+        family = _address_family(host)
+        if family is None or local_address is not None:
+            return super().connect_tcp(host, port, timeout, local_address, socket_options)
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect((host, port))
+            for option in socket_options or []:
+                sock.setsockopt(*option)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except BaseException as exc:
+            sock.close()
+            if isinstance(exc, socket.timeout):
+                raise ConnectTimeout(exc) from exc
+            if isinstance(exc, OSError):
+                raise ConnectError(exc) from exc
+            raise
+        return SyncStream(sock)
+
+
+def _address_family(host: str) -> int | None:
+    """AF_INET or AF_INET6 for an IP address written as one, else None (a name)."""
+    if not host or not (host[0].isdigit() or ":" in host):
+        return None  # a name: no parse attempted
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return socket.AF_INET6 if address.version == 6 else socket.AF_INET
 
 
 def body_chunks(response: Any) -> Iterable[bytes] | None:

@@ -225,3 +225,41 @@ def test_body_chunks_leaves_encoded_or_unchunked_bodies_to_iter_bytes():
                 assert response.read() == b"hello"
     finally:
         server.close()
+
+
+# --- connecting to an IP address without a name lookup ----------------------------------
+
+
+def test_an_ip_address_is_connected_without_a_name_lookup(monkeypatch):
+    """Under gevent every getaddrinfo is a trip to the threadpool; an address needs none.
+    A name still goes through the lookup; a refused address is httpx2's ConnectError."""
+    server = RawServer([[HEAD, b"2\r\nok\r\n0\r\n\r\n"]])
+    looked_up: list[str] = []
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        looked_up.append(host)
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    client = sdk_http_client(openai, None, httpx2.Timeout(5.0))
+    try:
+        with client.stream("GET", f"http://127.0.0.1:{server.port}/") as response:
+            assert b"".join(response.iter_raw()) == b"ok"
+        assert looked_up == []
+
+        with pytest.raises(httpx2.ConnectError):
+            client.get(f"http://127.0.0.1:{_closed_port()}/")
+        assert looked_up == []
+
+        with pytest.raises(httpx2.ConnectError):
+            client.get(f"http://localhost:{_closed_port()}/")
+        assert looked_up == ["localhost"]
+    finally:
+        client.close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
