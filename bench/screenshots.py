@@ -1,7 +1,9 @@
-"""Not a benchmark: re-shoots the chat screenshots of docs/design.md (`chat-*`,
-`message-menu-*`, `composer-plus-*`, `chat-settings-*`) at 1280×800 and 390×844, light and
-dark, from a live `numi serve --demo` holding one imported chat, so they follow the page
-as it is now. Run from the repository root:
+"""Not a benchmark: re-shoots the screenshots of docs/design.md that a live `numi serve
+--demo` can show (the chat and its menus; the Library, Projects, Tasks, Usage, Archived,
+search and Settings pages, the sign-in page, the "Reconnecting…" bar: see
+bench/screenshot_pages.py) at 1280×800 and 390×844, light and dark, from imported chats and
+data seeded through the API, so they follow the page as it is now. Run from the repository
+root:
 
     python bench/screenshots.py [--out docs/screenshots]
 
@@ -19,6 +21,7 @@ from pathlib import Path
 from live import ACCESS_TOKEN, ROOT, LiveNumi
 from numi.sign_in_links import new_code
 from pages import CHROMIUM_ARGS
+from screenshot_pages import seed, shoot_pages, shoot_signed_out
 
 SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 
@@ -58,11 +61,22 @@ class DemoNumi(LiveNumi):
         return [*super().command(), "--demo"]
 
 
-def imported_chat(numi: LiveNumi) -> str:
-    """The chat the pictures show, through the JSON import; its id once the job is done."""
+ARCHIVED = {
+    "format": "numi.chat",
+    "version": 1,
+    "chat": {"title": "What rises the dough?", "model": "gpt-4o-mini"},
+    "messages": [
+        {"role": "user", "content": "What rises the dough?"},
+        {"role": "assistant", "content": "Yeast: it eats the flour's sugars and breathes out gas."},
+    ],
+}
+
+
+def imported_chat(numi: LiveNumi, chat: dict = CHAT) -> str:
+    """A chat the pictures show, through the JSON import; its id once the job is done."""
     request = urllib.request.Request(
         numi.url + "/api/import",
-        data=json.dumps(CHAT).encode(),
+        data=json.dumps(chat).encode(),
         headers={"Content-Type": "application/json", **numi.headers},
         method="POST",
     )
@@ -84,6 +98,7 @@ def shoot(out: Path) -> list[Path]:
     written = []
     with DemoNumi() as numi, sync_playwright() as playwright:
         chat_id = imported_chat(numi)
+        ids = seed(numi, chat_id, imported_chat(numi, ARCHIVED))
         browser = playwright.chromium.launch(
             executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS
         )
@@ -102,9 +117,9 @@ def shoot(out: Path) -> list[Path]:
                 page.wait_for_selector("#connection[data-state=open]", state="attached")
                 page.get_by_text("Never refrigerate").wait_for()
 
-                def take(name: str) -> None:
+                def take(name: str, target=None) -> None:
                     path = out / f"{name}-{size}-{scheme}.png"
-                    page.screenshot(path=str(path))
+                    (target or page).screenshot(path=str(path))
                     written.append(path)
 
                 take("chat")
@@ -122,7 +137,18 @@ def shoot(out: Path) -> list[Path]:
                 page.locator(".chat-settings > summary").click()
                 page.locator(".chat-settings[open]").wait_for()
                 take("chat-settings")
+                page.keyboard.press("Escape")
+                shoot_pages(page, numi.url, ids, chat_id, take)
                 context.close()
+                signed_out = browser.new_context(
+                    viewport=viewport,
+                    color_scheme=scheme,
+                    has_touch=size == "phone",
+                    is_mobile=size == "phone",
+                )
+                page = signed_out.new_page()
+                shoot_signed_out(page, numi.url, take)
+                signed_out.close()
         browser.close()
     return written
 

@@ -127,7 +127,7 @@ def test_an_html_artifact_runs_in_its_frame_and_cannot_reach_the_page(
         assert box["x"] >= main["x"] + main["width"] - 1 and box["width"] >= 300
     else:
         assert box["x"] == 0 and box["width"] == 390 and box["height"] >= 800
-    shot(page, f"artifact-html-{size}-{scheme}")
+    shot(page, f"artifact-html-{size}-{scheme}", both_themes=True)
     assert serious_violations(page, "#artifact-panel", frames=False) == []
     # Code tab, Copy, Download, Close.
     panel.get_by_role("tab", name="Code").click()

@@ -40,7 +40,7 @@ def test_past_the_soft_cap_the_composer_panel_and_usage_say_so(
     composer = page.locator("#budget-warnings-composer")
     composer.wait_for()
     assert composer.inner_text().strip() == line
-    shot(page, f"budget-composer-{size}-{scheme}")
+    shot(page, f"budget-composer-{size}-{scheme}", both_themes=True)
     page.locator("#context-gauge .gauge-button").click()
     panel = page.locator("#budget-warnings-panel")
     panel.wait_for()
@@ -52,5 +52,5 @@ def test_past_the_soft_cap_the_composer_panel_and_usage_say_so(
     row.scroll_into_view_if_needed()
     assert row.get_attribute("data-state") == "warning"
     assert f"This month's budget for {name}" in row.inner_text()
-    shot(page, f"budget-usage-{size}-{scheme}")
+    shot(page, f"budget-usage-{size}-{scheme}", both_themes=True)
     assert page.errors == []

@@ -78,5 +78,5 @@ def test_code_card_shows_the_picture_live_and_after_reload(open_page_on, site, a
         assert image["natural"] == 240 and 0 < image["shown"] <= 240
         assert reloaded.locator(".code-files a", has_text="summary.txt").count() == 1
         reloaded.scroll_into_view_if_needed()
-        shot(page, f"code-reloaded-{size}-{scheme}")
+        shot(page, f"code-reloaded-{size}-{scheme}", both_themes=True)
         assert page.errors == []

@@ -106,7 +106,7 @@ def test_a_three_lane_compare_streams_stops_resumes_and_continues(
     if size == "phone":
         page.locator(".compare-tab", has_text=models[2]).click()
         page.locator(".compare-tab[aria-current=true]", has_text=models[2]).wait_for()
-    shot(page, f"compare-finished-{size}-{scheme}")
+    shot(page, f"compare-finished-{size}-{scheme}", both_themes=True)
     assert serious_violations(page, "#transcript") == []
 
     # Continue with the third lane: its answer is the version shown, ‹ n/3 ›, and the chat
@@ -192,7 +192,7 @@ def test_the_compare_picker_filters_models_by_typing(
     assert sorted(visible.all_inner_texts()) == sorted(
         picker.locator(".compare-route", has_text=name).inner_text() for name in models[1::3]
     )
-    shot(page, f"compare-search-{size}-{scheme}")
+    shot(page, f"compare-search-{size}-{scheme}", both_themes=True)
     assert serious_violations(page, "#compare-picker") == []
     search.fill(f"zzqx {tag}")
     picker.get_by_text("No model matches.").wait_for()

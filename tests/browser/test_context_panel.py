@@ -75,7 +75,7 @@ def test_the_context_panel_lays_the_request_open(
     history = panel.locator(".context-part[data-kind=history]")
     history.locator("summary").click()
     assert "4 included · 0 omitted · 0 left out" in history.locator("summary").inner_text()
-    shot(page, f"context-panel-{size}-{scheme}")
+    shot(page, f"context-panel-{size}-{scheme}", both_themes=True)
     assert serious(page) == []
 
     # Leave the first question out from the panel: the panel counts it, the transcript marks it.

@@ -36,7 +36,7 @@ def test_per_model_settings_and_retries_in_the_edit_form(
     page.locator(f"#endpoint-{endpoint['id']}").get_by_role("link", name=f"Edit {name}").click()
     form = page.locator(f"form#endpoint-{endpoint['id']}")
     form.wait_for()
-    retries = form.get_by_role("checkbox", name="Retry failed requests")
+    retries = form.get_by_role("switch", name="Retry failed requests")
     assert retries.is_checked()
     form.get_by_text("Per-model settings").click()
     row = form.locator("fieldset.model-setting", has_text="llama-tool")
@@ -65,5 +65,5 @@ def test_per_model_settings_and_retries_in_the_edit_form(
     row.wait_for()
     assert row.get_by_label("Tools").locator("option:checked").inner_text() == "Off"
     assert row.get_by_label("Context (tokens)").input_value() == "4096"
-    assert not form.get_by_role("checkbox", name="Retry failed requests").is_checked()
+    assert not form.get_by_role("switch", name="Retry failed requests").is_checked()
     assert page.errors == []

@@ -57,7 +57,7 @@ def test_suggestions_fill_the_composer_and_never_send(
     page = open_page_on(site, size, scheme)
     chips = page.get_by_role("group", name="Suggestions")
     expect(chips.get_by_role("button")).to_have_count(4)
-    shot(page, f"home-{size}-{scheme}")
+    shot(page, f"home-{size}-{scheme}", both_themes=True)
     chips.get_by_role("button", name="Plan a trip").click()
     box = page.locator("#home-input")
     expect(box).to_have_value("Plan a three-day trip to ")
@@ -72,7 +72,7 @@ def test_suggestions_fill_the_composer_and_never_send(
     composer = page.locator("#composer-input")
     expect(composer).to_have_value("Summarise the main points of this text:\n\n")
     expect(composer).to_be_focused()
-    shot(page, f"empty-chat-{size}-{scheme}")
+    shot(page, f"empty-chat-{size}-{scheme}", both_themes=True)
     # Not sent: after a reload the words are still a draft in the box, and the chat is empty.
     page.reload()
     expect(page.locator("#composer-input")).to_have_value(

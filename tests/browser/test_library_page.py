@@ -107,7 +107,7 @@ def test_a_citation_opens_its_passage_and_a_passage_can_be_left_out(
     expect(panel.locator(".passage-title")).to_contain_text("bread.md")
     expect(panel.locator(".passage-where")).to_contain_text("Bread guide › Proofing")
     expect(panel.locator("mark.passage-mark")).to_contain_text("ninety minutes")
-    shot(page, f"citation-passage-{size}-{scheme}")
+    shot(page, f"citation-passage-{size}-{scheme}", both_themes=True)
     from page_support import serious_violations
 
     assert serious_violations(page) == []

@@ -343,7 +343,7 @@ def test_a_question_is_edited_in_place_and_sent_as_a_new_version(
     )
     form.locator(".attachment-chip[data-attachment-id]").wait_for()
     box.fill("Capital of Spain?")
-    shot(page, f"edit-form-{size}-{scheme}")
+    shot(page, f"edit-form-{size}-{scheme}", both_themes=True)
     assert serious_violations(page, "#transcript") == []
     page.wait_for_function(
         "() => !document.querySelector('.htmx-request, .htmx-settling, .htmx-swapping')"
@@ -391,7 +391,7 @@ def test_the_chat_header_fits_one_row(open_page_on, site, api, scripted, shot, s
     menu = page.locator("#chat-more .chat-menu")
     for name in ("Project", "Export", "New temporary chat", "Settings"):
         assert menu.get_by_text(name, exact=True).is_visible(), name
-    shot(page, f"header-menu-{size}-{scheme}")
+    shot(page, f"header-menu-{size}-{scheme}", both_themes=True)
     page.locator(".chat-settings > summary").click()
     page.locator(".chat-settings .settings-form").wait_for()
     page.keyboard.press("Escape")  # closes Settings, the "…" stays open

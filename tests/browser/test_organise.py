@@ -414,7 +414,7 @@ def test_move_to_a_project_from_a_rows_menu(open_page, api, size, scheme, shot):
         "Select chats",
         "Delete",
     ]
-    shot(page, f"row-menu-move-{size}-{scheme}")
+    shot(page, f"row-menu-move-{size}-{scheme}", both_themes=True)
     target.tap() if size == "phone" else target.click()
     page.wait_for_url(f"**/c/{here}")
     count = page.locator(f'#sidebar-projects [data-project-id="{project["id"]}"] .project-count')
@@ -445,7 +445,7 @@ def test_search_opens_from_its_icon_and_closes_on_escape(open_page, api, size, s
     search.press_sequentially(f"lisbon trip {mark}")
     page.locator(f"#chat-{other}").wait_for(state="detached")
     assert page.locator(f"#chat-{wanted}").is_visible()
-    shot(page, f"sidebar-search-{size}-{scheme}")
+    shot(page, f"sidebar-search-{size}-{scheme}", both_themes=True)
     assert serious_violations(page, "#sidebar") == []
 
     page.keyboard.press("Escape")

@@ -60,7 +60,7 @@ def test_the_panel_marks_what_will_be_replaced_and_the_form_sets_it(
         ["CARD", "4111 1111 1111 1111"],
     ]
     assert "<politely>" in part.locator("pre").inner_text()
-    shot(page, f"privacy-panel-{size}-{scheme}")
+    shot(page, f"privacy-panel-{size}-{scheme}", both_themes=True)
     assert serious(page, "#context-panel") == []
 
     page.goto(f"{site.url}/settings/endpoints")

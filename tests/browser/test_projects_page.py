@@ -43,6 +43,8 @@ def test_project_flow(open_page_on, site, api, scripted, size, scheme, shot):
     page.wait_for_url("**/p/*")
     project_id = int(page.url.rsplit("/", 1)[1])
     assert page.locator("h1.project-title").inner_text() == name
+    # Its name is shown, not only read out: a phone's header hides a chat's title, not this.
+    assert page.locator("h1.project-title").bounding_box()["width"] > 40
     shot(page, f"project-top-{size}-{scheme}")
 
     page.get_by_label("Instructions (added after each chat's own system prompt)").fill(

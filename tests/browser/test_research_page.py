@@ -63,7 +63,7 @@ def test_start_research_watch_it_reload_and_stop_and_write(
         arg=elapsed.inner_text(),
     )
     assert elapsed.inner_text().endswith(" elapsed")
-    shot(page, f"research-running-{size}-{scheme}")
+    shot(page, f"research-running-{size}-{scheme}", both_themes=True)
 
     page.reload()
     page.wait_for_selector("#connection[data-state=open]", state="attached")
@@ -83,4 +83,4 @@ def test_start_research_watch_it_reload_and_stop_and_write(
     page.locator("#transcript .research-progress[data-phase=done]").wait_for()
     assert not page.locator("#transcript .research-elapsed[data-started-at]").count()  # stopped
     assert research_web.fetches["otters-1"] == 1
-    shot(page, f"research-report-{size}-{scheme}")
+    shot(page, f"research-report-{size}-{scheme}", both_themes=True)

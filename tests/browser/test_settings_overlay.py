@@ -65,7 +65,7 @@ def test_settings_open_over_the_chat_and_close_back_to_it(
     frame.get_by_role("heading", name=section, level=2).wait_for()
     page.wait_for_url(lambda url: url.endswith("/settings/" + section.lower()))
     assert page.evaluate("() => history.length") == steps + 1
-    shot(page, f"settings-overlay-{size}-{scheme}")
+    shot(page, f"settings-overlay-{size}-{scheme}", both_themes=True)
     assert serious_violations(page, "#settings-overlay") == []
 
     # Esc: the chat as it was, at its own address, scrolled where it was.

@@ -35,7 +35,7 @@ def test_a_shared_chat_opens_signed_out_and_closes_on_revoke(
     link.wait_for()
     url = link.input_value()
     assert "/s/" in url
-    shot(page, f"share-dialog-{size}-{scheme}")
+    shot(page, f"share-dialog-{size}-{scheme}", both_themes=True)
 
     visitor = browser.new_context(
         viewport=page.viewport_size, color_scheme=scheme, is_mobile=size == "phone"
@@ -52,7 +52,7 @@ def test_a_shared_chat_opens_signed_out_and_closes_on_revoke(
         assert shared.locator("form, textarea, script, nav, #sidebar").count() == 0
         # Nothing overflows sideways on a phone.
         assert shared.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-        shot(shared, f"shared-page-{size}-{scheme}", full_page=True)
+        shot(shared, f"shared-page-{size}-{scheme}", full_page=True, both_themes=True)
         assert serious_violations(shared, "main") == []
 
         page.goto(f"{site.url}/settings/shared-links")

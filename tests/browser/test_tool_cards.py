@@ -196,7 +196,10 @@ def test_a_finished_step_reads_as_one_sentence(
         "Runs a shell command in your workspace",
         "Writes files",
     ]
-    shot(page, f"approval-risks-{size}-{scheme}")
+    # The turn waits for the user, not the model: no "Waiting for the model" "…" under the
+    # card (issue 43 saw a stray "…" there).
+    assert page.get_by_label("Waiting for the model").is_hidden()
+    shot(page, f"approval-risks-{size}-{scheme}", both_themes=True)
     waiting.get_by_role("button", name="Approve").click()
     page.locator("#transcript .msg-assistant", has_text="It printed ran-in-words.").wait_for()
     ran = page.locator(".tool-card.tool-done", has_text="ran-in-words")
@@ -279,7 +282,7 @@ def test_three_page_reads_fold_into_one_line(
     inner.first.locator("> summary").click()
     assert "Otters hold hands" in inner.first.locator(".tool-output").inner_text()
     group.scroll_into_view_if_needed()
-    shot(page, f"steps-opened-{size}-{scheme}")
+    shot(page, f"steps-opened-{size}-{scheme}", both_themes=True)
     # The width of a phone holds the line: it is cut, never wider than the answer.
     box, answer = line.bounding_box(), page.locator("#transcript .msg-step").first.bounding_box()
     assert box["x"] + box["width"] <= answer["x"] + answer["width"] + 1
