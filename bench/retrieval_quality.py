@@ -4,6 +4,7 @@ fusion weights, overall and for the questions in the documents' words and the
 paraphrased ones apart.
 
     python bench/retrieval_quality.py [--set bench/retrieval_set.json] [--database URL]
+                                      [--max-ranked N]
 
 The documents of bench/retrieval_set.json (bench/retrieval_set.py) are stored as one user's
 attachments and indexed by Numi's own indexer (chunks, full text, vectors), on a temporary
@@ -12,6 +13,11 @@ best chunks, as `numi.knowledge.retrieval.retrieve` does, and the rankings are f
 `retrieval.fuse` itself for each pair of weights. A question is answered at rank r when
 the chunk of its document that holds its answer passage is r-th. recall@5: the share
 answered within 5; MRR@10: the mean of 1/r for r <= 10, else 0. Printed, never asserted.
+
+The set's 554 chunks are fewer than a full-text search ranks at most
+(numi.knowledge.full_text.MAX_RANKED), so each is ranked exactly as one bm25() query of all
+its words; --max-ranked sets that bound lower, to measure the bounded ranking (rare words'
+chunks, then the newest of the rest) at this set's size.
 """
 
 from __future__ import annotations
@@ -126,7 +132,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", default=str(Path(__file__).with_name("retrieval_set.json")))
     parser.add_argument("--database", default=None)
+    parser.add_argument("--max-ranked", type=int, default=None)
     args = parser.parse_args()
+    if args.max_ranked:
+        from numi.knowledge import full_text
+
+        full_text.MAX_RANKED = args.max_ranked
     labelled = json.loads(Path(args.set).read_text())
 
     from numi import create_app
