@@ -1,8 +1,9 @@
 """Full-text search over the document index, scoped before it matches.
 
 The table fts_document_chunks (created by the migration by hand): SQLite FTS5 ranked with
-bm25() (porter stemming; the title counts double), PostgreSQL to_tsvector('english') with a
-GIN index ranked with ts_rank_cd, and elsewhere (SQLite without FTS5) a plain table searched
+bm25() (porter stemming; the title counts double), PostgreSQL a stored tsvector
+(`search_vector`, english, the title weighted double) with a GIN index ranked with
+ts_rank_cd, and elsewhere (SQLite without FTS5) a plain table searched
 with LIKE, ranked by the number of query words found.
 
 On FTS5 each chunk's rowid is its document's id shifted by CHUNK_BITS plus its number
@@ -149,8 +150,14 @@ def search(
 
 
 def _document_vector(table: str) -> str:
-    """PostgreSQL's searchable vector of a chunk of `table` (fts_document_chunks or its alias)."""
-    return f"to_tsvector('english', {table}.title || ' ' || {table}.content)"
+    """PostgreSQL's searchable vector of a chunk of `table` (fts_document_chunks or its
+    alias): stored, its title under weight A and its text under B (migration 19438234b55e)."""
+    return f"{table}.search_vector"
+
+
+# ts_rank_cd's weights of D, C, B and A: a word of the title (A) counts double one of the text
+# (B), as FTS5's bm25(fts_document_chunks, 2.0, 1.0) counts it.
+RANK_WEIGHTS = "'{0.1, 0.2, 0.5, 1.0}'"
 
 
 def _postgres_search(words: list[str], params: dict[str, Any], scope: str) -> str:
@@ -167,7 +174,7 @@ def _postgres_search(words: list[str], params: dict[str, Any], scope: str) -> st
         first = f"({vector} @@ to_tsquery('english', :rare)) DESC, "
     return (
         "SELECT f.attachment_id, f.chunk, f.title, f.content, "
-        f"ts_rank_cd({vector}, to_tsquery('english', :q)) AS score "
+        f"ts_rank_cd({RANK_WEIGHTS}, {vector}, to_tsquery('english', :q)) AS score "
         "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
         f"WHERE {vector} @@ to_tsquery('english', :q) "
         f"AND f.user_id = :uid AND a.user_id = :uid{scope} ORDER BY {first}score DESC LIMIT :k"

@@ -135,3 +135,69 @@ def test_a_scope_of_fewer_chunks_than_a_search_ranks_is_ranked_exactly(app):
         assert set(ids) == {many[0], *chat[:3]}
         if backend() == "fts5":
             assert ids == _every_match_ranked(alice, "water the garden", 10, scope)
+
+
+def test_a_title_word_counts_double(app):
+    """As FTS5's bm25(2.0, 1.0) weighs it, PostgreSQL's stored vector weighs the title."""
+    with app.app_context():
+        alice = _user("alice")
+        ids = _documents(alice, ["Field notes: an okapi and more notes.", "Field notes."])
+        db.session.execute(
+            text(
+                "UPDATE fts_document_chunks SET title = 'Okapi sightings' WHERE attachment_id = :a"
+            ),
+            {"a": ids[1]},
+        )
+        db.session.commit()
+        assert [h["attachment_id"] for h in search(alice, "okapi")] == [ids[1], ids[0]]
+
+
+BEFORE_STORED_VECTOR = "e6eb10fee5f9"
+
+
+def test_the_stored_search_vector_is_made_for_existing_chunks(empty_database_url, tmp_path):
+    """The migration (19438234b55e) fills the stored vector of chunks indexed before it, and
+    swaps the expression index for the column's; its downgrade puts the expression back.
+    SQLite's tables are left as they are, and both still find the chunk."""
+    from flask_migrate import downgrade
+    from flask_migrate import upgrade as alembic_upgrade
+
+    from migration_support import app_at_revision
+
+    app, directory = app_at_revision(empty_database_url, tmp_path, BEFORE_STORED_VECTOR)
+    with app.app_context():
+        alice = _user("alice")
+        [document] = _documents(alice, ["An okapi seen by the river."])
+        postgres = db.engine.dialect.name == "postgresql"
+
+        def indexes() -> set[str]:
+            return set(
+                db.session.execute(
+                    text("SELECT indexname FROM pg_indexes WHERE tablename = 'fts_document_chunks'")
+                ).scalars()
+            )
+
+        alembic_upgrade(directory=directory)
+        assert [h["attachment_id"] for h in search(alice, "okapi")] == [document]
+        if postgres:
+            vector = db.session.execute(
+                text("SELECT search_vector::text FROM fts_document_chunks")
+            ).scalar()
+            assert "'okapi':3B" in vector and "'note0.txt':1A" in vector  # the title under A
+            assert {"fts_document_chunks_search", "fts_document_chunks_owner"} <= indexes()
+            assert "fts_document_chunks_tsv" not in indexes()
+        db.session.commit()
+        downgrade(directory=directory, revision=BEFORE_STORED_VECTOR)
+        if postgres:
+            assert "fts_document_chunks_tsv" in indexes()
+            assert "fts_document_chunks_search" not in indexes()
+            columns = db.session.execute(
+                text(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_name = 'fts_document_chunks'"
+                )
+            ).scalars()
+            assert "search_vector" not in set(columns)
+        db.session.commit()
+        alembic_upgrade(directory=directory)
+        assert [h["attachment_id"] for h in search(alice, "okapi")] == [document]
