@@ -207,7 +207,12 @@ def _fts5_search(
         "fts_document_chunks MATCH :q AND rowid BETWEEN :lo AND :hi "
         f"AND (rowid >> {CHUNK_BITS}) IN ({documents})"
     )
-    ranked = _ranked(words, params, scoped)
+    if attachment_ids is not None and _indexed_chunks(params) <= MAX_RANKED:
+        # A chat's or project's few documents: all ranked, no word counted (the index's own
+        # count of their chunks; one it lacks is ranked too, exactly, only slower).
+        ranked = _bm25(_any_of(words), params, scoped)
+    else:
+        ranked = _ranked(words, params, scoped)
     if not ranked:
         return []
     # Their text, each chunk by its rowid (looked up first: CROSS JOIN keeps that order),
@@ -238,6 +243,20 @@ def _fts5_search(
         for rowid, score in ranked
         if rowid in by_rowid
     ]
+
+
+def _indexed_chunks(params: dict[str, Any]) -> int:
+    """How many chunks the scope's documents (params["scope"]) of the user have, by their
+    index state (document_index)."""
+    return int(
+        db.session.execute(
+            text(
+                "SELECT coalesce(sum(max(chunks, chunks_total)), 0) FROM document_index "
+                "WHERE user_id = :uid AND attachment_id IN (SELECT value FROM json_each(:scope))"
+            ),
+            params,
+        ).scalar()
+    )
 
 
 def _any_of(words: list[str]) -> str:
