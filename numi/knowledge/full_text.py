@@ -163,7 +163,9 @@ RANK_WEIGHTS = "'{0.1, 0.2, 0.5, 1.0}'"
 def _postgres_search(words: list[str], params: dict[str, Any], scope: str) -> str:
     """The PostgreSQL query: ts_rank_cd, which knows nothing of a word's rarity, so the
     chunks holding a selective word (as on FTS5: the rarest, together in at most MAX_RANKED
-    chunks) come first when common words are asked beside them."""
+    chunks) come first when common words are asked beside them. Over a user's whole index,
+    when its words are held by more, it ranks as FTS5 does: every chunk holding a selective
+    word and the newest MAX_RANKED of the others (found newest first on the owner index)."""
     frequency = _frequencies(words)
     selective = _selective(words, frequency)
     params["q"] = " | ".join(words)
@@ -172,12 +174,27 @@ def _postgres_search(words: list[str], params: dict[str, Any], scope: str) -> st
     if rare and len(selective) < len(words):
         params["rare"] = " | ".join(rare)
         first = f"({vector} @@ to_tsquery('english', :rare)) DESC, "
+    bounded = ""
+    if len(selective) < len(words) and not scope:
+        params["window"] = MAX_RANKED
+        candidates = (
+            "(SELECT f.id FROM fts_document_chunks f WHERE f.user_id = :uid "
+            f"AND {vector} @@ to_tsquery('english', :q) "
+            "ORDER BY f.attachment_id DESC, f.chunk DESC LIMIT :window)"
+        )
+        if first:
+            candidates += (
+                " UNION (SELECT f.id FROM fts_document_chunks f WHERE f.user_id = :uid "
+                f"AND {vector} @@ to_tsquery('english', :rare))"
+            )
+        bounded = f" AND f.id IN ({candidates})"
     return (
         "SELECT f.attachment_id, f.chunk, f.title, f.content, "
         f"ts_rank_cd({RANK_WEIGHTS}, {vector}, to_tsquery('english', :q)) AS score "
         "FROM fts_document_chunks f JOIN attachments a ON a.id = f.attachment_id "
         f"WHERE {vector} @@ to_tsquery('english', :q) "
-        f"AND f.user_id = :uid AND a.user_id = :uid{scope} ORDER BY {first}score DESC LIMIT :k"
+        f"AND f.user_id = :uid AND a.user_id = :uid{scope}{bounded} "
+        f"ORDER BY {first}score DESC LIMIT :k"
     )
 
 
