@@ -4,6 +4,7 @@ in the documents' words, the synonym-swapped ones and the ones written by hand a
 
     python bench/retrieval_quality.py [--set bench/retrieval_set.json]
                                       [--written bench/retrieval_written.json] [--database URL]
+                                      [--max-ranked N]
 
 The documents of bench/retrieval_set.json (bench/retrieval_set.py) are stored as one user's
 attachments and indexed by Numi's own indexer (chunks, full text, vectors), on a temporary
@@ -23,6 +24,11 @@ Tables: retrieval as configured (`retrieval.without_question_words`, `RRF_K`, th
 configuration is the grid's choice by a rule that reads the synonym half only (the best
 MRR@10 within 0.01, then the best recall@5); the written half is held out (tuning on it
 would fit the fusion to the questions that test it).
+
+The set's 554 chunks are fewer than a full-text search ranks at most
+(numi.knowledge.full_text.MAX_RANKED), so each is ranked exactly as one bm25() query of all
+its words; --max-ranked sets that bound lower, to measure the bounded ranking (rare words'
+chunks, then the newest of the rest) at this set's size.
 """
 
 from __future__ import annotations
@@ -165,7 +171,12 @@ def main() -> None:
         "--written", default=str(Path(__file__).with_name("retrieval_written.json"))
     )
     parser.add_argument("--database", default=None)
+    parser.add_argument("--max-ranked", type=int, default=None)
     args = parser.parse_args()
+    if args.max_ranked:
+        from numi.knowledge import full_text
+
+        full_text.MAX_RANKED = args.max_ranked
     labelled = json.loads(Path(args.set).read_text())
     written = json.loads(Path(args.written).read_text())["questions"]
     names = {document["name"] for document in labelled["documents"]}
