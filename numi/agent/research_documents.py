@@ -38,7 +38,8 @@ def search(user_id: int, question: str, documents: list[int]) -> tuple[list[Any]
     found = retrieval.retrieve(
         user_id, question[:2000], limit=PASSAGES_PER_QUESTION, attachment_ids=documents
     )
-    note = f"Searched your documents for “{question}”: {len(found.passages)} passages."
+    count = len(found.passages)
+    note = f"Searched your documents for “{question}”: {count} passage{'s' if count != 1 else ''}."
     if busy:
         note += f" ({busy} still being indexed.)"
     return found.passages, note

@@ -52,7 +52,7 @@ def test_a_projects_documents_are_searched_beside_the_web_and_cited(
     events = run_research(chat_id)
     steps = [e["data"] for e in of_type(events, "research_step")]
     searched = [s["text"] for s in steps if s["kind"] == "documents"]
-    assert searched[0] == "Searched your documents for “otters sleep”: 1 passages."
+    assert searched[0] == "Searched your documents for “otters sleep”: 1 passage."
     assert len(searched) == 2  # each sub-question, the passage kept once
     progress = steps[-1]["progress"]
     [passage] = [s for s in progress["sources"] if s.get("kind") == "document"]
