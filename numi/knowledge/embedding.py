@@ -5,10 +5,9 @@ own (`Project.settings["embedding"]`, checked in numi/chat/embedding_choice.py):
 vectors and its chats' questions use it.
 
 - `"local"`: WordLlama, a static embedding model whose 16 MB of weights ship inside its wheel
-  (`pip install 'numi[knowledge]'`). It is loaded from the wheel's own files with downloads
-  disabled: WordLlama 0.4's `load()` looks for its tokenizer under `tokenizer/` while the
-  wheel ships `tokenizers/`, so it is given the package's folder as its cache, where it does
-  look under `tokenizers/`. Nothing is ever fetched at run time. Loading and embedding are
+  (`pip install 'numi[knowledge]'`). Numi reads the wheel's own weights and tokenizer files
+  itself (`LocalModel`), not through WordLlama's `load()`, which can download and keeps a
+  float32 copy: nothing is ever fetched at run time. Loading and embedding are
   CPU work: both run in the CPU pool (numi/cpu_pool.py), never on the hub.
 - `{"endpoint_id", "model"}`: an endpoint's OpenAI-compatible `POST /v1/embeddings` (OpenAI,
   Ollama, llama.cpp's `--embeddings`, vLLM, LM Studio), through the endpoint's adapter.
@@ -193,21 +192,64 @@ def status_text(user: User, project: Project | None = None) -> str:
 # --- the local model -------------------------------------------------------------------------
 
 
-def _load_wordllama() -> Any:
-    import wordllama  # lazy: optional extra knowledge
-    from wordllama import WordLlama  # lazy: optional extra knowledge
+# WordLlama's wheel carries the weights as float16 (32,000 tokens × 256) and its tokenizer.
+# WordLlama's own load() imports requests (for downloads Numi never makes) and keeps the
+# matrix as a float32 copy, 32 MiB: together about 60 MiB of RSS. Numi reads the same two
+# files itself and keeps the matrix in float16 (16 MiB), widening only the rows a batch
+# uses. float16 -> float32 is exact, and the pooling below is WordLlama 0.4's own arithmetic
+# in the same batches of 64, so the vectors are bit for bit those of WordLlama's embed()
+# (tests/knowledge/test_local_model.py) and the vectors already stored stay valid.
+_WEIGHTS = ("weights", "l2_supercat_256.safetensors")
+_TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
+_BATCH = 64  # the batches of WordLlama's embed(), so the arithmetic is the same
 
-    # The wheel's own folder as the "cache": there load() looks under tokenizers/ and
-    # weights/, where the wheel put them; disable_download makes a missing file an error.
-    shipped = Path(wordllama.__file__).parent
-    return WordLlama.load(config="l2_supercat", dim=256, cache_dir=shipped, disable_download=True)
+
+def _wheel_file(parts: tuple[str, str]) -> Path:
+    """A file shipped inside the wordllama package, found without importing it."""
+    spec = importlib.util.find_spec("wordllama")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("wordllama is not installed")
+    return Path(next(iter(spec.submodule_search_locations)), *parts)
+
+
+class LocalModel:
+    """WordLlama l2_supercat at 256 dimensions, read from its wheel (never downloaded)."""
+
+    def __init__(self) -> None:
+        from safetensors import safe_open  # lazy: optional extra knowledge (wordllama's)
+        from tokenizers import Tokenizer  # lazy: optional extra knowledge (wordllama's)
+
+        with safe_open(str(_wheel_file(_WEIGHTS)), framework="np") as weights:
+            self.matrix = weights.get_tensor("embedding.weight")  # float16, as shipped
+        self.tokenizer = Tokenizer.from_file(str(_wheel_file(_TOKENIZER)))
+        self.tokenizer.enable_padding()
+        self.tokenizer.no_truncation()
+
+    def embed(self, texts: list[str]) -> Any:
+        """Unit-length float32 vectors of `texts`, one row each."""
+        import numpy as np  # lazy: optional extra knowledge
+
+        vectors = np.empty((len(texts), self.matrix.shape[1]), dtype=np.float32)
+        for start in range(0, len(texts), _BATCH):
+            encoded = self.tokenizer.encode_batch(
+                texts[start : start + _BATCH], add_special_tokens=False
+            )
+            ids = np.array([e.ids for e in encoded], dtype=np.int32)
+            mask = np.array([e.attention_mask for e in encoded], dtype=np.float32)
+            np.clip(ids, 0, self.matrix.shape[0] - 1, out=ids)
+            # float16 rows times a float32 mask: numpy widens them to float32 exactly.
+            summed = np.sum(self.matrix[ids] * mask[..., np.newaxis], axis=1, dtype=np.float32)
+            pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1.0).astype(np.float32)
+            pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
+            vectors[start : start + len(encoded)] = pooled
+        return vectors
 
 
 def local_model() -> Any:
     """The loaded WordLlama of this process (loaded once, in the CPU pool)."""
     models = services().embedding_models
     if LOCAL_MODEL not in models:
-        models[LOCAL_MODEL] = run_cpu(_load_wordllama)
+        models[LOCAL_MODEL] = run_cpu(LocalModel)
     return models[LOCAL_MODEL]
 
 
@@ -221,10 +263,8 @@ def local_embedder() -> Embedder:
     return Embedder(LOCAL_MODEL, "Local model (WordLlama)", embed)
 
 
-def _local_vectors(model: Any, texts: list[str]) -> Any:
-    import numpy as np  # lazy: optional extra knowledge
-
-    return np.asarray(model.embed(texts, norm=True), dtype=np.float32)
+def _local_vectors(model: LocalModel, texts: list[str]) -> Any:
+    return model.embed(texts)
 
 
 # --- an endpoint's /v1/embeddings ------------------------------------------------------------
