@@ -2,7 +2,7 @@
 model's indexing speed, and the memory it takes (issue 37, its "Scale" rows).
 
     python bench/retrieval.py [--documents 5000] [--chunks-per-document 40] [--runs 30]
-                              [--database URL] [--turn-scope 40]
+                              [--database URL] [--turn-scope 40] [--model-only]
 
 Builds the index through the real migrations: `documents` documents of one user (and as many
 of another user, so every query is scoped as in production), each of
@@ -11,11 +11,11 @@ model's name (random vectors: the search's cost does not depend on what they mea
 times `numi.knowledge.retrieval.retrieve()` and its two halves for a mix of queries (the
 query embedded by the local WordLlama, as in production) and prints median and p95. Also
 embeds 2,000 real chunks with WordLlama in the CPU pool's way (batches of 32) to give the
-time to re-index every chunk, and the RSS the loaded model adds. Last, the CPU a turn's
-automatic retrieval adds (`retrieval.passages_for`, the function a chat's request goes
-through), for a chat of `--turn-scope` documents and for a project of 1,000. Each search
-row prints its wall time and its CPU time: on a shared machine the wall time is mostly
-waiting for a core.
+time to re-index every chunk, and the RSS the loaded model adds (`--model-only`: just that,
+without building the index). Last, the CPU a turn's automatic retrieval adds
+(`retrieval.passages_for`, the function a chat's request goes through), for a chat of
+`--turn-scope` documents and for a project of 1,000. Each search row prints its wall time
+and its CPU time: on a shared machine the wall time is mostly waiting for a core.
 
 The labelled set's quality (recall@5 and MRR@10 of BM25, vectors and hybrid) is
 bench/retrieval_quality.py. Default database: a temporary SQLite file.
@@ -243,6 +243,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--database", default=None)
     parser.add_argument(
+        "--model-only",
+        action="store_true",
+        help="only the local model's speed and the RSS it adds (no 200,000 chunks built)",
+    )
+    parser.add_argument(
         "--turn-scope", type=int, default=40, help="documents of a chat (or project) in a turn"
     )
     args = parser.parse_args()
@@ -262,6 +267,12 @@ def main() -> None:
     )
     upgrade(app)
     speed, loaded = embedding_speed(app)
+    if args.model_only:
+        print(
+            f"local model: {speed:,.0f} chunks/s in batches of 32; the loaded model adds "
+            f"{loaded:.1f} MiB of RSS; load average {os.getloadavg()[0]:.1f}"
+        )
+        return
     started = time.perf_counter()
     user_id = build(app, args.documents, args.chunks_per_document)
     chunks = args.documents * args.chunks_per_document
