@@ -121,6 +121,19 @@ def no_horizontal_overflow(page) -> bool:
     return page.evaluate("() => document.scrollingElement.scrollWidth <= window.innerWidth")
 
 
+# A box's text is on one line when the box around its text is under two font sizes tall
+# (one line is 1.2-1.6 of it, two at least 2.4).
+_WRAPPED = """els => els.filter(e => {
+  const range = document.createRange(); range.selectNodeContents(e);
+  return range.getBoundingClientRect().height >= 2 * parseFloat(getComputedStyle(e).fontSize);
+}).map(e => e.textContent.trim())"""
+
+
+def wrapped_texts(locator) -> list[str]:
+    """The texts among `locator`'s elements that wrap onto a second line."""
+    return locator.evaluate_all(_WRAPPED)
+
+
 def in_viewport(page, selector: str) -> bool:
     """Whether the element is wholly on screen."""
     return page.evaluate(

@@ -6,12 +6,13 @@ panel. axe-core finds no serious problem; screenshots are saved under tmp_path."
 
 from __future__ import annotations
 
+import re
 
 import pytest
 from playwright.sync_api import expect
 
 from numi.testing import Scenario
-from page_support import LOOKS
+from page_support import LOOKS, wrapped_texts
 from turn_support import make_chat, run_turn, upload_attachment, wait_until
 
 pytestmark = pytest.mark.browser
@@ -54,6 +55,16 @@ def test_the_library_lists_searches_and_reindexes(open_page, bread_project, shot
     expect(best).to_contain_text("bread.md › Bread guide › Proofing")
     expect(best).to_contain_text("same words and similar meaning")
     expect(best).to_contain_text("ninety minutes")
+    # The fused score reads as words; its number stays in the tooltip (issue 43).
+    expect(best.locator(".passage-why")).to_have_text("same words and similar meaning · best match")
+    expect(best.locator(".passage-why")).to_have_attribute(
+        "title", re.compile(r"^Fused score 0\.\d{4}$")
+    )
+    if size == "desktop":  # a document's actions on one row, its size on one line
+        row = page.locator(".library-document", has_text="bread.md")
+        tops = {round(b.bounding_box()["y"]) for b in row.locator("button").all()}
+        assert len(tops) == 1, tops
+        assert wrapped_texts(row.locator("td:not(.document-actions)")) == []
     shot(page, f"library-{size}")
     from page_support import serious_violations
 
@@ -87,6 +98,7 @@ def test_the_context_panel_shows_the_passages_of_the_next_request(
     passage = part.locator(".context-passage").first
     expect(passage).to_contain_text("bread.md › Bread guide › Proofing")
     expect(passage).to_contain_text("similar meaning")
+    expect(passage.locator(".passage-why")).to_contain_text("best match")
     shot(page, f"context-passages-{size}")
     assert page.errors == []
 

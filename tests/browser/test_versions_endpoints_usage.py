@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from numi.testing import Scenario
-from page_support import serious_violations
+from page_support import serious_violations, wrapped_texts
 from turn_support import Socket, make_chat
 from server_wait import WAIT_SECONDS
 
@@ -184,6 +184,8 @@ def test_versions_endpoint_edit_and_usage(browser, site, api, scripted, viewport
         page.locator("#usage-report caption", has_text="Tokens by model").wait_for()
         assert "fake-model" in page.locator("#usage-report").inner_text()
         assert "group=model" in page.url
+        dates = page.locator("#usage-report caption .usage-date")  # never broken at a hyphen
+        assert dates.count() == 2 and wrapped_texts(dates) == []
         shot(page, f"usage-{viewport}", full_page=True)
         assert serious_violations(page, "main") == []
         assert [e for e in errors if "WebSocket" not in e] == []
