@@ -12,16 +12,9 @@ from sqlalchemy import text
 from numi.extensions import db
 from numi.knowledge import full_text
 from numi.knowledge.index import backend, fts_rowid, search
-from numi.models import User
+from fixtures.users import owner
 
 COMMON = "The garden water picture of the house, and the water by the garden."
-
-
-def _user(name: str) -> int:
-    user = User(username=f"{name}-{uuid.uuid4().hex[:6]}")
-    db.session.add(user)
-    db.session.commit()
-    return user.id
 
 
 def _documents(user_id: int, bodies: list[str]) -> list[int]:
@@ -88,7 +81,7 @@ def test_a_rare_word_beside_common_ones_finds_its_passage_first(app):
     """More chunks hold the common words than a search ranks (MAX_RANKED): the rare word's
     passage, in her oldest document, still comes first, and Bob's, newer and louder, never."""
     with app.app_context():
-        alice, bob = _user("alice"), _user("bob")
+        alice, bob = owner("alice"), owner("bob")
         [oldest] = _documents(alice, ["The okapi drinks garden water at dusk."])
         filler = _documents(alice, [COMMON] * (full_text.MAX_RANKED + 200))
         also = _documents(alice, ["An okapi picture, kept with the others."])
@@ -117,7 +110,7 @@ def test_a_scope_of_fewer_chunks_than_a_search_ranks_is_ranked_exactly(app):
     """A chat's few documents among many of common words: every matching chunk of the scope
     is ranked, in bm25()'s order, and a document of the chat's that is Bob's is not."""
     with app.app_context():
-        alice, bob = _user("alice"), _user("bob")
+        alice, bob = owner("alice"), owner("bob")
         many = _documents(alice, [COMMON] * (full_text.MAX_RANKED + 50))
         chat = _documents(
             alice,
@@ -140,7 +133,7 @@ def test_a_scope_of_fewer_chunks_than_a_search_ranks_is_ranked_exactly(app):
 def test_a_title_word_counts_double(app):
     """As FTS5's bm25(2.0, 1.0) weighs it, PostgreSQL's stored vector weighs the title."""
     with app.app_context():
-        alice = _user("alice")
+        alice = owner("alice")
         ids = _documents(alice, ["Field notes: an okapi and more notes.", "Field notes."])
         db.session.execute(
             text(
@@ -166,7 +159,7 @@ def test_the_stored_search_vector_is_made_for_existing_chunks(empty_database_url
 
     app, directory = app_at_revision(empty_database_url, tmp_path, BEFORE_STORED_VECTOR)
     with app.app_context():
-        alice = _user("alice")
+        alice = owner("alice")
         [document] = _documents(alice, ["An okapi seen by the river."])
         postgres = db.engine.dialect.name == "postgresql"
 

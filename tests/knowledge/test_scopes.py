@@ -13,16 +13,10 @@ from sqlalchemy import text
 from numi.extensions import db
 from numi.knowledge import vectors
 from numi.knowledge.index import backend, fts_rowid, search
-from numi.models import Attachment, DocumentChunk, User
+from numi.models import Attachment, DocumentChunk
+from fixtures.users import owner
 
 SCOPE = 520  # more than the 500 ids a scope was cut to
-
-
-def _user(name: str) -> int:
-    user = User(username=f"{name}-{uuid.uuid4().hex[:6]}")
-    db.session.add(user)
-    db.session.commit()
-    return user.id
 
 
 def _documents(user_id: int, texts: list[str]) -> list[int]:
@@ -86,7 +80,7 @@ def _vectors(user_id: int, ids: list[int], best: int) -> None:
 
 def test_a_scope_of_more_than_500_documents_is_searched_whole(app):
     with app.app_context():
-        alice, bob = _user("alice"), _user("bob")
+        alice, bob = owner("alice"), owner("bob")
         bodies = [f"Meeting notes number {i} about the garden shed." for i in range(SCOPE)]
         bodies[500] = "The quokka lives on Rottnest Island."  # the 501st of the scope
         ids = _documents(alice, bodies)
@@ -130,7 +124,7 @@ def test_the_migration_keys_existing_chunks_by_their_document(sqlite_app):
             return  # the plain table keeps its own ids
         directory = enable_migrations(sqlite_app).directory
         downgrade(directory=directory, revision="7f2b0c12e390")
-        alice = _user("alice")
+        alice = owner("alice")
         [old] = _documents(alice, ["Notes"])
         db.session.execute(
             text(
