@@ -131,13 +131,14 @@ def test_chat_settings_open_on_screen_and_the_composer_is_usable(
 
 @pytest.fixture(scope="module")
 def many_chats(site):
-    """520 chats, one every two hours back from now: every date group, 11 keyset pages."""
+    """520 chats, one every two hours back from now, the newest now (an hour ago is
+    yesterday between midnight and one): every date group, 11 keyset pages."""
     Api(site.url, token=site.token).get("/api/sessions")  # the local user exists
     user_id = db_rows(site, "SELECT id FROM users ORDER BY id LIMIT 1")[0][0]
     now = datetime.now(timezone.utc).replace(tzinfo=None)
     rows = []
     for i in range(520):
-        stamp = (now - timedelta(hours=2 * i + 1)).isoformat(sep=" ")
+        stamp = (now - timedelta(hours=2 * i)).isoformat(sep=" ")
         rows.append((str(uuid.uuid4()), user_id, f"Old chat {i + 1:03d}", stamp, stamp))
     with sqlite3.connect(site.database_url.removeprefix("sqlite:///"), timeout=10) as db:
         db.executemany(

@@ -20,8 +20,9 @@ PAGE_SIZE = 50
 
 @pytest.fixture
 def many_chats(sqlite_app, sqlite_client):
-    """520 chats, one every two hours back from now: every date group, 11 keyset pages;
-    their ids, newest first."""
+    """520 chats, one every two hours back from now, the newest now (an hour ago was
+    yesterday when the suite ran between midnight and one): every date group, 11 keyset
+    pages; their ids, newest first."""
     from numi.extensions import db
     from numi.identity import local_user
     from numi.models import Chat, utcnow
@@ -33,7 +34,7 @@ def many_chats(sqlite_app, sqlite_client):
         db.session.add_all(
             Chat(id=chat_id, user_id=user_id, title=f"Old chat {i + 1:03d}", updated_at=stamp)
             for i, chat_id in enumerate(ids)
-            for stamp in [now - timedelta(hours=2 * i + 1)]
+            for stamp in [now - timedelta(hours=2 * i)]
         )
         db.session.commit()
         db.session.remove()
