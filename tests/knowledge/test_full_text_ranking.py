@@ -11,8 +11,8 @@ from sqlalchemy import text
 
 from numi.extensions import db
 from numi.knowledge import full_text
-from numi.knowledge.index import backend, fts_rowid, search
-from fixtures.users import owner
+from numi.knowledge.index import backend, search
+from fixtures.users import index_one_chunk_each, owner
 
 COMMON = "The garden water picture of the house, and the water by the garden."
 
@@ -37,21 +37,8 @@ def _documents(user_id: int, bodies: list[str]) -> list[int]:
             {"u": user_id, "before": before},
         ).scalars()
     )
-    keyed = backend() == "fts5"
-    db.session.execute(
-        text(
-            "INSERT INTO fts_document_chunks (title, content, attachment_id, user_id, chunk"
-            + (
-                ", rowid) VALUES (:t, :c, :a, :u, 0, :r)"
-                if keyed
-                else ") VALUES (:t, :c, :a, :u, 0)"
-            )
-        ),
-        [
-            {"t": f"note{i}.txt", "c": body, "a": a, "u": user_id}
-            | ({"r": fts_rowid(a, 0)} if keyed else {})
-            for i, (a, body) in enumerate(zip(ids, bodies))
-        ],
+    index_one_chunk_each(
+        user_id, [(a, f"note{i}.txt", body) for i, (a, body) in enumerate(zip(ids, bodies))]
     )
     db.session.commit()
     return ids

@@ -14,7 +14,7 @@ from numi.extensions import db
 from numi.knowledge import vectors
 from numi.knowledge.index import backend, fts_rowid, search
 from numi.models import Attachment, DocumentChunk
-from fixtures.users import owner
+from fixtures.users import index_one_chunk_each, owner
 
 SCOPE = 520  # more than the 500 ids a scope was cut to
 
@@ -36,22 +36,7 @@ def _documents(user_id: int, texts: list[str]) -> list[int]:
     db.session.commit()
     # Indexed as the indexer leaves a one-chunk document (indexing 500 through it one by one
     # took a minute): its searchable text under its keyed rowid, and where it was found.
-    keyed = backend() == "fts5"
-    db.session.execute(
-        text(
-            "INSERT INTO fts_document_chunks (title, content, attachment_id, user_id, chunk"
-            + (
-                ", rowid) VALUES (:t, :c, :a, :u, 0, :r)"
-                if keyed
-                else ") VALUES (:t, :c, :a, :u, 0)"
-            )
-        ),
-        [
-            {"t": a.filename, "c": a.extracted_text, "a": a.id, "u": user_id}
-            | ({"r": fts_rowid(a.id, 0)} if keyed else {})
-            for a in attachments
-        ],
-    )
+    index_one_chunk_each(user_id, [(a.id, a.filename, a.extracted_text) for a in attachments])
     db.session.add_all(
         DocumentChunk(attachment_id=a.id, chunk=0, user_id=user_id) for a in attachments
     )
