@@ -18,6 +18,7 @@ is replaced on the next call, which says that the variables are gone.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import json
 import os
@@ -70,6 +71,8 @@ NOTICES = {
 }
 
 
+# Installed packages do not change while the process runs, and find_spec stats the import path.
+@functools.cache
 def extra_installed() -> bool:
     """Whether the `code` extra (jupyter_client and ipykernel) is installed."""
     return all(importlib.util.find_spec(name) for name in ("jupyter_client", "ipykernel", "zmq"))

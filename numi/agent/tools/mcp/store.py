@@ -3,6 +3,7 @@ per-app cache of each server's tool list."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import re
@@ -24,6 +25,8 @@ NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 INSTALL_HINT = "pip install 'numi[mcp]'"
 
 
+# Installed packages do not change while the process runs, and find_spec stats the import path.
+@functools.cache
 def sdk_available() -> bool:
     """Whether the optional `mcp` SDK is installed."""
     return importlib.util.find_spec("mcp") is not None
