@@ -37,9 +37,11 @@ import load  # noqa: E402
 import locked  # noqa: E402
 import memory  # noqa: E402
 import pages  # noqa: E402
+import redaction  # noqa: E402
 import redis_cluster  # noqa: E402
 import relay  # noqa: E402
 import render  # noqa: E402
+import retrieval  # noqa: E402
 import scaleout  # noqa: E402
 import scaleout_cpu  # noqa: E402
 import scaleout_model  # noqa: E402
@@ -61,6 +63,9 @@ BENCHMARKS = {
     "relay": relay.measure,
     "gateway": gateway.measure,
     "render": render.measure,
+    "redaction": redaction.measure,
+    # 200,000 chunks built in a temporary SQLite file (about a minute on a quiet machine).
+    "retrieval": retrieval.rows,
     "cancel": cancel.measure,
     "compare": compare.measure,
     # Paced: a read per token, as from a real model (the README row); unpaced in its CLI.
