@@ -25,6 +25,17 @@ configuration is the grid's choice by a rule that reads the synonym half only (t
 MRR@10 within 0.01, then the best recall@5); the written half is held out (tuning on it
 would fit the fusion to the questions that test it).
 
+The grid also holds query-adaptive fusions (issue 37: a question in the documents' words
+keeps full text's weight, a paraphrase leans on meaning), each weighing the two sides by
+the query's *coverage*, evidence the search already has: the share of the query's words
+(without question words) that full text's best COVERED_BY hits hold. "words x coverage":
+reciprocal rank with full text's weight the coverage and meaning's a constant; "meaning
+1+a(1-coverage)": full text's weight 1 and meaning's growing as coverage falls; "scores":
+a score-based fusion, each chunk's BM25 over the best one's (times the coverage, or not)
+plus meaning's weight times its cosine. Each has one or two parameters besides k and the
+candidates, and the same rule chooses among them all; the CPU an adaptive fusion costs a
+search beyond `retrieval.fuse` is printed.
+
 The set's 554 chunks are fewer than a full-text search ranks at most
 (numi.knowledge.full_text.MAX_RANKED), so each is ranked exactly as one bm25() query of all
 its words; --max-ranked sets that bound lower, to measure the bounded ranking (rare words'
@@ -51,6 +62,9 @@ WEIGHTS = [0.3, 0.5, 0.7, 1.0, 1.5, 2.0]  # meaning's weight, words' being 1
 CANDIDATES = [10, 20, 30, 50]  # of each side's ranking, fused
 KINDS = ("words", "paraphrase", "written")
 HEADINGS = "gener. words  synon. written"
+COVERED_BY = 3  # full text's best hits whose words count toward a query's coverage
+GROWTHS = [0.5, 1.0, 2.0, 3.0]  # a, in meaning's weight 1 + a(1 - coverage)
+STEM = 5  # letters a query's word shares with a hit's word to count as found there
 
 
 def normal(text: str) -> str:
@@ -115,14 +129,28 @@ def answer_keys(app, questions: list[dict], ids: dict[str, int]) -> list[tuple[i
     return keys
 
 
+def coverage(query: str, hits: list[str]) -> float:
+    """The share of `query`'s words (as full text searches them) that the texts of full
+    text's best hits hold; a word counts as held when one of theirs shares its first STEM
+    letters (a crude stem, as both backends stem: "returns" finds "return"). 0 without hits."""
+    from numi.knowledge.full_text import query_words
+
+    asked = query_words(query)
+    if not asked or not hits:
+        return 0.0
+    held = {word[:STEM] for hit in hits for word in re.findall(r"\w+", hit.lower())}
+    return sum(word[:STEM] in held for word in asked) / len(asked)
+
+
 def rankings(
     app,
     user_id: int,
     questions: list[dict],
     form: tuple[Callable[[str], str], Callable[[str], str]],
-) -> list[tuple[list, list]]:
+) -> list[tuple[list, list, dict]]:
     """Each question's full-text and vector rankings of (attachment id, chunk), best first,
-    ASKED long; full text searches `form[0](question)`, the vector is `form[1]`'s."""
+    ASKED long, and the evidence an adaptive fusion weighs them by (the query's coverage,
+    each side's scores); full text searches `form[0](question)`, the vector is `form[1]`'s."""
     words_query, embed_query = form
     from numi.knowledge import embedding
     from numi.knowledge.index import search
@@ -133,10 +161,24 @@ def rankings(
         model = embedding.local_embedder()
         vectors = model.embed([embed_query(q["question"]) for q in questions])
         for question, vector in zip(questions, vectors):
-            hits = search(user_id, words_query(question["question"]), limit=ASKED)
+            asked = words_query(question["question"])
+            hits = search(user_id, asked, limit=ASKED)
             meaning = nearest(user_id, model.name, vector, limit=ASKED)
+            texts = [f"{h['title'] or ''} {h['content']}" for h in hits[:COVERED_BY]]
+            evidence = {
+                "query": asked,
+                "texts": texts,
+                "coverage": coverage(asked, texts),
+                # FTS5's bm25() is negative, best lowest; ts_rank_cd positive: both by size
+                "bm25": [abs(h["score"]) for h in hits],
+                "cosine": [similarity for _, _, similarity in meaning],
+            }
             found.append(
-                ([(h["attachment_id"], h["chunk"]) for h in hits], [(a, n) for a, n, _ in meaning])
+                (
+                    [(h["attachment_id"], h["chunk"]) for h in hits],
+                    [(a, n) for a, n, _ in meaning],
+                    evidence,
+                )
             )
     return found
 
@@ -158,10 +200,85 @@ def fused_ranks(answers: list, ranked: list, setting: tuple) -> list[int | None]
 
     k, meaning_weight, candidates = setting
     ranks = []
-    for answer, (words, meaning) in zip(answers, ranked):
+    for answer, (words, meaning, _) in zip(answers, ranked):
         fused, _ = fuse(words[:candidates], meaning[:candidates], (1.0, meaning_weight), k)
         ranks.append(rank_of(answer, sorted(fused, key=lambda key: (-fused[key], key))))
     return ranks
+
+
+def adaptive(rule: str, setting: tuple, words: list, meaning: list, evidence: dict) -> list:
+    """One question's ranking by an adaptive `rule` (the module's docstring) with `setting`:
+    (k, its parameter, candidates a side); "scores" has no k."""
+    from numi.knowledge.retrieval import fuse
+
+    k, parameter, candidates = setting
+    words, meaning, cover = words[:candidates], meaning[:candidates], evidence["coverage"]
+    if rule == "words x coverage":
+        fused, _ = fuse(words, meaning, (cover, parameter), k)
+    elif rule == "meaning 1+a(1-coverage)":
+        fused, _ = fuse(words, meaning, (1.0, 1.0 + parameter * (1.0 - cover)), k)
+    else:  # "scores" or "scores x coverage": BM25 over the best one's, plus weighted cosine
+        weight = cover if rule == "scores x coverage" else 1.0
+        best = evidence["bm25"][0] if evidence["bm25"] else 1.0
+        fused = {}
+        for key, score in zip(words, evidence["bm25"]):
+            fused[key] = weight * score / best
+        for key, similarity in zip(meaning, evidence["cosine"]):
+            fused[key] = fused.get(key, 0.0) + parameter * similarity
+    return sorted(fused, key=lambda key: (-fused[key], key))
+
+
+def adaptive_ranks(answers: list, ranked: list, rule: str, setting: tuple) -> list[int | None]:
+    """Each question's rank by an adaptive `rule` with `setting` (`adaptive`)."""
+    return [
+        rank_of(answer, adaptive(rule, setting, words, meaning, evidence))
+        for answer, (words, meaning, evidence) in zip(answers, ranked)
+    ]
+
+
+def mean_coverage(ranked: list, kinds: list[str], half: str) -> float:
+    """The mean coverage of one half's questions ("words", "synonyms", "written")."""
+    kind = {"synonyms": "paraphrase"}.get(half, half)
+    covers = [e["coverage"] for (_, _, e), k in zip(ranked, kinds) if k == kind]
+    return sum(covers) / len(covers)
+
+
+def adaptive_grid() -> list[tuple[str, tuple]]:
+    """The adaptive fusions tried: (rule, (k, parameter, candidates))."""
+    grid = [
+        ("words x coverage", setting) for setting in itertools.product(RRF_KS, WEIGHTS, CANDIDATES)
+    ]
+    grid += [
+        ("meaning 1+a(1-coverage)", setting)
+        for setting in itertools.product(RRF_KS, GROWTHS, CANDIDATES)
+    ]
+    for rule in ("scores", "scores x coverage"):
+        grid += [(rule, (0, weight, n)) for weight, n in itertools.product(WEIGHTS, CANDIDATES)]
+    return grid
+
+
+def adaptive_cpu(ranked: list, rule: str, setting: tuple) -> tuple[float, float]:
+    """CPU µs a question, (`retrieval.fuse` as configured and sorted, the adaptive `rule`
+    with its coverage counted again), over every question's rankings: what it adds to a
+    search beyond the two indexes' own work."""
+    from numi.knowledge.retrieval import CANDIDATES as configured, RRF_K, fuse
+
+    def plain(words: list, meaning: list, evidence: dict) -> None:
+        fused, _ = fuse(words[:configured], meaning[:configured], (1.0, 1.0), RRF_K)
+        sorted(fused, key=lambda key: (-fused[key], key))
+
+    def rule_of(words: list, meaning: list, evidence: dict) -> None:
+        coverage(evidence["query"], evidence["texts"])
+        adaptive(rule, setting, words, meaning, evidence)
+
+    spent = []
+    for run in (plain, rule_of):
+        started = time.process_time()
+        for _ in range(20):
+            for words, meaning, evidence in ranked:
+                run(words, meaning, evidence)
+        spent.append((time.process_time() - started) / (20 * len(ranked)) * 1e6)
+    return spent[0], spent[1]
 
 
 def main() -> None:
@@ -248,8 +365,8 @@ def main() -> None:
     def table(title: str, form: str, setting: tuple) -> None:
         header(title)
         k, weight, candidates = setting
-        words_ranks = [rank_of(a, w[:candidates]) for a, (w, _) in zip(answers, ranked[form])]
-        meaning_ranks = [rank_of(a, m[:candidates]) for a, (_, m) in zip(answers, ranked[form])]
+        words_ranks = [rank_of(a, w[:candidates]) for a, (w, _, _) in zip(answers, ranked[form])]
+        meaning_ranks = [rank_of(a, m[:candidates]) for a, (_, m, _) in zip(answers, ranked[form])]
         row("full text (BM25) only", words_ranks)
         row("vectors (WordLlama) only", meaning_ranks)
         row(f"fused, k {k}, meaning {weight}", fused_ranks(answers, ranked[form], setting))
@@ -273,41 +390,78 @@ def main() -> None:
 
     # The grid, and the rule that chose the configuration, on the synonym half only: the
     # best MRR@10 within 0.01, then the best recall@5. The written half is held out.
-    grid = []
+    def label(form: str, setting: tuple) -> str:
+        k, weight, candidates = setting
+        return f"{form}, k {k}, meaning {weight}, {candidates}"
+
+    def adaptive_label(rule: str, setting: tuple) -> str:
+        k, parameter, candidates = setting
+        named = "a" if rule.startswith("meaning") else "meaning"
+        return f"{rule}, " + (f"k {k}, " if k else "") + f"{named} {parameter}, {candidates}"
+
+    grid = []  # (label, ranks, what they measure, the adaptive rule or None)
     for form in forms:
         for setting in itertools.product(RRF_KS, WEIGHTS, CANDIDATES):
-            found = measured(fused_ranks(answers, ranked[form], setting))
-            grid.append((form, setting, found))
-    best_mrr = max(found["synonyms"][1] for _, _, found in grid)
-    chosen = max(
-        (g for g in grid if g[2]["synonyms"][1] >= best_mrr - 0.01),
-        key=lambda g: (g[2]["synonyms"][0], g[2]["synonyms"][1]),
-    )
+            ranks = fused_ranks(answers, ranked[form], setting)
+            grid.append((label(form, setting), ranks, measured(ranks), None))
+    adaptive_ranked = ranked["without question words"]
+    for rule, setting in adaptive_grid():
+        ranks = adaptive_ranks(answers, adaptive_ranked, rule, setting)
+        grid.append((adaptive_label(rule, setting), ranks, measured(ranks), (rule, setting)))
+
+    def choice(among: list) -> tuple:
+        best_mrr = max(g[2]["synonyms"][1] for g in among)
+        return max(
+            (g for g in among if g[2]["synonyms"][1] >= best_mrr - 0.01),
+            key=lambda g: (g[2]["synonyms"][0], g[2]["synonyms"][1]),
+        )
+
+    chosen = choice(grid)
     header(
         f"The grid's {len(grid)} fusions (queries {' / '.join(forms)}; k {RRF_KS}; meaning "
-        f"{WEIGHTS}; candidates {CANDIDATES}), best 15 on the synonym half by MRR@10; "
-        "the written half held out"
+        f"{WEIGHTS}; candidates {CANDIDATES}; and the adaptive ones, queries without question "
+        "words), best 15 on the synonym half by MRR@10; the written half held out"
     )
     grid.sort(key=lambda g: (-g[2]["synonyms"][1], -g[2]["synonyms"][0]))
-    for form, (k, weight, candidates), found in grid[:15]:
-        row(
-            f"{form}, k {k}, meaning {weight}, {candidates}",
-            fused_ranks(answers, ranked[form], (k, weight, candidates)),
-        )
-    form, setting, found = chosen
+    for name, ranks, _, _ in grid[:15]:
+        row(name, ranks)
     print(
-        f"\nchosen by the rule on the synonym half: {form}, k {setting[0]}, meaning "
-        f"{setting[1]}, {setting[2]} candidates (synonyms recall@5 {found['synonyms'][0]:.3f}, "
-        f"MRR@10 {found['synonyms'][1]:.3f}; written, held out: {found['written'][0]:.3f}, "
-        f"{found['written'][1]:.3f})"
-        + (" = as configured" if (form, setting) == ("without question words", configured) else "")
+        f"\nchosen by the rule on the synonym half: {chosen[0]} (synonyms recall@5 "
+        f"{chosen[2]['synonyms'][0]:.3f}, MRR@10 {chosen[2]['synonyms'][1]:.3f}; written, held "
+        f"out: {chosen[2]['written'][0]:.3f}, {chosen[2]['written'][1]:.3f})"
+        + (" = as configured" if chosen[0] == label("without question words", configured) else "")
     )
-    form, setting, found = max(grid, key=lambda g: g[2]["written"][0])
+    best_written = max(grid, key=lambda g: g[2]["written"][0])
     print(
         f"the grid's best written recall@5, for reference only (not a choice): "
-        f"{found['written'][0]:.3f} ({form}, k {setting[0]}, meaning {setting[1]}, "
-        f"{setting[2]} candidates; synonyms {found['synonyms'][0]:.3f})"
+        f"{best_written[2]['written'][0]:.3f} ({best_written[0]}; synonyms "
+        f"{best_written[2]['synonyms'][0]:.3f})"
     )
+
+    # Each adaptive rule's own choice by the same rule, beside full text and vectors alone.
+    header(
+        f"Adaptive fusions (coverage: the query's words in full text's best {COVERED_BY} "
+        "hits), each rule's choice on the synonym half; queries without question words"
+    )
+    plain = ranked["without question words"]
+    row("full text (BM25) only", [rank_of(a, w[:ASKED]) for a, (w, _, _) in zip(answers, plain)])
+    row("vectors (WordLlama) only", [rank_of(a, m[:ASKED]) for a, (_, m, _) in zip(answers, plain)])
+    k, weight, candidates = configured
+    row(
+        f"as configured: k {k}, meaning {weight}, {candidates}",
+        fused_ranks(answers, plain, configured),
+    )
+    rules = dict.fromkeys(rule for rule, _ in adaptive_grid())
+    for rule in rules:
+        name, ranks, _, (_, setting) = choice([g for g in grid if g[3] and g[3][0] == rule])
+        row(name, ranks)
+        before, after = adaptive_cpu(plain, rule, setting)
+        print(
+            f"{'':4}CPU a search: {after:.0f} µs with its coverage, against {before:.0f} µs "
+            "for the configured fusion"
+        )
+    for half in ("words", "synonyms", "written"):
+        print(f"coverage, mean on the {half} half: {mean_coverage(plain, kinds, half):.2f}")
 
 
 if __name__ == "__main__":
