@@ -52,6 +52,11 @@ def upgrade():
     if not _has_extension(bind):
         return
     op.execute("ALTER TABLE document_chunks ADD COLUMN IF NOT EXISTS embedding vector")
+    # Kept in the row (MAIN), the bytes moved out to TOAST in its place: pgvector's default
+    # (EXTERNAL) put every 256-dimension vector out of line beside the bytes, and a search
+    # fetched each from TOAST, 3 buffers a chunk (bench/retrieval.py, README). MAIN still
+    # moves it out as a last resort, so a model of 3,072 dimensions fits.
+    op.execute("ALTER TABLE document_chunks ALTER COLUMN embedding SET STORAGE MAIN")
     # The vectors already made, converted here once: PostgreSQL has no cast from bytea.
     after = (-1, -1)
     while True:

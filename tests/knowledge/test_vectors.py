@@ -176,6 +176,14 @@ def test_pgvector_column_is_filled_from_the_bytes_by_its_migration(pgvector_app)
         assert "embedding" not in _chunk_columns()
         upgrade(directory=directory)
         assert "embedding" in _chunk_columns()
+        # Kept in the row: out of line, a search read each vector from TOAST (3 buffers).
+        storage = db.session.execute(
+            db.text(
+                "SELECT attstorage FROM pg_attribute WHERE attname = 'embedding' "
+                "AND attrelid = 'document_chunks'::regclass"
+            )
+        ).scalar()
+        assert storage == "m"
         _assert_same(vectors.nearest(alice, "m", query, limit=8), before)
 
 
