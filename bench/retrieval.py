@@ -2,7 +2,8 @@
 model's indexing speed, and the memory it takes (issue 37, its "Scale" rows).
 
     python bench/retrieval.py [--documents 5000] [--chunks-per-document 40] [--runs 30]
-                              [--database URL] [--turn-scope 40] [--model-only]
+                              [--database URL] [--sqlite-module sqlean.dbapi2]
+                              [--turn-scope 40] [--model-only]
 
 Builds the index through the real migrations: `documents` documents of one user (and as many
 of another user, so every query is scoped as in production), each of
@@ -18,7 +19,11 @@ without building the index). Last, the CPU a turn's automatic retrieval adds
 and its CPU time: on a shared machine the wall time is mostly waiting for a core.
 
 The labelled set's quality (recall@5 and MRR@10 of BM25, vectors and hybrid) is
-bench/retrieval_quality.py. Default database: a temporary SQLite file.
+bench/retrieval_quality.py. Default database: a temporary SQLite file, opened with Python's
+sqlite3 (numpy searches the vectors where it cannot load sqlite-vec) or with
+`--sqlite-module` (NUMI_SQLITE_MODULE: `sqlean.dbapi2` loads sqlite-vec). On PostgreSQL the
+vectors are searched by pgvector where the database has the extension (created before the
+bench migrates it), else by numpy: each row names which.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ def build(app, documents: int, per_document: int, seed: int = 7) -> int:
     from numi.extensions import db
     from numi.knowledge.embedding import LOCAL_MODEL
     from numi.knowledge.index import backend, fts_rowid
+    from numi.knowledge.vectors import PGVECTOR, as_pgvector, vector_backend
     from numi.models import User
 
     rng = random.Random(seed)
@@ -82,9 +88,13 @@ def build(app, documents: int, per_document: int, seed: int = 7) -> int:
             + (", rowid) VALUES (:title, :content, :a, :u, :n, :rowid)" if keyed else ") "
                "VALUES (:title, :content, :a, :u, :n)")
         )  # fmt: skip
+        # pgvector's column beside the bytes, as vectors.store_vectors writes them.
+        pgvector = vector_backend() == PGVECTOR
         where = text(
-            "INSERT INTO document_chunks (attachment_id, chunk, user_id, model, dim, vector) "
-            "VALUES (:a, :n, :u, :model, :dim, :vector)"
+            "INSERT INTO document_chunks (attachment_id, chunk, user_id, model, dim, vector"
+            + (", embedding" if pgvector else "")
+            + ") VALUES (:a, :n, :u, :model, :dim, :vector"
+            + (", CAST(:embedding AS vector))" if pgvector else ")")
         )
         # Indexed and embedded, as the indexer leaves a document: a turn's retrieval then
         # starts no indexing of its own (ensure_indexed finds nothing to do).
@@ -124,6 +134,7 @@ def build(app, documents: int, per_document: int, seed: int = 7) -> int:
                         "model": LOCAL_MODEL,
                         "dim": DIM,
                         "vector": matrix[n].tobytes(),
+                        **({"embedding": as_pgvector(matrix[n])} if pgvector else {}),
                     }
                 )
             db.session.execute(fts, rows)
@@ -236,8 +247,9 @@ def embedding_speed(app, chunks: int = 2000) -> tuple[float, float]:
         return chunks / (time.perf_counter() - started), loaded
 
 
-def new_app(database: str | None = None):
-    """An app on a new data directory, migrated; a temporary SQLite file unless `database`."""
+def new_app(database: str | None = None, sqlite_module: str | None = None):
+    """An app on a new data directory, migrated; a temporary SQLite file unless `database`,
+    opened with `sqlite_module` when given (NUMI_SQLITE_MODULE)."""
     from numi import create_app
     from numi.database import upgrade
 
@@ -249,6 +261,7 @@ def new_app(database: str | None = None):
             "NUMI_SECRET_KEY": "bench",
             "NUMI_AUTO_ENDPOINTS": False,
             "NUMI_LOG_LEVEL": "WARNING",
+            **({"NUMI_SQLITE_MODULE": sqlite_module} if sqlite_module else {}),
         }
     )
     upgrade(app)
@@ -312,6 +325,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--database", default=None)
     parser.add_argument(
+        "--sqlite-module",
+        default=None,
+        help="NUMI_SQLITE_MODULE for SQLite, e.g. sqlean.dbapi2 (sqlite-vec where this "
+        "Python's sqlite3 cannot load it)",
+    )
+    parser.add_argument(
         "--model-only",
         action="store_true",
         help="only the local model's speed and the RSS it adds (no 200,000 chunks built)",
@@ -320,7 +339,7 @@ def main() -> None:
         "--turn-scope", type=int, default=40, help="documents of a chat (or project) in a turn"
     )
     args = parser.parse_args()
-    app = new_app(args.database)
+    app = new_app(args.database, args.sqlite_module)
     speed, loaded = embedding_speed(app)
     if args.model_only:
         print(

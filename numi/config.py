@@ -14,7 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from .database_check import database_url, without_password
+from .database_check import database_url, sqlite_module, without_password
 from .data_dir import (
     check_writable,
     default_data_dir,
@@ -55,6 +55,14 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         database_url,
         "SQLAlchemy URL; default is SQLite in the data directory. PostgreSQL: postgresql+psycopg://user@host/db.",
+    ),
+    Setting(
+        "NUMI_SQLITE_MODULE",
+        None,
+        sqlite_module,
+        "SQLite: the DB-API module that opens the database in place of Python's `sqlite3`, "
+        "e.g. `sqlean.dbapi2` (`pip install sqlean.py`): for a Python whose `sqlite3` cannot "
+        "load extensions, so document vectors are searched by sqlite-vec.",
     ),
     Setting(
         "NUMI_DB_POOL_SIZE",
@@ -875,6 +883,12 @@ def finalize(config: dict[str, Any]) -> dict[str, Any]:
         # 32 bytes: unguessable, and short enough to paste or keep in a bookmark.
         config["NUMI_ACCESS_TOKEN"] = persisted_secret(data_dir / "access_token", nbytes=32)
     config["SQLALCHEMY_DATABASE_URI"] = config["NUMI_DATABASE_URL"]
+    if config.get("NUMI_SQLITE_MODULE") and config["NUMI_DATABASE_URL"].startswith("sqlite"):
+        import importlib  # lazy: start-up time
+
+        # SQLAlchemy's pysqlite dialect speaks to any module with sqlite3's interface.
+        options = config.setdefault("SQLALCHEMY_ENGINE_OPTIONS", {})
+        options.setdefault("module", importlib.import_module(config["NUMI_SQLITE_MODULE"]))
     if not config["NUMI_DATABASE_URL"].startswith("sqlite"):
         # Connections are returned between short transactions (never held while a model
         # streams), so a pool much smaller than the number of live turns suffices.

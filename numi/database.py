@@ -255,7 +255,12 @@ SEARCH_INDEX_PREFIX = "fts_"
 
 
 def include_object(obj, name, type_, reflected, compare_to) -> bool:
-    """Alembic filter: compare everything but the search indexes."""
+    """Alembic filter: compare everything but the search indexes and pgvector's column of
+    document_chunks, which a migration adds only where the extension is created (the model
+    leaves it out so it maps the same table everywhere)."""
+    if type_ == "column" and name == "embedding" and reflected and compare_to is None:
+        if getattr(getattr(obj, "table", None), "name", "") == "document_chunks":
+            return False
     if type_ in ("table", "index") and name and name.startswith(SEARCH_INDEX_PREFIX):
         return False
     table = getattr(obj, "table", None)

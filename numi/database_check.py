@@ -2,7 +2,8 @@
 what to do, in place of SQLAlchemy's and psycopg's tracebacks at start.
 
 `database_url` is the setting's parser (a ValueError becomes `invalid_setting`);
-`check_connection` connects once before the schema is upgraded.
+`sqlite_module` is NUMI_SQLITE_MODULE's; `check_connection` connects once before the schema is
+upgraded.
 """
 
 from __future__ import annotations
@@ -52,6 +53,27 @@ def database_url(value: str) -> str:
             f"the driver {driver!r} is not installed: use postgresql+psycopg:// (psycopg: {INSTALL_PSYCOPG})"
         ) from None
     return value
+
+
+def sqlite_module(value: str) -> str:
+    """The NUMI_SQLITE_MODULE setting: an importable DB-API module of SQLite to open SQLite
+    databases with in place of Python's `sqlite3`, for a Python whose `sqlite3` cannot load
+    extensions (pyenv's default build, macOS's system Python), so sqlite-vec can load.
+    `sqlean.dbapi2` (the `sqlean.py` wheel) or `pysqlite3.dbapi2` (`pysqlite3-binary`)."""
+    import importlib  # lazy: start-up time
+
+    name = value.strip()
+    if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", name):
+        raise ValueError("must be a Python module name such as sqlean.dbapi2")
+    try:
+        module = importlib.import_module(name)
+    except ImportError as exc:
+        raise ValueError(
+            f"cannot import {name} ({exc}): pip install sqlean.py, or unset it to use sqlite3"
+        ) from None
+    if not callable(getattr(module, "connect", None)) or not hasattr(module, "sqlite_version_info"):
+        raise ValueError(f"{name} is not a DB-API module of SQLite: use sqlean.dbapi2")
+    return name
 
 
 def check_connection(engine) -> None:

@@ -91,7 +91,8 @@ class Services:
     # Background document indexing per attachment id (numi.knowledge.index).
     document_jobs: dict[int, Greenlet]
     # How fts_document_chunks was made ("fts5", "postgres", "like") per database URL, and the
-    # vector search it has under "vectors:<url>" ("sqlite-vec", "numpy" or "" for none).
+    # vector search it has under "vectors:<url>" ("sqlite-vec", "pgvector", "numpy" or "" for
+    # none).
     document_backends: dict[str, str]
     # The local embedding models loaded in this process, by name (numi.knowledge.embedding).
     embedding_models: dict[str, Any]

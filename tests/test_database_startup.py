@@ -1,6 +1,7 @@
 """A database Numi cannot use at start (issue 35, set-up edges): a NUMI_DATABASE_URL that is
 not a URL, names another database system or a driver that is not installed, a PostgreSQL
-database or role that does not exist, a server that is down. Each is one line saying what
+database or role that does not exist, a server that is down; a NUMI_SQLITE_MODULE that
+does not import or is no SQLite module. Each is one line saying what
 to do, with a code and exit status 2, from the real `numi` command (it was a traceback of
 41 to 142 lines)."""
 
@@ -42,6 +43,22 @@ def test_a_database_url_numi_cannot_use_is_one_line(numi_cli, url, says):
         assert line.startswith(f"Error: NUMI_DATABASE_URL={url!r}: ") and says in line, line
         assert line.endswith("(invalid_setting)"), line
         assert not (data_dir / "numi.db").exists(), "nothing was created"
+
+
+@pytest.mark.parametrize(
+    "module, says",
+    [
+        ("no_such_sqlite", "cannot import no_such_sqlite"),
+        ("json", "json is not a DB-API module of SQLite"),
+        ("sqlean.dbapi2; rm", "must be a Python module name"),
+    ],
+)
+def test_a_sqlite_module_numi_cannot_use_is_one_line(numi_cli, module, says):
+    result, data_dir = numi_cli("db", "upgrade", NUMI_SQLITE_MODULE=module)
+    line = _one_line(result)
+    assert line.startswith(f"Error: NUMI_SQLITE_MODULE={module!r}: ") and says in line, line
+    assert line.endswith("(invalid_setting)"), line
+    assert not (data_dir / "numi.db").exists(), "nothing was created"
 
 
 def test_a_refused_database_url_never_shows_its_password(numi_cli):

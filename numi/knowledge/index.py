@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import gevent
-from sqlalchemy import delete, select, text, update
+from sqlalchemy import delete, select, text
 
 from ..cpu_pool import run_cpu
 from ..extensions import db
@@ -48,7 +48,7 @@ from .full_text import query_words as query_words
 from .full_text import search as search
 from ..errors import NotFound, NumiError
 from .embedding import choice, document_project, document_projects, embedder_for, name_of
-from .vectors import as_bytes, vector_backend
+from .vectors import store_vectors, vector_backend
 
 log = logging.getLogger(__name__)
 
@@ -279,15 +279,9 @@ def _embed(attachment_id: int) -> None:
                     502,
                 )
             known_dim = dim
-            for row, vector in zip(batch, vectors):
-                db.session.execute(
-                    update(DocumentChunk)
-                    .where(
-                        DocumentChunk.attachment_id == attachment_id,
-                        DocumentChunk.chunk == row.chunk,
-                    )
-                    .values(model=embedder.name, dim=dim, vector=as_bytes(vector))
-                )
+            store_vectors(
+                attachment_id, embedder.name, [(r.chunk, v) for r, v in zip(batch, vectors)]
+            )
             state = _index_state(attachment_id)
             state.embedded_chunks, state.updated_at = start + len(batch), utcnow()
             db.session.commit()

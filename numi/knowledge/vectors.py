@@ -3,14 +3,21 @@
 - SQLite: sqlite-vec, loaded from its wheel into every connection (numi/database.py), ranks
   the user's chunk vectors with `vec_distance_cosine` inside the query: an exact search, in
   C, over the user's (and the scope's) vectors of the one model. Where it cannot load (a
-  Python whose sqlite3 cannot load extensions, as pyenv builds by default), the log says so
-  once and numpy searches instead; without numpy either, search is full-text only.
-- Elsewhere (PostgreSQL): an exact search in numpy in the CPU pool over the scope's vectors
-  (a chat's or project's documents; the user's whole index without one), good up to about
-  50,000 chunks. They are read once into one matrix, kept per process (within
-  MATRIX_BYTES_KEPT) until the index of those documents changes. pgvector is
-  not used yet (Debian's package for the test server does not install here).
+  Python whose sqlite3 cannot load extensions, as pyenv builds by default, unless
+  NUMI_SQLITE_MODULE names a module that can), the log says so once and numpy searches
+  instead; without numpy either, search is full-text only.
+- PostgreSQL with pgvector: chunks keep their vector twice, as bytes and in `embedding`, a
+  column of pgvector's `vector` type that a migration adds where the extension was created
+  (1f56dcefe889; no dimension in the type, as each model has its own), filled by
+  `store_vectors` beside the bytes; `<=>` ranks them inside the query, exactly (no ANN
+  index: see the README's measurement). A cast of the bytes at query time is not an option:
+  PostgreSQL has no cast from bytea to a vector.
+- Elsewhere (PostgreSQL without pgvector): an exact search in numpy in the CPU pool over the
+  scope's vectors (a chat's or project's documents; the user's whole index without one),
+  good up to about 50,000 chunks. They are read once into one matrix, kept per process
+  (within MATRIX_BYTES_KEPT) until the index of those documents changes.
 
+Which one a database has is found once per process and said in one log line.
 Vectors are float32, unit length, stored as bytes with the model and dimension that made
 them (`DocumentChunk`); only vectors of the query's model and dimension are compared.
 """
@@ -31,6 +38,7 @@ from .scope import in_scope
 log = logging.getLogger(__name__)
 
 SQLITE_VEC = "sqlite-vec"
+PGVECTOR = "pgvector"
 NUMPY = "numpy"
 # The vector matrices kept per process for the numpy search (users' and scopes'), oldest
 # dropped first: 200,000 chunks of 256 dimensions are 200 MiB.
@@ -38,8 +46,8 @@ MATRIX_BYTES_KEPT = 256 * 1024 * 1024
 
 
 def vector_backend() -> str:
-    """SQLITE_VEC, NUMPY or "" (no vector search here: full-text only), found once per
-    database and process."""
+    """SQLITE_VEC, PGVECTOR, NUMPY or "" (no vector search here: full-text only), found once
+    per database and process."""
     engine = db.engine
     cache = services().document_backends
     key = f"vectors:{engine.url}"
@@ -51,6 +59,8 @@ def vector_backend() -> str:
 def _detect(dialect: str) -> str:
     if not extra_installed():
         return ""
+    if dialect == "postgresql":
+        return _detect_pgvector()
     if dialect != "sqlite":
         return NUMPY
     try:
@@ -68,11 +78,68 @@ def _detect(dialect: str) -> str:
     return SQLITE_VEC
 
 
+def _detect_pgvector() -> str:
+    version, available, column = db.session.execute(
+        text(
+            "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
+            "EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector'), "
+            "EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = "
+            "current_schema() AND table_name = 'document_chunks' AND column_name = 'embedding')"
+        )
+    ).one()
+    if version and column:
+        log.info("document vectors searched with pgvector %s", version)
+        return PGVECTOR
+    if column or version:
+        why = "the extension and Numi's column must both be there: see the README, Documents"
+    elif available:
+        why = "a superuser has not run CREATE EXTENSION vector in this database"
+    else:
+        why = "the server has no pgvector package"
+    log.warning("pgvector is not used (%s): document vectors are searched with numpy", why)
+    return NUMPY
+
+
 def as_bytes(vector: Any) -> bytes:
     """A vector as stored: float32 bytes."""
     import numpy as np  # lazy: optional extra knowledge
 
     return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def as_pgvector(vector: Any) -> str:
+    """A vector as pgvector's text, '[0.1,-0.2,...]': 9 significant digits, so the float32
+    read back is the one stored as bytes."""
+    import numpy as np  # lazy: optional extra knowledge
+
+    return "[" + ",".join("%.9g" % x for x in np.asarray(vector, dtype=np.float32).tolist()) + "]"
+
+
+def store_vectors(attachment_id: int, model: str, vectors: list[tuple[int, Any]]) -> None:
+    """Save a document's chunk vectors, (chunk number, vector) each, as made by `model`: the
+    bytes, and on pgvector its column too. The caller commits."""
+    if not vectors:
+        return
+    pgvector = vector_backend() == PGVECTOR
+    rows = [
+        {
+            "a": attachment_id,
+            "n": int(chunk),
+            "model": model,
+            "dim": int(len(vector)),
+            "vector": as_bytes(vector),
+            **({"embedding": as_pgvector(vector)} if pgvector else {}),
+        }
+        for chunk, vector in vectors
+    ]
+    column = ", embedding = CAST(:embedding AS vector)" if pgvector else ""
+    db.session.execute(
+        text(
+            f"UPDATE document_chunks SET model = :model, dim = :dim, vector = :vector{column} "
+            "WHERE attachment_id = :a AND chunk = :n"
+        ),
+        rows,
+    )
 
 
 def nearest(
@@ -106,19 +173,29 @@ def nearest(
             params,
         ).all()
         return [(int(a), int(n), 1.0 - float(d)) for a, n, d in rows]
+    if kind == PGVECTOR:
+        params.update(q=as_pgvector(query), k=int(limit))
+        rows = db.session.execute(
+            text(
+                "SELECT c.attachment_id, c.chunk, c.embedding <=> CAST(:q AS vector) AS d "
+                f"{_owned(bool(scope), 'embedding')}{scope} ORDER BY d LIMIT :k"
+            ),
+            params,
+        ).all()
+        return [(int(a), int(n), 1.0 - float(d)) for a, n, d in rows]
     keys, matrix = _matrix(params, scope, attachment_ids)
     return run_cpu(_numpy_nearest, keys, matrix, query, int(limit))
 
 
-def _owned(scoped: bool) -> str:
-    """The user's chunk vectors of one model. With a scope they are read through the primary
-    key, by document: the unary + keeps the planner off the (user, model) index, through
-    which it read every chunk of the user to keep a chat's few."""
+def _owned(scoped: bool, column: str = "vector") -> str:
+    """The user's chunk vectors of one model (in `column`). With a scope they are read
+    through the primary key, by document: the unary + keeps the planner off the (user,
+    model) index, through which it read every chunk of the user to keep a chat's few."""
     user = "+c.user_id" if scoped else "c.user_id"
     return (
         "FROM document_chunks c JOIN attachments a ON a.id = c.attachment_id "
         f"WHERE {user} = :uid AND a.user_id = :uid AND c.model = :model AND c.dim = :dim "
-        "AND c.vector IS NOT NULL"
+        f"AND c.{column} IS NOT NULL"
     )
 
 
