@@ -301,8 +301,10 @@ def numi_run(turns: int, tokens: int, view: str, profile: str | None = None, **e
         "ideal": tokens / RATE,
         # Whole run: every event delivered over the server's CPU from the first turn's
         # start until it settled (turn starts and saves included), whatever the lag.
-        "run_event_cpu_us": cpu_settled / max(delivered, 1) * 1e6,
+        "run_event_cpu_us": cpu_settled / delivered * 1e6 if delivered else float("nan"),
         "delivered": delivered,
+        # What the turns' error events said (code: count): why tokens were lost.
+        "errors": ",".join(f"{code}:{n}" for code, n in sorted(clients.errors.items())) or "-",
         **_per_event(cpu_in_window, in_window, turns, inside0["clock"], inside1["clock"]),
         "cpu_total": cpu,
         "rss_per_turn_kib": (rss_peak - rss_before) / turns * 1024,
@@ -348,7 +350,7 @@ def echo_run(clients_count: int, tokens: int) -> dict:
     return {
         "lost": sum(tokens - len(v) for v in seen.values()),
         "p95": percentile(latencies, 95),
-        "run_event_cpu_us": cpu_total / max(delivered, 1) * 1e6,
+        "run_event_cpu_us": cpu_total / delivered * 1e6 if delivered else float("nan"),
         "delivered": delivered,
         **_per_event(cpu1 - cpu0, _events_in(seen, t0, t1), clients_count, t0, t1),
         "cpu_share": (cpu1 - cpu0) / (t1 - t0),
