@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import queue
+import signal
 import statistics
 import subprocess
 import sys
@@ -71,8 +72,8 @@ def probed_numi(**env) -> LiveNumi:
     the per-user WebSocket message limit (200/s, burst 400, one process) would close
     sockets of 500 chats that resume and send at once, so it is raised here."""
     path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH", "")]))
-    env = {"NUMI_WS_USER_MESSAGES_PER_SECOND": "100000", **env}
-    return LiveNumi(NUMI_PLUGINS="probe", PYTHONPATH=path, **env)
+    env = {"NUMI_WS_USER_MESSAGES_PER_SECOND": "100000", "NUMI_PLUGINS": "probe", **env}
+    return LiveNumi(PYTHONPATH=path, **env)
 
 
 class Clients:
@@ -241,8 +242,20 @@ def spy(pid: int, seconds: float, output: str) -> subprocess.Popen:
     )
 
 
-def numi_run(turns: int, tokens: int, view: str, profile: str | None = None, **env) -> dict:
-    """One run: `turns` chats each answering `tokens` tokens at 20/s, all at once."""
+def numi_run(
+    turns: int,
+    tokens: int,
+    view: str,
+    profile: str | None = None,
+    cprofile: str | None = None,
+    **env,
+) -> dict:
+    """One run: `turns` chats each answering `tokens` tokens at 20/s, all at once.
+    `cprofile`: a cProfile of the server over the whole run (bench/cprofiler.py), where
+    py-spy is not installed."""
+    if cprofile:
+        env = {**env, "NUMI_BENCH_CPROFILE": str(Path(cprofile).resolve())}
+        env["NUMI_PLUGINS"] = "probe,cprofiler"
     with ScriptedProvider() as provider, probed_numi(**env) as numi:
         warm = numi.chat_on(provider.openai_base_url)
         provider.enqueue(Scenario().text("warm"))
@@ -259,6 +272,8 @@ def numi_run(turns: int, tokens: int, view: str, profile: str | None = None, **e
         rss_before = rss_mib(numi.proc.pid)
         before = len(provider.requests)
         cpu0 = cpu_seconds(numi.proc.pid)
+        if cprofile:
+            os.kill(numi.proc.pid, signal.SIGUSR1)
         started = clients.go()
         begin, end = _steady_window(started, tokens)
         time.sleep(max(0.0, begin - time.perf_counter()))
@@ -275,6 +290,8 @@ def numi_run(turns: int, tokens: int, view: str, profile: str | None = None, **e
         # What the process still holds once every turn has ended and its sockets closed:
         # the issue's "RSS after 500 streams" (memory a finished turn should give back).
         settle(numi.proc.pid)
+        if cprofile:
+            os.kill(numi.proc.pid, signal.SIGUSR2)
         cpu_settled = cpu_seconds(numi.proc.pid) - cpu0  # the turns' saves and ends too
         rss_after = rss_mib(numi.proc.pid)
         requests = {r.body["messages"][-1]["content"]: r for r in provider.requests[before:]}
@@ -491,6 +508,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--echo", action="store_true", help="run the echo floor only")
     parser.add_argument("--profile", help="py-spy the server over the steady window into this file")
+    parser.add_argument("--cprofile", help="cProfile the server over the whole run into this file")
     parser.add_argument("--env", action="append", default=[], help="NAME=value for the server")
     args = parser.parse_args()
     env = dict(item.split("=", 1) for item in args.env)
@@ -498,7 +516,7 @@ def main() -> None:
         result = (
             echo_run(args.turns, args.tokens)
             if args.echo
-            else numi_run(args.turns, args.tokens, args.view, args.profile, **env)
+            else numi_run(args.turns, args.tokens, args.view, args.profile, args.cprofile, **env)
         )
         print(describe(result), flush=True)
 
