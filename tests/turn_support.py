@@ -164,6 +164,10 @@ def make_chat(
     settings: dict | None = None,
     name: str | None = None,
 ) -> dict:
+    """A new chat on `model` of the endpoint `name` (default `scripted-<kind>`) on the
+    scripted provider, the endpoint made on first use. A server's endpoint is made once and
+    reused as it is: its default model is the `model` of the first call, so a test that
+    depends on the default model names an endpoint of its own."""
     base_url = provider.anthropic_base_url if kind == "anthropic" else provider.openai_base_url
     status, endpoints = api.get("/api/endpoints")
     endpoint_name = name or f"scripted-{kind}"

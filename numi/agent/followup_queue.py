@@ -10,6 +10,7 @@ manager's turn-end hook: it runs in the process that ran the turn, with no reque
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import gevent
@@ -24,8 +25,7 @@ from ..turns.turn import Turn
 from .send import Send
 from .starting import begin_turn, check_send
 
-# How long the turn-end hook waits for a Redis lease to be released: 100 looks, 20 ms apart.
-LEASE_RELEASE_CHECKS = 100
+# How often the turn-end hook looks whether the ended turn's Redis lease is released.
 LEASE_RELEASE_INTERVAL = 0.02
 
 
@@ -119,12 +119,13 @@ def queue_after_turn(turn: Turn) -> None:
     try:
         if not failed:
             # With Redis the lease is released when the writer greenlet stores `turn_end`,
-            # which may come just after this hook starts: wait for that (bounded), or the
-            # next follow-up would find the chat still "running" and never start.
+            # which may come after this hook starts: wait for that, or the next follow-up
+            # would find the chat still "running" and never start. Up to one lease period,
+            # after which the lease has lapsed anyway; a fixed 2 s ran out on a loaded
+            # machine, and the queue stood still (issue 36).
             manager = turn_manager()
-            for _ in range(LEASE_RELEASE_CHECKS):
-                if not manager.is_running(chat_id):
-                    break
+            deadline = time.monotonic() + current_app.config["NUMI_TURN_LEASE_MS"] / 1000
+            while manager.is_running(chat_id) and time.monotonic() < deadline:
                 gevent.sleep(LEASE_RELEASE_INTERVAL)
             start_next(chat_id)
         elif followups.list_items(turn.request.user_id, chat_id):

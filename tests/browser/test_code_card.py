@@ -8,14 +8,14 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from fixtures import CODE_EXTRA
 
 from numi.testing import Scenario
 
 from page_support import open_chat, send, serious_violations
 from turn_support import make_chat
 
-pytest.importorskip("ipykernel", reason="run_python needs the code extra (numi[code])")
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, CODE_EXTRA]
 
 CODE = """import io
 from PIL import Image as Picture

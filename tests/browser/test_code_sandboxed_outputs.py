@@ -10,14 +10,14 @@ import re
 import uuid
 
 import pytest
+from fixtures import CODE_EXTRA
 
 from numi.testing import Scenario
 
 from page_support import open_chat
 from turn_support import Socket, make_chat, of_type
 
-pytest.importorskip("ipykernel", reason="run_python needs the code extra (numi[code])")
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, CODE_EXTRA]
 
 # Each way an SVG document could run script, each of which would mark the page if it ran.
 HOSTILE_SVG = (

@@ -6,7 +6,6 @@ not touched by its budget."""
 
 from __future__ import annotations
 
-import anthropic
 import openai
 import pytest
 
@@ -69,7 +68,9 @@ def test_an_alias_is_listed_and_answers_through_its_chain(gateway, scripted):
         client.chat.completions.create(model="fast", messages=[{"role": "user", "content": "Hi"}])
 
 
-def test_a_spent_budget_refuses_v1_calls_and_an_alias_skips_its_route(gateway, scripted, provider):
+def test_a_spent_budget_refuses_v1_calls_and_an_alias_skips_its_route(
+    gateway, scripted, provider, anthropic_sdk
+):
     gamma = _endpoint(gateway, provider, "gamma")
     status, budget = gateway.api.post(
         "/api/budgets",
@@ -104,7 +105,7 @@ def test_a_spent_budget_refuses_v1_calls_and_an_alias_skips_its_route(gateway, s
             model="gamma/scripted-model", messages=[{"role": "user", "content": "Again"}]
         )
     assert refused.value.body["code"] == "budget_exceeded"
-    with pytest.raises(anthropic.RateLimitError) as refused_too:
+    with pytest.raises(anthropic_sdk.RateLimitError) as refused_too:
         gateway.anthropic(only_gamma).messages.create(
             model="gamma/scripted-model",
             max_tokens=100,

@@ -16,20 +16,26 @@ import pytest
 
 from numi.testing import Scenario
 
-mcp = pytest.importorskip("mcp")
 httpx2 = pytest.importorskip("httpx2")
-
-from mcp import ClientSession  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 # The tool tests' loopback web servers (tests/tools/conftest.py imports them the same way).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 from tools_web_support import WebServers  # noqa: E402
 
 
-def _session(gateway, secret: str):
-    """Run `work(session)` in an initialized MCP session of `secret`; its result."""
+@pytest.fixture
+def session_of(gateway, require_extra):
+    """`session_of(secret)(work)`: run `work(session)` in an initialized MCP session of
+    `secret`; its result. The `mcp` client is imported here, by the tests that use it: at
+    the module's top it cost every xdist worker's collection 2.3 s of CPU (issue 36)."""
+    client_session = require_extra("mcp", "mcp").ClientSession
+    streamable_http_client = require_extra(
+        "mcp.client.streamable_http", "mcp"
+    ).streamable_http_client
+    return lambda secret: _session(gateway, secret, client_session, streamable_http_client)
 
+
+def _session(gateway, secret: str, client_session, streamable_http_client):
     def run(work):
         async def main():
             headers = {"Authorization": f"Bearer {secret}"}
@@ -42,7 +48,7 @@ def _session(gateway, secret: str):
                 async with streamable_http_client(
                     gateway.server.url + "/mcp", http_client=http
                 ) as streams:
-                    async with ClientSession(streams[0], streams[1]) as session:
+                    async with client_session(streams[0], streams[1]) as session:
                         init = await session.initialize()
                         return init, await work(session)
 
@@ -53,7 +59,7 @@ def _session(gateway, secret: str):
     return run
 
 
-def test_a_desktop_agent_asks_then_finds_and_reads_the_chat(gateway, scripted):
+def test_a_desktop_agent_asks_then_finds_and_reads_the_chat(gateway, scripted, session_of):
     secret, _ = gateway.new_key(
         name="Claude Desktop", uses=["chat", "history", "documents", "web", "mcp"]
     )
@@ -78,9 +84,7 @@ def test_a_desktop_agent_asks_then_finds_and_reads_the_chat(gateway, scripted):
         await session.send_ping()
         return tools, first, follow, found, listed, read, documents, missing
 
-    init, (tools, first, follow, found, listed, read, documents, missing) = _session(
-        gateway, secret
-    )(work)
+    init, (tools, first, follow, found, listed, read, documents, missing) = session_of(secret)(work)
     assert init.protocol_version == "2025-11-25" and init.server_info.name == "numi"
     assert {t.name for t in tools.tools} == {
         "search_chats",
@@ -120,7 +124,7 @@ def test_a_desktop_agent_asks_then_finds_and_reads_the_chat(gateway, scripted):
     assert (kept["answers"], kept["input_tokens"], kept["output_tokens"]) == (2, 21, 7)
 
 
-def test_a_key_lists_and_calls_only_the_tools_its_uses_allow(gateway):
+def test_a_key_lists_and_calls_only_the_tools_its_uses_allow(gateway, session_of):
     secret, _ = gateway.new_key(name="docs only", uses=["documents", "mcp"])
 
     async def work(session):
@@ -131,7 +135,7 @@ def test_a_key_lists_and_calls_only_the_tools_its_uses_allow(gateway):
             return tools, exc
         return tools, None
 
-    _init, (tools, refused) = _session(gateway, secret)(work)
+    _init, (tools, refused) = session_of(secret)(work)
     assert [t.name for t in tools.tools] == ["search_documents"]
     assert refused is not None and "history" in str(refused)
 
@@ -143,13 +147,13 @@ def web_servers():
     servers.close()
 
 
-def test_web_search_uses_the_users_search_settings(gateway, web_servers):
+def test_web_search_uses_the_users_search_settings(gateway, web_servers, session_of):
     secret, _ = gateway.new_key(name="searcher", uses=["web", "mcp"])
 
     async def search(session):
         return await session.call_tool("web_search", {"query": "sea otters", "count": 2})
 
-    _init, unset = _session(gateway, secret)(search)
+    _init, unset = session_of(secret)(search)
     assert unset.is_error and unset.structured_content["error"]["code"] == "not_configured"
     settings = {
         "search_backend": "searxng",
@@ -168,7 +172,7 @@ def test_web_search_uses_the_users_search_settings(gateway, web_servers):
     with urllib.request.urlopen(saved, timeout=30) as answer:
         assert answer.status == 200
     try:
-        _init, found = _session(gateway, secret)(search)
+        _init, found = session_of(secret)(search)
     finally:
         urllib.request.urlopen(
             urllib.request.Request(

@@ -7,7 +7,6 @@ import json
 import urllib.error
 import urllib.request
 
-import anthropic
 import openai
 import pytest
 
@@ -40,13 +39,21 @@ def openai_refusal(call) -> openai.APIStatusError:
     return caught.value
 
 
-def anthropic_refusal(call) -> anthropic.APIStatusError:
-    with pytest.raises(anthropic.APIStatusError) as caught:
-        call()
-    return caught.value
+@pytest.fixture
+def anthropic_refusal(anthropic_sdk):
+    """`anthropic_refusal(call)`: the SDK's error that `call()` raises, as `openai_refusal`."""
+
+    def refusal(call):
+        with pytest.raises(anthropic_sdk.APIStatusError) as caught:
+            call()
+        return caught.value
+
+    return refusal
 
 
-def test_no_key_a_wrong_key_and_a_revoked_key_are_refused(gateway, nothing_changes):
+def test_no_key_a_wrong_key_and_a_revoked_key_are_refused(
+    gateway, nothing_changes, anthropic_refusal
+):
     error = openai_refusal(lambda: gateway.openai(key="none").models.list())
     assert (error.status_code, error.code) == (401, "api_key_invalid")
     secret, key_id = gateway.new_key(name="soon revoked")
@@ -84,7 +91,9 @@ def test_only_a_key_opens_v1_and_a_key_opens_nothing_else(gateway):
     assert refused.value.code == 401
 
 
-def test_a_model_outside_the_keys_scope_or_unknown_is_refused(gateway, nothing_changes):
+def test_a_model_outside_the_keys_scope_or_unknown_is_refused(
+    gateway, nothing_changes, anthropic_refusal
+):
     secret, _ = gateway.new_key(name="alpha only", endpoints=[gateway.alpha["id"]])
     ids = [m.id for m in gateway.openai(key=secret).models.list()]
     assert ids and all(i.startswith("alpha/") for i in ids)
@@ -188,7 +197,9 @@ def test_a_bad_chat_completions_body_is_refused_in_openais_shape(
     assert error.type == "invalid_request_error"
 
 
-def test_a_bad_messages_body_is_refused_in_anthropics_shape(gateway, nothing_changes):
+def test_a_bad_messages_body_is_refused_in_anthropics_shape(
+    gateway, nothing_changes, anthropic_refusal
+):
     client = gateway.anthropic()
     orphan = HI + [
         {
@@ -213,7 +224,7 @@ def test_a_bad_messages_body_is_refused_in_anthropics_shape(gateway, nothing_cha
     assert error.body["error"]["code"] == "invalid_body"
 
 
-def test_a_body_over_the_limit_is_refused_as_too_large(gateway, nothing_changes):
+def test_a_body_over_the_limit_is_refused_as_too_large(gateway, nothing_changes, anthropic_refusal):
     huge = [{"role": "user", "content": "x" * 300_000}]
     error = anthropic_refusal(
         lambda: gateway.anthropic().messages.create(

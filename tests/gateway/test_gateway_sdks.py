@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import anthropic
 import openai
 import pytest
 
@@ -244,7 +243,9 @@ def test_an_image_reaches_an_anthropic_endpoint_as_an_image_block(gateway, scrip
     }
 
 
-def test_a_failure_after_output_ends_the_stream_with_the_protocols_error(gateway, scripted):
+def test_a_failure_after_output_ends_the_stream_with_the_protocols_error(
+    gateway, scripted, anthropic_sdk
+):
 
     scripted.enqueue(
         Scenario().text("Half an ans").error_event("overloaded"), model="scripted-model"
@@ -257,7 +258,7 @@ def test_a_failure_after_output_ends_the_stream_with_the_protocols_error(gateway
             seen.append(chunk.choices[0].delta.content or "" if chunk.choices else "")
     assert "".join(seen) == "Half an ans" and "overload" in str(caught.value).lower()
     scripted.enqueue(Scenario().text("Half").error_event("overloaded"), model="scripted-model")
-    with pytest.raises(anthropic.APIStatusError) as failed:
+    with pytest.raises(anthropic_sdk.APIStatusError) as failed:
         with gateway.anthropic().messages.stream(
             model="alpha/scripted-model",
             max_tokens=100,

@@ -14,7 +14,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
-import anthropic
 from provider_test_support import request, user
 from test_provider_requests import TOOL_TRANSCRIPT, WEATHER
 
@@ -27,11 +26,11 @@ from numi.testing import Scenario
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_version_header_is_the_pinned_sdks():
-    assert API_VERSION == anthropic._constants.ANTHROPIC_API_VERSION
+def test_the_version_header_is_the_pinned_sdks(anthropic_sdk):
+    assert API_VERSION == anthropic_sdk._constants.ANTHROPIC_API_VERSION
 
 
-def test_the_request_is_what_the_sdk_sends(scripted, make_adapter):
+def test_the_request_is_what_the_sdk_sends(scripted, make_adapter, anthropic_sdk):
     adapter = make_adapter("anthropic")
     req = request(
         *TOOL_TRANSCRIPT,
@@ -47,7 +46,7 @@ def test_the_request_is_what_the_sdk_sends(scripted, make_adapter):
 
     body = adapter.build_body(req)
     assert body["tools"] and body["temperature"] == 0.3
-    client = anthropic.Anthropic(
+    client = anthropic_sdk.Anthropic(
         base_url=scripted.anthropic_base_url, api_key="test-key", max_retries=0
     )
     scripted.enqueue(Scenario().text("ok"))
@@ -186,7 +185,7 @@ class _PagedModels(BaseHTTPRequestHandler):
         pass
 
 
-def test_model_lists_read_as_the_sdks(make_adapter):
+def test_model_lists_read_as_the_sdks(make_adapter, anthropic_sdk):
     server = ThreadingHTTPServer(("127.0.0.1", 0), _PagedModels)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
@@ -195,7 +194,7 @@ def test_model_lists_read_as_the_sdks(make_adapter):
         numi = make_adapter("anthropic", base_url=base).list_models()
         numi_paths = _PagedModels.seen
         _PagedModels.seen = []
-        client = anthropic.Anthropic(base_url=base, api_key="test-key", max_retries=0)
+        client = anthropic_sdk.Anthropic(base_url=base, api_key="test-key", max_retries=0)
         sdk = with_llama_server_props(client, base, list(client.models.list()), _model_info)
         client.close()
     finally:

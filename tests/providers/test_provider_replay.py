@@ -32,9 +32,9 @@ def _no_earlier_steps():
 
 
 def step_request(scripted):
-    """The latest request of this test's steps. Not `scripted.last_request`: background work
-    an earlier test of this worker left (a title, say) may ask the same provider meanwhile,
-    and once did in CI, so its request came last."""
+    """The latest request of this test's steps, found by its model: a request of another
+    test must not pass for this test's. One did in CI: a thread an earlier test left running
+    retried its call here (the `make_adapter` fixture now waits for such threads)."""
     model = _stepped.get(id(scripted))
     if model is None:  # a test that calls the adapter itself
         return scripted.last_request

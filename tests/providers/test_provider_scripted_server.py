@@ -34,9 +34,12 @@ def test_empty_queue_answers_with_an_echo(scripted, adapter):
 
 
 def test_wait_for_the_nth_request(scripted, adapter):
-    threading.Thread(target=lambda: [list(adapter.stream(request())) for _ in range(2)]).start()
+    caller = threading.Thread(target=lambda: [list(adapter.stream(request())) for _ in range(2)])
+    caller.start()
     second = scripted.wait_for_requests(2, timeout=WAIT_SECONDS)
     assert second.body["model"] == "scripted-model"
+    # Its second answer may still be streaming: the call ends here, not in the next test.
+    caller.join(WAIT_SECONDS)
 
 
 def test_demo_mode_calls_a_requested_tool_then_reports_its_result(make_adapter, kind):

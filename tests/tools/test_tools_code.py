@@ -15,6 +15,7 @@ import urllib.request
 from html.parser import HTMLParser
 
 import pytest
+from fixtures import CODE_EXTRA
 
 from numi.testing import Scenario
 from turn_support import (
@@ -28,7 +29,7 @@ from turn_support import (
 )
 from server_wait import WAIT_SECONDS
 
-pytest.importorskip("ipykernel", reason="run_python needs the code extra (numi[code])")
+pytestmark = CODE_EXTRA
 
 SECRETS = {
     "MY_SERVICE_API_KEY": "sk-live-0123456789abcdef",

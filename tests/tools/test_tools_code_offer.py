@@ -4,11 +4,11 @@ kernel starts here."""
 
 from __future__ import annotations
 
-import pytest
+from fixtures import CODE_EXTRA
 
 from numi.services import services
 
-pytest.importorskip("ipykernel", reason="run_python needs the code extra (numi[code])")
+pytestmark = CODE_EXTRA
 
 
 def offered(app, *, is_admin: bool) -> list[str]:

@@ -9,11 +9,12 @@ import io
 import json
 
 import pytest
+from fixtures import CODE_EXTRA
 
 from numi.testing import Scenario
 from turn_support import Api, Socket, make_chat, of_type, turn_server_env
 
-pytest.importorskip("ipykernel", reason="run_python needs the code extra (numi[code])")
+pytestmark = CODE_EXTRA
 Image = pytest.importorskip("PIL.Image", reason="downscaling needs Pillow (numi[images])")
 
 

@@ -277,7 +277,10 @@ def test_failure_after_output_keeps_the_partial_answer_and_never_falls_back(api,
 
 
 def test_an_empty_model_is_repaired_before_the_call(api, scripted, sockets):
-    chat = make_chat(api, scripted)
+    # An endpoint of its own: the repair takes the endpoint's default model, and the shared
+    # one's is the model of whichever test made it first (primary-model when a run selected
+    # the fallback test before this one).
+    chat = make_chat(api, scripted, name="scripted-repair")
     api.call("PATCH", f"/api/session/{chat['id']}", {"model": ""})
     scripted.enqueue(Scenario().text("Repaired."))
     ws = sockets(chat["id"])
