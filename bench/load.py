@@ -56,6 +56,19 @@ def settle(pid: int, share: float = 0.1, window: float = 1.0, deadline: float = 
             return
 
 
+def settled_rss(pid: int, still: float = 3.0, deadline: float = 20.0) -> float:
+    """RSS once it has stopped falling for `still` seconds: a server gives memory back a
+    moment after its last turn's after-work (numi/heap.py), which `settle` may precede."""
+    stop = time.perf_counter() + deadline
+    low, low_at = rss_mib(pid), time.perf_counter()
+    while time.perf_counter() < stop and time.perf_counter() - low_at < still:
+        time.sleep(0.25)
+        now = rss_mib(pid)
+        if now < low - 0.5:
+            low, low_at = now, time.perf_counter()
+    return rss_mib(pid)
+
+
 def paced(tokens: int, rate: float = RATE) -> Scenario:
     # Equal-width tokens "t0000 ": one chunk each, so each is stamped when written.
     return (
@@ -293,7 +306,7 @@ def numi_run(
         if cprofile:
             os.kill(numi.proc.pid, signal.SIGUSR2)
         cpu_settled = cpu_seconds(numi.proc.pid) - cpu0  # the turns' saves and ends too
-        rss_after = rss_mib(numi.proc.pid)
+        rss_after = settled_rss(numi.proc.pid)
         requests = {r.body["messages"][-1]["content"]: r for r in provider.requests[before:]}
     inside = probe.window(inside0, inside1)
     latencies, lost, unstarted = [], 0, 0

@@ -12,13 +12,23 @@ inside the server, what a profiler's CPU samples cannot show:
 
 Counters are cumulative; they are written as JSON to $NUMI_DATA_DIR/probe.json every
 500 ms (with their own clock), and the benchmark diffs two readings around its measurement window.
+
+Memory, for finding what a server holds after its turns (issue 45): with
+BENCH_PROBE_TRACEMALLOC=1 the probe traces allocations from the plugin's load, and
+`ask(data_dir, command)` has it answer one of `COMMANDS`: a tracemalloc snapshot written
+beside probe.json, a full collection, glibc's `malloc_trim(0)`, live objects counted by type.
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import os
+import sys
 import time
+import tracemalloc
+from collections import Counter
 from pathlib import Path
 
 import gevent
@@ -96,14 +106,160 @@ def _writer(counters: Counters, path: Path) -> None:
         gevent.sleep(0.5)
 
 
+def _rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS:"))
+
+
+def _snapshot(data_dir: Path, name: str) -> dict:
+    gc.collect()
+    tracemalloc.take_snapshot().dump(str(data_dir / f"{name}.tracemalloc"))
+    return {"traced_mib": tracemalloc.get_traced_memory()[0] / 2**20}
+
+
+def _trim(data_dir: Path, name: str) -> dict:
+    started = time.perf_counter()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return {"trim_ms": (time.perf_counter() - started) * 1000}
+
+
+def _types(data_dir: Path, name: str) -> dict:
+    gc.collect()
+    counts = Counter(type(o).__qualname__ for o in gc.get_objects())
+    return {"types": dict(counts.most_common(40))}
+
+
+def _garbage(data_dir: Path, name: str) -> dict:
+    """What the next full collection frees, counted by type (kept aside, then let go)."""
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        counts = Counter(type(o).__qualname__ for o in gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    return {"garbage": dict(counts.most_common(30))}
+
+
+def _cycles(data_dir: Path, name: str) -> dict:
+    """For a few types in the garbage, which garbage objects refer to one of them, and how."""
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        garbage = {id(o) for o in gc.garbage}
+        found = {}
+        for kind in ("Turn", "Agent", "Greenlet", "ChatContextService", "ContextWindow"):
+            one = next((o for o in gc.garbage if type(o).__qualname__ == kind), None)
+            if one is None:
+                continue
+            refs = []
+            for r in gc.get_referrers(one):
+                if id(r) not in garbage:
+                    continue
+                where = type(r).__qualname__
+                if isinstance(r, dict):
+                    where += ":" + ",".join(str(k) for k, v in r.items() if v is one)[:80]
+                refs.append(where)
+            found[kind] = refs[:10]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    return {"cycles": found}
+
+
+def _pymalloc(data_dir: Path, name: str) -> dict:
+    """pymalloc's own account (sys._debugmallocstats writes it to stderr, fd 2)."""
+    path = data_dir / f"{name}.pymalloc"
+    saved = os.dup(2)
+    with open(path, "w") as out:
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+    lines = path.read_text().splitlines()
+    arenas = [line for line in lines if line.startswith("# arenas")]
+    return {"pymalloc": arenas, "glibc": _mallinfo()}
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+        ).split()
+    ]
+
+
+def _mallinfo() -> dict:
+    """glibc's heap, MiB: `arena` (brk heap), `hblkhd` (mmapped), in use, free."""
+    mallinfo2 = ctypes.CDLL(None).mallinfo2
+    mallinfo2.restype = _Mallinfo2
+    info = mallinfo2()
+    return {
+        name: round(getattr(info, name) / 2**20, 1)
+        for name in ("arena", "hblkhd", "uordblks", "fordblks")
+    }
+
+
+def _collect(data_dir: Path, name: str) -> dict:
+    started = time.perf_counter()
+    collected = gc.collect()
+    return {"collected": collected, "gc_ms": (time.perf_counter() - started) * 1000}
+
+
+COMMANDS = {
+    "pymalloc": _pymalloc,
+    "cycles": _cycles,
+    "garbage": _garbage,
+    "snapshot": _snapshot,
+    "gc": _collect,
+    "trim": _trim,
+    "types": _types,
+}
+
+
+def _answer(data_dir: Path) -> None:
+    """Run each command `ask` leaves in probe-ask (debug only: the memory hunt's hook)."""
+    asked = data_dir / "probe-ask"
+    while True:
+        gevent.sleep(0.1)
+        try:
+            command, name = asked.read_text().split()
+        except (OSError, ValueError):
+            continue
+        asked.unlink()
+        answer = {"rss_before": _rss_mib(), **COMMANDS[command](data_dir, name)}
+        answer["rss_after"] = _rss_mib()
+        (data_dir / f"probe-{name}.json").write_text(json.dumps(answer))
+
+
+def ask(data_dir: str, command: str, name: str, timeout: float = 120) -> dict:
+    """Have a probed server run one of COMMANDS; its answer (RSS around it, MiB)."""
+    answer = Path(data_dir) / f"probe-{name}.json"
+    Path(data_dir, "probe-ask").write_text(f"{command} {name}")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return json.loads(answer.read_text())
+        except (OSError, ValueError):
+            time.sleep(0.05)
+    raise TimeoutError(f"the probe did not answer {command}")
+
+
 def register(app) -> None:
     from numi.extensions import db
 
+    if os.environ.get("BENCH_PROBE_TRACEMALLOC") == "1":
+        tracemalloc.start(int(os.environ.get("BENCH_PROBE_FRAMES", "12")))
     counters = Counters()
     with app.app_context():
         _time_dbapi(db.engine, counters)
+    data_dir = Path(app.config["NUMI_DATA_DIR"])
     gevent.spawn(_lag_sampler, counters)
-    gevent.spawn(_writer, counters, Path(app.config["NUMI_DATA_DIR"]) / "probe.json")
+    gevent.spawn(_writer, counters, data_dir / "probe.json")
+    gevent.spawn(_answer, data_dir)
 
 
 def read(data_dir: str) -> dict:

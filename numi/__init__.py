@@ -186,7 +186,14 @@ def settle_heap_for_serving() -> None:
     at 20 tokens/s ran a thousand young and nine full collections in 10 s, each full one
     pausing every stream for 150-220 ms. At 10,000: 65 young and one full, about 5 % less
     CPU and a p95 a sixth lower in the same runs, for at most 10,000 garbage objects held a
-    little longer (bench/PROFILE.md)."""
+    little longer (bench/PROFILE.md).
+
+    gevent's greenlet tree is not tracked: every spawn recorded its spawner and up to 10
+    frames of its stack, which Numi never reads; 500 streams' greenlets kept 4 MiB more of
+    the heap after they ended (issue 45, bench/PROFILE.md)."""
+    import gevent  # lazy: gevent patch order
+
+    gevent.config.track_greenlet_tree = False
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 10, 10)

@@ -455,10 +455,25 @@ class ChatChannel:
         for subscriber in tuple(self.subscribers):
             subscriber.deliver(event)
         if type_ == TERMINAL:
+            self._forget_finished_events(event, size)
             self.running = False
             self.finished_at = time.monotonic()
             self.idle.set()
         return event
+
+    def _forget_finished_events(self, terminal: Event, size: int) -> None:
+        """Keep only the turn's last event once it has ended.
+
+        Its answer is saved by now, and its snapshot (finished, with the saved messages'
+        ids) stands for everything before the last event: a client that reconnects later
+        gets that, as after an overflow. Kept until the channel is reaped
+        (NUMI_TURN_RETENTION_SECONDS), the deltas of 500 finished turns held 5 MiB of small
+        objects scattered over the heap the streams had grown, and pinned far more of it:
+        RSS after 500 streams was 40 MiB above the start (bench/PROFILE.md, issue 45)."""
+        self.buffer.clear()
+        self.buffer.append((terminal, size))
+        self.buffer_bytes = size
+        self.dropped_through = terminal["event_id"] - 1
 
     # --- consumer side --------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 
+from ..heap import HeapRelease
 from ..errors import NumiError, first_line, is_storage_failure, server_stopping, turn_running
 from .channel import Channel, Subscription
 from .shared import SharedTurns
@@ -91,6 +92,11 @@ class TurnManager:
         # The work that follows ended turns (titles, turn-end hooks), while it runs: an app
         # that ends inside a process that goes on stops it (`stop_all`).
         self.after_work: set[gevent.Greenlet] = set()
+        # Once the last running turn has ended and its after-work is done: what the turns
+        # left (cyclic garbage, glibc's free pages) given back (numi/heap.py, issue 45).
+        self.heap = HeapRelease(
+            running=lambda: bool(self.turns), settling=lambda: bool(self.after_work)
+        )
 
     def channel(self, chat_id: str) -> Channel:
         return self.table.channel(chat_id)
@@ -210,6 +216,8 @@ class TurnManager:
         finally:
             if self.turns.get(turn.request.chat_id) is turn:
                 self.turns.pop(turn.request.chat_id, None)
+            if not self.turns:
+                self.heap.turns_ended()
             if turn.lost:
                 # The chat is another turn's now (or its sweeper's): nothing follows here.
                 return
@@ -232,6 +240,7 @@ class TurnManager:
         to `timeout` seconds for each. For an app that ends in a process that goes on (the
         tests' apps): left running, a title request of one test reached the provider that
         the next test was reading. A server process stops with `shutdown`."""
+        self.heap.stop()
         gevent.killall(list(self.after_work), timeout=timeout)  # a queued follow-up's start
         for turn in list(self.turns.values()):
             turn.cancel("shutdown")
