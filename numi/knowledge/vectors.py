@@ -163,22 +163,22 @@ def nearest(
         if attachment_ids is None
         else " AND " + in_scope("c.attachment_id", params, attachment_ids)
     )
-    if kind == SQLITE_VEC:
-        params.update(q=as_bytes(query), k=int(limit))
+    if kind in (SQLITE_VEC, PGVECTOR):
+        # The extension ranks inside the query: the cosine distance of each stored vector (the
+        # bytes for sqlite-vec, the pgvector column for pgvector) to the query's.
+        if kind == SQLITE_VEC:
+            distance, column, value = "vec_distance_cosine(c.vector, :q)", "vector", as_bytes(query)
+        else:
+            distance, column, value = (
+                "c.embedding <=> CAST(:q AS vector)",
+                "embedding",
+                as_pgvector(query),
+            )
+        params.update(q=value, k=int(limit))
         rows = db.session.execute(
             text(
-                "SELECT c.attachment_id, c.chunk, vec_distance_cosine(c.vector, :q) AS d "
-                f"{_owned(bool(scope))}{scope} ORDER BY d LIMIT :k"
-            ),
-            params,
-        ).all()
-        return [(int(a), int(n), 1.0 - float(d)) for a, n, d in rows]
-    if kind == PGVECTOR:
-        params.update(q=as_pgvector(query), k=int(limit))
-        rows = db.session.execute(
-            text(
-                "SELECT c.attachment_id, c.chunk, c.embedding <=> CAST(:q AS vector) AS d "
-                f"{_owned(bool(scope), 'embedding')}{scope} ORDER BY d LIMIT :k"
+                f"SELECT c.attachment_id, c.chunk, {distance} AS d "
+                f"{_owned(bool(scope), column)}{scope} ORDER BY d LIMIT :k"
             ),
             params,
         ).all()
