@@ -7,7 +7,9 @@ passage says why it was found: "words" (full text), "meaning" (vectors), or both
 vectors (no model, no extra, an endpoint down, a vector extension that did not load) it is
 full text alone, and says so (`mode`). A user with a reranker (numi/knowledge/rerank.py)
 gets the best fused passages in its order (`reranked`); one that fails leaves the fused
-order, and the note says why.
+order, and the note says why. Without one, a search whose vectors are the local model's
+fuses a third ranking in, the local model's word-by-word matching of the best fused
+passages (numi/knowledge/late_interaction.py); `ranked_by` says which of the two ordered it.
 
 "Use documents" (a chat's setting, else its project's, else automatically): in `auto`, a
 chat with documents (its attachments and its project's files) gets the best passages for
@@ -35,8 +37,9 @@ from ..chat.projects import project_file_ids
 from ..extensions import db
 from ..models import Attachment, Chat, Message, Project, User
 from ..errors import NumiError
-from . import rerank
-from .embedding import embedder_for
+from ..cpu_pool import run_cpu
+from . import late_interaction, rerank
+from .embedding import LOCAL_MODEL, embedder_for, local_model
 from .index import chunk_rows, ensure_indexed, search
 from .vectors import nearest, vector_backend
 
@@ -64,6 +67,13 @@ QUESTION_WORDS = frozenset(
     are was be can could should would to of in on for and or it this that there way""".split()
 )
 MAX_LIMIT = 20
+# Why a passage was found, in the context panel's words: full text, vectors, and the local
+# model's word matching (late_interaction.py: among the best matches of the question's words).
+REASONS = {
+    "words": "same words",
+    "meaning": "similar meaning",
+    "close words": "words close in meaning",
+}
 DEFAULT_MODE = "auto"
 
 
@@ -76,7 +86,7 @@ class Passage:
     name: str
     text: str
     score: float
-    found_by: list[str] = field(default_factory=list)  # "words", "meaning"
+    found_by: list[str] = field(default_factory=list)  # REASONS' keys
     where: dict[str, Any] = field(default_factory=dict)  # chunk, heading, page, lines
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,9 +108,7 @@ class Passage:
     @property
     def reason(self) -> str:
         """Why it was found, in the context panel's words."""
-        if len(self.found_by) == 2:
-            return "same words and similar meaning"
-        return "similar meaning" if self.found_by == ["meaning"] else "same words"
+        return " and ".join(REASONS.get(kind, kind) for kind in self.found_by) or REASONS["words"]
 
     @property
     def source(self) -> str:
@@ -136,6 +144,9 @@ class Found:
     mode: str  # "hybrid" or "full_text"
     note: str | None = None  # why meaning search (or the reranker) was not used, when it was not
     reranked: bool = False  # ordered by the user's reranker (numi/knowledge/rerank.py)
+    # What ordered the fused passages besides: "reranker" (the user's, as `reranked`),
+    # "local" (the local model's word matching, numi/knowledge/late_interaction.py) or None.
+    ranked_by: str | None = None
 
 
 def retrieve(
@@ -170,12 +181,18 @@ def retrieve(
         [(h["attachment_id"], h["chunk"]) for h in words], [(a, n) for a, n, _ in meaning]
     )
     order = sorted(scores, key=lambda key: (-scores[key], key))
-    reranked = False
+    reranked, ranked_by, rows = False, None, {}
     if len(order) > 1 and rerank.choice(db.session.get(User, user_id)) is not None:
         order, rerank_note = _reranked(user_id, query, order)
         reranked, note = rerank_note is None, rerank_note or note
+        ranked_by = "reranker" if reranked else None
+    elif len(order) > 1 and mode == "hybrid" and embedder and embedder.name == LOCAL_MODEL:
+        # No reranker endpoint: the local model's words matched one by one (issue 37).
+        order, rows = _word_matched(user_id, asked, order, scores, found_by, limit)
+        ranked_by = "local"
     best = order[:limit]
-    rows = chunk_rows(user_id, best)
+    rows = {key: rows[key] for key in best if key in rows}
+    rows |= chunk_rows(user_id, [key for key in best if key not in rows])
     passages = [
         Passage(
             document_id=key[0],
@@ -189,7 +206,34 @@ def retrieve(
         for key in best
         if key in rows
     ]
-    return Found(passages, mode, note, reranked)
+    return Found(passages, mode, note, reranked, ranked_by)
+
+
+def _word_matched(
+    user_id: int,
+    asked: str,
+    order: list[tuple[int, int]],
+    scores: dict[tuple[int, int], float],
+    found_by: dict[tuple[int, int], list[str]],
+    limit: int,
+) -> tuple[list[tuple[int, int]], dict[tuple[int, int], dict[str, Any]]]:
+    """The fused `order` with the local model's word matching of its best fused in
+    (numi/knowledge/late_interaction.py), computed in the CPU pool, and the rows it read;
+    the `limit` best matches are found by "close words" too."""
+    counted = order[: late_interaction.IDF_CANDIDATES]
+    rows = chunk_rows(user_id, counted)
+    counted = [key for key in counted if key in rows]
+    texts = [f"{rows[key]['name']} {rows[key]['text']}" for key in counted]
+    matched = min(late_interaction.RERANK_CANDIDATES, len(counted))
+    said = late_interaction.words(asked)
+    query_words = [w for w in said if w not in QUESTION_WORDS] or said
+    match = run_cpu(
+        late_interaction.match_scores, local_model(), query_words, texts[:matched], texts
+    )
+    order, by_match = late_interaction.rerank(order, scores, dict(zip(counted, match)))
+    for key in by_match[:limit]:  # why found: among the best matches of its words
+        found_by[key].append("close words")
+    return order, rows
 
 
 def _reranked(

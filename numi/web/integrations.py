@@ -129,6 +129,7 @@ def api_search_documents():
             "mode": found.mode,
             "note": found.note,
             "reranked": found.reranked,
+            "ranked_by": found.ranked_by,
             "indexing": busy,
             "passages": [passage.to_dict() for passage in found.passages],
         }

@@ -234,6 +234,7 @@ def test_a_reranker_orders_the_best_passages_and_a_failing_one_changes_nothing(
     assert saved.status_code == 200 and saved.get_json()["rerank"] == chosen
     after = client.get("/api/documents/search", query_string=query).get_json()
     assert after["reranked"] is True and after["note"] == before["note"]  # full text only
+    assert after["ranked_by"] == "reranker"
     assert after["passages"][0]["name"] == "common.txt"
     [asked] = [r.body for r in scripted.embedding_requests if "query" in (r.body or {})]
     assert asked["model"] == "scripted-rerank" and asked["query"] == query["q"]
@@ -241,6 +242,7 @@ def test_a_reranker_orders_the_best_passages_and_a_failing_one_changes_nothing(
     scripted.embedding_failures.append(Scenario.http_error(503, message="busy"))
     failed = client.get("/api/documents/search", query_string=query).get_json()
     assert failed["reranked"] is False and failed["note"].startswith("Not reranked:")
+    assert failed["ranked_by"] is None
     assert [p["name"] for p in failed["passages"]] == [p["name"] for p in before["passages"]]
 
     for bad in ({"endpoint_id": made["id"]}, {"endpoint_id": "x", "model": "m"}, "magic"):

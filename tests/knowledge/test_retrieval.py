@@ -86,6 +86,7 @@ def test_words_and_meaning_fused_with_an_endpoints_embeddings(app, client, scrip
 
     found = search(client, "how often should tomatoes be watered", limit=3)
     assert found["mode"] == "hybrid" and found["note"] is None
+    assert found["ranked_by"] is None  # the local word matching is the local model's only
     best = found["passages"][0]
     assert best["name"] == "guide.md"
     assert best["where"] == {"chunk": 1, "heading": "Garden guide › Tomatoes"}
@@ -144,11 +145,15 @@ def test_the_local_model_finds_meaning_and_a_changed_model_reindexes(
     wait_for_indexing(app, timeout=WAIT_SECONDS)
     assert {d["vectors"] for d in documents(client).values()} == {"done"}
 
-    # No word of the question is in the document: only its meaning finds it.
+    # No word of the question is in the document: only its meaning finds it. Of these four
+    # chunks, the local word matching (late_interaction.py) ranks the garden guide's two
+    # above it: "sunshine" is "sun" to the model, and "food" "feed".
     found = search(client, "How do green leaves make food from sunshine?", limit=3)
-    assert found["mode"] == "hybrid"
-    best = found["passages"][0]
-    assert best["name"] == "biology.txt" and best["found_by"] == ["meaning"], found
+    assert found["mode"] == "hybrid" and found["ranked_by"] == "local"
+    names = [p["name"] for p in found["passages"]]
+    assert "biology.txt" in names and "history.txt" not in names, found
+    biology = found["passages"][names.index("biology.txt")]
+    assert biology["found_by"][0] == "meaning" and "words" not in biology["found_by"], found
 
     # Another model: every document is indexed again in the background, with its name.
     use_endpoint(client, scripted)
