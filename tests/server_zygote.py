@@ -16,8 +16,9 @@ GEVENT_*) was read here once. A start that would differ there is refused, and it
 a process of its own (`LiveServer(own_process=True)`), as do the tests of a start itself.
 
 Requests arrive one JSON line each on stdin: {"argv": [...], "env": {}, "cwd": str,
-"log": str}; the answer is {"pid": int} or {"refused": str}. Exits are reported on the
-same stream as they happen: {"exited": pid, "returncode": int} (-N for signal N, as Popen).
+"log": str, "stderr": str (optional: a file of its own for stderr, else the log)}; the
+answer is {"pid": int} or {"refused": str}. Exits are reported on the same stream as they
+happen: {"exited": pid, "returncode": int} (-N for signal N, as Popen).
 When stdin closes (the tests ended) the children still running are killed.
 """
 
@@ -94,6 +95,10 @@ def run_child(request: dict, keep_out: list[int]) -> int:
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
+    if request.get("stderr"):  # a command whose stderr is tested apart from its stdout
+        err = os.open(request["stderr"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(err, 2)
+        os.close(err)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

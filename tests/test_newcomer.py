@@ -17,8 +17,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_serve_demo_answers_without_an_api_key(live_server_factory):
-    # A process of its own, as a newcomer's `numi serve --demo` is.
-    server = live_server_factory(own_process=True, serve_args=("--demo",))
+    # Forked by the worker's zygote: the demo as a newcomer's own process starts it, from the
+    # installed wheel, is tests/test_wheel.py's (two starts of a fresh interpreter here cost
+    # 4 s of CPU for nothing that test does not show).
+    server = live_server_factory(serve_args=("--demo",))
     api = Api(server.url, token=server.token)
     status, body = api.get("/api/endpoints")
     demo = next(e for e in body["endpoints"] if e["name"] == "Demo (scripted)")

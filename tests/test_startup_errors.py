@@ -110,7 +110,7 @@ def test_version():
 
 
 def test_a_second_server_on_a_data_dir_names_the_holder_and_exits_2(live_server_factory):
-    first = live_server_factory(own_process=True)
+    first = live_server_factory()  # forked (a real process, its own pid): it only holds the lock
     port = free_port()
     # A process of its own: the second `serve`'s exit status and its one line are tested.
     second = subprocess.run(
@@ -137,8 +137,8 @@ def test_a_second_server_on_a_data_dir_names_the_holder_and_exits_2(live_server_
 @pytest.mark.redis
 def test_servers_sharing_redis_share_a_data_dir(live_server_factory, redis_settings):
     settings = redis_settings()
-    first = live_server_factory(own_process=True, **settings)
-    second = live_server_factory(own_process=True, **settings, NUMI_DATA_DIR=str(first.data_dir))
+    first = live_server_factory(**settings)
+    second = live_server_factory(**settings, NUMI_DATA_DIR=str(first.data_dir))
     for server in (first, second):
         with urllib.request.urlopen(server.url + "/healthz", timeout=5) as response:
             assert response.status == 200
@@ -239,7 +239,7 @@ def test_open_without_numi_port_links_to_the_running_servers_port(live_server_fa
     """Issue 35: `numi open` without NUMI_PORT linked to 8765 while the server ran on
     another port. The data directory's serve.lock names the running server's port; a lock
     file left by a stopped server is not believed."""
-    server = live_server_factory(own_process=True)
+    server = live_server_factory()  # forked: `numi open` is the process under test
     assert server.port != 8765
     env = {key: value for key, value in server.env.items() if key != "NUMI_PORT"}
     env["BROWSER"] = "true"  # a browser that opens the link and says it did

@@ -226,6 +226,8 @@ def test_a_save_waiting_for_a_sqlite_lock_stops_no_other_chat(live_server_factor
             assert response.status == 200
     rest = ws.events_until("turn_end", timeout=60)
     assert "done" in types(rest), types(rest)
+    # It has streamed through the lock: stopped, rather than the rest of its 10 s waited out.
+    streaming.send(type="stop")
     streaming.events_until("turn_end", timeout=60)
     ws.close()
     streaming.close()
