@@ -292,17 +292,18 @@ END = b"0\r\n\r\n"
 @pytest.mark.parametrize("together", [True, False])
 def test_a_stream_ended_by_done_leaves_its_connection_for_the_next_request(together):
     # The body's last chunk comes with `data: [DONE]` or in a write of its own just after.
-    first = (
-        [*_answer_frames("one"), DONE + END] if together else [*_answer_frames("one"), DONE, END]
-    )
-    server = RawServer([first, [*_answer_frames("two"), DONE + END]])
+    # The first request is the SDK's, the next ones are sent on its client (openai_base).
+    answers = [
+        [*_answer_frames(text), DONE + END] if together else [*_answer_frames(text), DONE, END]
+        for text in ("one", "two", "three")
+    ]
+    server = RawServer(answers)
     try:
         from numi.providers import get_adapter
 
         adapter = get_adapter("openai_chat", f"http://127.0.0.1:{server.port}/v1", "k")
-        assert _relay_once(adapter) == "one"
-        assert _relay_once(adapter) == "two"
-        assert server.connections == 1, "the second request went on the first one's connection"
+        assert [_relay_once(adapter) for _ in answers] == ["one", "two", "three"]
+        assert server.connections == 1, "each request went on the first one's connection"
         adapter.close()
     finally:
         server.close()
