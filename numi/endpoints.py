@@ -51,15 +51,14 @@ def visible(user_id: int):
     )
 
 
+# Built once: every /v1 request lists them (and turns read one) with these.
+_VISIBLE = visible(bindparam("user_id"))
+_VISIBLE_ENDPOINTS = select(Endpoint).where(*_VISIBLE).order_by(Endpoint.name, Endpoint.id)
+_VISIBLE_ENDPOINT = select(Endpoint).where(Endpoint.id == bindparam("endpoint_id"), *_VISIBLE)
+
+
 def list_endpoints(user_id: int) -> list[Endpoint]:
-    stmt = select(Endpoint).where(*visible(user_id)).order_by(Endpoint.name, Endpoint.id)
-    return list(db.session.execute(stmt).scalars())
-
-
-# Built once: every turn reads its endpoint (and its fallbacks') with it.
-_VISIBLE_ENDPOINT = select(Endpoint).where(
-    Endpoint.id == bindparam("endpoint_id"), *visible(bindparam("user_id"))
-)
+    return list(db.session.execute(_VISIBLE_ENDPOINTS, {"user_id": user_id}).scalars())
 
 
 def get_endpoint(user_id: int, endpoint_id: int) -> Endpoint:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import case, func, or_, select, update
+from sqlalchemy import bindparam, case, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ..errors import NumiError
@@ -101,10 +101,15 @@ def unpriced(models: list[str]) -> NumiError:
     )
 
 
+_ANY_BUDGET = select(Budget.id).where(Budget.user_id == bindparam("user_id")).limit(1)
+
+
 def applicable(
     user_id: int, project_id: int | None, endpoint_id: int | None, *more_endpoints: int
 ) -> list[Budget]:
     """The user's budgets that a turn of this project and endpoint(s) counts against."""
+    if db.session.execute(_ANY_BUDGET, {"user_id": user_id}).first() is None:
+        return []  # most users set none: one small prepared query, not the one below
     scopes = [Budget.scope == "user"]
     if project_id is not None:
         scopes.append((Budget.scope == "project") & (Budget.project_id == project_id))

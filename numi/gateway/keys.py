@@ -18,11 +18,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select, update
 
 from ..errors import NotFound, invalid
 from ..extensions import db
 from ..models import ApiKey, Endpoint, Project, utcnow
+from ..models.columns import loads
 from .errors import GatewayError
 from ..endpoints import visible
 
@@ -165,8 +166,28 @@ class Grant:
     scopes: dict[str, Any]
 
 
+# Built once: every /v1 and /mcp request reads its key's row with it (plain columns, no
+# ORM object to load, track and expire).
+_KEY_BY_HASH = select(
+    ApiKey.id,
+    ApiKey.user_id,
+    ApiKey.name,
+    ApiKey.keep,
+    ApiKey.scopes_json,
+    ApiKey.last_used_at,
+    ApiKey.revoked_at,
+).where(ApiKey.key_hash == bindparam("key_hash"))
+_MARK_USED = (
+    update(ApiKey)
+    .where(ApiKey.id == bindparam("key_id"))
+    .values(last_used_at=bindparam("now"))
+    .execution_options(synchronize_session=False)
+)
+
+
 def authenticate(secret: str | None) -> Grant:
-    """What a secret given on a /v1 request allows, or a GatewayError (401)."""
+    """What a secret given on a /v1 request allows, or a GatewayError (401). The key's row
+    is read on every request, so a revoked key stops at once."""
     if not secret:
         raise GatewayError(
             "api_key_missing",
@@ -174,18 +195,16 @@ def authenticate(secret: str | None) -> Grant:
             "Make one in Settings → API keys.",
             401,
         )
-    key = None
+    row = None
     if secret.startswith(KEY_PREFIX):
-        key = db.session.execute(
-            select(ApiKey).where(ApiKey.key_hash == hash_key(secret))
-        ).scalar_one_or_none()
-    if key is None or key.revoked_at is not None:
+        row = db.session.execute(_KEY_BY_HASH, {"key_hash": hash_key(secret)}).first()
+    if row is None or row.revoked_at is not None:
         raise GatewayError("api_key_invalid", "This API key is not valid, or it was revoked.", 401)
     now = utcnow()
     # At most once a minute: a write per call would contend for SQLite's one writer.
-    if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
-        key.last_used_at = now
-    grant = Grant(key.id, key.user_id, key.name, key.keep, key.scopes)
+    if row.last_used_at is None or (now - row.last_used_at).total_seconds() > 60:
+        db.session.execute(_MARK_USED, {"key_id": row.id, "now": now})
+    grant = Grant(row.id, row.user_id, row.name, row.keep, loads(row.scopes_json, {}))
     db.session.commit()
     return grant
 

@@ -80,6 +80,10 @@ class _Indexes:
 # --- OpenAI Chat Completions ------------------------------------------------------------------
 
 
+_MARK = "\ue000numi-text\ue000"  # a private-use marker: no model name holds it
+_MARK_JSON = json.dumps(_MARK, ensure_ascii=False).encode()
+
+
 class ChatCompletionsWriter:
     """Chat Completions chunks (`data:` only, ended by `[DONE]`), or one completion."""
 
@@ -88,6 +92,15 @@ class ChatCompletionsWriter:
         self.include_usage = include_usage
         self.id = "chatcmpl-" + secrets.token_hex(12)
         self.created = int(time.time())
+        # A text chunk is the same bytes each time but for its text: the frame's JSON is
+        # written once around a marker, and each token's frame is its text's JSON between
+        # the two halves (what _chunk would write, without encoding the whole dict again).
+        head, _, tail = self._chunk({"content": _MARK}).rpartition(_MARK_JSON)
+        self._text_frame = (head, tail)
+
+    def _text_chunk(self, text: str) -> bytes:
+        head, tail = self._text_frame
+        return b"".join((head, json.dumps(text, ensure_ascii=False).encode(), tail))
 
     def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
         return _sse(
@@ -109,7 +122,7 @@ class ChatCompletionsWriter:
         usage: Usage | None = None
         for event in events:
             if isinstance(event, TextDelta):
-                yield self._chunk({"content": event.text})
+                yield self._text_chunk(event.text)
             elif isinstance(event, ReasoningDelta):
                 if event.text:
                     yield self._chunk({"reasoning_content": event.text})

@@ -23,7 +23,7 @@ import hashlib
 import json
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 
 from ..chat import versions
 from ..extensions import db
@@ -121,8 +121,9 @@ def count_request(
     """One model request of a key (a /v1 call or MCP's `ask`) for the Usage page's rows
     per key; the caller commits. With a `chat_id` its tokens are the chat's answer's too,
     so the rows per model count them once, from the answer."""
-    db.session.add(
-        ApiRequest(
+    # A plain INSERT: no ORM object to track and flush for a row nothing reads back here.
+    db.session.execute(
+        insert(ApiRequest).values(
             user_id=user_id,
             key_id=key_id,
             model=model,

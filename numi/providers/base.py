@@ -276,13 +276,14 @@ class ProviderStream(Iterator[StreamEvent]):
         """Stop the call now: close the HTTP stream; iteration ends without a terminal
         event. Safe to call twice, and from another greenlet or thread."""
         self._cancelled.set()
-        self._abort_http()
         try:
+            # Paused at an event: its own cleanup closes the response (a body read to its
+            # end leaves the connection in the pool for the next request).
             self._generator.close()
         except ValueError:
-            # The generator is running in another greenlet/thread, blocked on the socket;
-            # the shutdown above wakes it and it ends on its own.
-            pass
+            # The generator is running in another greenlet/thread, blocked on the socket:
+            # the shutdown wakes it and it ends on its own.
+            self._abort_http()
 
     cancel = close
 

@@ -27,7 +27,7 @@ from typing import Any
 from jiter import from_json
 
 from .errors import interrupted
-from .transport import body_chunks
+from .transport import body_chunks, finish_body
 
 _LINE_ENDS = (b"\n", b"\r")
 
@@ -51,10 +51,25 @@ class SSEStream:
 
     def __iter__(self) -> Iterator[tuple[str | None, Any]]:
         chunks = body_chunks(self.response)
-        return iter_json_events(self._api_response.iter_bytes() if chunks is None else chunks)
+        if chunks is None:
+            return iter_json_events(self._api_response.iter_bytes())
+        self._body = iter(chunks)
+        return self._until_done(self._body)
+
+    def _until_done(self, body: Iterator[bytes]) -> Iterator[tuple[str | None, Any]]:
+        yield from iter_json_events(body)
+        self._ended = True  # `data: [DONE]` or the body's end; not a close, not a failure
 
     def close(self) -> None:
+        # After `[DONE]` only the body's last chunk is left, sent with it or just after:
+        # read, it lets the connection go back to the pool for the next request, which then
+        # makes no new TCP (and TLS) connection. Closed unread, the connection is closed.
+        if self._ended and self._body is not None:
+            finish_body(self._body, self.response)
         self._api_response.close()
+
+    _body: Iterator[bytes] | None = None
+    _ended = False
 
 
 def iter_json_events(chunks: Iterable[bytes]) -> Iterator[tuple[str | None, Any]]:

@@ -58,14 +58,17 @@ def sdk_http_client(
     if transport is not None:
         client = sdk.DefaultHttpxClient(transport=transport, timeout=timeout)
     else:
-        client = sdk.DefaultHttpxClient(timeout=timeout)
+        client = sdk.DefaultHttpxClient(timeout=timeout, limits=_LIMITS)
     return _with_fast_bodies(client, headers_timeout)
 
 
 # The SDKs' `DefaultHttpxClient` settings (openai and anthropic alike): many connections,
 # redirects followed, and TCP keep-alive probes on their own transport, so that a stream
-# silent for minutes behind a NAT is not dropped by it.
-_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
+# silent for minutes behind a NAT is not dropped by it. Unlike theirs (100), every
+# connection may stay in the pool between requests (for 5 s, httpx2's keep-alive expiry):
+# a burst of streams at once (many /v1 clients) leaves its connections to the next one,
+# which then opens none.
+_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=1000)
 _KEEPALIVE: list[tuple[int, int, int | bool]] = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, True)]
 for _name, _value in (("TCP_KEEPINTVL", 60), ("TCP_KEEPCNT", 5), ("TCP_KEEPIDLE", 60)):
     if hasattr(socket, _name):
@@ -164,6 +167,35 @@ def body_chunks(response: Any) -> Iterable[bytes] | None:
     return bound
 
 
+# How long the end of a body may take once its stream's last event has arrived
+# (`finish_body`), and how much of it is read, before the connection is closed instead.
+END_SECONDS = 0.25
+END_BYTES = READ_BYTES
+
+
+def finish_body(body: Iterator[bytes], response: Any) -> None:
+    """Read the rest of a chunked body that `body` (the iterator of `body_chunks`) has been
+    reading, when its last event has arrived: normally only the last chunk is left. Done
+    within END_SECONDS and END_BYTES, the response ends as a read body does (the pool keeps
+    the connection); otherwise, or on any failure, the caller's close closes it, as it
+    would have before."""
+    try:
+        fast = response.stream._stream._httpcore_stream
+    except AttributeError:
+        return
+    if type(fast) is not ChunkedBody:
+        return
+    fast.expect_end(END_SECONDS)
+    read = 0
+    try:
+        for piece in body:
+            read += len(piece)
+            if read > END_BYTES:
+                return
+    except Exception:  # a timeout, a reset: the connection is not kept, as before
+        return
+
+
 class _FastBodyPool:
     """httpcore2's connection pool, whose chunked HTTP/1.1 response bodies are read by
     `ChunkedBody`, and whose response heads are read within `headers_timeout`. Everything
@@ -244,6 +276,14 @@ class ChunkedBody:
     def close(self) -> None:
         self._pool_stream.close()
 
+    def expect_end(self, seconds: float) -> None:
+        """From now on each read waits at most `seconds` (see `finish_body`)."""
+        self._timeout = seconds
+        if self._sock is not None:
+            self._sock.settimeout(seconds)
+
+    _sock: Any = None
+
     def _read(self) -> Iterator[bytes]:
         state = self._connection._h11_state
         # What h11 read past the headers is decoded by h11 itself, until it wants more.
@@ -267,7 +307,7 @@ class ChunkedBody:
         if type(network) is SyncStream:
             # Its socket (TCP or TLS) read directly: the timeout set once, not per read,
             # and no context manager per read to map errors (SyncStream.read maps them so).
-            sock = network._sock
+            sock = self._sock = network._sock
             sock.settimeout(self._timeout)
             recv = sock.recv
         else:

@@ -265,6 +265,10 @@ def _protocol_for(path: str) -> str | None:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # As model servers do (Go's net/http, uvicorn): a small write goes out at once, not
+    # after the client's delayed ACK of the last one (up to 40 ms on a kept-alive
+    # connection, which has left TCP's quick-ACK start).
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:

@@ -37,6 +37,25 @@ def test_settings_shows_a_new_key_once_and_keeps_only_its_hash(make_app):
     assert refused.status_code == 400 and "invalid_key_name" in refused.get_data(as_text=True)
 
 
+def test_a_keys_use_is_noted_and_its_revocation_holds_from_the_next_request(make_app):
+    app = make_app()
+    client = app.test_client()
+    secret = _key(client)
+    listed = client.get("/api/keys").get_json()["keys"]
+    assert [k["last_used_at"] for k in listed] == [None]
+    bearer = {"Authorization": f"Bearer {secret}"}
+    assert client.get("/v1/models", headers=bearer).status_code == 200
+    used = client.get("/api/keys").get_json()["keys"][0]
+    assert used["last_used_at"] is not None
+    # Noted at most once a minute: the next request writes nothing.
+    assert client.get("/v1/models", headers=bearer).status_code == 200
+    assert client.get("/api/keys").get_json()["keys"][0]["last_used_at"] == used["last_used_at"]
+    assert client.delete(f"/api/keys/{used['id']}").status_code == 204
+    refused = client.get("/v1/models", headers=bearer)
+    assert refused.status_code == 401
+    assert refused.get_json()["error"]["code"] == "api_key_invalid"
+
+
 def test_requests_past_the_minute_limit_get_429_with_retry_after(make_app):
     app = make_app(NUMI_API_RATE_PER_MINUTE=2)
     client = app.test_client()

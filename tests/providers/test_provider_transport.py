@@ -263,3 +263,73 @@ def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _answer_frames(text: str) -> list[bytes]:
+    event = b'data: {"choices": [{"index": 0, "delta": {"content": "%s"}, "finish_reason": "stop"}]}\n\n'
+    return [HEAD, _chunked([event % text.encode()])[: -len(END)]]
+
+
+def _relay_once(adapter) -> str:
+    """One answer read as the gateway's relay reads it: up to Finish, then closed."""
+    from numi.providers import ChatRequest, Finish, TextDelta
+
+    stream = adapter.stream(ChatRequest(model="m", messages=[{"role": "user", "content": "q"}]))
+    text = []
+    for event in stream:
+        if isinstance(event, TextDelta):
+            text.append(event.text)
+        if isinstance(event, Finish):
+            break
+    stream.close()
+    return "".join(text)
+
+
+DONE = b"e\r\ndata: [DONE]\n\n\r\n"
+END = b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize("together", [True, False])
+def test_a_stream_ended_by_done_leaves_its_connection_for_the_next_request(together):
+    # The body's last chunk comes with `data: [DONE]` or in a write of its own just after.
+    # The first request is the SDK's, the next ones are sent on its client (openai_base).
+    answers = [
+        [*_answer_frames(text), DONE + END] if together else [*_answer_frames(text), DONE, END]
+        for text in ("one", "two", "three")
+    ]
+    server = RawServer(answers)
+    try:
+        from numi.providers import get_adapter
+
+        adapter = get_adapter("openai_chat", f"http://127.0.0.1:{server.port}/v1", "k")
+        assert [_relay_once(adapter) for _ in answers] == ["one", "two", "three"]
+        assert server.connections == 1, "each request went on the first one's connection"
+        adapter.close()
+    finally:
+        server.close()
+
+
+def test_a_body_that_goes_on_after_done_is_closed_not_waited_for():
+    # [DONE] and then nothing (the body never ends): the connection is closed after a short
+    # wait, not kept for the read timeout, and the next request makes a new one.
+    server = RawServer([[*_answer_frames("one"), DONE, None], [*_answer_frames("two"), DONE + END]])
+    try:
+        from numi.providers import get_adapter
+
+        adapter = get_adapter("openai_chat", f"http://127.0.0.1:{server.port}/v1", "k", timeout=600)
+        closed = threading.Event()
+        texts = []
+
+        def relay() -> None:
+            texts.append(_relay_once(adapter))
+            closed.set()
+
+        threading.Thread(target=relay, daemon=True).start()
+        assert closed.wait(60), "closing waited for the body's end"
+        server.go.set()
+        assert texts == ["one"]
+        assert _relay_once(adapter) == "two"
+        assert server.connections == 2
+        adapter.close()
+    finally:
+        server.close()
