@@ -140,7 +140,8 @@ class Agent:
         meta = self.context.meta()
         turn.emit("turn_start", {"history_boundary": self.context.last_message_id()})
 
-        user_message = self.context.find_request(req.request_id) if req.request_id else None
+        seen = req.request_id if req.request_id is not None and not req.question_new else None
+        user_message = self.context.find_request(seen) if seen is not None else None
         if user_message is not None:
             # A retried send: the question is saved already. If it was answered, the turn
             # is over; if not (the earlier turn failed before answering), answer it now.
@@ -155,7 +156,7 @@ class Agent:
             self.saves.tip_id = self.context.branch_tip()
         else:
             # Before saving: no model means nothing to answer with, no budget nothing to spend.
-            routes = self.budget.reserve(self._routes(meta))
+            routes = self.budget.reserve(self._routes(meta), meta.project_id)
             self.window.check_attachments(routes[0])  # before saving: missing file, blind model
             try:
                 user_message = self.context.save(
@@ -178,7 +179,7 @@ class Agent:
             turn.emit("accepted", {"message_id": user_message.id, "request_id": req.request_id})
             self._loop(meta, routes)
             return
-        self._loop(meta, self.budget.reserve(self._routes(meta)))
+        self._loop(meta, self.budget.reserve(self._routes(meta), meta.project_id))
 
     def _routes(self, meta: ChatMeta) -> list[Route]:
         """The routes this turn answers on (a compare turn: its lanes')."""

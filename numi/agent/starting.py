@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from ..chat import chats
 from ..chat.attachments import owned_rows
@@ -61,8 +61,10 @@ def begin_turn(
 ) -> Turn | None:
     """Hand the checked send to the TurnManager. None: the chat's running turn is this
     very request (a resend), which answers it. Raises `turn_running` when another runs."""
-    db.session.commit()  # end the read transaction before the producer starts writing
     chat, send = checked.chat, checked.send
+    # Read before the commit, which expires the chat: after it each would reload the row.
+    chat_id, tools, temporary = chat.id, list(chat.settings.get("tools") or []), chat.temporary
+    db.session.commit()  # end the read transaction before the producer starts writing
     options: dict[str, Any] = {}
     if checked.compare is not None:
         options["compare"] = checked.compare
@@ -75,7 +77,7 @@ def begin_turn(
         request_id = request_id or uuid.uuid4().hex
     request = TurnRequest(
         user_id=checked.user_id,
-        chat_id=chat.id,
+        chat_id=chat_id,
         message=send.message,
         attachments=checked.attachments,
         request_id=request_id,
@@ -83,22 +85,30 @@ def begin_turn(
         tz_offset_minutes=send.tz_offset,
         is_admin=is_admin,
         options=options,
+        question_new=not checked.saved,
         metadata=request_metadata(
             send.flags,
             timezone=send.timezone,
             tz_offset=send.tz_offset,
-            tools=list(chat.settings.get("tools") or []),
+            tools=tools,
             client=client,
             mode="compare"
             if checked.compare is not None
             else "research"
             if send.research is not None
             else "temporary"
-            if chat.temporary
+            if temporary
             else "chat",
         ),
     )
     return turn_manager().start(request)
+
+
+# Built once: every send with a request_id (the page's all are) asks.
+_messages = Message.__table__.c
+_SAVED_QUESTION = select(_messages.content).where(
+    _messages.chat_id == bindparam("chat_id"), _messages.request_id == bindparam("request_id")
+)
 
 
 def _check_request_reuse(chat_id: str, request_id: str, message: str) -> bool:
@@ -106,7 +116,7 @@ def _check_request_reuse(chat_id: str, request_id: str, message: str) -> bool:
     client bug that would silently get the old answer, so it is refused. True when the
     question is saved already."""
     saved = db.session.execute(
-        select(Message.content).where(Message.chat_id == chat_id, Message.request_id == request_id)
+        _SAVED_QUESTION, {"chat_id": chat_id, "request_id": request_id}
     ).first()
     if saved is not None and (saved.content or "").strip() != message.strip():
         raise NumiError(
