@@ -61,6 +61,8 @@ class BudgetHold:
                     [(route.endpoint_id, route.model)],
                     tokens,
                     rerouted=index + 1 < len(routes),
+                    # The question's save, or the release before the model call, ends it.
+                    end_read=False,
                 )
             except NumiError as exc:
                 first_error = first_error or exc

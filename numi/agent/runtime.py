@@ -97,6 +97,8 @@ class Agent:
         self.max_steps = config["NUMI_MAX_STEPS"]
         self.budget = BudgetHold(turn, config["NUMI_BUDGET_OUTPUT_TOKENS"])
         self.answered = False
+        # The chat's newest message id when the turn started (None: the chat was empty).
+        self.boundary: int | None = None
         self.window = ContextWindow(self.app, turn, self.context, before_model_call=self._started)
         self.tools = ToolRunner(self.app, turn, self.context)
         self.saves = DurableSaves(self.app, turn, self.context)
@@ -137,8 +139,8 @@ class Agent:
 
     def _run(self) -> None:
         turn, req = self.turn, self.request
-        meta = self.context.meta()
-        turn.emit("turn_start", {"history_boundary": self.context.last_message_id()})
+        meta, self.boundary = self.context.start()
+        turn.emit("turn_start", {"history_boundary": self.boundary})
 
         seen = req.request_id if req.request_id is not None and not req.question_new else None
         user_message = self.context.find_request(seen) if seen is not None else None
@@ -583,4 +585,6 @@ class Agent:
             self.request.chat_id,
             self.window.privacy.adapter(adapter_for_route(self.app, route), route.redaction),
             self.app.config["NUMI_TITLE_MODEL"] or route.model,
+            # A chat empty before this turn: its first question is this one.
+            first_question=self.request.message if self.boundary is None else None,
         )

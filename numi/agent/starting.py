@@ -14,15 +14,45 @@ from typing import Any
 
 from sqlalchemy import bindparam, select
 
-from ..chat import chats
 from ..chat.attachments import owned_rows
 from ..chat.request_meta import request_metadata
-from ..errors import NumiError
+from ..errors import NotFound, NumiError
 from ..extensions import db, turn_manager
 from ..models import Chat, Message
+from ..models.columns import loads
 from ..turns.turn import Turn, TurnRequest
 from .lanes import check_compare, compare_unsupported
 from .send import Send
+
+
+@dataclass(frozen=True)
+class SendChat:
+    """What starting a turn reads of its chat."""
+
+    id: str
+    tools: list[str]  # the chat's tools setting, kept with the question
+    temporary: bool
+
+
+_chats = Chat.__table__.c
+# Built once, three columns: every send reads it (a Chat entity cost about four times as
+# much to load, and was loaded again after the commit in begin_turn expired it).
+_SEND_CHAT = select(_chats.id, _chats.settings_json, _chats.temporary).where(
+    _chats.id == bindparam("chat_id"),
+    _chats.user_id == bindparam("user_id"),
+    _chats.deleted_at.is_(None),
+)
+
+
+def _send_chat(user_id: int, chat_id: str) -> SendChat:
+    """The user's live chat `chat_id` (as `chats.get_chat`: NotFound otherwise)."""
+    if not isinstance(chat_id, str) or len(chat_id) > 36:
+        raise NotFound()
+    row = db.session.execute(_SEND_CHAT, {"chat_id": chat_id, "user_id": user_id}).first()
+    if row is None:
+        raise NotFound()
+    tools = loads(row.settings_json, {}).get("tools") or []
+    return SendChat(row.id, list(tools), bool(row.temporary))
 
 
 @dataclass(frozen=True)
@@ -30,7 +60,7 @@ class CheckedSend:
     """A send whose chat, attachments and compared endpoints are the user's."""
 
     user_id: int
-    chat: Chat
+    chat: SendChat
     send: Send
     # The question is saved already: a retry or a regenerate (its request_id was seen).
     saved: bool
@@ -42,7 +72,7 @@ class CheckedSend:
 def check_send(user_id: int, chat_id: str, send: Send) -> CheckedSend:
     """Check what of `send` the database decides: the chat's owner (404 otherwise), a
     reused request_id, the compared endpoints and the attachments (each still on disk)."""
-    chat = chats.get_chat(user_id, chat_id)
+    chat = _send_chat(user_id, chat_id)
     saved = send.request_id is not None and _check_request_reuse(
         chat_id, send.request_id, send.message
     )
@@ -62,8 +92,6 @@ def begin_turn(
     """Hand the checked send to the TurnManager. None: the chat's running turn is this
     very request (a resend), which answers it. Raises `turn_running` when another runs."""
     chat, send = checked.chat, checked.send
-    # Read before the commit, which expires the chat: after it each would reload the row.
-    chat_id, tools, temporary = chat.id, list(chat.settings.get("tools") or []), chat.temporary
     db.session.commit()  # end the read transaction before the producer starts writing
     options: dict[str, Any] = {}
     if checked.compare is not None:
@@ -77,7 +105,7 @@ def begin_turn(
         request_id = request_id or uuid.uuid4().hex
     request = TurnRequest(
         user_id=checked.user_id,
-        chat_id=chat_id,
+        chat_id=chat.id,
         message=send.message,
         attachments=checked.attachments,
         request_id=request_id,
@@ -90,14 +118,14 @@ def begin_turn(
             send.flags,
             timezone=send.timezone,
             tz_offset=send.tz_offset,
-            tools=tools,
+            tools=chat.tools,
             client=client,
             mode="compare"
             if checked.compare is not None
             else "research"
             if send.research is not None
             else "temporary"
-            if temporary
+            if chat.temporary
             else "chat",
         ),
     )

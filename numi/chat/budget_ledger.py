@@ -182,17 +182,21 @@ def reserve(
     tokens: tuple[int, int] | Callable[[], tuple[int, int]],
     *,
     rerouted: bool = False,
+    end_read: bool = True,
 ) -> Reservation | None:
     """Reserve a turn's estimate on each budget that applies, all or none, in one short
     transaction: once per (endpoint_id, model) in `routes` (a compare turn's lanes; else
     one). Raises `budget_exceeded` (a hard cap reached) or `budget_unpriced` (a money
     budget and a model without a price); None when no budget applies (`tokens`, the
-    (input, output) estimate, may be a function: called only then). A refusal counts in
+    (input, output) estimate, may be a function: called only then). Then nothing was
+    written, and with `end_read` False the read transaction is left to the caller's next
+    commit (a turn's question save follows at once). A refusal counts in
     the refusing budget's history as a send refused, or with `rerouted` (the caller tries
     the next route of a chain) as one moved to another route."""
     budgets = applicable(user_id, project_id, *[endpoint for endpoint, _ in routes])
     if not budgets:
-        db.session.commit()
+        if end_read:
+            db.session.commit()
         return None
     if callable(tokens):  # estimated only when a budget applies: most turns have none
         tokens = tokens()
