@@ -74,11 +74,29 @@ def _lag_sampler(counters: Counters) -> None:
         counters.lag_hist[next(i for i, bound in enumerate(BUCKETS) if lag <= bound)] += 1
 
 
+def _caller() -> str:
+    """The innermost Numi frame (outside numi/database.py) of the statement being run."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if "/numi/" in name and not name.endswith("database.py"):
+            where = name[name.rindex("/numi/") + 1 :]
+            return f"{where}:{frame.f_lineno} {frame.f_code.co_name}"
+        frame = frame.f_back
+    return "?"
+
+
 def _time_dbapi(engine, counters: Counters) -> None:
     dialect = engine.dialect
+    # BENCH_PROBE_SQL_LOG=FILE: every statement and commit, with the Numi code that ran it.
+    sql_log = os.environ.get("BENCH_PROBE_SQL_LOG")
+    log = open(sql_log, "a", buffering=1) if sql_log else None  # noqa: SIM115 (process-long)
 
     def timed(method, commit: bool):
         def wrapper(*args, **kwargs):
+            if log is not None:
+                text = "COMMIT" if commit else " ".join(str(args[1]).split())[:160]
+                log.write(f"{_caller()}\t{text}\n")
             started = time.perf_counter()
             try:
                 return method(*args, **kwargs)

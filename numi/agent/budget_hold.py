@@ -30,12 +30,21 @@ class BudgetHold:
         # A compare turn's lanes (set by CompareAgent): all reserve together, none skipped.
         self.lanes: list[list[Route]] | None = None
 
-    def reserve(self, routes: list[Route]) -> list[Route]:
+    def reserve(self, routes: list[Route], project_id: int | None) -> list[Route]:
         """The routes from the first whose budgets took this turn's estimate. Raises the
-        first route's refusal when no route has room."""
+        first route's refusal when no route has room. `project_id` is the chat's (its
+        meta, read at the turn's start)."""
         req = self.turn.request
-        project_id = budget_ledger.chat_scope(req.chat_id)
-        tokens = budget_ledger.estimate_tokens(req.chat_id, req.message, self.output_tokens)
+        estimated: list[tuple[int, int]] = []
+
+        def tokens() -> tuple[int, int]:
+            # A query, made only when a budget applies, and once for all the routes.
+            if not estimated:
+                estimated.append(
+                    budget_ledger.estimate_tokens(req.chat_id, req.message, self.output_tokens)
+                )
+            return estimated[0]
+
         if self.lanes is not None:
             firsts = [(lane[0].endpoint_id, lane[0].model) for lane in self.lanes]
             self.reservation = budget_ledger.reserve(
@@ -52,6 +61,8 @@ class BudgetHold:
                     [(route.endpoint_id, route.model)],
                     tokens,
                     rerouted=index + 1 < len(routes),
+                    # The question's save, or the release before the model call, ends it.
+                    end_read=False,
                 )
             except NumiError as exc:
                 first_error = first_error or exc

@@ -148,9 +148,12 @@ class ContextWindow:
         system = self.system(meta.settings)
         limit = limit or self.limit(route)
         history = self.context.history()
-        self._report_history_limit(history, system)
+        # Estimated once and reused below: a long chat's history is hundreds of messages,
+        # and the report, the budget check and the sent estimate each measured it all.
+        history_tokens = estimate_tokens(history.messages, system)
+        self._report_history_limit(history, system, history_tokens)
         cal = self.calibration(route)
-        estimate = self._estimate(history.messages, system, cal)
+        estimate = cal.apply(history_tokens + self.tools_tokens)
         if (
             estimate > limit
             and allow_compact
@@ -159,12 +162,15 @@ class ContextWindow:
         ):
             if self.compact(route, "auto"):
                 history = self.context.history()
-                estimate = self._estimate(history.messages, system, cal)
+                history_tokens = estimate_tokens(history.messages, system)
+                estimate = cal.apply(history_tokens + self.tools_tokens)
         messages = history.messages
         if estimate > limit:
             messages = self._trim(messages, limit, system, cal)
-        messages = self._fit_window(messages, route, system, cal)
-        self.sent_estimate = estimate_tokens(messages, system) + self.tools_tokens
+        fitted = history_tokens if messages is history.messages else None
+        messages = self._fit_window(messages, route, system, cal, fitted)
+        sent = history_tokens if messages is history.messages else estimate_tokens(messages, system)
+        self.sent_estimate = sent + self.tools_tokens
         return self._expand_attachments(messages, route.capabilities().vision)
 
     def system(self, settings: dict[str, Any]) -> str:
@@ -259,14 +265,23 @@ class ContextWindow:
         return max(1, int(window * self.app.config["NUMI_AUTO_COMPACT_FRACTION"]))
 
     def _fit_window(
-        self, messages: list[dict], route: Route, system: str, cal: Calibration
+        self,
+        messages: list[dict],
+        route: Route,
+        system: str,
+        cal: Calibration,
+        tokens: int | None = None,
     ) -> list[dict]:
-        """The request's messages if their estimate fits a known window: without the
+        """The request's messages (`tokens`: their estimate_tokens, when the caller has it)
+        if their estimate fits a known window: without the
         omission notice when that is what tips it over, then without the tools
         (`tools_left_out`, which the turn says); else the question is refused
         (`context_budget`) before anything is sent. An assumed window refuses nothing."""
         window, known = self.window(route)
-        if not known or self._estimate(messages, system, cal) <= window:
+        if not known:
+            return messages
+        raw = estimate_tokens(messages, system) if tokens is None else tokens
+        if cal.apply(raw + self.tools_tokens) <= window:
             return messages
         bare = [m for m in messages if not m.get("_notice")]
         estimate = self._estimate(bare, system, cal)
@@ -369,7 +384,7 @@ class ContextWindow:
         )
         return trimmed
 
-    def _report_history_limit(self, history, system: str) -> None:
+    def _report_history_limit(self, history, system: str, history_tokens: int) -> None:
         """Older turns that PROMPT_MAX_HISTORY_* left out of the request are a trim too."""
         if not history.omitted or "history_limit" in self._trims_reported:
             return
@@ -382,7 +397,7 @@ class ContextWindow:
             len(saved) + history.omitted,
             len(saved),
             tokens_before,
-            estimate_tokens(history.messages, system),
+            history_tokens,  # estimate_tokens(history.messages, system)
         )
 
     def _emit_trimmed(

@@ -49,6 +49,9 @@ class Route:
     # The endpoint's privacy gateway (None: nothing redacted, as `enabled` False).
     redaction: RedactionRules | None = None
     prompt_caching: bool = True  # Anthropic: ask for cache breakpoints (the endpoint's switch)
+    # `capabilities()` once worked out: a turn asks about five times, each a search of the
+    # model list and the family table.
+    _capabilities: Capabilities | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, endpoint: Endpoint, model: str, guarded: bool | None = None) -> Route:
@@ -73,7 +76,9 @@ class Route:
     def capabilities(self) -> Capabilities:
         """What the route's model can do: as the user set it on the endpoint, else as its
         model list reports it, else assumed."""
-        return listed_capabilities(self.model, self.models, self.overrides)
+        if self._capabilities is None:
+            self._capabilities = listed_capabilities(self.model, self.models, self.overrides)
+        return self._capabilities
 
 
 def adapter_for_route(app, route: Route):

@@ -97,6 +97,8 @@ class Agent:
         self.max_steps = config["NUMI_MAX_STEPS"]
         self.budget = BudgetHold(turn, config["NUMI_BUDGET_OUTPUT_TOKENS"])
         self.answered = False
+        # The chat's newest message id when the turn started (None: the chat was empty).
+        self.boundary: int | None = None
         self.window = ContextWindow(self.app, turn, self.context, before_model_call=self._started)
         self.tools = ToolRunner(self.app, turn, self.context)
         self.saves = DurableSaves(self.app, turn, self.context)
@@ -137,10 +139,11 @@ class Agent:
 
     def _run(self) -> None:
         turn, req = self.turn, self.request
-        meta = self.context.meta()
-        turn.emit("turn_start", {"history_boundary": self.context.last_message_id()})
+        meta, self.boundary = self.context.start()
+        turn.emit("turn_start", {"history_boundary": self.boundary})
 
-        user_message = self.context.find_request(req.request_id) if req.request_id else None
+        seen = req.request_id if req.request_id is not None and not req.question_new else None
+        user_message = self.context.find_request(seen) if seen is not None else None
         if user_message is not None:
             # A retried send: the question is saved already. If it was answered, the turn
             # is over; if not (the earlier turn failed before answering), answer it now.
@@ -155,7 +158,7 @@ class Agent:
             self.saves.tip_id = self.context.branch_tip()
         else:
             # Before saving: no model means nothing to answer with, no budget nothing to spend.
-            routes = self.budget.reserve(self._routes(meta))
+            routes = self.budget.reserve(self._routes(meta), meta.project_id)
             self.window.check_attachments(routes[0])  # before saving: missing file, blind model
             try:
                 user_message = self.context.save(
@@ -178,7 +181,7 @@ class Agent:
             turn.emit("accepted", {"message_id": user_message.id, "request_id": req.request_id})
             self._loop(meta, routes)
             return
-        self._loop(meta, self.budget.reserve(self._routes(meta)))
+        self._loop(meta, self.budget.reserve(self._routes(meta), meta.project_id))
 
     def _routes(self, meta: ChatMeta) -> list[Route]:
         """The routes this turn answers on (a compare turn: its lanes')."""
@@ -582,4 +585,6 @@ class Agent:
             self.request.chat_id,
             self.window.privacy.adapter(adapter_for_route(self.app, route), route.redaction),
             self.app.config["NUMI_TITLE_MODEL"] or route.model,
+            # A chat empty before this turn: its first question is this one.
+            first_question=self.request.message if self.boundary is None else None,
         )

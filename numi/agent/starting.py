@@ -12,17 +12,47 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
-from ..chat import chats
 from ..chat.attachments import owned_rows
 from ..chat.request_meta import request_metadata
-from ..errors import NumiError
+from ..errors import NotFound, NumiError
 from ..extensions import db, turn_manager
 from ..models import Chat, Message
+from ..models.columns import loads
 from ..turns.turn import Turn, TurnRequest
 from .lanes import check_compare, compare_unsupported
 from .send import Send
+
+
+@dataclass(frozen=True)
+class SendChat:
+    """What starting a turn reads of its chat."""
+
+    id: str
+    tools: list[str]  # the chat's tools setting, kept with the question
+    temporary: bool
+
+
+_chats = Chat.__table__.c
+# Built once, three columns: every send reads it (a Chat entity cost about four times as
+# much to load, and was loaded again after the commit in begin_turn expired it).
+_SEND_CHAT = select(_chats.id, _chats.settings_json, _chats.temporary).where(
+    _chats.id == bindparam("chat_id"),
+    _chats.user_id == bindparam("user_id"),
+    _chats.deleted_at.is_(None),
+)
+
+
+def _send_chat(user_id: int, chat_id: str) -> SendChat:
+    """The user's live chat `chat_id` (as `chats.get_chat`: NotFound otherwise)."""
+    if not isinstance(chat_id, str) or len(chat_id) > 36:
+        raise NotFound()
+    row = db.session.execute(_SEND_CHAT, {"chat_id": chat_id, "user_id": user_id}).first()
+    if row is None:
+        raise NotFound()
+    tools = loads(row.settings_json, {}).get("tools") or []
+    return SendChat(row.id, list(tools), bool(row.temporary))
 
 
 @dataclass(frozen=True)
@@ -30,7 +60,7 @@ class CheckedSend:
     """A send whose chat, attachments and compared endpoints are the user's."""
 
     user_id: int
-    chat: Chat
+    chat: SendChat
     send: Send
     # The question is saved already: a retry or a regenerate (its request_id was seen).
     saved: bool
@@ -42,7 +72,7 @@ class CheckedSend:
 def check_send(user_id: int, chat_id: str, send: Send) -> CheckedSend:
     """Check what of `send` the database decides: the chat's owner (404 otherwise), a
     reused request_id, the compared endpoints and the attachments (each still on disk)."""
-    chat = chats.get_chat(user_id, chat_id)
+    chat = _send_chat(user_id, chat_id)
     saved = send.request_id is not None and _check_request_reuse(
         chat_id, send.request_id, send.message
     )
@@ -61,8 +91,8 @@ def begin_turn(
 ) -> Turn | None:
     """Hand the checked send to the TurnManager. None: the chat's running turn is this
     very request (a resend), which answers it. Raises `turn_running` when another runs."""
-    db.session.commit()  # end the read transaction before the producer starts writing
     chat, send = checked.chat, checked.send
+    db.session.commit()  # end the read transaction before the producer starts writing
     options: dict[str, Any] = {}
     if checked.compare is not None:
         options["compare"] = checked.compare
@@ -83,11 +113,12 @@ def begin_turn(
         tz_offset_minutes=send.tz_offset,
         is_admin=is_admin,
         options=options,
+        question_new=not checked.saved,
         metadata=request_metadata(
             send.flags,
             timezone=send.timezone,
             tz_offset=send.tz_offset,
-            tools=list(chat.settings.get("tools") or []),
+            tools=chat.tools,
             client=client,
             mode="compare"
             if checked.compare is not None
@@ -101,12 +132,19 @@ def begin_turn(
     return turn_manager().start(request)
 
 
+# Built once: every send with a request_id (the page's all are) asks.
+_messages = Message.__table__.c
+_SAVED_QUESTION = select(_messages.content).where(
+    _messages.chat_id == bindparam("chat_id"), _messages.request_id == bindparam("request_id")
+)
+
+
 def _check_request_reuse(chat_id: str, request_id: str, message: str) -> bool:
     """A resent request_id is a retry of the same question; with other text it is a
     client bug that would silently get the old answer, so it is refused. True when the
     question is saved already."""
     saved = db.session.execute(
-        select(Message.content).where(Message.chat_id == chat_id, Message.request_id == request_id)
+        _SAVED_QUESTION, {"chat_id": chat_id, "request_id": request_id}
     ).first()
     if saved is not None and (saved.content or "").strip() != message.strip():
         raise NumiError(

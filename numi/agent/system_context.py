@@ -89,7 +89,10 @@ def system_parts(
             parts.append(
                 SystemPart("memories", memory_store.system_text(kept, project and project.name))
             )
-    passages = retrieval.chat_passages(user_id, chat_id, settings)
+    # Without a project (read above, scoped the same way) retrieval need not look again;
+    # with one it reads the whole row (its settings).
+    known = {} if project is not None else {"project": None}
+    passages = retrieval.chat_passages(user_id, chat_id, settings, **known)
     if passages is not None:
         items = tuple(
             {**p.to_dict(), "source": p.source, "reason": p.reason, "key": p.key}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -25,7 +26,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ..errors import NumiError
 from ..extensions import db
-from ..models import Budget, BudgetPeriod, Chat, Endpoint, Message, ModelPrice, Project, utcnow
+from ..models import Budget, BudgetPeriod, Endpoint, Message, ModelPrice, Project, utcnow
 from .token_estimate import text_tokens
 
 log = logging.getLogger(__name__)
@@ -101,26 +102,31 @@ def unpriced(models: list[str]) -> NumiError:
     )
 
 
-_ANY_BUDGET = select(Budget.id).where(Budget.user_id == bindparam("user_id")).limit(1)
+# Built once: every turn asks (issue 45), and building an ORM select with its `or_` and
+# `in_` cost as much as running it. No project matches no row (`= NULL`); no endpoints
+# makes the expanding `IN` an empty set.
+_APPLICABLE = (
+    select(Budget)
+    .where(
+        Budget.user_id == bindparam("user_id"),
+        or_(
+            Budget.scope == "user",
+            (Budget.scope == "project") & (Budget.project_id == bindparam("project_id")),
+            (Budget.scope == "endpoint")
+            & Budget.endpoint_id.in_(bindparam("endpoint_ids", expanding=True)),
+        ),
+    )
+    .order_by(Budget.id)
+)
 
 
 def applicable(
     user_id: int, project_id: int | None, endpoint_id: int | None, *more_endpoints: int
 ) -> list[Budget]:
     """The user's budgets that a turn of this project and endpoint(s) counts against."""
-    if db.session.execute(_ANY_BUDGET, {"user_id": user_id}).first() is None:
-        return []  # most users set none: one small prepared query, not the one below
-    scopes = [Budget.scope == "user"]
-    if project_id is not None:
-        scopes.append((Budget.scope == "project") & (Budget.project_id == project_id))
     endpoints = [e for e in (endpoint_id, *more_endpoints) if e is not None]
-    if endpoints:
-        scopes.append((Budget.scope == "endpoint") & Budget.endpoint_id.in_(endpoints))
-    return list(
-        db.session.execute(
-            select(Budget).where(Budget.user_id == user_id, or_(*scopes)).order_by(Budget.id)
-        ).scalars()
-    )
+    params = {"user_id": user_id, "project_id": project_id, "endpoint_ids": endpoints}
+    return list(db.session.execute(_APPLICABLE, params).scalars())
 
 
 def amount(
@@ -173,20 +179,27 @@ def reserve(
     chat_id: str,
     project_id: int | None,
     routes: list[tuple[int, str]],
-    tokens: tuple[int, int],
+    tokens: tuple[int, int] | Callable[[], tuple[int, int]],
     *,
     rerouted: bool = False,
+    end_read: bool = True,
 ) -> Reservation | None:
     """Reserve a turn's estimate on each budget that applies, all or none, in one short
     transaction: once per (endpoint_id, model) in `routes` (a compare turn's lanes; else
     one). Raises `budget_exceeded` (a hard cap reached) or `budget_unpriced` (a money
-    budget and a model without a price); None when no budget applies. A refusal counts in
+    budget and a model without a price); None when no budget applies (`tokens`, the
+    (input, output) estimate, may be a function: called only then). Then nothing was
+    written, and with `end_read` False the read transaction is left to the caller's next
+    commit (a turn's question save follows at once). A refusal counts in
     the refusing budget's history as a send refused, or with `rerouted` (the caller tries
     the next route of a chain) as one moved to another route."""
     budgets = applicable(user_id, project_id, *[endpoint for endpoint, _ in routes])
     if not budgets:
-        db.session.commit()
+        if end_read:
+            db.session.commit()
         return None
+    if callable(tokens):  # estimated only when a budget applies: most turns have none
+        tokens = tokens()
     prices = {model: _price(user_id, model) for _, model in routes}
     last_id = db.session.execute(
         select(func.max(Message.id)).where(Message.chat_id == chat_id)
@@ -350,8 +363,3 @@ def _endpoint_of(meta_json: str | None) -> int | None:
     except (ValueError, AttributeError):
         return None
     return value if isinstance(value, int) else None
-
-
-def chat_scope(chat_id: str) -> int | None:
-    """The project a chat's turns count against."""
-    return db.session.execute(select(Chat.project_id).where(Chat.id == chat_id)).scalar()

@@ -107,22 +107,32 @@ class ChatContextService:
 
     def meta(self) -> ChatMeta:
         if self._meta is None:
-            chat = db.session.execute(
-                stored.LIVE_CHAT, {"chat_id": self.chat_id, "user_id": self.user_id}
-            ).first()
-            if chat is None:
-                raise ChatDeleted()
-            self._meta = ChatMeta(
-                chat.id,
-                chat.user_id,
-                chat.title,
-                chat.endpoint_id,
-                chat.model,
-                loads(chat.settings_json, {}),
-                chat.project_id,
-                bool(chat.temporary),
-            )
+            self._read_meta(stored.LIVE_CHAT)
+        assert self._meta is not None
         return self._meta
+
+    def start(self) -> tuple[ChatMeta, int | None]:
+        """A turn's start: the chat's meta and its newest message id, in one query."""
+        last_id = self._read_meta(stored.LIVE_CHAT_AND_LAST).last_id
+        return self.meta(), last_id
+
+    def _read_meta(self, statement: Any) -> Any:
+        chat = db.session.execute(
+            statement, {"chat_id": self.chat_id, "user_id": self.user_id}
+        ).first()
+        if chat is None:
+            raise ChatDeleted()
+        self._meta = ChatMeta(
+            chat.id,
+            chat.user_id,
+            chat.title,
+            chat.endpoint_id,
+            chat.model,
+            loads(chat.settings_json, {}),
+            chat.project_id,
+            bool(chat.temporary),
+        )
+        return chat
 
     def refresh_meta(self) -> None:
         self._meta = None
@@ -346,11 +356,6 @@ class ChatContextService:
             .where(Message.chat_id == self.chat_id, Message.active.is_(True))
             .order_by(Message.id.desc())
             .limit(1)
-        ).scalar_one_or_none()
-
-    def last_message_id(self) -> int | None:
-        return db.session.execute(
-            stored.LAST_MESSAGE, {"chat_id": self.chat_id}
         ).scalar_one_or_none()
 
     def save(self, **fields: Any) -> Message:

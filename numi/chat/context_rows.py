@@ -83,6 +83,8 @@ LAST_MESSAGE = (
     .order_by(_messages.id.desc())
     .limit(1)
 )
+# A turn's start: the chat and its newest message id (the turn's history boundary) in one.
+LIVE_CHAT_AND_LAST = LIVE_CHAT.add_columns(LAST_MESSAGE.scalar_subquery().label("last_id"))
 FIND_REQUEST = select(_messages.id, _messages.active).where(
     _messages.chat_id == bindparam("chat_id"), _messages.request_id == bindparam("request_id")
 )

@@ -68,15 +68,28 @@ def clean_title(raw: str, limit: int = 80) -> str:
 
 
 def generate_title(
-    app, channel, turn_id: str, user_id: int, chat_id: str, adapter, model: str
+    app,
+    channel,
+    turn_id: str,
+    user_id: int,
+    chat_id: str,
+    adapter,
+    model: str,
+    first_question: str | None = None,
 ) -> None:
-    """Set the chat's title if it still has the default one, and publish `title_update`."""
-    rows = db.session.execute(_FIRST_TWO, {"chat_id": chat_id}).all()
-    question = next((content for role, content in rows if role == "user"), "") or ""
-    answer = next((content for role, content in rows if role == "assistant"), "") or ""
-    db.session.remove()
+    """Set the chat's title if it still has the default one, and publish `title_update`.
+    `first_question`: the chat's first question when the caller knows it (the turn of an
+    empty chat); the first words of it need no query, the model's title needs the answer."""
+    generate = app.config["NUMI_GENERATE_TITLES"]
+    if first_question is not None and not generate:
+        question, answer = first_question, ""
+    else:
+        rows = db.session.execute(_FIRST_TWO, {"chat_id": chat_id}).all()
+        question = next((content for role, content in rows if role == "user"), "") or ""
+        answer = next((content for role, content in rows if role == "assistant"), "") or ""
+        db.session.remove()
     title = ""
-    if app.config["NUMI_GENERATE_TITLES"]:
+    if generate:
         title = _ask_model(adapter, model, question, answer)
     title = title or first_words(question)
     title = title[: app.config["NUMI_MAX_TITLE_CHARS"]]

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import Select, select
+from sqlalchemy import Select, bindparam, select
 
 from ..chat.chats import USE_DOCUMENTS
 from ..chat.projects import project_file_ids
@@ -296,13 +296,22 @@ def _shown_messages(column: Any, user_id: int, chat_id: str, *where: Any) -> Sel
     )
 
 
+# Built once (every turn of every chat asks). Most questions have parts (their request's
+# metadata) and few an attachment: the LIKE leaves the others unread and unparsed, which
+# in a long chat was thousands of rows per turn; the parts are still checked below.
+_ATTACHMENT_PARTS = _shown_messages(
+    Message.content_parts_json,
+    bindparam("user_id"),
+    bindparam("chat_id"),
+    Message.content_parts_json.like("%attachment%"),
+)
+
+
 def chat_attachment_ids(user_id: int, chat_id: str) -> list[int]:
     """Attachments referenced by the shown messages of one of this user's chats."""
     ids: list[int] = []
     parts = db.session.execute(
-        _shown_messages(
-            Message.content_parts_json, user_id, chat_id, Message.content_parts_json.is_not(None)
-        )
+        _ATTACHMENT_PARTS, {"user_id": user_id, "chat_id": chat_id}
     ).scalars()
     for raw in parts:
         for part in json.loads(raw or "[]"):
@@ -382,10 +391,14 @@ def newest_question(user_id: int, chat_id: str) -> str:
     return content or ""
 
 
-def chat_passages(user_id: int, chat_id: str, settings: dict[str, Any]) -> Found | None:
+def chat_passages(
+    user_id: int, chat_id: str, settings: dict[str, Any], project: Any = _LOOK_UP
+) -> Found | None:
     """The passages the chat's next request carries, or None (not automatic, no documents,
-    or no question yet)."""
-    project = chat_project(user_id, chat_id)
+    or no question yet). `project` as for `project_attachment_ids`: a caller that knows
+    the chat has none passes None."""
+    if project is _LOOK_UP:
+        project = chat_project(user_id, chat_id)
     if use_documents(settings, project) != "auto":
         return None
     # The project looked up once per turn: every turn of every chat asks (issue 45).

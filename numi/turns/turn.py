@@ -46,6 +46,10 @@ class TurnRequest:
     options: dict[str, Any] = field(default_factory=dict)
     # Kept with the question when it is saved (chat.request_meta: its `request` part).
     metadata: dict[str, Any] = field(default_factory=dict)
+    # The start found no saved question of this request_id (numi.agent.starting): the
+    # turn need not look again. A save racing it from another process still fails on the
+    # unique (chat_id, request_id) index, which the agent handles as a resend.
+    question_new: bool = False
 
 
 class StartGate:

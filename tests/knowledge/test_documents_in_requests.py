@@ -15,7 +15,15 @@ import urllib.request
 import pytest
 
 from numi.testing import Scenario
-from turn_support import Api, make_chat, run_turn, turn_server_env, upload, wait_until
+from turn_support import (
+    Api,
+    Socket,
+    make_chat,
+    run_turn,
+    turn_server_env,
+    upload,
+    wait_until,
+)
 
 MANUAL = b"""# Espresso machine manual
 
@@ -85,6 +93,36 @@ def test_the_answering_passage_reaches_every_protocol(server, scripted, project,
     assert PASSAGE in system
     assert "[1] manual.md › Espresso machine manual › Descaling" in system
     assert not [e for e in events if e["type"] == "tool_start"], "no tool call was needed"
+
+
+def test_a_file_sent_earlier_in_the_chat_answers_a_later_question(server, scripted):
+    """A chat's own attachment is one of its documents for the turns after it (found
+    among the shown questions' parts, most of which carry only their request's metadata)."""
+    api = Api(server.url)
+    status, uploaded = upload(server.url, "manual.md", MANUAL, "text/markdown")
+    assert status == 201, uploaded
+    attachment_id = uploaded["attachments"][0]["id"]
+
+    chat = make_chat(api, scripted)
+    ws = Socket(server, chat["id"])
+    try:
+        scripted.enqueue(Scenario().text("Read it."))
+        ws.send(type="send", message="Here is the manual.", attachments=[attachment_id])
+        ws.events_until("turn_end", timeout=60)
+    finally:
+        ws.close()
+
+    def indexed():  # the chat's first request asked for it to be indexed
+        documents = api.get("/api/documents")[1]["documents"]
+        return any(d["id"] == attachment_id and d["status"] == "done" for d in documents) or None
+
+    wait_until(indexed, timeout=60, what="the manual to be indexed")
+    for n in range(3):  # questions with no file: parts of their own, no attachment
+        scripted.enqueue(Scenario().text("Fine."))
+        run_turn(server, chat["id"], f"Small talk {n}.", timeout=60)
+    scripted.enqueue(Scenario().text("Every 200 shots [1]."))
+    run_turn(server, chat["id"], "How often should I descale the boiler?", timeout=60)
+    assert PASSAGE in system_of("openai_chat", scripted.last_request.body)
 
 
 def test_when_the_model_asks_and_never_leave_the_passages_out(server, scripted, project):

@@ -340,3 +340,29 @@ def test_title_update_follows_the_first_answer(live_server_factory, scripted, ch
     assert api.get(f"/api/session/{chat['id']}")[1]["title"] == "Capital of France"
     prompt = scripted.requests[-1].body["messages"][-1]["content"]
     assert "What is the capital of France?" in prompt
+
+
+def test_without_model_titles_the_chat_is_named_after_its_first_question(
+    live_server_factory, scripted
+):
+    """The first question's first words, also when its own turn failed (the title then
+    follows the first answered turn, and still names the first question)."""
+    from turn_support import Api, Socket, turn_server_env
+
+    server = live_server_factory(**turn_server_env(NUMI_GENERATE_TITLES=0))
+    api = Api(server.url)
+    first, failed = make_chat(api, scripted), make_chat(api, scripted)
+    scripted.enqueue(Scenario().text("Paris."))
+    scripted.enqueue(Scenario.http_error(400))
+    scripted.enqueue(Scenario().text("Lyon."))
+    for chat, questions in ((first, ["Capital of France?"]), (failed, ["Broken one?", "Lyon?"])):
+        ws = Socket(server, chat["id"])
+        try:
+            for question in questions:
+                ws.send(type="send", message=question)
+                ws.events_until("turn_end")
+            title = ws.events_until("title_update")[-1]["data"]["title"]
+        finally:
+            ws.close()
+        assert title == questions[0]
+        assert api.get(f"/api/session/{chat['id']}")[1]["title"] == questions[0]
