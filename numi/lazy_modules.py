@@ -26,6 +26,9 @@ from typing import Any
 LAZY_AT_START = (
     "numi.agent.research",
     "numi.agent.research_prompts",
+    "numi.agent.tools.code.kernels",
+    "numi.agent.tools.code.outputs",
+    "numi.agent.tools.code.sandbox",
     "numi.chat.import_formats",
     "numi.chat.importer",
     "numi.chat.importers",
