@@ -3,7 +3,8 @@
 `numi serve` answered its first request only after importing every feature's code: the
 /v1 gateway and /mcp, the chat importers, research, the code tool. A start needs none of
 them, and their code objects, classes and functions stayed in the idle process's memory
-(bench/PROFILE.md, "Start-up, issue 45"). A module that imports such a feature at its top
+(bench/PROFILE.md, "Start-up, issue 45"); so did nh3's library, the sanitiser's, before
+anything was rendered. A module that imports such a feature at its top
 names it through `lazy_module` instead, beside the real import for the type checker:
 
     if TYPE_CHECKING:
@@ -43,6 +44,7 @@ LAZY_AT_START = (
     "numi.gateway.threads",
     "numi.web.import_json",
     "numi.web.import_worker",
+    "nh3",  # the sanitiser's library: loaded by the first render (numi/render/sanitize.py)
 )
 
 
