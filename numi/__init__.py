@@ -113,7 +113,7 @@ def _make_services(app: "Flask") -> "Services":
     from .agent.producer import run_turn  # lazy: gevent patch order
     from .agent.followup_queue import queue_after_turn  # lazy: gevent patch order
     from .agent.tools import ToolRegistry  # lazy: gevent patch order
-    from .agent.tools.code.kernels import KernelPool  # lazy: gevent patch order
+    from .agent.tools.code.pool import KernelPool  # lazy: gevent patch order
     from .chat.live_mirror import (  # lazy: gevent patch order
         MirrorKeeper,
         mirror_after_turn,

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from gevent.lock import Semaphore
 
     from .agent.tools import ToolRegistry
-    from .agent.tools.code.kernels import KernelPool
+    from .agent.tools.code.pool import KernelPool
     from .agent.tools.mcp.catalog import ToolList
     from .chat.live_mirror import MirrorKeeper
     from .gateway.keys import MinuteWindow

@@ -14,7 +14,7 @@ from gevent import Greenlet
 from gevent.lock import Semaphore
 
 from numi.agent.tools import Tool, ToolRegistry
-from numi.agent.tools.code.kernels import KernelPool
+from numi.agent.tools.code.pool import KernelPool
 from numi.agent.tools.mcp.catalog import ToolList
 from numi.chat.live_mirror import MirrorKeeper
 from numi.gateway.keys import MinuteWindow

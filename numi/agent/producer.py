@@ -6,10 +6,18 @@ compare turn runs its lanes (`lanes.CompareAgent`), any other turn one loop (`ru
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from ..lazy_modules import lazy_module
 from ..turns.turn import Turn
 from .lanes import CompareAgent
-from .research import ResearchAgent
 from .runtime import Agent
+
+# Research's loop is loaded by the first research turn, not at start-up.
+if TYPE_CHECKING:
+    from . import research
+else:
+    research = lazy_module("numi.agent.research")
 
 
 def run_turn(turn: Turn) -> None:
@@ -17,6 +25,6 @@ def run_turn(turn: Turn) -> None:
     if turn.request.options.get("compare"):
         CompareAgent(turn).run()
     elif turn.request.options.get("research"):
-        ResearchAgent(turn).run()
+        research.ResearchAgent(turn).run()
     else:
         Agent(turn).run()

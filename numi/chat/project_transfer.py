@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NumiError, invalid
 from ..extensions import db
 from ..models import Memory, Project, ProjectFile, utcnow
-from . import attachments as attachment_store, importer, memories as memory_store
+from . import attachments as attachment_store, memories as memory_store
 from .chats import get_chat
 from .export import attachment_index, chat_document, load_transcript
 from .projects import (
@@ -29,6 +29,13 @@ from .projects import (
     project_chats,
     project_files,
 )
+from ..lazy_modules import lazy_module
+
+# The chat importers (every format's reader) are loaded by the first project import.
+if TYPE_CHECKING:
+    from . import importer
+else:
+    importer = lazy_module("numi.chat.importer")
 
 FORMAT_TAG = "numi.project"
 FORMAT_VERSION = 1

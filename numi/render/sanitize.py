@@ -8,8 +8,15 @@ typeset to MathML on the server (`numi.render.math`).
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import nh3
+from ..lazy_modules import lazy_module
+
+# nh3's library (1.5 MiB of an idle server's memory) is loaded by the first render.
+if TYPE_CHECKING:
+    import nh3
+else:
+    nh3 = lazy_module("nh3")
 
 MATHML_TAGS = {
     "math",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent.queue import Queue
@@ -38,16 +38,25 @@ from werkzeug.exceptions import HTTPException
 
 from ..errors import NumiError, is_storage_failure
 from ..extensions import db
-from ..gateway import inbound, responses, threads
 from ..gateway.errors import GatewayError, anthropic_error, bad_body, openai_error, provider_status
 from ..gateway.keys import KEY_PREFIX, authenticate, require_use
-from ..gateway.models import add_project_documents, listed_models, resolve, unknown_model
-from ..gateway.outbound import ChatCompletionsWriter, MessagesWriter
-from ..gateway.relay import Relay, estimate_tokens
-from ..gateway.spending import CallBudgets
 from ..identity import bearer_token
+from ..lazy_modules import lazy_module
 from ..providers.events import ReasoningDelta, StreamEvent, TextDelta
 from ..services import services
+
+# The gateway's request handling is loaded by the first /v1 call, not at start-up.
+if TYPE_CHECKING:
+    from ..gateway import inbound, models as gateway_models, outbound, relay as relays
+    from ..gateway import responses, spending, threads
+else:
+    inbound = lazy_module("numi.gateway.inbound")
+    gateway_models = lazy_module("numi.gateway.models")
+    outbound = lazy_module("numi.gateway.outbound")
+    relays = lazy_module("numi.gateway.relay")
+    responses = lazy_module("numi.gateway.responses")
+    spending = lazy_module("numi.gateway.spending")
+    threads = lazy_module("numi.gateway.threads")
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +156,7 @@ def _after(response: Response) -> Response:
 
 @bp.get("/models")
 def models():
-    names = listed_models(g.api_key.user_id, g.api_key)
+    names = gateway_models.listed_models(g.api_key.user_id, g.api_key)
     if _protocol() == "anthropic":
         data = [_anthropic_model(*name) for name in names]
         return jsonify(
@@ -161,9 +170,12 @@ def models():
 
 @bp.get("/models/<path:name>")
 def model(name: str):
-    found = next((n for n in listed_models(g.api_key.user_id, g.api_key) if n[0] == name), None)
+    found = next(
+        (n for n in gateway_models.listed_models(g.api_key.user_id, g.api_key) if n[0] == name),
+        None,
+    )
     if found is None:
-        raise unknown_model(name)
+        raise gateway_models.unknown_model(name)
     return jsonify(
         _anthropic_model(*found) if _protocol() == "anthropic" else _openai_model(*found)
     )
@@ -217,13 +229,13 @@ def _ascii(text: str) -> str:
 
 def _answer(call: inbound.GatewayCall):
     grant = g.api_key
-    resolved = resolve(grant.user_id, grant, call.model)
-    add_project_documents(grant.user_id, resolved, call.question)
-    relay = Relay(current_app._get_current_object(), call, resolved)
+    resolved = gateway_models.resolve(grant.user_id, grant, call.model)
+    gateway_models.add_project_documents(grant.user_id, resolved, call.question)
+    relay = relays.Relay(current_app._get_current_object(), call, resolved)
     relay.check_size()
-    budgets = CallBudgets(grant.user_id, resolved.project_id)
+    budgets = spending.CallBudgets(grant.user_id, resolved.project_id)
     output = call.max_tokens or current_app.config["NUMI_BUDGET_OUTPUT_TOKENS"]
-    resolved.routes = budgets.reserve(resolved.routes, (estimate_tokens(call), output))
+    resolved.routes = budgets.reserve(resolved.routes, (relays.estimate_tokens(call), output))
     # Nothing of the database is held while the provider streams (routes are values).
     db.session.close()
     try:
@@ -235,13 +247,13 @@ def _answer(call: inbound.GatewayCall):
     headers = {"X-Numi-Model": _ascii(answered_by)}
     if relay.fallback is not None:
         headers["X-Numi-Fallback"] = _ascii(relay.fallback.text())
-    writer: ChatCompletionsWriter | MessagesWriter | responses.ResponsesWriter
+    writer: outbound.ChatCompletionsWriter | outbound.MessagesWriter | responses.ResponsesWriter
     if call.protocol == "openai_chat":
-        writer = ChatCompletionsWriter(answered_by, call.include_usage)
+        writer = outbound.ChatCompletionsWriter(answered_by, call.include_usage)
     elif call.protocol == "openai_responses":
         writer = responses.ResponsesWriter(answered_by)
     else:
-        writer = MessagesWriter(answered_by)
+        writer = outbound.MessagesWriter(answered_by)
 
     def record() -> None:
         budgets.settle(relay.answer)

@@ -16,20 +16,28 @@ import logging
 import os
 import tempfile
 import time
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import gevent
 from flask import Flask
 
 from .. import child_process, prompts as prompt_store
 from ..chat import import_archive, import_jobs, memories as memory_store, project_transfer
-from ..chat.import_formats import file_references
 from ..chat.import_writer import ChatWriter, imported_before
 from ..errors import NumiError
 from ..extensions import db
 from ..models import ImportJob
 from .attachments import _schedule_indexing
-from .import_worker import read_records
+from ..lazy_modules import lazy_module
+
+# The readers of every export format (the import worker child's code, run here for a small
+# file) are loaded by the first import, not at start-up.
+if TYPE_CHECKING:
+    from ..chat import import_formats
+    from . import import_worker
+else:
+    import_formats = lazy_module("numi.chat.import_formats")
+    import_worker = lazy_module("numi.web.import_worker")
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +179,9 @@ def preview_result(job: ImportJob, head: dict[str, Any], child) -> dict[str, Any
             if "chat" in record and imported_before(job, record["chat"]):
                 result["imported_before"] += 1
             for message in record.get("messages", ()):
-                result["attachments"] += file_references(message.get("content") or "")
+                result["attachments"] += import_formats.file_references(
+                    message.get("content") or ""
+                )
     return result
 
 
@@ -233,7 +243,7 @@ def _reader(config, upload: BinaryIO):
 
 def _read_all(raw: BinaryIO, limits: dict[str, Any]) -> list[dict[str, Any]]:
     try:
-        return list(read_records(raw, limits))
+        return list(import_worker.read_records(raw, limits))
     except NumiError as error:
         return [{"error": error.to_dict()}]
 

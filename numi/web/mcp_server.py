@@ -32,7 +32,7 @@ is the stable code (docs/errors.md); a tool's own failure is its result with `is
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 from itsdangerous import BadSignature, URLSafeSerializer
@@ -43,11 +43,18 @@ from ..errors import NumiError, is_storage_failure
 from ..extensions import db
 from ..gateway.errors import GatewayError
 from ..gateway.keys import KEY_PREFIX, Grant, allows_use, authenticate, require_use
-from ..gateway.mcp_tools import BY_NAME, ToolCall, tools_for
 from ..identity import bearer_token
+from ..lazy_modules import lazy_module
 from ..services import services
 from .inputs import decode_json
 from .security import same_origin
+
+# The tools' code (and the chat search, retrieval and asking behind them) is loaded by the
+# first /mcp call, not at start-up.
+if TYPE_CHECKING:
+    from ..gateway import mcp_tools
+else:
+    mcp_tools = lazy_module("numi.gateway.mcp_tools")
 
 log = logging.getLogger(__name__)
 
@@ -328,7 +335,7 @@ def _dispatch(key: Grant, method: str, params: Any) -> dict[str, Any]:
     if method == "ping":
         return {}
     if method == "tools/list":
-        return {"tools": [tool.listed() for tool in tools_for(key)]}
+        return {"tools": [tool.listed() for tool in mcp_tools.tools_for(key)]}
     if method == "tools/call":
         return _call_tool(key, _params(params))
     raise McpRefusal(METHOD_NOT_FOUND, "unknown_method", f"Numi's MCP server has no {method!r}.")
@@ -336,7 +343,7 @@ def _dispatch(key: Grant, method: str, params: Any) -> dict[str, Any]:
 
 def _call_tool(key: Grant, params: dict[str, Any]) -> dict[str, Any]:
     name, arguments = params.get("name"), params.get("arguments")
-    tool = BY_NAME.get(name) if isinstance(name, str) else None
+    tool = mcp_tools.BY_NAME.get(name) if isinstance(name, str) else None
     if tool is None:
         raise McpRefusal(
             INVALID_PARAMS, "unknown_tool", f"No tool {name!r}: tools/list names this key's tools."
@@ -354,7 +361,9 @@ def _call_tool(key: Grant, params: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(arguments, dict):
         raise McpRefusal(INVALID_PARAMS, "invalid_params", "arguments must be an object.")
     try:
-        text, structured = tool.run(ToolCall(current_app._get_current_object(), key, arguments))
+        text, structured = tool.run(
+            mcp_tools.ToolCall(current_app._get_current_object(), key, arguments)
+        )
     except NumiError as exc:
         db.session.rollback()
         return {

@@ -22,7 +22,7 @@ import functools
 import importlib.util
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import current_app
 
@@ -30,12 +30,21 @@ from ....services import services
 from .. import Tool, ToolContext, ToolFailure, ToolResult
 from ..bash import child_environment, mask_secrets, secret_values
 from ..workspace import WorkspaceError, workspace_root
-from .kernels import Kernel, KernelError, KernelPool, Limits, RunEvents, start_kernel
-from .outputs import Collected, changed_files, folder_state
+from .pool import KernelPool
 from ....models import Attachment, Message
 from ....extensions import db
 from ....chat.attachments import store_generated
 from ....chat.attachments import file_path
+from ....lazy_modules import lazy_module
+
+# The kernels' code (the Jupyter protocol, the sandbox) and the outputs' readers are loaded
+# by the first call, not at start-up: the tool is registered with the app.
+if TYPE_CHECKING:
+    from . import kernels, outputs
+    from .kernels import Kernel
+else:
+    kernels = lazy_module("numi.agent.tools.code.kernels")
+    outputs = lazy_module("numi.agent.tools.code.outputs")
 
 INSTALL_HINT = "pip install 'numi[code]'"
 MARKER = ".numi-kernel"  # in the chat's state folder: a kernel ran here before
@@ -120,7 +129,7 @@ def _kernel(pool: KernelPool, context: ToolContext, folder: str, config) -> tupl
         if folder == state:  # a workspace is the user's own project: nothing is added to it
             _copy_attachments(context, folder)
         try:
-            kernel = start_kernel(
+            kernel = kernels.start_kernel(
                 context.chat_id,
                 context.user_id,
                 folder,
@@ -128,7 +137,7 @@ def _kernel(pool: KernelPool, context: ToolContext, folder: str, config) -> tupl
                 memory_bytes=config["NUMI_CODE_MEMORY_MB"] * 1024 * 1024,
                 isolate_network=not config["NUMI_CODE_NETWORK"],
             )
-        except KernelError as exc:
+        except kernels.KernelError as exc:
             raise ToolFailure(exc.code, f"Error: {exc.text}") from None
         pool.add(kernel, config["NUMI_CODE_IDLE_MINUTES"] * 60)
         with open(marker, "w"):
@@ -194,24 +203,24 @@ def _run_python(arguments: dict, context: ToolContext) -> ToolResult:
         return store_generated(config, context.user_id, name, mime, data).id
 
     report = context.report
-    collected = Collected(
+    collected = outputs.Collected(
         config["NUMI_CODE_MAX_OUTPUT_CHARS"],
         keep_file,
         report=(lambda stream, text: report(stream, mask_secrets(text, secrets)))
         if report
         else None,
     )
-    limits = Limits(
+    limits = kernels.Limits(
         config["NUMI_CODE_TIMEOUT_SECONDS"],
         config["NUMI_CODE_CPU_SECONDS"],
         config["NUMI_CODE_MAX_OUTPUT_CHARS"],
     )
     with kernel.lock:
-        before = folder_state(folder)
+        before = outputs.folder_state(folder)
         end = kernel.execute(
-            code, limits, RunEvents(collected.add, context.stop_requested, collected.full)
+            code, limits, kernels.RunEvents(collected.add, context.stop_requested, collected.full)
         )
-        files = changed_files(folder, before, max_file, keep_file)
+        files = outputs.changed_files(folder, before, max_file, keep_file)
     if end.status == "died" or end.killed:
         pool.discard(context.chat_id, "died")
     display: dict[str, Any] = {

@@ -8,7 +8,7 @@ kernel's messages are waited for by the hub like any socket: no thread is held a
 hub never blocks, however long the code runs (jupyter_client's own clients would need an
 asyncio loop or a thread each).
 
-`KernelPool` (one per app, `Services.kernels`) keeps this process's kernels by chat: at
+`KernelPool` (`pool.py`, one per app, `Services.kernels`) keeps this process's kernels by chat: at
 most NUMI_CODE_MAX_KERNELS per user, each shut down after NUMI_CODE_IDLE_MINUTES unused (a
 reaper greenlet runs only while kernels do). Nothing of jupyter_client or zmq is imported
 until the first kernel starts, so an idle Numi's memory does not grow.
@@ -28,7 +28,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import gevent
 from gevent import subprocess
 from gevent.lock import BoundedSemaphore
 
@@ -322,63 +321,6 @@ def _log_tail(runtime_dir: str) -> str:
     except OSError:
         text = ""
     return text.splitlines()[-1] if text else "no message."
-
-
-class KernelPool:
-    """This process's kernels by chat id, with their per-user maximum and idle shutdown."""
-
-    def __init__(self) -> None:
-        self.kernels: dict[str, Kernel] = {}
-        self.starting: dict[str, BoundedSemaphore] = {}
-        # Why a chat's last kernel ended (idle, restart, died), for the next call's notice.
-        self.ended: dict[str, str] = {}
-        self._reaper: gevent.Greenlet | None = None
-
-    def get(self, chat_id: str) -> Kernel | None:
-        kernel = self.kernels.get(chat_id)
-        if kernel is not None and not kernel.alive:
-            self.discard(chat_id, "died")
-            return None
-        return kernel
-
-    def count(self, user_id: int) -> int:
-        return sum(1 for k in self.kernels.values() if k.user_id == user_id and k.alive)
-
-    def starting_lock(self, chat_id: str) -> BoundedSemaphore:
-        """Held while a chat's kernel starts: two calls at once start one kernel."""
-        return self.starting.setdefault(chat_id, BoundedSemaphore())
-
-    def add(self, kernel: Kernel, idle_seconds: float) -> None:
-        self.kernels[kernel.chat_id] = kernel
-        self.ended.pop(kernel.chat_id, None)
-        if self._reaper is None or self._reaper.dead:
-            self._reaper = gevent.spawn(self._reap, idle_seconds)
-
-    def discard(self, chat_id: str, reason: str) -> bool:
-        """Shut the chat's kernel down (if any); `reason` is told to its next call."""
-        kernel = self.kernels.pop(chat_id, None)
-        if kernel is None:
-            return False
-        self.ended[chat_id] = reason
-        kernel.close()
-        return True
-
-    def shutdown(self) -> None:
-        """Every kernel of this process, at exit."""
-        for chat_id in list(self.kernels):
-            self.discard(chat_id, "restart")
-
-    def _reap(self, idle_seconds: float) -> None:
-        # Runs only while kernels exist: an idle Numi keeps no greenlet for them.
-        while self.kernels:
-            gevent.sleep(max(1.0, min(idle_seconds / 4, 30.0)))
-            now = time.monotonic()
-            for chat_id, kernel in list(self.kernels.items()):
-                if not kernel.alive:
-                    self.discard(chat_id, "died")
-                elif not kernel.lock.locked() and now - kernel.last_used >= idle_seconds:
-                    log.info("python kernel of chat %s idle: shut down", chat_id)
-                    self.discard(chat_id, "idle")
 
 
 def connection_info(kernel: Kernel) -> dict[str, Any]:
