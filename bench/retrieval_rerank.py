@@ -205,6 +205,16 @@ def main() -> None:
     )
 
     model = LocalModel()
+
+    def shipped_order(query: str, order: list, scores: dict) -> list:
+        """The fused order with the shipped step's word matching fused in, as retrieve does."""
+        said = li.words(query)
+        asked = [w for w in said if w not in QUESTION_WORDS] or said
+        counted = order[: li.IDF_CANDIDATES]
+        bodies = [texts[key] for key in counted]
+        match = li.match_scores(model, asked, bodies[: li.RERANK_CANDIDATES], bodies)
+        return li.rerank(order, scores, dict(zip(counted, match)))[0]
+
     scorer = Scorer(model, texts)
     grid = []
     for variant in VARIANTS:
@@ -286,13 +296,7 @@ def main() -> None:
         )
         sizes.append(len(order))
         rows_of["fused as configured"].append(quality.rank_of(a, order))
-        said = li.words(query)
-        asked = [w for w in said if w not in QUESTION_WORDS] or said
-        counted = order[: li.IDF_CANDIDATES]
-        bodies = [texts[key] for key in counted]
-        match = li.match_scores(model, asked, bodies[: li.RERANK_CANDIDATES], bodies)
-        ranked_here = li.rerank(order, scores, dict(zip(counted, match)))[0]
-        rows_of["as shipped"].append(quality.rank_of(a, ranked_here))
+        rows_of["as shipped"].append(quality.rank_of(a, shipped_order(query, order, scores)))
     print(
         f"\neach question among its module's documents only (median "
         f"{statistics.median(sizes):.0f} fused candidates):"
@@ -327,13 +331,7 @@ def main() -> None:
                 hits = search(user_id, f"{query} {' '.join(extra)}", limit=FUSED)
                 scores, order = fused([(h["attachment_id"], h["chunk"]) for h in hits], meaning)
                 fused_ranks.append(quality.rank_of(a, order))
-                asked = [w for w in said if w not in QUESTION_WORDS] or said
-                counted = order[: li.IDF_CANDIDATES]
-                bodies = [texts[key] for key in counted]
-                match = li.match_scores(model, asked, bodies[: li.RERANK_CANDIDATES], bodies)
-                stepped.append(
-                    quality.rank_of(a, li.rerank(order, scores, dict(zip(counted, match)))[0])
-                )
+                stepped.append(quality.rank_of(a, shipped_order(query, order, scores)))
             row(f"fused, feedback {feedback} hits, {terms} terms", measured(fused_ranks))
             row("  and the shipped step", measured(stepped))
 
@@ -380,14 +378,7 @@ def main() -> None:
                 words_only.append(quality.rank_of(a, words_found))
                 scores, order = fused(words_found, meaning)
                 fused_ranks.append(quality.rank_of(a, order))
-                said = li.words(query)
-                asked = [w for w in said if w not in QUESTION_WORDS] or said
-                counted = order[: li.IDF_CANDIDATES]
-                bodies = [texts[key] for key in counted]
-                match = li.match_scores(model, asked, bodies[: li.RERANK_CANDIDATES], bodies)
-                stepped.append(
-                    quality.rank_of(a, li.rerank(order, scores, dict(zip(counted, match)))[0])
-                )
+                stepped.append(quality.rank_of(a, shipped_order(query, order, scores)))
             grown = added_characters / sum(len(own[key]) for key in keys)
             print(f"{expansion} words a chunk (the rows' text {grown:.0%} longer):")
             row("  full text (BM25) only", measured(words_only))
