@@ -56,7 +56,9 @@ def server(live_server_factory):
             NUMI_CODE_MEMORY_MB="1024",
             NUMI_CODE_MAX_OUTPUT_CHARS="3000",
             NUMI_CODE_MAX_CHARS="5000",
-            NUMI_CODE_MAX_KERNELS="2",
+            # The approval, main and limits chats' kernels (the limit's own test has a server
+            # of its own).
+            NUMI_CODE_MAX_KERNELS="3",
             NUMI_CODE_CPU_SECONDS="1",
             NUMI_APPROVAL_TIMEOUT_SECONDS="20",
             **SECRETS,
@@ -136,11 +138,9 @@ def ends(events) -> list[dict]:
 
 
 def test_approval_with_the_digest_then_state_across_calls_and_turns(server, scripted, chats):
-    chat = code_chat(server, scripted, chats, "main", policy="ask")
-    # The chat may have been made by another test (with "auto"), when this one is not first.
-    Api(server.url).call(
-        "PATCH", f"/api/session/{chat['id']}", {"settings": {"tool_policy": {"run_python": "ask"}}}
-    )
+    # A chat of its own, whatever ran before: asking, with no kernel started before (after a
+    # server restart its first call would say the kernel was restarted).
+    chat = code_chat(server, scripted, chats, "approval", policy="ask")
     code = "x = 41\nprint('step one')"
     scripted.enqueue(Scenario().tool_call("run_python", {"code": code}))
     scripted.enqueue(Scenario().text("Finished."))
@@ -352,7 +352,7 @@ def test_two_chats_have_their_own_kernels_and_a_dead_or_restarted_one_is_replace
 
 def test_after_a_server_restart_the_next_call_says_the_variables_are_gone(server, scripted, chats):
     # Its own `y`, not the limits test's, as it may run alone or first; in the limits chat,
-    # whose kernel may be running already, so as not to need a third of the 2 allowed.
+    # whose kernel may be running already, so as not to need a fourth of the 3 allowed.
     chat = code_chat(server, scripted, chats, "limits")
     [end] = ends(run(server, scripted, chat, "y = 7"))
     assert end["ok"], end
