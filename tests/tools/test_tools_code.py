@@ -5,7 +5,8 @@ no secrets in the kernel's environment, Stop mid-run, two chats with their own k
 kernel that dies and one restarted from the header.
 
 One server for the module; each chat's kernel is started once and shared by the tests that
-use that chat (a start costs 1-2 s)."""
+use that chat (a start costs 1-2 s). The test of two chats' kernels and their limit has a
+server of its own: it needs to know how many kernels are running, whatever ran before it."""
 
 from __future__ import annotations
 
@@ -55,7 +56,9 @@ def server(live_server_factory):
             NUMI_CODE_MEMORY_MB="1024",
             NUMI_CODE_MAX_OUTPUT_CHARS="3000",
             NUMI_CODE_MAX_CHARS="5000",
-            NUMI_CODE_MAX_KERNELS="2",
+            # The approval, main and limits chats' kernels (the limit's own test has a server
+            # of its own).
+            NUMI_CODE_MAX_KERNELS="3",
             NUMI_CODE_CPU_SECONDS="1",
             NUMI_APPROVAL_TIMEOUT_SECONDS="20",
             **SECRETS,
@@ -135,7 +138,9 @@ def ends(events) -> list[dict]:
 
 
 def test_approval_with_the_digest_then_state_across_calls_and_turns(server, scripted, chats):
-    chat = code_chat(server, scripted, chats, "main", policy="ask")
+    # A chat of its own, whatever ran before: asking, with no kernel started before (after a
+    # server restart its first call would say the kernel was restarted).
+    chat = code_chat(server, scripted, chats, "approval", policy="ask")
     code = "x = 41\nprint('step one')"
     scripted.enqueue(Scenario().tool_call("run_python", {"code": code}))
     scripted.enqueue(Scenario().text("Finished."))
@@ -295,27 +300,37 @@ def test_stop_mid_run_keeps_the_output_and_the_kernel(server, scripted, chats):
 
 
 def test_two_chats_have_their_own_kernels_and_a_dead_or_restarted_one_is_replaced(
-    server, scripted, chats
+    live_server_factory, scripted
 ):
-    # main and limits hold a kernel each: a third is one more than allowed (2).
-    main = code_chat(server, scripted, chats, "main")
-    other = code_chat(server, scripted, chats, "other")
-    [end] = ends(run(server, scripted, other, "print(1)"))
+    # A server of its own: the limit is per user and the module's other tests leave kernels
+    # running (how many depends on which ran before), so only here are no kernels running
+    # at the start, whatever the order the tests run in.
+    server = live_server_factory(**turn_server_env(NUMI_CODE_MAX_KERNELS="2"))
+    mine: dict[str, dict] = {}
+    first, second, third = (code_chat(server, scripted, mine, n) for n in ("1", "2", "3"))
+    # Two chats hold a kernel each, with a variable each: a third is one more than allowed.
+    [end] = ends(run(server, scripted, first, "x = 41"))
+    assert end["ok"], end
+    [end] = ends(run(server, scripted, second, "w = 5"))
+    assert end["ok"], end
+    [end] = ends(run(server, scripted, third, "print(1)"))
     assert end["error_code"] == "kernel_limit" and "most allowed" in end["result"]
-    # Restart kernel (the chat header) ends the main chat's kernel and frees its place.
+    # Restart kernel (the chat header) ends the first chat's kernel and frees its place.
     status, body = Api(server.url).call(
-        "POST", f"/c/{main['id']}/kernel/restart", headers={"Accept": "application/json"}
+        "POST", f"/c/{first['id']}/kernel/restart", headers={"Accept": "application/json"}
     )
     assert status == 200 and body["restarted"] is True
-    # Another chat's variables are not this chat's: `w` is the limits chat's.
-    [end] = ends(run(server, scripted, other, "w"))
+    # Another chat's variables are not this chat's: `w` is the second chat's, still running.
+    [end] = ends(run(server, scripted, third, "w"))
     assert end["error_code"] == "python_error" and "NameError" in end["result"]
+    [end] = ends(run(server, scripted, second, "w"))
+    assert end["ok"] and end["result"] == "Out: 5"
     # A kernel that dies: the card says so, the next call starts a new one and says that.
     [end] = ends(
-        run(server, scripted, other, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+        run(server, scripted, third, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
     )
     assert end["error_code"] == "kernel_died" and "variables are gone" in end["result"]
-    [end] = ends(run(server, scripted, other, "print('again')"))
+    [end] = ends(run(server, scripted, third, "print('again')"))
     assert (
         end["ok"]
         and end["result"]
@@ -323,19 +338,24 @@ def test_two_chats_have_their_own_kernels_and_a_dead_or_restarted_one_is_replace
     )
     # The restarted chat's next call says its variables are gone.
     Api(server.url).call(
-        "POST", f"/c/{other['id']}/kernel/restart", headers={"Accept": "application/json"}
+        "POST", f"/c/{third['id']}/kernel/restart", headers={"Accept": "application/json"}
     )
-    [end] = ends(run(server, scripted, main, "print('x' in dir())"))
+    [end] = ends(run(server, scripted, first, "print('x' in dir())"))
     assert end["result"] == "The kernel was restarted; variables are gone.\nFalse"
     # Nobody else's chat: 404.
     status, _ = Api(server.url).call(
         "POST", "/c/not-a-chat/kernel/restart", headers={"Accept": "application/json"}
     )
     assert status == 404
+    server.stop()
 
 
 def test_after_a_server_restart_the_next_call_says_the_variables_are_gone(server, scripted, chats):
-    chat = code_chat(server, scripted, chats, "limits")  # its kernel holds `y` (limits test)
+    # Its own `y`, not the limits test's, as it may run alone or first; in the limits chat,
+    # whose kernel may be running already, so as not to need a fourth of the 3 allowed.
+    chat = code_chat(server, scripted, chats, "limits")
+    [end] = ends(run(server, scripted, chat, "y = 7"))
+    assert end["ok"], end
     server.restart()
     rain = upload_attachment(server.url, "rain.csv", b"city,mm\nLyon,831\n", "text/csv")
     code = "print('y' in dir())\nprint(open('attachments/rain.csv').read())"
