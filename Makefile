@@ -18,9 +18,10 @@ PYTEST_DIST := --dist loadfile --no-loadscope-reorder
 # A failed test runs once more before the run counts it (pytest-rerunfailures). One that
 # passes the second time is listed as RERUN in the summary: a flaky test, to be fixed, not
 # a pass to forget. Three CI runs in a row were lost to one such test each, found and fixed
-# only afterwards; PYTEST_RERUNS=0 runs each test once.
+# only afterwards; PYTEST_RERUNS=0 runs each test once. The failed attempt's traceback is
+# printed in the rerun summary, so a flaky test's cause is in the log that saw it.
 PYTEST_RERUNS ?= 1
-PYTEST_RETRY := --reruns $(PYTEST_RERUNS) -rR
+PYTEST_RETRY := --reruns $(PYTEST_RERUNS) -rR --rerun-show-tracebacks
 
 .PHONY: run demo test test-real lint bench browser
 
