@@ -15,11 +15,10 @@ from typing import Any
 from sqlalchemy import bindparam, select
 
 from ..chat.attachments import owned_rows
-from ..chat.context_rows import LIVE_CHAT
 from ..chat.request_meta import request_metadata
 from ..errors import NotFound, NumiError
 from ..extensions import db, turn_manager
-from ..models import Message
+from ..models import Chat, Message
 from ..models.columns import loads
 from ..turns.turn import Turn, TurnRequest
 from .lanes import check_compare, compare_unsupported
@@ -35,14 +34,21 @@ class SendChat:
     temporary: bool
 
 
+_chats = Chat.__table__.c
+# Built once, three columns: every send reads it (a Chat entity cost about four times as
+# much to load, and was loaded again after the commit in begin_turn expired it).
+_SEND_CHAT = select(_chats.id, _chats.settings_json, _chats.temporary).where(
+    _chats.id == bindparam("chat_id"),
+    _chats.user_id == bindparam("user_id"),
+    _chats.deleted_at.is_(None),
+)
+
+
 def _send_chat(user_id: int, chat_id: str) -> SendChat:
     """The user's live chat `chat_id` (as `chats.get_chat`: NotFound otherwise)."""
     if not isinstance(chat_id, str) or len(chat_id) > 36:
         raise NotFound()
-    # The statement the turn's context reads the chat with, built once: every send reads it
-    # (a Chat entity cost about four times as much to load, and was loaded again after the
-    # commit in begin_turn expired it).
-    row = db.session.execute(LIVE_CHAT, {"chat_id": chat_id, "user_id": user_id}).first()
+    row = db.session.execute(_SEND_CHAT, {"chat_id": chat_id, "user_id": user_id}).first()
     if row is None:
         raise NotFound()
     tools = loads(row.settings_json, {}).get("tools") or []
