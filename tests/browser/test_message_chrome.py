@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from playwright.sync_api import expect
 
 from import_support import api_imported_chat
 
@@ -315,7 +316,7 @@ def test_a_question_is_edited_in_place_and_sent_as_a_new_version(
     box.wait_for()
     # The editor stands where the question stood, above its answer, the text in a box that
     # has the focus, as wide as the column.
-    assert box.evaluate("el => el === document.activeElement")
+    expect(box).to_be_focused()  # focused by the swap's script, just after it shows
     assert box.input_value() == "Capital of France?"
     editor = form.bounding_box()
     answer = page.locator("#transcript .msg-assistant", has_text="Paris.").bounding_box()
