@@ -33,7 +33,7 @@ run: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(BIN)/numi serve --demo
 
-## test: set up .venv with the test extras (and Debian's chromium when root), lint, check the
+## test: set up .venv with the test extras (and Debian's Chromium when root), lint, check the
 ## import layers, and run pytest
 # Tests marked `alone` need the machine to themselves: most compare timings within one run (a
 # request during an attack against the same request before it), one has a race under load
@@ -114,12 +114,18 @@ define pip_install
 	else $(PIP) install --progress-bar on $(1); fi
 endef
 
-# The browser test drives Debian's chromium. Installed here when missing and we are root
-# (as in CI); otherwise the browser test skips, or fails when CI=true.
+# The browser tests drive Debian's Chromium: its headless shell for the pages, the full
+# browser for notifications and a profile's History (tests/fixtures/browser.py). Installed
+# here when missing and we are root (as in CI), both together (one chromium-common serves both:
+# installing one alone could leave the other on an older version it no longer matches);
+# otherwise the browser tests skip, or fail when CI=true.
+CHROMIUM_PACKAGES := chromium chromium-headless-shell
 browser:
-	@if ! command -v chromium >/dev/null 2>&1; then \
+	@missing=""; for package in $(CHROMIUM_PACKAGES); do \
+		command -v $$package >/dev/null 2>&1 || missing="$$missing $$package"; done; \
+	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "installing chromium (apt-get)"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-		else echo "chromium not found and not root: the browser test will skip (or fail with CI=true)"; fi; \
+			echo "installing $(CHROMIUM_PACKAGES) (apt-get; missing:$$missing)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(CHROMIUM_PACKAGES) >/dev/null; \
+		else echo "not found and not root:$$missing; the browser tests will skip (or fail with CI=true)"; fi; \
 	fi

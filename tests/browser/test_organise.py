@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from numi.testing import Scenario
 
-from page_support import reveal_sidebar, serious_violations
+from page_support import open_signed_in_page, reveal_sidebar, serious_violations
 from turn_support import Socket, make_chat
 from server_wait import WAIT_SECONDS
 
@@ -63,10 +63,12 @@ SIZES = _on_backend("size", ("sqlite", "desktop"), ("postgres", "phone"))
 
 
 @pytest.fixture
-def open_page(open_page_on, site):
+def open_page(open_page_on, site, request):
     """`open_page(size, scheme, path="/", notifications=False)`: a signed-in page of the
-    module's server that accepts confirm() prompts; with `notifications`, permission is
+    module's server that accepts confirm() prompts; with `notifications`, in the full
+    Chromium (the headless shell has no Notification permission to grant), permission is
     granted and the page's Notification calls are recorded on `window.__notes`."""
+    pages = []
 
     def record_notifications(context):
         context.grant_permissions(["notifications"], origin=site.url)
@@ -75,19 +77,26 @@ def open_page(open_page_on, site):
     def opener(
         size: str, scheme: str, path: str = "/", notifications: bool = False, touch: bool = False
     ):
-        page = open_page_on(
-            site,
-            size,
-            scheme,
-            path,
-            timeout=WAIT_SECONDS * 1000,
-            prepare=record_notifications if notifications else None,
-            touch=touch,
-        )
+        options = dict(timeout=WAIT_SECONDS * 1000, touch=touch)
+        if notifications:
+            page = open_signed_in_page(
+                request.getfixturevalue("full_browser"),
+                site,
+                size,
+                scheme,
+                path,
+                prepare=record_notifications,
+                **options,
+            )
+            pages.append(page)
+        else:
+            page = open_page_on(site, size, scheme, path, **options)
         page.on("dialog", lambda d: d.accept())
         return page
 
-    return opener
+    yield opener
+    for page in pages:
+        page.context.close()
 
 
 def open_row_menu(page, chat_id: str):
