@@ -22,6 +22,30 @@ LOOKS = [
 ]
 
 
+def on_one_backend_each(names: str, *cases: tuple) -> pytest.MarkDecorator:
+    """parametrize("module_database_url," + names) over `cases`, each `(backend, *values)`:
+    for a module whose server runs on `module_database_url`, each case on one backend and
+    each backend in one case. What the pages store goes through the API, whose tests run on
+    both backends; the page's part does not differ by database, and four runs of a flow
+    (two sizes on two backends) cost twice the browser's time of two (issue 36)."""
+    return pytest.mark.parametrize(
+        f"module_database_url,{names}",
+        [
+            pytest.param(*case, marks=pytest.mark.postgres) if case[0] == "postgres" else case
+            for case in cases
+        ],
+        indirect=["module_database_url"],
+        scope="module",
+    )
+
+
+# LOOKS for a module on `module_database_url`: the desktop on SQLite, the phone on PostgreSQL.
+LOOKS_ON_BACKENDS = on_one_backend_each(
+    "size,scheme", ("sqlite", "desktop", "light"), ("postgres", "phone", "dark")
+)
+SIZES_ON_BACKENDS = on_one_backend_each("size", ("sqlite", "desktop"), ("postgres", "phone"))
+
+
 def open_signed_in_page(
     browser,
     server,
@@ -87,14 +111,25 @@ def send(page, text: str) -> None:
 def serious_violations(page, *regions: str, frames: bool = True) -> list[str]:
     """axe-core's serious and critical findings on the page as it is now: inside the CSS
     selectors `regions` when given (the parts a feature owns), and without the page's
-    frames when `frames` is false (an artifact's document is the model's, not ours)."""
-    from axe_playwright_python.sync_playwright import Axe
+    frames when `frames` is false (an artifact's document is the model's, not ours).
 
+    axe-core (572 KB) is put into a document once, not at every check of it, and asked for
+    violations only: its passes and incomplete checks, with every node they matched, were
+    collected and thrown away (axe's `resultTypes`; the axe checks were a tenth of the browser
+    tests' CPU, issue 36)."""
+    from axe_playwright_python.base import AXE_SCRIPT
+
+    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+        page.evaluate(AXE_SCRIPT)
     context = {"include": [[region] for region in regions]} if regions else None
-    results = Axe().run(page, context=context, options=None if frames else {"iframes": False})
+    options = {"resultTypes": ["violations"], **({} if frames else {"iframes": False})}
+    violations = page.evaluate(
+        "async ([context, options]) => (await axe.run(context || document, options)).violations",
+        [context, options],
+    )
     return [
         f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:5]}"
-        for v in results.response["violations"]
+        for v in violations
         if v.get("impact") in ("serious", "critical")
     ]
 
