@@ -13,7 +13,13 @@ from playwright.sync_api import expect
 
 from numi.testing import Scenario
 
-from page_support import open_signed_in_page, reveal_sidebar, serious_violations
+from page_support import (
+    LOOKS_ON_BACKENDS,
+    SIZES_ON_BACKENDS,
+    open_signed_in_page,
+    reveal_sidebar,
+    serious_violations,
+)
 from turn_support import Socket, make_chat
 from server_wait import WAIT_SECONDS
 
@@ -41,25 +47,9 @@ def site_env(module_database_url):
     return {"NUMI_DATABASE_URL": module_database_url}
 
 
-# Each size on one backend, each backend at one size: pins, archives, tags, bulk actions and
-# themes are stored by the API, whose tests run on both backends (tests/web/test_organising.py,
-# and tests/projects/ for moves to a project); the page's part does not differ by database.
-def _on_backend(names: str, *cases: tuple) -> pytest.MarkDecorator:
-    """parametrize("module_database_url," + names): the desktop case on SQLite, the phone
-    case on PostgreSQL."""
-    return pytest.mark.parametrize(
-        f"module_database_url,{names}",
-        [
-            pytest.param(*case, marks=pytest.mark.postgres) if case[0] == "postgres" else case
-            for case in cases
-        ],
-        indirect=["module_database_url"],
-        scope="module",
-    )
-
-
-LOOKS = _on_backend("size,scheme", ("sqlite", "desktop", "light"), ("postgres", "phone", "dark"))
-SIZES = _on_backend("size", ("sqlite", "desktop"), ("postgres", "phone"))
+# Each size on one backend, each backend at one size (page_support.on_one_backend_each): pins,
+# archives, tags, bulk actions and themes are stored by the API, whose tests run on both
+# backends (tests/web/test_organising.py, and tests/projects/ for moves to a project).
 
 
 @pytest.fixture
@@ -125,7 +115,7 @@ def new_titled_chat(api, title: str) -> str:
     return chat["id"]
 
 
-@LOOKS
+@LOOKS_ON_BACKENDS
 def test_pin_archive_restore_and_tag_filter(open_page, api, size, scheme, shot):
     mark = uuid.uuid4().hex[:6]
     first = new_titled_chat(api, f"Recipes {mark}")
@@ -173,7 +163,7 @@ def test_pin_archive_restore_and_tag_filter(open_page, api, size, scheme, shot):
     assert page.errors == []
 
 
-@LOOKS
+@LOOKS_ON_BACKENDS
 def test_multi_select_archive_and_delete_with_undo(open_page, api, size, scheme, shot):
     mark = uuid.uuid4().hex[:6]
     ids = [new_titled_chat(api, f"Bulk {i} {mark}") for i in range(3)]
@@ -212,7 +202,7 @@ def test_multi_select_archive_and_delete_with_undo(open_page, api, size, scheme,
     assert page.errors == []
 
 
-@SIZES
+@SIZES_ON_BACKENDS
 @pytest.mark.parametrize(
     "system,chosen,expected",
     [
@@ -263,7 +253,7 @@ def choose_theme(page, theme: str) -> None:
     assert page.evaluate("document.documentElement.dataset.theme") == theme
 
 
-@LOOKS
+@LOOKS_ON_BACKENDS
 def test_a_background_answer_notifies_and_stays_unread_until_opened(
     open_page, api, scripted, site, size, scheme, shot
 ):
@@ -309,7 +299,7 @@ def test_a_background_answer_notifies_and_stays_unread_until_opened(
     assert page.errors == []
 
 
-@LOOKS
+@LOOKS_ON_BACKENDS
 def test_no_notification_for_the_chat_in_view_but_one_when_the_tab_is_hidden(
     open_page, api, scripted, size, scheme
 ):
@@ -349,7 +339,7 @@ def test_no_notification_for_the_chat_in_view_but_one_when_the_tab_is_hidden(
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
-@SIZES
+@SIZES_ON_BACKENDS
 def test_axe_finds_no_serious_problems_in_the_new_views(open_page, api, size, theme, shot):
     from page_support import serious_violations
 
@@ -388,7 +378,7 @@ def test_axe_finds_no_serious_problems_in_the_new_views(open_page, api, size, th
     assert page.errors == []
 
 
-@LOOKS
+@LOOKS_ON_BACKENDS
 def test_move_to_a_project_from_a_rows_menu(open_page, api, size, scheme, shot):
     """A row's "…" holds Move to…, so a chat reaches a project without drag and drop: on a
     phone by touch (a tap on the "…", always shown there), on a desktop by mouse. The page
@@ -433,7 +423,7 @@ def test_move_to_a_project_from_a_rows_menu(open_page, api, size, scheme, shot):
     assert page.errors == []
 
 
-@LOOKS
+@LOOKS_ON_BACKENDS
 def test_search_opens_from_its_icon_and_closes_on_escape(open_page, api, size, scheme, shot):
     """The sidebar's search is an icon beside New chat: it opens the box (focused, Titles and
     Messages under it) by a click or Enter; Esc empties it, the list comes back whole, and

@@ -13,13 +13,20 @@ import pytest
 from playwright.sync_api import expect
 
 from numi.testing import Scenario
-from page_support import LOOKS, reveal_sidebar, serious_violations
+from page_support import (
+    LOOKS_ON_BACKENDS,
+    SIZES_ON_BACKENDS,
+    reveal_sidebar,
+    serious_violations,
+)
 from turn_support import make_chat, refresh_models
 from server_wait import WAIT_SECONDS
 
 pytestmark = pytest.mark.browser
 
 
+# Each size on one backend, each backend at one size (page_support.on_one_backend_each):
+# projects and memories are stored by the API, whose tests run on both (tests/projects/).
 @pytest.fixture(scope="module")
 def site_env(module_database_url):
     return {"NUMI_DATABASE_URL": module_database_url, "NUMI_APPROVAL_TIMEOUT_SECONDS": "60"}
@@ -29,7 +36,7 @@ def serious(page) -> list[str]:
     return serious_violations(page)
 
 
-@pytest.mark.parametrize("size, scheme", LOOKS)
+@LOOKS_ON_BACKENDS
 def test_project_flow(open_page_on, site, api, scripted, size, scheme, shot):
     mark = uuid.uuid4().hex[:6]
     name = f"Garden {mark}"
@@ -104,7 +111,7 @@ def test_project_flow(open_page_on, site, api, scripted, size, scheme, shot):
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size, scheme", LOOKS)
+@LOOKS_ON_BACKENDS
 def test_project_defaults(open_page_on, site, api, scripted, size, scheme, shot):
     """The defaults form: a model, a tool, a fallback chain edited row by row; Save keeps
     them, and a new chat of the project takes the model and the tool (the chain stays the
@@ -156,7 +163,7 @@ def test_project_defaults(open_page_on, site, api, scripted, size, scheme, shot)
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size, scheme", LOOKS)
+@LOOKS_ON_BACKENDS
 def test_project_embedding_model(open_page_on, site, api, scripted, size, scheme, shot):
     """The defaults form's embedding model of the project's files (issue 37): an endpoint
     and its model picked and saved; the form then says how the files are searched."""
@@ -182,7 +189,7 @@ def test_project_embedding_model(open_page_on, site, api, scripted, size, scheme
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size, scheme", LOOKS)
+@LOOKS_ON_BACKENDS
 def test_memory_approval_card(open_page_on, site, api, scripted, size, scheme, shot):
     fact = f"Prefers metric units ({uuid.uuid4().hex[:6]})."
     api.call("PATCH", "/api/preferences", {"memory": True})
@@ -215,7 +222,7 @@ def test_memory_approval_card(open_page_on, site, api, scripted, size, scheme, s
     assert page.errors == []
 
 
-@pytest.mark.parametrize("size", ["desktop", "phone"])
+@SIZES_ON_BACKENDS
 def test_a_memory_with_hidden_characters_shows_them_in_settings(
     api, site, open_page_on, shot, size
 ):
