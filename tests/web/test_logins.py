@@ -500,6 +500,11 @@ def test_bogus_logins_do_not_starve_real_ones(full_cost_app, users, clock):
     assert during < 10 * before + 0.2, ("first login", during, before)
 
 
+# Alone: it orders real hashing threads against carol's trip through the hub to the queue. With
+# other workers' bursts on both cores her trip took longer than two hashes at production cost,
+# and she was queued fifth, after guesses admitted before she arrived (seen once in a CI-like
+# run, passed on its retry): the order it checks is the queue's, not the machine's load.
+@pytest.mark.alone
 def test_a_first_login_is_admitted_ahead_of_a_queue_of_guesses(make_app):
     """Issue 34: first logins (no device cookie) waited behind every queued guess (FIFO), and
     one from the guessers' own address (a NAT, a proxy) was refused while two of their checks
