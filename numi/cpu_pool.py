@@ -16,6 +16,7 @@ keeps its own; `hub_pool` also makes the password hashing lanes (numi/passwords.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from typing import Any, Callable
@@ -57,3 +58,27 @@ def hub_pool(name: str, threads: int):
         pool = ThreadPool(threads, hub=hub)
         setattr(hub, name, pool)
     return pool
+
+
+# Imports under way or done in the pool, by module: every greenlet that needs one waits on
+# the one import's pool result, never on the import lock of a module a native thread is
+# importing. Two turns started at once on a fresh process (a scheduler's round, turns resumed
+# after a restart) hung there for good: the second found the provider SDK in sys.modules,
+# half imported, and waited on its lock, and the thread's release of that gevent lock did not
+# always wake it (tests/tasks/test_tasks_two_processes.py, about one run in four under load).
+_IMPORTS: dict[str, gevent.Greenlet] = {}
+
+
+def import_off_hub(module: str) -> None:
+    """Import `module` in the CPU pool once; each caller waits until it is imported whole.
+    A failed import raises to its waiters and is tried again by the next call."""
+    importing = _IMPORTS.get(module)
+    if importing is None:
+        if module in sys.modules:
+            return  # imported by other means (start-up, a plugin): complete
+        importing = _IMPORTS[module] = gevent.spawn(run_cpu, importlib.import_module, module)
+    try:
+        importing.get()
+    finally:
+        if importing.ready() and not importing.successful():
+            _IMPORTS.pop(module, None)

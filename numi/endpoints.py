@@ -12,10 +12,8 @@ checked and pinned. Shared endpoints are an admin's and may be local (Ollama).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import socket
-import sys
 import time
 from datetime import timedelta
 from typing import Any
@@ -26,7 +24,7 @@ from flask import current_app
 from sqlalchemy import bindparam, or_, select
 
 from .addresses import AddressRefused, check_url, guarded_transport
-from .cpu_pool import run_cpu
+from .cpu_pool import import_off_hub
 from .endpoint_settings import SETTINGS_FIELDS, model_capabilities_input
 from .providers import get_adapter
 from .providers.capabilities import listed_capabilities
@@ -348,17 +346,11 @@ def cached_adapter(
 
 
 def _import_sdk_off_hub(kind: str) -> None:
-    """Import the provider SDK in a native thread the first time a turn needs it.
-
-    Importing openai or anthropic takes most of a second of pure CPU; done in the gevent
-    hub it would freeze every other request and stream for that long. In a thread of the
-    CPU pool (numi/cpu_pool.py) the hub keeps running (the GIL is shared) and only this turn
-    waits.
-    """
+    """Import the provider SDK in a thread of the CPU pool the first time a turn needs it:
+    most of a second of CPU that would freeze the hub's streams; only the turns wait."""
     module = get_kind(kind).sdk_module if kind in kind_names() else None
-    if module is None or module in sys.modules:
-        return
-    run_cpu(importlib.import_module, module)
+    if module is not None:
+        import_off_hub(module)
 
 
 def models(endpoint: Endpoint, *, max_age_seconds: int, refresh: bool = False) -> list[dict]:
