@@ -13,11 +13,12 @@ import time  # noqa: E402
 from datetime import datetime  # noqa: E402
 
 import gevent  # noqa: E402
+import gevent.util  # noqa: E402
 from sqlalchemy import select  # noqa: E402
 
 from numi import create_app  # noqa: E402
 from numi.extensions import db  # noqa: E402
-from numi.models import TaskRun  # noqa: E402
+from numi.models import Message, TaskRun  # noqa: E402
 from numi.services import services  # noqa: E402
 
 
@@ -45,10 +46,34 @@ def main(database_url: str, data_dir: str, times: list[str]) -> None:
         while db.session.execute(
             select(TaskRun.id).where(TaskRun.id.in_(claimed), TaskRun.status == "running")
         ).first():
-            assert time.monotonic() < deadline, "runs did not end"
+            if time.monotonic() > deadline:
+                # Twice in CI (never here) a run stayed "running": what it and its chat held.
+                print(json.dumps(_stuck(claimed), default=str), file=sys.stderr, flush=True)
+                print("\n".join(gevent.util.format_run_info()), file=sys.stderr, flush=True)
+                raise AssertionError("runs did not end")
             db.session.remove()
             gevent.sleep(0.02)
     print(json.dumps(claimed), flush=True)
+
+
+def _stuck(claimed: list[int]) -> list[dict]:
+    """The claimed runs still running, each with its chat's messages."""
+    runs = db.session.execute(
+        select(TaskRun).where(TaskRun.id.in_(claimed), TaskRun.status == "running")
+    ).scalars()
+    return [
+        {
+            "run": {key: getattr(run, key) for key in ("id", "task_id", "due_at", "chat_id")},
+            "request_id": run.request_id,
+            "messages": [
+                {"role": m.role, "request_id": m.request_id, "meta": m.meta, "content": m.content}
+                for m in db.session.execute(
+                    select(Message).where(Message.chat_id == run.chat_id).order_by(Message.id)
+                ).scalars()
+            ],
+        }
+        for run in runs
+    ]
 
 
 if __name__ == "__main__":

@@ -23,12 +23,12 @@ ROUNDS = 2  # two days' due times
 
 
 def test_each_due_time_runs_once_with_two_processes_on_postgresql(
-    postgres_module_url, tmp_path, scripted
+    postgres_database_url, tmp_path, scripted
 ):
     from fixtures.databases import _build_app
     from fixtures.provider import add_scripted_endpoint
 
-    app = _build_app(postgres_module_url, tmp_path / "setup", {"NUMI_TASK_SCHEDULER": False})
+    app = _build_app(postgres_database_url, tmp_path / "setup", {"NUMI_TASK_SCHEDULER": False})
     client = app.test_client()
     endpoint = add_scripted_endpoint(client, scripted)
     for n in range(TASKS):
@@ -54,7 +54,7 @@ def test_each_due_time_runs_once_with_two_processes_on_postgresql(
     }
     processes = [
         subprocess.Popen(
-            [sys.executable, str(HERE / "claim_race.py"), postgres_module_url, str(tmp_path / f"p{n}"), *times],
+            [sys.executable, str(HERE / "claim_race.py"), postgres_database_url, str(tmp_path / f"p{n}"), *times],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
         )
         for n in range(2)
