@@ -16,7 +16,6 @@ from numi.testing import Scenario
 from page_support import (
     LOOKS_ON_BACKENDS,
     SIZES_ON_BACKENDS,
-    open_signed_in_page,
     reveal_sidebar,
     serious_violations,
 )
@@ -47,18 +46,12 @@ def site_env(module_database_url):
     return {"NUMI_DATABASE_URL": module_database_url}
 
 
-# Each size on one backend, each backend at one size (page_support.on_one_backend_each): pins,
-# archives, tags, bulk actions and themes are stored by the API, whose tests run on both
-# backends (tests/web/test_organising.py, and tests/projects/ for moves to a project).
-
-
 @pytest.fixture
 def open_page(open_page_on, site, request):
     """`open_page(size, scheme, path="/", notifications=False)`: a signed-in page of the
     module's server that accepts confirm() prompts; with `notifications`, in the full
     Chromium (the headless shell has no Notification permission to grant), permission is
     granted and the page's Notification calls are recorded on `window.__notes`."""
-    pages = []
 
     def record_notifications(context):
         context.grant_permissions(["notifications"], origin=site.url)
@@ -67,26 +60,20 @@ def open_page(open_page_on, site, request):
     def opener(
         size: str, scheme: str, path: str = "/", notifications: bool = False, touch: bool = False
     ):
-        options = dict(timeout=WAIT_SECONDS * 1000, touch=touch)
-        if notifications:
-            page = open_signed_in_page(
-                request.getfixturevalue("full_browser"),
-                site,
-                size,
-                scheme,
-                path,
-                prepare=record_notifications,
-                **options,
-            )
-            pages.append(page)
-        else:
-            page = open_page_on(site, size, scheme, path, **options)
+        page = open_page_on(
+            site,
+            size,
+            scheme,
+            path,
+            in_browser=request.getfixturevalue("full_browser") if notifications else None,
+            timeout=WAIT_SECONDS * 1000,
+            prepare=record_notifications if notifications else None,
+            touch=touch,
+        )
         page.on("dialog", lambda d: d.accept())
         return page
 
-    yield opener
-    for page in pages:
-        page.context.close()
+    return opener
 
 
 def open_row_menu(page, chat_id: str):
@@ -115,6 +102,9 @@ def new_titled_chat(api, title: str) -> str:
     return chat["id"]
 
 
+# Each size on one backend, each backend at one size (page_support.on_one_backend_each): pins,
+# archives, tags, bulk actions and themes are stored by the API, whose tests run on both
+# backends (tests/web/test_organising.py, and tests/projects/ for moves to a project).
 @LOOKS_ON_BACKENDS
 def test_pin_archive_restore_and_tag_filter(open_page, api, size, scheme, shot):
     mark = uuid.uuid4().hex[:6]
