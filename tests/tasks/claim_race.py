@@ -47,7 +47,8 @@ def main(database_url: str, data_dir: str, times: list[str]) -> None:
             select(TaskRun.id).where(TaskRun.id.in_(claimed), TaskRun.status == "running")
         ).first():
             if time.monotonic() > deadline:
-                # Twice in CI (never here) a run stayed "running": what it and its chat held.
+                # What a run that did not end holds, and every greenlet's stack: this named
+                # the provider SDK's import hang (numi/cpu_pool.py, import_off_hub).
                 print(json.dumps(_stuck(claimed), default=str), file=sys.stderr, flush=True)
                 print("\n".join(gevent.util.format_run_info()), file=sys.stderr, flush=True)
                 raise AssertionError("runs did not end")
