@@ -19,9 +19,16 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import time
+from pathlib import Path
 from typing import Any, Callable
 
 import gevent
+from gevent.monkey import get_original
+
+# The real thread's id (the patched `threading.get_ident` names a greenlet): the key of
+# `sys._current_frames`.
+_thread_ident = get_original("_thread", "get_ident")
 
 # Half the cores: CPU jobs never take every core from the hub that serves the streams.
 CPU_THREADS = max(1, (os.cpu_count() or 2) // 2)
@@ -44,7 +51,36 @@ def run_cpu(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         # to 1.3-1.7x; without contention the interval changes nothing.
         sys.setswitchinterval(CPU_SWITCH_INTERVAL)
         pool = hub_pool(_POOL, CPU_THREADS)
-    return pool.apply(function, args, kwargs)
+    return pool.apply(_running, (function, args, kwargs))
+
+
+# What each pool thread runs now, by its thread id: (the job's name, when it started).
+_RUNNING: dict[int, tuple[str, float]] = {}
+
+
+def _running(function: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """`function(*args, **kwargs)`, recorded as running in this pool thread while it runs."""
+    ident = _thread_ident()
+    _RUNNING[ident] = (getattr(function, "__qualname__", repr(function)), time.monotonic())
+    try:
+        return function(*args, **kwargs)
+    finally:
+        _RUNNING.pop(ident, None)
+
+
+def busy_jobs() -> list[str]:
+    """What the CPU pools' threads run now, for a wait that timed out: each job's name, for
+    how long, and where it is (its innermost frames). A job a waiter queues behind is named
+    here, so "still waiting after 60 s" says on what."""
+    frames = sys._current_frames()
+    now, busy = time.monotonic(), []
+    for ident, (name, started) in list(_RUNNING.items()):
+        frame, where = frames.get(ident), []
+        while frame is not None and len(where) < 4:
+            where.append(f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}")
+            frame = frame.f_back
+        busy.append(f"{name} for {now - started:.1f} s at {' < '.join(where) or '?'}")
+    return busy
 
 
 def hub_pool(name: str, threads: int):

@@ -28,7 +28,7 @@ from typing import Any
 import gevent
 from sqlalchemy import delete, select, text
 
-from ..cpu_pool import run_cpu
+from ..cpu_pool import busy_jobs, run_cpu
 from ..extensions import db
 from ..models import (
     Attachment,
@@ -82,7 +82,11 @@ def wait_for_indexing(app, timeout: float | None = None) -> None:
     if running:
         # Where each one waits, so a stuck index says why (a lock, the CPU pool, an endpoint).
         where = "; ".join(f"document {a} at {_waiting_at(job)}" for a, job in running.items())
-        raise TimeoutError(f"{len(running)} document(s) still indexing after {timeout} s: {where}")
+        busy = "; ".join(busy_jobs()) or "none"
+        raise TimeoutError(
+            f"{len(running)} document(s) still indexing after {timeout} s: {where}."
+            f" The CPU pool runs: {busy}"
+        )
 
 
 def stop_indexing(app, timeout: float | None = None) -> None:

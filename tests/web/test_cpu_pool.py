@@ -18,7 +18,7 @@ import uuid
 import gevent
 import gevent.socket
 
-from numi.cpu_pool import import_off_hub
+from numi.cpu_pool import busy_jobs, import_off_hub, run_cpu
 from numi.web.live.message_render import OFF_HUB_CHARS, render_html
 from server_wait import WAIT_SECONDS
 
@@ -88,3 +88,24 @@ def test_every_greenlet_gets_the_module_whole_while_its_import_runs_in_the_pool(
         sys.path.remove(str(tmp_path))
         sys.modules.pop(name, None)
         sys.modules.pop(f"{name}_gate", None)
+
+
+def test_a_busy_pool_says_what_it_runs_and_where():
+    """What a timed-out wait prints (an index's, a turn's): the job its waiters queue behind,
+    for how long and at which line, found from the pool thread's own frames."""
+    gate = threading.Event()  # patched: the pool thread waits on its own hub
+
+    def stuck_job():
+        gate.wait(WAIT_SECONDS)
+
+    job = gevent.spawn(run_cpu, stuck_job)
+    while not busy_jobs():
+        gevent.sleep(0.005)
+    (busy,) = busy_jobs()
+    assert busy.startswith(
+        "test_a_busy_pool_says_what_it_runs_and_where.<locals>.stuck_job for "
+    ), busy
+    assert "test_cpu_pool.py:" in busy, busy
+    gate.set()
+    job.get(timeout=WAIT_SECONDS)
+    assert busy_jobs() == []
