@@ -83,6 +83,18 @@ def busy_jobs() -> list[str]:
     return busy
 
 
+def pool_state() -> str:
+    """This hub's CPU pool as counts: with no job running, whether tasks wait for a thread,
+    the threads are gone, or the slots were never given back."""
+    pool = getattr(gevent.get_hub(), _POOL, None)
+    if pool is None:
+        return "no CPU pool yet"
+    return (
+        f"{len(pool)} task(s) unfinished, {pool.size} of {pool.maxsize} thread(s),"
+        f" {pool._available_worker_threads_greenlet_sem.counter} free slot(s)"
+    )
+
+
 def hub_pool(name: str, threads: int):
     """The gevent ThreadPool called `name` of the current hub, made with `threads` threads
     the first time it is asked for."""

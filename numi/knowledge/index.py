@@ -28,7 +28,7 @@ from typing import Any
 import gevent
 from sqlalchemy import delete, select, text
 
-from ..cpu_pool import busy_jobs, run_cpu
+from ..cpu_pool import busy_jobs, pool_state, run_cpu
 from ..extensions import db
 from ..models import (
     Attachment,
@@ -85,7 +85,7 @@ def wait_for_indexing(app, timeout: float | None = None) -> None:
         busy = "; ".join(busy_jobs()) or "none"
         raise TimeoutError(
             f"{len(running)} document(s) still indexing after {timeout} s: {where}."
-            f" The CPU pool runs: {busy}"
+            f" The CPU pool runs: {busy} ({pool_state()})"
         )
 
 
@@ -98,15 +98,20 @@ def stop_indexing(app, timeout: float | None = None) -> None:
 
 
 def _waiting_at(job) -> str:
-    """The innermost frames of a suspended greenlet that are Numi's own, as file:line."""
+    """Where a suspended greenlet waits: its innermost frame (a library's: the lock or event
+    it is parked on) and its innermost frames that are Numi's own, as file:line."""
     package = str(Path(__file__).parents[1])
-    frame, ours = job.gr_frame, []
+    frame, ours, innermost = job.gr_frame, [], None
     while frame is not None:
         name = frame.f_code.co_filename
+        if innermost is None:
+            innermost = f"{Path(name).parent.name}/{Path(name).name}:{frame.f_lineno}"
         if name.startswith(package):
             ours.append(f"numi{name[len(package) :]}:{frame.f_lineno}")
         frame = frame.f_back
-    return " < ".join(ours[:4]) or "not started"
+    if innermost is None:
+        return "not started"
+    return " < ".join([innermost, *ours[:4]])
 
 
 def _index_job(app, attachment_id: int) -> None:

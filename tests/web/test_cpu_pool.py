@@ -18,7 +18,7 @@ import uuid
 import gevent
 import gevent.socket
 
-from numi.cpu_pool import busy_jobs, import_off_hub, run_cpu
+from numi.cpu_pool import busy_jobs, import_off_hub, pool_state, run_cpu
 from numi.web.live.message_render import OFF_HUB_CHARS, render_html
 from server_wait import WAIT_SECONDS
 
@@ -102,6 +102,7 @@ def test_a_busy_pool_says_what_it_runs_and_where():
     while not busy_jobs():
         gevent.sleep(0.005)
     (busy,) = busy_jobs()
+    assert pool_state().startswith("1 task(s) unfinished, 1 of 1 thread(s)"), pool_state()
     assert busy.startswith(
         "test_a_busy_pool_says_what_it_runs_and_where.<locals>.stuck_job for "
     ), busy
@@ -109,3 +110,4 @@ def test_a_busy_pool_says_what_it_runs_and_where():
     gate.set()
     job.get(timeout=WAIT_SECONDS)
     assert busy_jobs() == []
+    assert pool_state().startswith("0 task(s) unfinished, 1 of 1 thread(s)"), pool_state()
