@@ -117,8 +117,13 @@ def test_edit_and_regenerate_then_fork_in_the_browser(browser_page, server, api,
     page.fill(".chat-search", "madrid")
     page.wait_for_selector(".search-hit mark")
     assert page.locator(".search-hit mark").first.inner_text().lower() == "madrid"
+    # The click blurs the box: that must not search again. It did (the box's change event),
+    # and the same results swapped in between the press and the release lost the click.
+    searches: list[str] = []
+    page.on("request", lambda r: searches.append(r.url) if "/search" in r.url else None)
     page.click(".search-hit a")
-    page.wait_for_url(f"**#msg-{answer['id']}")
+    page.wait_for_url(f"**#msg-{answer['id']}", timeout=WAIT_SECONDS * 1000)
+    assert searches == []
     page.wait_for_selector(f"#msg-{answer['id']}.jumped")  # opened on the hit, highlighted
 
     # The outline of the chat.
