@@ -205,14 +205,15 @@ def test_bad_settings_are_refused_and_change_nothing(sqlite_client, body, code):
 
 
 def test_another_users_documents_never_surface(multi_app, client_a, client_b):
-    upload(client_b, "bob-secret.txt", b"The zebra vault code is 4711.")
+    # A code word, not a number: scores and sizes are numbers that could hold "4711".
+    upload(client_b, "bob-secret.txt", b"The zebra vault code is Quetzalbrot.")
     upload(client_a, "alice.txt", b"Alice keeps bees; the zebra is her favourite animal.")
     bob_project = client_b.post("/api/projects", json={"name": "Bob's"}).get_json()
     wait_for_indexing(multi_app, timeout=WAIT_SECONDS)
 
     found = search(client_a, "zebra vault code", limit=20)
     assert [p["name"] for p in found["passages"]] == ["alice.txt"]
-    assert "4711" not in str(found)
+    assert "Quetzalbrot" not in str(found)
     foreign = client_a.get(
         "/api/documents/search", query_string={"q": "zebra", "project_id": bob_project["id"]}
     )
@@ -220,7 +221,7 @@ def test_another_users_documents_never_surface(multi_app, client_a, client_b):
     assert foreign.get_json()["error"]["code"] == "unknown_project"
     assert [p["name"] for p in search(client_b, "zebra")["passages"]] == ["bob-secret.txt"]
     library = client_a.get("/library?q=zebra+vault").get_data(as_text=True)
-    assert "alice.txt" in library and "bob-secret" not in library and "4711" not in library
+    assert "alice.txt" in library and "bob-secret" not in library and "Quetzalbrot" not in library
     bobs = documents(client_b)["bob-secret.txt"]["id"]
     assert client_a.post(f"/library/{bobs}/index").status_code == 404
 

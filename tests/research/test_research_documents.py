@@ -82,7 +82,8 @@ def test_another_users_documents_never_appear_in_a_run(make_app, research_web, s
     client_a, client_b = app.test_client(), app.test_client()
     sign_in(client_a, alice)
     sign_in(client_b, bob)
-    secret = b"Bob's notes: otters sleep in rafts near the vault, whose code is 4711."
+    # A code word, not a number: event ids are numbers (a run's "…4711" was an event id).
+    secret = b"Bob's notes: otters sleep in rafts near the vault, whose code is Quetzalbrot."
     bob_project = client_b.post("/api/projects", json={"name": "Bob"}).get_json()
     upload = client_b.post(
         f"/api/projects/{bob_project['id']}/files",
@@ -105,8 +106,8 @@ def test_another_users_documents_never_appear_in_a_run(make_app, research_web, s
     progress = of_type(events, "research_step")[-1]["data"]["progress"]
     titles = [s["title"] for s in progress["sources"]]
     assert titles and all(t.startswith("alice-notes.txt") for t in titles)
-    assert not any("4711" in str(request.body) for request in scripted.requests)
-    assert "bob-secret" not in str(events) and "4711" not in str(events)
+    assert not any("Quetzalbrot" in str(request.body) for request in scripted.requests)
+    assert "bob-secret" not in str(events) and "Quetzalbrot" not in str(events)
 
 
 def test_a_project_that_never_uses_its_documents_is_not_searched(
