@@ -67,10 +67,8 @@ on("keydown", (event) => {
 on("toggle", (event) => {
   if (event.target.id === "search-toggle" && event.target.open) $("chat-search")?.focus();
 }, true);
-// The box searches as it is typed in (htmx's `input` trigger on its form). Its `change`, fired
-// when it loses the focus, searched again: a click on a result blurs it, the same results were
-// swapped in between the press and the release, and the click was lost. The form's other
-// controls (mode, project, tag) still search on change.
+// The box searches on input; its change (on blur, as a result is clicked) would search again
+// and swap the list under the click.
 on("change", (event) => {
   if (event.target.id === "chat-search") event.stopPropagation();
 }, true);
