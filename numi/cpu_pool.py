@@ -83,10 +83,15 @@ def busy_jobs() -> list[str]:
     return busy
 
 
+def hub_pool_if_made():
+    """This hub's CPU pool, or None before its first job."""
+    return getattr(gevent.get_hub(), _POOL, None)
+
+
 def pool_state() -> str:
     """This hub's CPU pool as counts: with no job running, whether tasks wait for a thread,
     the threads are gone, or the slots were never given back."""
-    pool = getattr(gevent.get_hub(), _POOL, None)
+    pool = hub_pool_if_made()
     if pool is None:
         return "no CPU pool yet"
     return (

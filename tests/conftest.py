@@ -50,6 +50,7 @@ pytest_plugins = [
     "fixtures.provider",
     "fixtures.browser",
     "fixtures.timing",
+    "fixtures.cpu_pool",
 ]
 
 import pytest  # noqa: E402
