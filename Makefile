@@ -53,11 +53,16 @@ test: $(VENV)/.installed-test browser lint
 ## lint: ruff (rules, format and line length in pyproject.toml), the import-linter contracts (one
 ## exhaustive layers contract), mypy over the core seams and the house rules (tests/test_house.py: file sizes, a true
 ## architecture doc, every event type documented)
+# mypy keeps its incremental cache in the user's cache directory, not the checkout, so a clean
+# clone (CI's) starts from the last run's: it checks what changed, by content hash, in about a
+# second instead of 19.5 s for all 81 files. MYPY_CACHE_DIR= another place; the cache is only
+# a cache (mypy validates every entry against the files it reads).
+MYPY_CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/numi/mypy
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-logo
-	$(BIN)/mypy
+	MYPY_CACHE_DIR="$(MYPY_CACHE_DIR)" $(BIN)/mypy
 	$(BIN)/python -m pytest -q -p no:cacheprovider -p no:xdist tests/test_house.py
 
 ## test-real: OUTSIDE CI. The real-model checks of issue 44 against llama.cpp's llama-server
