@@ -113,13 +113,10 @@ $(VENV)/.installed-test: pyproject.toml $(VENV_STALE) | $(BIN)/python
 	$(call pip_install,-e '.[test]')
 	touch $@ $(VENV)/.installed
 
-# --no-compile: pip byte-compiled every module of every package (53 s of CPU for the test
-# extras, 34 s without, measured side by side); Python compiles the few it imports on first
-# use instead, and keeps them (`make test` lets the test processes write bytecode).
 define pip_install
 	if [ -f $(VENV)/.system-pip ]; then \
-		$(PYTHON) -m pip --disable-pip-version-check --python $(BIN)/python install --no-compile --progress-bar on $(1); \
-	else $(PIP) install --no-compile --progress-bar on $(1); fi
+		$(PYTHON) -m pip --disable-pip-version-check --python $(BIN)/python install --progress-bar on $(1); \
+	else $(PIP) install --progress-bar on $(1); fi
 endef
 
 # The browser tests drive Debian's Chromium: its headless shell for the pages, the full
