@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import select
 import socket
 import struct
 
@@ -15,6 +16,7 @@ import pytest
 from numi.testing import Scenario
 
 from turn_support import SSE, Socket, make_chat, turn_server_env, types, wait_until
+from server_wait import WAIT_SECONDS
 
 
 @pytest.fixture(scope="module")
@@ -115,13 +117,14 @@ def _rss_kb(pid: int) -> int:
 
 def _close_code(sock: socket.socket) -> int | None:
     """The status code of a close frame the server sent, if one has arrived."""
+    blocking = sock.getblocking()
     sock.setblocking(False)
     try:
         data = sock.recv(65536)
     except BlockingIOError:
         return None
     finally:
-        sock.setblocking(True)
+        sock.setblocking(blocking)
     if not data:
         return 0  # closed without a close frame
     assert data[0] & 0x0F == 0x8, data[:20]  # a close frame: the server sent nothing else
@@ -138,12 +141,26 @@ def test_an_oversized_websocket_message_is_refused_as_it_arrives(server, api, sc
     sock.sendall(struct.pack("!BBQ", 0x81, 0xFF, size) + mask)
     piece, sent, code = b"x" * 65536, 0, None
     try:
+        # Never blocked in a send: the server stops reading once it refuses, and a sendall
+        # caught with full buffers then waited for good (a CI run, pytest-timeout's 300 s)
+        # while the close frame sat unread. A send goes only when the socket takes it; the
+        # close frame is read as soon as it is there.
+        sock.setblocking(False)
         while sent < size and code is None:
-            sock.sendall(piece)
-            sent += len(piece)
-            code = _close_code(sock)
+            readable, writable, _ = select.select([sock], [sock], [], WAIT_SECONDS)
+            if readable:
+                code = _close_code(sock)
+            elif writable:
+                try:
+                    sent += sock.send(piece)
+                except BlockingIOError:
+                    pass  # taken by the time it was sent to: select again
+            else:
+                raise AssertionError(f"the socket neither took data nor closed in {WAIT_SECONDS} s")
     except (BrokenPipeError, ConnectionResetError):
         code = code or 0
+    finally:
+        sock.setblocking(True)
     if code is None:
         code = wait_until(lambda: _close_code(sock), what="the server's close")
     assert code == 1009, code
