@@ -54,14 +54,15 @@ def run_cpu(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return pool.apply(_running, (function, args, kwargs))
 
 
-# What each pool thread runs now, by its thread id: (the job's name, when it started).
-_RUNNING: dict[int, tuple[str, float]] = {}
+# What each pool thread runs now, by its thread id: (the job's function, when it started).
+# Named only when asked (busy_jobs): a job pays a dict entry, not a repr.
+_RUNNING: dict[int, tuple[Callable[..., Any], float]] = {}
 
 
 def _running(function: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """`function(*args, **kwargs)`, recorded as running in this pool thread while it runs."""
     ident = _thread_ident()
-    _RUNNING[ident] = (getattr(function, "__qualname__", repr(function)), time.monotonic())
+    _RUNNING[ident] = (function, time.monotonic())
     try:
         return function(*args, **kwargs)
     finally:
@@ -74,7 +75,8 @@ def busy_jobs() -> list[str]:
     here, so "still waiting after 60 s" says on what."""
     frames = sys._current_frames()
     now, busy = time.monotonic(), []
-    for ident, (name, started) in list(_RUNNING.items()):
+    for ident, (function, started) in list(_RUNNING.items()):
+        name = getattr(function, "__qualname__", None) or repr(function)
         frame, where = frames.get(ident), []
         while frame is not None and len(where) < 4:
             where.append(f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}")

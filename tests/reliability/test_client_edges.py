@@ -154,7 +154,7 @@ def test_an_oversized_websocket_message_is_refused_as_it_arrives(server, api, sc
                 try:
                     sent += sock.send(piece)
                 except BlockingIOError:
-                    pass  # taken by the time it was sent to: select again
+                    pass  # full again by the time of the send: select again
             else:
                 raise AssertionError(f"the socket neither took data nor closed in {WAIT_SECONDS} s")
     except (BrokenPipeError, ConnectionResetError):

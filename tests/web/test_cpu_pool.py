@@ -18,7 +18,7 @@ import uuid
 import gevent
 import gevent.socket
 
-from numi.cpu_pool import busy_jobs, import_off_hub, pool_state, run_cpu
+from numi.cpu_pool import CPU_THREADS, busy_jobs, import_off_hub, pool_state, run_cpu
 from numi.web.live.message_render import OFF_HUB_CHARS, render_html
 from server_wait import WAIT_SECONDS
 
@@ -93,7 +93,7 @@ def test_every_greenlet_gets_the_module_whole_while_its_import_runs_in_the_pool(
 def test_a_busy_pool_says_what_it_runs_and_where():
     """What a timed-out wait prints (an index's, a turn's): the job its waiters queue behind,
     for how long and at which line, found from the pool thread's own frames."""
-    gate = threading.Event()  # patched: the pool thread waits on its own hub
+    gate = threading.Event()  # a native Event (the test worker is not monkey-patched)
 
     def stuck_job():
         gate.wait(WAIT_SECONDS)
@@ -102,7 +102,9 @@ def test_a_busy_pool_says_what_it_runs_and_where():
     while not busy_jobs():
         gevent.sleep(0.005)
     (busy,) = busy_jobs()
-    assert pool_state().startswith("1 task(s) unfinished, 1 of 1 thread(s)"), pool_state()
+    # Threads are made on demand and kept: how many there are depends on the tests before.
+    assert pool_state().startswith("1 task(s) unfinished, "), pool_state()
+    assert f" of {CPU_THREADS} thread(s)" in pool_state(), pool_state()
     assert busy.startswith(
         "test_a_busy_pool_says_what_it_runs_and_where.<locals>.stuck_job for "
     ), busy
@@ -110,4 +112,4 @@ def test_a_busy_pool_says_what_it_runs_and_where():
     gate.set()
     job.get(timeout=WAIT_SECONDS)
     assert busy_jobs() == []
-    assert pool_state().startswith("0 task(s) unfinished, 1 of 1 thread(s)"), pool_state()
+    assert pool_state().startswith("0 task(s) unfinished, "), pool_state()
