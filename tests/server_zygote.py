@@ -37,8 +37,12 @@ import traceback  # noqa: E402
 import gevent.pywsgi  # noqa: E402, F401  (serve's server)
 from gevent.os import fork_gevent  # noqa: E402
 
+from flask import Flask  # noqa: E402
+
 import numi  # noqa: E402
 from numi.cli import main  # noqa: E402
+from numi.resources import TEMPLATES, resource_dir  # noqa: E402
+from numi.web import register  # noqa: E402
 
 # What a start imports is imported once here: every module of numi (create_app, the views and
 # serve import theirs lazily, for the patch order), and the libraries the start's migration
@@ -51,6 +55,16 @@ for _module in pkgutil.walk_packages(numi.__path__, "numi."):
         importlib.import_module(_module.name)
 for _library in ("alembic.command", "alembic.runtime.migration", "alembic.autogenerate"):
     importlib.import_module(_library)
+
+# Every template compiled once here, into the process's compiled templates
+# (numi/web/template_code.py), which each child inherits: a start's pages then cost their
+# render, not their compile (about 35 ms a template, 141 templates: 5 s once per worker).
+# A bare app with the web layer registered has the compile settings of every start's app.
+_templates = Flask("numi", template_folder=str(resource_dir(TEMPLATES)))
+register(_templates)
+for _name in _templates.jinja_env.list_templates():
+    _templates.jinja_env.get_template(_name)
+del _templates
 
 # Unpatched: this process never runs gevent's hub, so no watcher of its own reaps a child.
 _poll = monkey.get_original("select", "poll")

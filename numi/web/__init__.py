@@ -60,6 +60,7 @@ def register(app: Flask) -> None:
     from .markdown_on_request import can_render_on_request  # lazy: start-up time
     from .model_picker import forget_sent_lists, model_picker_html  # lazy: start-up time
     from .routing import LazyBuilderRule  # lazy: start-up time
+    from .template_code import share_compiled_templates  # lazy: start-up time
 
     app.url_rule_class = LazyBuilderRule  # before any blueprint adds its rules
 
@@ -117,6 +118,7 @@ def register(app: Flask) -> None:
     app.jinja_env.globals["reported_capabilities"] = reported_capabilities
     app.jinja_env.globals["capability_source_label"] = capability_source_label
     app.jinja_env.globals["asset_version"] = "1"
+    share_compiled_templates(app.jinja_env)
 
     tool_cards.init_app(app)
     hidden_characters.init_app(app)
