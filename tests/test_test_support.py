@@ -4,6 +4,7 @@ silently in CI would hide failures)."""
 from __future__ import annotations
 
 import pytest
+from fixtures.databases import USER_TABLES
 from fixtures.live_server import LiveServer
 
 
@@ -50,3 +51,41 @@ def test_a_server_wait_ends_on_readiness_or_exit_and_its_deadline_only_catches_a
     failing = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
     with pytest.raises(RuntimeError, match="the child exited with 3:\nwhy"):
         wait_until_ready(failing, lambda: False, what="the child", log=lambda: "why")
+
+
+def test_a_recycled_postgres_copy_is_the_template_again(database_templates):
+    """A PostgreSQL test's copy is emptied for the next test (fixtures/databases.py): every
+    row gone and the ids starting over, as on a fresh copy; one whose schema a test changed
+    is not reused."""
+    import sqlalchemy as sa
+    from sqlalchemy.orm import Session
+
+    from numi.models import Chat, User
+
+    database = database_templates.postgres_copy()
+    engine = sa.create_engine(database.url, poolclass=sa.pool.NullPool)
+
+    def add_user(name: str) -> int:
+        with Session(engine) as session:
+            user = User(username=name, password_hash="")
+            session.add(user)
+            session.flush()
+            session.add(Chat(user_id=user.id, title="t"))  # a row that points at the user
+            session.commit()
+            return user.id
+
+    try:
+        first = add_user("ada")
+        add_user("grace")
+        assert database.empty(database_templates._schema)
+        with engine.connect() as conn:
+            for table in conn.execute(sa.text(USER_TABLES)).scalars():
+                assert conn.execute(sa.text(f'SELECT count(*) FROM "{table}"')).scalar_one() == 0
+        assert add_user("linus") == first
+
+        with engine.begin() as conn:
+            conn.execute(sa.text("ALTER TABLE users ADD COLUMN nickname text"))
+        assert not database.empty(database_templates._schema)
+    finally:
+        engine.dispose()
+        database.drop()
