@@ -86,3 +86,55 @@ def test_a_venv_whose_python_is_gone_or_another_is_rebuilt(tmp_path):
     assert dry.returncode == 0, dry.stderr
     assert "was made by another Python" in dry.stdout and f"rm -rf {venv}" in dry.stdout
     assert f"-m venv {venv}" in dry.stdout and "install" in dry.stdout
+
+
+def _venv_with_stand_ins(tmp_path, *, uv_exit: int | None) -> tuple[Path, Path]:
+    """A venv whose python runs the real interpreter for `-c` (make's identity check) and
+    records any other call, as `pip` does; its uv (none when `uv_exit` is None) records its
+    arguments and exits with `uv_exit`. Returns (venv, the record)."""
+    venv, record = tmp_path / "venv", tmp_path / "calls"
+    subprocess.run([_base_python(), "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    python.unlink()
+    python.write_text(
+        f'#!/bin/sh\n[ "$1" = "-c" ] && exec {_base_python()} "$@"\necho "python $*" >> {record}\n'
+    )
+    python.chmod(0o755)
+    if uv_exit is not None:
+        uv = venv / "bin" / "uv"
+        uv.write_text(f'#!/bin/sh\necho "uv $*" >> {record}\nexit {uv_exit}\n')
+        uv.chmod(0o755)
+    return venv, record
+
+
+def test_the_install_goes_through_uv_and_falls_back_to_pip(tmp_path):
+    for uv_exit, expected in (
+        # uv in the venv installs; pip is not asked
+        (0, ["uv pip install --python {bin}/python --compile-bytecode -e ."]),
+        # uv fails (a registry it does not reach): pip installs instead
+        (
+            1,
+            [
+                "uv pip install --python {bin}/python --compile-bytecode -e .",
+                "python -m pip --disable-pip-version-check install --progress-bar on -e .",
+            ],
+        ),
+        # no uv: pip is asked for it first (the stand-in installs nothing), then installs
+        (
+            None,
+            [
+                "python -m pip --disable-pip-version-check install -q uv>=0.4",
+                "python -m pip --disable-pip-version-check install --progress-bar on -e .",
+            ],
+        ),
+    ):
+        case = tmp_path / f"uv-{uv_exit}"
+        case.mkdir()
+        venv, record = _venv_with_stand_ins(case, uv_exit=uv_exit)
+        result = _make(f"{venv}/.installed", f"VENV={venv}", f"PYTHON={_base_python()}")
+        assert result.returncode == 0, result.stderr
+        calls = record.read_text().splitlines()
+        assert calls == [line.format(bin=venv / "bin") for line in expected], (uv_exit, calls)
+        said = "uv did not install; installing with pip" in result.stdout.splitlines()
+        assert said == (uv_exit != 0)
+        assert (venv / ".installed").exists()
