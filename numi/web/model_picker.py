@@ -35,13 +35,20 @@ class PickerOption:
 
 @dataclass
 class PickerGroup:
-    endpoint: Endpoint
+    """One endpoint's models. It holds the endpoint's values, not the entity: a WebSocket
+    connection keeps its pickers across its database sessions (model_picker_html), and an
+    entity its session expired and let go cannot be read (DetachedInstanceError)."""
+
+    endpoint_id: int
+    name: str
+    enabled: bool
+    models_problem: str | None  # why the model list was not refreshed, if it was not
     options: list[PickerOption] = field(default_factory=list)
     empty_value: str = ""  # the "(no models listed)" line's value
 
     @property
     def label(self) -> str:
-        return self.endpoint.name + ("" if self.endpoint.enabled else " (disabled)")
+        return self.name + ("" if self.enabled else " (disabled)")
 
 
 @dataclass
@@ -88,9 +95,7 @@ def model_picker_html(
     macros = current_app.jinja_env.get_template("partials/_model_picker.html").module
     if key not in pickers:
         picker = model_picker(endpoints, chat, preselected)
-        listed = repr(
-            [(grp.label, grp.endpoint.models_problem, grp.options) for grp in picker.groups]
-        )
+        listed = repr([(grp.label, grp.models_problem, grp.options) for grp in picker.groups])
         list_id = "picker-list-" + hashlib.blake2b(listed.encode(), digest_size=6).hexdigest()
         options_id = list_id + "-options" if shared_options and endpoints else ""
         select = macros.select(
@@ -122,7 +127,7 @@ def model_picker(endpoints: list[Endpoint], chat: Any = None, preselected: str =
     current = f"{endpoint_id}:{model or ''}" if endpoint_id is not None else preselected
     values = {o.value for g in groups for o in g.options}
     # A chat already on an endpoint without models keeps showing it (honestly empty).
-    values |= {g.empty_value for g in groups if g.endpoint.id == endpoint_id and not g.options}
+    values |= {g.empty_value for g in groups if g.endpoint_id == endpoint_id and not g.options}
     return Picker(groups, current if current in values else "")
 
 
@@ -151,7 +156,10 @@ def _group(endpoint: Endpoint, chat_endpoint_id: int | None, chat_model: str | N
     if chat_endpoint_id == endpoint.id and chat_model and chat_model not in ids:
         ids.insert(0, chat_model)
     return PickerGroup(
-        endpoint,
+        endpoint.id,
+        endpoint.name,
+        endpoint.enabled,
+        endpoint.models_problem,
         [PickerOption(f"{endpoint.id}:{m}", m, _hints(endpoint, listed, m)) for m in ids],
         f"{endpoint.id}:",
     )

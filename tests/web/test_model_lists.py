@@ -154,6 +154,35 @@ def test_nothing_is_preselected_that_lists_no_models(sqlite_client, provider):
     assert selected_route(page) == f"{nothing['id']}:"
 
 
+def test_a_picker_kept_by_a_connection_outlives_the_session_its_endpoints_came_from(
+    sqlite_app, provider
+):
+    """A WebSocket connection's context keeps its pickers across its database sessions (the
+    HTML view lets its session go after each batch of events). A picker built in one
+    session, whose endpoints that session then expired (a commit) and let go, must still
+    draw its listbox in the next: it failed with DetachedInstanceError, and the answer's
+    fragment never reached the page (a compare turn's "Continue with this" buttons, CI)."""
+    from numi.endpoints import create_endpoint, list_endpoints
+    from numi.extensions import db
+    from numi.identity import local_user
+    from numi.web.model_picker import forget_sent_lists, model_picker_html
+
+    with sqlite_app.test_request_context():
+        endpoint = create_endpoint(
+            None, {"name": "kept", "kind": "openai_chat", "base_url": provider.openai_base_url}
+        )
+        endpoint.models = MODELS
+        db.session.commit()
+        chat = {"endpoint_id": endpoint.id, "model": "beta-model"}
+        first = model_picker_html(list_endpoints(local_user().id), chat)
+        db.session.commit()  # another event of the same batch ends its read: all expired
+        db.session.remove()  # the batch is sent: the session is let go
+
+        forget_sent_lists()  # the next batch's fragment
+        again = model_picker_html(list_endpoints(local_user().id), chat)
+        assert again == first, "the same picker, its listbox drawn again"
+
+
 def test_cli_add_fetches_every_model(live_server, provider):
     result = live_server.cli("endpoint", "add", "Listed", "--base-url", provider.openai_base_url)
 
