@@ -3,9 +3,24 @@
 from __future__ import annotations
 
 import gevent
+from flask import before_render_template
 
 from numi.agent.tools import Tool
 from numi.services import services
+
+# An answer whose text holds this fails to draw, once per message (a stand-in for a bug
+# in drawing one event): tests/turns/test_relay_failure.py.
+DRAW_FAILS_ONCE = "[this answer fails to draw once]"
+_failed_draws: set[int] = set()
+
+
+def _fail_a_draw_once(sender, template, context, **extra):
+    message = context.get("message")
+    if template.name != "partials/_message_oob.html" or message is None:
+        return
+    if DRAW_FAILS_ONCE in (message.content or "") and message.id not in _failed_draws:
+        _failed_draws.add(message.id)
+        raise RuntimeError("drawing this answer failed on purpose")
 
 
 def _sleep(arguments, context):
@@ -32,3 +47,4 @@ def register(app):
     tools.register(Tool("echo", "Echo the arguments.", {"type": "object", "properties": {}}, _echo))
     tools.register(Tool("slow_timeout", "Sleeps past its timeout.", schema, _sleep, timeout=0.2))
     tools.register(Tool("guarded", "Needs approval.", schema, _echo, needs_approval=True))
+    before_render_template.connect(_fail_a_draw_once, app)

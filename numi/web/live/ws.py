@@ -59,6 +59,10 @@ MAX_BATCH = 256
 
 # The close code of a socket that sent messages too fast (RFC 6455: policy violation).
 CLOSE_FLOODING = 1008
+# A relay that failed to draw an event (a bug) closes with this: the page reconnects and
+# resumes from its last event on a new connection, instead of waiting for events that this
+# relay would never send.
+CLOSE_RELAY_FAILED = 1011
 
 # A subscription that failed because Redis is unreachable is tried again after this long,
 # doubling up to the longest wait.
@@ -399,9 +403,20 @@ class Connection:
         except ConnectionClosed:
             pass  # the browser went away; the turn goes on regardless (serve logs it)
         except Exception:
-            log.exception("relay to a client failed")
+            log.exception("relay to a client failed: closing it, so that the page resumes")
+            self._close_relay_failed()
         finally:
             db.session.remove()
+
+    def _close_relay_failed(self) -> None:
+        """Close with 1011: the page's events stopped here, and it would wait for them
+        silently until reloaded. It reconnects and resumes from the last event it drew (its
+        cursor), on a connection whose view starts afresh."""
+        with self.lock:
+            try:
+                self.ws.close(reason=CLOSE_RELAY_FAILED, message="resume")
+            except (ConnectionClosed, LocalProtocolError, OSError):
+                pass  # the client closed first, or is gone
 
     def _send_events(self, events) -> None:
         if self.as_json:
