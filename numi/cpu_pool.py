@@ -11,24 +11,41 @@ pool also shortens the interpreter's switch interval (the most the hub's thread 
 the GIL once it asks) from 5 ms to `CPU_SWITCH_INTERVAL`.
 
 A pool is driven by the hub that made it, so there is one per hub (per OS thread), as gevent
-keeps its own; `hub_pool` also makes the password hashing lanes (numi/passwords.py).
+keeps its own; `hub_pool` makes gevent's pools for the password hashing lanes
+(numi/passwords.py) and the Markdown mirror's files.
+
+The CPU pool is not gevent's ThreadPool, for one reason: in the test suite a job's result
+sometimes never reached the hub that waited for it (six sightings in CI runs, issue 36: the
+job done, its thread idle, the hub running its timers, and the waiting greenlet, with the
+pool's slot it held, stuck for good; the cause was not found). Here a finished job is put on
+a list the hub drains when the pool's async watcher wakes it, and a waiter also looks every
+`LOST_WAKE_UP_CHECK` seconds whether its job finished without that wake-up: then it takes
+the result itself and says so in the log. There are no slots to lose: jobs queue without
+bound and each thread takes the next.
 """
 
 from __future__ import annotations
 
+import collections
 import importlib
+import logging
 import os
 import sys
 import time
+from _queue import SimpleQueue  # the C queue: a real thread blocks in get(), never patched
 from pathlib import Path
 from typing import Any, Callable
 
 import gevent
+from gevent.event import AsyncResult
 from gevent.monkey import get_original
+
+log = logging.getLogger(__name__)
 
 # The real thread's id (the patched `threading.get_ident` names a greenlet): the key of
 # `sys._current_frames`.
 _thread_ident = get_original("_thread", "get_ident")
+_start_thread = get_original("_thread", "start_new_thread")
 
 # Half the cores: CPU jobs never take every core from the hub that serves the streams.
 CPU_THREADS = max(1, (os.cpu_count() or 2) // 2)
@@ -38,6 +55,9 @@ CPU_THREADS = max(1, (os.cpu_count() or 2) // 2)
 # idle p95 and took 32 s for the 12 renders; normal priority 1.5x and 13 s.
 CPU_SWITCH_INTERVAL = 0.001
 _POOL = "numi_cpu_pool"
+# How often a waiting greenlet looks whether its job finished without waking the hub: the
+# most a lost wake-up costs. Cheap: one timer per wait and this interval.
+LOST_WAKE_UP_CHECK = 0.2
 
 
 def run_cpu(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -50,8 +70,97 @@ def run_cpu(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         # user's turn during 12 renders of 198,000 characters went from 3.5x its idle p95
         # to 1.3-1.7x; without contention the interval changes nothing.
         sys.setswitchinterval(CPU_SWITCH_INTERVAL)
-        pool = hub_pool(_POOL, CPU_THREADS)
-    return pool.apply(_running, (function, args, kwargs))
+        pool = CpuPool(CPU_THREADS)
+        setattr(gevent.get_hub(), _POOL, pool)
+    return pool.apply(function, args, kwargs)
+
+
+class _Job:
+    """One call handed to a pool thread, and what it gave."""
+
+    __slots__ = ("function", "args", "kwargs", "result", "finished", "value", "error")
+
+    def __init__(self, function: Callable[..., Any], args: tuple, kwargs: dict):
+        self.function, self.args, self.kwargs = function, args, kwargs
+        self.result = AsyncResult()  # set in the hub's thread only
+        self.finished = False  # set by the pool thread once `value` or `error` is
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        """In a pool thread."""
+        try:
+            self.value = _running(self.function, self.args, self.kwargs)
+        except BaseException as exc:  # the waiter re-raises it
+            self.error = exc
+        self.function = self.args = self.kwargs = None  # type: ignore[assignment]
+        self.finished = True
+
+    def deliver(self) -> None:
+        """In the hub's thread: the waiting greenlet gets the value or the exception."""
+        if self.result.ready():
+            return
+        if self.error is not None:
+            error, self.error = self.error, None
+            self.result.set_exception(error, (type(error), error, error.__traceback__))
+        else:
+            self.result.set(self.value)
+        self.value = None
+
+
+class CpuPool:
+    """`threads` OS threads running the CPU jobs of the hub that made the pool."""
+
+    def __init__(self, threads: int):
+        self.hub = gevent.get_hub()
+        self.threads = threads
+        self.lost_wake_ups = 0  # jobs whose result the waiter had to fetch itself
+        self._queue: SimpleQueue = SimpleQueue()
+        self._finished: collections.deque[_Job] = collections.deque()  # appended by threads
+        self._pending: set[_Job] = set()  # queued or running (the hub's thread only)
+        self._wake = self.hub.loop.async_()
+        # Not a reason for the loop to run on: a waiter always has its timer.
+        self._wake.ref = False
+        self._wake.start(self._deliver)
+        for _ in range(threads):
+            _start_thread(self._work, ())
+
+    def __len__(self) -> int:
+        """Jobs queued or running."""
+        return sum(1 for job in self._pending if not job.finished)
+
+    def apply(self, function: Callable[..., Any], args: tuple = (), kwargs: dict | None = None):
+        """`function(*args, **kwargs)` in a pool thread; the calling greenlet waits."""
+        job = _Job(function, args, kwargs or {})
+        self._pending.add(job)
+        self._queue.put(job)
+        try:
+            while True:
+                try:
+                    return job.result.get(timeout=LOST_WAKE_UP_CHECK)
+                except gevent.Timeout:
+                    if job.finished and not job.result.ready():
+                        self.lost_wake_ups += 1
+                        log.warning(
+                            "a CPU job's result did not wake the hub: taken by its waiter"
+                            " (%d so far in this process)",
+                            self.lost_wake_ups,
+                        )
+                        job.deliver()
+        finally:
+            self._pending.discard(job)
+
+    def _work(self) -> None:
+        """A pool thread: run jobs as they come, hand each back to the hub."""
+        while True:
+            job = self._queue.get()
+            job.run()
+            self._finished.append(job)
+            self._wake.send()
+
+    def _deliver(self) -> None:
+        while self._finished:
+            self._finished.popleft().deliver()
 
 
 # What each pool thread runs now, by its thread id: (the job's function, when it started).
@@ -91,20 +200,21 @@ def hub_pool_if_made():
 
 
 def pool_state() -> str:
-    """This hub's CPU pool as counts: with no job running, whether tasks wait for a thread,
-    the threads are gone, or the slots were never given back."""
+    """This hub's CPU pool as counts: jobs queued or running, its threads, and how many
+    results a waiter had to fetch itself because their wake-up never came."""
     pool = hub_pool_if_made()
     if pool is None:
         return "no CPU pool yet"
     return (
-        f"{len(pool)} task(s) unfinished, {pool.size} of {pool.maxsize} thread(s),"
-        f" {pool._available_worker_threads_greenlet_sem.counter} free slot(s)"
+        f"{len(pool)} task(s) unfinished, {pool.threads} of {pool.threads} thread(s),"
+        f" {pool.lost_wake_ups} lost wake-up(s)"
     )
 
 
 def hub_pool(name: str, threads: int):
     """The gevent ThreadPool called `name` of the current hub, made with `threads` threads
-    the first time it is asked for."""
+    the first time it is asked for (for work that is not the CPU pool's: the password
+    hashing lanes, niced, and the Markdown mirror's file writes)."""
     from gevent.threadpool import ThreadPool  # lazy: start-up time
 
     hub = gevent.get_hub()

@@ -18,7 +18,16 @@ import uuid
 import gevent
 import gevent.socket
 
-from numi.cpu_pool import CPU_THREADS, busy_jobs, import_off_hub, pool_state, run_cpu
+import pytest
+
+from numi.cpu_pool import (
+    CPU_THREADS,
+    busy_jobs,
+    hub_pool_if_made,
+    import_off_hub,
+    pool_state,
+    run_cpu,
+)
 from numi.web.live.message_render import OFF_HUB_CHARS, render_html
 from server_wait import WAIT_SECONDS
 
@@ -113,3 +122,22 @@ def test_a_busy_pool_says_what_it_runs_and_where():
     job.get(timeout=WAIT_SECONDS)
     assert busy_jobs() == []
     assert pool_state().startswith("0 task(s) unfinished, "), pool_state()
+
+
+def test_a_result_whose_wake_up_never_comes_is_fetched_by_its_waiter():
+    """The fault seen in CI (issue 36): a job finished in its thread, and its wake-up never
+    reached the hub. The pool's wake-ups are stopped here to make it happen: each waiter
+    still gets its value or its exception, within `LOST_WAKE_UP_CHECK`, and it is counted."""
+    run_cpu(len, "")  # the pool exists
+    pool = hub_pool_if_made()
+    before = pool.lost_wake_ups
+    pool._wake.stop()
+    try:
+        assert gevent.spawn(run_cpu, sum, [20, 22]).get(timeout=WAIT_SECONDS) == 42
+        with pytest.raises(ZeroDivisionError):
+            gevent.spawn(run_cpu, divmod, 1, 0).get(timeout=WAIT_SECONDS)
+    finally:
+        pool._wake.start(pool._deliver)
+    assert pool.lost_wake_ups == before + 2
+    assert run_cpu(sum, [1, 2]) == 3, "with its wake-ups back, as before"
+    assert pool.lost_wake_ups == before + 2
