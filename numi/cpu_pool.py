@@ -19,8 +19,8 @@ sometimes never reached the hub that waited for it (six sightings in CI runs, is
 job done, its thread idle, the hub running its timers, and the waiting greenlet, with the
 pool's slot it held, stuck for good; the cause was not found). Here a finished job is put on
 a list the hub drains when the pool's async watcher wakes it, and a waiter also looks every
-`LOST_WAKE_UP_CHECK` seconds whether its job finished without that wake-up: then it takes
-the result itself and says so in the log. There are no slots to lose: jobs queue without
+`LOST_WAKE_UP_CHECK` seconds whether its job finished without that wake-up: finished at two
+looks in a row, it takes the result itself and says so in the log. There are no slots to lose: jobs queue without
 bound and each thread takes the next.
 """
 
@@ -55,8 +55,8 @@ CPU_THREADS = max(1, (os.cpu_count() or 2) // 2)
 # idle p95 and took 32 s for the 12 renders; normal priority 1.5x and 13 s.
 CPU_SWITCH_INTERVAL = 0.001
 _POOL = "numi_cpu_pool"
-# How often a waiting greenlet looks whether its job finished without waking the hub: the
-# most a lost wake-up costs. Cheap: one timer per wait and this interval.
+# How often a waiting greenlet looks whether its job finished without waking the hub; a lost
+# wake-up costs at most twice this. Cheap: one timer per wait and this interval.
 LOST_WAKE_UP_CHECK = 0.2
 
 
@@ -126,29 +126,33 @@ class CpuPool:
             _start_thread(self._work, ())
 
     def __len__(self) -> int:
-        """Jobs queued or running."""
+        """Jobs queued or running (a killed waiter's job too, until it ends)."""
         return sum(1 for job in self._pending if not job.finished)
 
     def apply(self, function: Callable[..., Any], args: tuple = (), kwargs: dict | None = None):
         """`function(*args, **kwargs)` in a pool thread; the calling greenlet waits."""
         job = _Job(function, args, kwargs or {})
-        self._pending.add(job)
+        self._pending.add(job)  # until delivered, even if this greenlet is killed meanwhile
         self._queue.put(job)
-        try:
-            while True:
-                try:
-                    return job.result.get(timeout=LOST_WAKE_UP_CHECK)
-                except gevent.Timeout:
-                    if job.finished and not job.result.ready():
-                        self.lost_wake_ups += 1
-                        log.warning(
-                            "a CPU job's result did not wake the hub: taken by its waiter"
-                            " (%d so far in this process)",
-                            self.lost_wake_ups,
-                        )
-                        job.deliver()
-        finally:
-            self._pending.discard(job)
+        finished_unwoken = False
+        while True:
+            try:
+                return job.result.get(timeout=LOST_WAKE_UP_CHECK)
+            except gevent.Timeout:
+                if not job.finished:
+                    continue
+                # Finished at two looks in a row and still not delivered: its wake-up is
+                # lost, not on its way (the thread marks a job finished just before it
+                # sends the wake-up).
+                if finished_unwoken:
+                    self.lost_wake_ups += 1
+                    log.warning(
+                        "a CPU job's result did not wake the hub: taken by its waiter"
+                        " (%d so far in this process)",
+                        self.lost_wake_ups,
+                    )
+                    self._hand_back(job)
+                finished_unwoken = True
 
     def _work(self) -> None:
         """A pool thread: run jobs as they come, hand each back to the hub."""
@@ -160,7 +164,12 @@ class CpuPool:
 
     def _deliver(self) -> None:
         while self._finished:
-            self._finished.popleft().deliver()
+            self._hand_back(self._finished.popleft())
+
+    def _hand_back(self, job: _Job) -> None:
+        """In the hub's thread: the job's waiter, if it still waits, gets what it gave."""
+        job.deliver()
+        self._pending.discard(job)
 
 
 # What each pool thread runs now, by its thread id: (the job's function, when it started).

@@ -127,7 +127,7 @@ def test_a_busy_pool_says_what_it_runs_and_where():
 def test_a_result_whose_wake_up_never_comes_is_fetched_by_its_waiter():
     """The fault seen in CI (issue 36): a job finished in its thread, and its wake-up never
     reached the hub. The pool's wake-ups are stopped here to make it happen: each waiter
-    still gets its value or its exception, within `LOST_WAKE_UP_CHECK`, and it is counted."""
+    still gets its value or its exception, within twice `LOST_WAKE_UP_CHECK`, and it is counted."""
     run_cpu(len, "")  # the pool exists
     pool = hub_pool_if_made()
     before = pool.lost_wake_ups
