@@ -204,15 +204,15 @@ def busy_jobs() -> list[str]:
     return busy
 
 
-def hub_pool_if_made():
-    """This hub's CPU pool, or None before its first job."""
-    return getattr(gevent.get_hub(), _POOL, None)
+def hub_pool_if_made(hub=None):
+    """This hub's (or `hub`'s) CPU pool, or None before its first job."""
+    return getattr(hub or gevent.get_hub(), _POOL, None)
 
 
-def pool_state() -> str:
-    """This hub's CPU pool as counts: jobs queued or running, its threads, and how many
-    results a waiter had to fetch itself because their wake-up never came."""
-    pool = hub_pool_if_made()
+def pool_state(hub=None) -> str:
+    """This hub's (or `hub`'s) CPU pool as counts: jobs queued or running, its threads, and
+    how many results a waiter had to fetch itself because their wake-up never came."""
+    pool = hub_pool_if_made(hub)
     if pool is None:
         return "no CPU pool yet"
     return (

@@ -22,6 +22,7 @@ Every query is scoped to its owner.
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,9 @@ def wait_for_indexing(app, timeout: float | None = None) -> None:
     running = {a: job for a, job in jobs.items() if not job.dead}
     if running:
         # Where each one waits, so a stuck index says why (a lock, the CPU pool, an endpoint).
-        where = "; ".join(f"document {a} at {_waiting_at(job)}" for a, job in running.items())
+        where = "; ".join(
+            f"document {a} at {_waiting_at(job)} ({_hub_of(job)})" for a, job in running.items()
+        )
         busy = "; ".join(busy_jobs()) or "none"
         raise TimeoutError(
             f"{len(running)} document(s) still indexing after {timeout} s: {where}."
@@ -112,6 +115,25 @@ def _waiting_at(job) -> str:
     if innermost is None:
         return "not started"
     return " < ".join([innermost, *ours[:4]])
+
+
+def _hub_of(job) -> str:
+    """Whose hub a job runs in: this thread's, or another's (a job spawned on another thread
+    waits for that thread to run its loop; issue 36's stuck index points there), with the
+    Numi frames it was spawned from."""
+    hub = job.parent
+    if hub is gevent.get_hub():
+        return "this thread's hub"
+    ident = getattr(hub, "thread_ident", None)
+    thread = "alive" if ident in sys._current_frames() else "gone"
+    frames, frame = [], getattr(job, "spawning_stack", None)
+    while frame is not None and len(frames) < 6:
+        frames.append(f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}")
+        frame = frame.f_back
+    return (
+        f"the hub of another thread ({thread}; its CPU pool: {pool_state(hub)}),"
+        f" spawned at {' < '.join(frames) or '?'}"
+    )
 
 
 def _index_job(app, attachment_id: int) -> None:

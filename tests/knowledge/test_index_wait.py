@@ -1,0 +1,38 @@
+"""Waiting for indexing that does not end says where each job waits and whose hub runs it
+(issue 36): a document uploaded on another thread is indexed by that thread's hub, which
+stops with the thread, and the wait names it so instead of hanging with no clue."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import pytest
+
+from numi.knowledge.index import stop_indexing, wait_for_indexing
+
+
+def test_a_job_spawned_on_a_thread_that_ended_is_named_when_the_wait_times_out(sqlite_app):
+    app = sqlite_app
+    uploaded: dict = {}
+
+    def upload() -> None:
+        response = app.test_client().post(
+            "/api/upload",
+            data={"file": (io.BytesIO(b"Kilns fire stoneware."), "kiln.txt")},
+            content_type="multipart/form-data",
+        )
+        uploaded["status"] = response.status_code
+
+    thread = threading.Thread(target=upload)
+    thread.start()
+    thread.join()
+    assert uploaded["status"] == 201
+
+    with pytest.raises(TimeoutError) as waited:
+        wait_for_indexing(app, timeout=0.5)
+    message = str(waited.value)
+    assert "1 document(s) still indexing" in message
+    assert "the hub of another thread (gone;" in message, message
+    assert "attachments.py:" in message, message  # spawned by the upload's view
+    stop_indexing(app)
