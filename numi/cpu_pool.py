@@ -215,9 +215,14 @@ def pool_state(hub=None) -> str:
     pool = hub_pool_if_made(hub)
     if pool is None:
         return "no CPU pool yet"
+    undelivered = len(pool._pending) - len(pool)
+    loop = pool.hub.loop
     return (
         f"{len(pool)} task(s) unfinished, {pool.threads} of {pool.threads} thread(s),"
-        f" {pool.lost_wake_ups} lost wake-up(s)"
+        f" {pool.lost_wake_ups} lost wake-up(s), {undelivered} finished and not handed back"
+        f" ({len(pool._finished)} of them not yet seen by the hub); the hub's loop:"
+        f" iteration {loop.iteration}, {loop.activecnt} active and {loop.pendingcnt} pending"
+        f" watcher(s), now {loop.now():.3f} against the clock's {time.time():.3f}"
     )
 
 
