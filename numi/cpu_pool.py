@@ -17,8 +17,9 @@ keeps its own; `hub_pool` makes gevent's pools for the password hashing lanes
 The CPU pool is not gevent's ThreadPool, for one reason: in the test suite a job's result
 sometimes never reached the hub that waited for it (six sightings in CI runs, issue 36: the
 job done, its thread idle, the hub running its timers, and the waiting greenlet, with the
-pool's slot it held, stuck for good; the cause was not found, and a sighting with this pool
-points elsewhere: README, Development). Here a finished job is put on a list the hub drains
+pool's slot it held, stuck for good; the cause was not found, and in two sightings with
+this pool the waiters, in the main thread's hub, were not woken by their own timers either:
+README, Development). Here a finished job is put on a list the hub drains
 when the pool's async watcher wakes it, and a waiter also looks every `LOST_WAKE_UP_CHECK`
 seconds whether its job finished without that wake-up: finished at two looks in a row, it
 takes the result itself and says so in the log. There are no slots to lose: jobs queue
