@@ -15,15 +15,15 @@ keeps its own; `hub_pool` makes gevent's pools for the password hashing lanes
 (numi/passwords.py) and the Markdown mirror's files.
 
 The CPU pool is not gevent's ThreadPool, for one reason: in the test suite a job's result
-sometimes never reached the hub that waited for it (six sightings in CI runs, issue 36: the
-job done, its thread idle, the hub running its timers, and the waiting greenlet, with the
-pool's slot it held, stuck for good; the cause was not found, and in two sightings with
-this pool the waiters, in the main thread's hub, were not woken by their own timers either:
-README, Development). Here a finished job is put on a list the hub drains
-when the pool's async watcher wakes it, and a waiter also looks every `LOST_WAKE_UP_CHECK`
-seconds whether its job finished without that wake-up: finished at two looks in a row, it
-takes the result itself and says so in the log. There are no slots to lose: jobs queue
-without bound and each thread takes the next.
+seemed sometimes never to reach the hub that waited for it (six sightings in CI runs, issue
+36). Here a finished job is put on a list the hub drains when the pool's async watcher
+wakes it, and a waiter also looks every `LOST_WAKE_UP_CHECK` seconds whether its job
+finished without that wake-up: finished at two looks in a row, it takes the result itself
+and says so in the log. There are no slots to lose: jobs queue without bound and each
+thread takes the next. The sightings went on with this pool, and the later ones, reported
+more closely, were no lost result at all: the test's wait for the jobs had ended early
+(numi/knowledge/index.py, `wait_for_indexing`; README, Development). The look for a lost
+wake-up stays: one timer per wait.
 """
 
 from __future__ import annotations
