@@ -73,8 +73,10 @@ def schedule_indexing(app, attachment_id: int) -> bool:
 
 
 # How often, in this process, `wait_for_indexing`'s wait ended before its deadline with a
-# job still running (tests/fixtures/cpu_pool.py lists a test where it did).
+# job still running, and the most seconds it had left then (tests/fixtures/cpu_pool.py
+# lists a test where it did).
 early_wait_ends = 0
+early_wait_most_left = 0.0
 
 
 def wait_for_indexing(app, timeout: float | None = None) -> None:
@@ -88,6 +90,7 @@ def wait_for_indexing(app, timeout: float | None = None) -> None:
     both jobs alive, their work done and their greenlets about to resume, in a test worker
     whose hub had run 45 loop iterations in its life.
     """
+    global early_wait_ends, early_wait_most_left
     jobs = dict(services(app).document_jobs)
     started = time.monotonic()
     deadline = None if timeout is None else started + timeout
@@ -98,13 +101,19 @@ def wait_for_indexing(app, timeout: float | None = None) -> None:
             break
         gevent.joinall(alive, timeout=left)
         alive = [job for job in alive if not job.dead]
-        if alive and (deadline is None or time.monotonic() < deadline):
+        now = time.monotonic()
+        if alive and (deadline is None or now < deadline):
             early += 1
+            short = None if deadline is None else deadline - now
             log.warning(
-                "the hub's wait for indexing ended early, with %d job(s) running", len(alive)
+                "the hub's wait for indexing ended early, with %d job(s) running and %s s"
+                " of %s s left",
+                len(alive),
+                "?" if short is None else f"{short:.3f}",
+                timeout,
             )
-    global early_wait_ends
-    early_wait_ends += early
+            early_wait_ends += 1
+            early_wait_most_left = max(early_wait_most_left, short or 0.0)
     running = {a: job for a, job in jobs.items() if not job.dead}
     if running:
         # Where each one waits, so a stuck index says why (a lock, the CPU pool, an endpoint).
