@@ -206,8 +206,9 @@ def busy_jobs() -> list[str]:
 
 
 def hub_pool_if_made(hub=None):
-    """This hub's (or `hub`'s) CPU pool, or None before its first job."""
-    return getattr(hub or gevent.get_hub(), _POOL, None)
+    """This hub's (or `hub`'s) CPU pool, or None before its first job. (`is None`, not `or`:
+    a hub is a greenlet, false until its loop first runs.)"""
+    return getattr(gevent.get_hub() if hub is None else hub, _POOL, None)
 
 
 def pool_state(hub=None) -> str:
